@@ -1,0 +1,93 @@
+/* memory/mem: every byte the engine owns, counted by category.
+ *
+ * Host allocations go through il_mem_alloc with a category; each allocation carries a small
+ * header with its size and category so il_mem_free keeps the counters exact. Current and peak
+ * bytes per category (and in total) can be read at any time, from any thread. Memory the
+ * engine does not own but uses (weights borrowed from an mmap) is reported separately as
+ * "mapped" so a run's footprint is complete without double counting.
+ *
+ * Out of memory (malloc failure, a byte limit set with il_mem_set_limit, or a fault injected
+ * with il_mem_fail_after) returns NULL with an IL_ERR_OOM detail naming what was requested and
+ * the bytes in use per category. Nothing here aborts.
+ * Not for: device memory spaces of other backends (they keep their own il_mem_space with the
+ * same counters, see il_mem_space_*).
+ */
+#ifndef IL_MEMORY_MEM_H
+#define IL_MEMORY_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef enum {
+  IL_MEM_WEIGHTS,
+  IL_MEM_KV,
+  IL_MEM_ACTIVATIONS,
+  IL_MEM_WORKSPACE,
+  IL_MEM_STAGING,
+  IL_MEM_OTHER,
+  IL_MEM_CATEGORY_COUNT
+} il_mem_category;
+
+/* "weights", "kv", ... */
+const char *il_mem_category_name(il_mem_category c);
+
+typedef struct {
+  size_t current[IL_MEM_CATEGORY_COUNT];
+  size_t peak[IL_MEM_CATEGORY_COUNT];
+  size_t mapped[IL_MEM_CATEGORY_COUNT]; /* borrowed (mmap), not allocated here */
+  size_t total_current;
+  size_t total_peak;
+  size_t limit; /* 0 = none */
+  uint64_t n_allocs;
+  uint64_t n_failed;
+} il_mem_stats;
+
+/* A counted memory space: the host has one; simulated or real devices have their own. All
+ * counters are updated atomically. */
+typedef struct il_mem_space il_mem_space;
+
+/* The host space used by il_mem_alloc. Never NULL; lives for the whole process. */
+il_mem_space *il_mem_host(void);
+
+/* Reserves `bytes` in `space` for `cat` (checks the limit and fault injection). On failure
+ * returns IL_ERR_OOM with a report naming `what`; the counters are unchanged. */
+il_status il_mem_space_reserve(il_mem_space *space, il_mem_category cat, size_t bytes, const char *what);
+/* Returns bytes reserved earlier. Can't fail. */
+void il_mem_space_release(il_mem_space *space, il_mem_category cat, size_t bytes);
+/* Creates a device space with a name ("sim", "cuda:0") and a byte limit (0 = none). Free with
+ * il_mem_space_free. Returns NULL only when the host is out of memory. */
+il_mem_space *il_mem_space_new(const char *name, size_t limit);
+void il_mem_space_free(il_mem_space *space);
+void il_mem_space_stats(const il_mem_space *space, il_mem_stats *out);
+const char *il_mem_space_name(const il_mem_space *space);
+void il_mem_space_set_limit(il_mem_space *space, size_t limit);
+void il_mem_space_reset_peak(il_mem_space *space);
+/* Adds (or with negative delta removes) bytes borrowed from a mapping. */
+void il_mem_space_note_mapped(il_mem_space *space, il_mem_category cat, int64_t delta);
+/* Writes a one-line-per-category report "weights  12.3 MiB (peak 12.3 MiB)" into buf. */
+void il_mem_space_report(const il_mem_space *space, char *buf, size_t n);
+
+/* Host allocation: 64-byte aligned, counted under `cat`. Returns NULL with an IL_ERR_OOM
+ * detail on failure. `what` names the buffer in that detail ("kv cache", "logits"). The caller
+ * owns the block and releases it with il_mem_free. */
+void *il_mem_alloc(il_mem_category cat, size_t bytes, const char *what);
+/* Same, zero-filled. */
+void *il_mem_calloc(il_mem_category cat, size_t bytes, const char *what);
+/* Frees a block from il_mem_alloc/il_mem_calloc; NULL is ignored. */
+void il_mem_free(void *p);
+/* Host-space shorthands. */
+void il_mem_stats_get(il_mem_stats *out);
+void il_mem_reset_peak(void);
+void il_mem_set_limit(size_t bytes);
+void il_mem_note_mapped(il_mem_category cat, int64_t delta);
+
+/* Fault injection for tests: the n-th counted reservation from now (1 = the next one), in any
+ * space, fails with IL_ERR_OOM. n <= 0 disables. */
+void il_mem_fail_after(long n);
+
+/* Formats a byte count as "1.50 GiB" / "12.0 MiB" / "512 B" into buf (>= 16 bytes). */
+const char *il_mem_format_bytes(size_t bytes, char *buf, size_t n);
+
+#endif
