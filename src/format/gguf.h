@@ -1,0 +1,155 @@
+/* format/gguf: read and write GGUF v3 files (the llama.cpp model format).
+ *
+ * Byte layout (little-endian):
+ *   u32 magic "GGUF" | u32 version (3; 2 also read) | u64 n_tensors | u64 n_kv
+ *   n_kv x  { string key | u32 value_type | value }
+ *   n_tensors x { string name | u32 n_dims (1..4) | u64 ne[n_dims] | u32 type | u64 offset }
+ *   zero padding to `general.alignment` (u32, default 32, a power of two)
+ *   tensor data; each tensor's offset is relative to the start of this section and aligned.
+ *   string = u64 length | bytes (not NUL-terminated)
+ *   value types: 0 u8, 1 i8, 2 u16, 3 i16, 4 u32, 5 i32, 6 f32, 7 bool(u8), 8 string,
+ *                9 array = u32 elem_type | u64 n | n elements (arrays may nest), 10 u64, 11 i64, 12 f64
+ *
+ * The reader maps the file read-only and validates everything before use: counts against
+ * the bytes left, string and array lengths, nesting depth, tensor dims, offsets, alignment and
+ * sizes against the file size, overflow in size products, duplicate keys and tensor names,
+ * unknown value or tensor types. Errors are IL_ERR_FORMAT (or IL_ERR_UNSUPPORTED for a valid
+ * but unsupported tensor type) with a detail naming the file, the byte offset and the field,
+ * e.g. "m.gguf: offset 4123: tensor 'blk.0.attn_q.weight': data [..) ends past end of file".
+ * Tensor data is borrowed from the mapping: valid until il_gguf_close.
+ * Not for: interpreting model metadata (model/), tokenizers (model/tokenizer).
+ */
+#ifndef IL_FORMAT_GGUF_H
+#define IL_FORMAT_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+typedef enum {
+  IL_GGUF_U8 = 0,
+  IL_GGUF_I8 = 1,
+  IL_GGUF_U16 = 2,
+  IL_GGUF_I16 = 3,
+  IL_GGUF_U32 = 4,
+  IL_GGUF_I32 = 5,
+  IL_GGUF_F32 = 6,
+  IL_GGUF_BOOL = 7,
+  IL_GGUF_STRING = 8,
+  IL_GGUF_ARRAY = 9,
+  IL_GGUF_U64 = 10,
+  IL_GGUF_I64 = 11,
+  IL_GGUF_F64 = 12,
+  IL_GGUF_TYPE_COUNT
+} il_gguf_type;
+
+#define IL_GGUF_DEFAULT_ALIGNMENT 32
+#define IL_GGUF_MAX_DIMS 4
+
+typedef struct {
+  const char *ptr; /* borrowed, NOT NUL-terminated */
+  uint64_t len;
+} il_gguf_str;
+
+typedef struct {
+  const char *name;  /* NUL-terminated copy owned by the reader */
+  uint32_t n_dims;
+  int64_t ne[IL_GGUF_MAX_DIMS]; /* ne[0] is the row length (fastest); unused dims are 1 */
+  il_dtype type;
+  uint64_t offset;   /* relative to the data section */
+  uint64_t nbytes;
+  const void *data;  /* borrowed from the mapping */
+  uint64_t info_offset; /* file offset of this tensor's info record, for error messages */
+} il_gguf_tensor;
+
+typedef struct il_gguf il_gguf;
+
+/* Maps and validates `path`. On success *out owns the mapping; free with il_gguf_close. */
+il_status il_gguf_open(const char *path, il_gguf **out);
+/* Validates a file image already in memory (borrowed; must outlive the reader). `name` is used
+ * in error messages. */
+il_status il_gguf_open_memory(const void *data, size_t size, const char *name, il_gguf **out);
+void il_gguf_close(il_gguf *g);
+
+uint32_t il_gguf_version(const il_gguf *g);
+uint32_t il_gguf_alignment(const il_gguf *g);
+const char *il_gguf_path(const il_gguf *g);
+size_t il_gguf_file_size(const il_gguf *g);
+uint64_t il_gguf_data_offset(const il_gguf *g); /* file offset of the tensor data section */
+
+/* ---- metadata ---- */
+int64_t il_gguf_kv_count(const il_gguf *g);
+/* Index of `key`, or -1. */
+int64_t il_gguf_find_key(const il_gguf *g, const char *key);
+/* Key name of entry i as a NUL-terminated string owned by the reader. */
+const char *il_gguf_key(const il_gguf *g, int64_t i);
+il_gguf_type il_gguf_kv_type(const il_gguf *g, int64_t i);
+
+/* Typed getters by key. Missing key: IL_ERR_NOT_FOUND with the key in the detail. Wrong type:
+ * IL_ERR_FORMAT naming the key, the expected and the actual type. Integer getters accept any
+ * integer type whose value fits; float getters accept f32 and f64. */
+il_status il_gguf_get_u32(const il_gguf *g, const char *key, uint32_t *out);
+il_status il_gguf_get_u64(const il_gguf *g, const char *key, uint64_t *out);
+il_status il_gguf_get_i64(const il_gguf *g, const char *key, int64_t *out);
+il_status il_gguf_get_f32(const il_gguf *g, const char *key, float *out);
+il_status il_gguf_get_bool(const il_gguf *g, const char *key, bool *out);
+il_status il_gguf_get_str(const il_gguf *g, const char *key, il_gguf_str *out);
+
+/* Arrays: element type and count; for fixed-size element types `data` points at the packed
+ * little-endian elements in the mapping. For string arrays use il_gguf_arr_str (O(1) each, an
+ * offset index is built at open). Nested arrays: data is NULL; they are validated and kept
+ * for round trips but have no typed accessor. */
+il_status il_gguf_get_arr(const il_gguf *g, const char *key, il_gguf_type *elem_type, uint64_t *n,
+                          const void **data);
+il_status il_gguf_arr_str(const il_gguf *g, const char *key, uint64_t i, il_gguf_str *out);
+
+/* Raw value bytes of entry i (the value only, as stored after the type field) for copying. */
+void il_gguf_kv_raw(const il_gguf *g, int64_t i, const void **data, size_t *size);
+
+/* ---- tensors ---- */
+int64_t il_gguf_tensor_count(const il_gguf *g);
+const il_gguf_tensor *il_gguf_tensor_at(const il_gguf *g, int64_t i);
+/* NULL when absent. */
+const il_gguf_tensor *il_gguf_find_tensor(const il_gguf *g, const char *name);
+
+/* ---- writer ----
+ * Collects metadata and tensors in insertion order and writes a GGUF v3 file. Tensor data is
+ * borrowed until il_gguf_writer_write returns. Keys and names are copied. Adding a duplicate key
+ * or tensor name is IL_ERR_INVALID_ARG. Writing goes to "<path>.tmp" then renames, so a failed
+ * write never leaves a truncated model behind. */
+typedef struct il_gguf_writer il_gguf_writer;
+
+il_status il_gguf_writer_new(il_gguf_writer **out);
+void il_gguf_writer_free(il_gguf_writer *w);
+il_status il_gguf_writer_set_u32(il_gguf_writer *w, const char *key, uint32_t v);
+il_status il_gguf_writer_set_i32(il_gguf_writer *w, const char *key, int32_t v);
+il_status il_gguf_writer_set_u64(il_gguf_writer *w, const char *key, uint64_t v);
+il_status il_gguf_writer_set_f32(il_gguf_writer *w, const char *key, float v);
+il_status il_gguf_writer_set_bool(il_gguf_writer *w, const char *key, bool v);
+il_status il_gguf_writer_set_str(il_gguf_writer *w, const char *key, const char *v);
+/* Array of fixed-size elements (not STRING or ARRAY), copied. */
+il_status il_gguf_writer_set_arr(il_gguf_writer *w, const char *key, il_gguf_type elem_type,
+                                 const void *data, uint64_t n);
+/* Array of strings with explicit lengths (may contain NUL bytes), copied. */
+il_status il_gguf_writer_set_arr_str(il_gguf_writer *w, const char *key, const char *const *strs,
+                                     const uint64_t *lens, uint64_t n);
+/* Adds a value of any type (nested arrays included) from its serialized bytes, laid out as
+ * il_gguf_kv_raw returns them; the bytes are copied and validated like the reader validates a
+ * file (IL_ERR_INVALID_ARG naming the key when they do not parse to exactly `size` bytes). */
+il_status il_gguf_writer_set_raw(il_gguf_writer *w, const char *key, il_gguf_type type, const void *value,
+                                 size_t size);
+/* Copies entry i of a reader verbatim (any type, nested arrays included). */
+il_status il_gguf_writer_copy_kv(il_gguf_writer *w, const il_gguf *g, int64_t i);
+/* Adds a tensor; nbytes must equal the size implied by type and shape. */
+il_status il_gguf_writer_add_tensor(il_gguf_writer *w, const char *name, il_dtype type,
+                                    uint32_t n_dims, const int64_t *ne, const void *data,
+                                    uint64_t nbytes);
+/* Sets the alignment written (default 32; the caller also sets general.alignment when it is
+ * not the default). */
+il_status il_gguf_writer_set_alignment(il_gguf_writer *w, uint32_t alignment);
+il_status il_gguf_writer_write(il_gguf_writer *w, const char *path);
+
+#endif
