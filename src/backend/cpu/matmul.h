@@ -1,0 +1,47 @@
+/* backend/cpu/matmul: y = W x for every weight type, on the thread pool.
+ *
+ * W is n_out rows of n_in elements in its storage type (as in the GGUF file, read in place from
+ * the mmap). X is n_tok rows of n_in floats. For quantized W the activations are first
+ * quantized to 8 bits (in the workspace, shared by all threads) and the dot products run in
+ * integer arithmetic, as GGUF engines do. The instruction set is chosen once from CPUID
+ * (AVX-512 VNNI, AVX2, or scalar); the scalar path is also the test oracle.
+ * Hot path: with one token this is a matrix-vector product and bounded by memory bandwidth.
+ * Not for: attention or elementwise ops (backend/cpu/ops).
+ */
+#ifndef IL_BACKEND_CPU_MATMUL_H
+#define IL_BACKEND_CPU_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/cpu/pool.h"
+#include "core/dtype.h"
+#include "core/status.h"
+
+typedef enum { IL_ISA_SCALAR = 0, IL_ISA_AVX2 = 1, IL_ISA_AVX512 = 2 } il_isa;
+
+/* Best level this CPU supports (CPUID + OS XSAVE state). */
+il_isa il_cpu_isa_detected(void);
+/* Level in use (defaults to detected; IL_ISA env var "scalar"/"avx2"/"avx512" lowers it). */
+il_isa il_cpu_isa(void);
+/* Forces a level (clamped to detected); returns the level actually set. For tests/bench. */
+il_isa il_cpu_set_isa(il_isa isa);
+const char *il_isa_name(il_isa isa);
+/* Comma list of levels compiled into this binary, e.g. "scalar,avx2,avx512". */
+const char *il_cpu_isa_compiled(void);
+
+/* True when a kernel exists for weights of type t. */
+bool il_cpu_matmul_supported(il_dtype t);
+/* Bytes of workspace il_cpu_matmul needs for these shapes (quantized activations). */
+size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok);
+
+/* y[t * ldy + r] = sum_k W[r][k] * x[t * n_in + k] for t < n_tok, r < n_out.
+ * w_stride is the byte distance between weight rows (il_dtype_row_size(wtype, n_in) for a
+ * plain tensor). work must hold il_cpu_matmul_work_size bytes. Runs on all pool threads.
+ * IL_ERR_UNSUPPORTED for a type without kernel; IL_ERR_INVALID_ARG for n_in not a multiple
+ * of the block size. */
+il_status il_cpu_matmul(il_pool *pool, il_dtype wtype, const void *w, size_t w_stride,
+                        int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y,
+                        int64_t ldy, void *work);
+
+#endif

@@ -1,0 +1,134 @@
+/* cli/args: flag parsing shared by all commands. */
+#include "cli/args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "memory/mem.h"
+
+static const il_cli_flag *il__find_flag(const il_cli_flag *flags, int n, const char *name, char short_flag) {
+  for (int i = 0; i < n; i++)
+    if ((name && !strcmp(flags[i].name, name)) || (short_flag && flags[i].short_flag == short_flag)) return &flags[i];
+  return NULL;
+}
+
+int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const il_cli_flag *flags, int n_flags,
+                 const char **pos, int max_pos, int *n_pos) {
+  *n_pos = 0;
+  /* pass 1: --config FILE */
+  for (int i = 1; cfg && i < argc; i++) {
+    if (!strcmp(argv[i], "--")) break;
+    const char *file = NULL;
+    if (!strcmp(argv[i], "--config")) {
+      if (i + 1 >= argc) return il_cli_usage_error(cmd, "--config needs a file");
+      file = argv[++i];
+    } else if (!strncmp(argv[i], "--config=", 9)) {
+      file = argv[i] + 9;
+    }
+    if (file) {
+      il_status st = il_config_load(cfg, file);
+      if (st != IL_OK) return il_cli_fail(cmd, st);
+    }
+  }
+  /* pass 2: everything else, in order */
+  bool only_pos = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (only_pos || a[0] != '-' || a[1] == 0) {
+      if (*n_pos >= max_pos) return il_cli_usage_error(cmd, "unexpected argument '%s'", a);
+      pos[(*n_pos)++] = a;
+      continue;
+    }
+    if (!strcmp(a, "--")) {
+      only_pos = true;
+      continue;
+    }
+    char name[128];
+    const char *inline_val = NULL;
+    char short_flag = 0;
+    if (a[1] == '-') {
+      const char *eq = strchr(a + 2, '=');
+      size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+      if (len >= sizeof name) return il_cli_usage_error(cmd, "unknown option '%s'", a);
+      memcpy(name, a + 2, len);
+      name[len] = 0;
+      if (eq) inline_val = eq + 1;
+    } else {
+      if (a[2] != 0) return il_cli_usage_error(cmd, "unknown option '%s' (short options take a separate value)", a);
+      short_flag = a[1];
+      name[0] = 0;
+    }
+    if (cfg && !strcmp(name, "config")) {
+      if (!inline_val) i++;
+      continue;
+    }
+    const il_cli_flag *f = il__find_flag(flags, n_flags, short_flag ? NULL : name, short_flag);
+    if (f) {
+      if (f->set) *f->set = true;
+      if (!f->has_arg) {
+        if (inline_val) return il_cli_usage_error(cmd, "--%s takes no value", f->name);
+        continue;
+      }
+      if (!inline_val) {
+        if (i + 1 >= argc) return il_cli_usage_error(cmd, "--%s needs a value", f->name);
+        inline_val = argv[++i];
+      }
+      *f->value = inline_val;
+      continue;
+    }
+    const il_opt *o = cfg ? (short_flag ? il_config_find_short(short_flag) : il_config_find(name)) : NULL;
+    if (!o) return il_cli_usage_error(cmd, "unknown option '%s'", a);
+    char where[160];
+    snprintf(where, sizeof where, "--%s", o->name);
+    if (o->kind == IL_OPT_BOOL && !inline_val) {
+      inline_val = "true";
+    } else if (!inline_val) {
+      if (i + 1 >= argc) return il_cli_usage_error(cmd, "--%s needs a value", o->name);
+      inline_val = argv[++i];
+    }
+    il_status st = il_config_set(cfg, o->name, inline_val, where);
+    if (st != IL_OK) return il_cli_usage_error(cmd, "%s", il_error_detail());
+  }
+  return 0;
+}
+
+void il_cli_print_options(FILE *f, const char *names) {
+  for (const il_opt *o = il_config_options(); o->name; o++) {
+    if (names) {
+      const char *p = strstr(names, o->name);
+      size_t l = strlen(o->name);
+      bool hit = false;
+      while (p && !hit) {
+        hit = (p == names || p[-1] == ',') && (p[l] == 0 || p[l] == ',');
+        p = strstr(p + 1, o->name);
+      }
+      if (!hit) continue;
+    }
+    char flag[64];
+    const char *arg = o->kind == IL_OPT_BOOL ? "" : o->kind == IL_OPT_STR ? " S" : " N";
+    if (o->short_flag) snprintf(flag, sizeof flag, "-%c, --%s%s", o->short_flag, o->name, arg);
+    else snprintf(flag, sizeof flag, "    --%s%s", o->name, arg);
+    il_config cfg;
+    il_config_defaults(&cfg);
+    char dflt[64];
+    il_config_format(&cfg, o, dflt, sizeof dflt);
+    fprintf(f, "  %-24s %s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
+            o->kind != IL_OPT_BOOL ? dflt : "", *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
+  }
+  fprintf(f, "  %-24s %s\n", "    --config FILE", "read options from 'key = value' lines; flags override it");
+}
+
+void il_cli_print_memory(FILE *f) {
+  il_mem_stats st;
+  il_mem_stats_get(&st);
+  char a[32];
+  fprintf(f, "memory (peak):");
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) {
+    if (!st.peak[c] && !st.mapped[c]) continue;
+    fprintf(f, " %s %s", il_mem_category_name((il_mem_category)c), il_mem_format_bytes(st.peak[c], a, sizeof a));
+    if (st.mapped[c]) fprintf(f, " (+%s mapped)", il_mem_format_bytes(st.mapped[c], a, sizeof a));
+    fprintf(f, ",");
+  }
+  fprintf(f, " total %s\n", il_mem_format_bytes(st.total_peak, a, sizeof a));
+}

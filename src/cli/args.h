@@ -1,0 +1,35 @@
+/* cli/args: one flag parser for every command.
+ *
+ * Engine options come from the il_config table (engine/config.h), so `--threads 4`, `-t 4`,
+ * `--threads=4` and a `threads = 4` line in a --config file all go through il_config_set.
+ * A command adds its own flags (output path, token list) as il_cli_flag entries. --config
+ * FILE is applied first wherever it appears, so flags always override the file. `--` ends the
+ * options; everything after it is positional.
+ */
+#ifndef IL_CLI_ARGS_H
+#define IL_CLI_ARGS_H
+
+#include <stdbool.h>
+
+#include "engine/config.h"
+
+typedef struct {
+  const char *name;   /* long name, without -- */
+  char short_flag;    /* 0 = none */
+  bool has_arg;
+  const char **value; /* set for flags with an argument */
+  bool *set;          /* set to true when the flag is present (optional for has_arg) */
+} il_cli_flag;
+
+/* Parses argv[1..] (argv[0] is the command name). Positional arguments are collected into
+ * pos (at most max_pos; more is a usage error). Returns 0 on success, or the exit code to
+ * return (usage errors are printed). When cfg is NULL engine options are not accepted. */
+int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const il_cli_flag *flags, int n_flags,
+                 const char **pos, int max_pos, int *n_pos);
+/* Prints the engine options table (for --help), only those named in `names` (comma list), or
+ * all when names is NULL. */
+void il_cli_print_options(FILE *f, const char *names);
+/* Prints the peak memory of the host space by category to f. */
+void il_cli_print_memory(FILE *f);
+
+#endif

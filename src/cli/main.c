@@ -1,0 +1,100 @@
+/* cli/main: `inferlab COMMAND ...` dispatch, --help and --version. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cpu/matmul.h"
+#include "cli/cli.h"
+#include "il_build_info.h"
+
+typedef struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *summary;
+} il__command;
+
+static const il__command il__commands[] = {
+#define IL__CLI_DECL(name, fn, summary) {name, fn, summary},
+#include "cli/commands.def"
+#undef IL__CLI_DECL
+};
+
+int il_cli_exit_code(il_status s) {
+  switch (s) {
+    case IL_OK: return IL_EXIT_OK;
+    case IL_ERR_INVALID_ARG: return IL_EXIT_USAGE;
+    case IL_ERR_FORMAT: return IL_EXIT_DATA;
+    case IL_ERR_IO:
+    case IL_ERR_NOT_FOUND: return IL_EXIT_NOINPUT;
+    case IL_ERR_UNSUPPORTED: return IL_EXIT_UNSUPPORTED;
+    case IL_ERR_OOM: return IL_EXIT_OOM;
+    default: return IL_EXIT_FAILURE;
+  }
+}
+
+int il_cli_fail(const char *cmd, il_status s) {
+  const char *d = il_error_detail();
+  fprintf(stderr, "inferlab %s: error: %s\n", cmd, d && *d ? d : il_status_message(s));
+  return il_cli_exit_code(s);
+}
+
+int il_cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "inferlab %s: ", cmd);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nRun 'inferlab %s --help' for usage.\n", cmd);
+  return IL_EXIT_USAGE;
+}
+
+static void il__print_version(void) {
+  printf("inferlab %s (%s build)\n", IL_VERSION_STRING, IL_BUILD_TYPE);
+  printf("compiler:    %s\n", IL_BUILD_COMPILER);
+  printf("simd:        compiled %s; detected %s; using %s\n", il_cpu_isa_compiled(),
+         il_isa_name(il_cpu_isa_detected()), il_isa_name(il_cpu_isa()));
+#if IL_HAVE_CUDA
+  printf("cuda:        built (%s%s%s)\n", IL_BUILD_CUDA_VERSION,
+         *IL_BUILD_CUDA_ARCHS ? ", sm " : "", IL_BUILD_CUDA_ARCHS);
+#else
+  printf("cuda:        not built (CPU-only build)\n");
+#endif
+}
+
+static void il__print_help(FILE *f) {
+  fprintf(f,
+          "inferlab: self-hosted inference runtime and measurement lab\n\n"
+          "usage: inferlab COMMAND [OPTIONS]\n"
+          "       inferlab COMMAND --help\n"
+          "       inferlab --version\n\n"
+          "commands:\n");
+  for (size_t i = 0; i < sizeof il__commands / sizeof il__commands[0]; i++)
+    fprintf(f, "  %-12s %s\n", il__commands[i].name, il__commands[i].summary);
+  fprintf(f,
+          "\nModels: -m FILE.gguf, or builtin:tiny (default) / builtin:1b, generated in memory.\n"
+          "\nexit codes: 0 ok, 1 runtime failure, 64 usage error, 65 malformed input,\n"
+          "            66 input not found, 69 unsupported, 71 out of memory\n"
+          "            (doctor: 0 all OK, 1 warnings, 2 failures)\n"
+          "docs: docs/cli.md and one page per command in docs/\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    il__print_help(stderr);
+    return IL_EXIT_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    il__print_help(stdout);
+    return IL_EXIT_OK;
+  }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V") || !strcmp(cmd, "version")) {
+    il__print_version();
+    return IL_EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof il__commands / sizeof il__commands[0]; i++)
+    if (!strcmp(cmd, il__commands[i].name)) return il__commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "inferlab: unknown command '%s'\n", cmd);
+  il__print_help(stderr);
+  return IL_EXIT_USAGE;
+}

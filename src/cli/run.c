@@ -1,0 +1,96 @@
+/* cli/run: `inferlab run`: generate text from a prompt, streamed as it is produced. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "memory/mem.h"
+
+static void il__run_help(void) {
+  printf("usage: inferlab run [-m MODEL] [-p PROMPT] [-n N] [options]\n\n"
+         "Generates text from PROMPT and streams it to stdout (the prompt is echoed first).\n"
+         "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
+         "options:\n");
+  il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa");
+  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
+  printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
+  printf("\nexamples:\n"
+         "  inferlab run -p \"Hello\"\n"
+         "  inferlab run -m stories.gguf -p \"Once upon a time\" -n 100 --temp 0\n"
+         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
+         "            69 unsupported, 71 out of memory\n");
+}
+
+static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
+  (void)ud;
+  (void)token;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+  return true;
+}
+
+static char *il__read_file(const char *path, size_t max, char *buf) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t n = fread(buf, 1, max - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+int il_cli_run(int argc, char **argv) {
+  il_config cfg;
+  il_config_defaults(&cfg);
+  bool help = false, no_echo = false;
+  const char *file = NULL;
+  il_cli_flag flags[] = {
+      {"help", 'h', false, NULL, &help},
+      {"file", 'f', true, &file, NULL},
+      {"no-echo", 0, false, NULL, &no_echo},
+  };
+  const char *pos[1];
+  int n_pos;
+  int rc = il_cli_parse("run", argc, argv, &cfg, flags, 3, pos, 0, &n_pos);
+  if (rc) return rc;
+  if (help) {
+    il__run_help();
+    return IL_EXIT_OK;
+  }
+  if (file && !il__read_file(file, sizeof cfg.prompt, cfg.prompt)) {
+    il_error(IL_ERR_IO, "--file %s: cannot read the prompt file", file);
+    return il_cli_fail("run", IL_ERR_IO);
+  }
+  il_engine *e = NULL;
+  il_status st = il_engine_open(&cfg, &e);
+  if (st != IL_OK) return il_cli_fail("run", st);
+  int32_t *prompt = NULL, n_prompt = 0;
+  il_sampler *s = NULL;
+  il_gen_stats gs = {0};
+  st = il_engine_tokenize(e, cfg.prompt, !cfg.no_bos, &prompt, &n_prompt);
+  il_sampler_params sp = {cfg.temp, cfg.top_k, cfg.top_p, cfg.min_p, cfg.repeat_penalty, cfg.repeat_last_n, cfg.seed};
+  if (st == IL_OK) st = il_sampler_new(&sp, e->model->hp.n_vocab, &s);
+  if (st == IL_OK) {
+    if (!no_echo) {
+      fputs(cfg.prompt, stdout);
+      fflush(stdout);
+    }
+    st = il_engine_generate(e, prompt, n_prompt, cfg.n_predict, s, il__emit, NULL, &gs);
+    printf("\n");
+  }
+  if (st == IL_OK) {
+    fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", e->model->name,
+            il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, il_backend_cpu_threads(e->backend),
+            e->n_ctx, e->load_seconds);
+    fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
+            gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
+    fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
+            gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
+    il_cli_print_memory(stderr);
+  }
+  il_sampler_free(s);
+  il_mem_free(prompt);
+  il_engine_free(e);
+  return st == IL_OK ? IL_EXIT_OK : il_cli_fail("run", st);
+}

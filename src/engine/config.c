@@ -1,0 +1,176 @@
+/* engine/config: option table, validation, config files. */
+#include "engine/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define IL__O(field) offsetof(il_config, field), sizeof(((il_config *)0)->field)
+
+static const il_opt il__options[] = {
+    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b"},
+    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)"},
+    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)"},
+    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)"},
+    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass"},
+    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache"},
+    {"seed", 's', IL_OPT_U64, IL__O(seed), 0, 0, "sampling seed"},
+    {"temp", 0, IL_OPT_FLOAT, IL__O(temp), 0, 100, "temperature (0 = greedy)"},
+    {"top-k", 0, IL_OPT_INT, IL__O(top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)"},
+    {"top-p", 0, IL_OPT_FLOAT, IL__O(top_p), 0, 1, "nucleus sampling mass (1 = off)"},
+    {"min-p", 0, IL_OPT_FLOAT, IL__O(min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)"},
+    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__O(repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)"},
+    {"repeat-last-n", 0, IL_OPT_INT, IL__O(repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised"},
+    {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)"},
+    {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text"},
+    {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt"},
+    {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens"},
+    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)"},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL},
+};
+
+void il_config_defaults(il_config *c) {
+  memset(c, 0, sizeof *c);
+  snprintf(c->model, sizeof c->model, "builtin:tiny");
+  c->batch = 512;
+  c->n_seq = 1;
+  c->seed = 42;
+  c->temp = 0.8f;
+  c->top_k = 40;
+  c->top_p = 0.95f;
+  c->min_p = 0.05f;
+  c->repeat_penalty = 1.0f;
+  c->repeat_last_n = 64;
+  c->n_predict = 128;
+}
+
+const il_opt *il_config_options(void) { return il__options; }
+
+const il_opt *il_config_find(const char *name) {
+  for (const il_opt *o = il__options; o->name; o++) {
+    if (!strcmp(o->name, name)) return o;
+    /* accept underscores in config files: repeat_penalty == repeat-penalty */
+    size_t n = strlen(o->name);
+    if (strlen(name) == n) {
+      size_t i = 0;
+      while (i < n && (name[i] == o->name[i] || (name[i] == '_' && o->name[i] == '-'))) i++;
+      if (i == n) return o;
+    }
+  }
+  return NULL;
+}
+
+const il_opt *il_config_find_short(char c) {
+  for (const il_opt *o = il__options; o->name; o++)
+    if (o->short_flag && o->short_flag == c) return o;
+  return NULL;
+}
+
+il_status il_config_set(il_config *c, const char *name, const char *value, const char *where) {
+  const il_opt *o = il_config_find(name);
+  if (!o) return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s'", where, name);
+  char *field = (char *)c + o->offset;
+  char *end = NULL;
+  errno = 0;
+  switch (o->kind) {
+    case IL_OPT_INT: {
+      long v = strtol(value, &end, 10);
+      if (end == value || *end || errno)
+        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, value);
+      if (v < o->min || v > o->max)
+        return il_error(IL_ERR_INVALID_ARG, "%s: %ld is out of range [%g, %g]", where, v, o->min, o->max);
+      *(int *)field = (int)v;
+      break;
+    }
+    case IL_OPT_U64: {
+      if (*value == '-') return il_error(IL_ERR_INVALID_ARG, "%s: '%s' must not be negative", where, value);
+      unsigned long long v = strtoull(value, &end, 0);
+      if (end == value || *end || errno)
+        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an unsigned integer", where, value);
+      *(uint64_t *)field = (uint64_t)v;
+      break;
+    }
+    case IL_OPT_FLOAT: {
+      double v = strtod(value, &end);
+      if (end == value || *end || errno || !isfinite(v))
+        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not a number", where, value);
+      if (v < o->min || v > o->max)
+        return il_error(IL_ERR_INVALID_ARG, "%s: %g is out of range [%g, %g]", where, v, o->min, o->max);
+      *(float *)field = (float)v;
+      break;
+    }
+    case IL_OPT_STR:
+      if (strlen(value) >= o->size)
+        return il_error(IL_ERR_INVALID_ARG, "%s: value is longer than %zu bytes", where, o->size - 1);
+      memcpy(field, value, strlen(value) + 1);
+      break;
+    case IL_OPT_BOOL:
+      if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "on") || !strcmp(value, "yes"))
+        *(bool *)field = true;
+      else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "off") || !strcmp(value, "no"))
+        *(bool *)field = false;
+      else
+        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not a boolean (true/false)", where, value);
+      break;
+  }
+  return IL_OK;
+}
+
+static char *il__trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+  return s;
+}
+
+il_status il_config_load(il_config *c, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return il_error(IL_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
+  char line[8192], where[1100];
+  int lineno = 0;
+  il_status st = IL_OK;
+  while (st == IL_OK && fgets(line, sizeof line, f)) {
+    lineno++;
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    char *s = il__trim(line);
+    if (!*s || *s == '#') continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      st = il_error(IL_ERR_INVALID_ARG, "%s: expected 'key = value'", where);
+      break;
+    }
+    *eq = 0;
+    char *key = il__trim(s), *value = il__trim(eq + 1);
+    size_t vl = strlen(value);
+    if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+      value[vl - 1] = 0;
+      value++;
+    }
+    st = il_config_set(c, key, value, where);
+  }
+  fclose(f);
+  return st;
+}
+
+void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n) {
+  const char *field = (const char *)c + o->offset;
+  switch (o->kind) {
+    case IL_OPT_INT: snprintf(buf, n, "%d", *(const int *)field); break;
+    case IL_OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
+    case IL_OPT_FLOAT: snprintf(buf, n, "%.9g", *(const float *)field); break;
+    case IL_OPT_STR: snprintf(buf, n, "%s", field); break;
+    case IL_OPT_BOOL: snprintf(buf, n, "%s", *(const bool *)field ? "true" : "false"); break;
+  }
+}
+
+void il_config_write(const il_config *c, FILE *f) {
+  char buf[IL_CONFIG_STR_MAX * 4 + 8];
+  for (const il_opt *o = il__options; o->name; o++) {
+    il_config_format(c, o, buf, sizeof buf);
+    if (o->kind == IL_OPT_STR) fprintf(f, "%s = \"%s\"\n", o->name, buf);
+    else fprintf(f, "%s = %s\n", o->name, buf);
+  }
+}

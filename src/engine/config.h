@@ -1,0 +1,70 @@
+/* engine/config: the one struct that holds every user-visible option, and its one parser.
+ *
+ * CLI flags (`--threads 4`, `-t 4`, `--threads=4`), config files (`threads = 4` lines, read by
+ * --config FILE) and programs (experiment, the server) all go through il_config_set with the
+ * option's long name, so two configurations can be compared key by key and a config file
+ * written by il_config_write can be passed back to reproduce a run.
+ * Not for: per-command arguments that are not engine options (output paths, token lists).
+ */
+#ifndef IL_ENGINE_CONFIG_H
+#define IL_ENGINE_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+#define IL_CONFIG_STR_MAX 1024
+
+typedef struct {
+  char model[IL_CONFIG_STR_MAX]; /* GGUF path or builtin:NAME */
+  char wtype[16];      /* weight type for built-in models ("" = model default) */
+  int threads;         /* 0 = one per core */
+  int ctx;             /* context length per sequence; 0 = from the model */
+  int batch;           /* max tokens per forward call */
+  int n_seq;           /* sequences held in the KV cache */
+  uint64_t seed;
+  float temp;
+  int top_k;           /* 0 = off */
+  float top_p;         /* 1 = off */
+  float min_p;         /* 0 = off */
+  float repeat_penalty; /* 1 = off */
+  int repeat_last_n;
+  int n_predict;       /* tokens to generate; -1 = until end of generation or context */
+  char prompt[IL_CONFIG_STR_MAX * 4];
+  bool no_bos;         /* do not add BOS to the prompt */
+  bool ignore_eos;     /* keep generating past end-of-generation tokens */
+  char isa[16];        /* "" = best detected; scalar | avx2 | avx512 */
+} il_config;
+
+typedef enum { IL_OPT_INT, IL_OPT_U64, IL_OPT_FLOAT, IL_OPT_STR, IL_OPT_BOOL } il_opt_kind;
+
+typedef struct {
+  const char *name;  /* long name: flag --name and config key */
+  char short_flag;   /* 0 = none */
+  il_opt_kind kind;
+  size_t offset;
+  size_t size;       /* for strings: buffer size */
+  double min, max;   /* numeric range (inclusive) */
+  const char *help;
+} il_opt;
+
+/* Fills defaults. Can't fail. */
+void il_config_defaults(il_config *c);
+/* The option table (NULL-name terminated). */
+const il_opt *il_config_options(void);
+const il_opt *il_config_find(const char *name);
+const il_opt *il_config_find_short(char c);
+/* Sets option `name` from text. IL_ERR_INVALID_ARG naming `where` (e.g. "--threads" or
+ * "run.conf:3") for an unknown key, a malformed number or a value out of range. */
+il_status il_config_set(il_config *c, const char *name, const char *value, const char *where);
+/* Reads `key = value` lines ('#' comments, blank lines). Errors name file:line. */
+il_status il_config_load(il_config *c, const char *path);
+/* Writes every option as `key = value` (a file il_config_load reads back). */
+void il_config_write(const il_config *c, FILE *f);
+/* Formats one option's current value. */
+void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n);
+
+#endif

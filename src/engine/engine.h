@@ -1,0 +1,66 @@
+/* engine/engine: the run loop: model + backend + KV cache + sampler, from one il_config.
+ *
+ * il_engine_open loads the model (a GGUF file or builtin:NAME), creates the backend, sizes the
+ * context (the config's, else the model's training context capped at 4096, then halved until
+ * the KV cache fits in half of the available memory, with a note on stderr) and allocates the
+ * KV cache and activations. il_engine_decode runs any number of (seq, pos, token) entries,
+ * split into forward passes of at most cfg.batch entries; prompt processing and generation are
+ * the same call. il_engine_generate is the loop `run` uses: prompt, then sample -> decode.
+ * Not for: argument parsing (cli/) or measurement reports (lab/).
+ */
+#ifndef IL_ENGINE_ENGINE_H
+#define IL_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "core/timer.h"
+#include "engine/config.h"
+#include "engine/kv.h"
+#include "engine/sampler.h"
+#include "model/llama.h"
+#include "model/tokenizer.h"
+
+typedef struct {
+  il_config cfg;
+  il_backend *backend;
+  il_model *model;
+  il_vocab *vocab;
+  il_kv_cache kv;
+  il_forward_state fs;
+  float *logits;       /* [cfg.batch x n_vocab] scratch for one forward pass */
+  int32_t n_ctx, n_seq, n_batch;
+  double load_seconds;
+  bool ctx_capped;     /* the context was reduced to fit memory */
+} il_engine;
+
+/* Loads everything the config names. On failure nothing is left allocated. */
+il_status il_engine_open(const il_config *cfg, il_engine **out);
+void il_engine_free(il_engine *e);
+
+/* Runs n entries (any n >= 1) in forward passes of at most n_batch entries. For each entry
+ * with .logits set, n_vocab floats are written to logits_out in batch order (logits_out may
+ * be NULL when no entry asks). */
+il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
+
+/* Tokenizes text with the model's vocabulary (BOS as the vocabulary says unless no_bos).
+ * *out is allocated (workspace); the caller frees it with il_mem_free. */
+il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out);
+
+typedef struct {
+  int32_t n_prompt, n_gen;
+  double prompt_seconds, gen_seconds;
+  bool stopped_eog; /* ended on an end-of-generation token */
+} il_gen_stats;
+
+/* Called with each generated token and its text (possibly empty while a UTF-8 character is
+ * incomplete). Return false to stop. */
+typedef bool (*il_token_fn)(void *ud, int32_t token, const char *text, size_t len);
+
+/* Processes the prompt in sequence 0 from position 0, then samples up to n_predict tokens
+ * (-1: until end of generation or the context is full). */
+il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,
+                             il_sampler *s, il_token_fn fn, void *ud, il_gen_stats *stats);
+
+#endif

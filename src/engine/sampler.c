@@ -1,0 +1,152 @@
+/* engine/sampler: penalty, top-k, top-p, min-p, temperature, seeded draw. */
+#include "engine/sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/mem.h"
+
+typedef struct {
+  float logit;
+  int32_t id;
+} il__cand;
+
+struct il_sampler {
+  il_sampler_params p;
+  int32_t n_vocab;
+  uint64_t rng;
+  il__cand *cand;
+  float *prob;
+  int32_t *hist; /* ring of the last repeat_last_n tokens */
+  int32_t hist_n, hist_pos;
+};
+
+il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out) {
+  *out = NULL;
+  il_sampler *s = il_mem_calloc(IL_MEM_WORKSPACE, sizeof *s, "sampler");
+  if (!s) return IL_ERR_OOM;
+  s->p = *p;
+  s->n_vocab = n_vocab;
+  s->rng = p->seed * 6364136223846793005ull + 1442695040888963407ull;
+  s->cand = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(il__cand) * (size_t)n_vocab, "sampler candidates");
+  s->prob = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(float) * (size_t)n_vocab, "sampler probabilities");
+  int32_t hn = p->repeat_last_n > 0 ? p->repeat_last_n : 1;
+  s->hist = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(int32_t) * (size_t)hn, "sampler history");
+  if (!s->cand || !s->prob || !s->hist) {
+    il_sampler_free(s);
+    return IL_ERR_OOM;
+  }
+  *out = s;
+  return IL_OK;
+}
+
+void il_sampler_free(il_sampler *s) {
+  if (!s) return;
+  il_mem_free(s->cand);
+  il_mem_free(s->prob);
+  il_mem_free(s->hist);
+  il_mem_free(s);
+}
+
+void il_sampler_accept(il_sampler *s, int32_t token) {
+  if (s->p.repeat_last_n <= 0) return;
+  s->hist[s->hist_pos] = token;
+  s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+  if (s->hist_n < s->p.repeat_last_n) s->hist_n++;
+}
+
+/* Descending by logit, ties by ascending id: a total order, so results never depend on the
+ * sort algorithm. */
+static int il__cand_cmp(const void *a, const void *b) {
+  const il__cand *x = a, *y = b;
+  if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+  return x->id - y->id;
+}
+
+static float il__uniform(il_sampler *s) {
+  s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((s->rng >> 40) & 0xffffff) / 16777216.0f;
+}
+
+/* Moves the k best candidates to the front (unordered), by quickselect: O(n). */
+static void il__select_top(il__cand *c, int32_t n, int32_t k) {
+  int32_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    il__cand pivot = c[(lo + hi) / 2];
+    int32_t i = lo, j = hi;
+    while (i <= j) {
+      while (il__cand_cmp(&c[i], &pivot) < 0) i++;
+      while (il__cand_cmp(&c[j], &pivot) > 0) j--;
+      if (i <= j) {
+        il__cand t = c[i];
+        c[i] = c[j];
+        c[j] = t;
+        i++;
+        j--;
+      }
+    }
+    if (k - 1 <= j) hi = j;
+    else if (k - 1 >= i) lo = i;
+    else break;
+  }
+}
+
+int32_t il_sampler_sample(il_sampler *s, const float *logits) {
+  const il_sampler_params *p = &s->p;
+  int32_t n = s->n_vocab;
+  for (int32_t i = 0; i < n; i++) s->cand[i] = (il__cand){logits[i], i};
+  if (p->repeat_penalty != 1.0f) {
+    for (int32_t h = 0; h < s->hist_n; h++) {
+      int32_t t = s->hist[h];
+      if (t < 0 || t >= n) continue;
+      /* each distinct token is penalised once, however often it occurs */
+      bool seen = false;
+      for (int32_t g = 0; g < h && !seen; g++) seen = s->hist[g] == t;
+      if (seen) continue;
+      float *l = &s->cand[t].logit;
+      *l = *l > 0 ? *l / p->repeat_penalty : *l * p->repeat_penalty;
+    }
+  }
+  if (p->temp <= 0) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+      if (s->cand[i].logit > s->cand[best].logit) best = i;
+    return s->cand[best].id;
+  }
+  if (p->top_k > 0 && p->top_k < n) {
+    il__select_top(s->cand, n, p->top_k);
+    n = p->top_k;
+  }
+  qsort(s->cand, (size_t)n, sizeof *s->cand, il__cand_cmp);
+  /* probabilities at temperature 1 for the top-p / min-p cuts */
+  float mx = s->cand[0].logit;
+  double sum = 0;
+  for (int32_t i = 0; i < n; i++) sum += s->prob[i] = expf(s->cand[i].logit - mx);
+  if (p->top_p < 1.0f) {
+    double cum = 0;
+    int32_t keep = n;
+    for (int32_t i = 0; i < n; i++) {
+      cum += s->prob[i] / sum;
+      if (cum >= p->top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    n = keep;
+  }
+  if (p->min_p > 0) {
+    int32_t keep = 1;
+    while (keep < n && s->prob[keep] >= p->min_p * s->prob[0]) keep++;
+    n = keep;
+  }
+  sum = 0;
+  for (int32_t i = 0; i < n; i++) sum += s->prob[i] = expf((s->cand[i].logit - mx) / p->temp);
+  double r = il__uniform(s) * sum, acc = 0;
+  for (int32_t i = 0; i < n; i++) {
+    acc += s->prob[i];
+    if (r < acc) return s->cand[i].id;
+  }
+  return s->cand[n - 1].id;
+}

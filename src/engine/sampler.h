@@ -1,0 +1,37 @@
+/* engine/sampler: turns logits into the next token.
+ *
+ * The chain, in llama.cpp's default order: repetition penalty over the last repeat_last_n
+ * tokens -> top-k -> top-p -> min-p -> temperature -> draw from a seeded generator. A
+ * temperature of 0 is greedy (argmax after the penalty). The same seed and settings give the
+ * same tokens on every run and machine (the generator is a fixed 64-bit PCG-style LCG and the
+ * sort is total: ties broken by token id).
+ * Not for: grammar constraints or logit biases.
+ */
+#ifndef IL_ENGINE_SAMPLER_H
+#define IL_ENGINE_SAMPLER_H
+
+#include <stdint.h>
+
+#include "core/status.h"
+
+typedef struct {
+  float temp;
+  int32_t top_k;
+  float top_p;
+  float min_p;
+  float repeat_penalty;
+  int32_t repeat_last_n;
+  uint64_t seed;
+} il_sampler_params;
+
+typedef struct il_sampler il_sampler;
+
+/* Allocates a sampler for n_vocab logits (workspace category). Free with il_sampler_free. */
+il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out);
+void il_sampler_free(il_sampler *s);
+/* Records a token (prompt or generated) in the penalty history. */
+void il_sampler_accept(il_sampler *s, int32_t token);
+/* Picks a token from logits[n_vocab] (not modified). Can't fail. */
+int32_t il_sampler_sample(il_sampler *s, const float *logits);
+
+#endif

@@ -1,0 +1,302 @@
+/* model/builtin: deterministic in-memory models (see builtin.h). */
+#include "model/builtin.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/cpu/pool.h"
+#include "core/quant.h"
+#include "memory/mem.h"
+
+typedef struct {
+  const char *name;
+  int32_t n_vocab, n_ctx, n_embd, n_ff, n_layer, n_head, n_head_kv;
+  float rope_base;
+  bool tied;
+  il_dtype default_type;
+} il__builtin_spec;
+
+static const il__builtin_spec il__specs[] = {
+    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32},
+    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16},
+};
+#define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
+#define IL__SEED 0x1f2e3d4c5b6a7988ull
+
+const char *il_builtin_names(void) { return "builtin:tiny, builtin:1b"; }
+
+bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
+
+static const il__builtin_spec *il__spec_of(const char *name) {
+  for (size_t i = 0; i < IL__N_SPECS; i++)
+    if (!strcmp(il__specs[i].name, name)) return &il__specs[i];
+  return NULL;
+}
+
+/* ---- weights ---- */
+
+static uint64_t il__splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t il__hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+  return h;
+}
+
+typedef struct {
+  il_gguf_tensor *t;
+  float amp;      /* uniform in [-amp, amp); 0 = all ones (norms) */
+  uint64_t seed;
+  il_status st;   /* first failure, written by thread 0's rows only if any */
+} il__gen_task;
+
+static void il__gen_worker(void *p, int ith, int nth) {
+  il__gen_task *g = p;
+  const il_gguf_tensor *t = g->t;
+  const int64_t n_in = t->ne[0], rows = t->n_dims > 1 ? t->ne[1] : 1;
+  const size_t row_bytes = il_dtype_row_size(t->type, n_in);
+  float *buf = il_mem_alloc(IL_MEM_WORKSPACE, (size_t)n_in * sizeof(float), "builtin generator row");
+  if (!buf) {
+    if (ith == 0) g->st = IL_ERR_OOM;
+    return;
+  }
+  for (int64_t r = ith; r < rows; r += nth) {
+    uint64_t s = g->seed ^ ((uint64_t)r * 0xd1342543de82ef95ull);
+    for (int64_t i = 0; i < n_in; i++) {
+      if (g->amp == 0) buf[i] = 1.0f;
+      else buf[i] = g->amp * ((float)(il__splitmix(&s) >> 40) / (float)(1 << 23) - 1.0f);
+    }
+    il_quantize_row(t->type, buf, (char *)t->data + (size_t)r * row_bytes, n_in);
+  }
+  il_mem_free(buf);
+}
+
+static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
+                                int64_t ne0, int64_t ne1, float amp) {
+  char *nm = il_mem_alloc(IL_MEM_OTHER, strlen(name) + 1, "tensor name");
+  if (!nm) return IL_ERR_OOM;
+  strcpy(nm, name);
+  IL_TRY(il_model_own(m, nm));
+  if (ne1 == 0) type = IL_DTYPE_F32; /* 1-D tensors stay F32, as llama.cpp keeps them */
+  size_t row = il_dtype_row_size(type, ne0);
+  if (row == 0)
+    return il_error(IL_ERR_UNSUPPORTED, "builtin: tensor '%s' with rows of %lld cannot be stored as %s", name,
+                    (long long)ne0, il_dtype_name(type));
+  size_t bytes = row * (size_t)(ne1 ? ne1 : 1);
+  void *data = il_mem_alloc(IL_MEM_WEIGHTS, bytes, name);
+  if (!data) return IL_ERR_OOM;
+  IL_TRY(il_model_own(m, data));
+  *t = (il_gguf_tensor){.name = nm, .n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1, 1, 1}, .type = type,
+                        .nbytes = bytes, .data = data};
+  il__gen_task g = {t, amp, IL__SEED ^ il__hash(name), IL_OK};
+  il_pool_run(pool, il__gen_worker, &g);
+  return g.st;
+}
+
+static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype type, il_pool *pool) {
+  const int64_t dim = sp->n_embd, kv_dim = (int64_t)sp->n_head_kv * (sp->n_embd / sp->n_head), ff = sp->n_ff;
+  int64_t nt = 3 + 9 * (int64_t)sp->n_layer;
+  il_gguf_tensor *ts = il_mem_calloc(IL_MEM_OTHER, sizeof *ts * (size_t)nt, "tensor table");
+  if (!ts) return IL_ERR_OOM;
+  IL_TRY(il_model_own(m, ts));
+  int64_t k = 0;
+  const float a_dim = sqrtf(3.0f / (float)dim), a_ff = sqrtf(3.0f / (float)ff);
+  IL_TRY(il__add_tensor(m, pool, &ts[k++], "token_embd.weight", type, dim, sp->n_vocab, 1.0f));
+  IL_TRY(il__add_tensor(m, pool, &ts[k++], "output_norm.weight", type, dim, 0, 0));
+  if (!sp->tied) IL_TRY(il__add_tensor(m, pool, &ts[k++], "output.weight", type, dim, sp->n_vocab, a_dim));
+  char name[96];
+  for (int l = 0; l < sp->n_layer; l++) {
+#define IL__T(suffix, ne0, ne1, amp)                                                  \
+  do {                                                                              \
+    snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                            \
+    IL_TRY(il__add_tensor(m, pool, &ts[k++], name, type, ne0, ne1, amp));           \
+  } while (0)
+    IL__T("attn_norm.weight", dim, 0, 0);
+    IL__T("attn_q.weight", dim, dim, a_dim);
+    IL__T("attn_k.weight", dim, kv_dim, a_dim);
+    IL__T("attn_v.weight", dim, kv_dim, a_dim);
+    IL__T("attn_output.weight", dim, dim, a_dim);
+    IL__T("ffn_norm.weight", dim, 0, 0);
+    IL__T("ffn_gate.weight", dim, ff, a_dim);
+    IL__T("ffn_up.weight", dim, ff, a_dim);
+    IL__T("ffn_down.weight", ff, dim, a_ff);
+#undef IL__T
+  }
+  return il_model_bind(m, ts, k);
+}
+
+il_status il_builtin_open(const char *spec, const char *wtype, int n_threads, il_model **out) {
+  *out = NULL;
+  const char *name = spec + 8;
+  const il__builtin_spec *sp = il_builtin_is(spec) ? il__spec_of(name) : NULL;
+  if (!sp) return il_error(IL_ERR_NOT_FOUND, "%s: unknown built-in model (known: %s)", spec, il_builtin_names());
+  il_dtype type = sp->default_type;
+  if (wtype && *wtype) {
+    if (!il_dtype_parse(wtype, &type))
+      return il_error(IL_ERR_INVALID_ARG, "--wtype: unknown type '%s'", wtype);
+    if (!il_quantize_supported(type))
+      return il_error(IL_ERR_UNSUPPORTED, "--wtype: built-in models cannot be generated as %s (use f32, f16, bf16, q8_0, q4_0, q4_1)",
+                      il_dtype_name(type));
+  }
+  il_model *m = il_mem_calloc(IL_MEM_OTHER, sizeof *m, "model");
+  if (!m) return IL_ERR_OOM;
+  snprintf(m->name, sizeof m->name, "%s", spec);
+  il_hparams *hp = &m->hp;
+  il_status st = il_hparams_set_arch(hp, "llama");
+  hp->n_vocab = sp->n_vocab;
+  hp->n_ctx_train = sp->n_ctx;
+  hp->n_embd = sp->n_embd;
+  hp->n_ff = sp->n_ff;
+  hp->n_layer = sp->n_layer;
+  hp->n_head = sp->n_head;
+  hp->n_head_kv = sp->n_head_kv;
+  hp->head_dim = sp->n_embd / sp->n_head;
+  hp->n_rot = hp->head_dim;
+  hp->norm_eps = 1e-5f;
+  hp->rope_base = sp->rope_base;
+  hp->rope_scale = 1.0f;
+  il_pool *pool = NULL;
+  if (st == IL_OK) st = il_pool_new(n_threads, &pool);
+  if (st == IL_OK) st = il__generate(m, sp, type, pool);
+  il_pool_free(pool);
+  if (st != IL_OK) {
+    il_model_free(m);
+    return il_error_wrap(st, "%s: ", spec);
+  }
+  *out = m;
+  return IL_OK;
+}
+
+/* ---- vocabulary ---- */
+
+typedef struct {
+  int32_t n;
+  char (*text)[8];
+  uint64_t *lens;
+  float *scores;
+  int32_t *types;
+} il__vocab_arrays;
+
+static void il__vocab_free(il__vocab_arrays *v) {
+  il_mem_free(v->text);
+  il_mem_free(v->lens);
+  il_mem_free(v->scores);
+  il_mem_free(v->types);
+}
+
+/* Token types as GGUF stores them: 1 normal, 2 unknown, 3 control, 6 byte. */
+static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
+  memset(v, 0, sizeof *v);
+  v->n = n;
+  v->text = il_mem_calloc(IL_MEM_OTHER, (size_t)n * 8, "builtin vocab");
+  v->lens = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof(uint64_t), "builtin vocab");
+  v->scores = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof(float), "builtin vocab");
+  v->types = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof(int32_t), "builtin vocab");
+  if (!v->text || !v->lens || !v->scores || !v->types) {
+    il__vocab_free(v);
+    return IL_ERR_OOM;
+  }
+  const char *specials[3] = {"<unk>", "<s>", "</s>"};
+  const int32_t special_types[3] = {2, 3, 3};
+  int32_t i = 0;
+  for (; i < 3; i++) {
+    strcpy(v->text[i], specials[i]);
+    v->types[i] = special_types[i];
+  }
+  for (int b = 0; b < 256 && i < n; b++, i++) {
+    snprintf(v->text[i], 8, "<0x%02X>", b);
+    v->types[i] = 6;
+  }
+  /* letter pieces, shortest first; a longer piece scores higher so it wins the merge */
+  static const char sp[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space marker */
+  for (int len = 1; len <= 3 && i < n; len++) {
+    for (int prefix = 1; prefix >= 0 && i < n; prefix--) {
+      int count = len == 1 ? 26 : len == 2 ? 26 * 26 : 26 * 26 * 26;
+      if (!prefix && len == 1) continue; /* single letters come from byte tokens */
+      for (int c = 0; c < count && i < n; c++, i++) {
+        char *t = v->text[i];
+        int o = 0;
+        if (prefix) {
+          memcpy(t, sp, 3);
+          o = 3;
+        }
+        int x = c;
+        for (int j = len - 1; j >= 0; j--) {
+          t[o + j] = (char)('a' + x % 26);
+          x /= 26;
+        }
+        t[o + len] = 0;
+        v->types[i] = 1;
+        v->scores[i] = (float)(len + prefix) - (float)c * 1e-6f;
+      }
+    }
+  }
+  for (; i < n; i++) { /* unreachable for the shipped sizes, kept for safety */
+    snprintf(v->text[i], 8, "<x%u>", (unsigned)i % 10000u);
+    v->types[i] = 5;
+  }
+  for (int32_t j = 0; j < n; j++) v->lens[j] = strlen(v->text[j]);
+  return IL_OK;
+}
+
+il_status il_builtin_vocab(const il_model *m, il_vocab **out) {
+  il__vocab_arrays v;
+  IL_TRY(il__vocab_build(m->hp.n_vocab, &v));
+  const char **ptrs = il_mem_alloc(IL_MEM_OTHER, sizeof(char *) * (size_t)v.n, "builtin vocab");
+  il_status st = ptrs ? IL_OK : IL_ERR_OOM;
+  if (st == IL_OK) {
+    for (int32_t i = 0; i < v.n; i++) ptrs[i] = v.text[i];
+    st = il_vocab_from_arrays("llama", v.n, ptrs, v.lens, v.scores, v.types, out);
+    if (st == IL_OK) il_vocab_set_special(*out, 1, 2, 0, true, false);
+  }
+  il_mem_free(ptrs);
+  il__vocab_free(&v);
+  return st;
+}
+
+/* ---- metadata for convert ---- */
+
+il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dtype file_type) {
+  const il_hparams *hp = &m->hp;
+  char key[128];
+#define IL__K(suffix) (snprintf(key, sizeof key, "%s.%s", hp->arch, suffix), key)
+  IL_TRY(il_gguf_writer_set_str(w, "general.architecture", hp->arch));
+  IL_TRY(il_gguf_writer_set_str(w, "general.name", m->name));
+  IL_TRY(il_gguf_writer_set_u32(w, "general.file_type", il_dtype_file_type(file_type)));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("context_length"), (uint32_t)hp->n_ctx_train));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("embedding_length"), (uint32_t)hp->n_embd));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("feed_forward_length"), (uint32_t)hp->n_ff));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("block_count"), (uint32_t)hp->n_layer));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.head_count"), (uint32_t)hp->n_head));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.head_count_kv"), (uint32_t)hp->n_head_kv));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("rope.dimension_count"), (uint32_t)hp->n_rot));
+  IL_TRY(il_gguf_writer_set_f32(w, IL__K("rope.freq_base"), hp->rope_base));
+  IL_TRY(il_gguf_writer_set_f32(w, IL__K("attention.layer_norm_rms_epsilon"), hp->norm_eps));
+  IL_TRY(il_gguf_writer_set_u32(w, IL__K("vocab_size"), (uint32_t)hp->n_vocab));
+#undef IL__K
+  il__vocab_arrays v;
+  IL_TRY(il__vocab_build(hp->n_vocab, &v));
+  const char **ptrs = il_mem_alloc(IL_MEM_OTHER, sizeof(char *) * (size_t)v.n, "builtin vocab");
+  il_status st = ptrs ? IL_OK : IL_ERR_OOM;
+  if (st == IL_OK) {
+    for (int32_t i = 0; i < v.n; i++) ptrs[i] = v.text[i];
+    st = il_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+  }
+  if (st == IL_OK) st = il_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", ptrs, v.lens, (uint64_t)v.n);
+  if (st == IL_OK) st = il_gguf_writer_set_arr(w, "tokenizer.ggml.scores", IL_GGUF_F32, v.scores, (uint64_t)v.n);
+  if (st == IL_OK) st = il_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", IL_GGUF_I32, v.types, (uint64_t)v.n);
+  if (st == IL_OK) st = il_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+  if (st == IL_OK) st = il_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+  if (st == IL_OK) st = il_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+  if (st == IL_OK) st = il_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+  if (st == IL_OK) st = il_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+  il_mem_free(ptrs);
+  il__vocab_free(&v);
+  return st;
+}

@@ -1,0 +1,37 @@
+/* model/builtin: models generated in memory from a fixed seed, so every command has a
+ * default that needs no download.
+ *
+ *   builtin:tiny  4 layers, dim 256, FFN 768, 8 heads / 4 KV heads, vocab 512, ~3.4M params
+ *   builtin:1b    Llama-3.2-1B shapes: 16 layers, dim 2048, FFN 8192, 32 heads / 8 KV heads,
+ *                 vocab 32000, separate output head (as in the peer measurements of
+ *                 shared/research), ~1.24B params
+ * Weights are uniform pseudo-random with variance 1/fan_in from a per-tensor, per-row seed, so
+ * generation is parallel and the same on every machine; norms are 1. The vocabulary is
+ * byte-level SentencePiece-style: <unk> <s> </s>, the 256 byte tokens <0xXX>, then letter
+ * pieces ("▁a", "ab", "abc", ...) to fill the vocabulary, so output is readable text.
+ * Not for: anything that needs trained weights.
+ */
+#ifndef IL_MODEL_BUILTIN_H
+#define IL_MODEL_BUILTIN_H
+
+#include <stdbool.h>
+
+#include "format/gguf.h"
+#include "model/llama.h"
+#include "model/tokenizer.h"
+
+/* True when spec names a built-in model ("builtin:..."). */
+bool il_builtin_is(const char *spec);
+/* Generates the model; wtype NULL or "" = the model's default (f32 for tiny, f16 for 1b).
+ * Weight buffers are counted as weights and owned by the model. Errors: IL_ERR_NOT_FOUND for
+ * an unknown name (listing the known ones), IL_ERR_UNSUPPORTED for a type that cannot be
+ * generated, IL_ERR_OOM. */
+il_status il_builtin_open(const char *spec, const char *wtype, int n_threads, il_model **out);
+/* The model's vocabulary. Caller frees with il_vocab_free. */
+il_status il_builtin_vocab(const il_model *m, il_vocab **out);
+/* Writes general.*, {arch}.* and tokenizer.ggml.* metadata of a built-in model. */
+il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dtype file_type);
+/* Names of the built-in models, comma separated. */
+const char *il_builtin_names(void);
+
+#endif

@@ -1,0 +1,117 @@
+/* model/llama: the Llama-family transformer: hyperparameters, weights, and the batched
+ * forward pass, written against the backend interface.
+ *
+ * A token's path: embedding lookup -> n_layer x { RMSNorm -> Q,K,V projections (+ biases for
+ * qwen2) -> RoPE -> store K,V -> grouped-query attention -> output projection -> residual ->
+ * RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm -> output head (the embedding matrix
+ * when output.weight is absent). Architectures differ only in a row of the arch table
+ * (RoPE pairing, QKV biases), so adding one is a table line plus its tensor names.
+ *
+ * Weights are borrowed: from the GGUF mapping, or from the built-in generator's buffers, both
+ * owned by the model. 1-D tensors (norms, biases) are converted to F32 copies at load.
+ * Not for: the KV cache layout or scheduling (engine/), tokenization (model/tokenizer).
+ */
+#ifndef IL_MODEL_LLAMA_H
+#define IL_MODEL_LLAMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "format/gguf.h"
+
+typedef struct {
+  char arch[32];       /* general.architecture: llama | mistral | qwen2 */
+  int32_t n_vocab;
+  int32_t n_ctx_train; /* {arch}.context_length */
+  int32_t n_embd;      /* {arch}.embedding_length */
+  int32_t n_ff;        /* {arch}.feed_forward_length */
+  int32_t n_layer;     /* {arch}.block_count */
+  int32_t n_head;      /* {arch}.attention.head_count */
+  int32_t n_head_kv;   /* {arch}.attention.head_count_kv (default n_head) */
+  int32_t head_dim;    /* n_embd / n_head */
+  int32_t n_rot;       /* {arch}.rope.dimension_count (default head_dim) */
+  float norm_eps;      /* {arch}.attention.layer_norm_rms_epsilon */
+  float rope_base;     /* {arch}.rope.freq_base (default 10000) */
+  float rope_scale;    /* linear scaling factor: positions are divided by it (default 1) */
+  il_rope_mode rope_mode;
+  bool qkv_bias;
+} il_hparams;
+
+typedef struct {
+  const float *attn_norm;               /* (n_embd) */
+  il_weight wq, wk, wv, wo;             /* (n_embd -> n_head*head_dim), (n_embd -> kv_dim) x2, (n_head*head_dim -> n_embd) */
+  const float *bq, *bk, *bv;            /* qwen2 biases, else NULL */
+  const float *ffn_norm;                /* (n_embd) */
+  il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
+} il_layer;
+
+typedef struct il_model {
+  il_hparams hp;
+  il_weight tok_embd;     /* (n_vocab rows of n_embd) */
+  const float *out_norm;  /* (n_embd) */
+  il_weight output;       /* (n_vocab rows of n_embd); == tok_embd when tied */
+  bool tied_output;
+  il_layer *layers;       /* [n_layer] */
+  char name[128];
+  il_dtype main_type;     /* the type of most 2-D weights, for display */
+  uint64_t n_params;
+  uint64_t weight_bytes;  /* bytes of all tensors */
+  /* tensor table (borrowed names/data) the weights were bound from, for info/convert */
+  il_gguf_tensor *tensors;
+  int64_t n_tensors;
+  /* owners */
+  il_gguf *gguf;          /* when loaded from a file */
+  void **owned;           /* buffers to il_mem_free at close */
+  int64_t n_owned, cap_owned;
+} il_model;
+
+/* Reads and validates hyperparameters from GGUF metadata. Missing or inconsistent values are
+ * IL_ERR_FORMAT naming the key (e.g. "llama.attention.head_count_kv = 3 does not divide
+ * llama.attention.head_count = 8"); unknown architectures IL_ERR_UNSUPPORTED. */
+il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp);
+/* Checks a filled il_hparams for consistency (shared by GGUF and built-in models). */
+il_status il_hparams_validate(const il_hparams *hp, const char *where);
+/* Fills architecture-dependent fields (rope mode, biases) from hp->arch. */
+il_status il_hparams_set_arch(il_hparams *hp, const char *arch);
+
+/* Binds the model's weights by GGUF tensor name from a tensor table, checking every shape
+ * and type (errors name the tensor). Takes ownership of nothing; 1-D tensors are copied to
+ * F32 in model-owned buffers. Called by il_model_open and by the built-in generator. */
+il_status il_model_bind(il_model *m, const il_gguf_tensor *tensors, int64_t n_tensors);
+
+/* Opens a GGUF model file (weights stay in the mmap). Free with il_model_free. */
+il_status il_model_open_gguf(const char *path, il_model **out);
+/* Releases everything the model owns. NULL is ignored. */
+void il_model_free(il_model *m);
+/* Remembers a buffer to free with the model. */
+il_status il_model_own(il_model *m, void *buf);
+
+/* One entry of a forward batch. */
+typedef struct {
+  int32_t token;
+  int32_t seq;
+  int32_t pos;
+  bool logits; /* compute logits for this entry */
+} il_batch_entry;
+
+/* Activation buffers for batches of up to max_tokens entries (category activations). */
+typedef struct {
+  int32_t max_tokens;
+  float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
+  int32_t *ids, *pos;
+  il_attn_row *rows;
+} il_forward_state;
+
+il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens);
+void il_forward_state_free(il_forward_state *st, il_backend *b);
+
+/* Runs the batch: writes each entry's K and V into kv[layer] at (seq, pos) and writes logits
+ * [n_vocab] for every entry with .logits set, in batch order, to `logits`. Entries attend to
+ * positions 0..pos of their own sequence, so earlier positions must already be in the cache
+ * or earlier in the same batch. n <= st->max_tokens. */
+il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *st, const il_batch_entry *batch,
+                           int32_t n, const il_kv_view *kv, float *logits);
+
+#endif

@@ -1,0 +1,214 @@
+/* tests/test_cli: the inferlab binary end to end: the real model, golden text, logits files,
+ * convert, model info, and the exit codes of bad input. Runs $IL_CLI (set by CTest). */
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include "harness.h"
+
+static const char *cli;
+static char tmp[256];
+
+/* Runs a shell command, captures up to cap-1 bytes of stdout, returns the exit code. */
+static int run(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = 0, r;
+  char sink[4096];
+  while ((r = fread(out && n < cap - 1 ? out + n : sink, 1, out && n < cap - 1 ? cap - 1 - n : sizeof sink, p)) > 0)
+    if (out && n < cap - 1) n += r;
+  if (out) out[n] = 0;
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  size_t got = fread(b, 1, (size_t)n, f);
+  b[got] = 0;
+  fclose(f);
+  if (len) *len = got;
+  return b;
+}
+
+static void check_starts_with(const char *label, const char *got, const char *want) {
+  size_t n = strlen(want);
+  int ok = strncmp(got, want, n) == 0;
+  if (!ok) {
+    size_t i = 0;
+    while (got[i] && got[i] == want[i]) i++;
+    fprintf(stderr, "%s: output differs at byte %zu:\n  got:  \"%.60s\"\n  want: \"%.60s\"\n", label, i, got + i, want + i);
+  }
+  IL_CHECK(ok);
+}
+
+static void test_real_model(void) {
+  const char *bin = il_test_fixture("models/stories260K.bin");
+  if (!bin) {
+    printf("SKIP (part): ../shared/fixtures/models absent: real-model tests not run\n");
+    return;
+  }
+  char bin_path[1024], tok[1024], gguf[1024], golden_path[1024];
+  snprintf(bin_path, sizeof bin_path, "%s", bin);
+  snprintf(tok, sizeof tok, "%s", il_test_fixture("models/tok512.bin"));
+  snprintf(gguf, sizeof gguf, "%s", il_test_fixture("models/stories260K-f32.gguf"));
+  snprintf(golden_path, sizeof golden_path, "%s", il_test_fixture("models/stories260K.greedy-once-upon-a-time.txt"));
+  char *golden = slurp(golden_path, NULL);
+  IL_CHECK(golden != NULL);
+  if (!golden) return;
+  static char out[1 << 16], cmd[4096];
+
+  snprintf(cmd, sizeof cmd, "%s convert --from llama2c %s --tokenizer %s -o %s/stories.gguf 2>&1", cli, bin_path, tok, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+
+  snprintf(cmd, sizeof cmd, "%s run -m %s/stories.gguf -p 'Once upon a time' -n 200 --temp 0 -t 2 2>/dev/null", cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  check_starts_with("converted llama2.c model", out, golden);
+
+  snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 200 --temp 0 -t 1 2>/dev/null", cli, gguf);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  check_starts_with("llama.cpp's GGUF", out, golden);
+
+  /* the llama.cpp file says context_length 128: generation stops when it is full */
+  size_t want_len = strlen(golden);
+  IL_CHECK(strlen(out) >= want_len && strlen(out) <= want_len + 2);
+
+  /* stats on stderr */
+  snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 8 --temp 0 2>&1 >/dev/null", cli, gguf);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "tokens/s") != NULL);
+  IL_CHECK(strstr(out, "weights") != NULL && strstr(out, "kv") != NULL);
+
+  /* logits: [n_tokens x n_vocab] float32, same from both files */
+  snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,403,407,261 -o %s/a.f32 2>/dev/null", cli, gguf, tmp);
+  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  snprintf(cmd, sizeof cmd, "%s logits -m %s/stories.gguf --tokens 1,403,407,261 -o %s/b.f32 2>/dev/null", cli, tmp, tmp);
+  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  char pa[512], pb[512];
+  snprintf(pa, sizeof pa, "%s/a.f32", tmp);
+  snprintf(pb, sizeof pb, "%s/b.f32", tmp);
+  size_t la = 0, lb = 0;
+  char *a = slurp(pa, &la), *b = slurp(pb, &lb);
+  IL_CHECK_INT(la, 4 * 512 * 4);
+  IL_CHECK_INT(lb, la);
+  if (a && b && la == lb) {
+    float *fa = (float *)a, *fb = (float *)b;
+    double mx = 0;
+    for (size_t i = 0; i < la / 4; i++) mx = fmax(mx, fabs(fa[i] - fb[i]));
+    IL_CHECK_NEAR(mx, 0, 1e-4);
+    /* greedy from position 3 ("Once upon a") must be the token of " time" (261) per tok512 */
+    int best = 0;
+    for (int v = 1; v < 512; v++)
+      if (fa[2 * 512 + v] > fa[2 * 512 + best]) best = v;
+    IL_CHECK_INT(best, 261);
+  }
+  free(a), free(b);
+
+  /* quantized export keeps the 172-wide FFN rows as f32 and says so */
+  snprintf(cmd, sizeof cmd, "%s convert %s --type q8_0 -o %s/q8.gguf 2>&1", cli, gguf, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "not a multiple") != NULL);
+  snprintf(cmd, sizeof cmd, "%s run -m %s/q8.gguf -p 'Once upon a time' -n 20 --temp 0 2>/dev/null", cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strncmp(out, "Once upon a time", 16) == 0);
+
+  snprintf(cmd, sizeof cmd, "%s model info %s", cli, gguf);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "blk.4.ffn_down.weight") != NULL);
+  IL_CHECK(strstr(out, "kv heads 4") != NULL);
+  free(golden);
+}
+
+static void test_errors(void) {
+  static char out[1 << 14], cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf 2>&1", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 66);
+  IL_CHECK(strstr(out, "/nonexistent/model.gguf") != NULL);
+
+  snprintf(cmd, sizeof cmd, "printf 'GGUF\\003\\000\\000\\000garbage' > %s/bad.gguf; %s run -m %s/bad.gguf 2>&1", tmp, cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 65);
+  IL_CHECK(strstr(out, "offset") != NULL);
+
+  snprintf(cmd, sizeof cmd, "%s run --threads lots 2>&1", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK(strstr(out, "--threads") != NULL);
+
+  snprintf(cmd, sizeof cmd, "%s run --no-such-flag 2>&1", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+
+  snprintf(cmd, sizeof cmd, "%s logits --tokens 1,x,3 -o %s/x.f32 2>&1", cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK(strstr(out, "entry 2") != NULL);
+
+  snprintf(cmd, sizeof cmd, "%s logits --tokens 1,99999 -o %s/x.f32 2>&1", cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  struct stat sb;
+  char px[512];
+  snprintf(px, sizeof px, "%s/x.f32", tmp);
+  IL_CHECK(stat(px, &sb) != 0); /* no partial output */
+
+  snprintf(cmd, sizeof cmd, "%s run -m builtin:nope 2>&1", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 66);
+
+  snprintf(cmd, sizeof cmd, "%s convert builtin:tiny --type q9_9 -o %s/y.gguf 2>&1", cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+
+  snprintf(cmd, sizeof cmd, "%s --version", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "simd") != NULL && strstr(out, "cuda") != NULL);
+  for (const char *c = "run logits model convert"; *c;) {
+    char name[32];
+    int n = 0;
+    while (*c && *c != ' ') name[n++] = *c++;
+    name[n] = 0;
+    while (*c == ' ') c++;
+    snprintf(cmd, sizeof cmd, "%s %s --help", cli, name);
+    IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+    IL_CHECK(strstr(out, "usage: inferlab") != NULL && strstr(out, "exit codes") != NULL);
+  }
+}
+
+static void test_builtin(void) {
+  static char out[1 << 16], cmd[4096];
+  /* builtin:tiny is the default model; same seed -> same text, other seed -> other text */
+  snprintf(cmd, sizeof cmd, "%s run -p Hello -n 24 --seed 7 2>/dev/null", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  char first[4096];
+  snprintf(first, sizeof first, "%s", out);
+  IL_CHECK(strlen(first) > 6);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_STR(out, first);
+  snprintf(cmd, sizeof cmd, "%s run -p Hello -n 24 --seed 8 2>/dev/null", cli);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strcmp(out, first) != 0);
+
+  /* convert builtin:tiny -> GGUF, then the file gives the same logits as the built-in */
+  snprintf(cmd, sizeof cmd, "%s convert builtin:tiny --type f32 -o %s/tiny.gguf 2>/dev/null && "
+                            "%s logits -m %s/tiny.gguf --tokens 1,70,80,90 -o %s/t1.f32 2>/dev/null && "
+                            "%s logits --tokens 1,70,80,90 -o %s/t2.f32 2>/dev/null && cmp %s/t1.f32 %s/t2.f32",
+           cli, tmp, cli, tmp, tmp, cli, tmp, tmp, tmp);
+  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  snprintf(cmd, sizeof cmd, "%s convert builtin:tiny --type q4_0 -o %s/tq.gguf 2>/dev/null && %s model info %s/tq.gguf",
+           cli, tmp, cli, tmp);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "q4_0") != NULL);
+}
+
+int main(void) {
+  cli = getenv("IL_CLI");
+  if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
+  snprintf(tmp, sizeof tmp, "%s", il_test_tmpdir());
+  test_errors();
+  test_builtin();
+  test_real_model();
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  return il_test_finish();
+}
