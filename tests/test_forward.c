@@ -279,6 +279,68 @@ static void check_multi_sequence(void) {
   il_engine_free(e);
 }
 
+static float *tensor_f32(const il_model *m, const char *name) {
+  for (int64_t i = 0; i < m->n_tensors; i++)
+    if (!strcmp(m->tensors[i].name, name) && m->tensors[i].type == IL_DTYPE_F32) return (float *)m->tensors[i].data;
+  fprintf(stderr, "tensor %s missing or not f32\n", name);
+  return NULL;
+}
+
+/* builtin:tiny (F32) through the engine against the reference reading the same arrays. */
+static void check_builtin_tiny(void) {
+  il_config cfg;
+  il_config_defaults(&cfg);
+  cfg.ctx = 64;
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&cfg, &e));
+  if (!e) return;
+  const il_hparams *hp = &e->model->hp;
+  ref_model rm;
+  memset(&rm, 0, sizeof rm);
+  rm.c = (ref_cfg){hp->n_vocab, hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv, hp->n_rot,
+                   hp->norm_eps, hp->rope_base, 1.0f, 0, 0, 0};
+  IL_CHECK_INT(hp->n_head_kv * 2, hp->n_head); /* tiny is a GQA model */
+  rm.emb = tensor_f32(e->model, "token_embd.weight");
+  rm.out_norm = tensor_f32(e->model, "output_norm.weight");
+  rm.out = tensor_f32(e->model, "output.weight");
+  int L = hp->n_layer, kv_dim = hp->n_head_kv * hp->head_dim;
+  float **arr[12];
+  const char *names[12] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up", 0, 0, 0};
+  float ***fields[9] = {&rm.attn_norm, &rm.wq, &rm.wk, &rm.wv, &rm.wo, &rm.ffn_norm, &rm.w1, &rm.w2, &rm.w3};
+  for (int f = 0; f < 9; f++) {
+    arr[f] = calloc((size_t)L, sizeof(float *));
+    *fields[f] = arr[f];
+    for (int l = 0; l < L; l++) {
+      char name[64];
+      snprintf(name, sizeof name, "blk.%d.%s.weight", l, names[f]);
+      arr[f][l] = tensor_f32(e->model, name);
+    }
+  }
+  rm.kc = calloc((size_t)L, sizeof(float *));
+  rm.vc = calloc((size_t)L, sizeof(float *));
+  for (int l = 0; l < L; l++) {
+    rm.kc[l] = calloc((size_t)16 * kv_dim, sizeof(float));
+    rm.vc[l] = calloc((size_t)16 * kv_dim, sizeof(float));
+  }
+  const int toks[] = {1, 300, 301, 72, 101, 108, 108, 111};
+  const int n = 8, nv = hp->n_vocab;
+  il_batch_entry b[8];
+  for (int i = 0; i < n; i++) b[i] = (il_batch_entry){toks[i], 0, i, true};
+  float *got = calloc((size_t)n * nv, sizeof(float)), *want = calloc((size_t)nv, sizeof(float));
+  IL_CHECK_OK(il_engine_decode(e, b, n, got));
+  double max_err = 0;
+  for (int i = 0; i < n; i++) {
+    ref_step(&rm, toks[i], i, want);
+    for (int v = 0; v < nv; v++) max_err = fmax(max_err, fabs(got[(size_t)i * nv + v] - want[v]));
+  }
+  printf("%-28s max |logit - reference| = %.3g\n", "builtin:tiny (f32)", max_err);
+  IL_CHECK_NEAR(max_err, 0, 1e-4);
+  for (int f = 0; f < 9; f++) free(arr[f]);
+  for (int l = 0; l < L; l++) free(rm.kc[l]), free(rm.vc[l]);
+  free(rm.kc), free(rm.vc), free(got), free(want);
+  il_engine_free(e);
+}
+
 int main(void) {
   ref_cfg gqa = {96, 64, 160, 2, 8, 2, 8, 1e-5f, 10000.0f, 1.0f, 0, 0, 0};
   check_model("llama GQA 8/2", &gqa, "llama");
@@ -286,6 +348,7 @@ int main(void) {
   check_model("llama MHA, tied embeddings", &tied, "llama");
   ref_cfg qwen = {64, 96, 128, 2, 6, 2, 8, 1e-6f, 1000000.0f, 4.0f, 1, 1, 0};
   check_model("qwen2 bias+neox+partial", &qwen, "qwen2");
+  check_builtin_tiny();
   check_multi_sequence();
   return il_test_finish();
 }

@@ -154,7 +154,9 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
   }
   double t1 = il_time_now();
   char text[256];
-  for (int32_t pos = n_prompt; st == IL_OK && pos < e->n_ctx && (n_predict < 0 || stats->n_gen < n_predict); pos++) {
+  /* the token for position pos is sampled from the logits of pos - 1, so the last one the
+   * context allows is pos == n_ctx: it is emitted but not decoded (as llama2.c does) */
+  for (int32_t pos = n_prompt; st == IL_OK && pos <= e->n_ctx && (n_predict < 0 || stats->n_gen < n_predict); pos++) {
     int32_t tok = il_sampler_sample(s, logits);
     il_sampler_accept(s, tok);
     stats->n_gen++;
@@ -165,7 +167,7 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
     size_t len = il_detok_push(dt, tok, text, sizeof text);
     if (fn && !fn(ud, tok, text, len < sizeof text ? len : sizeof text)) break;
     if (n_predict >= 0 && stats->n_gen >= n_predict) break;
-    if (pos + 1 >= e->n_ctx) break;
+    if (pos >= e->n_ctx) break;
     il_batch_entry one = {tok, 0, pos, true};
     st = il_engine_decode(e, &one, 1, logits);
   }

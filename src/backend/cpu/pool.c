@@ -2,6 +2,7 @@
 #include "backend/cpu/pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -15,7 +16,16 @@
 #define IL__PAUSE() ((void)0)
 #endif
 
-#define IL__SPIN_ROUNDS 200000 /* ~ a few hundred microseconds of pause before sleeping */
+#define IL__SPIN_ROUNDS 20000 /* idle worker: rounds of spinning before it sleeps */
+#define IL__PAUSE_ROUNDS 1024 /* then yield the core: another thread of ours may need it */
+
+/* One round of a spin-wait: pause while the wait is short, then give the core away, so an
+ * oversubscribed machine (a compile next to us, CI running tests in parallel) still makes
+ * progress instead of spinning against the thread it waits for. */
+static inline void il__spin(int *rounds) {
+  if (++*rounds < IL__PAUSE_ROUNDS) IL__PAUSE();
+  else sched_yield();
+}
 
 struct il_pool {
   int n;
@@ -46,8 +56,8 @@ static void *il__worker(void *p) {
   for (;;) {
     int spins = 0;
     while (atomic_load_explicit(&pool->gen, memory_order_acquire) == seen) {
-      if (++spins < IL__SPIN_ROUNDS) {
-        IL__PAUSE();
+      if (spins < IL__SPIN_ROUNDS) {
+        il__spin(&spins);
         continue;
       }
       pthread_mutex_lock(&pool->mu);
@@ -122,7 +132,8 @@ void il_pool_run(il_pool *pool, il_pool_fn fn, void *ctx) {
   pthread_cond_broadcast(&pool->cv);
   pthread_mutex_unlock(&pool->mu);
   fn(ctx, 0, pool->n);
-  while (atomic_load_explicit(&pool->pending, memory_order_acquire) != 0) IL__PAUSE();
+  int spins = 0;
+  while (atomic_load_explicit(&pool->pending, memory_order_acquire) != 0) il__spin(&spins);
 }
 
 void il_pool_barrier(il_pool *pool) {
@@ -132,6 +143,7 @@ void il_pool_barrier(il_pool *pool) {
     atomic_store_explicit(&pool->bar_count, 0, memory_order_relaxed);
     atomic_store_explicit(&pool->bar_sense, !sense, memory_order_release);
   } else {
-    while (atomic_load_explicit(&pool->bar_sense, memory_order_acquire) == sense) IL__PAUSE();
+    int spins = 0;
+    while (atomic_load_explicit(&pool->bar_sense, memory_order_acquire) == sense) il__spin(&spins);
   }
 }
