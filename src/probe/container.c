@@ -1,0 +1,435 @@
+/* probe/container: containers and the NVIDIA Container Toolkit.
+ *
+ * Inside a container (docker: /.dockerenv; podman: /run/.containerenv; Kubernetes:
+ * KUBERNETES_SERVICE_HOST; or the engine named in /proc/1/cgroup) the question is whether the
+ * toolkit injected the driver: libnvidia-ml / libcuda loadable, /dev/nvidia* present,
+ * NVIDIA_DRIVER_CAPABILITIES with compute and utility. On a host it is whether containers can
+ * get the GPU: toolkit binaries, /etc/nvidia-container-runtime/config.toml (its driver root),
+ * docker's daemon.json ("runtimes": {"nvidia": ...}, "default-runtime"), containerd's
+ * config.toml, and CDI specs in /etc/cdi and /var/run/cdi (present, and not stale: the driver
+ * version in their library paths and their device nodes must match this machine).
+ * daemon.json is read with a small JSON scanner (below); the TOML files by line.
+ * Not for: starting or configuring anything; fixes are printed as commands. Declared in checks.h.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memory/mem.h"
+#include "probe/checks.h"
+
+/* ---- a minimal JSON scanner: enough to find members of objects ------------------------ */
+
+static const char *il__ws(const char *p) {
+  while (*p && isspace((unsigned char)*p)) p++;
+  return p;
+}
+
+/* Returns the first character after the JSON value at p, or NULL when malformed. */
+static const char *il__skip_value(const char *p, int depth) {
+  p = il__ws(p);
+  if (depth > 64) return NULL;
+  if (*p == '"') {
+    for (p++; *p && *p != '"'; p++)
+      if (*p == '\\' && p[1]) p++;
+    return *p == '"' ? p + 1 : NULL;
+  }
+  if (*p == '{' || *p == '[') {
+    char close = *p == '{' ? '}' : ']';
+    p = il__ws(p + 1);
+    if (*p == close) return p + 1;
+    for (;;) {
+      if (close == '}') {
+        p = il__skip_value(p, depth + 1); /* key */
+        if (!p) return NULL;
+        p = il__ws(p);
+        if (*p != ':') return NULL;
+        p++;
+      }
+      p = il__skip_value(p, depth + 1);
+      if (!p) return NULL;
+      p = il__ws(p);
+      if (*p == ',') {
+        p = il__ws(p + 1);
+        continue;
+      }
+      return *p == close ? p + 1 : NULL;
+    }
+  }
+  if (!*p) return NULL;
+  while (*p && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.')) p++;
+  return p;
+}
+
+/* Finds member `key` of the object starting at obj ('{'); returns its value or NULL. */
+static const char *il__json_member(const char *obj, const char *key) {
+  const char *p = il__ws(obj);
+  if (*p != '{') return NULL;
+  p = il__ws(p + 1);
+  size_t kl = strlen(key);
+  while (*p == '"') {
+    const char *k = p + 1;
+    const char *ke = il__skip_value(p, 0);
+    if (!ke) return NULL;
+    p = il__ws(ke);
+    if (*p != ':') return NULL;
+    const char *val = il__ws(p + 1);
+    if ((size_t)(ke - 1 - k) == kl && !strncmp(k, key, kl)) return val;
+    p = il__skip_value(val, 0);
+    if (!p) return NULL;
+    p = il__ws(p);
+    if (*p == ',') p = il__ws(p + 1);
+  }
+  return NULL;
+}
+
+/* Copies a JSON string value (no unescaping beyond dropping backslashes) into buf. */
+static bool il__json_string(const char *v, char *buf, size_t n) {
+  if (!v || *v != '"' || !n) return false;
+  size_t o = 0;
+  for (v++; *v && *v != '"' && o + 1 < n; v++) {
+    if (*v == '\\' && v[1]) v++;
+    buf[o++] = *v;
+  }
+  buf[o] = 0;
+  return true;
+}
+
+/* ---- facts ---------------------------------------------------------------------------- */
+
+void il__container_facts(il_doctor *dr) {
+  const il_sysfs *fs = &dr->fs;
+  const char *engine = NULL;
+  char cg[4096] = "";
+  il_sysfs_read(fs, "/proc/1/cgroup", cg, sizeof cg, NULL);
+  const char *cenv = il_sysfs_getenv(fs, "container");
+  if (il_sysfs_getenv(fs, "KUBERNETES_SERVICE_HOST") || strstr(cg, "kubepods")) engine = "kubernetes";
+  else if (il_sysfs_exists(fs, "/run/.containerenv") || strstr(cg, "libpod") || (cenv && !strcmp(cenv, "podman"))) engine = "podman";
+  else if (il_sysfs_exists(fs, "/.dockerenv") || strstr(cg, "/docker")) engine = "docker";
+  else if (strstr(cg, "containerd")) engine = "containerd";
+  else if (cenv && *cenv) engine = cenv;
+  if (engine) {
+    dr->in_container = true;
+    il_sysfs_copy(dr->container_engine, sizeof dr->container_engine, engine);
+  }
+  /* A container whose environment asks for GPUs is expected to have one. */
+  const char *nvd = il_sysfs_getenv(fs, "NVIDIA_VISIBLE_DEVICES");
+  if (dr->in_container && nvd && *nvd && strcmp(nvd, "void") && strcmp(nvd, "none")) dr->gpu_expected = true;
+}
+
+/* ---- inside a container ----------------------------------------------------------------- */
+
+static void il__check_inside(il_doctor *dr) {
+  const il_sysfs *fs = &dr->fs;
+  const char *caps = il_sysfs_getenv(fs, "NVIDIA_DRIVER_CAPABILITIES");
+  /* Unset means "utility,compute" (toolkit default, as cited by nerdctl #1024). */
+  const char *eff = caps && *caps ? caps : "utility,compute";
+  bool all = strstr(eff, "all") != NULL;
+  bool compute = all || strstr(eff, "compute"), utility = all || strstr(eff, "utility");
+  bool nodes = il_sysfs_exists(fs, "/dev/nvidiactl");
+  bool nvml = dr->nvml.loaded, cuda = dr->cuda.loaded;
+  il_check *c;
+  if (!dr->gpu_expected && !nvml && !cuda) {
+    c = il__check_add(dr, "container.injection", IL_VERDICT_OK, 0,
+                      "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
+  } else if (!nvml && !cuda && !nodes) {
+    c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
+                      "container started without the NVIDIA runtime: no driver libraries, no /dev/nvidia* nodes");
+    il__check_fix(c, "docker run --gpus all IMAGE ...   (one GPU: --gpus '\"device=0\"'; without --gpus: --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all)");
+    il__check_fix(c, "podman: podman run --device nvidia.com/gpu=all ... (needs a CDI spec on the host); Kubernetes: resources.limits nvidia.com/gpu: 1 "
+                     "and a node whose containerd uses the nvidia runtime");
+  } else if (!compute || (nvml && !cuda)) {
+    c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
+                      "NVIDIA_DRIVER_CAPABILITIES=\"%s\" lacks compute: libcuda.so.1 was not injected", eff);
+    il__check_fix(c, "Restart with -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
+  } else if (!utility || (!nvml && cuda)) {
+    c = il__check_add(dr, "container.injection", IL_VERDICT_WARN, 21,
+                      "NVIDIA_DRIVER_CAPABILITIES=\"%s\" lacks utility: no NVML/nvidia-smi (monitoring will not work)", eff);
+    il__check_fix(c, "Restart with -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
+  } else {
+    c = il__check_add(dr, "container.injection", IL_VERDICT_OK, 0, "NVIDIA runtime injected the driver (%s libraries, %s device nodes; capabilities %s)",
+                      nvml && cuda ? "NVML and CUDA" : nvml ? "NVML" : "CUDA", nodes ? "with" : "without", eff);
+  }
+  il__check_ev(c, "engine", "%s", dr->container_engine);
+  il__check_ev(c, "NVIDIA_DRIVER_CAPABILITIES", "%s", caps ? caps : "(unset: utility,compute)");
+  il__check_ev(c, "libnvidia_ml", "%s", nvml ? "loaded" : "missing");
+  il__check_ev(c, "libcuda", "%s", cuda ? "loaded" : "missing");
+  il__check_ev(c, "dev_nvidiactl", "%s", nodes ? "present" : "missing");
+}
+
+/* ---- on a host ---------------------------------------------------------------------------- */
+
+/* Value of `key = "..."` in a TOML text (first occurrence, any table). */
+static bool il__toml_string(const char *text, const char *key, char *buf, size_t n) {
+  size_t kl = strlen(key);
+  for (const char *p = text; p && *p;) {
+    const char *s = p;
+    while (*s == ' ' || *s == '\t') s++;
+    if (!strncmp(s, key, kl) && (s[kl] == ' ' || s[kl] == '=')) {
+      const char *q = strchr(s + kl, '"');
+      const char *eol = strchr(s, '\n');
+      if (q && (!eol || q < eol)) {
+        size_t l = strcspn(q + 1, "\"\n");
+        if (l >= n) l = n - 1;
+        memcpy(buf, q + 1, l);
+        buf[l] = 0;
+        return true;
+      }
+    }
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  return false;
+}
+
+typedef struct {
+  bool runtime, ctk, cli, hook, docker, containerd, podman;
+  char runtime_path[512];
+} il__tools;
+
+static void il__check_toolkit(il_doctor *dr, il__tools *t) {
+  const il_sysfs *fs = &dr->fs;
+  char p[512];
+  t->runtime = il_sysfs_which(fs, "nvidia-container-runtime", t->runtime_path, sizeof t->runtime_path);
+  t->ctk = il_sysfs_which(fs, "nvidia-ctk", p, sizeof p);
+  t->cli = il_sysfs_which(fs, "nvidia-container-cli", p, sizeof p);
+  t->hook = il_sysfs_which(fs, "nvidia-container-runtime-hook", p, sizeof p);
+  t->docker = il_sysfs_which(fs, "dockerd", p, sizeof p) || il_sysfs_which(fs, "docker", p, sizeof p) ||
+              il_sysfs_exists(fs, "/etc/docker/daemon.json");
+  t->containerd = il_sysfs_which(fs, "containerd", p, sizeof p) || il_sysfs_exists(fs, "/etc/containerd/config.toml");
+  t->podman = il_sysfs_which(fs, "podman", p, sizeof p);
+  bool any_tool = t->runtime || t->ctk || t->cli || t->hook;
+  bool engine = t->docker || t->containerd || t->podman;
+  char cfg[16384];
+  bool have_cfg = il_sysfs_read(fs, "/etc/nvidia-container-runtime/config.toml", cfg, sizeof cfg, NULL) == IL_OK;
+  il_check *c;
+  char root[512] = "", ldc[512] = "";
+  if (have_cfg) {
+    il__toml_string(cfg, "root", root, sizeof root);
+    il__toml_string(cfg, "ldconfig", ldc, sizeof ldc);
+  }
+  char tools[200];
+  snprintf(tools, sizeof tools, "%s%s%s%s", t->runtime ? "nvidia-container-runtime " : "", t->ctk ? "nvidia-ctk " : "",
+           t->cli ? "nvidia-container-cli " : "", t->hook ? "nvidia-container-runtime-hook" : "");
+  /* A driver root other than "/" (GPU operator: /run/nvidia/driver) must exist and hold NVML. */
+  bool root_bad = false;
+  if (root[0] && strcmp(root, "/")) {
+    char lib1[700], lib2[700];
+    snprintf(lib1, sizeof lib1, "%s/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", root);
+    snprintf(lib2, sizeof lib2, "%s/usr/lib64/libnvidia-ml.so.1", root);
+    root_bad = !il_sysfs_exists(fs, root) || (!il_sysfs_exists(fs, lib1) && !il_sysfs_exists(fs, lib2));
+  }
+  if (root_bad) {
+    c = il__check_add(dr, "container.toolkit", IL_VERDICT_FAIL, 20,
+                      "toolkit config points at driver root \"%s\", which %s: containers fail with 'load library failed: libnvidia-ml.so.1'",
+                      root, il_sysfs_exists(fs, root) ? "holds no libnvidia-ml.so.1" : "does not exist");
+    il__check_fix(c, "For a driver installed on the host, set root = \"/\" and ldconfig = \"@/sbin/ldconfig.real\" (Debian/Ubuntu; \"@/sbin/ldconfig\" elsewhere): "
+                     "sudo nvidia-ctk config --set nvidia-container-cli.root=/ --in-place");
+  } else if (!any_tool && engine && dr->gpu_expected) {
+    c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
+                      "a container engine is installed but the NVIDIA Container Toolkit is not: containers cannot use the GPU "
+                      "('could not select device driver \"\" with capabilities: [[gpu]]')");
+    il__check_fix(c, "Install it: sudo apt install nvidia-container-toolkit (after adding NVIDIA's apt repository), then "
+                     "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker");
+  } else if (any_tool && t->docker && !t->hook) {
+    c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
+                      "nvidia-container-runtime-hook is not on PATH: dockerd registers its GPU device driver only when it finds it (--gpus fails)");
+    il__check_fix(c, "Reinstall the toolkit (sudo apt install --reinstall nvidia-container-toolkit) and restart docker: sudo systemctl restart docker");
+  } else if (!any_tool) {
+    c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
+                      engine ? "no GPU here" : "no container engine either");
+  } else {
+    c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit: %s%s%s", tools,
+                      have_cfg ? "; config root " : "", have_cfg ? (root[0] ? root : "/ (default)") : "");
+  }
+  il__check_ev(c, "tools", "%s", tools);
+  il__check_ev(c, "config", "%s", have_cfg ? "/etc/nvidia-container-runtime/config.toml" : "absent");
+  if (root[0]) il__check_ev(c, "root", "%s", root);
+  if (ldc[0]) il__check_ev(c, "ldconfig", "%s", ldc);
+}
+
+static void il__check_docker(il_doctor *dr, const il__tools *t) {
+  const il_sysfs *fs = &dr->fs;
+  il_check *c;
+  if (!t->docker) {
+    il__check_add(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
+    return;
+  }
+  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "daemon.json");
+  if (!text) return;
+  const char *file = "/etc/docker/daemon.json";
+  il_status rs = il_sysfs_read(fs, file, text, 65536, NULL);
+  const char *home = il_sysfs_getenv(fs, "HOME");
+  char rootless[600];
+  if (rs != IL_OK && home) {
+    /* Rootless docker reads $HOME/.config/docker/daemon.json. */
+    snprintf(rootless, sizeof rootless, "%s/.config/docker/daemon.json", home);
+    if (il_sysfs_read(fs, rootless, text, 65536, NULL) == IL_OK) {
+      rs = IL_OK;
+      file = rootless;
+    }
+  }
+  bool has_nvidia = false, is_default = false, malformed = false;
+  char deflt[64] = "runc", rpath[256] = "";
+  if (rs == IL_OK) {
+    const char *end = il__skip_value(text, 0);
+    malformed = !end || *il__ws(end);
+    if (!malformed) {
+      const char *rts = il__json_member(text, "runtimes");
+      const char *nv = rts ? il__json_member(rts, "nvidia") : NULL;
+      has_nvidia = nv != NULL;
+      if (nv) il__json_string(il__json_member(nv, "path"), rpath, sizeof rpath);
+      il__json_string(il__json_member(text, "default-runtime"), deflt, sizeof deflt);
+      is_default = !strcmp(deflt, "nvidia");
+    }
+  }
+  if (malformed) {
+    c = il__check_add(dr, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON: dockerd will not start with it", file);
+    il__check_fix(c, "Fix the syntax (python3 -m json.tool %s shows where), then sudo systemctl restart docker", file);
+  } else if (!has_nvidia) {
+    bool toolkit = t->runtime || t->ctk;
+    c = il__check_add(dr, "container.docker", dr->gpu_expected && toolkit ? IL_VERDICT_WARN : IL_VERDICT_OK, dr->gpu_expected && toolkit ? 19 : 0,
+                      "docker has no 'nvidia' runtime in %s%s", rs == IL_OK ? file : "daemon.json (absent)",
+                      toolkit ? ": --runtime=nvidia fails with 'unknown or invalid runtime name: nvidia' (--gpus still works)" : "");
+    if (dr->gpu_expected && toolkit)
+      il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker   then: docker run --gpus all IMAGE ...");
+  } else if (!is_default) {
+    c = il__check_add(dr, "container.docker", IL_VERDICT_WARN, 19,
+                      "docker has the 'nvidia' runtime but the default runtime is %s: containers get no GPU unless started with --gpus or --runtime=nvidia", deflt);
+    il__check_fix(c, "Make it the default: sudo nvidia-ctk runtime configure --runtime=docker --set-as-default && sudo systemctl restart docker");
+    il__check_fix(c, "Or per container: docker run --gpus all IMAGE ...   or docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all IMAGE ...");
+  } else {
+    c = il__check_add(dr, "container.docker", IL_VERDICT_OK, 0, "docker: 'nvidia' runtime registered and default");
+  }
+  if (has_nvidia && rpath[0]) {
+    char found[512];
+    bool exists = rpath[0] == '/' ? il_sysfs_exists(fs, rpath) : il_sysfs_which(fs, rpath, found, sizeof found);
+    il__check_ev(c, "nvidia_runtime_path", "%s (%s)", rpath, exists ? "found" : "missing");
+    if (!exists && c->verdict < IL_VERDICT_FAIL) {
+      c->verdict = IL_VERDICT_FAIL;
+      c->scenario = 19;
+      size_t l = strlen(c->summary);
+      snprintf(c->summary + l, sizeof c->summary - l, "; its binary %s is missing", rpath);
+      il__check_fix(c, "Install the toolkit that provides %s: sudo apt install nvidia-container-toolkit && sudo systemctl restart docker", rpath);
+    }
+  }
+  il__check_ev(c, "daemon_json", "%s", rs == IL_OK ? file : "absent");
+  il__check_ev(c, "runtimes.nvidia", "%s", has_nvidia ? "present" : "absent");
+  il__check_ev(c, "default-runtime", "%s", deflt);
+  il_mem_free(text);
+}
+
+static void il__check_containerd(il_doctor *dr, const il__tools *t) {
+  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "containerd config");
+  if (!text) return;
+  il_check *c;
+  if (il_sysfs_read(&dr->fs, "/etc/containerd/config.toml", text, 65536, NULL) != IL_OK) {
+    il__check_add(dr, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
+    il_mem_free(text);
+    return;
+  }
+  /* CRI plugin: [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia] and
+   * default_runtime_name = "nvidia". */
+  bool has = strstr(text, "runtimes.nvidia]") || strstr(text, "runtimes.\"nvidia\"]");
+  char deflt[64] = "";
+  il__toml_string(text, "default_runtime_name", deflt, sizeof deflt);
+  bool kube = il_sysfs_which(&dr->fs, "kubelet", (char[512]){0}, 512);
+  if (!has && dr->gpu_expected) {
+    c = il__check_add(dr, "container.containerd", IL_VERDICT_WARN, 19, "containerd has no 'nvidia' runtime: Kubernetes pods on this node get no GPU");
+    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default && sudo systemctl restart containerd");
+  } else if (has && strcmp(deflt, "nvidia") && kube) {
+    c = il__check_add(dr, "container.containerd", IL_VERDICT_WARN, 19,
+                      "containerd has the 'nvidia' runtime but default is \"%s\": pods need runtimeClassName: nvidia", deflt[0] ? deflt : "runc");
+    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default && sudo systemctl restart containerd   "
+                     "(or create a RuntimeClass 'nvidia' and set runtimeClassName in the pod spec)");
+  } else {
+    c = il__check_add(dr, "container.containerd", IL_VERDICT_OK, 0, "containerd: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
+                      deflt[0] ? ", default " : "", deflt);
+  }
+  il__check_ev(c, "runtimes.nvidia", "%s", has ? "present" : "absent");
+  il__check_ev(c, "default_runtime_name", "%s", deflt[0] ? deflt : "(unset)");
+  il_mem_free(text);
+}
+
+static void il__check_cdi(il_doctor *dr, const il__tools *t) {
+  const il_sysfs *fs = &dr->fs;
+  static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi"};
+  char specs[300] = "", stale[400] = "";
+  int n_specs = 0;
+  char *text = il_mem_alloc(IL_MEM_OTHER, 1 << 18, "CDI spec");
+  if (!text) return;
+  const char *drv = dr->kmod_version[0] ? dr->kmod_version : dr->nvml.driver_version;
+  for (int d = 0; d < 2; d++) {
+    char **names;
+    int n;
+    if (il_sysfs_list(fs, dirs[d], &names, &n) != IL_OK) continue;
+    for (int i = 0; i < n; i++) {
+      size_t nl = strlen(names[i]);
+      if (nl < 5 || (strcmp(names[i] + nl - 5, ".yaml") && strcmp(names[i] + nl - 5, ".json"))) continue;
+      char rel[600];
+      snprintf(rel, sizeof rel, "%s/%s", dirs[d], names[i]);
+      if (il_sysfs_read(fs, rel, text, 1 << 18, NULL) != IL_OK || !strstr(text, "nvidia.com/")) continue;
+      n_specs++;
+      size_t l = strlen(specs);
+      snprintf(specs + l, sizeof specs - l, "%s%s", l ? " " : "", rel);
+      /* Stale: library paths carry the driver version the spec was generated for. */
+      const char *lib = strstr(text, "libcuda.so.");
+      if (!lib) lib = strstr(text, "libnvidia-ml.so.");
+      if (lib && drv[0]) {
+        char ver[64] = "";
+        sscanf(strstr(lib, ".so.") + 4, "%63[0-9.]", ver);
+        size_t vl = strlen(ver);
+        while (vl && ver[vl - 1] == '.') ver[--vl] = 0;
+        if (strchr(ver, '.') && strcmp(ver, drv)) {
+          l = strlen(stale);
+          snprintf(stale + l, sizeof stale - l, "%s%s was generated for driver %s (running %s)", l ? "; " : "", rel, ver, drv);
+        }
+      }
+      /* Stale: a device node the spec injects that does not exist. */
+      for (const char *p = text; (p = strstr(p, "path: /dev/nvidia")) != NULL; p++) {
+        char node[128];
+        if (sscanf(p + 6, "%127s", node) != 1) continue;
+        if (!il_sysfs_exists(fs, node)) {
+          l = strlen(stale);
+          snprintf(stale + l, sizeof stale - l, "%s%s lists %s, which does not exist", l ? "; " : "", rel, node);
+          break;
+        }
+      }
+    }
+    il_sysfs_list_free(names, n);
+  }
+  il_mem_free(text);
+  il_check *c;
+  if (stale[0]) {
+    c = il__check_add(dr, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s", stale);
+    il__check_fix(c, "Regenerate it: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml   (and remove stale copies in /var/run/cdi); "
+                     "regenerate after every driver or MIG change");
+  } else if (n_specs == 0 && t->ctk && dr->gpu_expected) {
+    c = il__check_add(dr, "container.cdi", IL_VERDICT_WARN, 23,
+                      "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: podman/CDI requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'");
+    il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
+  } else if (n_specs == 0) {
+    c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
+  } else {
+    c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s", n_specs == 1 ? "" : "s", specs, drv[0] ? drv : "(unknown)");
+  }
+  il__check_ev(c, "specs", "%s", specs);
+}
+
+void il__container_checks(il_doctor *dr) {
+  il_check *c;
+  if (dr->in_container) {
+    c = il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "running inside a %s container", dr->container_engine);
+    il__check_ev(c, "engine", "%s", dr->container_engine);
+    il__check_inside(dr);
+    return;
+  }
+  il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "not in a container (no /.dockerenv, /run/.containerenv or container cgroup)");
+  il__tools t;
+  memset(&t, 0, sizeof t);
+  il__check_toolkit(dr, &t);
+  il__check_docker(dr, &t);
+  il__check_containerd(dr, &t);
+  il__check_cdi(dr, &t);
+}

@@ -1,0 +1,39 @@
+/* probe/explain: `inferlab doctor --explain "PASTED ERROR"`: from an error message to its
+ * failure scenario, the likely causes, the fix and the doctor checks that confirm it.
+ *
+ * The table holds the 25 scenarios of the research file (shared/research/gpu-stack-failures.md)
+ * plus a few documented extras, each with message fragments copied from real reports
+ * ("Driver/library version mismatch", "error 804", "CUDA_ERROR_NO_DEVICE",
+ * "could not select device driver"). Matching is case-insensitive substring search; a match
+ * scores by the length of the fragments found, so the most specific scenario comes first.
+ * Old runtimes used other numbers (pre-CUDA-10.1: 30 unknown, 38 no device, 48 no kernel
+ * image), so "error=38" style codes are in the table too.
+ * Not for: looking at the machine (that is il_doctor_run).
+ */
+#ifndef IL_PROBE_EXPLAIN_H
+#define IL_PROBE_EXPLAIN_H
+
+#include <stdio.h>
+
+#include "core/status.h"
+
+typedef struct {
+  int scenario;        /* research table row; 100+ for the extras */
+  const char *title;
+  const char *causes;
+  const char *fix;
+  const char *checks;  /* doctor check ids that confirm it, space separated */
+  int score;
+  const char *matched; /* the longest fragment that matched */
+} il_explain_match;
+
+/* Matches text against the table; writes up to max matches, best first, and returns how many
+ * matched (0 = unknown message). Pointers are to static strings. Can't fail. */
+int il_explain(const char *text, il_explain_match *out, int max);
+/* Prints the matches for text (or a "not recognised" note listing what to run instead).
+ * Returns the number of matches. */
+int il_explain_print_text(const char *text, FILE *out);
+/* JSON: {"schema_version":1,"input":...,"matches":[{scenario,title,causes,fix,checks[],matched}]} */
+int il_explain_print_json(const char *text, FILE *out);
+
+#endif

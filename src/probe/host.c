@@ -1,0 +1,119 @@
+/* probe/host: CPU, memory, huge pages, kernel and a read-bandwidth measurement. See host.h. */
+#include "probe/host.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "memory/mem.h"
+
+static bool il__has_flag(const char *flags, const char *f) {
+  size_t l = strlen(f);
+  for (const char *p = flags; (p = strstr(p, f)) != NULL; p += l) {
+    bool start = p == flags || p[-1] == ' ' || p[-1] == '\t';
+    bool end = p[l] == 0 || p[l] == ' ' || p[l] == '\n';
+    if (start && end) return true;
+  }
+  return false;
+}
+
+static long long il__meminfo_kb(const char *text, const char *key) {
+  char v[64];
+  if (!il_sysfs_field(text, key, v, sizeof v)) return -1;
+  return strtoll(v, NULL, 10);
+}
+
+void il_host_probe(const il_sysfs *fs, il_host_info *h) {
+  memset(h, 0, sizeof *h);
+  h->ram_total = h->ram_available = h->hugepages_total = -1;
+  /* cpuinfo is repeated per CPU; the first block gives model and flags, "processor" lines count. */
+  const size_t cap = (size_t)1 << 20;
+  char *cpuinfo = il_mem_alloc(IL_MEM_OTHER, cap, "/proc/cpuinfo");
+  if (cpuinfo) il_sysfs_read(fs, "/proc/cpuinfo", cpuinfo, cap, NULL);
+  else cpuinfo = (char *)"";
+  il_sysfs_field(cpuinfo, "model name", h->cpu_model, sizeof h->cpu_model);
+  char flags[4096];
+  if (!il_sysfs_field(cpuinfo, "flags", flags, sizeof flags)) il_sysfs_field(cpuinfo, "Features", flags, sizeof flags);
+  static const char *const interesting[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw",
+                                            "avx512vl", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile",
+                                            "neon", "asimd", NULL};
+  for (int i = 0; interesting[i]; i++) {
+    if (!il__has_flag(flags, interesting[i])) continue;
+    size_t l = strlen(h->simd);
+    snprintf(h->simd + l, sizeof h->simd - l, "%s%s", l ? " " : "", interesting[i]);
+  }
+  h->hypervisor_flag = il__has_flag(flags, "hypervisor");
+  if (il__has_flag(flags, "avx512f") && il__has_flag(flags, "avx512bw") && il__has_flag(flags, "avx512vl"))
+    strcpy(h->cpu_backend, "avx512");
+  else if (il__has_flag(flags, "avx2") && il__has_flag(flags, "fma"))
+    strcpy(h->cpu_backend, "avx2");
+  else
+    strcpy(h->cpu_backend, "scalar");
+  for (const char *p = cpuinfo; (p = strstr(p, "processor")) != NULL; p++)
+    if (p == cpuinfo || p[-1] == '\n') h->logical_cpus++;
+  if (*cpuinfo) il_mem_free(cpuinfo);
+
+  char meminfo[8192];
+  if (il_sysfs_read(fs, "/proc/meminfo", meminfo, sizeof meminfo, NULL) == IL_OK) {
+    long long kb = il__meminfo_kb(meminfo, "MemTotal:");
+    if (kb >= 0) h->ram_total = kb * 1024;
+    kb = il__meminfo_kb(meminfo, "MemAvailable:");
+    if (kb >= 0) h->ram_available = kb * 1024;
+    h->hugepages_total = il__meminfo_kb(meminfo, "HugePages_Total:");
+    kb = il__meminfo_kb(meminfo, "Hugepagesize:");
+    h->hugepage_size = kb > 0 ? kb * 1024 : 0;
+  }
+  char thp[128];
+  if (il_sysfs_read_line(fs, "/sys/kernel/mm/transparent_hugepage/enabled", thp, sizeof thp)) {
+    /* "always [madvise] never": the bracketed word is the mode in force */
+    char *a = strchr(thp, '['), *b = a ? strchr(a, ']') : NULL;
+    if (a && b) {
+      *b = 0;
+      il_sysfs_copy(h->thp, sizeof h->thp, a + 1);
+    }
+  }
+  il_sysfs_read_line(fs, "/proc/sys/kernel/osrelease", h->kernel, sizeof h->kernel);
+}
+
+static double il__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+il_status il_host_measure_read_bandwidth(size_t bytes, int ms, double *gbps) {
+  *gbps = 0;
+  if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;
+  size_t n = bytes / sizeof(uint64_t);
+  uint64_t *buf = il_mem_alloc(IL_MEM_WORKSPACE, n * sizeof *buf, "doctor bandwidth buffer");
+  if (!buf) return IL_ERR_OOM;
+  for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page before timing */
+  double best = 0, start = il__now(), limit = (ms > 0 ? ms : 200) * 1e-3;
+  volatile uint64_t sink = 0;
+  int passes = 0;
+  do {
+    double t0 = il__now();
+    /* Four independent accumulators so the adds are not one dependency chain. */
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      s0 += buf[i];
+      s1 += buf[i + 1];
+      s2 += buf[i + 2];
+      s3 += buf[i + 3];
+    }
+    sink += s0 + s1 + s2 + s3;
+    double dt = il__now() - t0;
+    if (dt > 0) {
+      double g = (double)(n * sizeof *buf) / dt / 1e9;
+      if (g > best) best = g;
+    }
+    passes++;
+  } while (il__now() - start < limit || passes < 2);
+  (void)sink;
+  il_mem_free(buf);
+  *gbps = best;
+  return IL_OK;
+}

@@ -1,0 +1,298 @@
+/* probe/report: human text and JSON for a doctor report. See report.h. */
+#include "probe/report.h"
+
+#include <string.h>
+
+#include "il_build_info.h"
+#include "memory/mem.h"
+
+void il_report_json_string(FILE *out, const char *s) {
+  if (!s) {
+    fputs("null", out);
+    return;
+  }
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    switch (*p) {
+      case '"': fputs("\\\"", out); break;
+      case '\\': fputs("\\\\", out); break;
+      case '\n': fputs("\\n", out); break;
+      case '\r': fputs("\\r", out); break;
+      case '\t': fputs("\\t", out); break;
+      default:
+        if (*p < 0x20 || *p == 0x7f) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+  }
+  fputc('"', out);
+}
+
+/* ---- text ----------------------------------------------------------------------------- */
+
+static void il__text_devices(const il_doctor *dr, FILE *out) {
+  const il_nvml_snapshot_t *s = &dr->nvml;
+  if (il__doctor_gpu_count(dr) == 0) return;
+  fprintf(out, "\nDevices (driver %s)\n", s->driver_version);
+  for (int i = 0; i < s->n_devices; i++) {
+    const il_nvml_device *d = &s->devices[i];
+    if (d->handle_rc) {
+      fprintf(out, "  %d  (no handle: %s)\n", i, il_nvml_code_name(d->handle_rc));
+      continue;
+    }
+    char used[32] = "?", total[32] = "?", freeb[32] = "?";
+    if (d->mem_used >= 0) il_mem_format_bytes((size_t)d->mem_used, used, sizeof used);
+    if (d->mem_total >= 0) il_mem_format_bytes((size_t)d->mem_total, total, sizeof total);
+    if (d->mem_free >= 0) il_mem_format_bytes((size_t)d->mem_free, freeb, sizeof freeb);
+    fprintf(out, "  %d  %s  %s  %s  sm_%d%d\n", i, d->name, d->uuid, d->pci_bus_id, d->cc_major, d->cc_minor);
+    fprintf(out, "     memory %s used / %s total (%s free); util gpu %d%% mem %d%%; %d C; %.0f / %.0f W; sm %d MHz, mem %d MHz\n", used,
+            total, freeb, d->util_gpu, d->util_mem, d->temp_c, d->power_mw / 1000.0, d->power_limit_mw / 1000.0, d->clock_sm_mhz,
+            d->clock_mem_mhz);
+    fprintf(out, "     MIG %s; ECC uncorrected (volatile) %lld; processes %d", d->mig_current == 1 ? "enabled" : d->mig_current == 0 ? "disabled" : "n/a",
+            d->ecc_uncorrected_volatile, d->n_procs);
+    for (int k = 0; k < d->n_procs; k++) {
+      char b[32];
+      il_mem_format_bytes((size_t)d->procs[k].used_gpu_memory, b, sizeof b);
+      fprintf(out, "%s pid %u (%s)", k ? "," : ":", d->procs[k].pid, b);
+    }
+    fputc('\n', out);
+  }
+}
+
+il_status il_report_text(const il_doctor *dr, FILE *out) {
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < dr->n_checks; i++) {
+    const il_check *c = &dr->checks[i];
+    counts[c->verdict]++;
+    fprintf(out, "%-4s  %s: %s\n", il_verdict_name(c->verdict), c->id, c->summary);
+  }
+  il__text_devices(dr, out);
+  if (counts[1] + counts[2]) {
+    fputs("\nWhat to fix\n", out);
+    int step = 1;
+    for (int pass = 2; pass >= 1; pass--)
+      for (int i = 0; i < dr->n_checks; i++) {
+        const il_check *c = &dr->checks[i];
+        if ((int)c->verdict != pass || !c->fix[0]) continue;
+        fprintf(out, "  %d. [%s %s]", step++, il_verdict_name(c->verdict), c->id);
+        if (c->scenario) fprintf(out, " (scenario %d)", c->scenario);
+        /* Each fix line on its own indented line. */
+        const char *p = c->fix;
+        while (*p) {
+          size_t l = strcspn(p, "\n");
+          fprintf(out, "\n     %.*s", (int)l, p);
+          p += l;
+          if (*p) p++;
+        }
+        fputc('\n', out);
+      }
+  }
+  fprintf(out, "\n%d OK, %d WARN, %d FAIL -> exit code %d (0 all OK, 1 warnings, 2 failures)\n", counts[0], counts[1], counts[2],
+          il_doctor_exit_code(dr));
+  return ferror(out) ? il_error(IL_ERR_IO, "doctor: writing the report failed") : IL_OK;
+}
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+
+static void il__jkey(FILE *out, const char *k) {
+  il_report_json_string(out, k);
+  fputc(':', out);
+}
+
+static void il__jstr(FILE *out, const char *k, const char *v, bool comma) {
+  il__jkey(out, k);
+  il_report_json_string(out, v);
+  if (comma) fputc(',', out);
+}
+
+/* Integer, null when negative (unknown). */
+static void il__jint(FILE *out, const char *k, long long v, bool comma) {
+  il__jkey(out, k);
+  if (v < 0) fputs("null", out);
+  else fprintf(out, "%lld", v);
+  if (comma) fputc(',', out);
+}
+
+static void il__jbool(FILE *out, const char *k, bool v, bool comma) {
+  il__jkey(out, k);
+  fputs(v ? "true" : "false", out);
+  if (comma) fputc(',', out);
+}
+
+static void il__json_device(FILE *out, const il_nvml_device *d) {
+  fputc('{', out);
+  il__jint(out, "index", d->index, true);
+  il__jstr(out, "handle_status", il_nvml_code_name(d->handle_rc), true);
+  il__jstr(out, "name", d->name, true);
+  il__jstr(out, "uuid", d->uuid, true);
+  il__jstr(out, "pci_bus_id", d->pci_bus_id, true);
+  il__jint(out, "memory_total_bytes", d->mem_total, true);
+  il__jint(out, "memory_used_bytes", d->mem_used, true);
+  il__jint(out, "memory_free_bytes", d->mem_free, true);
+  il__jint(out, "utilization_gpu_pct", d->util_gpu, true);
+  il__jint(out, "utilization_memory_pct", d->util_mem, true);
+  il__jint(out, "temperature_c", d->temp_c, true);
+  il__jint(out, "power_mw", d->power_mw, true);
+  il__jint(out, "power_limit_mw", d->power_limit_mw, true);
+  il__jint(out, "clock_sm_mhz", d->clock_sm_mhz, true);
+  il__jint(out, "clock_mem_mhz", d->clock_mem_mhz, true);
+  il__jint(out, "clock_graphics_mhz", d->clock_gfx_mhz, true);
+  il__jkey(out, "compute_capability");
+  if (d->cc_major >= 0) fprintf(out, "\"%d.%d\",", d->cc_major, d->cc_minor);
+  else fputs("null,", out);
+  il__jstr(out, "mig_mode", d->mig_current == 1 ? "enabled" : d->mig_current == 0 ? "disabled" : "unsupported", true);
+  il__jint(out, "mig_devices", d->mig_devices, true);
+  il__jint(out, "ecc_uncorrected_volatile", d->ecc_uncorrected_volatile, true);
+  il__jint(out, "ecc_uncorrected_aggregate", d->ecc_uncorrected_aggregate, true);
+  il__jstr(out, "compute_mode", d->compute_mode == 0 ? "default" : d->compute_mode == 2 ? "prohibited" : d->compute_mode == 3 ? "exclusive_process"
+                                : d->compute_mode < 0 ? "unknown" : "other", true);
+  il__jkey(out, "processes");
+  fputc('[', out);
+  for (int k = 0; k < d->n_procs; k++) {
+    fprintf(out, "%s{\"pid\":%u,\"used_bytes\":%llu}", k ? "," : "", d->procs[k].pid, d->procs[k].used_gpu_memory);
+  }
+  fputs("]}", out);
+}
+
+il_status il_report_json(const il_doctor *dr, FILE *out) {
+  int counts[3] = {0, 0, 0};
+  for (int i = 0; i < dr->n_checks; i++) counts[dr->checks[i].verdict]++;
+  char buf[64];
+  fputc('{', out);
+  il__jint(out, "schema_version", IL_REPORT_SCHEMA_VERSION, true);
+  il__jstr(out, "tool", "inferlab doctor", true);
+  il__jstr(out, "inferlab_version", IL_VERSION_STRING, true);
+  il__jstr(out, "sysroot", dr->fs.root[0] ? dr->fs.root : "/", true);
+  il__jint(out, "exit_code", il_doctor_exit_code(dr), true);
+  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d},", counts[0], counts[1], counts[2]);
+
+  fputs("\"build\":{", out);
+  bool cpu_only = !dr->opt.build_have_cuda || !dr->opt.build_cuda_version || !dr->opt.build_cuda_version[0];
+  il__jbool(out, "cpu_only", cpu_only, true);
+  il__jstr(out, "cuda_version", dr->opt.build_cuda_version ? dr->opt.build_cuda_version : "", true);
+  il__jstr(out, "cuda_archs", dr->opt.build_cuda_archs ? dr->opt.build_cuda_archs : "", false);
+  fputs("},", out);
+
+  fputs("\"driver\":{", out);
+  il__jbool(out, "nvml_loaded", dr->nvml.loaded, true);
+  il__jstr(out, "nvml_library", dr->nvml_loaded[0] ? dr->nvml_loaded : dr->nvml_path, true);
+  il__jstr(out, "nvml_load_error", dr->nvml_error[0] ? dr->nvml_error : NULL, true);
+  il__jstr(out, "nvml_init", dr->nvml.loaded ? il_nvml_code_name(dr->nvml.init_rc) : NULL, true);
+  il__jstr(out, "driver_version", dr->nvml.driver_version[0] ? dr->nvml.driver_version : NULL, true);
+  il__jstr(out, "cuda_driver_version", dr->nvml.cuda_driver_version > 0 ? il_cudadrv_version_text(dr->nvml.cuda_driver_version, buf, sizeof buf) : NULL, true);
+  il__jstr(out, "kernel_module_version", dr->kmod_version[0] ? dr->kmod_version : NULL, true);
+  il__jstr(out, "kernel_module_flavor", dr->kmod_loaded ? (dr->kmod_open ? "open" : "proprietary") : NULL, false);
+  fputs("},", out);
+
+  fputs("\"cuda\":{", out);
+  il__jbool(out, "loaded", dr->cuda.loaded, true);
+  il__jstr(out, "library", dr->cuda_loaded[0] ? dr->cuda_loaded : dr->cuda_path, true);
+  il__jstr(out, "load_error", dr->cuda_error[0] ? dr->cuda_error : NULL, true);
+  il__jstr(out, "init", dr->cuda.loaded ? dr->cuda.init_name : NULL, true);
+  il__jint(out, "init_code", dr->cuda.loaded ? dr->cuda.init_rc : -1, true);
+  il__jstr(out, "driver_api_version", dr->cuda.driver_version > 0 ? il_cudadrv_version_text(dr->cuda.driver_version, buf, sizeof buf) : NULL, true);
+  il__jint(out, "device_count", dr->cuda.loaded ? dr->cuda.n_devices : -1, false);
+  fputs("},", out);
+
+  fputs("\"devices\":[", out);
+  for (int i = 0; i < dr->nvml.n_devices; i++) {
+    if (i) fputc(',', out);
+    il__json_device(out, &dr->nvml.devices[i]);
+  }
+  fputs("],", out);
+
+  fputs("\"pci\":[", out);
+  for (int i = 0; i < dr->n_pci; i++) {
+    const il_pci_gpu *g = &dr->pci[i];
+    fprintf(out, "%s{", i ? "," : "");
+    il__jstr(out, "bdf", g->bdf, true);
+    snprintf(buf, sizeof buf, "10de:%04x", g->device_id);
+    il__jstr(out, "id", buf, true);
+    il__jstr(out, "driver", g->driver[0] ? g->driver : NULL, true);
+    il__jstr(out, "iommu_group", g->iommu_group[0] ? g->iommu_group : NULL, false);
+    fputc('}', out);
+  }
+  fputs("],", out);
+
+  fputs("\"visibility\":{", out);
+  il__jstr(out, "cuda_visible_devices", il_sysfs_getenv(&dr->fs, "CUDA_VISIBLE_DEVICES"), true);
+  il__jkey(out, "cuda_devices");
+  fputc('[', out);
+  for (int i = 0; i < dr->cudavis.n_visible; i++) fprintf(out, "%s%d", i ? "," : "", dr->cudavis.phys[i]);
+  fputs("],", out);
+  il__jstr(out, "cuda_invalid_entry", dr->cudavis.invalid_at >= 0 ? dr->cudavis.invalid_entry : NULL, true);
+  il__jstr(out, "cuda_device_order", il_sysfs_getenv(&dr->fs, "CUDA_DEVICE_ORDER"), true);
+  il__jstr(out, "nvidia_visible_devices", il_sysfs_getenv(&dr->fs, "NVIDIA_VISIBLE_DEVICES"), true);
+  il__jstr(out, "nvidia_mode", il_visible_nvidia_mode_name(dr->nvvis.mode), false);
+  fputs("},", out);
+
+  fputs("\"container\":{", out);
+  il__jbool(out, "inside", dr->in_container, true);
+  il__jstr(out, "engine", dr->in_container ? dr->container_engine : NULL, false);
+  fputs("},", out);
+
+  const il_host_info *h = &dr->host;
+  fputs("\"host\":{", out);
+  il__jstr(out, "cpu_model", h->cpu_model, true);
+  il__jstr(out, "simd", h->simd, true);
+  il__jstr(out, "cpu_backend", h->cpu_backend, true);
+  il__jint(out, "logical_cpus", h->logical_cpus, true);
+  il__jint(out, "ram_total_bytes", h->ram_total, true);
+  il__jint(out, "ram_available_bytes", h->ram_available, true);
+  il__jkey(out, "read_bandwidth_gbps");
+  if (h->read_gbps > 0) fprintf(out, "%.3f,", h->read_gbps);
+  else fputs("null,", out);
+  il__jstr(out, "transparent_hugepages", h->thp, true);
+  il__jint(out, "hugepages_total", h->hugepages_total, true);
+  il__jstr(out, "kernel", h->kernel, true);
+  il__jbool(out, "hypervisor", h->hypervisor_flag, true);
+  il__jbool(out, "wsl", dr->wsl, false);
+  fputs("},", out);
+
+  fputs("\"checks\":[", out);
+  for (int i = 0; i < dr->n_checks; i++) {
+    const il_check *c = &dr->checks[i];
+    fprintf(out, "%s{", i ? "," : "");
+    il__jstr(out, "id", c->id, true);
+    il__jstr(out, "verdict", il_verdict_name(c->verdict), true);
+    il__jint(out, "scenario", c->scenario ? c->scenario : -1, true);
+    il__jstr(out, "summary", c->summary, true);
+    fputs("\"evidence\":{", out);
+    for (int k = 0; k < c->n_evidence; k++) {
+      if (k) fputc(',', out);
+      il__jstr(out, c->evidence[k].key, c->evidence[k].value, false);
+    }
+    fputs("},", out);
+    il__jstr(out, "fix", c->fix[0] ? c->fix : NULL, false);
+    fputc('}', out);
+  }
+  fputs("],", out);
+
+  fputs("\"fixes\":[", out);
+  int step = 0;
+  for (int pass = 2; pass >= 1; pass--)
+    for (int i = 0; i < dr->n_checks; i++) {
+      const il_check *c = &dr->checks[i];
+      if ((int)c->verdict != pass || !c->fix[0]) continue;
+      fprintf(out, "%s{", step++ ? "," : "");
+      il__jint(out, "step", step, true);
+      il__jstr(out, "check", c->id, true);
+      il__jstr(out, "verdict", il_verdict_name(c->verdict), true);
+      fputs("\"commands\":[", out);
+      const char *p = c->fix;
+      bool first = true;
+      while (*p) {
+        size_t l = strcspn(p, "\n");
+        char line[sizeof c->fix];
+        memcpy(line, p, l);
+        line[l] = 0;
+        if (!first) fputc(',', out);
+        il_report_json_string(out, line);
+        first = false;
+        p += l;
+        if (*p) p++;
+      }
+      fputs("]}", out);
+    }
+  fputs("]}\n", out);
+  return ferror(out) ? il_error(IL_ERR_IO, "doctor: writing the JSON report failed") : IL_OK;
+}
