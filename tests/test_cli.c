@@ -203,6 +203,29 @@ static void test_builtin(void) {
   IL_CHECK(strstr(out, "q4_0") != NULL);
 }
 
+/* A real byte-level BPE model (SmolLM2-135M-Instruct, Q4_1), fetched by
+ * scripts/fetch_smollm2.sh into $IL_MODEL_CACHE or ~/.cache/inferlab/models. */
+static void test_smollm2(void) {
+  char path[1024];
+  const char *cache = getenv("IL_MODEL_CACHE");
+  if (cache) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", cache);
+  else snprintf(path, sizeof path, "%s/.cache/inferlab/models/SmolLM2-135M-Instruct.Q4_1.gguf", getenv("HOME") ? getenv("HOME") : "/root");
+  if (access(path, R_OK) != 0) {
+    printf("SKIP (part): %s absent (run scripts/fetch_smollm2.sh): SmolLM2 test not run\n", path);
+    return;
+  }
+  static char out[1 << 14], cmd[4096];
+  char prompt[512];
+  snprintf(prompt, sizeof prompt, "%s/chat.txt", tmp);
+  FILE *f = fopen(prompt, "w");
+  fputs("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s run -m %s -f %s --temp 0 -n 40 --no-echo 2>/dev/null", cli, path, prompt);
+  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  printf("SmolLM2 answered: %s", out);
+  IL_CHECK(strstr(out, "Paris") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -210,6 +233,7 @@ int main(void) {
   test_errors();
   test_builtin();
   test_real_model();
+  test_smollm2();
   char cmd[512];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);

@@ -27,6 +27,7 @@ static const il_opt il__options[] = {
     {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)"},
     {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text"},
     {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt"},
+    {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text"},
     {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens"},
     {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)"},
     {NULL, 0, 0, 0, 0, 0, 0, NULL},

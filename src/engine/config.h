@@ -35,6 +35,7 @@ typedef struct {
   int n_predict;       /* tokens to generate; -1 = until end of generation or context */
   char prompt[IL_CONFIG_STR_MAX * 4];
   bool no_bos;         /* do not add BOS to the prompt */
+  bool no_parse_special; /* treat control-token text in the prompt ("<|im_start|>") as text */
   bool ignore_eos;     /* keep generating past end-of-generation tokens */
   char isa[16];        /* "" = best detected; scalar | avx2 | avx512 */
 } il_config;

@@ -113,22 +113,11 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
 }
 
 il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out) {
-  size_t len = strlen(text), cap = len + 8, n = 0;
+  size_t n = 0;
   *out = NULL;
-  for (int attempt = 0; attempt < 2; attempt++) {
-    int32_t *ids = il_mem_alloc(IL_MEM_WORKSPACE, cap * sizeof(int32_t), "prompt tokens");
-    if (!ids) return IL_ERR_OOM;
-    il_status st = il_tokenize(e->vocab, text, len, add_bos, false, ids, cap, &n);
-    if (st == IL_OK) {
-      *out = ids;
-      *n_out = (int32_t)n;
-      return IL_OK;
-    }
-    il_mem_free(ids);
-    if (st != IL_ERR_RANGE) return st;
-    cap = n;
-  }
-  return il_error(IL_ERR_INTERNAL, "tokenizer: token count changed between calls");
+  IL_TRY(il_tokenize_alloc(e->vocab, text, strlen(text), add_bos, !e->cfg.no_parse_special, out, &n));
+  *n_out = (int32_t)n;
+  return IL_OK;
 }
 
 il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,

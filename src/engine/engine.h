@@ -44,7 +44,9 @@ void il_engine_free(il_engine *e);
  * be NULL when no entry asks). */
 il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
 
-/* Tokenizes text with the model's vocabulary (BOS as the vocabulary says unless no_bos).
+/* Tokenizes text with the model's vocabulary: BOS/EOS as the vocabulary's metadata says when
+ * add_special, control-token text ("<|im_start|>") as those tokens unless the config says
+ * no_parse_special (llama.cpp's default for prompts).
  * *out is allocated (workspace); the caller frees it with il_mem_free. */
 il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out);
 
