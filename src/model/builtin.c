@@ -2,6 +2,7 @@
 #include "model/builtin.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ typedef struct {
   il_gguf_tensor *t;
   float amp;      /* uniform in [-amp, amp); 0 = all ones (norms) */
   uint64_t seed;
-  il_status st;   /* first failure, written by thread 0's rows only if any */
+  _Atomic int failed; /* set by any thread that could not get its row buffer */
 } il__gen_task;
 
 static void il__gen_worker(void *p, int ith, int nth) {
@@ -63,7 +64,7 @@ static void il__gen_worker(void *p, int ith, int nth) {
   const size_t row_bytes = il_dtype_row_size(t->type, n_in);
   float *buf = il_mem_alloc(IL_MEM_WORKSPACE, (size_t)n_in * sizeof(float), "builtin generator row");
   if (!buf) {
-    if (ith == 0) g->st = IL_ERR_OOM;
+    atomic_store(&g->failed, 1);
     return;
   }
   for (int64_t r = ith; r < rows; r += nth) {
@@ -94,9 +95,9 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
   IL_TRY(il_model_own(m, data));
   *t = (il_gguf_tensor){.name = nm, .n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1, 1, 1}, .type = type,
                         .nbytes = bytes, .data = data};
-  il__gen_task g = {t, amp, IL__SEED ^ il__hash(name), IL_OK};
+  il__gen_task g = {t, amp, IL__SEED ^ il__hash(name), 0};
   il_pool_run(pool, il__gen_worker, &g);
-  return g.st;
+  return atomic_load(&g.failed) ? IL_ERR_OOM : IL_OK;
 }
 
 static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype type, il_pool *pool) {

@@ -134,7 +134,10 @@ il_status il_model_own(il_model *m, void *buf) {
   if (m->n_owned == m->cap_owned) {
     int64_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
     void **p = il_mem_alloc(IL_MEM_OTHER, (size_t)cap * sizeof *p, "model bookkeeping");
-    if (!p) return IL_ERR_OOM;
+    if (!p) {
+      il_mem_free(buf); /* ownership passes even on failure, so callers never leak */
+      return IL_ERR_OOM;
+    }
     if (m->n_owned) memcpy(p, m->owned, (size_t)m->n_owned * sizeof *p);
     il_mem_free(m->owned);
     m->owned = p;
@@ -177,12 +180,10 @@ static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t 
     return il_error(IL_ERR_FORMAT, "tensor '%s' has %lld elements; expected %lld", name, (long long)count, (long long)n);
   float *f = il_mem_alloc(IL_MEM_WEIGHTS, (size_t)n * sizeof(float), name);
   if (!f) return IL_ERR_OOM;
-  il_status st = il_dequantize_row(t->type, t->data, f, n);
-  if (st == IL_OK) st = il_model_own(m, f);
-  if (st != IL_OK) {
-    il_mem_free(f);
-    return il_error_wrap(st, "tensor '%s': ", name);
-  }
+  il_status st = il_model_own(m, f);
+  if (st != IL_OK) return st;
+  st = il_dequantize_row(t->type, t->data, f, n);
+  if (st != IL_OK) return il_error_wrap(st, "tensor '%s': ", name);
   *out = f;
   return IL_OK;
 }

@@ -85,7 +85,8 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *tensors, int64_t n_te
 il_status il_model_open_gguf(const char *path, il_model **out);
 /* Releases everything the model owns. NULL is ignored. */
 void il_model_free(il_model *m);
-/* Remembers a buffer to free with the model. */
+/* Hands a buffer (from il_mem_alloc) to the model, which frees it at il_model_free. The
+ * model owns it even when this fails (IL_ERR_OOM): it is freed at once. */
 il_status il_model_own(il_model *m, void *buf);
 
 /* One entry of a forward batch. */
