@@ -1,0 +1,230 @@
+/* cli/bench: `inferlab bench`: measure a model over a sweep of options and write a table,
+ * JSON, CSV, JSON lines and/or an HTML report. Any engine option can be a comma list. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "lab/bench.h"
+#include "lab/env.h"
+#include "lab/report.h"
+#include "lab/sweep.h"
+#include "memory/mem.h"
+
+#define IL__MAX_FLAGS 96
+
+static void il__bench_help(void) {
+  printf("usage: inferlab bench [-m MODEL] [--batch 1,4,16] [--prompt 128,512] [--gen 128] [-r 5]\n"
+         "                      [any engine option, also as a comma list] [--json|--csv|--jsonl]\n"
+         "                      [--report report.html]\n\n"
+         "Measures every combination of the swept options: load time, time to first token, time per\n"
+         "output token, end to end (p50/p90/p99, stddev), prompt and generated tokens/s, requests/s,\n"
+         "peak memory per category and RSS, CPU utilization, and bandwidth/FLOP/s against this\n"
+         "machine's measured read-bandwidth roofline. Each combination: load, --warmup untimed\n"
+         "repetitions, then -r timed ones.\n\n"
+         "workload:\n"
+         "  -b, --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
+         "  -p, --prompt LIST        prompt tokens per sequence (synthetic ids) [128]\n"
+         "      --gen LIST           generated tokens per sequence (the engine's n-predict) [n-predict]\n"
+         "      --ubatch LIST        the engine's `batch`: max tokens per forward pass [512]\n"
+         "  -r, --reps N             timed repetitions per combination [5]\n"
+         "      --warmup N           untimed repetitions first [1]\n"
+         "output:\n"
+         "      --json               one JSON document with every raw sample (schema in docs/bench.md)\n"
+         "      --csv                one CSV row per combination\n"
+         "      --jsonl              one JSON line per repetition\n"
+         "      --report FILE        also write a self-contained HTML report with SVG charts\n"
+         "  -o, --output FILE        write the table/JSON/CSV to FILE instead of stdout\n"
+         "  -q, --quiet              no progress line on stderr\n"
+         "measurement:\n"
+         "      --roofline-ms N      time spent measuring read bandwidth (0 = skip) [300]\n"
+         "      --no-gpu             do not load NVML\n"
+         "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
+         "      --interval MS        GPU/RSS sampling interval [200]\n"
+         "engine options (each accepts a comma list to sweep; booleans as --NAME=true,false):\n");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,seed,no-bos,ignore-eos,isa");
+  printf("\nexamples:\n"
+         "  inferlab bench --batch 1,4 --prompt 64 --gen 32\n"
+         "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"
+         "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
+         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
+         "            69 unsupported, 71 out of memory (the first failing combination's code; the\n"
+         "            others are still measured and reported)\n");
+}
+
+typedef struct {
+  int index, count;
+  const char *label;
+} il__progress_state;
+
+static void il__progress(void *ud, int rep, int reps) {
+  il__progress_state *p = ud;
+  if (rep < 0) fprintf(stderr, "\rbench: [%d/%d] %s warm-up\033[K", p->index + 1, p->count, p->label);
+  else fprintf(stderr, "\rbench: [%d/%d] %s repetition %d/%d\033[K", p->index + 1, p->count, p->label, rep + 1, reps);
+  fflush(stderr);
+}
+
+int il_cli_bench(int argc, char **argv) {
+  il_sweep_point base;
+  il_sweep_point_defaults(&base);
+  bool help = false, json = false, csv = false, jsonl = false, quiet = false, no_gpu = false;
+  const char *reps_s = NULL, *warmup_s = NULL, *report = NULL, *output = NULL, *roof_s = NULL, *nvml = NULL,
+             *interval_s = NULL;
+  /* lab workload names and every engine option, each with a value slot (a comma list) */
+  const char *names[IL__MAX_FLAGS];
+  const char *values[IL__MAX_FLAGS] = {0};
+  bool present[IL__MAX_FLAGS] = {0};
+  il_cli_flag flags[IL__MAX_FLAGS + 20];
+  int n = 0, n_opt = 0;
+  const char *lab[] = {"batch", "prompt", "gen", "ubatch"};
+  const char lab_short[] = {'b', 'p', 0, 0};
+  for (int i = 0; i < 4; i++) {
+    names[n_opt] = lab[i];
+    flags[n++] = (il_cli_flag){lab[i], lab_short[i], true, &values[n_opt], &present[n_opt]};
+    n_opt++;
+  }
+  for (const il_opt *o = il_config_options(); o->name && n_opt < IL__MAX_FLAGS; o++) {
+    if (!il_sweep_key(o->name)) continue; /* batch and prompt mean other things here */
+    names[n_opt] = o->name;
+    char sf = o->short_flag == 'b' || o->short_flag == 'p' ? 0 : o->short_flag;
+    flags[n++] = (il_cli_flag){o->name, sf, o->kind != IL_OPT_BOOL, &values[n_opt], &present[n_opt]};
+    n_opt++;
+  }
+  il_cli_flag own[] = {
+      {"help", 'h', false, NULL, &help},          {"reps", 'r', true, &reps_s, NULL},
+      {"warmup", 0, true, &warmup_s, NULL},       {"json", 0, false, NULL, &json},
+      {"csv", 0, false, NULL, &csv},              {"jsonl", 0, false, NULL, &jsonl},
+      {"report", 0, true, &report, NULL},         {"output", 'o', true, &output, NULL},
+      {"quiet", 'q', false, NULL, &quiet},        {"roofline-ms", 0, true, &roof_s, NULL},
+      {"no-gpu", 0, false, NULL, &no_gpu},        {"nvml-lib", 0, true, &nvml, NULL},
+      {"interval", 0, true, &interval_s, NULL},
+  };
+  for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[n++] = own[i];
+
+  /* booleans swept as --NAME=true,false: taken out before the shared parser sees them */
+  char **args = il_mem_calloc(IL_MEM_OTHER, sizeof *args * ((size_t)argc + 1), "bench argv");
+  if (!args) return il_cli_fail("bench", IL_ERR_OOM);
+  int nargs = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *eq = i > 0 && !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
+    bool taken = false;
+    for (int k = 0; eq && k < n_opt && !taken; k++) {
+      const il_opt *o = il_config_find(names[k]);
+      if (o && o->kind == IL_OPT_BOOL && strlen(names[k]) == (size_t)(eq - a - 2) && !strncmp(a + 2, names[k], (size_t)(eq - a - 2))) {
+        values[k] = eq + 1;
+        present[k] = true;
+        taken = true;
+      }
+    }
+    if (!strcmp(a, "--")) {
+      while (i < argc) args[nargs++] = argv[i++];
+      break;
+    }
+    if (!taken) args[nargs++] = argv[i];
+  }
+  const char *pos[1];
+  int n_pos;
+  int rc = il_cli_parse("bench", nargs, args, &base.cfg, flags, n, pos, 0, &n_pos);
+  il_mem_free(args);
+  if (rc) return rc;
+  if (help) {
+    il__bench_help();
+    return IL_EXIT_OK;
+  }
+  if ((int)json + (int)csv + (int)jsonl > 1) return il_cli_usage_error("bench", "choose one of --json, --csv, --jsonl");
+
+  il_bench_options opt;
+  il_bench_options_default(&opt);
+  char *end;
+  if (reps_s && ((opt.reps = (int)strtol(reps_s, &end, 10)) < 1 || *end))
+    return il_cli_usage_error("bench", "-r %s: expected a number of repetitions >= 1", reps_s);
+  if (warmup_s && ((opt.warmup = (int)strtol(warmup_s, &end, 10)) < 0 || *end))
+    return il_cli_usage_error("bench", "--warmup %s: expected a number >= 0", warmup_s);
+  int roof_ms = 300;
+  if (roof_s && ((roof_ms = (int)strtol(roof_s, &end, 10)) < 0 || *end))
+    return il_cli_usage_error("bench", "--roofline-ms %s: expected milliseconds >= 0", roof_s);
+  if (interval_s && ((opt.interval_ms = (int)strtol(interval_s, &end, 10)) < 1 || *end))
+    return il_cli_usage_error("bench", "--interval %s: expected milliseconds >= 1", interval_s);
+  opt.sample_usage = true;
+  opt.no_gpu = no_gpu;
+  opt.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
+
+  il_sweep sw;
+  il_sweep_init(&sw);
+  for (int k = 0; k < n_opt; k++) {
+    if (!present[k]) continue;
+    char where[64];
+    snprintf(where, sizeof where, "--%s", names[k]);
+    il_status st = il_sweep_add(&sw, &base, names[k], values[k] ? values[k] : "true", where);
+    if (st != IL_OK) {
+      il_sweep_free(&sw);
+      return il_cli_usage_error("bench", "%s", il_error_detail());
+    }
+  }
+  size_t count = il_sweep_count(&sw);
+
+  FILE *out = stdout;
+  if (output && !(out = fopen(output, "w"))) {
+    il_sweep_free(&sw);
+    il_error(IL_ERR_IO, "-o %s: cannot write", output);
+    return il_cli_fail("bench", IL_ERR_IO);
+  }
+  il_env env;
+  il_env_collect(&env, opt.nvml_lib, no_gpu);
+  if (roof_ms > 0) {
+    int threads = base.cfg.threads;
+    for (size_t i = 0; i < count; i++) {
+      il_sweep_point p;
+      if (il_sweep_point_at(&sw, &base, i, &p, NULL, 0) == IL_OK && p.cfg.threads > threads) threads = p.cfg.threads;
+    }
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (il_bench_measure_roofline(threads, roof_ms, &opt.roofline_gbps) != IL_OK) opt.roofline_gbps = 0;
+  }
+  bool progress = !quiet && isatty(2);
+  il_bench_result *results = il_mem_calloc(IL_MEM_OTHER, sizeof *results * count, "bench results");
+  if (!results) {
+    il_sweep_free(&sw);
+    return il_cli_fail("bench", IL_ERR_OOM);
+  }
+  int exit_code = IL_EXIT_OK;
+  for (size_t i = 0; i < count; i++) {
+    il_sweep_point p;
+    il_sweep_point_at(&sw, &base, i, &p, results[i].label, sizeof results[i].label);
+    il__progress_state ps = {(int)i, (int)count, *results[i].label ? results[i].label : "run"};
+    opt.progress = progress ? il__progress : NULL;
+    opt.progress_ud = &ps;
+    il_status st = il_bench_run(&p, &opt, &results[i]);
+    if (st != IL_OK && exit_code == IL_EXIT_OK) exit_code = il_cli_exit_code(st);
+    if (st != IL_OK) fprintf(stderr, "%sinferlab bench: %s: %s\n", progress ? "\r\033[K" : "",
+                             *results[i].label ? results[i].label : "run", results[i].error);
+  }
+  if (progress) fprintf(stderr, "\r\033[K");
+  char command[2048] = "inferlab";
+  for (int i = 0; i < argc; i++) {
+    size_t l = strlen(command);
+    snprintf(command + l, sizeof command - l, " %s", argv[i]);
+  }
+  il_report rep = {&sw, results, (int)count, &opt, &env, command};
+  il_status st = json ? il_report_json_write(&rep, out)
+                 : csv ? il_report_csv_write(&rep, out)
+                 : jsonl ? il_report_jsonl_write(&rep, NULL, out)
+                         : il_report_table_write(&rep, out);
+  if (st == IL_OK && report) {
+    FILE *h = fopen(report, "w");
+    if (!h) st = il_error(IL_ERR_IO, "--report %s: cannot write", report);
+    else {
+      st = il_report_html_write(&rep, h);
+      if (fclose(h) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "--report %s: write failed", report);
+      if (st == IL_OK && !quiet) fprintf(stderr, "inferlab bench: wrote %s\n", report);
+    }
+  }
+  if (out != stdout) fclose(out);
+  for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]);
+  il_mem_free(results);
+  il_sweep_free(&sw);
+  if (st != IL_OK) return il_cli_fail("bench", st);
+  return exit_code;
+}

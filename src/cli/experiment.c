@@ -1,0 +1,159 @@
+/* cli/experiment: `inferlab experiment`: baseline vs a variant that changes exactly one
+ * option, interleaved, with ratios, intervals and an evidence folder; `--show DIR` prints a
+ * past one again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "lab/experiment.h"
+#include "memory/mem.h"
+
+#define IL__MAX_CHANGES 64
+
+extern char **environ;
+
+static void il__experiment_help(void) {
+  printf("usage: inferlab experiment [-m MODEL] [options] --change KEY=VALUE [--repeat 5] [--out runs/]\n"
+         "       inferlab experiment --cmd 'COMMAND with {}' --values BASELINE,VARIANT [--repeat 5]\n"
+         "       inferlab experiment --show runs/2026-01-15T103000Z-batch-8/\n\n"
+         "Runs the baseline configuration and a variant that differs in exactly one option on the\n"
+         "same workload, interleaved A B A B ..., and reports every metric's change as the ratio\n"
+         "variant/baseline with a 95%% bootstrap confidence interval, marked significant when the\n"
+         "interval excludes 1. Each run loads the engine afresh, warms up and measures once.\n"
+         "Everything is kept in an evidence folder OUT/<UTC time>-<change>/: env.json (doctor --json),\n"
+         "baseline.conf and variant.conf (pass baseline.conf back with --config to roll back),\n"
+         "samples.jsonl (one line per run), summary.txt, summary.json, command.txt.\n\n"
+         "options:\n"
+         "      --change KEY=VALUE   the one option the variant changes: an engine option, or the\n"
+         "                           lab's batch (parallel sequences), prompt, gen, ubatch\n"
+         "      --allow-multi        allow more than one --change (all applied to the variant)\n"
+         "      --repeat N           runs per arm [5]\n"
+         "      --warmup N           untimed repetitions at the start of each run [1]\n"
+         "  -b, --batch N            parallel sequences of the workload (n-seq) [1]\n"
+         "  -p, --prompt N           prompt tokens per sequence [128]\n"
+         "      --gen N              generated tokens per sequence (n-predict) [128]\n"
+         "      --ubatch N           the engine's max tokens per forward pass [512]\n"
+         "      --out DIR            parent folder of the evidence folder [runs]\n"
+         "      --show DIR           print the summary of an evidence folder\n"
+         "      --cmd TEMPLATE       compare a foreign command: {} is replaced by each value; it runs\n"
+         "                           under /bin/sh -c, output goes to logs/ in the evidence folder\n"
+         "      --values A,B         the baseline and variant values for --cmd\n"
+         "  -q, --quiet              no progress line on stderr\n"
+         "      --no-gpu             do not load NVML\n"
+         "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
+         "engine options (the baseline):\n");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,seed,isa");
+  printf("\nexamples:\n"
+         "  inferlab experiment --change batch=8 --repeat 10\n"
+         "  inferlab experiment -m model.gguf --threads 2 --change threads=4\n"
+         "  inferlab experiment --cmd 'python gen.py --slicing {}' --values off,on --repeat 5\n"
+         "  inferlab bench --config runs/2026-01-15T103000Z-batch-8/baseline.conf --prompt 128\n"
+         "\nexit codes: 0 ok (whatever the verdicts), 1 runtime failure, 64 usage (including a second\n"
+         "            --change without --allow-multi), 66 --show folder or model not found,\n"
+         "            65/69/71 as for bench\n");
+}
+
+int il_cli_experiment(int argc, char **argv) {
+  il_sweep_point base;
+  il_sweep_point_defaults(&base);
+  bool help = false, allow_multi = false, quiet = false, no_gpu = false;
+  const char *change = NULL, *repeat = NULL, *warmup = NULL, *out = NULL, *show = NULL, *cmd = NULL, *values = NULL,
+             *nvml = NULL, *lab_v[4] = {0};
+  const char *lab_names[4] = {"batch", "prompt", "gen", "ubatch"};
+  il_cli_flag flags[] = {
+      {"help", 'h', false, NULL, &help},         {"change", 0, true, &change, NULL},
+      {"allow-multi", 0, false, NULL, &allow_multi}, {"repeat", 0, true, &repeat, NULL},
+      {"warmup", 0, true, &warmup, NULL},        {"out", 0, true, &out, NULL},
+      {"show", 0, true, &show, NULL},            {"cmd", 0, true, &cmd, NULL},
+      {"values", 0, true, &values, NULL},        {"quiet", 'q', false, NULL, &quiet},
+      {"no-gpu", 0, false, NULL, &no_gpu},       {"nvml-lib", 0, true, &nvml, NULL},
+      {"batch", 'b', true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
+      {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 0, true, &lab_v[3], NULL},
+  };
+  const char *pos[1];
+  int n_pos;
+  int rc = il_cli_parse("experiment", argc, argv, &base.cfg, flags, (int)(sizeof flags / sizeof flags[0]), pos, 0, &n_pos);
+  if (rc) return rc;
+  if (help) {
+    il__experiment_help();
+    return IL_EXIT_OK;
+  }
+  if (show) {
+    il_status st = il_experiment_show(show, stdout);
+    return st == IL_OK ? IL_EXIT_OK : il_cli_fail("experiment", st);
+  }
+  /* the shared parser keeps the last --change; collect every one */
+  const char *changes[IL__MAX_CHANGES];
+  int n_changes = 0;
+  for (int i = 1; i < argc && n_changes < IL__MAX_CHANGES; i++) {
+    if (!strcmp(argv[i], "--")) break;
+    if (!strcmp(argv[i], "--change") && i + 1 < argc) changes[n_changes++] = argv[++i];
+    else if (!strncmp(argv[i], "--change=", 9)) changes[n_changes++] = argv[i] + 9;
+  }
+  for (int k = 0; k < 4; k++) {
+    if (!lab_v[k]) continue;
+    char where[32];
+    snprintf(where, sizeof where, "--%s", lab_names[k]);
+    if (il_sweep_set(&base, lab_names[k], lab_v[k], where) != IL_OK)
+      return il_cli_usage_error("experiment", "%s", il_error_detail());
+  }
+  il_experiment *x = il_mem_calloc(IL_MEM_OTHER, sizeof *x, "experiment");
+  if (!x) return il_cli_fail("experiment", IL_ERR_OOM);
+  il_experiment_init(x);
+  char *e;
+  if (repeat && ((x->repeat = (int)strtol(repeat, &e, 10)) < 1 || *e)) {
+    il_mem_free(x);
+    return il_cli_usage_error("experiment", "--repeat %s: expected a number of runs >= 1", repeat);
+  }
+  if (warmup && ((x->bench.warmup = (int)strtol(warmup, &e, 10)) < 0 || *e)) {
+    il_mem_free(x);
+    return il_cli_usage_error("experiment", "--warmup %s: expected a number >= 0", warmup);
+  }
+  x->bench.no_gpu = x->watch.no_gpu = no_gpu;
+  x->bench.nvml_lib = x->watch.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
+  x->environ_list = environ;
+  x->progress = !quiet && isatty(2) ? stderr : NULL;
+  char command[4096] = "inferlab";
+  for (int i = 0; i < argc; i++) {
+    size_t l = strlen(command);
+    snprintf(command + l, sizeof command - l, " %s", argv[i]);
+  }
+  x->command_line = command;
+  il_status st;
+  if (cmd) {
+    if (n_changes) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "--cmd and --change do not mix: the command's {} is the one change");
+    }
+    st = il_experiment_set_command(x, cmd, values);
+  } else {
+    if (values) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "--values goes with --cmd");
+    }
+    st = il_experiment_set_changes(x, &base, changes, n_changes, allow_multi);
+  }
+  if (st != IL_OK) {
+    il_mem_free(x);
+    return il_cli_usage_error("experiment", "%s", il_error_detail());
+  }
+  if (!x->is_cmd) {
+    /* the roof both arms are measured against: read bandwidth with the most threads either uses */
+    int threads = x->baseline.cfg.threads > x->variant.cfg.threads ? x->baseline.cfg.threads : x->variant.cfg.threads;
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (il_bench_measure_roofline(threads, 300, &x->bench.roofline_gbps) != IL_OK) x->bench.roofline_gbps = 0;
+  }
+  st = il_experiment_prepare_dir(x, out);
+  if (st == IL_OK) {
+    if (!quiet) fprintf(stderr, "inferlab experiment: evidence in %s/\n", x->dir);
+    st = il_experiment_run(x, NULL, NULL);
+  }
+  if (st == IL_OK) st = il_experiment_write_summary(x, stdout);
+  int code = st == IL_OK ? IL_EXIT_OK : il_cli_fail("experiment", st);
+  il_experiment_free(x);
+  il_mem_free(x);
+  return code;
+}

@@ -1,0 +1,96 @@
+/* cli/watch: `inferlab watch`: run any command and report duration, exit status, peak RSS
+ * and the GPU view (VRAM, utilization, energy) sampled while it ran. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "lab/watch.h"
+
+#define IL__MAX_ARGS 1024
+
+static void il__watch_help(void) {
+  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [-q] -- COMMAND [ARGS...]\n\n"
+         "Runs COMMAND and reports what `time` would plus the GPU view: duration, exit status, CPU\n"
+         "time, peak RSS (wait4), the sampled RSS of its process tree, and per GPU (through NVML when\n"
+         "it loads) peak and mean memory of the device and of the command's processes, mean and max\n"
+         "utilization, mean power and the energy integrated from it. Without a usable NVML the\n"
+         "report says why. The report goes to stderr (like time), or to FILE with -o.\n\n"
+         "options:\n"
+         "  -i, --interval T         sampling interval: 200ms, 1s, 0.5s or milliseconds [200ms]\n"
+         "      --json               the report as one JSON document (keys in docs/watch.md)\n"
+         "  -o, --output FILE        write the report to FILE\n"
+         "  -q, --quiet              no live status line on stderr\n"
+         "      --no-gpu             do not load NVML\n"
+         "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
+         "\nexamples:\n"
+         "  inferlab watch -- python train.py --steps 10\n"
+         "  inferlab watch -i 100ms --json -o run.json -- ./llama-cli -m model.gguf -p hi -n 64\n"
+         "\nexit codes: the command's own exit status; 128+N when it was killed by signal N;\n"
+         "            126 not executable, 127 not found; 64 usage error of watch itself;\n"
+         "            1 when watch itself fails (fork, log file)\n");
+}
+
+/* "200ms", "1s", "0.5s", "200" -> milliseconds; -1 when malformed. */
+static int il__parse_interval(const char *s) {
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return -1;
+  if (!*end || !strcmp(end, "ms")) return (int)(v + 0.5);
+  if (!strcmp(end, "s")) return (int)(v * 1000 + 0.5);
+  return -1;
+}
+
+int il_cli_watch(int argc, char **argv) {
+  bool help = false, json = false, quiet = false, no_gpu = false;
+  const char *interval = NULL, *output = NULL, *nvml = NULL;
+  il_cli_flag flags[] = {
+      {"help", 'h', false, NULL, &help},       {"interval", 'i', true, &interval, NULL},
+      {"json", 0, false, NULL, &json},         {"output", 'o', true, &output, NULL},
+      {"quiet", 'q', false, NULL, &quiet},     {"no-gpu", 0, false, NULL, &no_gpu},
+      {"nvml-lib", 0, true, &nvml, NULL},
+  };
+  /* options end at `--`; everything after it is the command, passed through untouched */
+  int split = argc;
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--")) {
+      split = i;
+      break;
+    }
+  const char *pos[IL__MAX_ARGS];
+  int n_pos = 0;
+  int rc = il_cli_parse("watch", split, argv, NULL, flags, (int)(sizeof flags / sizeof flags[0]), pos, IL__MAX_ARGS,
+                        &n_pos);
+  if (rc) return rc;
+  if (help) {
+    il__watch_help();
+    return IL_EXIT_OK;
+  }
+  char *cmd[IL__MAX_ARGS + 1];
+  int nc = 0;
+  for (int i = 0; i < n_pos; i++) cmd[nc++] = (char *)pos[i];
+  for (int i = split + 1; i < argc && nc < IL__MAX_ARGS; i++) cmd[nc++] = argv[i];
+  cmd[nc] = NULL;
+  if (nc == 0) return il_cli_usage_error("watch", "no command given (inferlab watch [options] -- COMMAND [ARGS...])");
+  il_watch_options o = {200, nvml ? nvml : getenv("INFERLAB_NVML_LIB"), no_gpu, NULL, NULL};
+  if (interval && (o.interval_ms = il__parse_interval(interval)) < 1)
+    return il_cli_usage_error("watch", "-i %s: expected an interval like 200ms, 1s or 0.5s", interval);
+  if (!quiet && isatty(2)) o.progress = stderr;
+  FILE *out = stderr;
+  if (output && !(out = fopen(output, "w"))) {
+    il_error(IL_ERR_IO, "-o %s: cannot write", output);
+    return il_cli_fail("watch", IL_ERR_IO);
+  }
+  il_watch_result r;
+  il_status st = il_watch_run(&o, cmd, &r);
+  if (st == IL_OK) {
+    if (json) st = il_watch_json(&r, out);
+    else il_watch_print(&r, out);
+    if (r.exec_failed) fprintf(stderr, "inferlab watch: cannot run %s\n", r.exec_error);
+  }
+  if (out != stderr && fclose(out) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "-o %s: write failed", output);
+  if (st != IL_OK) return il_cli_fail("watch", st) == IL_EXIT_USAGE ? IL_EXIT_USAGE : IL_EXIT_FAILURE;
+  return il_watch_exit_code(&r);
+}
