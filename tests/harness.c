@@ -1,6 +1,7 @@
 /* tests/harness: see harness.h. */
 #include "harness.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 int il_test_passed, il_test_failed;
@@ -28,4 +29,19 @@ const char *il_test_tmpdir(void) {
 float il_test_randf(uint64_t *s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
   return (float)((*s >> 40) & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+int il_test_run(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = 0, r;
+  char sink[4096];
+  if (out && cap) {
+    while (n + 1 < cap && (r = fread(out + n, 1, cap - 1 - n, p)) > 0) n += r;
+    out[n] = 0;
+  }
+  while (fread(sink, 1, sizeof sink, p) > 0) {
+  }
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

@@ -83,6 +83,10 @@ int il_test_finish(void);
 const char *il_test_fixture(const char *rel);
 /* Fills a fresh temporary directory path (removed by the caller if wanted). */
 const char *il_test_tmpdir(void);
+/* Runs a shell command, captures up to cap-1 bytes of its stdout into out (NUL-terminated;
+ * out may be NULL to discard), reads the rest, and returns its exit code (-1 when it did not
+ * exit normally). */
+int il_test_run(const char *cmd, char *out, size_t cap);
 /* Deterministic uniform floats in [-1, 1). */
 float il_test_randf(uint64_t *state);
 

@@ -10,19 +10,6 @@
 static const char *cli;
 static char tmp[256];
 
-/* Runs a shell command, captures up to cap-1 bytes of stdout, returns the exit code. */
-static int run(const char *cmd, char *out, size_t cap) {
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = 0, r;
-  char sink[4096];
-  while ((r = fread(out && n < cap - 1 ? out + n : sink, 1, out && n < cap - 1 ? cap - 1 - n : sizeof sink, p)) > 0)
-    if (out && n < cap - 1) n += r;
-  if (out) out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -68,14 +55,14 @@ static void test_real_model(void) {
   static char out[1 << 16], cmd[4096];
 
   snprintf(cmd, sizeof cmd, "%s convert --from llama2c %s --tokenizer %s -o %s/stories.gguf 2>&1", cli, bin_path, tok, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
 
   snprintf(cmd, sizeof cmd, "%s run -m %s/stories.gguf -p 'Once upon a time' -n 200 --temp 0 -t 2 2>/dev/null", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   check_starts_with("converted llama2.c model", out, golden);
 
   snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 200 --temp 0 -t 1 2>/dev/null", cli, gguf);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   check_starts_with("llama.cpp's GGUF", out, golden);
 
   /* the llama.cpp file says context_length 128: generation stops when it is full */
@@ -84,15 +71,15 @@ static void test_real_model(void) {
 
   /* stats on stderr */
   snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 8 --temp 0 2>&1 >/dev/null", cli, gguf);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "tokens/s") != NULL);
   IL_CHECK(strstr(out, "weights") != NULL && strstr(out, "kv") != NULL);
 
   /* logits: [n_tokens x n_vocab] float32, same from both files */
   snprintf(cmd, sizeof cmd, "%s logits -m %s --tokens 1,403,407,261 -o %s/a.f32 2>/dev/null", cli, gguf, tmp);
-  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   snprintf(cmd, sizeof cmd, "%s logits -m %s/stories.gguf --tokens 1,403,407,261 -o %s/b.f32 2>/dev/null", cli, tmp, tmp);
-  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   char pa[512], pb[512];
   snprintf(pa, sizeof pa, "%s/a.f32", tmp);
   snprintf(pb, sizeof pb, "%s/b.f32", tmp);
@@ -115,14 +102,14 @@ static void test_real_model(void) {
 
   /* quantized export keeps the 172-wide FFN rows as f32 and says so */
   snprintf(cmd, sizeof cmd, "%s convert %s --type q8_0 -o %s/q8.gguf 2>&1", cli, gguf, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "not a multiple") != NULL);
   snprintf(cmd, sizeof cmd, "%s run -m %s/q8.gguf -p 'Once upon a time' -n 20 --temp 0 2>/dev/null", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strncmp(out, "Once upon a time", 16) == 0);
 
   snprintf(cmd, sizeof cmd, "%s model info %s", cli, gguf);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "blk.4.ffn_down.weight") != NULL);
   IL_CHECK(strstr(out, "kv heads 4") != NULL);
   free(golden);
@@ -131,39 +118,39 @@ static void test_real_model(void) {
 static void test_errors(void) {
   static char out[1 << 14], cmd[4096];
   snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 66);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 66);
   IL_CHECK(strstr(out, "/nonexistent/model.gguf") != NULL);
 
   snprintf(cmd, sizeof cmd, "printf 'GGUF\\003\\000\\000\\000garbage' > %s/bad.gguf; %s run -m %s/bad.gguf 2>&1", tmp, cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 65);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 65);
   IL_CHECK(strstr(out, "offset") != NULL);
 
   snprintf(cmd, sizeof cmd, "%s run --threads lots 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "--threads") != NULL);
 
   snprintf(cmd, sizeof cmd, "%s run --no-such-flag 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
 
   snprintf(cmd, sizeof cmd, "%s logits --tokens 1,x,3 -o %s/x.f32 2>&1", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "entry 2") != NULL);
 
   snprintf(cmd, sizeof cmd, "%s logits --tokens 1,99999 -o %s/x.f32 2>&1", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   struct stat sb;
   char px[512];
   snprintf(px, sizeof px, "%s/x.f32", tmp);
   IL_CHECK(stat(px, &sb) != 0); /* no partial output */
 
   snprintf(cmd, sizeof cmd, "%s run -m builtin:nope 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 66);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 66);
 
   snprintf(cmd, sizeof cmd, "%s convert builtin:tiny --type q9_9 -o %s/y.gguf 2>&1", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
 
   snprintf(cmd, sizeof cmd, "%s --version", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "simd") != NULL && strstr(out, "cuda") != NULL);
   for (const char *c = "run logits model convert"; *c;) {
     char name[32];
@@ -172,7 +159,7 @@ static void test_errors(void) {
     name[n] = 0;
     while (*c == ' ') c++;
     snprintf(cmd, sizeof cmd, "%s %s --help", cli, name);
-    IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
     IL_CHECK(strstr(out, "usage: inferlab") != NULL && strstr(out, "exit codes") != NULL);
   }
 }
@@ -181,14 +168,14 @@ static void test_builtin(void) {
   static char out[1 << 16], cmd[4096];
   /* builtin:tiny is the default model; same seed -> same text, other seed -> other text */
   snprintf(cmd, sizeof cmd, "%s run -p Hello -n 24 --seed 7 2>/dev/null", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
-  char first[4096];
-  snprintf(first, sizeof first, "%s", out);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+  static char first[1 << 16];
+  memcpy(first, out, sizeof first);
   IL_CHECK(strlen(first) > 6);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK_STR(out, first);
   snprintf(cmd, sizeof cmd, "%s run -p Hello -n 24 --seed 8 2>/dev/null", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strcmp(out, first) != 0);
 
   /* convert builtin:tiny -> GGUF, then the file gives the same logits as the built-in */
@@ -196,10 +183,10 @@ static void test_builtin(void) {
                             "%s logits -m %s/tiny.gguf --tokens 1,70,80,90 -o %s/t1.f32 2>/dev/null && "
                             "%s logits --tokens 1,70,80,90 -o %s/t2.f32 2>/dev/null && cmp %s/t1.f32 %s/t2.f32",
            cli, tmp, cli, tmp, tmp, cli, tmp, tmp, tmp);
-  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   snprintf(cmd, sizeof cmd, "%s convert builtin:tiny --type q4_0 -o %s/tq.gguf 2>/dev/null && %s model info %s/tq.gguf",
            cli, tmp, cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "q4_0") != NULL);
 }
 
@@ -221,7 +208,7 @@ static void test_smollm2(void) {
   fputs("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n", f);
   fclose(f);
   snprintf(cmd, sizeof cmd, "%s run -m %s -f %s --temp 0 -n 40 --no-echo 2>/dev/null", cli, path, prompt);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   printf("SmolLM2 answered: %s", out);
   IL_CHECK(strstr(out, "Paris") != NULL);
 }

@@ -9,28 +9,12 @@
 
 static const char *cli;
 
-/* Runs the shell command, captures stdout+stderr into out (up to n bytes), returns the exit
- * status (or -1 when it did not exit normally). */
-static int run(const char *cmd, char *out, size_t n) {
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t got = 0;
-  size_t r;
-  while (got + 1 < n && (r = fread(out + got, 1, n - 1 - got, p)) > 0) got += r;
-  out[got] = 0;
-  char sink[4096];
-  while (fread(sink, 1, sizeof sink, p) > 0) {
-  }
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static char out[1 << 17];
 
 static void test_this_machine(void) {
   char cmd[PATH_MAX + 128];
   snprintf(cmd, sizeof cmd, "'%s' doctor --bandwidth-ms 50 2>&1", cli);
-  int code = run(cmd, out, sizeof out);
+  int code = il_test_run(cmd, out, sizeof out);
   IL_CHECK(code == 0 || code == 1 || code == 2);
   IL_CHECK(strstr(out, "driver.nvml: ") != NULL);
   IL_CHECK(strstr(out, "host.cpu: ") != NULL);
@@ -44,7 +28,7 @@ static void test_this_machine(void) {
   }
   snprintf(cmd, sizeof cmd, "'%s' doctor --json --bandwidth-ms 0 | python3 -m json.tool > /dev/null && echo JSON-OK", cli);
   if (system("python3 -c 'import json' 2>/dev/null") == 0) {
-    run(cmd, out, sizeof out);
+    il_test_run(cmd, out, sizeof out);
     IL_CHECK(strstr(out, "JSON-OK") != NULL);
   }
 }
@@ -61,7 +45,7 @@ static void test_fixture_exit_codes(void) {
   /* Healthy fixture: everything OK -> 0 (env -i: no CUDA_VISIBLE_DEVICES from the caller). */
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' PATH=/usr/bin:/bin '%s' doctor --sysroot '%s' --nvml-lib '%s' --cuda-lib '%s' --bandwidth-ms 0 2>&1",
            root, cli, root, nvml, cuda);
-  int code = run(cmd, out, sizeof out);
+  int code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 0);
   if (code != 0) fprintf(stderr, "%s\n", out);
   IL_CHECK(strstr(out, "0 WARN, 0 FAIL") != NULL);
@@ -69,7 +53,7 @@ static void test_fixture_exit_codes(void) {
   /* Library paths through the environment instead of flags. */
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' INFERLAB_NVML_LIB='%s' INFERLAB_CUDA_LIB='%s' '%s' doctor --sysroot '%s' --bandwidth-ms 0 --json",
            root, nvml, cuda, cli, root);
-  code = run(cmd, out, sizeof out);
+  code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 0);
   IL_CHECK(strstr(out, "\"nvml_loaded\":true") != NULL);
   IL_CHECK(strstr(out, "\"schema_version\":1") != NULL);
@@ -77,19 +61,19 @@ static void test_fixture_exit_codes(void) {
   sr_scenario(root, "%snvml.init=18\n", SR_TWO_A100);
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' '%s' doctor --sysroot '%s' --nvml-lib '%s' --cuda-lib '%s' --bandwidth-ms 0 2>&1",
            root, cli, root, nvml, cuda);
-  code = run(cmd, out, sizeof out);
+  code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 2);
   IL_CHECK(strstr(out, "FAIL  driver.nvml: Failed to initialize NVML: Driver/library version mismatch") != NULL);
   IL_CHECK(strstr(out, "What to fix\n  1. [FAIL driver.nvml] (scenario 3)\n     Reboot") != NULL);
   /* A warning only -> 1. */
   sr_scenario(root, "%sdev0.mem_used=75161927680\n", SR_TWO_A100);
-  code = run(cmd, out, sizeof out);
+  code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 1);
 
   /* monitor: 3 samples of 2 GPUs as JSON lines. */
   sr_scenario(root, "%s", SR_TWO_A100);
   snprintf(cmd, sizeof cmd, "IL_FAKE_GPU='%s/fake_gpu.txt' '%s' monitor --nvml-lib '%s' -i 20ms -c 3 --json-lines", root, cli, nvml);
-  code = run(cmd, out, sizeof out);
+  code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 0);
   int lines = 0;
   for (const char *p = out; *p; p++) lines += *p == '\n';
@@ -99,12 +83,12 @@ static void test_fixture_exit_codes(void) {
   if (system("python3 -c 'import json' 2>/dev/null") == 0) {
     char cmd2[5 * PATH_MAX];
     snprintf(cmd2, sizeof cmd2, "%s | python3 -c \"import sys,json; [json.loads(l) for l in sys.stdin]; print('JSONL-OK')\"", cmd);
-    run(cmd2, out, sizeof out);
+    il_test_run(cmd2, out, sizeof out);
     IL_CHECK(strstr(out, "JSONL-OK") != NULL);
   }
   /* Table form: header, 2 device-name lines, 2 rows per sample. */
   snprintf(cmd, sizeof cmd, "IL_FAKE_GPU='%s/fake_gpu.txt' '%s' monitor --nvml-lib '%s' -i 0.02 -c 2", root, cli, nvml);
-  code = run(cmd, out, sizeof out);
+  code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 0);
   IL_CHECK(strstr(out, "# gpu   sm%  mem%") != NULL);
   IL_CHECK(strstr(out, "# 0: NVIDIA A100-SXM4-80GB") != NULL);
@@ -115,28 +99,28 @@ static void test_fixture_exit_codes(void) {
 static void test_usage_and_explain(void) {
   char cmd[PATH_MAX + 256];
   snprintf(cmd, sizeof cmd, "'%s' doctor --frobnicate 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "unknown option '--frobnicate'") != NULL);
   snprintf(cmd, sizeof cmd, "'%s' doctor --sysroot 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   snprintf(cmd, sizeof cmd, "'%s' doctor --help", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "exit codes: 0 all checks OK, 1 warnings only, 2 at least one failure") != NULL);
   snprintf(cmd, sizeof cmd, "'%s' monitor -i fast 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   snprintf(cmd, sizeof cmd, "'%s' monitor -c 0 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   snprintf(cmd, sizeof cmd, "'%s' monitor --nvml-lib /nonexistent/libnvidia-ml.so.1 -c 1 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 69);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 69);
   IL_CHECK(strstr(out, "no NVML here, nothing to monitor") != NULL);
   snprintf(cmd, sizeof cmd, "'%s' doctor --explain 'Failed to initialize NVML: Driver/library version mismatch' 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "1. Driver/library version mismatch (scenario 3") != NULL);
   snprintf(cmd, sizeof cmd, "'%s' doctor --explain 'Error 804: forward compatibility was attempted on non supported HW' --json", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "\"matches\":[{\"scenario\":2,") != NULL);
   snprintf(cmd, sizeof cmd, "'%s' doctor --explain 'all good here' 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 1);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 1);
   IL_CHECK(strstr(out, "Not recognised") != NULL);
 }
 

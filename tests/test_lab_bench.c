@@ -11,19 +11,6 @@
 static const char *cli;
 static char tmp[256];
 
-/* Runs a shell command, captures stdout into out, returns the exit code. */
-static int run(const char *cmd, char *out, size_t cap) {
-  FILE *p = popen(cmd, "r");
-  if (!p) return -1;
-  size_t n = 0, r;
-  char sink[4096];
-  while ((r = fread(out && n < cap - 1 ? out + n : sink, 1, out && n < cap - 1 ? cap - 1 - n : sizeof sink, p)) > 0)
-    if (out && n < cap - 1) n += r;
-  if (out) out[n] = 0;
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int count(const char *hay, const char *needle) {
   int n = 0;
   for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
@@ -40,7 +27,7 @@ int main(void) {
 
   /* table with a sweep: one row per combination */
   snprintf(cmd, sizeof cmd, "%s bench %s --batch 1,2 2>&1", cli, small);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "| batch | prompt | gen | threads | TTFT ms |") != NULL);
   IL_CHECK(strstr(out, "| 1 | 8 | 4 | 1 |") != NULL);
   IL_CHECK(strstr(out, "| 2 | 8 | 4 | 1 |") != NULL);
@@ -50,7 +37,7 @@ int main(void) {
   /* JSON + HTML report */
   snprintf(cmd, sizeof cmd, "%s bench %s --batch 1,2 --wtype f32,q8_0 --json --report %s/r.html -q > %s/b.json", cli,
            small, tmp, tmp);
-  IL_CHECK_INT(run(cmd, NULL, 0), 0);
+  IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   if (python) {
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=d[\"results\"]; "
@@ -62,29 +49,29 @@ int main(void) {
              "import xml.etree.ElementTree as ET; t=ET.parse(sys.argv[2]); "
              "n=len(list(t.getroot().iter(\"{http://www.w3.org/2000/svg}svg\"))); assert n==10, n' %s/b.json %s/r.html",
              tmp, tmp);
-    IL_CHECK_INT(run(cmd, NULL, 0), 0);
+    IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   }
   /* CSV: header + one row per combination */
   snprintf(cmd, sizeof cmd, "%s bench %s --threads 1 --gen 2,4 --csv -q", cli, "--prompt 8 -r 1 --roofline-ms 0 --no-gpu");
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK_INT(count(out, "\n"), 3);
   /* usage errors */
   snprintf(cmd, sizeof cmd, "%s bench --threads 1,x 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "--threads") != NULL);
   snprintf(cmd, sizeof cmd, "%s bench --json --csv 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   snprintf(cmd, sizeof cmd, "%s bench -m /nonexistent.gguf %s 2>&1", cli, small);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 66);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 66);
 
   /* experiment: two changes refused, one change measured */
   snprintf(cmd, sizeof cmd, "%s experiment --change batch=2 --change threads=2 --out %s 2>&1", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "exactly one option") != NULL);
   snprintf(cmd, sizeof cmd,
            "%s experiment -t 1 --prompt 8 --gen 4 --repeat 2 --warmup 0 --change batch=2 --no-gpu -q --out %s/runs", cli,
            tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "experiment: batch 1 -> 2") != NULL);
   IL_CHECK(strstr(out, "generated tokens/s (all sequences)") != NULL);
   const char *ev = strstr(out, "evidence:   ");
@@ -95,29 +82,29 @@ int main(void) {
     sscanf(ev + 12, "%1023s", dir);
     dir[strlen(dir) - 1] = 0; /* trailing '/' */
     snprintf(cmd, sizeof cmd, "%s bench --config %s/baseline.conf --prompt 8 --gen 2 -r 1 --roofline-ms 0 -q 2>&1", cli, dir);
-    IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
     IL_CHECK(strstr(out, "| 1 | 8 | 2 | 1 |") != NULL); /* batch 1 and threads 1 came from the file */
     snprintf(cmd, sizeof cmd, "%s experiment --show %s", cli, dir);
-    IL_CHECK_INT(run(cmd, out, sizeof out), 0);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
     IL_CHECK(strstr(out, "batch 1 -> 2") != NULL && strstr(out, "samples.jsonl") != NULL);
     snprintf(cmd, sizeof cmd, "test $(wc -l < %s/samples.jsonl) -eq 4", dir);
-    IL_CHECK_INT(run(cmd, NULL, 0), 0);
+    IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   }
   snprintf(cmd, sizeof cmd, "%s experiment --show %s/nothing 2>&1", cli, tmp);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 66);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 66);
 
   /* watch passes the exit status through and reports to -o */
   snprintf(cmd, sizeof cmd, "%s watch -q --no-gpu -o %s/w.txt -- sh -c 'sleep 0.2; exit 3'", cli, tmp);
-  IL_CHECK_INT(run(cmd, NULL, 0), 3);
+  IL_CHECK_INT(il_test_run(cmd, NULL, 0), 3);
   snprintf(cmd, sizeof cmd, "cat %s/w.txt", tmp);
-  run(cmd, out, sizeof out);
+  il_test_run(cmd, out, sizeof out);
   IL_CHECK(strstr(out, "exit:          status 3") != NULL);
   double secs = 0;
   const char *d = strstr(out, "duration:");
   if (d) secs = atof(d + 9);
   IL_CHECK(secs >= 0.2);
   snprintf(cmd, sizeof cmd, "%s watch 2>&1", cli);
-  IL_CHECK_INT(run(cmd, out, sizeof out), 64);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
 
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) printf("could not remove %s\n", tmp);

@@ -1,0 +1,237 @@
+/* tests/test_matmul: every SIMD level against the scalar kernels, and the scalar kernels
+ * against a double-precision product of the dequantized weights.
+ *
+ * Shapes cover every block-size multiple in {32..2048}, odd n_in for float types, row counts
+ * that are not multiples of the 4-row tile, token counts that are not multiples of the token
+ * tile, padded row strides (including odd ones, so loads are unaligned) and ldy > n_out, on
+ * pools of 1, 2 and 3 threads. The quantized activations must be bit-identical across levels
+ * (the workspaces are compared byte for byte), so level-vs-scalar differences come only from
+ * float summation order: tolerance 1e-5 of sum|w*x|. Against the float reference the bound is
+ * the activation rounding error, sum |w_k| * d_block(k) / 2.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/matmul.h"
+#include "core/quant.h"
+#include "harness.h"
+#include "memory/mem.h"
+
+static uint64_t rng = 0x1234567ull;
+
+static bool is_k(il_dtype t) { return t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K || t == IL_DTYPE_Q6_K; }
+
+static void put_f16(uint8_t *p, float v) {
+  uint16_t h = il_f32_to_fp16(v);
+  memcpy(p, &h, 2);
+}
+
+/* Random weights of type t: quantized from floats for the types we quantize, random bytes with
+ * sane fp16 scales for the K-quants (and for Q8_0 every other matrix, to reach q = -128). */
+static void make_weights(il_dtype t, uint8_t *w, size_t stride, int64_t n_out, int64_t n_in, int variant) {
+  float *row = malloc(sizeof(float) * (size_t)n_in);
+  const size_t rs = il_dtype_row_size(t, n_in);
+  const il_dtype_info *ti = il_dtype_get(t);
+  for (int64_t r = 0; r < n_out; r++) {
+    uint8_t *dst = w + (size_t)r * stride;
+    const float scale = (r % 7 == 3) ? 8.0f : 1.0f;
+    for (int64_t k = 0; k < n_in; k++) row[k] = il_test_randf(&rng) * scale;
+    bool raw = is_k(t) || (t == IL_DTYPE_Q8_0 && variant % 2 == 1);
+    if (!raw) {
+      il_quantize_row(t, row, dst, n_in);
+    } else {
+      for (size_t i = 0; i < rs; i++) dst[i] = (uint8_t)(il_test_randf(&rng) * 128.0f + 128.0f);
+      for (int64_t b = 0; b < n_in / (int64_t)ti->blck; b++) {
+        uint8_t *blk = dst + b * ti->size;
+        const float d = 0.001f + 0.01f * fabsf(il_test_randf(&rng)), dm = 0.002f * fabsf(il_test_randf(&rng));
+        if (t == IL_DTYPE_Q6_K) put_f16(blk + offsetof(il_block_q6_K, d), d);
+        else put_f16(blk, d);
+        if (t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K) put_f16(blk + 2, dm);
+      }
+    }
+    for (size_t i = rs; i < stride; i++) dst[i] = 0xA5; /* padding must not be read */
+  }
+  free(row);
+}
+
+typedef struct {
+  double max_err_rel; /* worst |a-b| / scale seen */
+} stats;
+
+static il_pool *pools[4];
+
+static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int nthreads, int variant,
+                     stats *st) {
+  const size_t rs = il_dtype_row_size(t, n_in);
+  const size_t pad = (variant % 3 == 0) ? 0 : (variant % 3 == 1 ? 3 : 64);
+  const size_t stride = rs + pad;
+  const int64_t ldy = n_out + (variant % 2 ? 5 : 0);
+  uint8_t *w = malloc(stride * (size_t)n_out + 64);
+  make_weights(t, w, stride, n_out, n_in, variant);
+  float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
+  for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = il_test_randf(&rng) * ((i / n_in) % 3 == 1 ? 20.0f : 1.0f);
+  const int64_t ysz = ldy * (n_tok - 1) + n_out;
+  float *y[3];
+  const size_t ws = il_cpu_matmul_work_size(t, n_in, n_tok);
+  uint8_t *work[3];
+  il_isa det = il_cpu_isa_detected();
+  for (int l = 0; l <= (int)det; l++) {
+    y[l] = malloc(sizeof(float) * (size_t)(ysz + 1));
+    for (int64_t i = 0; i <= ysz; i++) y[l][i] = -12345.0f;
+    work[l] = ws ? malloc(ws) : NULL;
+    if (ws) memset(work[l], 0x5A, ws);
+    il_cpu_set_isa((il_isa)l);
+    il_status s = il_cpu_matmul(pools[nthreads], t, w, stride, n_out, n_in, x, n_tok, y[l], ldy, work[l]);
+    if (s != IL_OK) {
+      IL_CHECK_OK(s);
+      return;
+    }
+  }
+  il_cpu_set_isa(det);
+
+  /* reference: double product of dequantized rows */
+  float *wd = malloc(sizeof(float) * (size_t)n_in);
+  const int blck = il_dtype_get(t)->quantized ? (is_k(t) ? 256 : 32) : 0;
+  int bad = 0;
+  for (int64_t r = 0; r < n_out && bad < 3; r++) {
+    il_dequantize_row(t, w + (size_t)r * stride, wd, n_in);
+    for (int64_t tk = 0; tk < n_tok && bad < 3; tk++) {
+      const float *xt = x + tk * n_in;
+      double ref = 0, mag = 0, qerr = 0;
+      for (int64_t k = 0; k < n_in; k++) {
+        ref += (double)wd[k] * xt[k];
+        mag += fabs((double)wd[k] * xt[k]);
+      }
+      if (blck) {
+        for (int64_t b0 = 0; b0 < n_in; b0 += blck) {
+          double amax = 0, sw = 0;
+          for (int k = 0; k < blck; k++) {
+            amax = fmax(amax, fabs(xt[b0 + k]));
+            sw += fabs(wd[b0 + k]);
+          }
+          qerr += sw * amax / 254.0 * 1.0001;
+        }
+      }
+      const double tol_ref = 2e-5 * mag + qerr + 1e-30;
+      const double got0 = y[0][tk * ldy + r];
+      if (fabs(got0 - ref) > tol_ref) {
+        bad++;
+        IL_CHECK(fabs(got0 - ref) <= tol_ref);
+        fprintf(stderr, "  %s scalar vs reference n_in=%lld n_out=%lld n_tok=%lld row %lld tok %lld: %.9g vs %.9g (tol %g)\n",
+                il_dtype_name(t), (long long)n_in, (long long)n_out, (long long)n_tok, (long long)r, (long long)tk,
+                got0, ref, tol_ref);
+      }
+      for (int l = 1; l <= (int)det; l++) {
+        const double got = y[l][tk * ldy + r], tol = 1e-5 * mag + 1e-30;
+        const double e = fabs(got - got0);
+        if (mag > 0 && e / mag > st->max_err_rel) st->max_err_rel = e / mag;
+        if (!(e <= tol)) {
+          bad++;
+          IL_CHECK(e <= tol);
+          fprintf(stderr, "  %s %s vs scalar n_in=%lld n_out=%lld n_tok=%lld thr=%d stride=%zu row %lld tok %lld: %.9g vs %.9g\n",
+                  il_dtype_name(t), il_isa_name((il_isa)l), (long long)n_in, (long long)n_out, (long long)n_tok,
+                  nthreads, stride, (long long)r, (long long)tk, got, got0);
+        }
+      }
+    }
+  }
+  if (!bad) il_test_passed++;
+  /* untouched padding between rows of y and after it */
+  for (int l = 0; l <= (int)det; l++) {
+    int pad_bad = 0;
+    for (int64_t tk = 0; tk < n_tok; tk++)
+      for (int64_t i = n_out; i < ldy && (tk + 1) * ldy <= ysz; i++)
+        if (y[l][tk * ldy + i] != -12345.0f) pad_bad = 1;
+    if (y[l][ysz] != -12345.0f) pad_bad = 1;
+    IL_CHECK(!pad_bad);
+    if (ws && l > 0) {
+      /* the kernels align the workspace to 64 bytes; compare from there */
+      const uint8_t *a0 = work[0] + ((64 - (uintptr_t)work[0] % 64) % 64);
+      const uint8_t *al = work[l] + ((64 - (uintptr_t)work[l] % 64) % 64);
+      const int same = memcmp(a0, al, ws - 64) == 0;
+      if (!same)
+        fprintf(stderr, "  %s: quantized activations differ between scalar and %s (n_in=%lld n_tok=%lld)\n",
+                il_dtype_name(t), il_isa_name((il_isa)l), (long long)n_in, (long long)n_tok);
+      IL_CHECK(same);
+    }
+  }
+  for (int l = 0; l <= (int)det; l++) {
+    free(y[l]);
+    free(work[l]);
+  }
+  free(wd);
+  free(w);
+  free(x);
+}
+
+static void test_shapes(void) {
+  const il_dtype types[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+  const int64_t n_ins[] = {1, 7, 33, 100, 32, 64, 96, 256, 512, 768, 2048};
+  const int64_t n_outs[] = {1, 3, 17, 64, 100};
+  const int64_t n_toks[] = {1, 2, 5, 16, 33};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+    const il_dtype t = types[ti];
+    const int blck = (int)il_dtype_get(t)->blck;
+    stats st = {0};
+    int cases = 0;
+    for (size_t a = 0; a < sizeof n_ins / sizeof *n_ins; a++) {
+      if (n_ins[a] % blck) continue;
+      for (size_t b = 0; b < sizeof n_outs / sizeof *n_outs; b++)
+        for (size_t c = 0; c < sizeof n_toks / sizeof *n_toks; c++) {
+          /* keep the big corner small enough for the sanitizer build */
+          if (n_ins[a] >= 768 && n_outs[b] >= 64 && n_toks[c] >= 16) continue;
+          const int variant = (int)(a * 31 + b * 7 + c);
+          run_case(t, n_ins[a], n_outs[b], n_toks[c], 1 + variant % 3, variant, &st);
+          cases++;
+        }
+    }
+    printf("%-5s %4d shapes, worst SIMD-vs-scalar error %.2e of sum|w*x|\n", il_dtype_name(t), cases,
+           st.max_err_rel);
+  }
+}
+
+static void test_errors(void) {
+  float x[64] = {0}, y[4];
+  uint8_t w[256] = {0};
+  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_Q4_0, w, 18, 1, 33, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], (il_dtype)7, w, 18, 1, 32, x, 1, y, 1, w), IL_ERR_UNSUPPORTED);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_Q8_0, w, 10, 1, 32, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_Q8_0, w, 34, 1, 32, x, 1, y, 1, NULL), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_F32, w, 128, 2, 32, x, 2, y, 1, NULL), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "ldy") != NULL);
+  IL_CHECK_OK(il_cpu_matmul(pools[1], IL_DTYPE_F32, w, 128, 0, 32, x, 1, y, 1, NULL));
+  IL_CHECK(!il_cpu_matmul_supported((il_dtype)5));
+  IL_CHECK(il_cpu_matmul_supported(IL_DTYPE_Q6_K));
+  IL_CHECK_INT(il_cpu_matmul_work_size(IL_DTYPE_F16, 64, 3), 0);
+  IL_CHECK(il_cpu_matmul_work_size(IL_DTYPE_Q4_0, 64, 3) >= 3 * (64 + 8));
+  /* NULL pool runs on the caller */
+  float xx[32], yy[1];
+  for (int i = 0; i < 32; i++) xx[i] = 1.0f;
+  float wf[32];
+  for (int i = 0; i < 32; i++) wf[i] = (float)i;
+  IL_CHECK_OK(il_cpu_matmul(NULL, IL_DTYPE_F32, wf, 128, 1, 32, xx, 1, yy, 1, NULL));
+  IL_CHECK_NEAR(yy[0], 496.0, 1e-4);
+}
+
+static void test_isa(void) {
+  const il_isa det = il_cpu_isa_detected();
+  printf("isa detected %s, in use %s, compiled %s\n", il_isa_name(det), il_isa_name(il_cpu_isa()),
+         il_cpu_isa_compiled());
+  IL_CHECK(strncmp(il_cpu_isa_compiled(), "scalar", 6) == 0);
+  IL_CHECK_INT(il_cpu_set_isa(IL_ISA_SCALAR), IL_ISA_SCALAR);
+  IL_CHECK_INT(il_cpu_isa(), IL_ISA_SCALAR);
+  IL_CHECK_INT(il_cpu_set_isa(IL_ISA_AVX512), det); /* clamped to what the CPU has */
+  IL_CHECK_STR(il_isa_name(IL_ISA_AVX2), "avx2");
+  if (det < IL_ISA_AVX512) printf("note: AVX-512 kernels not exercised on this CPU\n");
+}
+
+int main(void) {
+  for (int n = 1; n <= 3; n++) IL_CHECK_OK(il_pool_new(n, &pools[n]));
+  test_isa();
+  test_errors();
+  test_shapes();
+  for (int n = 1; n <= 3; n++) il_pool_free(pools[n]);
+  return il_test_finish();
+}
