@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #include "core/status.h"
-#include "lab/jsonw.h"
+#include "core/jsonw.h"
 
 typedef struct {
   char time_utc[32];      /* "2026-01-15T10:30:00Z" */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "lab/env.h"
-#include "lab/jsonw.h"
+#include "core/jsonw.h"
 #include "lab/report.h"
 #include "memory/mem.h"
 

@@ -19,7 +19,7 @@
 #include "core/status.h"
 #include "lab/bench.h"
 #include "lab/env.h"
-#include "lab/jsonw.h"
+#include "core/jsonw.h"
 #include "lab/sweep.h"
 
 #define IL_REPORT_BENCH_SCHEMA 1

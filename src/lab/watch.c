@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "core/timer.h"
-#include "lab/jsonw.h"
+#include "core/jsonw.h"
 #include "memory/mem.h"
 
 typedef struct {

@@ -3,28 +3,13 @@
 
 #include <string.h>
 
+#include "core/jsonw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 
 void il_report_json_string(FILE *out, const char *s) {
-  if (!s) {
-    fputs("null", out);
-    return;
-  }
-  fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    switch (*p) {
-      case '"': fputs("\\\"", out); break;
-      case '\\': fputs("\\\\", out); break;
-      case '\n': fputs("\\n", out); break;
-      case '\r': fputs("\\r", out); break;
-      case '\t': fputs("\\t", out); break;
-      default:
-        if (*p < 0x20 || *p == 0x7f) fprintf(out, "\\u%04x", *p);
-        else fputc(*p, out);
-    }
-  }
-  fputc('"', out);
+  if (s) il_jsonw_escape(out, s);
+  else fputs("null", out);
 }
 
 /* ---- text ----------------------------------------------------------------------------- */

@@ -1,5 +1,5 @@
-/* lab/jsonw: a small streaming JSON writer for the lab's documents (bench --json, --jsonl,
- * experiment summaries, watch --json).
+/* core/jsonw: a small streaming JSON writer, shared by the doctor's report and the lab's
+ * documents (bench --json, --jsonl, experiment summaries, watch --json).
  *
  * The writer tracks nesting so commas and (optional) indentation are always right; strings are
  * escaped per RFC 8259 (quote, backslash, control characters as \u00XX; bytes >= 0x80 pass
@@ -7,8 +7,8 @@
  * metric that could not be measured never produces invalid JSON.
  * Not for: reading JSON.
  */
-#ifndef IL_LAB_JSONW_H
-#define IL_LAB_JSONW_H
+#ifndef IL_CORE_JSONW_H
+#define IL_CORE_JSONW_H
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* lab/jsonw: streaming JSON writer. See jsonw.h. */
-#include "lab/jsonw.h"
+/* core/jsonw: streaming JSON writer. See jsonw.h. */
+#include "core/jsonw.h"
 
 #include <math.h>
 #include <string.h>
