@@ -35,22 +35,6 @@ static void il__detokenize_help(void) {
          "            66 not found, 69 unsupported, 71 out of memory\n");
 }
 
-static il_status il__detokenize_open_vocab(const char *spec, const char *pre, il_vocab **out) {
-  if (il_builtin_is(spec)) {
-    il_model *m = NULL;
-    IL_TRY(il_builtin_open(spec, NULL, 1, &m));
-    il_status s = il_builtin_vocab(m, out);
-    il_model_free(m);
-    return s;
-  }
-  il_gguf *g = NULL;
-  IL_TRY(il_gguf_open(spec, &g));
-  il_vocab_opts o = {pre};
-  il_status s = il_vocab_from_gguf_opts(g, &o, out);
-  il_gguf_close(g);
-  return s;
-}
-
 /* Appends the ids written in s to ids[*n..cap). Returns false (and reports) on a bad word. */
 static bool il__parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t *n, size_t *cap) {
   const char *p = s;
@@ -106,7 +90,7 @@ int il_cli_detokenize(int argc, char **argv) {
   if (n_pos == 0) return il_cli_usage_error("detokenize", "no token ids (give them as arguments or - for stdin)");
 
   il_vocab *v = NULL;
-  il_status s = il__detokenize_open_vocab(model, pre, &v);
+  il_status s = il_vocab_open(model, pre, &v);
   if (s != IL_OK) return il_cli_fail("detokenize", s);
 
   int32_t *ids = NULL;

@@ -38,23 +38,6 @@ static void il__tokenize_help(void) {
          "            (tokenizer model or pre-tokenizer), 71 out of memory\n");
 }
 
-/* Opens the vocabulary of a GGUF file or built-in model; the caller frees it. */
-static il_status il__tokenize_open_vocab(const char *spec, const char *pre, il_vocab **out) {
-  if (il_builtin_is(spec)) {
-    il_model *m = NULL;
-    IL_TRY(il_builtin_open(spec, NULL, 1, &m));
-    il_status s = il_builtin_vocab(m, out);
-    il_model_free(m);
-    return s;
-  }
-  il_gguf *g = NULL;
-  IL_TRY(il_gguf_open(spec, &g));
-  il_vocab_opts o = {pre};
-  il_status s = il_vocab_from_gguf_opts(g, &o, out);
-  il_gguf_close(g);
-  return s;
-}
-
 /* Reads all of f into a counted buffer; *n its length. NULL on failure (detail recorded). */
 static char *il__tokenize_slurp(FILE *f, const char *name, size_t *n) {
   size_t cap = 1 << 16, len = 0;
@@ -148,7 +131,7 @@ int il_cli_tokenize(int argc, char **argv) {
   }
 
   il_vocab *v = NULL;
-  il_status s = il__tokenize_open_vocab(model, pre, &v);
+  il_status s = il_vocab_open(model, pre, &v);
   if (s != IL_OK) {
     il_mem_free(text);
     return il_cli_fail("tokenize", s);

@@ -214,8 +214,14 @@ static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
     snprintf(v->text[i], 8, "<0x%02X>", b);
     v->types[i] = 6;
   }
-  /* letter pieces, shortest first; a longer piece scores higher so it wins the merge */
+  /* the space marker alone, then letter pieces, shortest first; a longer piece scores
+   * higher so it wins the merge */
   static const char sp[] = "\xe2\x96\x81"; /* U+2581, SentencePiece's space marker */
+  if (i < n) {
+    memcpy(v->text[i], sp, 4);
+    v->types[i] = 1;
+    v->scores[i++] = 0.5f;
+  }
   for (int len = 1; len <= 3 && i < n; len++) {
     for (int prefix = 1; prefix >= 0 && i < n; prefix--) {
       int count = len == 1 ? 26 : len == 2 ? 26 * 26 : 26 * 26 * 26;
@@ -246,9 +252,9 @@ static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
   return IL_OK;
 }
 
-il_status il_builtin_vocab(const il_model *m, il_vocab **out) {
+static il_status il__builtin_vocab(int32_t n_vocab, il_vocab **out) {
   il__vocab_arrays v;
-  IL_TRY(il__vocab_build(m->hp.n_vocab, &v));
+  IL_TRY(il__vocab_build(n_vocab, &v));
   const char **ptrs = il_mem_alloc(IL_MEM_OTHER, sizeof(char *) * (size_t)v.n, "builtin vocab");
   il_status st = ptrs ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) {
@@ -261,7 +267,22 @@ il_status il_builtin_vocab(const il_model *m, il_vocab **out) {
   return st;
 }
 
-/* ---- metadata for convert ---- */
+il_status il_builtin_vocab(const il_model *m, il_vocab **out) { return il__builtin_vocab(m->hp.n_vocab, out); }
+
+il_status il_vocab_open(const char *spec, const char *force_pre, il_vocab **out) {
+  *out = NULL;
+  if (il_builtin_is(spec)) {
+    const il__builtin_spec *sp = il__spec_of(spec + 8);
+    if (!sp) return il_error(IL_ERR_NOT_FOUND, "%s: unknown built-in model (known: %s)", spec, il_builtin_names());
+    return il__builtin_vocab(sp->n_vocab, out);
+  }
+  il_gguf *g = NULL;
+  IL_TRY(il_gguf_open(spec, &g));
+  il_vocab_opts o = {force_pre};
+  il_status st = il_vocab_from_gguf_opts(g, &o, out);
+  il_gguf_close(g);
+  return st == IL_OK ? st : il_error_wrap(st, "%s: ", spec);
+}
 
 il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dtype file_type) {
   const il_hparams *hp = &m->hp;

@@ -29,6 +29,9 @@ bool il_builtin_is(const char *spec);
 il_status il_builtin_open(const char *spec, const char *wtype, int n_threads, il_model **out);
 /* The model's vocabulary. Caller frees with il_vocab_free. */
 il_status il_builtin_vocab(const il_model *m, il_vocab **out);
+/* The vocabulary of a model spec (a GGUF path or builtin:NAME) without loading its weights;
+ * force_pre (NULL = the file's) overrides tokenizer.ggml.pre. Caller frees with il_vocab_free. */
+il_status il_vocab_open(const char *spec, const char *force_pre, il_vocab **out);
 /* Writes general.*, {arch}.* and tokenizer.ggml.* metadata of a built-in model. */
 il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dtype file_type);
 /* Names of the built-in models, comma separated. */
