@@ -4,7 +4,7 @@
 #include <math.h>
 
 #include "harness.h"
-#include "lab/jsonw.h"
+#include "core/jsonw.h"
 #include "lab/stats.h"
 #include "lab/sweep.h"
 #include "memory/mem.h"
