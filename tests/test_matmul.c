@@ -7,12 +7,15 @@
  * pools of 1, 2 and 3 threads. The quantized activations must be bit-identical across levels
  * (the workspaces are compared byte for byte), so level-vs-scalar differences come only from
  * float summation order: tolerance 1e-5 of sum|w*x|. Against the float reference the bound is
- * the activation rounding error, sum |w_k| * d_block(k) / 2.
+ * the activation rounding error, sum |w_k| * d_block(k) / 2. On CPUs with GFNI the AVX-512 Q4
+ * kernels are run a second time with their non-GFNI path. Also: error values for bad shapes,
+ * strides, ldy and workspace; ISA selection and clamping.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul.h"
 #include "core/quant.h"
 #include "harness.h"
@@ -76,6 +79,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
   const size_t ws = il_cpu_matmul_work_size(t, n_in, n_tok);
   uint8_t *work[3];
   il_isa det = il_cpu_isa_detected();
+  int failed_call = 0;
   for (int l = 0; l <= (int)det; l++) {
     y[l] = malloc(sizeof(float) * (size_t)(ysz + 1));
     for (int64_t i = 0; i <= ysz; i++) y[l][i] = -12345.0f;
@@ -85,10 +89,11 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
     il_status s = il_cpu_matmul(pools[nthreads], t, w, stride, n_out, n_in, x, n_tok, y[l], ldy, work[l]);
     if (s != IL_OK) {
       IL_CHECK_OK(s);
-      return;
+      failed_call = 1;
     }
   }
   il_cpu_set_isa(det);
+  if (failed_call) goto out;
 
   /* reference: double product of dequantized rows */
   float *wd = malloc(sizeof(float) * (size_t)n_in);
@@ -156,22 +161,21 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
       IL_CHECK(same);
     }
   }
+  free(wd);
+out:
   for (int l = 0; l <= (int)det; l++) {
     free(y[l]);
     free(work[l]);
   }
-  free(wd);
   free(w);
   free(x);
 }
 
-static void test_shapes(void) {
-  const il_dtype types[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
-                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+static void test_shapes(const il_dtype *types, size_t n_types) {
   const int64_t n_ins[] = {1, 7, 33, 100, 32, 64, 96, 256, 512, 768, 2048};
   const int64_t n_outs[] = {1, 3, 17, 64, 100};
   const int64_t n_toks[] = {1, 2, 5, 16, 33};
-  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+  for (size_t ti = 0; ti < n_types; ti++) {
     const il_dtype t = types[ti];
     const int blck = (int)il_dtype_get(t)->blck;
     stats st = {0};
@@ -231,7 +235,15 @@ int main(void) {
   for (int n = 1; n <= 3; n++) IL_CHECK_OK(il_pool_new(n, &pools[n]));
   test_isa();
   test_errors();
-  test_shapes();
+  const il_dtype all[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                          IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+  test_shapes(all, sizeof all / sizeof *all);
+  if (il__cpu_gfni) { /* the AVX-512 Q4 kernels have a path for CPUs without GFNI: run it too */
+    il__cpu_gfni = false;
+    printf("again without GFNI:\n");
+    test_shapes(all + 4, 2);
+    il__cpu_gfni = true;
+  }
   for (int n = 1; n <= 3; n++) il_pool_free(pools[n]);
   return il_test_finish();
 }

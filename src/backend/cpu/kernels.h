@@ -1,0 +1,108 @@
+/* backend/cpu/kernels: the contract between the matmul driver and its per-ISA kernels.
+ *
+ * The driver (matmul.c) quantizes the activations into the workspace, splits the output rows
+ * into chunks and calls one kernel per chunk; a kernel computes a range of output rows for all
+ * tokens, reading the weights in place. Each instruction-set file fills one il__kernels table.
+ *
+ * Quantized-activation layouts (one "act row" per token, act_stride bytes apart, all offsets
+ * 64-byte aligned). Their values are bit-identical whichever ISA produced them: every level
+ * computes d = amax/127 in float, q = round-half-even(x * (1/d)).
+ *   A32 (Q8_0, Q4_0, Q4_1 weights; blocks of 32):
+ *     qs[n_in] bytes, then d: float[nb], then aux: 4 bytes[nb].
+ *     Q8_0: qs natural order, signed; aux int32 -128*sum(q) (the kernels flip the weights'
+ *           sign bit, w ^ 0x80 = w + 128, to make them the unsigned VNNI operand).
+ *     Q4_0/Q4_1: groups of 4 blocks (128 elements) are stored as the first halves (elements
+ *           0..15) of the 4 blocks, then their second halves, matching a zmm built from four
+ *           16-byte nibble arrays (low nibbles then high nibbles); trailing blocks (nb % 4) are
+ *           natural. q signed. aux: Q4_0 int32 -8*sum(q); Q4_1 float d*sum(q).
+ *   AK (K-quant weights; blocks of 256): qs[n_in] int8 natural, then d: float[nb], then
+ *     bsum16: int16[16*nb] (sums of 16 consecutive q), then bsum32: int16[8*nb] (sums of 32).
+ * Not for: anything outside backend/cpu.
+ */
+#ifndef IL_BACKEND_CPU_KERNELS_H
+#define IL_BACKEND_CPU_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+typedef struct {
+  il_dtype type;
+  const uint8_t *w; /* n_out rows, w_stride bytes apart */
+  size_t w_stride;
+  int64_t n_out, n_in, n_tok;
+  const float *x; /* float activations, n_tok rows of n_in */
+  uint8_t *act;   /* quantized activations (quantized types only) */
+  size_t act_stride;
+  float *y;
+  int64_t ldy;
+} il__mm_args;
+
+/* Rows [r0, r1) of y for every token. */
+typedef void (*il__mm_rows_fn)(const il__mm_args *a, int64_t r0, int64_t r1);
+/* Quantizes activation blocks [u0, u1) where unit u is block u % nb of token u / nb. */
+typedef void (*il__mm_quant_fn)(const il__mm_args *a, int64_t u0, int64_t u1);
+
+typedef struct {
+  bool compiled; /* false when this binary was built without the level */
+  il__mm_rows_fn rows[IL_DTYPE_COUNT];
+  il__mm_quant_fn quant[IL_DTYPE_COUNT];
+} il__kernels;
+
+/* ---- activation layout helpers ---- */
+
+static inline size_t il__align64(size_t n) { return (n + 63) & ~(size_t)63; }
+static inline bool il__is_kquant(il_dtype t) {
+  return t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K || t == IL_DTYPE_Q6_K;
+}
+static inline int il__act_blck(il_dtype t) { return il__is_kquant(t) ? IL_QK_K : IL_QK; }
+static inline size_t il__act_d_off(int64_t n_in) { return il__align64((size_t)n_in); }
+static inline size_t il__act_aux_off(int64_t n_in, int blck) {
+  return il__act_d_off(n_in) + il__align64((size_t)(n_in / blck) * 4);
+}
+/* AK: bsum16 starts at il__act_aux_off(n_in, 256), bsum32 here. */
+static inline size_t il__act_bsum32_off(int64_t n_in) {
+  return il__act_aux_off(n_in, IL_QK_K) + il__align64((size_t)(n_in / IL_QK_K) * 32);
+}
+static inline size_t il__act_stride(il_dtype t, int64_t n_in) {
+  if (il__is_kquant(t)) return il__act_bsum32_off(n_in) + il__align64((size_t)(n_in / IL_QK_K) * 16);
+  return il__act_aux_off(n_in, IL_QK) + il__align64((size_t)(n_in / IL_QK) * 4);
+}
+/* Byte offset inside qs of element j (0..31) of block b for the Q4 A32 layout. */
+static inline size_t il__act_q4_pos(int64_t b, int j, int64_t nb) {
+  if (b < (nb & ~(int64_t)3)) {
+    int64_t g = b >> 2;
+    return (size_t)(g * 128 + (j >= 16 ? 64 : 0) + (b & 3) * 16 + (j & 15));
+  }
+  return (size_t)(b * 32 + j);
+}
+
+/* 8 scales and 8 mins of a Q4_K/Q5_K super-block, unpacked from its 12 packed bytes (the
+ * vector form of ggml's get_scale_min_k4), returned as 8 bytes each in a 64-bit word (byte j
+ * = sub-block j) so SIMD code can move them to a vector register without a memory round trip. */
+static inline void il__k4_scales(const uint8_t *packed, uint64_t *sc, uint64_t *mn) {
+  uint32_t u0, u1, u2;
+  memcpy(&u0, packed, 4);
+  memcpy(&u1, packed + 4, 4);
+  memcpy(&u2, packed + 8, 4);
+  const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+  const uint32_t m47 = ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4);
+  const uint32_t m03 = u1 & k1;
+  const uint32_t s47 = (u2 & k2) | (((u0 >> 6) & k3) << 4);
+  *sc = (uint64_t)(u0 & k1) | (uint64_t)s47 << 32;
+  *mn = (uint64_t)m03 | (uint64_t)m47 << 32;
+}
+
+/* Set once by the ISA detection in matmul.c: the CPU has GFNI (the AVX-512 Q4 kernels use one
+ * GFNI instruction when it does). Tests may clear it to exercise the other path. */
+extern _Atomic bool il__cpu_gfni;
+
+/* Per-ISA tables. Entries are NULL where a level has no kernel of its own; the driver falls
+ * back to the scalar entry. */
+extern const il__kernels il__kernels_scalar;
+extern const il__kernels il__kernels_avx2;
+extern const il__kernels il__kernels_avx512;
+
+#endif

@@ -1,0 +1,526 @@
+/* backend/cpu/matmul: instruction-set dispatch, the threaded driver, and the scalar kernels.
+ *
+ * One call runs one pool task. Every thread first quantizes an equal share of the activation
+ * blocks (quantized weight types only), then all meet at the one barrier, then the output rows
+ * are computed in chunks. Each thread owns a contiguous range of chunks and takes them from its
+ * front; a thread that finishes early steals single chunks from the back of the others' ranges
+ * (one compare-and-swap per chunk on a word the owner rarely shares). Contiguous ranges matter
+ * for generation: a thread streams one long run of weight memory, and the kernels' software
+ * prefetch of the next rows lands in rows the same thread will read (with chunks handed out
+ * round-robin, a third of the prefetched rows belonged to the other thread: -10% at 2 threads).
+ * Chunks hold about 64 KiB of weights for generation (stealing granularity; at least 8 chunks per
+ * thread) and 16 rows for prompt batches (the rows stay in L1/L2 while all tokens sweep them).
+ *
+ * The scalar kernels here read the same quantized activations as the SIMD ones, so the test
+ * can compare each SIMD level with them to float-rounding precision; they are also the
+ * fallback on CPUs without AVX2.
+ * Not for: the SIMD kernels themselves (matmul_avx2.c, matmul_avx512.c).
+ */
+#include "backend/cpu/matmul.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define IL__X86 1
+#endif
+
+/* ---------------------------------------------------------------- ISA detection and choice */
+
+static il_isa il__detect(void) {
+#ifdef IL__X86
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return IL_ISA_SCALAR;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12),
+             f16c = c & (1u << 29);
+  if (!osxsave || !avx) return IL_ISA_SCALAR;
+  uint32_t xlo, xhi;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  const uint64_t xcr0 = ((uint64_t)xhi << 32) | xlo;
+  if ((xcr0 & 0x6) != 0x6) return IL_ISA_SCALAR; /* OS saves XMM and YMM state */
+  if (__get_cpuid_max(0, NULL) < 7) return IL_ISA_SCALAR;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5), f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
+             vl = b & (1u << 31), vnni = c & (1u << 11);
+  il__cpu_gfni = c & (1u << 8);
+  if (!(avx2 && fma && f16c)) return IL_ISA_SCALAR;
+  if (!il__kernels_avx2.compiled) return IL_ISA_SCALAR;
+  /* opmask, upper ZMM0-15 and ZMM16-31 state saved by the OS */
+  if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0 && il__kernels_avx512.compiled)
+    return IL_ISA_AVX512;
+  return IL_ISA_AVX2;
+#else
+  return IL_ISA_SCALAR;
+#endif
+}
+
+_Atomic bool il__cpu_gfni = false;
+static _Atomic int il__isa_detected = -1;
+static _Atomic int il__isa_current = -1;
+
+il_isa il_cpu_isa_detected(void) {
+  int v = atomic_load(&il__isa_detected);
+  if (v < 0) {
+    v = (int)il__detect();
+    atomic_store(&il__isa_detected, v);
+  }
+  return (il_isa)v;
+}
+
+il_isa il_cpu_isa(void) {
+  int v = atomic_load(&il__isa_current);
+  if (v >= 0) return (il_isa)v;
+  il_isa isa = il_cpu_isa_detected();
+  const char *env = getenv("IL_ISA");
+  if (env && *env) {
+    if (strcmp(env, "scalar") == 0) isa = IL_ISA_SCALAR;
+    else if (strcmp(env, "avx2") == 0 && isa > IL_ISA_AVX2) isa = IL_ISA_AVX2;
+  }
+  int expected = -1;
+  atomic_compare_exchange_strong(&il__isa_current, &expected, (int)isa);
+  return (il_isa)atomic_load(&il__isa_current);
+}
+
+il_isa il_cpu_set_isa(il_isa isa) {
+  il_isa det = il_cpu_isa_detected();
+  if ((int)isa < 0) isa = IL_ISA_SCALAR;
+  if (isa > det) isa = det;
+  atomic_store(&il__isa_current, (int)isa);
+  return isa;
+}
+
+const char *il_isa_name(il_isa isa) {
+  switch (isa) {
+  case IL_ISA_SCALAR: return "scalar";
+  case IL_ISA_AVX2: return "avx2";
+  case IL_ISA_AVX512: return "avx512";
+  }
+  return "unknown";
+}
+
+const char *il_cpu_isa_compiled(void) {
+  if (il__kernels_avx512.compiled && il__kernels_avx2.compiled) return "scalar,avx2,avx512";
+  if (il__kernels_avx2.compiled) return "scalar,avx2";
+  return "scalar";
+}
+
+/* ---------------------------------------------------------------- scalar activation quantization */
+
+/* d = amax/127 and q = round-half-even(x/d): the SIMD quantizers compute the same bits.
+ * Rounding adds and subtracts 1.5*2^23, which rounds to the nearest integer, ties to even, for
+ * |v| < 2^22 like cvtps2dq does (lrintf would be a libm call per element: ~10 us per 2048). */
+static float il__quant_block(const float *x, int n, int8_t *q) {
+  float amax = 0.0f;
+  for (int j = 0; j < n; j++) {
+    const float a = fabsf(x[j]);
+    amax = a > amax ? a : amax;
+  }
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float magic = 12582912.0f;
+  for (int j = 0; j < n; j++) q[j] = (int8_t)(int)((x[j] * id + magic) - magic);
+  return d;
+}
+
+static void il__quant_a32(const il__mm_args *a, int64_t u0, int64_t u1) {
+  const int64_t nb = a->n_in / IL_QK;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t t = u / nb, b = u % nb;
+    uint8_t *row = a->act + (size_t)t * a->act_stride;
+    float *dp = (float *)(row + il__act_d_off(a->n_in));
+    uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK);
+    int8_t q[IL_QK];
+    const float d = il__quant_block(a->x + t * a->n_in + b * IL_QK, IL_QK, q);
+    int32_t sum = 0;
+    for (int j = 0; j < IL_QK; j++) sum += q[j];
+    dp[b] = d;
+    if (a->type == IL_DTYPE_Q8_0) {
+      memcpy(row + b * IL_QK, q, IL_QK);
+      int32_t v = -128 * sum;
+      memcpy(aux + 4 * b, &v, 4);
+    } else {
+      for (int j = 0; j < IL_QK; j++) row[il__act_q4_pos(b, j, nb)] = (uint8_t)q[j];
+      if (a->type == IL_DTYPE_Q4_0) {
+        int32_t v = -8 * sum;
+        memcpy(aux + 4 * b, &v, 4);
+      } else {
+        float v = d * (float)sum;
+        memcpy(aux + 4 * b, &v, 4);
+      }
+    }
+  }
+}
+
+static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
+  const int64_t nb = a->n_in / IL_QK_K;
+  for (int64_t u = u0; u < u1; u++) {
+    const int64_t t = u / nb, b = u % nb;
+    uint8_t *row = a->act + (size_t)t * a->act_stride;
+    int8_t *q = (int8_t *)row + b * IL_QK_K;
+    float *dp = (float *)(row + il__act_d_off(a->n_in));
+    int16_t *bs16 = (int16_t *)(row + il__act_aux_off(a->n_in, IL_QK_K)) + 16 * b;
+    int16_t *bs32 = (int16_t *)(row + il__act_bsum32_off(a->n_in)) + 8 * b;
+    dp[b] = il__quant_block(a->x + t * a->n_in + b * IL_QK_K, IL_QK_K, q);
+    for (int s = 0; s < 16; s++) {
+      int sum = 0;
+      for (int j = 0; j < 16; j++) sum += q[16 * s + j];
+      bs16[s] = (int16_t)sum;
+    }
+    for (int s = 0; s < 8; s++) bs32[s] = (int16_t)(bs16[2 * s] + bs16[2 * s + 1]);
+  }
+}
+
+/* ---------------------------------------------------------------- scalar kernels */
+
+static float il__h(const uint8_t *p) {
+  uint16_t u;
+  memcpy(&u, p, 2);
+  return il_fp16_to_f32(u);
+}
+
+#define IL__FLOAT_ROWS(name, LOADW)                                                          \
+  static void name(const il__mm_args *a, int64_t r0, int64_t r1) {                           \
+    const int64_t n = a->n_in;                                                               \
+    for (int64_t r = r0; r < r1; r++) {                                                      \
+      const uint8_t *w = a->w + (size_t)r * a->w_stride;                                     \
+      for (int64_t t = 0; t < a->n_tok; t++) {                                               \
+        const float *x = a->x + t * n;                                                       \
+        float s[8] = {0};                                                                    \
+        int64_t k = 0;                                                                       \
+        for (; k + 8 <= n; k += 8)                                                           \
+          for (int l = 0; l < 8; l++) s[l] += LOADW(w, k + l) * x[k + l];                    \
+        for (; k < n; k++) s[0] += LOADW(w, k) * x[k];                                       \
+        a->y[t * a->ldy + r] = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])); \
+      }                                                                                      \
+    }                                                                                        \
+  }
+
+static inline float il__ld_f32(const uint8_t *w, int64_t k) {
+  float v;
+  memcpy(&v, w + 4 * k, 4);
+  return v;
+}
+static inline float il__ld_f16(const uint8_t *w, int64_t k) { return il__h(w + 2 * k); }
+static inline float il__ld_bf16(const uint8_t *w, int64_t k) {
+  uint16_t u;
+  memcpy(&u, w + 2 * k, 2);
+  return il_bf16_to_f32(u);
+}
+IL__FLOAT_ROWS(il__rows_f32, il__ld_f32)
+IL__FLOAT_ROWS(il__rows_f16, il__ld_f16)
+IL__FLOAT_ROWS(il__rows_bf16, il__ld_bf16)
+
+static void il__rows_q8_0(const il__mm_args *a, int64_t r0, int64_t r1) {
+  const int64_t nb = a->n_in / IL_QK;
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t *w = a->w + (size_t)r * a->w_stride;
+    for (int64_t t = 0; t < a->n_tok; t++) {
+      const uint8_t *row = a->act + (size_t)t * a->act_stride;
+      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + b * sizeof(il_block_q8_0);
+        int32_t is = 0;
+        for (int j = 0; j < IL_QK; j++) is += (int8_t)blk[2 + j] * (int8_t)row[b * IL_QK + j];
+        sum += (float)is * (il__h(blk) * dx[b]);
+      }
+      a->y[t * a->ldy + r] = sum;
+    }
+  }
+}
+
+static void il__rows_q4(const il__mm_args *a, int64_t r0, int64_t r1) {
+  const int64_t nb = a->n_in / IL_QK;
+  const bool q41 = a->type == IL_DTYPE_Q4_1;
+  const size_t bsz = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0);
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t *w = a->w + (size_t)r * a->w_stride;
+    for (int64_t t = 0; t < a->n_tok; t++) {
+      const uint8_t *row = a->act + (size_t)t * a->act_stride;
+      const int8_t *xq = (const int8_t *)row;
+      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+      const uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK);
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + b * bsz;
+        const uint8_t *qs = blk + (q41 ? 4 : 2);
+        int32_t is = 0;
+        for (int j = 0; j < 16; j++) {
+          is += (qs[j] & 0xF) * xq[il__act_q4_pos(b, j, nb)];
+          is += (qs[j] >> 4) * xq[il__act_q4_pos(b, j + 16, nb)];
+        }
+        if (q41) {
+          float s;
+          memcpy(&s, aux + 4 * b, 4);
+          sum += (float)is * (il__h(blk) * dx[b]) + il__h(blk + 2) * s;
+        } else {
+          int32_t c;
+          memcpy(&c, aux + 4 * b, 4);
+          sum += (float)(is + c) * (il__h(blk) * dx[b]);
+        }
+      }
+      a->y[t * a->ldy + r] = sum;
+    }
+  }
+}
+
+/* Q4_K and Q5_K: sum over sub-blocks j of sc_j * dot(q_j, x_j), minus the mins times the
+ * activation sums of 32, each scaled once per super-block. */
+static void il__rows_q45k(const il__mm_args *a, int64_t r0, int64_t r1) {
+  const int64_t nb = a->n_in / IL_QK_K;
+  const bool q5 = a->type == IL_DTYPE_Q5_K;
+  const size_t bsz = q5 ? sizeof(il_block_q5_K) : sizeof(il_block_q4_K);
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t *w = a->w + (size_t)r * a->w_stride;
+    for (int64_t t = 0; t < a->n_tok; t++) {
+      const uint8_t *row = a->act + (size_t)t * a->act_stride;
+      const int8_t *xq = (const int8_t *)row;
+      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+      const int16_t *bs32 = (const int16_t *)(row + il__act_bsum32_off(a->n_in));
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = w + b * bsz;
+        uint64_t sc8, mn8;
+        il__k4_scales(blk + 4, &sc8, &mn8);
+        int sc[8], mn[8];
+        for (int j = 0; j < 8; j++) {
+          sc[j] = (int)(sc8 >> (8 * j) & 0xff);
+          mn[j] = (int)(mn8 >> (8 * j) & 0xff);
+        }
+        const uint8_t *qs = blk + (q5 ? offsetof(il_block_q5_K, qs) : offsetof(il_block_q4_K, qs));
+        const uint8_t *qh = q5 ? blk + offsetof(il_block_q5_K, qh) : NULL;
+        const int8_t *x = xq + b * IL_QK_K;
+        int32_t is = 0, im = 0;
+        for (int j = 0; j < 4; j++) {
+          int32_t lo = 0, hi = 0;
+          for (int l = 0; l < 32; l++) {
+            int ql = qs[32 * j + l] & 0xF, qhh = qs[32 * j + l] >> 4;
+            if (q5) {
+              ql += ((qh[l] >> (2 * j)) & 1) << 4;
+              qhh += ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            }
+            lo += ql * x[64 * j + l];
+            hi += qhh * x[64 * j + 32 + l];
+          }
+          is += sc[2 * j] * lo + sc[2 * j + 1] * hi;
+        }
+        for (int j = 0; j < 8; j++) im += mn[j] * bs32[8 * b + j];
+        sum += (float)is * (il__h(blk) * dx[b]) - (float)im * (il__h(blk + 2) * dx[b]);
+      }
+      a->y[t * a->ldy + r] = sum;
+    }
+  }
+}
+
+static void il__rows_q6k(const il__mm_args *a, int64_t r0, int64_t r1) {
+  const int64_t nb = a->n_in / IL_QK_K;
+  for (int64_t r = r0; r < r1; r++) {
+    const uint8_t *w = a->w + (size_t)r * a->w_stride;
+    for (int64_t t = 0; t < a->n_tok; t++) {
+      const uint8_t *row = a->act + (size_t)t * a->act_stride;
+      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+      const int16_t *bs16 = (const int16_t *)(row + il__act_aux_off(a->n_in, IL_QK_K));
+      float sum = 0.0f;
+      for (int64_t b = 0; b < nb; b++) {
+        const int8_t *x = (const int8_t *)row + b * IL_QK_K;
+        il_block_q6_K blk; /* copied: rows need not be 2-byte aligned */
+        memcpy(&blk, w + b * sizeof blk, sizeof blk);
+        int32_t sub[16] = {0};
+        for (int n = 0; n < 2; n++) {
+          const uint8_t *ql = blk.ql + 64 * n, *qh = blk.qh + 32 * n;
+          const int8_t *xx = x + 128 * n;
+          for (int l = 0; l < 32; l++) {
+            const int q1 = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+            const int q2 = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+            const int q3 = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+            const int q4 = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+            sub[8 * n + l / 16 + 0] += q1 * xx[l];
+            sub[8 * n + l / 16 + 2] += q2 * xx[l + 32];
+            sub[8 * n + l / 16 + 4] += q3 * xx[l + 64];
+            sub[8 * n + l / 16 + 6] += q4 * xx[l + 96];
+          }
+        }
+        int32_t is = 0;
+        for (int s = 0; s < 16; s++) is += blk.scales[s] * (sub[s] - 32 * bs16[16 * b + s]);
+        sum += (float)is * (il_fp16_to_f32(blk.d) * dx[b]);
+      }
+      a->y[t * a->ldy + r] = sum;
+    }
+  }
+}
+
+const il__kernels il__kernels_scalar = {
+    .compiled = true,
+    .rows =
+        {
+            [IL_DTYPE_F32] = il__rows_f32,
+            [IL_DTYPE_F16] = il__rows_f16,
+            [IL_DTYPE_BF16] = il__rows_bf16,
+            [IL_DTYPE_Q8_0] = il__rows_q8_0,
+            [IL_DTYPE_Q4_0] = il__rows_q4,
+            [IL_DTYPE_Q4_1] = il__rows_q4,
+            [IL_DTYPE_Q4_K] = il__rows_q45k,
+            [IL_DTYPE_Q5_K] = il__rows_q45k,
+            [IL_DTYPE_Q6_K] = il__rows_q6k,
+        },
+    .quant =
+        {
+            [IL_DTYPE_Q8_0] = il__quant_a32,
+            [IL_DTYPE_Q4_0] = il__quant_a32,
+            [IL_DTYPE_Q4_1] = il__quant_a32,
+            [IL_DTYPE_Q4_K] = il__quant_ak,
+            [IL_DTYPE_Q5_K] = il__quant_ak,
+            [IL_DTYPE_Q6_K] = il__quant_ak,
+        },
+};
+
+/* ---------------------------------------------------------------- driver */
+
+bool il_cpu_matmul_supported(il_dtype t) {
+  return (unsigned)t < IL_DTYPE_COUNT && il__kernels_scalar.rows[t] != NULL;
+}
+
+size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok) {
+  if (!il_cpu_matmul_supported(wtype) || !il_dtype_get(wtype)->quantized) return 0;
+  if (n_in <= 0 || n_tok <= 0 || n_in % il_dtype_get(wtype)->blck != 0) return 0;
+  return (size_t)n_tok * il__act_stride(wtype, n_in) + 64; /* + 64: alignment slack */
+}
+
+/* Each thread owns a contiguous range of chunks and takes them from the front; a thread that
+ * runs out steals single chunks from the back of another range. Front and back share one
+ * 64-bit word (front in the low half) so both ends move with one compare-and-swap. */
+#define IL__MAX_REGIONS 64
+
+typedef struct {
+  _Alignas(64) _Atomic uint64_t fb;
+} il__region;
+
+typedef struct {
+  il__mm_args a;
+  il__mm_rows_fn rows;
+  il__mm_quant_fn quant;
+  il_pool *pool;
+  int64_t n_units; /* activation blocks to quantize */
+  int64_t chunk_rows, n_chunks;
+  int n_regions;
+  il__region *region; /* n_regions entries, on the caller's stack (not zeroed beyond those) */
+} il__mm_task;
+
+static inline uint64_t il__fb(uint64_t f, uint64_t b) { return f | b << 32; }
+
+/* Takes the next chunk from the front (own range) or the back (stolen); -1 when empty. */
+static int64_t il__claim(il__region *rg, bool front) {
+  uint64_t v = atomic_load_explicit(&rg->fb, memory_order_relaxed);
+  for (;;) {
+    const uint64_t f = v & 0xffffffffu, b = v >> 32;
+    if (f >= b) return -1;
+    const uint64_t nv = front ? il__fb(f + 1, b) : il__fb(f, b - 1);
+    if (atomic_compare_exchange_weak_explicit(&rg->fb, &v, nv, memory_order_relaxed, memory_order_relaxed))
+      return front ? (int64_t)f : (int64_t)(b - 1);
+  }
+}
+
+static void il__mm_chunk(il__mm_task *task, int64_t c) {
+  const int64_t r0 = c * task->chunk_rows;
+  int64_t r1 = r0 + task->chunk_rows;
+  if (r1 > task->a.n_out) r1 = task->a.n_out;
+  task->rows(&task->a, r0, r1);
+}
+
+static void il__mm_run(void *p, int ith, int nth) {
+  il__mm_task *task = p;
+  const int nr = task->n_regions;
+#ifdef IL__X86
+  /* Start fetching the first 16 KiB of this thread's rows now, so the reads overlap the
+   * activation quantization and the barrier; the kernels prefetch ahead from there on. */
+  if (ith < nr) {
+    const uint64_t fb = atomic_load_explicit(&task->region[ith].fb, memory_order_relaxed);
+    const uint8_t *w0 = task->a.w + (size_t)((int64_t)(fb & 0xffffffffu) * task->chunk_rows) * task->a.w_stride;
+    const size_t bytes = (size_t)task->chunk_rows * task->a.w_stride;
+    for (size_t o = 0; o < bytes && o < 16384; o += 64) _mm_prefetch((const char *)(w0 + o), _MM_HINT_T0);
+  }
+#endif
+  if (task->quant) {
+    const int64_t u0 = task->n_units * ith / nth, u1 = task->n_units * (ith + 1) / nth;
+    if (u1 > u0) task->quant(&task->a, u0, u1);
+    if (task->pool) il_pool_barrier(task->pool);
+  }
+  int64_t c;
+  if (ith < nr)
+    while ((c = il__claim(&task->region[ith], true)) >= 0) il__mm_chunk(task, c);
+  for (int k = 1; k <= nr; k++) {
+    il__region *rg = &task->region[(ith + k) % nr];
+    while ((c = il__claim(rg, false)) >= 0) il__mm_chunk(task, c);
+  }
+}
+
+il_status il_cpu_matmul(il_pool *pool, il_dtype wtype, const void *w, size_t w_stride,
+                        int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y,
+                        int64_t ldy, void *work) {
+  if (!il_cpu_matmul_supported(wtype))
+    return il_error(IL_ERR_UNSUPPORTED, "cpu matmul: no kernel for weight type %s", il_dtype_name(wtype));
+  const il_dtype_info *ti = il_dtype_get(wtype);
+  if (n_out < 0 || n_tok < 0 || n_in <= 0 || n_in % ti->blck != 0)
+    return il_error(IL_ERR_INVALID_ARG,
+                    "cpu matmul: %s weights need n_in a positive multiple of %u (n_in=%lld, n_out=%lld, n_tok=%lld)",
+                    ti->name, ti->blck, (long long)n_in, (long long)n_out, (long long)n_tok);
+  if (w_stride < il_dtype_row_size(wtype, n_in))
+    return il_error(IL_ERR_INVALID_ARG, "cpu matmul: row stride %zu below the %s row size %zu", w_stride,
+                    ti->name, il_dtype_row_size(wtype, n_in));
+  if (n_tok > 1 && ldy < n_out)
+    return il_error(IL_ERR_INVALID_ARG, "cpu matmul: ldy %lld below n_out %lld", (long long)ldy, (long long)n_out);
+  if (n_out == 0 || n_tok == 0) return IL_OK;
+  if (ti->quantized && !work)
+    return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
+                    il_cpu_matmul_work_size(wtype, n_in, n_tok));
+
+  const il_isa isa = il_cpu_isa();
+  const il__kernels *k = isa == IL_ISA_AVX512 ? &il__kernels_avx512
+                         : isa == IL_ISA_AVX2 ? &il__kernels_avx2
+                                              : &il__kernels_scalar;
+  const int nth = pool ? il_pool_size(pool) : 1;
+  static_assert(sizeof(il__region) == 64, "one region per cache line");
+  il__mm_task task = {
+      .a = {.type = wtype, .w = w, .w_stride = w_stride, .n_out = n_out, .n_in = n_in, .n_tok = n_tok,
+            .x = x, .y = y, .ldy = ldy},
+      .rows = k->rows[wtype] ? k->rows[wtype] : il__kernels_scalar.rows[wtype],
+      .pool = nth > 1 ? pool : NULL,
+  };
+  if (ti->quantized) {
+    task.quant = k->quant[wtype] ? k->quant[wtype] : il__kernels_scalar.quant[wtype];
+    task.a.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    task.a.act_stride = il__act_stride(wtype, n_in);
+    task.n_units = n_tok * (n_in / il__act_blck(wtype));
+  }
+  /* Chunk size: about 64 KiB of weights for generation, at least 8 chunks per thread when
+   * the matrix is small; 16 rows when a batch of tokens reuses them. Multiples of 4 rows, the
+   * kernels' row tile. */
+  int64_t cr;
+  if (n_tok == 1) {
+    cr = (int64_t)(65536 / w_stride);
+    const int64_t small = n_out / (8 * nth);
+    if (cr > small) cr = small;
+  } else {
+    cr = 16;
+  }
+  if (cr < n_out / 0x7fffffff + 1) cr = n_out / 0x7fffffff + 1; /* chunk indices fit 32 bits */
+  cr = (cr + 3) & ~(int64_t)3;
+  if (cr < 4) cr = 4;
+  task.chunk_rows = cr;
+  task.n_chunks = (n_out + cr - 1) / cr;
+  il__region region[IL__MAX_REGIONS];
+  task.region = region;
+  task.n_regions = nth < IL__MAX_REGIONS ? nth : IL__MAX_REGIONS;
+  for (int i = 0; i < task.n_regions; i++)
+    atomic_init(&task.region[i].fb, il__fb((uint64_t)(task.n_chunks * i / task.n_regions),
+                                           (uint64_t)(task.n_chunks * (i + 1) / task.n_regions)));
+  if (nth > 1) il_pool_run(pool, il__mm_run, &task);
+  else il__mm_run(&task, 0, 1);
+  return IL_OK;
+}
