@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/membw.h"
 #include "core/quant.h"
 #include "memory/mem.h"
 
@@ -49,89 +50,14 @@ static void *xalloc(size_t n, const char *what) {
 
 /* ---------------------------------------------------------------- bandwidth */
 
-typedef struct {
-  const uint64_t *buf;
-  size_t n;
-  uint64_t sums[64];
-} bw_task;
-
-static void bw_run(void *p, int ith, int nth) {
-  bw_task *t = p;
-  const size_t a = t->n * (size_t)ith / (size_t)nth, b = t->n * (size_t)(ith + 1) / (size_t)nth;
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
-  for (size_t i = a; i + 8 <= b; i += 8) {
-    s0 += t->buf[i];
-    s1 += t->buf[i + 1];
-    s2 += t->buf[i + 2];
-    s3 += t->buf[i + 3];
-    s4 += t->buf[i + 4];
-    s5 += t->buf[i + 5];
-    s6 += t->buf[i + 6];
-    s7 += t->buf[i + 7];
-  }
-  t->sums[ith & 63] = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
-}
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-/* The same sum with 64-byte loads: a plain 8-byte-load loop under-reports the bandwidth a
- * vector kernel can reach by ~30% on Sapphire Rapids, so the roofline is the better of both. */
-__attribute__((target("avx512f"))) static void bw_run512(void *p, int ith, int nth) {
-  bw_task *t = p;
-  const size_t a = (t->n * (size_t)ith / (size_t)nth) & ~(size_t)15, b = (t->n * (size_t)(ith + 1) / (size_t)nth) & ~(size_t)15;
-  __m512i s0 = _mm512_setzero_si512(), s1 = s0;
-  for (size_t i = a; i < b; i += 16) {
-    s0 = _mm512_add_epi64(s0, _mm512_loadu_si512(t->buf + i));
-    s1 = _mm512_add_epi64(s1, _mm512_loadu_si512(t->buf + i + 8));
-  }
-  t->sums[ith & 63] = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(s0, s1));
-}
-__attribute__((target("avx2"))) static void bw_run256(void *p, int ith, int nth) {
-  bw_task *t = p;
-  const size_t a = (t->n * (size_t)ith / (size_t)nth) & ~(size_t)7, b = (t->n * (size_t)(ith + 1) / (size_t)nth) & ~(size_t)7;
-  __m256i s0 = _mm256_setzero_si256(), s1 = s0;
-  for (size_t i = a; i < b; i += 8) {
-    s0 = _mm256_add_epi64(s0, _mm256_loadu_si256((const __m256i *)(t->buf + i)));
-    s1 = _mm256_add_epi64(s1, _mm256_loadu_si256((const __m256i *)(t->buf + i + 4)));
-  }
-  s0 = _mm256_add_epi64(s0, s1);
-  t->sums[ith & 63] = (uint64_t)(_mm256_extract_epi64(s0, 0) + _mm256_extract_epi64(s0, 1) + _mm256_extract_epi64(s0, 2) +
-                                 _mm256_extract_epi64(s0, 3));
-}
-#endif
-
-/* One pass of the widest loop the CPU can run (for measurements interleaved with GEMV passes). */
-static double measure_bw_once(il_pool *pool, const uint64_t *buf, size_t bytes) {
-  bw_task t = {.buf = buf, .n = bytes / 8};
-  il_pool_fn fn = bw_run;
-#if defined(__x86_64__)
-  if (il_cpu_isa_detected() >= IL_ISA_AVX2) fn = bw_run256;
-  if (il_cpu_isa_detected() >= IL_ISA_AVX512) fn = bw_run512;
-#endif
-  double t0 = now();
-  il_pool_run(pool, fn, &t);
-  return (double)bytes / (now() - t0) / 1e9;
-}
-
-/* Best of 5 passes of each loop the CPU can run. */
-static double measure_bw(il_pool *pool, const uint64_t *buf, size_t bytes) {
-  bw_task t = {.buf = buf, .n = bytes / 8};
-  il_pool_fn fns[3] = {bw_run, NULL, NULL};
-#if defined(__x86_64__)
-  if (il_cpu_isa_detected() >= IL_ISA_AVX2) fns[1] = bw_run256;
-  if (il_cpu_isa_detected() >= IL_ISA_AVX512) fns[2] = bw_run512;
-#endif
+/* Best of 5 passes (backend/cpu/membw: the widest loads the CPU has). */
+static double measure_bw(il_pool *pool, il_membw *m) {
   double best = 0;
-  for (int f = 0; f < 3; f++) {
-    if (!fns[f]) continue;
-    for (int rep = 0; rep < 5; rep++) {
-      double t0 = now();
-      il_pool_run(pool, fns[f], &t);
-      double dt = now() - t0;
-      if (bytes / dt > best) best = (double)bytes / dt;
-    }
+  for (int rep = 0; rep < 5; rep++) {
+    double g = il_membw_pass(m, pool);
+    if (g > best) best = g;
   }
-  return best / 1e9;
+  return best;
 }
 
 /* ---------------------------------------------------------------- model-shaped weights */
@@ -275,13 +201,11 @@ int main(int argc, char **argv) {
   /* The roofline is the best bandwidth seen during the whole run: measured at the start and
    * again before each type, because on a shared VM the available bandwidth drifts. */
   double bw1 = 0, bwn = 0;
-  const size_t bw_bytes = (size_t)1 << 30;
-  uint64_t *bw_buf = NULL;
+  il_membw bw = {0};
   if (do_bw) {
-    bw_buf = xalloc(bw_bytes, "bandwidth buffer");
-    for (size_t i = 0; i < bw_bytes / 8; i++) bw_buf[i] = i;
-    bw1 = measure_bw(pool1, bw_buf, bw_bytes);
-    bwn = measure_bw(pooln, bw_buf, bw_bytes);
+    if (il_membw_init(&bw, (size_t)1 << 30) != IL_OK) return 1;
+    bw1 = measure_bw(pool1, &bw);
+    bwn = measure_bw(pooln, &bw);
     printf("read bandwidth (1 GiB sum, best of 5): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n", bw1, nth, bwn);
   }
   double res[16][2] = {{0}}, local[16][2] = {{0}};
@@ -307,8 +231,8 @@ int main(int argc, char **argv) {
       double best = 1e30, sec[N_SHAPES + 1] = {0}, tmp[N_SHAPES + 1];
       gemv_pass(pool, &m, x, y, work, tmp); /* warm-up */
       for (int p = 0; p < passes; p++) {
-        if (bw_buf) { /* a bandwidth pass right before each GEMV pass: both see the same neighbours */
-          const double b = measure_bw_once(pool, bw_buf, bw_bytes);
+        if (bw.buf) { /* a bandwidth pass right before each GEMV pass: both see the same neighbours */
+          const double b = il_membw_pass(&bw, pool);
           if (b > local[ti][pi]) local[ti][pi] = b;
         }
         memset(tmp, 0, sizeof tmp);
@@ -318,12 +242,12 @@ int main(int argc, char **argv) {
           memcpy(sec, tmp, sizeof sec);
         }
       }
-      const double gbs = (double)m.total_bytes / best / 1e9, bw = local[ti][pi];
+      const double gbs = (double)m.total_bytes / best / 1e9, bwl = local[ti][pi];
       res[ti][pi] = gbs;
-      if (pi == 0 && bw > bw1) bw1 = bw;
-      if (pi == 1 && bw > bwn) bwn = bw;
+      if (pi == 0 && bwl > bw1) bw1 = bwl;
+      if (pi == 1 && bwl > bwn) bwn = bwl;
       printf("  %dT: pass %.1f ms, %.2f GB/s", il_pool_size(pool), best * 1e3, gbs);
-      if (bw > 0) printf(" = %.1f%% of %.2f (best of the interleaved bandwidth passes)", 100 * gbs / bw, bw);
+      if (bwl > 0) printf(" = %.1f%% of %.2f (best of the interleaved bandwidth passes)", 100 * gbs / bwl, bwl);
       printf("   per shape:");
       for (int s = 0; s <= N_SHAPES; s++) {
         const shape sh = s < N_SHAPES ? layer_shapes[s] : out_shape;
@@ -360,7 +284,7 @@ int main(int argc, char **argv) {
     model_free(&m);
   }
 
-  if (bw_buf) {
+  if (bw.buf) {
     printf("\nsummary: GEMV GB/s, %% of the best bandwidth seen in this run (1T %.2f, %dT %.2f GB/s) and %% of the\n"
            "best bandwidth of the passes interleaved with that type's GEMV passes (local; the VM's\n"
            "bandwidth drifts with other tenants, so local is the fairer pairing)\n",
@@ -369,7 +293,7 @@ int main(int argc, char **argv) {
       printf("  %-5s 1T %6.2f GB/s %5.1f%% (local %5.1f%%)   %dT %6.2f GB/s %5.1f%% (local %5.1f%%)\n",
              il_dtype_name(types[ti]), res[ti][0], 100 * res[ti][0] / bw1, 100 * res[ti][0] / local[ti][0], nth,
              res[ti][1], 100 * res[ti][1] / bwn, 100 * res[ti][1] / local[ti][1]);
-    il_mem_free(bw_buf);
+    il_membw_free(&bw);
   }
 
   if (do_levels) {

@@ -674,7 +674,7 @@ static il_status il__range(const il_gguf *g, const il__kv *e, bool neg, uint64_t
 }
 
 il_status il_gguf_get_u32(const il_gguf *g, const char *key, uint32_t *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   bool neg;
   uint64_t u;
   IL_TRY(il__get(g, key, &e));
@@ -685,7 +685,7 @@ il_status il_gguf_get_u32(const il_gguf *g, const char *key, uint32_t *out) {
 }
 
 il_status il_gguf_get_u64(const il_gguf *g, const char *key, uint64_t *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   bool neg;
   uint64_t u;
   IL_TRY(il__get(g, key, &e));
@@ -696,7 +696,7 @@ il_status il_gguf_get_u64(const il_gguf *g, const char *key, uint64_t *out) {
 }
 
 il_status il_gguf_get_i64(const il_gguf *g, const char *key, int64_t *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   bool neg;
   uint64_t u;
   IL_TRY(il__get(g, key, &e));
@@ -707,7 +707,7 @@ il_status il_gguf_get_i64(const il_gguf *g, const char *key, int64_t *out) {
 }
 
 il_status il_gguf_get_f32(const il_gguf *g, const char *key, float *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   IL_TRY(il__get(g, key, &e));
   const uint8_t *p = g->base + e->val_pos;
   if (e->type == IL_GGUF_F32) {
@@ -723,7 +723,7 @@ il_status il_gguf_get_f32(const il_gguf *g, const char *key, float *out) {
 }
 
 il_status il_gguf_get_bool(const il_gguf *g, const char *key, bool *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   IL_TRY(il__get(g, key, &e));
   if (e->type != IL_GGUF_BOOL) return il__wrong_type(g, e, "bool");
   *out = g->base[e->val_pos] != 0;
@@ -731,7 +731,7 @@ il_status il_gguf_get_bool(const il_gguf *g, const char *key, bool *out) {
 }
 
 il_status il_gguf_get_str(const il_gguf *g, const char *key, il_gguf_str *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   IL_TRY(il__get(g, key, &e));
   if (e->type != IL_GGUF_STRING) return il__wrong_type(g, e, "string");
   out->len = il__rd64(g->base + e->val_pos);
@@ -741,7 +741,7 @@ il_status il_gguf_get_str(const il_gguf *g, const char *key, il_gguf_str *out) {
 
 il_status il_gguf_get_arr(const il_gguf *g, const char *key, il_gguf_type *elem_type, uint64_t *n,
                           const void **data) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   IL_TRY(il__get(g, key, &e));
   if (e->type != IL_GGUF_ARRAY) return il__wrong_type(g, e, "array");
   if (elem_type) *elem_type = (il_gguf_type)e->elem_type;
@@ -754,7 +754,7 @@ il_status il_gguf_get_arr(const il_gguf *g, const char *key, il_gguf_type *elem_
 }
 
 il_status il_gguf_arr_str(const il_gguf *g, const char *key, uint64_t i, il_gguf_str *out) {
-  const il__kv *e;
+  const il__kv *e = NULL;
   IL_TRY(il__get(g, key, &e));
   if (e->type != IL_GGUF_ARRAY || e->elem_type != IL_GGUF_STRING) return il__wrong_type(g, e, "array of string");
   if (i >= e->n)

@@ -3,12 +3,12 @@
 
 #include <fcntl.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "backend/cpu/membw.h"
 #include "core/timer.h"
 #include "probe/host.h"
 
@@ -81,37 +81,8 @@ static double il__cpu_seconds(void) {
 
 /* ---- roofline ----------------------------------------------------------------------------- */
 
-typedef struct {
-  int ms;
-  double gbps;
-  il_status st;
-} il__bw_job;
-
-static void *il__bw_thread(void *arg) {
-  il__bw_job *j = arg;
-  j->st = il_host_measure_read_bandwidth((size_t)64 << 20, j->ms, &j->gbps);
-  return NULL;
-}
-
 il_status il_bench_measure_roofline(int threads, int ms, double *gbps) {
-  *gbps = 0;
-  if (threads < 1) threads = 1;
-  if (threads > 256) threads = 256;
-  il__bw_job jobs[256];
-  pthread_t th[256];
-  int started = 0;
-  for (int i = 0; i < threads; i++) {
-    jobs[i] = (il__bw_job){ms, 0, IL_OK};
-    if (pthread_create(&th[i], NULL, il__bw_thread, &jobs[i]) != 0) break;
-    started++;
-  }
-  il_status st = started ? IL_OK : il_error(IL_ERR_INTERNAL, "roofline: cannot start a thread");
-  for (int i = 0; i < started; i++) {
-    pthread_join(th[i], NULL);
-    if (jobs[i].st != IL_OK) st = jobs[i].st;
-    *gbps += jobs[i].gbps;
-  }
-  return st;
+  return il_cpu_read_bandwidth(threads < 1 ? 1 : threads, IL_MEMBW_DEFAULT_BYTES, ms, gbps);
 }
 
 /* ---- one repetition ----------------------------------------------------------------------- */

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/text.h"
+#include "backend/cpu/membw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 
@@ -231,7 +233,7 @@ static void il__check_driver(il_doctor *dr) {
     char names[300] = "";
     for (int i = 0; i < s->n_devices; i++) {
       size_t l = strlen(names);
-      snprintf(names + l, sizeof names - l, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
+      il_appendf(names, sizeof names, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
     }
     c = il__check_add(dr, "driver.nvml", IL_VERDICT_OK, 0, "driver %s (supports CUDA %s), %d GPU%s: %s", s->driver_version,
                       cv, n, n == 1 ? "" : "s", names);
@@ -595,13 +597,13 @@ static void il__check_runtime_arch(il_doctor *dr) {
       if (a.ptx[k] && a.cc[k] <= cc[i] && a.cc[k] > ptx_from) ptx_from = a.cc[k];
     }
     size_t l = strlen(text);
-    if (sass) snprintf(text + l, sizeof text - l, "%sGPU %d sm_%d: SASS", l ? "; " : "", i, cc[i]);
+    if (sass) il_appendf(text, sizeof text, "%sGPU %d sm_%d: SASS", l ? "; " : "", i, cc[i]);
     else if (ptx_from) {
-      snprintf(text + l, sizeof text - l, "%sGPU %d sm_%d: PTX %d JIT-compiled at first launch", l ? "; " : "", i, cc[i], ptx_from);
+      il_appendf(text, sizeof text, "%sGPU %d sm_%d: PTX %d JIT-compiled at first launch", l ? "; " : "", i, cc[i], ptx_from);
       if (worst < IL_VERDICT_WARN) worst = IL_VERDICT_WARN;
       if (!bad_cc) bad_cc = cc[i];
     } else {
-      snprintf(text + l, sizeof text - l, "%sGPU %d %s sm_%d: no kernel image (no SASS or PTX)", l ? "; " : "", i, names[i], cc[i]);
+      il_appendf(text, sizeof text, "%sGPU %d %s sm_%d: no kernel image (no SASS or PTX)", l ? "; " : "", i, names[i], cc[i]);
       worst = IL_VERDICT_FAIL;
       bad_cc = cc[i];
     }
@@ -624,7 +626,7 @@ static void il__check_runtime_features(il_doctor *dr) {
   char text[400] = "";
   for (int i = 0; i < n; i++) {
     size_t l = strlen(text);
-    snprintf(text + l, sizeof text - l, "%sGPU %d sm_%d: FP16%s%s%s%s", l ? "; " : "", i, cc[i], cc[i] >= 70 ? ", tensor cores" : "",
+    il_appendf(text, sizeof text, "%sGPU %d sm_%d: FP16%s%s%s%s", l ? "; " : "", i, cc[i], cc[i] >= 70 ? ", tensor cores" : "",
              cc[i] >= 80 ? ", BF16" : ", no BF16 (needs 8.0)", cc[i] >= 89 ? ", FP8" : ", no FP8 (needs 8.9)",
              cc[i] < 80 ? ": use --dtype f16" : "");
   }
@@ -725,7 +727,7 @@ static void il__check_visibility(il_doctor *dr) {
     char map[300] = "";
     for (int i = 0; i < v->n_visible; i++) {
       size_t l = strlen(map);
-      snprintf(map + l, sizeof map - l, "%scuda:%d=GPU %d", l ? ", " : "", i, v->phys[i]);
+      il_appendf(map, sizeof map, "%scuda:%d=GPU %d", l ? ", " : "", i, v->phys[i]);
     }
     if (v->n_visible == 0) {
       c = il__check_add(dr, "visibility.cuda", IL_VERDICT_FAIL, 14, "CUDA_VISIBLE_DEVICES=\"%s\" hides every GPU: %s%s",
@@ -784,7 +786,7 @@ static void il__check_visibility(il_doctor *dr) {
     char ents[200] = "";
     for (int i = 0; i < nv->n_entries; i++) {
       size_t l = strlen(ents);
-      snprintf(ents + l, sizeof ents - l, "%s%s (%s)", l ? ", " : "", nv->entries[i], nv->kind[i]);
+      il_appendf(ents, sizeof ents, "%s%s (%s)", l ? ", " : "", nv->entries[i], nv->kind[i]);
     }
     if (nv->mode == IL_NVVIS_LIST)
       c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES=%s: %d GPU%s injected into this container", ents,
@@ -814,16 +816,16 @@ static void il__check_gpus(il_doctor *dr) {
       size_t l = strlen(text);
       if (d->mig_current == 1) enabled++;
       if (d->mig_current == 1 && d->mig_devices == 0) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: MIG enabled but no GPU/compute instances, so CUDA sees no device", l ? "; " : "", i);
+        il_appendf(text, sizeof text, "%sGPU %d: MIG enabled but no GPU/compute instances, so CUDA sees no device", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
         gpu = i;
       } else if (d->mig_pending >= 0 && d->mig_pending != d->mig_current) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: MIG mode change pending (current %d, pending %d): needs a GPU reset", l ? "; " : "", i,
+        il_appendf(text, sizeof text, "%sGPU %d: MIG mode change pending (current %d, pending %d): needs a GPU reset", l ? "; " : "", i,
                  d->mig_current, d->mig_pending);
         if (v < IL_VERDICT_WARN) v = IL_VERDICT_WARN;
         if (gpu < 0) gpu = i;
       } else if (d->mig_current == 1) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: MIG enabled, %d MIG device%s (one per process is enumerated by CUDA)", l ? "; " : "", i,
+        il_appendf(text, sizeof text, "%sGPU %d: MIG enabled, %d MIG device%s (one per process is enumerated by CUDA)", l ? "; " : "", i,
                  d->mig_devices, d->mig_devices == 1 ? "" : "s");
       }
     }
@@ -855,11 +857,11 @@ static void il__check_gpus(il_doctor *dr) {
         char u[32], t[32];
         il_mem_format_bytes((size_t)d->mem_used, u, sizeof u);
         il_mem_format_bytes((size_t)d->mem_total, t, sizeof t);
-        snprintf(text + l, sizeof text - l, "%sGPU %d: %s of %s already used by %d process%s", l ? "; " : "", i, u, t, d->n_procs,
+        il_appendf(text, sizeof text, "%sGPU %d: %s of %s already used by %d process%s", l ? "; " : "", i, u, t, d->n_procs,
                  d->n_procs == 1 ? "" : "es");
         for (int k = 0; k < d->n_procs; k++) {
           size_t fl = strlen(fixpids);
-          snprintf(fixpids + fl, sizeof fixpids - fl, "%s%u", fl ? " " : "", d->procs[k].pid);
+          il_appendf(fixpids, sizeof fixpids, "%s%u", fl ? " " : "", d->procs[k].pid);
         }
         if (v < IL_VERDICT_WARN) v = IL_VERDICT_WARN;
       } else if (idle_gpu < 0) {
@@ -868,10 +870,10 @@ static void il__check_gpus(il_doctor *dr) {
       }
       l = strlen(text);
       if (d->compute_mode == 2) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: compute mode Prohibited (no CUDA contexts allowed)", l ? "; " : "", i);
+        il_appendf(text, sizeof text, "%sGPU %d: compute mode Prohibited (no CUDA contexts allowed)", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
       } else if (d->compute_mode == 3 && d->n_procs > 0) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: compute mode Exclusive_Process and already in use", l ? "; " : "", i);
+        il_appendf(text, sizeof text, "%sGPU %d: compute mode Exclusive_Process and already in use", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
       }
     }
@@ -899,14 +901,14 @@ static void il__check_gpus(il_doctor *dr) {
       const il_nvml_device *d = &s->devices[i];
       size_t l = strlen(text);
       if (d->handle_rc == IL_NVML_ERROR_GPU_IS_LOST) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d has fallen off the bus (NVML_ERROR_GPU_IS_LOST)", l ? "; " : "", i);
+        il_appendf(text, sizeof text, "%sGPU %d has fallen off the bus (NVML_ERROR_GPU_IS_LOST)", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
         scen = 10;
       } else if (d->handle_rc) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: cannot get a handle (%s)", l ? "; " : "", i, il_nvml_code_name(d->handle_rc));
+        il_appendf(text, sizeof text, "%sGPU %d: cannot get a handle (%s)", l ? "; " : "", i, il_nvml_code_name(d->handle_rc));
         v = IL_VERDICT_FAIL;
       } else if (d->ecc_uncorrected_volatile > 0 || d->retired_pending == 1) {
-        snprintf(text + l, sizeof text - l, "%sGPU %d: %lld uncorrectable ECC error%s since boot%s", l ? "; " : "", i,
+        il_appendf(text, sizeof text, "%sGPU %d: %lld uncorrectable ECC error%s since boot%s", l ? "; " : "", i,
                  d->ecc_uncorrected_volatile > 0 ? d->ecc_uncorrected_volatile : 0, d->ecc_uncorrected_volatile == 1 ? "" : "s",
                  d->retired_pending == 1 ? ", page retirement pending (needs reset)" : "");
         if (v < IL_VERDICT_WARN) v = IL_VERDICT_WARN;
@@ -959,7 +961,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
     for (int i = 0; i < dr->fs.n_groups; i++) dr->fs.groups[i] = opt->groups[i];
   }
   il_host_probe(&dr->fs, &dr->host);
-  if (opt->bandwidth_ms > 0) il_host_measure_read_bandwidth((size_t)256 << 20, opt->bandwidth_ms, &dr->host.read_gbps);
+  if (opt->bandwidth_ms > 0) il_cpu_read_bandwidth(0, IL_MEMBW_DEFAULT_BYTES, opt->bandwidth_ms, &dr->host.read_gbps);
   il__platform_facts(dr);
   il__container_facts(dr);
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "memory/mem.h"
 #include "probe/checks.h"
 
@@ -372,7 +373,7 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
       if (il_sysfs_read(fs, rel, text, 1 << 18, NULL) != IL_OK || !strstr(text, "nvidia.com/")) continue;
       n_specs++;
       size_t l = strlen(specs);
-      snprintf(specs + l, sizeof specs - l, "%s%s", l ? " " : "", rel);
+      il_appendf(specs, sizeof specs, "%s%s", l ? " " : "", rel);
       /* Stale: library paths carry the driver version the spec was generated for. */
       const char *lib = strstr(text, "libcuda.so.");
       if (!lib) lib = strstr(text, "libnvidia-ml.so.");
@@ -383,7 +384,7 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
         while (vl && ver[vl - 1] == '.') ver[--vl] = 0;
         if (strchr(ver, '.') && strcmp(ver, drv)) {
           l = strlen(stale);
-          snprintf(stale + l, sizeof stale - l, "%s%s was generated for driver %s (running %s)", l ? "; " : "", rel, ver, drv);
+          il_appendf(stale, sizeof stale, "%s%s was generated for driver %s (running %s)", l ? "; " : "", rel, ver, drv);
         }
       }
       /* Stale: a device node the spec injects that does not exist. */
@@ -392,7 +393,7 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
         if (sscanf(p + 6, "%127s", node) != 1) continue;
         if (!il_sysfs_exists(fs, node)) {
           l = strlen(stale);
-          snprintf(stale + l, sizeof stale - l, "%s%s lists %s, which does not exist", l ? "; " : "", rel, node);
+          il_appendf(stale, sizeof stale, "%s%s lists %s, which does not exist", l ? "; " : "", rel, node);
           break;
         }
       }

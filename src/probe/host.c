@@ -77,43 +77,4 @@ void il_host_probe(const il_sysfs *fs, il_host_info *h) {
   il_sysfs_read_line(fs, "/proc/sys/kernel/osrelease", h->kernel, sizeof h->kernel);
 }
 
-static double il__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-il_status il_host_measure_read_bandwidth(size_t bytes, int ms, double *gbps) {
-  *gbps = 0;
-  if (bytes < ((size_t)8 << 20)) bytes = (size_t)8 << 20;
-  size_t n = bytes / sizeof(uint64_t);
-  uint64_t *buf = il_mem_alloc(IL_MEM_WORKSPACE, n * sizeof *buf, "doctor bandwidth buffer");
-  if (!buf) return IL_ERR_OOM;
-  for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page before timing */
-  double best = 0, start = il__now(), limit = (ms > 0 ? ms : 200) * 1e-3;
-  volatile uint64_t sink = 0;
-  int passes = 0;
-  do {
-    double t0 = il__now();
-    /* Four independent accumulators so the adds are not one dependency chain. */
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-      s0 += buf[i];
-      s1 += buf[i + 1];
-      s2 += buf[i + 2];
-      s3 += buf[i + 3];
-    }
-    sink += s0 + s1 + s2 + s3;
-    double dt = il__now() - t0;
-    if (dt > 0) {
-      double g = (double)(n * sizeof *buf) / dt / 1e9;
-      if (g > best) best = g;
-    }
-    passes++;
-  } while (il__now() - start < limit || passes < 2);
-  (void)sink;
-  il_mem_free(buf);
-  *gbps = best;
-  return IL_OK;
-}

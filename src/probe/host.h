@@ -26,14 +26,10 @@ typedef struct {
   long long hugepages_total; /* explicit huge pages (HugePages_Total), -1 unknown */
   long long hugepage_size;   /* bytes */
   char kernel[128];        /* /proc/sys/kernel/osrelease */
-  double read_gbps;        /* measured; 0 when not measured */
+  double read_gbps;        /* measured by backend/cpu/membw on all cores; 0 when not measured */
 } il_host_info;
 
 /* Fills h from fs. Never fails: unknown fields stay empty or -1. Measures nothing. */
 void il_host_probe(const il_sysfs *fs, il_host_info *h);
-/* Measures read bandwidth in GB/s (1e9 bytes/s): sums a buffer of `bytes` (at least 8 MiB
- * are used) repeatedly for about `ms` milliseconds on one thread and returns the best pass.
- * IL_ERR_OOM when the buffer cannot be allocated. */
-il_status il_host_measure_read_bandwidth(size_t bytes, int ms, double *gbps);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/text.h"
 #include "memory/mem.h"
 #include "probe/checks.h"
 
@@ -305,7 +306,7 @@ static void il__check_devnodes(il_doctor *dr) {
     if (!st.exists) {
       if (strcmp(nodes[i], "/dev/nvidia-uvm")) {
         size_t l = strlen(missing);
-        snprintf(missing + l, sizeof missing - l, "%s%s", l ? " " : "", nodes[i]);
+        il_appendf(missing, sizeof missing, "%s%s", l ? " " : "", nodes[i]);
       }
       continue;
     }
@@ -314,12 +315,12 @@ static void il__check_devnodes(il_doctor *dr) {
     il__check_ev(&tmp, nodes[i], "%s", mt);
     if (il_sysfs_is_real(fs) && !st.is_char) {
       size_t l = strlen(missing);
-      snprintf(missing + l, sizeof missing - l, "%s%s(not a device)", l ? " " : "", nodes[i]);
+      il_appendf(missing, sizeof missing, "%s%s(not a device)", l ? " " : "", nodes[i]);
       continue;
     }
     if (!il_sysfs_may(fs, &st, 6)) {
       size_t l = strlen(denied);
-      snprintf(denied + l, sizeof denied - l, "%s%s (%s)", l ? ", " : "", nodes[i], mt);
+      il_appendf(denied, sizeof denied, "%s%s (%s)", l ? ", " : "", nodes[i], mt);
       if (!deny_any) denied_st = st;
       deny_any = true;
       deny_gid = st.gid;
@@ -386,15 +387,15 @@ void il__platform_checks_virt(il_doctor *dr) {
                        : !strcmp(g->driver, "nvidia") ? "usable"
                                                       : "other driver";
     size_t l = strlen(list);
-    snprintf(list + l, sizeof list - l, "%s%s 10de:%04x %s: %s", l ? "; " : "", g->bdf, g->device_id, g->driver[0] ? g->driver : "none", what);
+    il_appendf(list, sizeof list, "%s%s 10de:%04x %s: %s", l ? "; " : "", g->bdf, g->device_id, g->driver[0] ? g->driver : "none", what);
     if (!strcmp(g->driver, "vfio-pci")) {
       n_vfio++;
       l = strlen(vfio);
-      snprintf(vfio + l, sizeof vfio - l, "%s%s", l ? " " : "", g->bdf);
+      il_appendf(vfio, sizeof vfio, "%s%s", l ? " " : "", g->bdf);
     } else if (!g->driver[0]) {
       n_none++;
       l = strlen(none);
-      snprintf(none + l, sizeof none - l, "%s%s", l ? " " : "", g->bdf);
+      il_appendf(none, sizeof none, "%s%s", l ? " " : "", g->bdf);
     } else if (!strcmp(g->driver, "nvidia")) {
       n_nvidia++;
     }

@@ -1,0 +1,13 @@
+/* core/text: small string helpers shared by report writers.
+ * Not for: parsing (each format has its own reader). */
+#ifndef IL_CORE_TEXT_H
+#define IL_CORE_TEXT_H
+
+#include <stddef.h>
+
+/* Appends printf-formatted text to the NUL-terminated string in buf[cap], truncating at the
+ * end of the buffer (always NUL-terminated). Returns the length it would have had without
+ * truncation. Can't fail. */
+size_t il_appendf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
