@@ -59,6 +59,11 @@ struct il_backend {
 
   /* y[t][r] = W[r] . x[t]  for x [n_tok x n_in], y [n_tok x ldy]. */
   il_status (*matmul)(il_backend *b, const il_weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy);
+  /* The same for n weights that read the same x: y[i][t][r] = W_i[r] . x[t], y[i] [n_tok x
+   * ldy[i]]. Lets a backend read x once for Q, K and V or gate and up. (optional: NULL when
+   * the backend lacks it; callers then make n matmul calls) */
+  il_status (*matmul_multi)(il_backend *b, int n, const il_weight *const *w, const float *x, int64_t n_tok,
+                            float *const *y, const int64_t *ldy);
   /* y[t] = x[t] / rms(x[t]) * g   for [n_tok x n]; y may alias x. */
   void (*rmsnorm)(il_backend *b, float *y, const float *x, const float *g, int64_t n, int64_t n_tok, float eps);
   /* Rotates the first n_rot dims of each head of x [n_tok x n_heads*head_dim] in place, at

@@ -315,6 +315,14 @@ void il_forward_state_free(il_forward_state *st, il_backend *b) {
   memset(st, 0, sizeof *st);
 }
 
+/* y[i] = W_i x for weights that share x, through the backend's fused op when it has one. */
+static il_status il__matmul_shared(il_backend *b, int n, const il_weight *const *w, const float *x, int64_t n_tok,
+                                   float *const *y, const int64_t *ldy) {
+  if (b->matmul_multi) return b->matmul_multi(b, n, w, x, n_tok, y, ldy);
+  for (int i = 0; i < n; i++) IL_TRY(b->matmul(b, w[i], x, n_tok, y[i], ldy[i]));
+  return IL_OK;
+}
+
 il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *st, const il_batch_entry *batch,
                            int32_t n, const il_kv_view *kv, float *logits) {
   const il_hparams *hp = &m->hp;
@@ -342,9 +350,10 @@ il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *s
     const il_layer *L = &m->layers[l];
     /* attention block */
     b->rmsnorm(b, st->xb, st->x, L->attn_norm, dim, n, hp->norm_eps);
-    IL_TRY(b->matmul(b, &L->wq, st->xb, n, st->q, q_dim));
-    IL_TRY(b->matmul(b, &L->wk, st->xb, n, st->k, kv_dim));
-    IL_TRY(b->matmul(b, &L->wv, st->xb, n, st->v, kv_dim));
+    const il_weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
+    float *const yqkv[3] = {st->q, st->k, st->v};
+    const int64_t ldqkv[3] = {q_dim, kv_dim, kv_dim};
+    IL_TRY(il__matmul_shared(b, 3, wqkv, st->xb, n, yqkv, ldqkv));
     if (L->bq) {
       b->add_bias(b, st->q, L->bq, q_dim, n);
       b->add_bias(b, st->k, L->bk, kv_dim, n);
@@ -363,8 +372,10 @@ il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *s
     b->add(b, st->x, st->xo, n * dim);
     /* feed-forward block */
     b->rmsnorm(b, st->xb, st->x, L->ffn_norm, dim, n, hp->norm_eps);
-    IL_TRY(b->matmul(b, &L->w_gate, st->xb, n, st->hb, ff));
-    IL_TRY(b->matmul(b, &L->w_up, st->xb, n, st->hb2, ff));
+    const il_weight *wgu[2] = {&L->w_gate, &L->w_up};
+    float *const ygu[2] = {st->hb, st->hb2};
+    const int64_t ldgu[2] = {ff, ff};
+    IL_TRY(il__matmul_shared(b, 2, wgu, st->xb, n, ygu, ldgu));
     b->swiglu(b, st->hb, st->hb2, n * ff);
     IL_TRY(b->matmul(b, &L->w_down, st->hb, n, st->xo, dim));
     b->add(b, st->x, st->xo, n * dim);

@@ -98,6 +98,9 @@ static inline void il__k4_scales(const uint8_t *packed, uint64_t *sc, uint64_t *
 /* Set once by the ISA detection in matmul.c: the CPU has GFNI (the AVX-512 Q4 kernels use one
  * GFNI instruction when it does). Tests may clear it to exercise the other path. */
 extern _Atomic bool il__cpu_gfni;
+/* Set likewise: the CPU has AVX512_VBMI (the AVX-512 Q4_0 kernel gathers its nibbles with one
+ * vpermt2b when it has both VBMI and GFNI). */
+extern _Atomic bool il__cpu_vbmi;
 
 /* Per-ISA tables. Entries are NULL where a level has no kernel of its own; the driver falls
  * back to the scalar entry. */

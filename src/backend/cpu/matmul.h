@@ -44,4 +44,20 @@ il_status il_cpu_matmul(il_pool *pool, il_dtype wtype, const void *w, size_t w_s
                         int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y,
                         int64_t ldy, void *work);
 
+/* Several weight matrices of one type that read the same input (Q, K and V; gate and up),
+ * computed as one task: the activations are quantized once and all threads work through the
+ * rows of every part in one list, with one barrier. Part i computes
+ * parts[i].y[t * parts[i].ldy + r] = W_i[r] . x[t]. Same errors as il_cpu_matmul, and
+ * IL_ERR_INVALID_ARG for n_parts outside 1..IL_CPU_MM_MAX_PARTS. */
+#define IL_CPU_MM_MAX_PARTS 4
+typedef struct {
+  const void *w;
+  size_t w_stride;
+  int64_t n_out;
+  float *y;
+  int64_t ldy;
+} il_cpu_mm_part;
+il_status il_cpu_matmul_multi(il_pool *pool, il_dtype wtype, int n_parts, const il_cpu_mm_part *parts,
+                              int64_t n_in, const float *x, int64_t n_tok, void *work);
+
 #endif

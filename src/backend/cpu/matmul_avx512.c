@@ -319,13 +319,35 @@ IL__INLINE __m512i il__gfni_hi_nibbles(__m512i q) {
   return r;
 }
 
+/* Q4_0 with VBMI: a row's 4 blocks (72 bytes) come in as one 64-byte load plus a 16-byte load
+ * of the last block's nibbles; one two-table byte permute (vpermt2b) gathers the four 16-byte
+ * nibble arrays, and two word permutes (vpermt2w) gather the 16 fp16 scales of 4 rows. That
+ * replaces 4 loads and 3 inserts per row and 4 scalar scale loads with their shifts and ORs:
+ * the front end, not the loads, limited this kernel. Inline asm for the one VBMI instruction,
+ * used only when CPUID reports VBMI (il__cpu_vbmi). */
+IL__INLINE __m512i il__vbmi_perm2(__m512i z, __m512i idx, __m512i t2) {
+  __asm__("vpermt2b %[t2], %[idx], %[z]" : [z] "+v"(z) : [idx] "v"(idx), [t2] "v"(t2));
+  return z;
+}
+IL__INLINE __m512i il__q4_nib_idx(void) { /* out byte 16b + j = block b's qs[j] */
+  uint8_t ix[64];
+  for (int b = 0; b < 4; b++)
+    for (int j = 0; j < 16; j++) ix[16 * b + j] = (uint8_t)(b < 3 ? 18 * b + 2 + j : 64 + j);
+  return _mm512_loadu_si512(ix);
+}
+IL__INLINE __m512i il__q4_scale_idx(void) { /* words 0..3: table 1's block scales, 4..7: table 2's */
+  return _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27,
+                          18, 9, 0);
+}
+
 IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q41,
-                            const bool gfni) {
+                            const bool gfni, const bool vbmi) {
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0), qo = q41 ? 4 : 2;
   const size_t pf = il__pf_dist(R, a->w_stride);
   const __m512i idx4 = il__row_idx(0);
   const __m512i m0f = _mm512_set1_epi8(0x0F);
+  const __m512i nib_idx = il__q4_nib_idx(), sc_idx = il__q4_scale_idx();
   __m512 acc[4][4], accm[4];
   float tail[4][4] = {{0}};
   const uint8_t *w[4], *xq[4], *aux[4];
@@ -341,11 +363,18 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
 #pragma GCC unroll 2
   for (int64_t g = 0; g < ng; g++) {
-    __m512i lo[4], hi[4], sd = _mm512_setzero_si512(), sm = _mm512_setzero_si512();
+    __m512i lo[4], hi[4], zr[4], sd = _mm512_setzero_si512(), sm = _mm512_setzero_si512();
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + g * 4 * bs;
       il__prefetch(p + pf);
       il__prefetch(p + pf + 64);
+      if (vbmi) {
+        zr[i] = _mm512_loadu_si512(p);
+        const __m512i q = il__vbmi_perm2(zr[i], nib_idx, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 56))));
+        lo[i] = _mm512_and_si512(q, m0f);
+        hi[i] = il__gfni_hi_nibbles(q);
+        continue;
+      }
       const uint64_t d4 = il__u16(p) | il__u16(p + bs) << 16 | il__u16(p + 2 * bs) << 32 | il__u16(p + 3 * bs) << 48;
       sd = _mm512_mask_set1_epi64(sd, (__mmask8)(1u << i), (long long)d4);
       if (q41) {
@@ -360,6 +389,12 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
       const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q01), q23, 1);
       lo[i] = _mm512_and_si512(q, m0f);
       hi[i] = gfni ? il__gfni_hi_nibbles(q) : _mm512_and_si512(_mm512_srli_epi16(q, 4), m0f);
+    }
+    if (vbmi) {
+      for (int i = R; i < 4; i++) zr[i] = zr[0];
+      const __m512i s01 = _mm512_permutex2var_epi16(zr[0], sc_idx, zr[1]);
+      const __m512i s23 = _mm512_permutex2var_epi16(zr[2], sc_idx, zr[3]);
+      sd = _mm512_inserti32x4(s01, _mm512_castsi512_si128(s23), 1);
     }
     const __m512 dw16 = _mm512_cvtph_ps(_mm512_castsi512_si256(sd));
     const __m512 m16 = _mm512_cvtph_ps(_mm512_castsi512_si256(sm));
@@ -408,23 +443,27 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   il__store(a, r, t, R, T, acc, tail);
 }
 IL__INLINE void il__tile_q4_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, false, false);
+  il__tile_q4(a, r, t, R, T, false, false, false);
 }
 IL__INLINE void il__tile_q4_1(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, true, false);
+  il__tile_q4(a, r, t, R, T, true, false, false);
 }
 IL__INLINE void il__tile_q4_0g(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, false, true);
+  il__tile_q4(a, r, t, R, T, false, true, false);
 }
 IL__INLINE void il__tile_q4_1g(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, true, true);
+  il__tile_q4(a, r, t, R, T, true, true, false);
+}
+IL__INLINE void il__tile_q4_0v(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q4(a, r, t, R, T, false, true, true);
 }
 IL__GEN_ROWS(il__rows_q4_0p, il__tile_q4_0, 4)
 IL__GEN_ROWS(il__rows_q4_1p, il__tile_q4_1, 4)
 IL__GEN_ROWS(il__rows_q4_0g, il__tile_q4_0g, 4)
 IL__GEN_ROWS(il__rows_q4_1g, il__tile_q4_1g, 4)
+IL__GEN_ROWS(il__rows_q4_0v, il__tile_q4_0v, 4)
 static void il__rows_q4_0(const il__mm_args *a, int64_t r0, int64_t r1) {
-  (il__cpu_gfni ? il__rows_q4_0g : il__rows_q4_0p)(a, r0, r1);
+  (il__cpu_gfni ? (il__cpu_vbmi ? il__rows_q4_0v : il__rows_q4_0g) : il__rows_q4_0p)(a, r0, r1);
 }
 static void il__rows_q4_1(const il__mm_args *a, int64_t r0, int64_t r1) {
   (il__cpu_gfni ? il__rows_q4_1g : il__rows_q4_1p)(a, r0, r1);

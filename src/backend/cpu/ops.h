@@ -1,0 +1,30 @@
+/* backend/cpu/ops: per-ISA kernels for the CPU backend's non-matmul ops (attention of one
+ * query head, SwiGLU), chosen by backend/cpu/cpu.c from the matmul's instruction-set level.
+ *
+ * The portable C versions stay in cpu.c (they are the fallback and the reference); a level's
+ * table has compiled = false when this binary was built without it.
+ * Not for: matmul kernels (backend/cpu/kernels.h) or op dispatch and threading (cpu.c).
+ */
+#ifndef IL_BACKEND_CPU_OPS_H
+#define IL_BACKEND_CPU_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[0..hd) = softmax(q . k_s * scale for s in [0, n_pos)) weighted sum of v_s, where
+ * k_s = k + s * kv_stride and v_s = v + s * kv_stride (floats). scores holds n_pos floats. */
+typedef void (*il__attn_head_fn)(float *out, const float *q, const float *k, const float *v, size_t kv_stride,
+                                 int64_t hd, int32_t n_pos, float scale, float *scores);
+/* gate[i] = silu(gate[i]) * up[i] for i < n. */
+typedef void (*il__swiglu_fn)(float *gate, const float *up, int64_t n);
+
+typedef struct {
+  bool compiled;
+  il__attn_head_fn attn_head;
+  il__swiglu_fn swiglu;
+} il__ops;
+
+extern const il__ops il__ops_avx512;
+
+#endif
