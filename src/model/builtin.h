@@ -4,7 +4,8 @@
  *   builtin:tiny  4 layers, dim 256, FFN 768, 8 heads / 4 KV heads, vocab 512, ~3.4M params
  *   builtin:1b    Llama-3.2-1B shapes: 16 layers, dim 2048, FFN 8192, 32 heads / 8 KV heads,
  *                 vocab 32000, separate output head (as in the peer measurements of
- *                 shared/research), ~1.24B params
+ *                 shared/research), 1.10B params (the real model's 128256-token
+ *                 vocabulary and tied head make it 1.24B)
  * Weights are uniform pseudo-random with variance 1/fan_in from a per-tensor, per-row seed, so
  * generation is parallel and the same on every machine; norms are 1. The vocabulary is
  * byte-level SentencePiece-style: <unk> <s> </s>, the 256 byte tokens <0xXX>, then letter
