@@ -113,7 +113,7 @@ static void test_run_and_evidence(const char *tmp) {
   snprintf(path, sizeof path, "%s/variant.conf", x.dir);
   IL_CHECK_OK(il_config_load(&b, path));
   int differ = 0;
-  char va[IL_CONFIG_STR_MAX * 4], vb[IL_CONFIG_STR_MAX * 4];
+  static char va[IL_CONFIG_PROMPT_MAX], vb[IL_CONFIG_PROMPT_MAX];
   for (const il_opt *o = il_config_options(); o->name; o++) {
     il_config_format(&a, o, va, sizeof va);
     il_config_format(&b, o, vb, sizeof vb);

@@ -1,4 +1,5 @@
 /* cli/run: `inferlab run`: generate text from a prompt, streamed as it is produced. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,13 +32,19 @@ static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
   return true;
 }
 
-static char *il__read_file(const char *path, size_t max, char *buf) {
+/* Reads the prompt file into buf[max]. IL_ERR_IO when it cannot be read, IL_ERR_RANGE when it
+ * does not fit (never a silently truncated prompt). */
+static il_status il__read_file(const char *path, size_t max, char *buf) {
   FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
+  if (!f) return il_error(IL_ERR_IO, "--file %s: cannot open: %s", path, strerror(errno));
   size_t n = fread(buf, 1, max - 1, f);
-  buf[n] = 0;
+  bool more = fgetc(f) != EOF;
+  bool err = ferror(f);
   fclose(f);
-  return buf;
+  if (err) return il_error(IL_ERR_IO, "--file %s: read error", path);
+  if (more) return il_error(IL_ERR_INVALID_ARG, "--file %s: the prompt is longer than %zu bytes", path, max - 1);
+  buf[n] = 0;
+  return IL_OK;
 }
 
 int il_cli_run(int argc, char **argv) {
@@ -58,9 +65,9 @@ int il_cli_run(int argc, char **argv) {
     il__run_help();
     return IL_EXIT_OK;
   }
-  if (file && !il__read_file(file, sizeof cfg.prompt, cfg.prompt)) {
-    il_error(IL_ERR_IO, "--file %s: cannot read the prompt file", file);
-    return il_cli_fail("run", IL_ERR_IO);
+  if (file) {
+    il_status fst = il__read_file(file, sizeof cfg.prompt, cfg.prompt);
+    if (fst != IL_OK) return il_cli_fail("run", fst);
   }
   il_engine *e = NULL;
   il_status st = il_engine_open(&cfg, &e);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory/mem.h"
+
 #define IL__O(field) offsetof(il_config, field), sizeof(((il_config *)0)->field)
 
 static const il_opt il__options[] = {
@@ -130,12 +132,21 @@ static char *il__trim(char *s) {
 il_status il_config_load(il_config *c, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return il_error(IL_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
-  char line[8192], where[1100];
+  const size_t cap = IL_CONFIG_PROMPT_MAX + 1024; /* the longest value plus its key */
+  char *line = il_mem_alloc(IL_MEM_OTHER, cap, "config line"), where[1100];
+  if (!line) {
+    fclose(f);
+    return IL_ERR_OOM;
+  }
   int lineno = 0;
   il_status st = IL_OK;
-  while (st == IL_OK && fgets(line, sizeof line, f)) {
+  while (st == IL_OK && fgets(line, (int)cap, f)) {
     lineno++;
     snprintf(where, sizeof where, "%s:%d", path, lineno);
+    if (strlen(line) == cap - 1 && line[cap - 2] != '\n') {
+      st = il_error(IL_ERR_INVALID_ARG, "%s: line is longer than %zu bytes", where, cap - 2);
+      break;
+    }
     char *s = il__trim(line);
     if (!*s || *s == '#') continue;
     char *eq = strchr(s, '=');
@@ -152,6 +163,7 @@ il_status il_config_load(il_config *c, const char *path) {
     }
     st = il_config_set(c, key, value, where);
   }
+  il_mem_free(line);
   fclose(f);
   return st;
 }
@@ -168,7 +180,7 @@ void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n) 
 }
 
 void il_config_write(const il_config *c, FILE *f) {
-  char buf[IL_CONFIG_STR_MAX * 4 + 8];
+  char buf[IL_CONFIG_PROMPT_MAX + 8];
   for (const il_opt *o = il__options; o->name; o++) {
     il_config_format(c, o, buf, sizeof buf);
     if (o->kind == IL_OPT_STR) fprintf(f, "%s = \"%s\"\n", o->name, buf);

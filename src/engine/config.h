@@ -17,6 +17,7 @@
 #include "core/status.h"
 
 #define IL_CONFIG_STR_MAX 1024
+#define IL_CONFIG_PROMPT_MAX 65536 /* bytes of prompt text, NUL included */
 
 typedef struct {
   char model[IL_CONFIG_STR_MAX]; /* GGUF path or builtin:NAME */
@@ -33,7 +34,7 @@ typedef struct {
   float repeat_penalty; /* 1 = off */
   int repeat_last_n;
   int n_predict;       /* tokens to generate; -1 = until end of generation or context */
-  char prompt[IL_CONFIG_STR_MAX * 4];
+  char prompt[IL_CONFIG_PROMPT_MAX];
   bool no_bos;         /* do not add BOS to the prompt */
   bool no_parse_special; /* treat control-token text in the prompt ("<|im_start|>") as text */
   bool ignore_eos;     /* keep generating past end-of-generation tokens */

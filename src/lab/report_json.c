@@ -16,7 +16,7 @@
 
 void il_report_json_config(const il_sweep_point *p, il_jsonw *w) {
   il_jsonw_obj(w);
-  char buf[IL_CONFIG_STR_MAX * 4 + 8];
+  char buf[IL_CONFIG_PROMPT_MAX + 8];
   for (const il_opt *o = il_config_options(); o->name; o++) {
     il_config_format(&p->cfg, o, buf, sizeof buf);
     il_jsonw_key(w, o->name);
