@@ -136,7 +136,7 @@ static void il__metric_chart(FILE *f, const il_report *r, il_bench_metric m) {
   double top;
   char title[160], ylabel[64];
   snprintf(title, sizeof title, "%s vs %s", mi->label, ma >= 0 ? r->sweep->axes[ma].name : "run");
-  snprintf(ylabel, sizeof ylabel, "%s (%s)", mi->key, unit);
+  snprintf(ylabel, sizeof ylabel, "%s", unit); /* the title names the metric */
   il__frame(f, mi->key, title, ylabel, vmax, &top);
   int pw = IL__W - IL__ML - IL__MR, ph = IL__H - IL__MT - IL__MB;
   double dx = (double)pw / (n_x > 0 ? n_x : 1);
