@@ -20,16 +20,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timer.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/membw.h"
 #include "core/quant.h"
 #include "memory/mem.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng_state = 88172645463325252ull;
 static float frand(void) {
@@ -151,17 +146,17 @@ static void mm(il_pool *pool, il_dtype t, const uint8_t *w, shape s, const float
 
 /* One generation pass over the whole model; per-shape seconds accumulate into sec[]. */
 static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y, void *work, double sec[N_SHAPES + 1]) {
-  const double t0 = now();
+  const double t0 = il_time_now();
   for (int l = 0; l < m->n_layers; l++)
     for (int s = 0; s < N_SHAPES; s++) {
-      const double a = now();
+      const double a = il_time_now();
       mm(pool, m->t, m->w[l][s], layer_shapes[s], x, 1, y, work);
-      sec[s] += now() - a;
+      sec[s] += il_time_now() - a;
     }
-  const double a = now();
+  const double a = il_time_now();
   mm(pool, m->t, m->out, out_shape, x, 1, y, work);
-  sec[N_SHAPES] += now() - a;
-  return now() - t0;
+  sec[N_SHAPES] += il_time_now() - a;
+  return il_time_now() - t0;
 }
 
 int main(int argc, char **argv) {
@@ -265,16 +260,16 @@ int main(int argc, char **argv) {
         il_pool *pool = pi == 0 ? pool1 : pooln;
         double best = 1e30, best1 = 1e30;
         for (int p = 0; p < 3; p++) {
-          double t0 = now();
+          double t0 = il_time_now();
           for (int s = 0; s < N_SHAPES; s++) mm(pool, t, m.w[0][s], layer_shapes[s], x, nt, y, work);
-          double dt = now() - t0;
+          double dt = il_time_now() - t0;
           if (dt < best) best = dt;
         }
         for (int p = 0; p < passes; p++) {
-          double t0 = now();
+          double t0 = il_time_now();
           for (int l = 0; l < m.n_layers; l++)
             for (int s = 0; s < N_SHAPES; s++) mm(pool, t, m.w[l][s], layer_shapes[s], x, 1, y, work);
-          double dt = (now() - t0) / m.n_layers;
+          double dt = (il_time_now() - t0) / m.n_layers;
           if (dt < best1) best1 = dt;
         }
         printf("  %dT GEMM 512 tok: %.1f GFLOP/s, %.3f ms/token/layer vs GEMV %.3f ms (%.1fx)\n", il_pool_size(pool),
@@ -310,9 +305,9 @@ int main(int argc, char **argv) {
         il_cpu_set_isa((il_isa)l);
         const int runs = l == 0 ? 5 : 50;
         mm(pool1, t, w, s, x, 1, y, work);
-        double t0 = now();
+        double t0 = il_time_now();
         for (int r = 0; r < runs; r++) mm(pool1, t, w, s, x, 1, y, work);
-        const double dt = (now() - t0) / runs;
+        const double dt = (il_time_now() - t0) / runs;
         if (l == 0) base = dt;
         printf("  %s %.3f ms (%.2f GB/s, %.1fx)", il_isa_name((il_isa)l), dt * 1e3, (double)mat_bytes(t, s) / dt / 1e9,
                base / dt);

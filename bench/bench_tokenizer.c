@@ -14,15 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/timer.h"
 #include "format/gguf.h"
 #include "memory/mem.h"
 #include "model/tokenizer.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *make_text(size_t len) {
   static const char *parts[] = {
@@ -52,9 +47,9 @@ static double time_tokenize(const il_vocab *v, const char *text, size_t len, siz
   int32_t *ids = NULL;
   double best = 1e30;
   for (int r = 0; r < 3; r++) {
-    double t0 = now();
+    double t0 = il_time_now();
     il_status s = il_tokenize_alloc(v, text, len, false, false, &ids, n_tok);
-    double t = now() - t0;
+    double t = il_time_now() - t0;
     if (s != IL_OK) {
       fprintf(stderr, "tokenize: %s\n", il_error_detail());
       return -1;
@@ -79,11 +74,11 @@ int main(int argc, char **argv) {
   double best = 1e30;
   volatile uint64_t sink = 0;
   for (int r = 0; r < 5; r++) {
-    double t0 = now();
+    double t0 = il_time_now();
     uint64_t h = 0;
     for (size_t i = 0; i < len; i++) h = h * 31 + (uint8_t)text[i];
     sink += h;
-    double t = now() - t0;
+    double t = il_time_now() - t0;
     if (t < best) best = t;
   }
   printf("text: %.2f MB mixed (prose, code, digits, accents, CJK, emoji, whitespace)\n", mb);

@@ -87,6 +87,9 @@ const char *il_test_tmpdir(void);
  * out may be NULL to discard), reads the rest, and returns its exit code (-1 when it did not
  * exit normally). */
 int il_test_run(const char *cmd, char *out, size_t cap);
+/* Reads a whole file into a fresh NUL-terminated buffer (free with free()); *len (may be NULL)
+ * gets its size. NULL when the file cannot be read. */
+char *il_test_read_file(const char *path, size_t *len);
 /* Deterministic uniform floats in [-1, 1). */
 float il_test_randf(uint64_t *state);
 

@@ -10,20 +10,6 @@
 static const char *cli;
 static char tmp[256];
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  size_t got = fread(b, 1, (size_t)n, f);
-  b[got] = 0;
-  fclose(f);
-  if (len) *len = got;
-  return b;
-}
-
 static void check_starts_with(const char *label, const char *got, const char *want) {
   size_t n = strlen(want);
   int ok = strncmp(got, want, n) == 0;
@@ -46,7 +32,7 @@ static void test_real_model(void) {
   snprintf(tok, sizeof tok, "%s", il_test_fixture("models/tok512.bin"));
   snprintf(gguf, sizeof gguf, "%s", il_test_fixture("models/stories260K-f32.gguf"));
   snprintf(golden_path, sizeof golden_path, "%s", il_test_fixture("models/stories260K.greedy-once-upon-a-time.txt"));
-  char *golden = slurp(golden_path, NULL);
+  char *golden = il_test_read_file(golden_path, NULL);
   IL_CHECK(golden != NULL);
   if (!golden) return;
   /* the file ends with the newline the reference printed after the text */
@@ -84,7 +70,7 @@ static void test_real_model(void) {
   snprintf(pa, sizeof pa, "%s/a.f32", tmp);
   snprintf(pb, sizeof pb, "%s/b.f32", tmp);
   size_t la = 0, lb = 0;
-  char *a = slurp(pa, &la), *b = slurp(pb, &lb);
+  char *a = il_test_read_file(pa, &la), *b = il_test_read_file(pb, &lb);
   IL_CHECK_INT(la, 4 * 512 * 4);
   IL_CHECK_INT(lb, la);
   if (a && b && la == lb) {

@@ -299,22 +299,10 @@ static il_status rewrite(const il_gguf *g, const char *path) {
   return st;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
-  *n = fread(p, 1, (size_t)sz, f);
-  fclose(f);
-  return p;
-}
-
 /* Byte-identical check of path against (ref, n); prints the first difference. */
 static void check_same_bytes(const char *what, const char *path, const uint8_t *ref, size_t n) {
   size_t m = 0;
-  uint8_t *got = slurp(path, &m);
+  uint8_t *got = (uint8_t *)il_test_read_file(path, &m);
   size_t i = 0;
   while (got && i < n && i < m && got[i] == ref[i]) i++;
   if (got && m == n && i == n) il_test_passed++;
@@ -454,7 +442,7 @@ static void test_writer(const char *dir) {
     /* rewrite of a writer-made file is byte-identical */
     IL_CHECK_OK(rewrite(g, p2));
     size_t n = 0;
-    uint8_t *orig = slurp(path, &n);
+    uint8_t *orig = (uint8_t *)il_test_read_file(path, &n);
     check_same_bytes("writer-made file", p2, orig, n);
     free(orig);
     il_gguf_close(g);
@@ -882,7 +870,7 @@ static void test_fixture_vocabs(const char *dir) {
     snprintf(out, sizeof out, "%s/vocab-%s.gguf", dir, names[k]);
     IL_CHECK_OK(rewrite(g, out));
     size_t m = 0;
-    uint8_t *ref = slurp(path, &m);
+    uint8_t *ref = (uint8_t *)il_test_read_file(path, &m);
     check_same_bytes(rel, out, ref, m);
     free(ref);
     printf("%s: %llu tokens, rewritten byte for byte\n", rel, (unsigned long long)n);

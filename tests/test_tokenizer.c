@@ -22,23 +22,6 @@
 
 /* ---- helpers ---- */
 
-static char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)sz + 1);
-  if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-    free(b);
-    b = NULL;
-  }
-  fclose(f);
-  if (b) b[sz] = '\0';
-  *n = (size_t)sz;
-  return b;
-}
-
 static size_t tok(const il_vocab *v, const char *text, size_t len, bool add, bool parse, int32_t *out,
                   size_t cap) {
   size_t n = 0;
@@ -292,7 +275,7 @@ static void test_fixture(const fixture_vocab *fv, const char *force_pre) {
   il_vocab *v = load_vocab(path_gguf, force_pre);
   if (!v) return;
   size_t ni, no;
-  char *inp = read_file(path_inp, &ni), *outs = read_file(path_out, &no);
+  char *inp = il_test_read_file(path_inp, &ni), *outs = il_test_read_file(path_out, &no);
   IL_CHECK(inp && outs);
   if (!inp || !outs) {
     free(inp);
@@ -364,7 +347,7 @@ static il_vocab *load_tok512(void) {
   const char *p = il_test_fixture("models/tok512.bin");
   if (!p) return NULL;
   size_t n;
-  char *b = read_file(p, &n);
+  char *b = il_test_read_file(p, &n);
   if (!b) return NULL;
   const char *toks[512];
   uint64_t lens[512];
@@ -435,7 +418,7 @@ static void test_tok512(void) {
   const char *sp = il_test_fixture("models/stories260K-samples.txt");
   if (sp) {
     size_t n;
-    char *text = read_file(sp, &n);
+    char *text = il_test_read_file(sp, &n);
     int32_t *x = malloc(sizeof(int32_t) * (n + 2)), *y = malloc(sizeof(int32_t) * (n + 2));
     size_t nx = tok(a, text, n, true, false, x, n + 2), ny = tok(b, text, n, true, false, y, n + 2);
     IL_CHECK(ids_equal(x, nx, y, ny));

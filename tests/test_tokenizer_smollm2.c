@@ -15,26 +15,9 @@
 #include "harness.h"
 #include "model/tokenizer.h"
 
-static char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)sz + 1);
-  if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-    free(b);
-    b = NULL;
-  }
-  fclose(f);
-  if (b) b[sz] = '\0';
-  *n = (size_t)sz;
-  return b;
-}
-
 static void check_case(const il_vocab *v, const char *text_path, const char *ids_line, bool parse_special) {
   size_t len;
-  char *text = slurp(text_path, &len);
+  char *text = il_test_read_file(text_path, &len);
   IL_CHECK(text != NULL);
   if (!text) return;
   int32_t want[4096];
@@ -80,7 +63,7 @@ int main(void) {
   snprintf(chat, sizeof chat, "%s/tokenizer_smollm2_chat.txt", dir);
   snprintf(ref, sizeof ref, "%s/tokenizer_smollm2_reference.ids", dir);
   size_t rl;
-  char *ids = slurp(ref, &rl);
+  char *ids = il_test_read_file(ref, &rl);
   if (!ids) {
     printf("SKIP: %s absent (set IL_SRC to the source tree)\n", ref);
     return 77;

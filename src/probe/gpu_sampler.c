@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timer.h"
 #include "memory/mem.h"
 
 struct il_gpu_sampler {
@@ -25,12 +26,6 @@ struct il_gpu_sampler {
   double util_sum[IL_NVML_MAX_DEVICES];
 };
 
-static double il__mono(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double il__wall(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -42,7 +37,7 @@ static double il__wall(void) {
 static void il__take_sample(il_gpu_sampler *s) {
   il_sample_set set;
   memset(&set, 0, sizeof set);
-  set.t = il__mono() - s->t0;
+  set.t = il_time_now() - s->t0;
   set.unix_time = il__wall();
   set.n_devices = s->n;
   for (int i = 0; i < s->n; i++) {
@@ -140,7 +135,7 @@ il_status il_gpu_sampler_start(const char *nvml_path, int interval_ms, il_gpu_sa
   }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
-  s->t0 = il__mono();
+  s->t0 = il_time_now();
   il__take_sample(s);
   if (pthread_create(&s->thread, NULL, il__thread, s) != 0) {
     il_gpu_sampler_stop(s);
