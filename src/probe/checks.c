@@ -4,13 +4,20 @@
 #include "probe/checks.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/text.h"
+#include "core/timer.h"
 #include "backend/cpu/membw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
@@ -638,6 +645,59 @@ static void il__check_runtime_features(il_doctor *dr) {
   }
 }
 
+/* Runs argv[0] (a path, not searched) with argv, no shell, stdin and stderr on /dev/null,
+ * and captures up to n-1 bytes of its stdout into buf. Gives up after timeout_ms (the child
+ * is killed and reaped). True when the program ran and exited with status 0. */
+static bool il__run_capture(char *const argv[], char *buf, size_t n, int timeout_ms) {
+  buf[0] = 0;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  extern char **environ;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return false;
+  }
+  size_t got = 0;
+  bool timed_out = false;
+  double deadline = il_time_now() + timeout_ms / 1000.0;
+  for (;;) {
+    int left = (int)((deadline - il_time_now()) * 1000.0);
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    int pr = poll(&pfd, 1, left);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    char tmp[1024];
+    ssize_t r = read(fds[0], tmp, sizeof tmp);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    size_t take = (size_t)r < n - 1 - got ? (size_t)r : n - 1 - got;
+    memcpy(buf + got, tmp, take);
+    got += take;
+  }
+  buf[got] = 0;
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  return !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 static void il__check_nvcc(il_doctor *dr) {
   char path[1024];
   il_check *c;
@@ -672,13 +732,10 @@ static void il__check_nvcc(il_doctor *dr) {
     }
   }
   if (!ver[0] && dr->opt.allow_exec && il_sysfs_is_real(&dr->fs)) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", path);
-    FILE *p = popen(cmd, "r");
-    if (p) {
-      size_t got = fread(text, 1, sizeof text - 1, p);
-      text[got] = 0;
-      pclose(p);
+    /* Executed directly (no shell), so a quote or `$(...)` in a PATH directory is just part
+     * of a file name. */
+    char *const argv[] = {path, (char *)"--version", NULL};
+    if (il__run_capture(argv, text, sizeof text, 5000)) {
       /* "Cuda compilation tools, release 13.0, V13.0.88": the V token has the patch level. */
       const char *v = strstr(text, ", V");
       if (v) sscanf(v + 3, "%31[0-9.]", ver);

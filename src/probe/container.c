@@ -8,7 +8,8 @@
  * docker's daemon.json ("runtimes": {"nvidia": ...}, "default-runtime"), containerd's
  * config.toml, and CDI specs in /etc/cdi and /var/run/cdi (present, and not stale: the driver
  * version in their library paths and their device nodes must match this machine).
- * daemon.json is read with a small JSON scanner (below); the TOML files by line.
+ * daemon.json is parsed with jansson (a real JSON parser: what dockerd refuses, doctor calls
+ * invalid, and the reverse); the TOML files by line.
  * Not for: starting or configuring anything; fixes are printed as commands. Declared in checks.h.
  */
 #include <ctype.h>
@@ -16,86 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core/text.h"
 #include "memory/mem.h"
 #include "probe/checks.h"
 
-/* ---- a minimal JSON scanner: enough to find members of objects ------------------------ */
-
-static const char *il__ws(const char *p) {
-  while (*p && isspace((unsigned char)*p)) p++;
-  return p;
-}
-
-/* Returns the first character after the JSON value at p, or NULL when malformed. */
-static const char *il__skip_value(const char *p, int depth) {
-  p = il__ws(p);
-  if (depth > 64) return NULL;
-  if (*p == '"') {
-    for (p++; *p && *p != '"'; p++)
-      if (*p == '\\' && p[1]) p++;
-    return *p == '"' ? p + 1 : NULL;
-  }
-  if (*p == '{' || *p == '[') {
-    char close = *p == '{' ? '}' : ']';
-    p = il__ws(p + 1);
-    if (*p == close) return p + 1;
-    for (;;) {
-      if (close == '}') {
-        p = il__skip_value(p, depth + 1); /* key */
-        if (!p) return NULL;
-        p = il__ws(p);
-        if (*p != ':') return NULL;
-        p++;
-      }
-      p = il__skip_value(p, depth + 1);
-      if (!p) return NULL;
-      p = il__ws(p);
-      if (*p == ',') {
-        p = il__ws(p + 1);
-        continue;
-      }
-      return *p == close ? p + 1 : NULL;
-    }
-  }
-  if (!*p) return NULL;
-  while (*p && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.')) p++;
-  return p;
-}
-
-/* Finds member `key` of the object starting at obj ('{'); returns its value or NULL. */
-static const char *il__json_member(const char *obj, const char *key) {
-  const char *p = il__ws(obj);
-  if (*p != '{') return NULL;
-  p = il__ws(p + 1);
-  size_t kl = strlen(key);
-  while (*p == '"') {
-    const char *k = p + 1;
-    const char *ke = il__skip_value(p, 0);
-    if (!ke) return NULL;
-    p = il__ws(ke);
-    if (*p != ':') return NULL;
-    const char *val = il__ws(p + 1);
-    if ((size_t)(ke - 1 - k) == kl && !strncmp(k, key, kl)) return val;
-    p = il__skip_value(val, 0);
-    if (!p) return NULL;
-    p = il__ws(p);
-    if (*p == ',') p = il__ws(p + 1);
-  }
-  return NULL;
-}
-
-/* Copies a JSON string value (no unescaping beyond dropping backslashes) into buf. */
-static bool il__json_string(const char *v, char *buf, size_t n) {
-  if (!v || *v != '"' || !n) return false;
-  size_t o = 0;
-  for (v++; *v && *v != '"' && o + 1 < n; v++) {
-    if (*v == '\\' && v[1]) v++;
-    buf[o++] = *v;
-  }
-  buf[o] = 0;
-  return true;
-}
+/* dockerd reads daemon.json whole; 1 MiB is far above any real one (they are a few KiB). */
+#define IL__DAEMON_JSON_MAX ((size_t)1 << 20)
 
 /* ---- facts ---------------------------------------------------------------------------- */
 
@@ -257,36 +186,62 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
     il__check_add(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
     return;
   }
-  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "daemon.json");
-  if (!text) return;
+  char *text = il_mem_alloc(IL_MEM_OTHER, IL__DAEMON_JSON_MAX + 1, "daemon.json");
+  if (!text) {
+    dr->oom = true;
+    return;
+  }
   const char *file = "/etc/docker/daemon.json";
-  il_status rs = il_sysfs_read(fs, file, text, 65536, NULL);
+  size_t len = 0;
+  il_status rs = il_sysfs_read(fs, file, text, IL__DAEMON_JSON_MAX + 1, &len);
   const char *home = il_sysfs_getenv(fs, "HOME");
   char rootless[600];
-  if (rs != IL_OK && home) {
+  if (rs == IL_ERR_NOT_FOUND && home) {
     /* Rootless docker reads $HOME/.config/docker/daemon.json. */
     snprintf(rootless, sizeof rootless, "%s/.config/docker/daemon.json", home);
-    if (il_sysfs_read(fs, rootless, text, 65536, NULL) == IL_OK) {
+    if (il_sysfs_read(fs, rootless, text, IL__DAEMON_JSON_MAX + 1, &len) == IL_OK) {
       rs = IL_OK;
       file = rootless;
     }
   }
-  bool has_nvidia = false, is_default = false, malformed = false;
-  char deflt[64] = "runc", rpath[256] = "";
-  if (rs == IL_OK) {
-    const char *end = il__skip_value(text, 0);
-    malformed = !end || *il__ws(end);
-    if (!malformed) {
-      const char *rts = il__json_member(text, "runtimes");
-      const char *nv = rts ? il__json_member(rts, "nvidia") : NULL;
-      has_nvidia = nv != NULL;
-      if (nv) il__json_string(il__json_member(nv, "path"), rpath, sizeof rpath);
-      il__json_string(il__json_member(text, "default-runtime"), deflt, sizeof deflt);
+  bool has_nvidia = false, is_default = false, malformed = false, too_big = false, unreadable = false;
+  char deflt[64] = "runc", rpath[256] = "", why[240] = "";
+  if (rs == IL_OK && len > IL__DAEMON_JSON_MAX) {
+    too_big = true;
+  } else if (rs == IL_OK) {
+    json_error_t err;
+    /* JSON_REJECT_DUPLICATES: dockerd's Go decoder keeps the last duplicate silently, so a
+     * duplicate "runtimes" key is a real trap worth naming. */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root || !json_is_object(root)) {
+      malformed = true;
+      if (root) snprintf(why, sizeof why, "the top level is not an object");
+      else snprintf(why, sizeof why, "line %d column %d: %s", err.line, err.column, err.text);
+    } else {
+      json_t *rts = json_object_get(root, "runtimes");
+      json_t *nv = json_is_object(rts) ? json_object_get(rts, "nvidia") : NULL;
+      has_nvidia = json_is_object(nv);
+      const char *ps = has_nvidia ? json_string_value(json_object_get(nv, "path")) : NULL;
+      if (ps) il_sysfs_copy(rpath, sizeof rpath, ps);
+      const char *ds = json_string_value(json_object_get(root, "default-runtime"));
+      if (ds) il_sysfs_copy(deflt, sizeof deflt, ds);
       is_default = !strcmp(deflt, "nvidia");
     }
+    json_decref(root);
+  } else if (rs != IL_ERR_NOT_FOUND) {
+    unreadable = true;
+    il_sysfs_copy(why, sizeof why, il_error_detail());
+  }
+  if (too_big || unreadable) {
+    c = il__check_add(dr, "container.docker", IL_VERDICT_WARN, 0, "%s %s: not checked", file,
+                      too_big ? "is larger than 1 MiB" : why);
+    il__check_fix(c, "Check the file by hand: python3 -m json.tool %s", file);
+    il__check_ev(c, "daemon_json", "%s", file);
+    il_mem_free(text);
+    return;
   }
   if (malformed) {
-    c = il__check_add(dr, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON: dockerd will not start with it", file);
+    c = il__check_add(dr, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON (%s): dockerd will not start with it", file, why);
     il__check_fix(c, "Fix the syntax (python3 -m json.tool %s shows where), then sudo systemctl restart docker", file);
   } else if (!has_nvidia) {
     bool toolkit = t->runtime || t->ctk;

@@ -28,6 +28,7 @@ static void *il__sym(void *lib, const char *const *names) {
 il_status il_nvml_open(il_nvml *nv, const char *path) {
   memset(nv, 0, sizeof *nv);
   il_sysfs_copy(nv->path, sizeof nv->path, path && *path ? path : "libnvidia-ml.so.1");
+  if (!il_sysfs_loadable(nv->path, nv->error, sizeof nv->error)) return il_error(IL_ERR_NOT_FOUND, "%s", nv->error);
   dlerror();
   nv->lib = dlopen(nv->path, RTLD_NOW | RTLD_LOCAL);
   if (!nv->lib) {

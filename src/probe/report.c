@@ -3,13 +3,60 @@
 
 #include <string.h>
 
-#include "core/jsonw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates,
+ * nothing above U+10FFFF), 0 when the bytes there are not one. */
+static size_t il__utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    unsigned lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
 void il_report_json_string(FILE *out, const char *s) {
-  if (s) il_jsonw_escape(out, s);
-  else fputs("null", out);
+  if (!s) {
+    fputs("null", out);
+    return;
+  }
+  /* Text in a report comes from files, environment variables and library answers, and is cut
+   * to fixed buffers: any byte that does not start a well-formed UTF-8 sequence (including a
+   * sequence cut by truncation) is written as U+FFFD, so the document is always valid UTF-8. */
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t l = il__utf8_len(p);
+    if (l == 0) {
+      fputs("\\ufffd", out);
+      p++;
+      continue;
+    }
+    if (l > 1) {
+      fwrite(p, 1, l, out);
+      p += l;
+      continue;
+    }
+    switch (*p) {
+      case '"': fputs("\\\"", out); break;
+      case '\\': fputs("\\\\", out); break;
+      case '\n': fputs("\\n", out); break;
+      case '\r': fputs("\\r", out); break;
+      case '\t': fputs("\\t", out); break;
+      default:
+        if (*p < 0x20 || *p == 0x7f) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    p++;
+  }
+  fputc('"', out);
 }
 
 /* ---- text ----------------------------------------------------------------------------- */

@@ -7,7 +7,8 @@
  * inferlab_version, sysroot, exit_code, summary, build, driver, cuda, devices[], pci[],
  * visibility, container, host, checks[] (id, verdict, scenario, summary, evidence{}, fix),
  * fixes[]. Keys are only ever added, never renamed or removed, within a schema version;
- * unknown numbers are null. Strings are escaped per RFC 8259 (control characters as \u00XX).
+ * unknown numbers are null. Strings are escaped per RFC 8259 (control characters as \u00XX)
+ * and the document is always valid UTF-8 (ill-formed or truncated sequences become \ufffd).
  * Not for: deciding verdicts (probe/checks).
  */
 #ifndef IL_PROBE_REPORT_H
