@@ -195,9 +195,16 @@ static void il__check_driver(il_doctor *dr) {
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 3,
                           "Failed to initialize NVML: Driver/library version mismatch (kernel module %s, library %s)",
                           dr->kmod_version[0] ? dr->kmod_version : "unknown", libver[0] ? libver : "unknown");
-        il__check_fix(c, "Reboot (simplest: loads the kernel module that matches the installed libraries)");
-        il__check_fix(c, "Or, with no process using the GPU: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
-        il__check_fix(c, "Keep it from recurring: hold the driver packages (sudo apt-mark hold 'nvidia-*' 'libnvidia-*') or exclude them from unattended-upgrades");
+        if (libver[0] && dr->kmod_version[0] && il_sysfs_vercmp(libver, dr->kmod_version) < 0) {
+          /* Libraries older than the module: an old copy earlier on the loader's path, or a
+           * half-finished install. Reloading the module would not make them match. */
+          il__check_fix(c, "The library %s is older than the kernel module %s, so a reboot cannot help: see cuda.loader for where it comes from, "
+                           "and remove it (or reinstall the user-space driver %s)", dr->nvml_loaded, dr->kmod_version, dr->kmod_version);
+        } else {
+          il__check_fix(c, "Reboot (simplest: loads the kernel module that matches the installed libraries)");
+          il__check_fix(c, "Or, with no process using the GPU: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
+          il__check_fix(c, "Keep it from recurring: hold the driver packages (sudo apt-mark hold 'nvidia-*' 'libnvidia-*') or exclude them from unattended-upgrades");
+        }
         break;
       case IL_NVML_ERROR_DRIVER_NOT_LOADED:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "NVIDIA driver is not loaded (%s): the kernel module is missing", name);
@@ -255,6 +262,16 @@ static void il__check_driver(il_doctor *dr) {
 static void il__check_version_match(il_doctor *dr) {
   char libver[64];
   il__lib_version(dr->nvml_loaded, libver, sizeof libver);
+  char libfile[512] = "";
+  if (!libver[0]) {
+    /* NVML did not load (or its path has no version): the file the loader would pick still
+     * names its version, so a mismatch is found without loading anything. */
+    il_lib_candidate cand[1];
+    if (il__loader_search(dr, "libnvidia-ml.so.1", cand, 1) == 1 && cand[0].version[0]) {
+      il_sysfs_copy(libver, sizeof libver, cand[0].version);
+      il_sysfs_copy(libfile, sizeof libfile, cand[0].target);
+    }
+  }
   const char *nv = dr->nvml.init_rc == 0 ? dr->nvml.driver_version : "";
   if (!dr->kmod_version[0] || (!libver[0] && !nv[0])) {
     il_check *c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
@@ -268,12 +285,18 @@ static void il__check_version_match(il_doctor *dr) {
     c = il__check_add(dr, "driver.version_match", IL_VERDICT_FAIL, 3,
                       "kernel module %s but user-space driver library %s: the driver was upgraded without reloading the module",
                       dr->kmod_version, other);
-    il__check_fix(c, "Reboot, or with no GPU users: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
+    if (il_sysfs_vercmp(other, dr->kmod_version) > 0)
+      il__check_fix(c, "Reboot, or with no GPU users: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
+    else
+      il__check_fix(c, "The libraries are older than the running module, so a reboot cannot help: install the user-space driver %s "
+                       "(Debian/Ubuntu: sudo apt install --reinstall libnvidia-compute-%.3s) or remove the stale %s and run sudo ldconfig",
+                    dr->kmod_version, dr->kmod_version, libfile[0] ? libfile : "libnvidia-ml.so.* (see cuda.loader)");
   } else {
     c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "kernel module and driver libraries are both %s", dr->kmod_version);
   }
   il__check_ev(c, "kernel_module", "%s", dr->kmod_version);
   if (libver[0]) il__check_ev(c, "libnvidia_ml", "%s", libver);
+  if (libfile[0]) il__check_ev(c, "libnvidia_ml_file", "%s", libfile);
   if (nv[0]) il__check_ev(c, "nvml_driver_version", "%s", nv);
 }
 
@@ -1067,6 +1090,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   dr->n_checks = vis_at;
   il__check_cuda_init(dr);
   il__check_cuda_compat(dr);
+  il__check_loader(dr);
   il__check_runtime_build(dr);
   il__check_runtime_arch(dr);
   il__check_runtime_features(dr);

@@ -52,6 +52,16 @@ typedef struct {
   char iommu_group[16];
 } il_pci_gpu;
 
+/* A file the dynamic loader would find for a soname ("libcuda.so.1"), in search order. */
+typedef struct {
+  char path[512];       /* sysroot-relative: "/opt/old/lib/libcuda.so.1" */
+  char dir[256];        /* its directory */
+  char target[512];     /* where its symlinks lead: "/opt/old/lib/libcuda.so.470.82.01" */
+  char version[64];     /* from the target's file name, "" when it has none */
+  char origin[160];     /* "LD_LIBRARY_PATH", "conda environment (CONDA_PREFIX)", "ld.so cache (FILE)", "system directory" */
+  bool stub, compat;    /* in a toolkit stubs/ or a forward-compatibility compat/ directory */
+} il_lib_candidate;
+
 typedef struct {
   const char *sysroot;          /* NULL or "/" = the real machine */
   char *const *env;             /* borrowed "KEY=VALUE" list (NULL-terminated); NULL = empty */
@@ -130,6 +140,9 @@ void il__platform_checks_virt(il_doctor *dr);
 void il__platform_checks_host(il_doctor *dr);
 void il__container_facts(il_doctor *dr);
 void il__container_checks(il_doctor *dr);
+/* probe/loader: files the loader finds for soname, in its search order (max entries). */
+int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate *out, int max);
+void il__check_loader(il_doctor *dr);
 /* Number of usable NVML devices (handle_rc == 0). */
 int il__doctor_gpu_count(const il_doctor *dr);
 

@@ -37,6 +37,11 @@ static inline void sc_env(scen *s, const char *kv) {
   if (s->n_env < SC_MAX_ENV - 1) s->env[s->n_env++] = (char *)kv;
 }
 
+/* Drops the last variable added with sc_env. */
+static inline void sc_pop(scen *s) {
+  if (s->n_env > 1) s->env[--s->n_env] = NULL;
+}
+
 static inline il_doctor *sc_run(scen *s) {
   il_doctor_options o;
   il_doctor_options_default(&o, s->env);
