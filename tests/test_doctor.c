@@ -307,7 +307,7 @@ static void test_nvidia_visible_void(void) {
   sc_env(&s, "NVIDIA_VISIBLE_DEVICES=void");
   il_doctor *dr = sc_run(&s);
   EXPECT_SUMMARY(dr, "container.detect", "podman");
-  EXPECT(dr, "visibility.nvidia", IL_VERDICT_FAIL, 21, "NVIDIA_VISIBLE_DEVICES=all");
+  EXPECT(dr, "visibility.nvidia", IL_VERDICT_FAIL, 21, "podman run --device nvidia.com/gpu=all"); /* podman's fix, not docker's */
   EXPECT_SUMMARY(dr, "visibility.nvidia", "is void");
   il_doctor_free(dr);
   /* "none": libraries but no GPU. */

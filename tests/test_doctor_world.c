@@ -120,9 +120,127 @@ static void test_loader_image_libcuda(void) {
   sr_destroy(root);
 }
 
+
+/* ---- containers beyond Docker ---------------------------------------------------------------
+ * LXC with a device cgroup that lacks nvidia-uvm: "cudaGetDeviceCount returned 30", fixed by
+ * re-adding nvidia-uvm (https://github.com/canonical/lxd/issues/5618). The uvm major is dynamic
+ * (https://github.com/negativo17/nvidia-driver/issues/29), so it is read from /proc/devices. */
+static void test_cgroup_device_rules(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sc_env(&s, "container=lxc");
+  sr_write(root, "/proc/devices", "Character devices:\n  1 mem\n195 nvidia-frontend\n226 drm\n509 nvidia-uvm\n\nBlock devices:\n  8 sd\n");
+  sr_write(root, "/proc/self/cgroup", "12:devices:/\n0::/\n");
+  sr_write(root, "/sys/fs/cgroup/devices/devices.list", "c 1:3 rwm\nc 195:* rwm\nc 226:* rwm\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "container.devices", IL_VERDICT_FAIL, 22, "lxc.cgroup.devices.allow = c 195:* rwm and c 509:* rwm");
+  EXPECT_SUMMARY(dr, "container.devices", "/dev/nvidia-uvm (c 509:0)");
+  IL_CHECK(il_doctor_find(dr, "container.docker") == NULL);
+  il_doctor_free(dr);
+  /* Negative: everything allowed. */
+  sr_write(root, "/sys/fs/cgroup/devices/devices.list", "a *:* rwm\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.devices", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  /* Negative: cgroup v2, rules not readable: no verdict from guessing. */
+  sr_rm(root, "/sys/fs/cgroup/devices/devices.list");
+  sr_write(root, "/sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  sr_write(root, "/proc/self/cgroup", "0::/\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.devices", IL_VERDICT_OK, 0, NULL);
+  EXPECT_SUMMARY(dr, "container.devices", "cgroup v2");
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* The host side: a Proxmox container config still allowing the uvm major of an older driver. */
+static void test_lxc_config_on_host(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_write(root, "/proc/devices", "Character devices:\n195 nvidia-frontend\n509 nvidia-uvm\n");
+  sr_write(root, "/etc/pve/lxc/101.conf",
+           "arch: amd64\nhostname: ollama\nlxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 511:* rwm\n"
+           "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+           "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "container.lxc", IL_VERDICT_WARN, 22, "in /etc/pve/lxc/101.conf: lxc.cgroup2.devices.allow: c 509:* rwm");
+  EXPECT_SUMMARY(dr, "container.lxc", "allows c 511:* but nvidia-uvm is now major 509");
+  il_doctor_free(dr);
+  sr_write(root, "/etc/pve/lxc/101.conf", "lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 509:* rwm\n"
+                                         "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.lxc", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* A CDI spec written with the wrong nvidia-uvm major: cuInit 999
+ * (https://github.com/NVIDIA/nvidia-container-toolkit/issues/1934: "major: 510" vs 509). */
+static void test_cdi_uvm_major(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_exe(root, "/usr/bin/nvidia-ctk");
+  sr_write(root, "/proc/devices", "Character devices:\n195 nvidia-frontend\n509 nvidia-uvm\n");
+  sr_write(root, "/etc/cdi/nvidia.yaml", "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ncontainerEdits:\n  deviceNodes:\n"
+                                         "    - path: /dev/nvidia-uvm\n      major: 510\n      minor: 0\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "container.cdi", IL_VERDICT_FAIL, 23, "nvidia-ctk cdi generate");
+  EXPECT_SUMMARY(dr, "container.cdi", "/dev/nvidia-uvm major 510 but /proc/devices says 509");
+  il_doctor_free(dr);
+  sr_write(root, "/etc/cdi/nvidia.yaml", "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ncontainerEdits:\n  deviceNodes:\n"
+                                         "    - path: /dev/nvidia-uvm\n      major: 509\n      minor: 0\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.cdi", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* Rootless Docker needs no-cgroups ("failed to add device rules ... operation not permitted",
+ * https://github.com/NVIDIA/nvidia-docker/issues/1546; the setting from the nvidia-ctk README,
+ * https://pkg.go.dev/github.com/NVIDIA/nvidia-container-toolkit@v1.15.0/cmd/nvidia-ctk). */
+static void test_rootless_docker(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sc_env(&s, "HOME=/home/u");
+  sr_write(root, "/home/u/.config/docker/daemon.json", "{\"runtimes\": {\"nvidia\": {\"path\": \"nvidia-container-runtime\"}}}\n");
+  sr_write(root, "/etc/nvidia-container-runtime/config.toml", "[nvidia-container-cli]\n#no-cgroups = false\nldconfig = \"@/sbin/ldconfig.real\"\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "container.rootless", IL_VERDICT_WARN, 17, "nvidia-ctk config --set nvidia-container-cli.no-cgroups=true --in-place");
+  il_doctor_free(dr);
+  sr_write(root, "/etc/nvidia-container-runtime/config.toml", "[nvidia-container-cli]\nno-cgroups = true\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.rootless", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* A Kubernetes pod that requested no nvidia.com/gpu: the fix is the pod spec, never
+ * `docker run --gpus` (k8s-device-plugin README: resources.limits nvidia.com/gpu). */
+static void test_kubernetes_pod_without_gpu(void) {
+  const char *root = sr_new_host();
+  scen s;
+  sc_init(&s, root);
+  sc_env(&s, "KUBERNETES_SERVICE_HOST=10.96.0.1");
+  sr_write(root, "/proc/1/cgroup", "0::/kubepods/besteffort/pod1234/abcd\n");
+  sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
+  il_doctor *dr = sc_run(&s);
+  EXPECT_SUMMARY(dr, "container.detect", "kubernetes");
+  EXPECT(dr, "container.injection", IL_VERDICT_FAIL, 21, "resources: limits: nvidia.com/gpu: 1");
+  EXPECT(dr, "driver.nvml", IL_VERDICT_FAIL, 21, "nvidia.com/gpu");
+  EXPECT_FIX_LACKS(dr, "container.injection", "docker run");
+  EXPECT_FIX_LACKS(dr, "driver.nvml", "docker run");
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
   test_loader_image_libcuda();
+  test_cgroup_device_rules();
+  test_lxc_config_on_host();
+  test_cdi_uvm_major();
+  test_rootless_docker();
+  test_kubernetes_pod_without_gpu();
   return il_test_finish();
 }

@@ -171,7 +171,7 @@ static void il__check_driver(il_doctor *dr) {
     } else if (dr->in_container && dr->gpu_expected) {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 21,
                         "libnvidia-ml.so.1 not found inside the container: the NVIDIA runtime did not inject the driver");
-      il__check_fix(c, "Start the container with GPUs: docker run --gpus all IMAGE ...   (or --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all; podman: --device nvidia.com/gpu=all)");
+      il__fix_request_gpus(dr, c);
     } else if (dr->gpu_expected) {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "an NVIDIA GPU is present but the driver library cannot be loaded: %s", dr->nvml_error);
       il__fix_install_driver(c);
@@ -217,14 +217,15 @@ static void il__check_driver(il_doctor *dr) {
       case IL_NVML_ERROR_OPERATING_SYSTEM:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, dr->wsl ? 24 : 22, "GPU access blocked by the operating system/cgroups (%s)", name);
         if (dr->wsl) il__check_fix(c, "WSL: use WDDM mode (not TCC) on Windows, remove Linux NVIDIA driver packages inside WSL, then: wsl --shutdown");
-        else il__check_fix(c, "Recreate the container (docker rm -f NAME && docker run --gpus all ...); prevent it: sudo nvidia-ctk system create-dev-char-symlinks --create-all");
+        else il__check_fix(c, "Recreate the container (%s); prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all",
+                           il__engine_recreate(dr));
         break;
       default:
         if (dr->in_container && rc == IL_NVML_ERROR_UNKNOWN) {
           c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 22,
                             "Failed to initialize NVML: Unknown Error inside a container (the container lost its device access)");
-          il__check_fix(c, "Recreate the container; prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all "
-                           "(or set docker's cgroup driver to cgroupfs)");
+          il__check_fix(c, "Recreate the container (%s); prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all "
+                           "(or set docker's cgroup driver to cgroupfs)", il__engine_recreate(dr));
         } else {
           c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 0, "nvmlInit failed: %s (%d: %s)", name, rc, s->init_error);
           il__check_fix(c, "Look at the kernel log for the cause: sudo dmesg | grep -i nvrm");
@@ -340,7 +341,7 @@ static void il__check_cuda_init(il_doctor *dr) {
     case IL_CUDA_ERROR_INSUFFICIENT_DRIVER:
       if (dr->in_container && !dr->nvml.loaded) {
         c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 21, "cuInit: %s: no driver was injected into this container", s->init_name);
-        il__check_fix(c, "Run the container with GPUs: docker run --gpus all IMAGE ...");
+        il__fix_request_gpus(dr, c);
       } else {
         c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 1, "cuInit: %s: the driver is older than this CUDA driver library (driver API CUDA %s)",
                           s->init_name, dv);
@@ -854,8 +855,7 @@ static void il__check_visibility(il_doctor *dr) {
       c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_FAIL, 21,
                         "NVIDIA_VISIBLE_DEVICES %s: the NVIDIA runtime behaved like runc and injected neither GPUs nor driver libraries",
                         nv->mode == IL_NVVIS_VOID ? "is void" : "is unset or empty");
-      il__check_fix(c, "Start the container with GPUs: docker run --gpus all IMAGE ...   or --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all "
-                       "(Kubernetes: resources.limits nvidia.com/gpu: 1)");
+      il__fix_request_gpus(dr, c);
     } else {
       c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
     }

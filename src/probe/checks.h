@@ -143,6 +143,13 @@ void il__container_checks(il_doctor *dr);
 /* probe/loader: files the loader finds for soname, in its search order (max entries). */
 int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate *out, int max);
 void il__check_loader(il_doctor *dr);
+/* probe/cgroup */
+int il__proc_devices_major(const il_sysfs *fs, const char *name); /* character major of `name` in /proc/devices, -1 */
+void il__fix_request_gpus(const il_doctor *dr, il_check *c);       /* "start the container with GPUs", for the engine found */
+const char *il__engine_recreate(const il_doctor *dr);             /* how to recreate this container, for its engine */
+void il__check_cgroup_devices(il_doctor *dr);
+void il__check_lxc_configs(il_doctor *dr);
+void il__check_rootless(il_doctor *dr);
 /* Number of usable NVML devices (handle_rc == 0). */
 int il__doctor_gpu_count(const il_doctor *dr);
 

@@ -66,9 +66,7 @@ static void il__check_inside(il_doctor *dr) {
   } else if (!nvml && !cuda && !nodes) {
     c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
                       "container started without the NVIDIA runtime: no driver libraries, no /dev/nvidia* nodes");
-    il__check_fix(c, "docker run --gpus all IMAGE ...   (one GPU: --gpus '\"device=0\"'; without --gpus: --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all)");
-    il__check_fix(c, "podman: podman run --device nvidia.com/gpu=all ... (needs a CDI spec on the host); Kubernetes: resources.limits nvidia.com/gpu: 1 "
-                     "and a node whose containerd uses the nvidia runtime");
+    il__fix_request_gpus(dr, c);
   } else if (!compute || (nvml && !cuda)) {
     c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
                       "NVIDIA_DRIVER_CAPABILITIES=\"%s\" lacks compute: libcuda.so.1 was not injected", eff);
@@ -342,6 +340,18 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
           il_appendf(stale, sizeof stale, "%s%s was generated for driver %s (running %s)", l ? "; " : "", rel, ver, drv);
         }
       }
+      /* Stale: the nvidia-uvm major in the spec differs from /proc/devices (its major is
+       * dynamic; nvidia-container-toolkit#1934: spec said 510, kernel 509, cuInit 999). */
+      int uvm_major = il__proc_devices_major(fs, "nvidia-uvm");
+      const char *u = strstr(text, "path: /dev/nvidia-uvm\n");
+      const char *mj = u ? strstr(u, "major:") : NULL;
+      if (mj && uvm_major >= 0 && mj - u < 200) {
+        int spec_major = atoi(mj + 6);
+        if (spec_major != uvm_major) {
+          l = strlen(stale);
+          il_appendf(stale, sizeof stale, "%s%s gives /dev/nvidia-uvm major %d but /proc/devices says %d", l ? "; " : "", rel, spec_major, uvm_major);
+        }
+      }
       /* Stale: a device node the spec injects that does not exist. */
       for (const char *p = text; (p = strstr(p, "path: /dev/nvidia")) != NULL; p++) {
         char node[128];
@@ -379,6 +389,7 @@ void il__container_checks(il_doctor *dr) {
     c = il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "running inside a %s container", dr->container_engine);
     il__check_ev(c, "engine", "%s", dr->container_engine);
     il__check_inside(dr);
+    il__check_cgroup_devices(dr);
     return;
   }
   il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "not in a container (no /.dockerenv, /run/.containerenv or container cgroup)");
@@ -388,4 +399,6 @@ void il__container_checks(il_doctor *dr) {
   il__check_docker(dr, &t);
   il__check_containerd(dr, &t);
   il__check_cdi(dr, &t);
+  il__check_rootless(dr);
+  il__check_lxc_configs(dr);
 }

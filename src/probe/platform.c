@@ -328,7 +328,7 @@ static void il__check_devnodes(il_doctor *dr) {
   }
   if (missing[0]) {
     c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, dr->in_container ? 21 : 4, "device nodes missing: %s", missing);
-    if (dr->in_container) il__check_fix(c, "Restart the container with the NVIDIA runtime: docker run --gpus all ...");
+    if (dr->in_container) il__fix_request_gpus(dr, c);
     else il__check_fix(c, "sudo nvidia-modprobe -c 0 -u   (creates the nodes; if it fails, the nvidia module is not loaded: see kmod.nvidia)");
   } else if (deny_any) {
     char grp[64];
