@@ -155,9 +155,9 @@ static const char *il__driver_version(const il_doctor *dr) {
 
 /* ---- driver.nvml, driver.version_match ------------------------------------------------ */
 
-static void il__fix_install_driver(il_check *c) {
-  il__check_fix(c, "Install the NVIDIA driver for this kernel and reboot: sudo ubuntu-drivers install   "
-                   "(or: sudo apt install nvidia-driver-<branch> nvidia-dkms-<branch>; RHEL: sudo dnf install nvidia-driver)");
+static void il__fix_install_driver(const il_doctor *dr, il_check *c) {
+  char cmd[400];
+  il__check_fix(c, "Install the NVIDIA driver for this kernel: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
 }
 
 static void il__check_driver(il_doctor *dr) {
@@ -174,7 +174,7 @@ static void il__check_driver(il_doctor *dr) {
       il__fix_request_gpus(dr, c);
     } else if (dr->gpu_expected) {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "an NVIDIA GPU is present but the driver library cannot be loaded: %s", dr->nvml_error);
-      il__fix_install_driver(c);
+      il__fix_install_driver(dr, c);
     } else {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_WARN, 0,
                         "no NVIDIA driver and no NVIDIA GPU on the PCI bus: inferlab will use the CPU backend (%s)",
@@ -203,12 +203,17 @@ static void il__check_driver(il_doctor *dr) {
         } else {
           il__check_fix(c, "Reboot (simplest: loads the kernel module that matches the installed libraries)");
           il__check_fix(c, "Or, with no process using the GPU: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
-          il__check_fix(c, "Keep it from recurring: hold the driver packages (sudo apt-mark hold 'nvidia-*' 'libnvidia-*') or exclude them from unattended-upgrades");
+          char hold[200];
+          il__check_fix(c, "Keep it from recurring: hold the driver packages: %s", il__distro_cmd(dr, IL_CMD_HOLD, NULL, hold, sizeof hold));
         }
         break;
       case IL_NVML_ERROR_DRIVER_NOT_LOADED:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "NVIDIA driver is not loaded (%s): the kernel module is missing", name);
-        il__check_fix(c, "sudo modprobe nvidia   (if it says 'Module nvidia not found': sudo apt install linux-headers-$(uname -r) dkms && sudo dkms autoinstall, then reboot)");
+        {
+          char cmd[400];
+          il__check_fix(c, "sudo modprobe nvidia   (if it says 'Module nvidia not found': %s)",
+                        il__distro_cmd(dr, IL_CMD_REBUILD_MODULE, dr->host.kernel[0] ? dr->host.kernel : "$(uname -r)", cmd, sizeof cmd));
+        }
         break;
       case IL_NVML_ERROR_NO_PERMISSION:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 17, "Failed to initialize NVML: Insufficient Permissions (%s)", name);
@@ -289,9 +294,13 @@ static void il__check_version_match(il_doctor *dr) {
     if (il_sysfs_vercmp(other, dr->kmod_version) > 0)
       il__check_fix(c, "Reboot, or with no GPU users: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
     else
+    {
+      char cmd[300];
       il__check_fix(c, "The libraries are older than the running module, so a reboot cannot help: install the user-space driver %s "
-                       "(Debian/Ubuntu: sudo apt install --reinstall libnvidia-compute-%.3s) or remove the stale %s and run sudo ldconfig",
-                    dr->kmod_version, dr->kmod_version, libfile[0] ? libfile : "libnvidia-ml.so.* (see cuda.loader)");
+                       "(%s) or remove the stale %s and run sudo ldconfig",
+                    dr->kmod_version, il__distro_cmd(dr, IL_CMD_REINSTALL_USERSPACE, dr->kmod_version, cmd, sizeof cmd),
+                    libfile[0] ? libfile : "libnvidia-ml.so.* (see cuda.loader)");
+    }
   } else {
     c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "kernel module and driver libraries are both %s", dr->kmod_version);
   }
@@ -319,7 +328,11 @@ static void il__check_cuda_init(il_doctor *dr) {
       if (dr->in_container)
         il__check_fix(c, "Restart the container with the compute capability: -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
       else
-        il__check_fix(c, "Install the CUDA driver library of the same version as the driver (Debian/Ubuntu: sudo apt install libnvidia-compute-<branch>)");
+      {
+        char cmd[300];
+        il__check_fix(c, "Install the CUDA driver library of the same version as the driver: %s",
+                      il__distro_cmd(dr, IL_CMD_REINSTALL_USERSPACE, il__driver_version(dr), cmd, sizeof cmd));
+      }
     } else if (dr->gpu_expected) {
       c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 4, "libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
       il__check_fix(c, "Install the NVIDIA driver (it ships libcuda.so.1); see driver.nvml");
@@ -367,8 +380,12 @@ static void il__check_cuda_init(il_doctor *dr) {
                         "cuInit: %s (802): system not yet initialized: on an NVSwitch system the Fabric Manager is not running", s->init_name);
       bool sock = il_sysfs_exists(&dr->fs, "/var/run/nvidia-fabricmanager/socket") || il_sysfs_exists(&dr->fs, "/run/nvidia-fabricmanager/socket");
       il__check_ev(c, "fabricmanager_socket", "%s", sock ? "present" : "missing");
-      il__check_fix(c, "sudo apt install nvidia-fabricmanager-%.3s   (same driver branch as %s) && sudo systemctl enable --now nvidia-fabricmanager",
-                    il__driver_version(dr)[0] ? il__driver_version(dr) : "<branch>", il__driver_version(dr)[0] ? il__driver_version(dr) : "the driver");
+      {
+        char cmd[300];
+        const char *dv0 = il__driver_version(dr);
+        if (dv0[0]) il__check_fix(c, "Install the Fabric Manager of exactly the driver's version %s: %s", dv0, il__distro_cmd(dr, IL_CMD_FABRICMANAGER, dv0, cmd, sizeof cmd));
+        else il__check_fix(c, "Install the Fabric Manager of exactly the driver's version (nvidia-smi shows it) and start it: sudo systemctl enable --now nvidia-fabricmanager");
+      }
       break;
     }
     case IL_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
@@ -1042,6 +1059,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   }
   il_host_probe(&dr->fs, &dr->host);
   if (opt->bandwidth_ms > 0) il_cpu_read_bandwidth(0, IL_MEMBW_DEFAULT_BYTES, opt->bandwidth_ms, &dr->host.read_gbps);
+  il__distro_facts(dr);
   il__platform_facts(dr);
   il__container_facts(dr);
 
@@ -1091,6 +1109,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__check_cuda_init(dr);
   il__check_cuda_compat(dr);
   il__check_loader(dr);
+  il__check_wsl_driver(dr);
   il__check_runtime_build(dr);
   il__check_runtime_arch(dr);
   il__check_runtime_features(dr);

@@ -62,6 +62,34 @@ typedef struct {
   bool stub, compat;    /* in a toolkit stubs/ or a forward-compatibility compat/ directory */
 } il_lib_candidate;
 
+typedef enum {
+  IL_DISTRO_UNKNOWN = 0,
+  IL_DISTRO_UBUNTU,
+  IL_DISTRO_DEBIAN,
+  IL_DISTRO_FEDORA,
+  IL_DISTRO_RHEL,   /* RHEL, Rocky, Alma, CentOS: NVIDIA's dnf repository */
+  IL_DISTRO_SUSE,
+  IL_DISTRO_ARCH,
+} il_distro_family;
+
+/* The distribution of the sysroot, from /etc/os-release. */
+typedef struct {
+  char id[32], id_like[64], version_id[32], pretty[128];
+  il_distro_family family;
+} il_distro;
+
+/* Repairs whose command differs per distribution (probe/distro). */
+typedef enum {
+  IL_CMD_INSTALL_DRIVER,
+  IL_CMD_REBUILD_MODULE,     /* arg: kernel release */
+  IL_CMD_ENROLL_KEY,         /* Secure Boot: enroll the module signing key */
+  IL_CMD_INITRAMFS,
+  IL_CMD_HOLD,               /* keep driver packages from upgrading under a running module */
+  IL_CMD_REINSTALL_USERSPACE,/* arg: driver version */
+  IL_CMD_FABRICMANAGER,      /* arg: driver version */
+  IL_CMD_INSTALL_TOOLKIT,
+} il_distro_cmd;
+
 typedef struct {
   const char *sysroot;          /* NULL or "/" = the real machine */
   char *const *env;             /* borrowed "KEY=VALUE" list (NULL-terminated); NULL = empty */
@@ -102,6 +130,7 @@ typedef struct il_doctor {
   char container_engine[32];
   bool wsl;
   bool gpu_expected;            /* some sign that an NVIDIA GPU should be usable here */
+  il_distro distro;
   il_host_info host;
   il_nvvis nvvis;
   il_cudavis cudavis;
@@ -143,6 +172,13 @@ void il__container_checks(il_doctor *dr);
 /* probe/loader: files the loader finds for soname, in its search order (max entries). */
 int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate *out, int max);
 void il__check_loader(il_doctor *dr);
+/* probe/distro */
+void il__distro_facts(il_doctor *dr);
+const char *il_distro_family_name(il_distro_family f);
+/* Writes the command for `what` on this distribution into buf and returns buf. */
+const char *il__distro_cmd(const il_doctor *dr, il_distro_cmd what, const char *arg, char *buf, size_t n);
+void il__check_distro(il_doctor *dr);
+void il__check_wsl_driver(il_doctor *dr);
 /* probe/cgroup */
 int il__proc_devices_major(const il_sysfs *fs, const char *name); /* character major of `name` in /proc/devices, -1 */
 void il__fix_request_gpus(const il_doctor *dr, il_check *c);       /* "start the container with GPUs", for the engine found */

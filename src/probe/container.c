@@ -158,8 +158,9 @@ static void il__check_toolkit(il_doctor *dr, il__tools *t) {
     c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
                       "a container engine is installed but the NVIDIA Container Toolkit is not: containers cannot use the GPU "
                       "('could not select device driver \"\" with capabilities: [[gpu]]')");
-    il__check_fix(c, "Install it: sudo apt install nvidia-container-toolkit (after adding NVIDIA's apt repository), then "
-                     "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker");
+    char cmd[200];
+    il__check_fix(c, "Install it: %s, then sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+                  il__distro_cmd(dr, IL_CMD_INSTALL_TOOLKIT, NULL, cmd, sizeof cmd));
   } else if (any_tool && t->docker && !t->hook) {
     c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
                       "nvidia-container-runtime-hook is not on PATH: dockerd registers its GPU device driver only when it finds it (--gpus fails)");

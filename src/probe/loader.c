@@ -161,8 +161,9 @@ static void il__fix_for_origin(il_check *c, const il_doctor *dr, const il_lib_ca
     il__check_fix(c, "The image ships its own %s (%s): rebuild it without driver libraries (the NVIDIA runtime injects the host's %s), "
                      "or delete it in the image: RUN rm -f %s/libcuda.so*", l->path, l->version[0] ? l->version : "unknown version", want, l->dir);
   } else {
-    il__check_fix(c, "%s is left from another driver install: reinstall the user-space driver of version %s (Debian/Ubuntu: "
-                     "sudo apt install --reinstall libnvidia-compute-%.3s), or remove the stale file and run sudo ldconfig", l->path, want, want);
+    char cmd[300];
+    il__check_fix(c, "%s is left from another driver install: reinstall the user-space driver of version %s (%s), or remove the stale file "
+                     "and run sudo ldconfig", l->path, want, il__distro_cmd(dr, IL_CMD_REINSTALL_USERSPACE, want, cmd, sizeof cmd));
   }
 }
 

@@ -155,17 +155,22 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
   } else if (!for_running && other[0]) {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4,
                       "nvidia kernel module not loaded: it was built for kernel %s but kernel %s is running (DKMS did not rebuild it)", other, kver);
-    il__check_fix(c, "sudo apt install linux-headers-%s dkms && sudo dkms autoinstall -k %s && sudo reboot   (or reinstall the nvidia-dkms package)", kver, kver);
+    char cmd[400];
+    il__check_fix(c, "%s", il__distro_cmd(dr, IL_CMD_REBUILD_MODULE, kver, cmd, sizeof cmd));
   } else if (for_running && secure_boot) {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 5,
                       "nvidia kernel module installed for %s but not loaded, and Secure Boot is on: the unsigned module was likely rejected", kver);
-    il__check_fix(c, "Enroll the DKMS signing key: sudo mokutil --import /var/lib/dkms/mok.pub, reboot and confirm in MokManager (or disable Secure Boot)");
+    char cmd[400];
+    il__check_fix(c, "Enroll the module signing key: %s (or disable Secure Boot)", il__distro_cmd(dr, IL_CMD_ENROLL_KEY, NULL, cmd, sizeof cmd));
   } else if (for_running) {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4, "nvidia kernel module installed for %s but not loaded", kver);
-    il__check_fix(c, "sudo modprobe nvidia   (the error it prints names the cause; 'Key was rejected by service' = Secure Boot: sudo mokutil --import /var/lib/dkms/mok.pub)");
+    char cmd[400];
+    il__check_fix(c, "sudo modprobe nvidia   (the error it prints names the cause; 'Key was rejected by service' = Secure Boot: %s)",
+                  il__distro_cmd(dr, IL_CMD_ENROLL_KEY, NULL, cmd, sizeof cmd));
   } else {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4, "NVIDIA GPU present but no nvidia kernel module installed for kernel %s", kver[0] ? kver : "(unknown)");
-    il__check_fix(c, "Install the driver with DKMS for the running kernel: sudo apt install linux-headers-$(uname -r) && sudo ubuntu-drivers install && sudo reboot");
+    char cmd[400];
+    il__check_fix(c, "Install the driver for the running kernel: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
   }
   il__check_ev(c, "running_kernel", "%s", kver);
   il__check_ev(c, "module_for_running_kernel", "%s", for_running ? "yes" : "no");
@@ -221,8 +226,9 @@ static void il__check_nouveau(il_doctor *dr) {
     c = il__check_add(dr, "kmod.nouveau", IL_VERDICT_FAIL, 6, "nouveau owns the NVIDIA GPU at %s, so the nvidia driver cannot probe it", bound);
   else
     c = il__check_add(dr, "kmod.nouveau", IL_VERDICT_WARN, 6, "nouveau is loaded (it may claim the GPU before nvidia at next boot)");
+  char ini[64];
   il__check_fix(c, "printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
-                   "sudo update-initramfs -u -k all && sudo reboot");
+                   "%s && sudo reboot", il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini));
   il__check_ev(c, "nouveau_loaded", "%s", dr->nouveau_loaded ? "yes" : "no");
   if (bound) il__check_ev(c, "bound_to", "%s", bound);
   il__check_ev(c, "blacklist_file", "%s", il_sysfs_exists(&dr->fs, "/etc/modprobe.d/blacklist-nouveau.conf") ? "present" : "missing");
@@ -337,8 +343,11 @@ static void il__check_devnodes(il_doctor *dr) {
     if (strcmp(grp, "root") && strcmp(grp, "0") && (denied_st.mode & 060) == 060)
       il__check_fix(c, "sudo usermod -aG %s $USER   then log out and in (or: newgrp %s)", grp, grp);
     else
+    {
+      char ini[64];
       il__check_fix(c, "Restore the driver default (root:root 0666): remove NVreg_DeviceFileMode/NVreg_DeviceFileGID from /etc/modprobe.d/*nvidia*.conf, "
-                       "then sudo update-initramfs -u && sudo reboot");
+                       "then %s && sudo reboot", il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini));
+    }
     if (dr->in_container) il__check_fix(c, "Rootless containers: sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups=true --in-place, or use CDI");
   } else {
     c = il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "%d device node%s present and usable by uid %u", nn, nn == 1 ? "" : "s", (unsigned)fs->uid);
@@ -411,12 +420,15 @@ void il__platform_checks_virt(il_doctor *dr) {
   }
   c = il__check_add(dr, "virt.pci", v, scen, "%s", list);
   if (n_vfio) {
+    char ini[64];
     char cmdline[1024] = "";
     il_sysfs_read_line(fs, "/proc/cmdline", cmdline, sizeof cmdline);
     const char *ids = strstr(cmdline, "vfio-pci.ids=");
     if (ids) il__check_ev(c, "kernel_cmdline", "%.*s", (int)strcspn(ids, " "), ids);
     il__check_fix(c, "GPU %s is reserved for passthrough: remove its id from 'vfio-pci.ids=' in /etc/default/grub and from 'options vfio-pci ids=' "
-                     "in /etc/modprobe.d/*.conf, then sudo update-initramfs -u && sudo update-grub && sudo reboot", vfio);
+                     "in /etc/modprobe.d/*.conf, then %s && %s && sudo reboot", vfio, il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini),
+                  dr->distro.family == IL_DISTRO_FEDORA || dr->distro.family == IL_DISTRO_RHEL || dr->distro.family == IL_DISTRO_SUSE
+                      ? "sudo grub2-mkconfig -o /boot/grub2/grub.cfg" : "sudo update-grub");
     char first[16];
     il_sysfs_copy(first, sizeof first, vfio);
     il__check_fix(c, "Or now, if no VM uses it: echo %s | sudo tee /sys/bus/pci/devices/%s/driver/unbind && echo %s | sudo tee /sys/bus/pci/drivers/nvidia/bind",
@@ -457,4 +469,5 @@ void il__platform_checks_host(il_doctor *dr) {
 
   c = il__check_add(dr, "host.kernel", IL_VERDICT_OK, 0, "Linux %s%s", h->kernel[0] ? h->kernel : "(release unknown)", dr->wsl ? " (WSL2)" : "");
   il__check_ev(c, "release", "%s", h->kernel);
+  il__check_distro(dr);
 }
