@@ -317,6 +317,127 @@ static void test_wsl_linux_driver_inside(void) {
   sr_destroy(root);
 }
 
+/* ---- hardware and firmware health ------------------------------------------------------------ */
+
+/* PCIe: a narrower link is a finding; a lower speed while idle is not. */
+static void test_pcie_width(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_write(root, "/sys/bus/pci/devices/0000:07:00.0/current_link_width", "16\n");
+  sr_write(root, "/sys/bus/pci/devices/0000:07:00.0/max_link_width", "16\n");
+  sr_write(root, "/sys/bus/pci/devices/0000:07:00.0/current_link_speed", "2.5 GT/s PCIe\n");
+  sr_write(root, "/sys/bus/pci/devices/0000:07:00.0/max_link_speed", "16.0 GT/s PCIe\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "pci.link", IL_VERDICT_OK, 0, NULL); /* negative: idle at 2.5 GT/s, full width */
+  il_doctor_free(dr);
+  sr_write(root, "/sys/bus/pci/devices/0000:0b:00.0/current_link_width", "8\n");
+  sr_write(root, "/sys/bus/pci/devices/0000:0b:00.0/max_link_width", "16\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "pci.link", IL_VERDICT_WARN, 0, "reseat the card(s) at 0000:0b:00.0");
+  EXPECT_SUMMARY(dr, "pci.link", "0000:0b:00.0 runs at x8 of x16");
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* Xid lines as the kernel writes them ("NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the
+ * bus.": https://github.com/pop-os/pop/issues/3363; 63 row remapper text:
+ * https://github.com/stas00/ml-engineering debug.md), ranked most severe first. A lost GPU is
+ * not "a different GPU model" for the visibility check. */
+static void test_xid_and_lost_gpu(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_write(root, "/var/log/kern.log",
+           "Apr 29 19:20:01 host kernel: NVRM: Xid (PCI:0000:07:00): 13, pid=4711, name=python3, Graphics Exception: ESR 0x404600=0x80000002\n"
+           "Apr 29 19:24:11 host kernel: NVRM: GPU at PCI:0000:0b:00: GPU-bbbb1111-2222-3333-4444-555555555555\n"
+           "Apr 29 19:24:11 host kernel: NVRM: Xid (PCI:0000:0b:00): 79, GPU has fallen off the bus.\n"
+           "Apr 29 19:24:12 host kernel: NVRM: Xid (PCI:0000:07:00): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate.\n");
+  sr_scenario(root, "%scount=3\ndev2.name=NVIDIA A100-SXM4-80GB\ndev2.uuid=GPU-cccc1111-2222-3333-4444-555555555555\ndev2.cc=8.0\n"
+                    "dev2.mem_total=85899345920\ndev2.mem_used=0\ndev0.handle_rc=15\n", SR_TWO_A100);
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "gpu.xid", IL_VERDICT_FAIL, 10, "Xid 79 on PCI:0000:0b:00: drain the node");
+  EXPECT_SUMMARY(dr, "gpu.xid", "Xid 79 GPU has fallen off the bus x1 (PCI:0000:0b:00); Xid 63");
+  EXPECT(dr, "gpu.health", IL_VERDICT_FAIL, 10, NULL);
+  const il_check *c = il_doctor_find(dr, "visibility.cuda");
+  IL_CHECK(c && !strstr(c->summary, "mixed GPU models"));
+  il_doctor_free(dr);
+  /* Negative: application-level Xids only. */
+  sr_write(root, "/var/log/kern.log", "kernel: NVRM: Xid (PCI:0000:07:00): 31, pid=99, Ch 0000000b, intr 10000000. MMU Fault\n");
+  sr_scenario(root, "%s", SR_TWO_A100);
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.xid", IL_VERDICT_OK, 0, "Application-level Xids only");
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* Row remapping (A100+) and persistence mode. */
+static void test_remap_and_persistence(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_scenario(root, "%sdev0.remap=0,2,1,0\ndev1.remap=0,0,0,0\n", SR_TWO_A100);
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "gpu.remap", IL_VERDICT_WARN, 11, "sudo nvidia-smi -r -i 0");
+  il_doctor_free(dr);
+  sr_scenario(root, "%sdev0.remap=0,0,0,0\ndev1.remap=0,512,0,1\n", SR_TWO_A100);
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.remap", IL_VERDICT_FAIL, 11, "GPU 1 has exhausted its spare memory rows");
+  il_doctor_free(dr);
+  sr_scenario(root, "%sdev0.remap=0,0,0,0\ndev1.remap=0,0,0,0\n", SR_TWO_A100);
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.remap", IL_VERDICT_OK, 0, NULL);
+  EXPECT(dr, "gpu.persistence", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  /* Persistence off, no daemon (https://github.com/NVIDIA/nvidia-docker/issues/723). */
+  sr_scenario(root, "%sdev0.persistence=0\ndev1.persistence=0\n", SR_TWO_A100);
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.persistence", IL_VERDICT_WARN, 102, "systemctl enable --now nvidia-persistenced");
+  EXPECT_SUMMARY(dr, "gpu.persistence", "data-center GPU 0,1");
+  il_doctor_free(dr);
+  sr_write(root, "/proc/812/comm", "nvidia-persiste\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.persistence", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
+/* Fabric Manager on an NVSwitch system: missing (802, aws-deep-learning-ami#33), a version
+ * other than the driver's (gpu-operator#544), stopped, running. */
+static void test_fabric_manager(void) {
+  scen s;
+  const char *root = healthy(&s);
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "gpu.fabric", IL_VERDICT_OK, 0, NULL); /* no NVSwitch */
+  il_doctor_free(dr);
+  sr_mkdirs(root);
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s/proc/driver/nvidia-nvswitch/devices/0000:05:00.0", root);
+  sr_mkdirs(p);
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.fabric", IL_VERDICT_FAIL, 12, "nvidia-fabricmanager-535=535.54.03-1");
+  il_doctor_free(dr);
+  sr_write(root, "/var/lib/dpkg/status", "Package: bash\nStatus: install ok installed\nVersion: 5.2-2\n\n"
+                                         "Package: nvidia-fabricmanager-535\nStatus: install ok installed\nVersion: 535.54.01-1\n\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.fabric", IL_VERDICT_FAIL, 12, "nvidia-fabricmanager-535=535.54.03-1");
+  EXPECT_SUMMARY(dr, "gpu.fabric", "Fabric Manager 535.54.01 but driver 535.54.03");
+  il_doctor_free(dr);
+  sr_write(root, "/var/lib/dpkg/status", "Package: nvidia-fabricmanager-535\nStatus: install ok installed\nVersion: 535.54.03-1\n\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.fabric", IL_VERDICT_FAIL, 12, "systemctl enable --now nvidia-fabricmanager");
+  EXPECT_SUMMARY(dr, "gpu.fabric", "not running");
+  il_doctor_free(dr);
+  sr_write(root, "/proc/2202/comm", "nv-fabricmanage\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "gpu.fabric", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  /* The Fabric Manager's own log line names the mismatch. */
+  sr_write(root, "/var/log/fabricmanager.log", "[Jun 28 2023 10:01:02] [ERROR] [tid 3228] fabric manager NVIDIA GPU driver interface version "
+                                               "530.30.02 don't match with driver version 530.41.03. Please update with matching NVIDIA driver package.\n");
+  dr = sc_run(&s);
+  EXPECT_SUMMARY(dr, "gpu.fabric", "don't match with driver version 530.41.03");
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
@@ -329,5 +450,9 @@ int main(void) {
   test_distro_fedora();
   test_distro_rocky_and_debian();
   test_wsl_linux_driver_inside();
+  test_pcie_width();
+  test_xid_and_lost_gpu();
+  test_remap_and_persistence();
+  test_fabric_manager();
   return il_test_finish();
 }

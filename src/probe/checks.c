@@ -846,7 +846,14 @@ static void il__check_visibility(il_doctor *dr) {
   }
   /* Mixed GPU models: CUDA's default FASTEST_FIRST order can differ from nvidia-smi's. */
   bool mixed = false;
-  for (int i = 1; i < n; i++) mixed |= strcmp(dr->nvml.devices[i].name, dr->nvml.devices[0].name) != 0;
+  /* Only GPUs with a handle have a name: a lost GPU (empty name) is not "another model". */
+  const char *first_name = NULL;
+  for (int i = 0; i < dr->nvml.n_devices; i++) {
+    const il_nvml_device *d = &dr->nvml.devices[i];
+    if (d->handle_rc || !d->name[0]) continue;
+    if (!first_name) first_name = d->name;
+    else mixed |= strcmp(d->name, first_name) != 0;
+  }
   if (order) il__check_ev(c, "CUDA_DEVICE_ORDER", "%s", order);
   if (mixed && (!order || strcmp(order, "PCI_BUS_ID"))) {
     if (c->verdict == IL_VERDICT_OK) {
@@ -1119,6 +1126,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__container_checks(dr);
   il__platform_checks_virt(dr);
   il__check_gpus(dr);
+  il__health_checks(dr);
   il__platform_checks_host(dr);
   if (dr->oom) {
     il_doctor_free(dr);

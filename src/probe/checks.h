@@ -172,6 +172,8 @@ void il__container_checks(il_doctor *dr);
 /* probe/loader: files the loader finds for soname, in its search order (max entries). */
 int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate *out, int max);
 void il__check_loader(il_doctor *dr);
+/* probe/health: pci.link, gpu.xid, gpu.remap, gpu.persistence, gpu.fabric */
+void il__health_checks(il_doctor *dr);
 /* probe/distro */
 void il__distro_facts(il_doctor *dr);
 const char *il_distro_family_name(il_distro_family f);
