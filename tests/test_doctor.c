@@ -228,11 +228,11 @@ static void test_open_module_pre_gsp(void) {
   EXPECT(dr, "virt.pci", IL_VERDICT_FAIL, 8, "dmesg");
   EXPECT(dr, "driver.nvml", IL_VERDICT_FAIL, -1, NULL);
   il_doctor_free(dr);
-  /* Proprietary module on a Blackwell id: warning [inferred threshold]. */
+  /* Proprietary module on a Blackwell id: it requires the open module (probe/gpufamily). */
   sr_pci_gpu(root, "0000:09:00.0", 0x2b85, "nvidia");
   sr_driver(root, "580.65.06", 0, 1, 1);
   dr = sc_run(&s);
-  EXPECT(dr, "kmod.flavor", IL_VERDICT_WARN, 8, "-open");
+  EXPECT(dr, "kmod.flavor", IL_VERDICT_FAIL, 8, "nvidia-driver-580-open");
   il_doctor_free(dr);
   sr_destroy(root);
 }

@@ -438,6 +438,68 @@ static void test_fabric_manager(void) {
   sr_destroy(root);
 }
 
+/* ---- GPU generation vs driver branch ------------------------------------------------------------
+ * From the PCI id alone: a Pascal GTX 1050 (10de:1c81) under 595.71.05 ("supported through the
+ * NVIDIA 580.xx Legacy drivers ... will ignore this GPU": https://github.com/NixOS/nixos-hardware/issues/1880),
+ * a Kepler GTX 680 (10de:1180) after R470 (https://github.com/NixOS/nixpkgs/pull/142565), a
+ * Blackwell RTX 5090 (10de:2b85) on the proprietary module (https://github.com/truenas/scale-build/pull/895). */
+static void test_family_vs_branch(void) {
+  const char *root = sr_new_host();
+  scen s;
+  sc_init(&s, root);
+  sr_pci_gpu(root, "0000:01:00.0", 0x1c81, "");
+  sr_driver(root, "595.71.05", 1, 0, 1);
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "kmod.branch", IL_VERDICT_FAIL, 0, "sudo apt install nvidia-driver-580");
+  EXPECT_SUMMARY(dr, "kmod.branch", "10de:1c81 at 0000:01:00.0 is Pascal, which driver 595.71.05 (kernel module) no longer supports");
+  il_doctor_free(dr);
+  /* Before the module loads: the installed user-space driver says which branch it is. */
+  sr_rm(root, "/proc/driver/nvidia/version");
+  sr_rm(root, "/sys/module/nvidia/version");
+  sr_write(root, "/proc/modules", "ext4 1 0 - Live 0x0\n");
+  stale_lib(root, "/usr/lib/x86_64-linux-gnu", "libnvidia-ml.so", "595.71.05");
+  sr_write(root, "/etc/os-release", "ID=fedora\nVERSION_ID=41\nPRETTY_NAME=\"Fedora Linux 41\"\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "kmod.branch", IL_VERDICT_FAIL, 0, "akmod-nvidia-580xx");
+  EXPECT_SUMMARY(dr, "kmod.branch", "(installed libnvidia-ml)");
+  il_doctor_free(dr);
+  /* Negative: the 580 branch still supports Pascal. */
+  stale_lib(root, "/usr/lib/x86_64-linux-gnu", "libnvidia-ml.so", "580.95.05");
+  dr = sc_run(&s);
+  EXPECT(dr, "kmod.branch", IL_VERDICT_OK, 0, NULL);
+  EXPECT_SUMMARY(dr, "kmod.branch", "Pascal");
+  il_doctor_free(dr);
+  /* Kepler after R470. */
+  sr_rm(root, "/etc/os-release");
+  sr_pci_gpu(root, "0000:01:00.0", 0x1180, "");
+  stale_lib(root, "/usr/lib/x86_64-linux-gnu", "libnvidia-ml.so", "535.183.01");
+  dr = sc_run(&s);
+  EXPECT(dr, "kmod.branch", IL_VERDICT_FAIL, 0, "nvidia-driver-470");
+  il_doctor_free(dr);
+  /* Negative: Ampere on a new branch. */
+  sr_pci_gpu(root, "0000:01:00.0", 0x2204, "");
+  stale_lib(root, "/usr/lib/x86_64-linux-gnu", "libnvidia-ml.so", "595.71.05");
+  dr = sc_run(&s);
+  EXPECT(dr, "kmod.branch", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  /* Blackwell on a branch before R570, then on the proprietary module. */
+  sr_pci_gpu(root, "0000:01:00.0", 0x2b85, "");
+  stale_lib(root, "/usr/lib/x86_64-linux-gnu", "libnvidia-ml.so", "565.77");
+  dr = sc_run(&s);
+  EXPECT(dr, "kmod.branch", IL_VERDICT_FAIL, 0, NULL);
+  EXPECT_SUMMARY(dr, "kmod.branch", "Blackwell, which needs driver branch R570 or newer");
+  il_doctor_free(dr);
+  sr_driver(root, "575.64.03", 0, 1, 1);
+  dr = sc_run(&s);
+  EXPECT(dr, "kmod.flavor", IL_VERDICT_FAIL, 8, "sudo apt install nvidia-driver-575-open");
+  EXPECT(dr, "kmod.branch", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  IL_CHECK(il_gpu_family_of(0x20b2) == IL_GPU_AMPERE && il_gpu_family_of(0x2330) == IL_GPU_HOPPER && il_gpu_family_of(0x2684) == IL_GPU_ADA);
+  IL_CHECK(il_gpu_family_of(0x1db1) == IL_GPU_VOLTA && il_gpu_family_of(0x15f8) == IL_GPU_PASCAL && il_gpu_family_of(0x1e04) == IL_GPU_TURING);
+  IL_CHECK(il_gpu_family_of(0x0010) == IL_GPU_UNKNOWN);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
@@ -454,5 +516,6 @@ int main(void) {
   test_xid_and_lost_gpu();
   test_remap_and_persistence();
   test_fabric_manager();
+  test_family_vs_branch();
   return il_test_finish();
 }

@@ -172,6 +172,14 @@ void il__container_checks(il_doctor *dr);
 /* probe/loader: files the loader finds for soname, in its search order (max entries). */
 int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate *out, int max);
 void il__check_loader(il_doctor *dr);
+/* probe/gpufamily: GPU generation from the PCI device id. */
+typedef enum {
+  IL_GPU_UNKNOWN = 0, IL_GPU_KEPLER, IL_GPU_MAXWELL, IL_GPU_PASCAL, IL_GPU_VOLTA,
+  IL_GPU_TURING, IL_GPU_AMPERE, IL_GPU_HOPPER, IL_GPU_ADA, IL_GPU_BLACKWELL,
+} il_gpu_family;
+il_gpu_family il_gpu_family_of(unsigned device_id);
+const char *il_gpu_family_name(il_gpu_family f);
+void il__check_branch(il_doctor *dr);
 /* probe/health: pci.link, gpu.xid, gpu.remap, gpu.persistence, gpu.fabric */
 void il__health_checks(il_doctor *dr);
 /* probe/distro */

@@ -184,12 +184,12 @@ static void il__check_kmod_flavor(il_doctor *dr) {
     il__check_add(dr, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
     return;
   }
-  /* PCI device ids below 0x1E00 are Volta and older (no GSP); 0x2900 and up are Blackwell,
-   * which needs the open module. Both thresholds are inferred from NVIDIA's supported-GPU
-   * lists (TU102 = 0x1E02 is the first open-module GPU), not from one documented rule. */
+  /* Volta and older have no GSP, so the open module cannot drive them; Blackwell requires it
+   * (probe/gpufamily has the id table and its sources). */
   for (int i = 0; i < dr->n_pci; i++) {
     const il_pci_gpu *g = &dr->pci[i];
-    if (dr->kmod_open && g->device_id && g->device_id < 0x1E00) {
+    il_gpu_family fam = il_gpu_family_of(g->device_id);
+    if (dr->kmod_open && fam != IL_GPU_UNKNOWN && fam <= IL_GPU_VOLTA) {
       c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
                         "open kernel module on GPU 10de:%04x at %s, which has no GSP (Volta or older): the open module cannot drive it",
                         g->device_id, g->bdf);
@@ -199,11 +199,19 @@ static void il__check_kmod_flavor(il_doctor *dr) {
       il__check_ev(c, "flavor", "open");
       return;
     }
-    if (!dr->kmod_open && g->device_id >= 0x2900) {
-      c = il__check_add(dr, "kmod.flavor", IL_VERDICT_WARN, 8,
-                        "proprietary kernel module on GPU 10de:%04x at %s (Blackwell or newer [inferred from the PCI id]), which requires the open module",
+    if (!dr->kmod_open && fam == IL_GPU_BLACKWELL) {
+      c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
+                        "proprietary kernel module on GPU 10de:%04x at %s (Blackwell, from the PCI id), which requires the NVIDIA open kernel modules",
                         g->device_id, g->bdf);
-      il__check_fix(c, "Install the open module flavour (e.g. sudo apt install nvidia-driver-<branch>-open) and reboot");
+      char br[8];
+      snprintf(br, sizeof br, "%.3s", dr->kmod_version);
+      if (dr->distro.family == IL_DISTRO_UBUNTU || dr->distro.family == IL_DISTRO_UNKNOWN)
+        il__check_fix(c, "Install the open module flavour and reboot: sudo apt install nvidia-driver-%s-open && sudo reboot", br[0] ? br : "570");
+      else if (dr->distro.family == IL_DISTRO_FEDORA)
+        il__check_fix(c, "Build the open module flavour and reboot: sudo sh -c 'echo %%_with_kmod_nvidia_open 1 > /etc/rpm/macros.nvidia-kmod' && sudo akmods --kernels $(uname -r) --rebuild && sudo reboot");
+      else
+        il__check_fix(c, "Install the open kernel module flavour of driver %s and reboot (RHEL: sudo dnf install nvidia-open; Arch: sudo pacman -S nvidia-open)",
+                      dr->kmod_version[0] ? dr->kmod_version : "570 or newer");
       il__check_ev(c, "pci_device", "10de:%04x", g->device_id);
       il__check_ev(c, "flavor", "proprietary");
       return;
@@ -358,6 +366,7 @@ static void il__check_devnodes(il_doctor *dr) {
 void il__platform_checks_kmod(il_doctor *dr) {
   il__check_kmod_nvidia(dr);
   il__check_kmod_flavor(dr);
+  il__check_branch(dr);
   il__check_nouveau(dr);
   il__check_uvm(dr);
   il__check_devnodes(dr);
