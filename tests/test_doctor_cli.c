@@ -119,6 +119,15 @@ static void test_usage_and_explain(void) {
   snprintf(cmd, sizeof cmd, "'%s' doctor --explain 'Error 804: forward compatibility was attempted on non supported HW' --json", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "\"matches\":[{\"scenario\":2,") != NULL);
+  /* --explain - reads the message from stdin (a pasted log). */
+  snprintf(cmd, sizeof cmd, "printf 'loading...\\nggml_backend_cuda_buffer_type_alloc_buffer: allocating 9220.57 MiB on device 0: "
+                            "cudaMalloc failed: out of memory\\n' | '%s' doctor --explain - 2>&1", cli);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "(scenario 110;") != NULL);
+  IL_CHECK(strstr(out, "one buffer of 9.00 GiB did not fit") != NULL);
+  snprintf(cmd, sizeof cmd, "'%s' doctor --explain - < /dev/null 2>&1", cli);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 1);
+  IL_CHECK(strstr(out, "Not recognised") != NULL && strstr(out, "inferlab doctor") != NULL);
   snprintf(cmd, sizeof cmd, "'%s' doctor --explain 'all good here' 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 1);
   IL_CHECK(strstr(out, "Not recognised") != NULL);

@@ -984,7 +984,8 @@ static void il__check_gpus(il_doctor *dr) {
     if (!text[0]) snprintf(text, sizeof text, n ? "GPU memory free on every GPU" : "no GPU");
     c = il__check_add(dr, "gpu.memory", v, v ? 25 : 0, "%s", text);
     if (fixpids[0]) {
-      il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or lower --gpu-memory / pick another GPU", fixpids);
+      il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or make the job smaller "
+                       "(inferlab --ctx / --n-seq; vLLM --gpu-memory-utilization), or pick another GPU", fixpids);
       if (idle_gpu >= 0) il__check_fix(c, "A GPU with free memory: export CUDA_VISIBLE_DEVICES=%s", idle_uuid[0] ? idle_uuid : "N");
     }
     if (strstr(text, "compute mode")) il__check_fix(c, "Set the compute mode back to Default: sudo nvidia-smi -i <gpu> -c DEFAULT");
