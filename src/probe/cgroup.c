@@ -48,8 +48,11 @@ void il__fix_request_gpus(const il_doctor *dr, il_check *c) {
   } else if (!strcmp(e, "podman")) {
     il__check_fix(c, "podman run --device nvidia.com/gpu=all IMAGE ...   (CDI: on the host, sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)");
   } else if (!strcmp(e, "lxc")) {
+    int uvm = il__proc_devices_major(&dr->fs, "nvidia-uvm");
+    char uvm_rule[128] = " (and c M:* rwm with M the nvidia-uvm major from /proc/devices on the host)";
+    if (uvm >= 0) snprintf(uvm_rule, sizeof uvm_rule, " and c %d:* rwm", uvm);
     il__check_fix(c, "On the host, give the container the GPU: LXD: lxc config device add NAME gpu gpu; LXC/Proxmox: lxc.mount.entry for "
-                     "/dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm plus lxc.cgroup2.devices.allow: c 195:* rwm and c <nvidia-uvm major>:* rwm");
+                     "/dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm plus lxc.cgroup2.devices.allow: c 195:* rwm%s", uvm_rule);
   } else {
     il__check_fix(c, "Start the container with GPUs: docker run --gpus all IMAGE ...   (or --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all)");
   }

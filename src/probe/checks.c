@@ -217,7 +217,13 @@ static void il__check_driver(il_doctor *dr) {
         break;
       case IL_NVML_ERROR_NO_PERMISSION:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 17, "Failed to initialize NVML: Insufficient Permissions (%s)", name);
-        il__check_fix(c, "Give this user access to /dev/nvidia*: sudo usermod -aG <group of /dev/nvidiactl> $USER and log in again (see devnodes)");
+      {
+        il_sysfs_stat_t st;
+        char grp[64] = "video";
+        il_sysfs_stat(&dr->fs, "/dev/nvidiactl", true, &st);
+        if (st.exists) il_sysfs_group_name(&dr->fs, st.gid, grp, sizeof grp);
+        il__check_fix(c, "Give this user access to /dev/nvidia*: sudo usermod -aG %s $USER and log in again (see devnodes)", grp);
+      }
         break;
       case IL_NVML_ERROR_OPERATING_SYSTEM:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, dr->wsl ? 24 : 22, "GPU access blocked by the operating system/cgroups (%s)", name);
@@ -358,8 +364,11 @@ static void il__check_cuda_init(il_doctor *dr) {
       } else {
         c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 1, "cuInit: %s: the driver is older than this CUDA driver library (driver API CUDA %s)",
                           s->init_name, dv);
-        il__check_fix(c, "Upgrade the NVIDIA driver (sudo ubuntu-drivers install, or a newer nvidia-driver-<branch>) and reboot; "
-                         "if the driver was just upgraded, reboot to load the new kernel module");
+      {
+        char cmd[400];
+        il__check_fix(c, "Upgrade the NVIDIA driver: %s; if the driver was just upgraded, reboot to load the new kernel module",
+                      il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
+      }
       }
       break;
     case IL_CUDA_ERROR_NO_DEVICE:
@@ -369,7 +378,11 @@ static void il__check_cuda_init(il_doctor *dr) {
         il__check_fix(c, "CUDA_VISIBLE_DEVICES hides every GPU (see visibility.cuda): unset CUDA_VISIBLE_DEVICES or list GPU UUIDs from nvidia-smi -L");
       } else if (il__mig_without_instances(dr)) {
         c->scenario = 13;
-        il__check_fix(c, "MIG is enabled without instances (see gpu.mig): create them, e.g. sudo nvidia-smi mig -cgi <profile> -C, or disable MIG");
+        int mg = 0;
+        for (int i = 0; i < dr->nvml.n_devices; i++)
+          if (dr->nvml.devices[i].mig_current == 1 && dr->nvml.devices[i].mig_devices == 0) { mg = i; break; }
+        il__check_fix(c, "MIG is enabled on GPU %d without instances (see gpu.mig): sudo nvidia-smi mig -i %d -cgi 0 -C (profile 0: one instance "
+                         "spanning the GPU), or disable MIG: sudo nvidia-smi -i %d -mig 0", mg, mg, mg);
       } else {
         c->scenario = 0;
         il__check_fix(c, "Check the visibility.* and gpu.* lines; the kernel log says more: sudo dmesg | grep -i nvrm");
@@ -524,10 +537,21 @@ static void il__check_runtime_build(il_doctor *dr) {
   char text[400], fix[400];
   il_check *c;
   int threads = o->cpu_threads > 0 ? o->cpu_threads : dr->host.logical_cpus;
+  int gpus = il__doctor_gpu_count(dr);
+  if (!gpus) gpus = dr->cuda.loaded && dr->cuda.init_rc == 0 ? dr->cuda.n_devices : 0;
   if (!o->build_have_cuda || !o->build_cuda_version || !o->build_cuda_version[0]) {
-    c = il__check_add(dr, "runtime.build", IL_VERDICT_OK, 0,
-                      "CPU-only build: no CUDA kernels compiled in; the CPU backend will be used (%s, %d thread%s)",
-                      dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
+    if (gpus > 0) {
+      /* A usable GPU that this binary cannot use: the job silently runs on the CPU. */
+      c = il__check_add(dr, "runtime.build", IL_VERDICT_WARN, 0,
+                        "CPU-only build on a machine with %d usable NVIDIA GPU%s: inference will run on the CPU (%s, %d thread%s), not on the GPU",
+                        gpus, gpus == 1 ? "" : "s", dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
+      il__check_fix(c, "Use a build with the CUDA backend: configure where nvcc is installed (cmake --preset release; -DIL_CUDA=ON is the default and "
+                       "CUDA is detected automatically), then check that inferlab --version lists CUDA");
+    } else {
+      c = il__check_add(dr, "runtime.build", IL_VERDICT_OK, 0,
+                        "CPU-only build: no CUDA kernels compiled in; the CPU backend will be used (%s, %d thread%s)",
+                        dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
+    }
     il__check_ev(c, "cuda_backend", "not built");
     il__check_ev(c, "cpu_backend", "%s", dr->host.cpu_backend);
     if (o->build_have_cuda) il__check_ev(c, "cuda_compiler_at_build", "found (%s), CUDA backend not compiled", IL_BUILD_CUDA_COMPILER);
@@ -634,7 +658,7 @@ static void il__check_runtime_arch(il_doctor *dr) {
   }
   il_verdict worst = IL_VERDICT_OK;
   char text[400] = "";
-  int bad_cc = 0;
+  int bad_cc = 0, no_image = 0;
   for (int i = 0; i < n; i++) {
     bool sass = false;
     int ptx_from = 0;
@@ -652,11 +676,13 @@ static void il__check_runtime_arch(il_doctor *dr) {
       if (!bad_cc) bad_cc = cc[i];
     } else {
       il_appendf(text, sizeof text, "%sGPU %d %s sm_%d: no kernel image (no SASS or PTX)", l ? "; " : "", i, names[i], cc[i]);
-      worst = IL_VERDICT_FAIL;
+      worst = IL_VERDICT_WARN;
       bad_cc = cc[i];
+      no_image++;
     }
   }
-  c = il__check_add(dr, "runtime.arch", worst, worst == IL_VERDICT_OK ? 0 : 15, "kernels for %s; %s", archs, text);
+  c = il__check_add(dr, "runtime.arch", worst, worst == IL_VERDICT_OK ? 0 : 15, "kernels for %s; %s%s", archs, text,
+                    no_image == n ? ": no GPU here can run this build's kernels, so inference will run on the CPU" : "");
   il__check_ev(c, "compiled_archs", "%s", archs);
   if (worst != IL_VERDICT_OK)
     il__check_fix(c, "Rebuild with this GPU's architecture: cmake -B build -DCMAKE_CUDA_ARCHITECTURES=\"%s;%d\" && cmake --build build -j",
@@ -676,7 +702,7 @@ static void il__check_runtime_features(il_doctor *dr) {
     size_t l = strlen(text);
     il_appendf(text, sizeof text, "%sGPU %d sm_%d: FP16%s%s%s%s", l ? "; " : "", i, cc[i], cc[i] >= 70 ? ", tensor cores" : "",
              cc[i] >= 80 ? ", BF16" : ", no BF16 (needs 8.0)", cc[i] >= 89 ? ", FP8" : ", no FP8 (needs 8.9)",
-             cc[i] < 80 ? ": use --dtype f16" : "");
+             cc[i] < 80 ? ": prefer F16 over BF16 weights" : "");
   }
   il_check *c = il__check_add(dr, "runtime.features", IL_VERDICT_OK, 0, "%s", text);
   for (int i = 0; i < n && i < IL_CHECK_MAX_EVIDENCE; i++) {
@@ -936,8 +962,8 @@ static void il__check_gpus(il_doctor *dr) {
     if (!text[0]) snprintf(text, sizeof text, n ? "MIG disabled or not supported on every GPU" : "no GPU");
     c = il__check_add(dr, "gpu.mig", v, v ? 13 : 0, "%s", text);
     if (v == IL_VERDICT_FAIL) {
-      il__check_fix(c, "Create instances: sudo nvidia-smi mig -i %d -cgi <profile> -C   (profiles: nvidia-smi mig -i %d -lgip), "
-                       "or disable MIG: sudo nvidia-smi -i %d -mig 0", gpu, gpu, gpu);
+      il__check_fix(c, "Create instances: sudo nvidia-smi mig -i %d -cgi 0 -C   (profile 0 spans the GPU; nvidia-smi mig -i %d -lgip lists the "
+                       "smaller ones), or disable MIG: sudo nvidia-smi -i %d -mig 0", gpu, gpu, gpu);
       il__check_fix(c, "MIG instances do not survive a reboot: apply the layout at boot (nvidia-mig-parted)");
     } else if (v == IL_VERDICT_WARN) {
       il__check_fix(c, "Reset the GPU when idle: sudo nvidia-smi -i %d -r   (or reboot)", gpu);
@@ -948,7 +974,7 @@ static void il__check_gpus(il_doctor *dr) {
   {
     char text[400] = "", fixpids[200] = "";
     il_verdict v = IL_VERDICT_OK;
-    int idle_gpu = -1;
+    int idle_gpu = -1, mode_gpu = -1;
     char idle_uuid[96] = "";
     for (int i = 0; i < s->n_devices; i++) {
       const il_nvml_device *d = &s->devices[i];
@@ -976,9 +1002,11 @@ static void il__check_gpus(il_doctor *dr) {
       if (d->compute_mode == 2) {
         il_appendf(text, sizeof text, "%sGPU %d: compute mode Prohibited (no CUDA contexts allowed)", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
+        if (mode_gpu < 0) mode_gpu = i;
       } else if (d->compute_mode == 3 && d->n_procs > 0) {
         il_appendf(text, sizeof text, "%sGPU %d: compute mode Exclusive_Process and already in use", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
+        if (mode_gpu < 0) mode_gpu = i;
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "GPU memory free on every GPU" : "no GPU");
@@ -986,9 +1014,13 @@ static void il__check_gpus(il_doctor *dr) {
     if (fixpids[0]) {
       il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or make the job smaller "
                        "(inferlab --ctx / --n-seq; vLLM --gpu-memory-utilization), or pick another GPU", fixpids);
-      if (idle_gpu >= 0) il__check_fix(c, "A GPU with free memory: export CUDA_VISIBLE_DEVICES=%s", idle_uuid[0] ? idle_uuid : "N");
+      if (idle_gpu >= 0) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", idle_gpu);
+        il__check_fix(c, "A GPU with free memory: export CUDA_VISIBLE_DEVICES=%s", idle_uuid[0] ? idle_uuid : idx);
+      }
     }
-    if (strstr(text, "compute mode")) il__check_fix(c, "Set the compute mode back to Default: sudo nvidia-smi -i <gpu> -c DEFAULT");
+    if (mode_gpu >= 0) il__check_fix(c, "Set the compute mode back to Default: sudo nvidia-smi -i %d -c DEFAULT", mode_gpu);
     for (int i = 0; i < s->n_devices && c->n_evidence < IL_CHECK_MAX_EVIDENCE; i++) {
       const il_nvml_device *d = &s->devices[i];
       if (d->handle_rc || d->mem_total <= 0) continue;
@@ -1001,7 +1033,7 @@ static void il__check_gpus(il_doctor *dr) {
   {
     char text[400] = "";
     il_verdict v = IL_VERDICT_OK;
-    int scen = 0;
+    int scen = 0, ecc_gpu = -1;
     for (int i = 0; i < s->n_devices; i++) {
       const il_nvml_device *d = &s->devices[i];
       size_t l = strlen(text);
@@ -1018,6 +1050,7 @@ static void il__check_gpus(il_doctor *dr) {
                  d->retired_pending == 1 ? ", page retirement pending (needs reset)" : "");
         if (v < IL_VERDICT_WARN) v = IL_VERDICT_WARN;
         if (!scen) scen = 11;
+        if (ecc_gpu < 0) ecc_gpu = i;
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "no lost GPU, no uncorrectable ECC errors" : "no GPU");
@@ -1025,7 +1058,7 @@ static void il__check_gpus(il_doctor *dr) {
     if (scen == 10)
       il__check_fix(c, "Drain the node and power-cycle it; check cooling, power cables and SBIOS; RMA if it repeats (kernel log: sudo dmesg | grep -i xid)");
     else if (scen == 11)
-      il__check_fix(c, "Reset the GPU (sudo nvidia-smi -i <gpu> -r) or reboot to activate row remapping/page retirement; RMA on repeats");
+      il__check_fix(c, "Reset the GPU when idle (sudo nvidia-smi -i %d -r) or reboot to activate row remapping/page retirement; RMA on repeats", ecc_gpu);
     else if (v == IL_VERDICT_FAIL)
       il__check_fix(c, "See the kernel log: sudo dmesg | grep -i -e nvrm -e xid");
   }

@@ -73,7 +73,7 @@ static void il__check_pcie(il_doctor *dr) {
     c = il__check_add(dr, "pci.link", v, 0, "PCIe link narrower than the card supports: %s (host<->GPU copies and model loading slow down "
                       "in proportion)", text);
     il__check_fix(c, "Power off, reseat the card(s) at %s in an x16 slot (no x8 riser, check the slot's lanes in the board manual), "
-                     "then compare: sudo lspci -vv -s <bdf> | grep -e LnkCap -e LnkSta", fixes);
+                     "then compare: sudo lspci -vv -s %.12s | grep -e LnkCap -e LnkSta", fixes, fixes);
   } else {
     c = il__check_add(dr, "pci.link", IL_VERDICT_OK, 0, "PCIe links at full width on %d GPU%s (a lower speed while idle is normal power saving)",
                       n_checked, n_checked == 1 ? "" : "s");

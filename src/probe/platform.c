@@ -193,8 +193,10 @@ static void il__check_kmod_flavor(il_doctor *dr) {
       c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
                         "open kernel module on GPU 10de:%04x at %s, which has no GSP (Volta or older): the open module cannot drive it",
                         g->device_id, g->bdf);
-      il__check_fix(c, "Install the proprietary module flavour and reboot (Ubuntu: sudo apt install nvidia-driver-<branch> instead of nvidia-driver-<branch>-open; "
-                       "negativo17: sudo sed -i -e 's/kernel-open$/kernel/g' /etc/nvidia/kernel.conf && sudo akmods --rebuild)");
+      char br[8];
+      snprintf(br, sizeof br, "%.3s", dr->kmod_version[0] ? dr->kmod_version : "580");
+      il__check_fix(c, "Install the proprietary module flavour and reboot (Ubuntu: sudo apt install nvidia-driver-%s instead of nvidia-driver-%s-open; "
+                       "negativo17: sudo sed -i -e 's/kernel-open$/kernel/g' /etc/nvidia/kernel.conf && sudo akmods --rebuild)", br, br);
       il__check_ev(c, "pci_device", "10de:%04x", g->device_id);
       il__check_ev(c, "flavor", "open");
       return;
