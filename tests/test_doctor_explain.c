@@ -244,9 +244,23 @@ static void test_report_formats(void) {
   IL_CHECK(buf && strstr(buf, "\nWARN  gpu.memory: GPU 0:"));
   IL_CHECK(buf && strstr(buf, "\nWhat to fix\n  1. [WARN "));
   IL_CHECK(buf && strstr(buf, "-> exit code 1"));
-  int lines = 0;
+  /* One line per applicable check plus one shared "n/a" line for the others. */
+  int lines = 0, n_na = 0;
+  for (const char *p = buf; p && *p && strncmp(p, "\nDevices", 8); p++) lines += *p == '\n';
+  for (int i = 0; i < dr->n_checks; i++) n_na += dr->checks[i].na;
+  IL_CHECK(n_na > 0);
+  IL_CHECK_INT(lines, dr->n_checks - n_na + 1);
+  IL_CHECK(buf && strstr(buf, "checks not applicable here: "));
+  free(buf);
+  /* --all: every check on its own line, the inapplicable ones marked n/a. */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  IL_CHECK_OK(il_report_text_ex(dr, f, true));
+  fclose(f);
+  lines = 0;
   for (const char *p = buf; p && *p && strncmp(p, "\nDevices", 8); p++) lines += *p == '\n';
   IL_CHECK_INT(lines, dr->n_checks);
+  IL_CHECK(buf && strstr(buf, "\nn/a   gpu.fabric: no NVSwitch"));
   free(buf);
   il_doctor_free(dr);
   sr_destroy(root);

@@ -500,6 +500,33 @@ static void test_family_vs_branch(void) {
   sr_destroy(root);
 }
 
+/* ---- precision of the verdicts -----------------------------------------------------------------
+ * Values NVML or the host do not report print as "unknown", never -1; checks that do not apply
+ * share one n/a line. */
+static void test_unknown_values(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_rm(root, "/proc/meminfo");
+  sr_scenario(root, "driver=535.54.03\ncuda_driver=12020\ncount=1\ndev0.name=NVIDIA A100-SXM4-80GB\ndev0.uuid=GPU-aaaa\n"
+                    "dev0.mem_total=85899345920\ndev0.mem_used=0\ncuda.init=0\n");
+  il_doctor *dr = sc_run(&s);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  IL_CHECK_OK(il_report_text_ex(dr, f, true));
+  fclose(f);
+  IL_CHECK(buf && strstr(buf, "util gpu unknown mem unknown; unknown; unknown / unknown W") != NULL);
+  IL_CHECK(buf && strstr(buf, "sm_unknown") != NULL);
+  IL_CHECK(buf && strstr(buf, "-1") == NULL);
+  IL_CHECK(buf && strstr(buf, "unknown RAM (unknown available)") != NULL);
+  const il_check *c = il_doctor_find(dr, "host.memory");
+  IL_CHECK(c && il_check_evidence(c, "ram_total_bytes") && !strcmp(il_check_evidence(c, "ram_total_bytes"), "unknown"));
+  if (buf && strstr(buf, "-1")) fprintf(stderr, "%s\n", buf);
+  free(buf);
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
@@ -517,5 +544,6 @@ int main(void) {
   test_remap_and_persistence();
   test_fabric_manager();
   test_family_vs_branch();
+  test_unknown_values();
   return il_test_finish();
 }

@@ -20,7 +20,7 @@ extern char **environ;
 
 static void il__doctor_help(FILE *f) {
   fprintf(f,
-          "usage: inferlab doctor [--json] [--sysroot DIR] [--nvml-lib PATH] [--cuda-lib PATH]\n"
+          "usage: inferlab doctor [--json] [--all] [--sysroot DIR] [--nvml-lib PATH] [--cuda-lib PATH]\n"
           "                       [--bandwidth-ms N] [--threads N]\n"
           "       inferlab doctor --explain \"PASTED ERROR MESSAGE\" [--json]\n"
           "       COMMAND 2>&1 | inferlab doctor --explain - [--json]\n\n"
@@ -30,6 +30,7 @@ static void il__doctor_help(FILE *f) {
           "one line per check (OK / WARN / FAIL) followed by numbered steps to fix what is wrong.\n\n"
           "options:\n"
           "  --json             print the report as JSON (schema in docs/doctor.md)\n"
+          "  --all              list every check; by default the ones that do not apply here share one n/a line\n"
           "  --sysroot DIR      read /proc, /sys, /dev, /etc under DIR instead of / (fixtures, chroots)\n"
           "  --nvml-lib PATH    NVML library to load (default libnvidia-ml.so.1; env INFERLAB_NVML_LIB)\n"
           "  --cuda-lib PATH    CUDA driver library to load (default libcuda.so.1; env INFERLAB_CUDA_LIB)\n"
@@ -45,7 +46,7 @@ int il_cli_doctor(int argc, char **argv) {
   il_doctor_options_default(&o, environ);
   o.bandwidth_ms = 300;
   o.allow_exec = true;
-  bool json = false;
+  bool json = false, all = false;
   const char *explain = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -55,6 +56,8 @@ int il_cli_doctor(int argc, char **argv) {
       return IL_EXIT_OK;
     } else if (!strcmp(a, "--json")) {
       json = true;
+    } else if (!strcmp(a, "--all")) {
+      all = true;
     } else if (!strcmp(a, "--sysroot") || !strcmp(a, "--nvml-lib") || !strcmp(a, "--cuda-lib") || !strcmp(a, "--explain") ||
                !strcmp(a, "--bandwidth-ms") || !strcmp(a, "--threads")) {
       if (!has_val) return il_cli_usage_error("doctor", "%s needs a value", a);
@@ -101,7 +104,7 @@ int il_cli_doctor(int argc, char **argv) {
   il_doctor *dr;
   il_status st = il_doctor_run(&o, &dr);
   if (st != IL_OK) return il_cli_fail("doctor", st);
-  st = json ? il_report_json(dr, stdout) : il_report_text(dr, stdout);
+  st = json ? il_report_json(dr, stdout) : il_report_text_ex(dr, stdout, all);
   int code = il_doctor_exit_code(dr);
   il_doctor_free(dr);
   if (st != IL_OK) return il_cli_fail("doctor", st);

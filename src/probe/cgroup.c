@@ -89,7 +89,7 @@ void il__check_cgroup_devices(il_doctor *dr) {
   il_check *c;
   bool any_node = il_sysfs_exists(fs, "/dev/nvidiactl") || il_sysfs_exists(fs, "/dev/nvidia-uvm");
   if (!any_node) {
-    il__check_add(dr, "container.devices", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes in this container: no device rules to check (see container.injection)");
+    il__check_na(dr, "container.devices", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes in this container: no device rules to check (see container.injection)");
     return;
   }
   int nv_major = il__proc_devices_major(fs, "nvidia-frontend");
@@ -143,7 +143,8 @@ void il__check_cgroup_devices(il_doctor *dr) {
   }
   il__check_ev(c, "devices_list", "%s", rel);
   il__check_ev(c, "nvidia_major", "%d", nv_major);
-  il__check_ev(c, "nvidia_uvm_major", "%d", uvm_major);
+  if (uvm_major >= 0) il__check_ev(c, "nvidia_uvm_major", "%d", uvm_major);
+  else il__check_ev(c, "nvidia_uvm_major", "unknown (no nvidia-uvm in /proc/devices)");
 }
 
 /* ---- on a host: LXC / Proxmox container configs ----------------------------------------- */
@@ -214,7 +215,7 @@ void il__check_lxc_configs(il_doctor *dr) {
   }
   il_mem_free(text);
   if (n_gpu_configs == 0) {
-    il__check_add(dr, "container.lxc", IL_VERDICT_OK, 0, "no LXC/Proxmox container passes NVIDIA devices through");
+    il__check_na(dr, "container.lxc", IL_VERDICT_OK, 0, "no LXC/Proxmox container passes NVIDIA devices through");
     return;
   }
   il_check *c;
@@ -226,7 +227,8 @@ void il__check_lxc_configs(il_doctor *dr) {
                       n_gpu_configs, n_gpu_configs == 1 ? "" : "s");
   }
   il__check_ev(c, "nvidia_major", "%d", nv_major);
-  il__check_ev(c, "nvidia_uvm_major", "%d", uvm_major);
+  if (uvm_major >= 0) il__check_ev(c, "nvidia_uvm_major", "%d", uvm_major);
+  else il__check_ev(c, "nvidia_uvm_major", "unknown (no nvidia-uvm in /proc/devices)");
 }
 
 /* ---- on a host: rootless engines ---------------------------------------------------------- */
@@ -258,7 +260,7 @@ void il__check_rootless(il_doctor *dr) {
   }
   il_check *c;
   if (!rootless_docker) {
-    il__check_add(dr, "container.rootless", IL_VERDICT_OK, 0, "no rootless Docker for this user");
+    il__check_na(dr, "container.rootless", IL_VERDICT_OK, 0, "no rootless Docker for this user");
     return;
   }
   if (dr->gpu_expected && !no_cgroups) {

@@ -24,7 +24,7 @@
 
 /* ---- report building ---------------------------------------------------------------- */
 
-il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
+static il_check *il__check_addv(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, va_list ap) {
   if (dr->n_checks == dr->cap) {
     int ncap = dr->cap ? dr->cap * 2 : 32;
     il_check *nc = il_mem_calloc(IL_MEM_OTHER, sizeof *nc * (size_t)ncap, "doctor checks");
@@ -43,10 +43,24 @@ il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenari
   il_sysfs_copy(c->id, sizeof c->id, id);
   c->verdict = v;
   c->scenario = scenario;
+  vsnprintf(c->summary, sizeof c->summary, fmt, ap);
+  return c;
+}
+
+il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->summary, sizeof c->summary, fmt, ap);
+  il_check *c = il__check_addv(dr, id, v, scenario, fmt, ap);
   va_end(ap);
+  return c;
+}
+
+il_check *il__check_na(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  il_check *c = il__check_addv(dr, id, v, scenario, fmt, ap);
+  va_end(ap);
+  c->na = true;
   return c;
 }
 
@@ -286,7 +300,7 @@ static void il__check_version_match(il_doctor *dr) {
   }
   const char *nv = dr->nvml.init_rc == 0 ? dr->nvml.driver_version : "";
   if (!dr->kmod_version[0] || (!libver[0] && !nv[0])) {
-    il_check *c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
+    il_check *c = il__check_na(dr, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
                                 dr->kmod_version[0] ? "driver library version unknown" : "no NVIDIA kernel module loaded");
     if (dr->kmod_version[0]) il__check_ev(c, "kernel_module", "%s", dr->kmod_version);
     return;
@@ -343,7 +357,7 @@ static void il__check_cuda_init(il_doctor *dr) {
       c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 4, "libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
       il__check_fix(c, "Install the NVIDIA driver (it ships libcuda.so.1); see driver.nvml");
     } else {
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_OK, 0, "libcuda.so.1 not present (no NVIDIA driver): nothing to initialize");
+      c = il__check_na(dr, "cuda.init", IL_VERDICT_OK, 0, "libcuda.so.1 not present (no NVIDIA driver): nothing to initialize");
     }
     il__check_ev(c, "library", "%s", dr->cuda_path);
     il__check_ev(c, "dlopen_error", "%s", dr->cuda_error);
@@ -451,7 +465,7 @@ static void il__check_cuda_compat(il_doctor *dr) {
   bool failed804 = dr->cuda.loaded && dr->cuda.init_rc == IL_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE;
   il_check *c;
   if (!dr->cuda.loaded) {
-    il__check_add(dr, "cuda.compat", IL_VERDICT_OK, 0, "no libcuda loaded: nothing to check");
+    il__check_na(dr, "cuda.compat", IL_VERDICT_OK, 0, "no libcuda loaded: nothing to check");
     return;
   }
   if (!in_compat_dir && !newer && !failed804) {
@@ -647,7 +661,7 @@ static void il__check_runtime_arch(il_doctor *dr) {
   const char *archs = dr->opt.build_cuda_archs;
   il_check *c;
   if (!dr->opt.build_have_cuda || !archs || !archs[0]) {
-    c = il__check_add(dr, "runtime.arch", IL_VERDICT_OK, 0, "CPU-only build: no GPU kernels to match against %d device%s", n, n == 1 ? "" : "s");
+    c = il__check_na(dr, "runtime.arch", IL_VERDICT_OK, 0, "CPU-only build: no GPU kernels to match against %d device%s", n, n == 1 ? "" : "s");
     return;
   }
   il__archs a;
@@ -694,7 +708,7 @@ static void il__check_runtime_features(il_doctor *dr) {
   char names[16][96];
   int n = il__device_ccs(dr, cc, names, 16);
   if (n == 0) {
-    il__check_add(dr, "runtime.features", IL_VERDICT_OK, 0, "no GPU: FP32/BF16/FP16 run on the CPU backend");
+    il__check_na(dr, "runtime.features", IL_VERDICT_OK, 0, "no GPU: FP32/BF16/FP16 run on the CPU backend");
     return;
   }
   char text[400] = "";
@@ -774,7 +788,7 @@ static void il__check_nvcc(il_doctor *dr) {
     found = true;
   }
   if (!found) {
-    il__check_add(dr, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc not found (only needed to build the CUDA backend)");
+    il__check_na(dr, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc not found (only needed to build the CUDA backend)");
     return;
   }
   /* The toolkit root is two levels above bin/nvcc; version.json (CUDA >= 11.1) or version.txt. */
@@ -844,7 +858,7 @@ static void il__check_visibility(il_doctor *dr) {
   il_check *c;
   if (!cvd) {
     if (n) c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset: all %d GPU%s visible", n, n == 1 ? "" : "s");
-    else c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset; no GPU to select from");
+    else c = il__check_na(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset; no GPU to select from");
   } else if (n == 0) {
     c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES=\"%s\" but there is no GPU to select from", cvd);
   } else {
@@ -907,7 +921,7 @@ static void il__check_visibility(il_doctor *dr) {
                         nv->mode == IL_NVVIS_VOID ? "is void" : "is unset or empty");
       il__fix_request_gpus(dr, c);
     } else {
-      c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
+      c = il__check_na(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
     }
   } else if (nv->mode == IL_NVVIS_NONE) {
     c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_WARN, 21, "NVIDIA_VISIBLE_DEVICES=none: driver libraries injected but no GPU");
@@ -961,6 +975,7 @@ static void il__check_gpus(il_doctor *dr) {
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "MIG disabled or not supported on every GPU" : "no GPU");
     c = il__check_add(dr, "gpu.mig", v, v ? 13 : 0, "%s", text);
+    if (!n && v == IL_VERDICT_OK) c->na = true;
     if (v == IL_VERDICT_FAIL) {
       il__check_fix(c, "Create instances: sudo nvidia-smi mig -i %d -cgi 0 -C   (profile 0 spans the GPU; nvidia-smi mig -i %d -lgip lists the "
                        "smaller ones), or disable MIG: sudo nvidia-smi -i %d -mig 0", gpu, gpu, gpu);
@@ -1011,6 +1026,7 @@ static void il__check_gpus(il_doctor *dr) {
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "GPU memory free on every GPU" : "no GPU");
     c = il__check_add(dr, "gpu.memory", v, v ? 25 : 0, "%s", text);
+    if (!n && v == IL_VERDICT_OK) c->na = true;
     if (fixpids[0]) {
       il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or make the job smaller "
                        "(inferlab --ctx / --n-seq; vLLM --gpu-memory-utilization), or pick another GPU", fixpids);
@@ -1026,7 +1042,8 @@ static void il__check_gpus(il_doctor *dr) {
       if (d->handle_rc || d->mem_total <= 0) continue;
       char key[40];
       snprintf(key, sizeof key, "gpu%d_used_bytes", i);
-      il__check_ev(c, key, "%lld of %lld", d->mem_used, d->mem_total);
+      if (d->mem_used >= 0) il__check_ev(c, key, "%lld of %lld", d->mem_used, d->mem_total);
+      else il__check_ev(c, key, "unknown of %lld", d->mem_total);
     }
   }
   /* Health: GPU lost, ECC, pending retirement. */
@@ -1055,6 +1072,7 @@ static void il__check_gpus(il_doctor *dr) {
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "no lost GPU, no uncorrectable ECC errors" : "no GPU");
     c = il__check_add(dr, "gpu.health", v, scen, "%s", text);
+    if (!n && v == IL_VERDICT_OK) c->na = true;
     if (scen == 10)
       il__check_fix(c, "Drain the node and power-cycle it; check cooling, power cables and SBIOS; RMA if it repeats (kernel log: sudo dmesg | grep -i xid)");
     else if (scen == 11)

@@ -42,6 +42,7 @@ typedef struct {
   char fix[900];        /* what to do, exact commands; "" when OK. Lines separated by '\n'. */
   int n_evidence;
   il_evidence evidence[IL_CHECK_MAX_EVIDENCE];
+  bool na;              /* OK because the check does not apply here (no GPU, no docker, ...): reported compactly */
 } il_check;
 
 /* An NVIDIA PCI display function found in /sys/bus/pci/devices. */
@@ -160,6 +161,9 @@ bool il_doctor_min_driver(const char *cuda_version, char *full, size_t nfull, ch
 
 /* Internal, shared by the check files (checks.c, platform.c, container.c). */
 il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Same as il__check_add, for a check that does not apply on this machine (marked na). */
+il_check *il__check_na(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void il__check_fix(il_check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void il__check_ev(il_check *c, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

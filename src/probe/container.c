@@ -61,8 +61,8 @@ static void il__check_inside(il_doctor *dr) {
   bool nvml = dr->nvml.loaded, cuda = dr->cuda.loaded;
   il_check *c;
   if (!dr->gpu_expected && !nvml && !cuda) {
-    c = il__check_add(dr, "container.injection", IL_VERDICT_OK, 0,
-                      "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
+    c = il__check_na(dr, "container.injection", IL_VERDICT_OK, 0,
+                     "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
   } else if (!nvml && !cuda && !nodes) {
     c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
                       "container started without the NVIDIA runtime: no driver libraries, no /dev/nvidia* nodes");
@@ -166,7 +166,7 @@ static void il__check_toolkit(il_doctor *dr, il__tools *t) {
                       "nvidia-container-runtime-hook is not on PATH: dockerd registers its GPU device driver only when it finds it (--gpus fails)");
     il__check_fix(c, "Reinstall the toolkit (sudo apt install --reinstall nvidia-container-toolkit) and restart docker: sudo systemctl restart docker");
   } else if (!any_tool) {
-    c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
+    c = il__check_na(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
                       engine ? "no GPU here" : "no container engine either");
   } else {
     c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit: %s%s%s", tools,
@@ -182,7 +182,7 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
   const il_sysfs *fs = &dr->fs;
   il_check *c;
   if (!t->docker) {
-    il__check_add(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
+    il__check_na(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
     return;
   }
   char *text = il_mem_alloc(IL_MEM_OTHER, IL__DAEMON_JSON_MAX + 1, "daemon.json");
@@ -280,7 +280,7 @@ static void il__check_containerd(il_doctor *dr, const il__tools *t) {
   if (!text) return;
   il_check *c;
   if (il_sysfs_read(&dr->fs, "/etc/containerd/config.toml", text, 65536, NULL) != IL_OK) {
-    il__check_add(dr, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
+    il__check_na(dr, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
     il_mem_free(text);
     return;
   }
@@ -377,7 +377,7 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
                       "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: podman/CDI requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'");
     il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
   } else if (n_specs == 0) {
-    c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
+    c = il__check_na(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
   } else {
     c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s", n_specs == 1 ? "" : "s", specs, drv[0] ? drv : "(unknown)");
   }

@@ -75,7 +75,7 @@ void il__check_branch(il_doctor *dr) {
   int branch = atoi(ver);
   il_check *c;
   if (dr->n_pci == 0) {
-    il__check_add(dr, "kmod.branch", IL_VERDICT_OK, 0, "no NVIDIA GPU on the PCI bus");
+    il__check_na(dr, "kmod.branch", IL_VERDICT_OK, 0, "no NVIDIA GPU on the PCI bus");
     return;
   }
   char fams[300] = "";
@@ -83,7 +83,7 @@ void il__check_branch(il_doctor *dr) {
     il_appendf(fams, sizeof fams, "%s%s 10de:%04x %s", fams[0] ? "; " : "", dr->pci[i].bdf, dr->pci[i].device_id,
                il_gpu_family_name(il_gpu_family_of(dr->pci[i].device_id)));
   if (!branch) {
-    c = il__check_add(dr, "kmod.branch", IL_VERDICT_OK, 0, "no driver installed to match against: %s", fams);
+    c = il__check_na(dr, "kmod.branch", IL_VERDICT_OK, 0, "no driver installed to match against: %s", fams);
     il__check_ev(c, "gpus", "%s", fams);
     return;
   }

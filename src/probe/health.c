@@ -66,7 +66,7 @@ static void il__check_pcie(il_doctor *dr) {
   }
   il_check *c;
   if (n_checked == 0) {
-    il__check_add(dr, "pci.link", IL_VERDICT_OK, 0, "no PCIe link attributes to read%s", dr->n_pci ? "" : " (no NVIDIA GPU on the PCI bus)");
+    il__check_na(dr, "pci.link", IL_VERDICT_OK, 0, "no PCIe link attributes to read%s", dr->n_pci ? "" : " (no NVIDIA GPU on the PCI bus)");
     return;
   }
   if (v == IL_VERDICT_WARN) {
@@ -248,7 +248,7 @@ static void il__check_remap(il_doctor *dr) {
   }
   il_check *c;
   if (!known) {
-    il__check_add(dr, "gpu.remap", IL_VERDICT_OK, 0, "row remapping not reported (pre-A100 GPU, or no GPU)");
+    il__check_na(dr, "gpu.remap", IL_VERDICT_OK, 0, "row remapping not reported (pre-A100 GPU, or no GPU)");
     return;
   }
   if (!text[0]) c = il__check_add(dr, "gpu.remap", IL_VERDICT_OK, 0, "no pending or failed row remaps on %d GPU%s", known, known == 1 ? "" : "s");
@@ -290,7 +290,7 @@ static bool il__consumer(const char *name) {
 static void il__check_persistence(il_doctor *dr) {
   const il_nvml_snapshot_t *s = &dr->nvml;
   if (dr->wsl) {
-    il__check_add(dr, "gpu.persistence", IL_VERDICT_OK, 0, "WSL2: the Windows driver keeps the GPU initialized");
+    il__check_na(dr, "gpu.persistence", IL_VERDICT_OK, 0, "WSL2: the Windows driver keeps the GPU initialized");
     return;
   }
   bool daemon = il__process_running(&dr->fs, "nvidia-persistenced");
@@ -304,7 +304,7 @@ static void il__check_persistence(il_doctor *dr) {
   }
   il_check *c;
   if (!known) {
-    il__check_add(dr, "gpu.persistence", IL_VERDICT_OK, 0, "persistence mode not reported (no GPU)");
+    il__check_na(dr, "gpu.persistence", IL_VERDICT_OK, 0, "persistence mode not reported (no GPU)");
     return;
   }
   if (off[0] && !daemon) {
@@ -378,7 +378,7 @@ static void il__check_fabric(il_doctor *dr) {
   }
   il_check *c;
   if (!n_switch) {
-    il__check_add(dr, "gpu.fabric", IL_VERDICT_OK, 0, "no NVSwitch: Fabric Manager not needed");
+    il__check_na(dr, "gpu.fabric", IL_VERDICT_OK, 0, "no NVSwitch: Fabric Manager not needed");
     return;
   }
   char fmv[64], logline[300];

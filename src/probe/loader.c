@@ -173,7 +173,7 @@ void il__check_loader(il_doctor *dr) {
   il_check *c;
   const char *k = dr->kmod_version;
   if (n == 0) {
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "no libcuda.so.1 on the loader's path%s",
+    c = il__check_na(dr, "cuda.loader", IL_VERDICT_OK, 0, "no libcuda.so.1 on the loader's path%s",
                       dr->cuda.loaded ? " (loaded from an explicit path)" : "");
     return;
   }

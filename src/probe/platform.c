@@ -119,11 +119,11 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
     return;
   }
   if (dr->wsl) {
-    il__check_add(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
+    il__check_na(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
     return;
   }
   if (dr->n_pci == 0) {
-    il__check_add(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
+    il__check_na(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
     return;
   }
   char kver[128], dir[256];
@@ -181,7 +181,7 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
 static void il__check_kmod_flavor(il_doctor *dr) {
   il_check *c;
   if (!dr->kmod_loaded || dr->n_pci == 0) {
-    il__check_add(dr, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
+    il__check_na(dr, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
     return;
   }
   /* Volta and older have no GSP, so the open module cannot drive them; Blackwell requires it
@@ -248,11 +248,11 @@ static void il__check_uvm(il_doctor *dr) {
   il_check *c;
   bool node = il_sysfs_exists(&dr->fs, "/dev/nvidia-uvm");
   if (dr->wsl) {
-    il__check_add(dr, "kmod.uvm", IL_VERDICT_OK, 0, "WSL2: unified memory goes through /dev/dxg");
+    il__check_na(dr, "kmod.uvm", IL_VERDICT_OK, 0, "WSL2: unified memory goes through /dev/dxg");
     return;
   }
   if (!dr->kmod_loaded) {
-    il__check_add(dr, "kmod.uvm", IL_VERDICT_OK, 0, "not checked: the nvidia module is not loaded%s", dr->n_pci ? " (see kmod.nvidia)" : "");
+    il__check_na(dr, "kmod.uvm", IL_VERDICT_OK, 0, "not checked: the nvidia module is not loaded%s", dr->n_pci ? " (see kmod.nvidia)" : "");
     return;
   }
   if (!dr->uvm_loaded && !node) {
@@ -288,7 +288,7 @@ static void il__check_devnodes(il_doctor *dr) {
   il_check *c;
   if (dr->wsl) {
     bool dxg = il_sysfs_exists(fs, "/dev/dxg");
-    if (dxg) il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "WSL2: /dev/dxg present (no /dev/nvidia* nodes are used)");
+    if (dxg) il__check_na(dr, "devnodes", IL_VERDICT_OK, 0, "WSL2: /dev/dxg present (no /dev/nvidia* nodes are used)");
     else {
       c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, 24, "WSL2 kernel but /dev/dxg is missing: no GPU paravirtualization");
       il__check_fix(c, "Update WSL and the Windows NVIDIA driver (PowerShell: wsl --update; wsl --shutdown)");
@@ -296,7 +296,7 @@ static void il__check_devnodes(il_doctor *dr) {
     return;
   }
   if (!dr->gpu_expected) {
-    il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
+    il__check_na(dr, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
     return;
   }
   int n = il__doctor_gpu_count(dr);
@@ -394,7 +394,7 @@ void il__platform_checks_virt(il_doctor *dr) {
   il__check_ev(c, "iommu_groups", "%d", ngroups);
 
   if (dr->n_pci == 0) {
-    c = il__check_add(dr, "virt.pci", IL_VERDICT_OK, 0, "no NVIDIA display function (vendor 0x10de, class 0x03) on the PCI bus");
+    c = il__check_na(dr, "virt.pci", IL_VERDICT_OK, 0, "no NVIDIA display function (vendor 0x10de, class 0x03) on the PCI bus");
     return;
   }
   char list[400] = "", vfio[200] = "", none[200] = "";
@@ -465,18 +465,24 @@ void il__platform_checks_host(il_doctor *dr) {
   il__check_ev(c, "logical_cpus", "%d", h->logical_cpus);
   il__check_ev(c, "cpu_backend", "%s", h->cpu_backend);
 
-  char total[32] = "?", avail[32] = "?", bw[48] = "not measured";
+  char total[32] = "unknown", avail[32] = "unknown", bw[48] = "not measured";
   if (h->ram_total >= 0) il_mem_format_bytes((size_t)h->ram_total, total, sizeof total);
   if (h->ram_available >= 0) il_mem_format_bytes((size_t)h->ram_available, avail, sizeof avail);
   if (h->read_gbps > 0) snprintf(bw, sizeof bw, "%.1f GB/s", h->read_gbps);
   c = il__check_add(dr, "host.memory", IL_VERDICT_OK, 0, "%s RAM (%s available); read bandwidth %s; transparent huge pages: %s; %lld explicit huge page%s",
                     total, avail, bw, h->thp[0] ? h->thp : "unknown", h->hugepages_total > 0 ? h->hugepages_total : 0,
                     h->hugepages_total == 1 ? "" : "s");
-  il__check_ev(c, "ram_total_bytes", "%lld", h->ram_total);
-  il__check_ev(c, "ram_available_bytes", "%lld", h->ram_available);
-  il__check_ev(c, "read_bandwidth_gbps", "%.2f", h->read_gbps);
-  il__check_ev(c, "thp", "%s", h->thp);
-  il__check_ev(c, "hugepages_total", "%lld", h->hugepages_total);
+  /* Unknown values read "unknown", never -1. */
+  char v1[32], v2[32], v3[32];
+  snprintf(v1, sizeof v1, h->ram_total >= 0 ? "%lld" : "unknown", h->ram_total);
+  snprintf(v2, sizeof v2, h->ram_available >= 0 ? "%lld" : "unknown", h->ram_available);
+  snprintf(v3, sizeof v3, h->hugepages_total >= 0 ? "%lld" : "unknown", h->hugepages_total);
+  il__check_ev(c, "ram_total_bytes", "%s", v1);
+  il__check_ev(c, "ram_available_bytes", "%s", v2);
+  if (h->read_gbps > 0) il__check_ev(c, "read_bandwidth_gbps", "%.2f", h->read_gbps);
+  else il__check_ev(c, "read_bandwidth_gbps", "not measured");
+  il__check_ev(c, "thp", "%s", h->thp[0] ? h->thp : "unknown");
+  il__check_ev(c, "hugepages_total", "%s", v3);
 
   c = il__check_add(dr, "host.kernel", IL_VERDICT_OK, 0, "Linux %s%s", h->kernel[0] ? h->kernel : "(release unknown)", dr->wsl ? " (WSL2)" : "");
   il__check_ev(c, "release", "%s", h->kernel);
