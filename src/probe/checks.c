@@ -273,7 +273,8 @@ static void il__check_driver(il_doctor *dr) {
     char names[300] = "";
     for (int i = 0; i < s->n_devices; i++) {
       size_t l = strlen(names);
-      il_appendf(names, sizeof names, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
+      if (s->devices[i].handle_rc) il_appendf(names, sizeof names, "%s%d (%s, see gpu.health)", l ? ", " : "", i, il_nvml_code_name(s->devices[i].handle_rc));
+      else il_appendf(names, sizeof names, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
     }
     c = il__check_add(dr, "driver.nvml", IL_VERDICT_OK, 0, "driver %s (supports CUDA %s), %d GPU%s: %s", s->driver_version,
                       cv, n, n == 1 ? "" : "s", names);
