@@ -527,6 +527,25 @@ static void test_unknown_values(void) {
   sr_destroy(root);
 }
 
+/* A CRI-O node without the nvidia runtime (the device plugin then says "Incompatible strategy
+ * detected auto": https://github.com/NVIDIA/k8s-device-plugin/issues/1134, on CRI-O). */
+static void test_crio(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_exe(root, "/usr/bin/crio");
+  sr_exe(root, "/usr/bin/kubelet");
+  sr_write(root, "/etc/crio/crio.conf", "[crio.runtime]\ndefault_runtime = \"crun\"\n[crio.runtime.runtimes.crun]\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "container.crio", IL_VERDICT_WARN, 19, "nvidia-ctk runtime configure --runtime=crio --set-as-default");
+  il_doctor_free(dr);
+  sr_write(root, "/etc/crio/crio.conf.d/99-nvidia.toml", "[crio.runtime]\ndefault_runtime = \"nvidia\"\n\n"
+                                                        "[crio.runtime.runtimes.nvidia]\nruntime_path = \"/usr/bin/nvidia-container-runtime\"\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.crio", IL_VERDICT_OK, 0, NULL); /* negative: the drop-in registers it as default */
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
@@ -536,6 +555,7 @@ int main(void) {
   test_cdi_uvm_major();
   test_rootless_docker();
   test_kubernetes_pod_without_gpu();
+  test_crio();
   test_distro_fedora();
   test_distro_rocky_and_debian();
   test_wsl_linux_driver_inside();

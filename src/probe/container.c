@@ -307,6 +307,65 @@ static void il__check_containerd(il_doctor *dr, const il__tools *t) {
   il_mem_free(text);
 }
 
+/* CRI-O: /etc/crio/crio.conf plus the drop-ins of /etc/crio/crio.conf.d (where
+ * `nvidia-ctk runtime configure --runtime=crio` writes [crio.runtime.runtimes.nvidia]); a node
+ * whose CRI-O lacks the runtime leaves the device plugin without GPUs ("Incompatible strategy
+ * detected auto ... did you configure the NVIDIA Container Toolkit?", on CRI-O:
+ * https://github.com/NVIDIA/k8s-device-plugin/issues/1134). */
+static void il__check_crio(il_doctor *dr) {
+  const il_sysfs *fs = &dr->fs;
+  char p[512];
+  bool installed = il_sysfs_which(fs, "crio", p, sizeof p) || il_sysfs_exists(fs, "/etc/crio");
+  if (!installed) {
+    il__check_na(dr, "container.crio", IL_VERDICT_OK, 0, "CRI-O not installed");
+    return;
+  }
+  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "CRI-O config");
+  if (!text) {
+    dr->oom = true;
+    return;
+  }
+  bool has = false;
+  char deflt[64] = "", where[300] = "";
+  char files[17][300];
+  int nf = 0;
+  il_sysfs_copy(files[nf++], sizeof files[0], "/etc/crio/crio.conf");
+  char **names;
+  int n;
+  if (il_sysfs_list(fs, "/etc/crio/crio.conf.d", &names, &n) == IL_OK) {
+    for (int i = 0; i < n && nf < 17; i++) snprintf(files[nf++], sizeof files[0], "/etc/crio/crio.conf.d/%.200s", names[i]);
+    il_sysfs_list_free(names, n);
+  }
+  /* Later drop-ins override earlier ones: the last default_runtime wins. */
+  for (int i = 0; i < nf; i++) {
+    if (il_sysfs_read(fs, files[i], text, 65536, NULL) != IL_OK) continue;
+    if (strstr(text, "runtimes.nvidia]") || strstr(text, "runtimes.\"nvidia\"]")) {
+      has = true;
+      il_sysfs_copy(where, sizeof where, files[i]);
+    }
+    char d[64];
+    if (il__toml_string(text, "default_runtime", d, sizeof d)) il_sysfs_copy(deflt, sizeof deflt, d);
+  }
+  il_mem_free(text);
+  bool kube = il_sysfs_which(fs, "kubelet", p, sizeof p);
+  il_check *c;
+  if (!has && dr->gpu_expected) {
+    c = il__check_add(dr, "container.crio", IL_VERDICT_WARN, 19,
+                      "CRI-O has no 'nvidia' runtime: pods on this node get no GPU and the device plugin reports 'Incompatible strategy detected'");
+    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=crio --set-as-default && sudo systemctl restart crio");
+  } else if (has && strcmp(deflt, "nvidia") && kube) {
+    c = il__check_add(dr, "container.crio", IL_VERDICT_WARN, 19,
+                      "CRI-O has the 'nvidia' runtime (%s) but the default is \"%s\": pods need runtimeClassName: nvidia", where, deflt[0] ? deflt : "crun/runc");
+    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=crio --set-as-default && sudo systemctl restart crio   "
+                     "(or a RuntimeClass 'nvidia' and runtimeClassName in the pod spec)");
+  } else {
+    c = il__check_add(dr, "container.crio", IL_VERDICT_OK, 0, "CRI-O: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
+                      deflt[0] ? ", default " : "", deflt);
+  }
+  il__check_ev(c, "runtimes.nvidia", "%s", has ? where : "absent");
+  il__check_ev(c, "default_runtime", "%s", deflt[0] ? deflt : "(unset)");
+}
+
 static void il__check_cdi(il_doctor *dr, const il__tools *t) {
   const il_sysfs *fs = &dr->fs;
   static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi"};
@@ -399,6 +458,7 @@ void il__container_checks(il_doctor *dr) {
   il__check_toolkit(dr, &t);
   il__check_docker(dr, &t);
   il__check_containerd(dr, &t);
+  il__check_crio(dr);
   il__check_cdi(dr, &t);
   il__check_rootless(dr);
   il__check_lxc_configs(dr);
