@@ -546,10 +546,92 @@ static void test_crio(void) {
   sr_destroy(root);
 }
 
+/* Writes root/etc/ld.so.cache in glibc's new format with the given (flags, soname, path)
+ * entries, in order. */
+static void write_ldcache(const char *root, int n, const unsigned *flags, const char *const *keys, const char *const *vals) {
+  unsigned char buf[4096];
+  memset(buf, 0, sizeof buf);
+  memcpy(buf, "glibc-ld.so.cache1.1", 20);
+  size_t strings = 48 + (size_t)n * 24, o = strings;
+  uint32_t koff[8], voff[8];
+  for (int i = 0; i < n; i++) {
+    koff[i] = (uint32_t)o;
+    memcpy(buf + o, keys[i], strlen(keys[i]) + 1);
+    o += strlen(keys[i]) + 1;
+    voff[i] = (uint32_t)o;
+    memcpy(buf + o, vals[i], strlen(vals[i]) + 1);
+    o += strlen(vals[i]) + 1;
+  }
+  uint32_t nl = (uint32_t)n, ls = (uint32_t)(o - strings);
+  memcpy(buf + 20, &nl, 4); /* the test runs on a little-endian host, as the cache does */
+  memcpy(buf + 24, &ls, 4);
+  for (int i = 0; i < n; i++) {
+    unsigned char *e = buf + 48 + (size_t)i * 24;
+    uint32_t f = flags[i];
+    memcpy(e, &f, 4);
+    memcpy(e + 4, &koff[i], 4);
+    memcpy(e + 8, &voff[i], 4);
+  }
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/etc/ld.so.cache", root);
+  sr_parent(path);
+  FILE *f = fopen(path, "wb");
+  if (f) {
+    fwrite(buf, 1, o, f);
+    fclose(f);
+  }
+}
+
+/* The ld.so cache decides the order: a compat directory listed first by
+ * /etc/ld.so.conf.d/00-compat-888138641.conf (https://github.com/NVIDIA/nvidia-container-toolkit/pull/1679:
+ * "libcuda.so.1 (libc6,AArch64) => /usr/local/cuda-13.0/compat/libcuda.so.1" first, code=803/804)
+ * on a GeForce, and the same on an A100 (supported). i386 entries are skipped. */
+static void test_loader_ldcache(void) {
+  scen s;
+  const char *root = healthy(&s);
+  stale_lib(root, "/usr/local/cuda-13.0/compat", "libcuda.so", "580.65.06");
+  stale_lib(root, "/usr/lib/i386-linux-gnu", "libcuda.so", "470.82.01");
+  sr_write(root, "/etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n");
+  sr_write(root, "/etc/ld.so.conf.d/00-compat-888138641.conf", "/usr/local/cuda-13.0/compat\n");
+  static const unsigned flags[] = {0x0003, 0x0303, 0x0303, 0x0303};
+  static const char *const keys[] = {"libcuda.so.1", "libcuda.so.1", "libcuda.so.1", "libc.so.6"};
+  static const char *const vals[] = {"/usr/lib/i386-linux-gnu/libcuda.so.1", "/usr/local/cuda-13.0/compat/libcuda.so.1",
+                                     "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/lib/x86_64-linux-gnu/libc.so.6"};
+  write_ldcache(root, 4, flags, keys, vals);
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "cuda.loader", IL_VERDICT_OK, 0, NULL); /* A100: forward compatibility is supported */
+  EXPECT_SUMMARY(dr, "cuda.loader", "forward-compatibility /usr/local/cuda-13.0/compat/libcuda.so.1 (580.65.06, from ld.so cache "
+                                    "(/etc/ld.so.conf.d/00-compat-888138641.conf))");
+  il_doctor_free(dr);
+  sr_scenario(root, "driver=535.54.03\ncuda_driver=12020\ncount=1\ndev0.name=NVIDIA GeForce RTX 3090\ndev0.uuid=GPU-cccc\ndev0.cc=8.6\n"
+                    "dev0.mem_total=25769803776\ndev0.mem_used=0\ncuda.init=0\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "cuda.loader", IL_VERDICT_FAIL, 2, "Remove the line /usr/local/cuda-13.0/compat from /etc/ld.so.conf.d/00-compat-888138641.conf, then sudo ldconfig");
+  il_doctor_free(dr);
+  /* A cache without the compat entry: the conf file alone no longer decides. */
+  write_ldcache(root, 2, flags + 2, keys + 2, vals + 2);
+  dr = sc_run(&s);
+  EXPECT(dr, "cuda.loader", IL_VERDICT_OK, 0, NULL);
+  EXPECT_SUMMARY(dr, "cuda.loader", "/usr/lib/x86_64-linux-gnu/libcuda.so.1 (535.54.03, from ld.so cache (system directory))");
+  il_doctor_free(dr);
+  sr_destroy(root);
+  /* This machine's own cache parses: libc.so.6 is in it. */
+  if (access("/etc/ld.so.cache", R_OK) == 0) {
+    il_doctor *real = calloc(1, sizeof *real);
+    il_sysfs_init(&real->fs, "/", NULL);
+    il_lib_candidate cand[4];
+    int n = il__loader_search(real, "libc.so.6", cand, 4);
+    IL_CHECK(n >= 1 && strstr(cand[0].origin, "ld.so cache") != NULL);
+    if (n < 1 || !strstr(cand[0].origin, "ld.so cache")) fprintf(stderr, "libc.so.6: %d candidates, first origin %s\n", n, n ? cand[0].origin : "-");
+    free(real);
+  }
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
   test_loader_image_libcuda();
+  test_loader_ldcache();
   test_cgroup_device_rules();
   test_lxc_config_on_host();
   test_cdi_uvm_major();

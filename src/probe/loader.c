@@ -4,8 +4,9 @@
  *
  * An application loads "libcuda.so.1" by soname, so the file it gets is the first one in the
  * loader's search order (ld.so(8)): the directories of LD_LIBRARY_PATH, then the ld.so cache
- * (built by ldconfig from /etc/ld.so.conf and the /etc/ld.so.conf.d/NAME.conf files it
- * includes, in name order), then the default directories. A conda environment adds its lib/
+ * (/etc/ld.so.cache, read below; ldconfig builds it from /etc/ld.so.conf and the
+ * /etc/ld.so.conf.d/NAME.conf files it includes, which name where each directory came from and
+ * stand in for a missing cache), then the default directories. A conda environment adds its lib/
  * directory through the RPATH conda-build writes into its binaries (conda-build docs, "Shared
  * libraries in macOS and Linux", quoted in deepmd-kit#650); it is listed after
  * LD_LIBRARY_PATH [inferred order]. A container image may ship its own libcuda in one of
@@ -16,12 +17,14 @@
  * Not for: loading the libraries (probe/nvml, probe/cudadrv). Declared in checks.h.
  */
 #include <glob.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/text.h"
+#include "memory/mem.h"
 #include "probe/checks.h"
 
 /* "535.54.03" from "libcuda.so.535.54.03"; "" for "libcuda.so.1" or another name. */
@@ -101,6 +104,58 @@ static void il__ldconf(const il_sysfs *fs, const char *rel, char dirs[][256], ch
   }
 }
 
+/* ---- /etc/ld.so.cache ----------------------------------------------------------------------
+ * The cache ldconfig writes, in glibc's "new" format (the only one glibc >= 2.32 writes):
+ *   char magic[17] = "glibc-ld.so.cache"; char version[3] = "1.1";
+ *   uint32 nlibs; uint32 len_strings; uint8 flags; uint8 pad[3]; uint32 extension_offset;
+ *   uint32 unused[3];                                              -- 48 bytes
+ *   nlibs x { int32 flags; uint32 key; uint32 value; uint32 osversion; uint64 hwcap; } -- 24 bytes
+ *   then the strings; key (the soname) and value (the path) are offsets from the header start.
+ * An old-format prefix ("ld.so-1.7.0", 12-byte entries) may come first; it is skipped. The
+ * loader takes the first entry whose soname matches and whose flags fit this architecture, so
+ * the entries' order is the search order (glibc elf/cache.c, sysdeps/generic/dl-cache.h). */
+#define IL__CACHE_MAGIC "glibc-ld.so.cache1.1"
+
+static uint32_t il__u32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+/* Paths of soname in the cache, in order (max entries); -1 when there is no readable cache. */
+static int il__ldcache(const il_sysfs *fs, const char *soname, char paths[][512], int max) {
+  const size_t cap = (size_t)4 << 20;
+  unsigned char *buf = il_mem_alloc(IL_MEM_OTHER, cap, "ld.so.cache");
+  if (!buf) return -1;
+  size_t len = 0;
+  int n = -1;
+  if (il_sysfs_read(fs, "/etc/ld.so.cache", (char *)buf, cap, &len) != IL_OK) goto done;
+  size_t base = 0;
+  if (len >= 16 && !memcmp(buf, "ld.so-1.7.0", 11)) {
+    /* Old format: 12-byte header (magic + nlibs) and 12-byte entries, then the new header. */
+    uint32_t nold = il__u32(buf + 12);
+    base = 16 + (size_t)nold * 12;
+    base = (base + 7) & ~(size_t)7;
+  }
+  if (base + 48 > len || memcmp(buf + base, IL__CACHE_MAGIC, 20)) goto done;
+  uint32_t nlibs = il__u32(buf + base + 20);
+  if (nlibs > (len - base - 48) / 24) goto done;
+  n = 0;
+  for (uint32_t i = 0; i < nlibs && n < max; i++) {
+    const unsigned char *e = buf + base + 48 + (size_t)i * 24;
+    uint32_t flags = il__u32(e), key = il__u32(e + 4), value = il__u32(e + 8);
+#if defined(__x86_64__)
+    if ((flags & 0xff00) != 0x0300) continue; /* FLAG_X8664_LIB64: skip i386 and x32 entries */
+#elif defined(__aarch64__)
+    if ((flags & 0xff00) != 0x0a00) continue; /* FLAG_AARCH64_LIB64 */
+#endif
+    if (base + key >= len || base + value >= len) continue;
+    const char *k = (const char *)buf + base + key, *v = (const char *)buf + base + value;
+    if (!memchr(k, 0, len - base - key) || !memchr(v, 0, len - base - value)) continue;
+    if (strcmp(k, soname) || v[0] != '/') continue;
+    il_sysfs_copy(paths[n++], 512, v);
+  }
+done:
+  il_mem_free(buf);
+  return n;
+}
+
 int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate *out, int max) {
   enum { MAXD = 48 };
   char dirs[MAXD][256], origins[MAXD][160];
@@ -119,7 +174,27 @@ int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate 
     snprintf(d, sizeof d, "%.290s/lib", conda);
     il__add_dir(dirs, origins, &nd, MAXD, d, "conda environment (CONDA_PREFIX)");
   }
-  il__ldconf(fs, "/etc/ld.so.conf", dirs, origins, &nd, MAXD, 0);
+  /* The ld.so cache is what the loader reads; /etc/ld.so.conf only says where each of its
+   * directories came from (and stands in for a missing cache). */
+  char cdirs[MAXD][256], corigins[MAXD][160];
+  int ncd = 0;
+  il__ldconf(fs, "/etc/ld.so.conf", cdirs, corigins, &ncd, MAXD, 0);
+  char cached[8][512];
+  int nc = il__ldcache(fs, soname, cached, 8);
+  if (nc >= 0) {
+    for (int i = 0; i < nc; i++) {
+      char dir[256];
+      il_sysfs_copy(dir, sizeof dir, cached[i]);
+      char *sl = strrchr(dir, '/');
+      if (sl) *sl = 0;
+      const char *origin = dr->in_container ? "ld.so cache (system directory of the image)" : "ld.so cache (system directory)";
+      for (int k = 0; k < ncd; k++)
+        if (!strcmp(cdirs[k], dir)) origin = corigins[k];
+      il__add_dir(dirs, origins, &nd, MAXD, dir, origin);
+    }
+  } else {
+    for (int k = 0; k < ncd; k++) il__add_dir(dirs, origins, &nd, MAXD, cdirs[k], corigins[k]);
+  }
   static const char *const defaults[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
                                          "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib"};
   for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++)
@@ -152,7 +227,7 @@ static void il__fix_for_origin(il_check *c, const il_doctor *dr, const il_lib_ca
   } else if (!strncmp(l->origin, "conda", 5)) {
     il__check_fix(c, "The conda environment carries its own driver library: rm %s/libcuda.so*   (libcuda belongs to the host driver; "
                      "conda packages must not ship it)", l->dir);
-  } else if (!strncmp(l->origin, "ld.so cache (", 13)) {
+  } else if (!strncmp(l->origin, "ld.so cache (", 13) && !strstr(l->origin, "system directory")) {
     char file[160];
     il_sysfs_copy(file, sizeof file, l->origin + 13);
     file[strcspn(file, ")")] = 0;
@@ -195,6 +270,10 @@ void il__check_loader(il_doctor *dr) {
   }
   const char *v = l->version;
   int cmp = v[0] && k[0] ? il_sysfs_vercmp(v, k) : 0;
+  const char *consumer = NULL;
+  for (int i = 0; i < dr->nvml.n_devices; i++)
+    if (!dr->nvml.devices[i].handle_rc && (il_sysfs_stristr(dr->nvml.devices[i].name, "GeForce") || il_sysfs_stristr(dr->nvml.devices[i].name, "TITAN")))
+      consumer = dr->nvml.devices[i].name;
   if (l->stub) {
     c = il__check_add(dr, "cuda.loader", IL_VERDICT_FAIL, 0, "the loader picks %s (from %s): the CUDA toolkit's link-time stub, not the driver "
                       "(CUDA_ERROR_STUB_LIBRARY)", l->path, l->origin);
@@ -202,10 +281,15 @@ void il__check_loader(il_doctor *dr) {
   } else if (!v[0] || !k[0] || cmp == 0) {
     c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks %s (%s, from %s)%s", l->path,
                       v[0] ? v : "version not in its file name", l->origin, k[0] && cmp == 0 && v[0] ? ", same version as the kernel module" : "");
+  } else if (cmp > 0 && l->compat && consumer) {
+    /* Forward compatibility is for data-center GPUs only: error 804 on this one. */
+    c = il__check_add(dr, "cuda.loader", IL_VERDICT_FAIL, 2, "the loader picks the forward-compatibility %s (%s, from %s) on %s, which does not "
+                      "support forward compatibility: CUDA fails with error 804", l->path, v, l->origin, consumer);
+    il__fix_for_origin(c, dr, l, k);
   } else if (cmp > 0 && l->compat) {
     c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks the forward-compatibility %s (%s, from %s) on kernel module %s "
                       "(see cuda.compat)", l->path, v, l->origin, k);
-  } else if (cmp > 0 && (!strcmp(l->origin, "system directory") || !strcmp(l->origin, "system directory of the image"))) {
+  } else if (cmp > 0 && strstr(l->origin, "system directory")) {
     /* The driver packages were upgraded and the module not reloaded: driver.version_match. */
     c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks %s (%s, from %s), newer than kernel module %s: "
                       "an upgrade waiting for a reboot (see driver.version_match)", l->path, v, l->origin, k);
