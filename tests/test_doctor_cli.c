@@ -60,6 +60,22 @@ static void test_fixture_exit_codes(void) {
   IL_CHECK_INT(code, cpu_only ? 1 : 0);
   IL_CHECK(strstr(out, "\"nvml_loaded\":true") != NULL);
   IL_CHECK(strstr(out, "\"schema_version\":1") != NULL);
+  /* Issue 9 item 12: raw non-UTF-8 bytes in argv (the sysroot path) and in the environment
+   * still give valid UTF-8 JSON (python3 decodes it strictly). */
+  if (system("python3 -c 'import json' 2>/dev/null") == 0) {
+    char odd[PATH_MAX];
+    snprintf(odd, sizeof odd, "%s/odd\xff\xc3", root);
+    if (symlink(root, odd) == 0) {
+      snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' CUDA_VISIBLE_DEVICES=$(printf '\\377\\376') '%s' doctor --sysroot '%s' "
+               "--nvml-lib '%s' --cuda-lib '%s' --bandwidth-ms 0 --json | python3 -c \"import sys,json; "
+               "d=json.loads(sys.stdin.buffer.read().decode('utf-8')); assert '\\ufffd' in d['sysroot']; print('UTF8-OK')\"",
+               root, cli, odd, nvml, cuda);
+      il_test_run(cmd, out, sizeof out);
+      IL_CHECK(strstr(out, "UTF8-OK") != NULL);
+      if (!strstr(out, "UTF8-OK")) fprintf(stderr, "%s\n", out);
+      unlink(odd);
+    }
+  }
   /* A failure -> 2. */
   sr_scenario(root, "%snvml.init=18\n", SR_TWO_A100);
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' '%s' doctor --sysroot '%s' --nvml-lib '%s' --cuda-lib '%s' --bandwidth-ms 0 2>&1",
