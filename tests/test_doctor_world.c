@@ -627,6 +627,24 @@ static void test_loader_ldcache(void) {
   }
 }
 
+/* Podman without a CDI spec and without the toolkit: "Error: error setting up CDI devices:
+ * unresolvable CDI devices nvidia.com/gpu=all" (research scenario 23). */
+static void test_podman_cdi(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_exe(root, "/usr/bin/podman");
+  sr_write(root, "/etc/os-release", "ID=fedora\nVERSION_ID=40\nPRETTY_NAME=\"Fedora Linux 40\"\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "container.cdi", IL_VERDICT_WARN, 23, "sudo dnf install nvidia-container-toolkit");
+  EXPECT_SUMMARY(dr, "container.cdi", "podman requests fail");
+  il_doctor_free(dr);
+  sr_write(root, "/etc/cdi/nvidia.yaml", "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: all\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "container.cdi", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
@@ -638,6 +656,7 @@ int main(void) {
   test_rootless_docker();
   test_kubernetes_pod_without_gpu();
   test_crio();
+  test_podman_cdi();
   test_distro_fedora();
   test_distro_rocky_and_debian();
   test_wsl_linux_driver_inside();

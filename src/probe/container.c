@@ -431,10 +431,18 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
     c = il__check_add(dr, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s", stale);
     il__check_fix(c, "Regenerate it: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml   (and remove stale copies in /var/run/cdi); "
                      "regenerate after every driver or MIG change");
-  } else if (n_specs == 0 && t->ctk && dr->gpu_expected) {
+  } else if (n_specs == 0 && (t->ctk || t->podman) && dr->gpu_expected) {
+    /* Podman asks for GPUs through CDI (--device nvidia.com/gpu=all): without a spec it fails
+     * with "unresolvable CDI devices" (research scenario 23). */
     c = il__check_add(dr, "container.cdi", IL_VERDICT_WARN, 23,
-                      "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: podman/CDI requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'");
-    il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
+                      "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: %s requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'",
+                      t->podman ? "podman" : "CDI");
+    if (t->ctk) il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
+    else {
+      char cmd[200];
+      il__check_fix(c, "Install the NVIDIA Container Toolkit (%s), then sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+                    il__distro_cmd(dr, IL_CMD_INSTALL_TOOLKIT, NULL, cmd, sizeof cmd));
+    }
   } else if (n_specs == 0) {
     c = il__check_na(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
   } else {
