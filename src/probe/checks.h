@@ -5,11 +5,16 @@
  * sysfs/procfs/dev/etc files under the sysroot, the given environment, host facts) and then runs
  * the checks in a fixed order; the check ids ("driver.nvml", "container.docker", ...) are
  * stable and documented in docs/doctor.md, and so is the JSON that probe/report writes.
- * Verdicts: OK (nothing to do, including "not applicable"), WARN (works, but something is
- * degraded or will bite later), FAIL (GPU work will not run as things are). The exit code of
+ * Verdicts: OK (nothing to do; a check that does not apply on this machine is an OK marked
+ * `na`, which the text report folds into one line), WARN (works, but something is degraded or
+ * will bite later), FAIL (GPU work will not run as things are). The exit code of
  * the command is the worst verdict: 0, 1 or 2.
  * Each failure scenario of the research file (shared/research/gpu-stack-failures.md) that a
- * process can observe maps to a check; a check records that scenario's number.
+ * process can observe maps to a check; a check records that scenario's number. The classes
+ * found beyond it (issue 17) live in their own files: probe/loader (which libcuda is loaded),
+ * probe/cgroup (containers beyond Docker), probe/distro (per-distribution commands),
+ * probe/health (PCIe, Xid, row remapping, persistence, Fabric Manager), probe/gpufamily (GPU
+ * generation vs driver branch).
  * Not for: printing (probe/report), mapping pasted error text (probe/explain), monitoring.
  */
 #ifndef IL_PROBE_CHECKS_H
