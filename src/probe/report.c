@@ -217,8 +217,11 @@ static void il__json_device(FILE *out, const il_nvml_device *d) {
 }
 
 il_status il_report_json(const il_doctor *dr, FILE *out) {
-  int counts[3] = {0, 0, 0};
-  for (int i = 0; i < dr->n_checks; i++) counts[dr->checks[i].verdict]++;
+  int counts[3] = {0, 0, 0}, n_na = 0;
+  for (int i = 0; i < dr->n_checks; i++) {
+    counts[dr->checks[i].verdict]++;
+    n_na += dr->checks[i].na && dr->checks[i].verdict == IL_VERDICT_OK;
+  }
   char buf[64];
   fputc('{', out);
   il__jint(out, "schema_version", IL_REPORT_SCHEMA_VERSION, true);
@@ -226,7 +229,7 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
   il__jstr(out, "inferlab_version", IL_VERSION_STRING, true);
   il__jstr(out, "sysroot", dr->fs.root[0] ? dr->fs.root : "/", true);
   il__jint(out, "exit_code", il_doctor_exit_code(dr), true);
-  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d},", counts[0], counts[1], counts[2]);
+  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d,\"not_applicable\":%d},", counts[0], counts[1], counts[2], n_na);
 
   fputs("\"build\":{", out);
   bool cpu_only = !dr->opt.build_have_cuda || !dr->opt.build_cuda_version || !dr->opt.build_cuda_version[0];
