@@ -645,6 +645,36 @@ static void test_podman_cdi(void) {
   sr_destroy(root);
 }
 
+/* systemd sandboxing a model server away from the GPU: NixOS's ollama unit without
+ * char-nvidia-frontend (https://github.com/NixOS/nixpkgs/issues/331069, fix in /pull/331125) and
+ * PrivateDevices=yes (https://github.com/NixOS/nixpkgs/pull/266167); a drop-in that repairs it. */
+static void test_systemd_service(void) {
+  scen s;
+  const char *root = healthy(&s);
+  sr_write(root, "/etc/systemd/system/ollama.service",
+           "[Unit]\nDescription=Server for local large language models\n[Service]\nExecStart=/usr/bin/ollama serve\n"
+           "DevicePolicy=closed\nDeviceAllow=char-nvidiactl\nDeviceAllow=char-nvidia-caps\nDeviceAllow=char-nvidia-uvm\n");
+  sr_write(root, "/etc/systemd/system/sshd.service", "[Service]\nExecStart=/usr/sbin/sshd -D\nPrivateDevices=yes\n");
+  il_doctor *dr = sc_run(&s);
+  EXPECT(dr, "service.devices", IL_VERDICT_FAIL, 22, "sudo systemctl edit ollama.service");
+  EXPECT_SUMMARY(dr, "service.devices", "ollama.service: DeviceAllow= lacks char-nvidia-frontend");
+  const il_check *c = il_doctor_find(dr, "service.devices");
+  IL_CHECK(c && !strstr(c->summary, "sshd")); /* not a model server: left alone */
+  il_doctor_free(dr);
+  /* The drop-in of the fix makes it OK (negative). */
+  sr_write(root, "/etc/systemd/system/ollama.service.d/gpu.conf", "[Service]\nDeviceAllow=char-nvidia-frontend rw\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "service.devices", IL_VERDICT_OK, 0, NULL);
+  il_doctor_free(dr);
+  /* PrivateDevices on a vLLM unit. */
+  sr_write(root, "/etc/systemd/system/vllm.service", "[Service]\nExecStart=/opt/venv/bin/vllm serve Qwen/Qwen2.5-7B\nPrivateDevices=yes\n");
+  dr = sc_run(&s);
+  EXPECT(dr, "service.devices", IL_VERDICT_FAIL, 22, "PrivateDevices=no");
+  EXPECT_SUMMARY(dr, "service.devices", "vllm.service: PrivateDevices=yes hides /dev/nvidia*");
+  il_doctor_free(dr);
+  sr_destroy(root);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_loader_order();
@@ -657,6 +687,7 @@ int main(void) {
   test_kubernetes_pod_without_gpu();
   test_crio();
   test_podman_cdi();
+  test_systemd_service();
   test_distro_fedora();
   test_distro_rocky_and_debian();
   test_wsl_linux_driver_inside();

@@ -15,6 +15,12 @@
  * Rootless Docker/Podman cannot write device rules: the toolkit needs no-cgroups = true
  * ("failed to add device rules", https://github.com/NVIDIA/nvidia-docker/issues/1546; setting:
  * nvidia-ctk config --set nvidia-container-cli.no-cgroups=true, nvidia-ctk README).
+ * systemd services are cgroups too: a unit with PrivateDevices=yes, or DevicePolicy=closed/strict
+ * whose DeviceAllow= misses the NVIDIA device classes, runs without the GPU and falls back to the
+ * CPU (NixOS's ollama unit lacked "char-nvidia-frontend": https://github.com/NixOS/nixpkgs/issues/331069,
+ * fixed in https://github.com/NixOS/nixpkgs/pull/331125; PrivateDevices hid CUDA devices:
+ * https://github.com/NixOS/nixpkgs/pull/266167; on WSL the list needs /dev/dxg:
+ * https://github.com/NixOS/nixpkgs/issues/363357).
  * Not for: Docker's daemon.json, containerd or CDI specs (container.c). Declared in checks.h.
  */
 #include <stdio.h>
@@ -273,4 +279,132 @@ void il__check_rootless(il_doctor *dr) {
   }
   il__check_ev(c, "no_cgroups", "%s", no_cgroups ? "true" : "false");
   if (dh) il__check_ev(c, "DOCKER_HOST", "%s", dh);
+}
+
+/* ---- on a host: systemd services that serve models -------------------------------------- */
+
+/* True when a unit text looks like a model server: the engines users run as services. */
+static bool il__inference_unit(const char *name, const char *text) {
+  static const char *const words[] = {"ollama", "vllm", "llama-server", "llama.cpp", "inferlab", "sglang", "tritonserver",
+                                      "text-generation", "local-ai", "localai", "comfyui", "whisper", NULL};
+  for (int i = 0; words[i]; i++)
+    if (il_sysfs_stristr(name, words[i]) || il_sysfs_stristr(text, words[i])) return true;
+  return false;
+}
+
+/* Last value of `Key=` in a unit text (drop-ins appended after the unit); "" when absent. */
+static void il__unit_value(const char *text, const char *key, char *buf, size_t n) {
+  buf[0] = 0;
+  size_t kl = strlen(key);
+  for (const char *p = text; p && *p;) {
+    const char *ls = p + strspn(p, " \t");
+    if (!strncmp(ls, key, kl) && ls[kl] == '=') {
+      size_t l = strcspn(ls + kl + 1, "\r\n");
+      if (l >= n) l = n - 1;
+      memcpy(buf, ls + kl + 1, l);
+      buf[l] = 0;
+    }
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+}
+
+/* True when some DeviceAllow= line names the device class `cls` ("char-nvidia-uvm") or the
+ * node `node` ("/dev/nvidia-uvm"), or all NVIDIA nodes ("/dev/nvidia*", "char-nvidia*"). */
+static bool il__unit_allows(const char *text, const char *cls, const char *node) {
+  for (const char *p = text; (p = strstr(p, "DeviceAllow=")) != NULL; p++) {
+    char v[200];
+    size_t l = strcspn(p + 12, "\r\n");
+    if (l >= sizeof v) l = sizeof v - 1;
+    memcpy(v, p + 12, l);
+    v[l] = 0;
+    char *sp = strpbrk(v, " \t");
+    if (sp) *sp = 0;
+    if (!strcmp(v, cls) || !strcmp(v, node) || !strcmp(v, "/dev/nvidia*") || !strcmp(v, "char-nvidia*")) return true;
+  }
+  return false;
+}
+
+void il__check_systemd_units(il_doctor *dr) {
+  const il_sysfs *fs = &dr->fs;
+  static const char *const dirs[] = {"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"};
+  char bad[500] = "", fixes[700] = "", seen[400] = "";
+  int n_units = 0;
+  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "systemd unit");
+  if (!text) {
+    dr->oom = true;
+    return;
+  }
+  for (int d = 0; d < 3; d++) {
+    char **names;
+    int n;
+    if (il_sysfs_list(fs, dirs[d], &names, &n) != IL_OK) continue;
+    for (int i = 0; i < n; i++) {
+      size_t nl = strlen(names[i]);
+      if (nl < 9 || strcmp(names[i] + nl - 8, ".service")) continue;
+      char key[140];
+      snprintf(key, sizeof key, " %.120s ", names[i]);
+      if (strstr(seen, key)) continue; /* /etc overrides /usr/lib */
+      char rel[600];
+      snprintf(rel, sizeof rel, "%s/%s", dirs[d], names[i]);
+      size_t len = 0;
+      if (il_sysfs_read(fs, rel, text, 65535, &len) != IL_OK || !il__inference_unit(names[i], text)) continue;
+      il_appendf(seen, sizeof seen, "%s", key);
+      /* Drop-ins: the .conf files of /etc/systemd/system/NAME.service.d, appended in name order. */
+      char ddir[600];
+      snprintf(ddir, sizeof ddir, "/etc/systemd/system/%s.d", names[i]);
+      char **drops;
+      int nd;
+      if (il_sysfs_list(fs, ddir, &drops, &nd) == IL_OK) {
+        for (int k = 0; k < nd && len + 2 < 65535; k++) {
+          char drel[800];
+          snprintf(drel, sizeof drel, "%s/%s", ddir, drops[k]);
+          size_t got = 0;
+          text[len++] = '\n';
+          if (il_sysfs_read(fs, drel, text + len, 65535 - len, &got) == IL_OK) len += got;
+          text[len] = 0;
+        }
+        il_sysfs_list_free(drops, nd);
+      }
+      n_units++;
+      char priv[32], policy[32];
+      il__unit_value(text, "PrivateDevices", priv, sizeof priv);
+      il__unit_value(text, "DevicePolicy", policy, sizeof policy);
+      char missing[200] = "";
+      bool private_dev = !strcmp(priv, "yes") || !strcmp(priv, "true") || !strcmp(priv, "1");
+      if (!strcmp(policy, "closed") || !strcmp(policy, "strict") || private_dev) {
+        if (dr->wsl) {
+          if (!il__unit_allows(text, "/dev/dxg", "/dev/dxg")) il_appendf(missing, sizeof missing, "/dev/dxg");
+        } else {
+          if (!il__unit_allows(text, "char-nvidia-frontend", "/dev/nvidia0")) il_appendf(missing, sizeof missing, "char-nvidia-frontend ");
+          if (!il__unit_allows(text, "char-nvidiactl", "/dev/nvidiactl") && !il__unit_allows(text, "char-nvidia-frontend", "/dev/nvidiactl"))
+            il_appendf(missing, sizeof missing, "char-nvidiactl ");
+          if (!il__unit_allows(text, "char-nvidia-uvm", "/dev/nvidia-uvm")) il_appendf(missing, sizeof missing, "char-nvidia-uvm");
+        }
+      }
+      if (!private_dev && !missing[0]) continue;
+      il_appendf(bad, sizeof bad, "%s%s: %s%s%s", bad[0] ? "; " : "", names[i], private_dev ? "PrivateDevices=yes hides /dev/nvidia*" : "",
+                 private_dev && missing[0] ? ", " : "", missing[0] ? "DeviceAllow= lacks " : "");
+      if (missing[0]) il_appendf(bad, sizeof bad, "%s", missing);
+      char allow[300];
+      if (dr->wsl) snprintf(allow, sizeof allow, "DeviceAllow=/dev/dxg rw");
+      else snprintf(allow, sizeof allow, "DeviceAllow=char-nvidia-frontend rw, DeviceAllow=char-nvidiactl rw, DeviceAllow=char-nvidia-uvm rw");
+      il_appendf(fixes, sizeof fixes, "%ssudo systemctl edit %s  ->  [Service] %s%s; then sudo systemctl restart %s", fixes[0] ? "\n" : "", names[i],
+                 private_dev ? "PrivateDevices=no, " : "", allow, names[i]);
+    }
+    il_sysfs_list_free(names, n);
+  }
+  il_mem_free(text);
+  if (!n_units) {
+    il__check_na(dr, "service.devices", IL_VERDICT_OK, 0, "no systemd service of a model server (ollama, vllm, llama-server, ...)");
+    return;
+  }
+  il_check *c;
+  if (bad[0] && dr->gpu_expected) {
+    c = il__check_add(dr, "service.devices", IL_VERDICT_FAIL, 22, "systemd sandboxing keeps the GPU from the service, so it runs on the CPU: %s", bad);
+    il__check_fix(c, "%s", fixes);
+  } else {
+    c = il__check_add(dr, "service.devices", IL_VERDICT_OK, 0, "%d model-server service%s can open the GPU devices", n_units, n_units == 1 ? "" : "s");
+  }
+  il__check_ev(c, "units", "%s", seen);
 }

@@ -205,6 +205,7 @@ const char *il__engine_recreate(const il_doctor *dr);             /* how to recr
 void il__check_cgroup_devices(il_doctor *dr);
 void il__check_lxc_configs(il_doctor *dr);
 void il__check_rootless(il_doctor *dr);
+void il__check_systemd_units(il_doctor *dr);
 /* Number of usable NVML devices (handle_rc == 0). */
 int il__doctor_gpu_count(const il_doctor *dr);
 

@@ -470,4 +470,5 @@ void il__container_checks(il_doctor *dr) {
   il__check_cdi(dr, &t);
   il__check_rootless(dr);
   il__check_lxc_configs(dr);
+  il__check_systemd_units(dr);
 }
