@@ -88,7 +88,7 @@ int il_cli_run(int argc, char **argv) {
   }
   if (st == IL_OK) {
     fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", e->model->name,
-            il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, il_backend_cpu_threads(e->backend),
+            il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, e->info.threads,
             e->n_ctx, e->load_seconds);
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);

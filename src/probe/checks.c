@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/text.h"
-#include "backend/cpu/membw.h"
+#include "sys/membw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 
