@@ -341,11 +341,27 @@ static void test_seam(void) {
   il_mem_oom o;
   IL_CHECK(il_mem_last_oom(&o));
   IL_CHECK_STR(o.what, "too big");
-  IL_CHECK_INT(o.requested, 1200128); /* rounded to the device's 256-byte unit */
+  IL_CHECK_INT(o.requested, 1200000);
+  IL_CHECK(!o.fragmentation);
   size_t fr, tot;
   b->ops->memory(b, &fr, &tot);
   IL_CHECK_INT(tot, 1 << 20);
   IL_CHECK_INT(fr, 1 << 20);
+  b->ops->destroy(b);
+  /* fragmentation: 2 MiB free in 512 KiB holes, a 1 MiB request fails and says why */
+  IL_CHECK_OK(il_backend_open("sim:4MiB", NULL, &b));
+  il_tensor blk[8];
+  for (int i = 0; i < 8; i++) IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_KV, 1, 131072, IL_DTYPE_F32, "kv block", &blk[i]));
+  for (int i = 0; i < 8; i += 2) il_backend_tensor_free(b, &blk[i]);
+  IL_CHECK_INT(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, 262144, IL_DTYPE_F32, "one MiB", &big), IL_ERR_OOM);
+  IL_CHECK(il_mem_last_oom(&o) && o.fragmentation);
+  IL_CHECK_INT(o.largest_free, 524288);
+  il_caching_stats cs;
+  b->ops->allocator_stats(b, &cs);
+  IL_CHECK_NEAR(cs.fragmentation, 0.75, 1e-9); /* 1 - 512 KiB / 2 MiB */
+  for (int i = 1; i < 8; i += 2) il_backend_tensor_free(b, &blk[i]);
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, 262144, IL_DTYPE_F32, "one MiB", &big));
+  il_backend_tensor_free(b, &big);
   b->ops->destroy(b);
 }
 

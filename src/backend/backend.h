@@ -23,6 +23,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "memory/caching.h"
 #include "memory/mem.h"
 
 #define IL_BACKEND_OPS_VERSION 1
@@ -189,6 +190,11 @@ typedef struct il_backend_ops {
 
   /* Host<->device traffic so far. (optional: NULL where nothing is transferred) */
   void (*transfers)(il_backend *, il_transfer_stats *out);
+  /* The device allocator's counters and its memory map; empty_cache returns cached segments.
+   * (optional: NULL where memory is not managed by a caching allocator, as on cpu) */
+  void (*allocator_stats)(il_backend *, il_caching_stats *out);
+  il_status (*allocator_snapshot)(il_backend *, il_caching_snapshot *out);
+  size_t (*empty_cache)(il_backend *);
 } il_backend_ops;
 
 struct il_backend {

@@ -131,7 +131,7 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
       if (n.weights >= il__need(e, cur).weights) continue;
       if (il_oom_need_total(&n) <= cap) {
         il__fix(r, builtin ? "wtype" : "convert", il_dtype_name(lower[i]), il_oom_need_total(&n),
-                builtin ? "lower-precision weights (quality loss: measure it with experiment)"
+                builtin ? "lower-precision weights: quality loss, measure it with experiment"
                         : "convert the model with 'inferlab convert --type' (quality loss)");
         break;
       }
@@ -149,11 +149,7 @@ static il_status il__oom(il_engine *e, const il__shape *cur) {
   if (e->info.host_visible) r.capacity = free_b + r.failure.stats.total_current; /* host: what is available */
   r.need = il__need(e, cur);
   r.need_total = il_oom_need_total(&r.need);
-  const size_t free_now = r.failure.stats.limit > r.failure.stats.total_current
-                              ? r.failure.stats.limit - r.failure.stats.total_current
-                              : 0;
-  r.fragmentation = r.failure.largest_free && r.failure.largest_free < r.failure.requested &&
-                    free_now >= r.failure.requested;
+  r.fragmentation = r.failure.fragmentation;
   il__suggest(e, cur, &r);
   il__oom_report_set(&r);
   char text[4096];

@@ -27,9 +27,17 @@ void il_oom_report_text(const il_oom_report *r, char *buf, size_t n) {
   buf[0] = 0;
   il_appendf(buf, n, "out of memory on %s: cannot allocate %s for %s (%s)\n", r->device,
              il_mem_format_bytes(f->requested, a, sizeof a), f->what, il_mem_category_name(f->cat));
-  const size_t used = f->stats.total_current, free_b = f->stats.limit > used ? f->stats.limit - used : 0;
-  il_appendf(buf, n, "  device: %s total, %s in use, %s free", il_mem_format_bytes(r->capacity, a, sizeof a),
-             il_mem_format_bytes(used, b, sizeof b), il_mem_format_bytes(free_b, c, sizeof c));
+  const size_t used = f->stats.total_current;
+  if (f->reserved) { /* a caching allocator: what it holds from the device, and what is handed out */
+    const size_t held = f->reserved + r->need.fixed, free_b = r->capacity > held ? r->capacity - held : 0;
+    il_appendf(buf, n, "  device: %s total, %s reserved (%s allocated), %s free",
+               il_mem_format_bytes(r->capacity, a, sizeof a), il_mem_format_bytes(held, b, sizeof b),
+               il_mem_format_bytes(used, c, sizeof c), il_mem_format_bytes(free_b, d, sizeof d));
+  } else {
+    const size_t free_b = f->stats.limit > used ? f->stats.limit - used : 0;
+    il_appendf(buf, n, "  device: %s total, %s in use, %s free", il_mem_format_bytes(r->capacity, a, sizeof a),
+               il_mem_format_bytes(used, b, sizeof b), il_mem_format_bytes(free_b, c, sizeof c));
+  }
   if (f->largest_free) il_appendf(buf, n, ", largest free block %s", il_mem_format_bytes(f->largest_free, d, sizeof d));
   il_appendf(buf, n, "\n  in use by category:");
   for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++)
@@ -70,6 +78,7 @@ void il_oom_report_json(const il_oom_report *r, FILE *f) {
   il_jsonw_key(&w, "category"), il_jsonw_str(&w, il_mem_category_name(o->cat));
   il_jsonw_key(&w, "capacity_bytes"), il_jsonw_int(&w, (long long)r->capacity);
   il_jsonw_key(&w, "in_use_bytes"), il_jsonw_int(&w, (long long)o->stats.total_current);
+  il_jsonw_key(&w, "reserved_bytes"), il_jsonw_int(&w, (long long)(o->reserved + r->need.fixed));
   il_jsonw_key(&w, "largest_free_block_bytes"), il_jsonw_int(&w, (long long)o->largest_free);
   il_jsonw_key(&w, "in_use_by_category");
   il_jsonw_obj(&w);

@@ -83,6 +83,12 @@ void il_mem_record_oom(const il_mem_space *s, il_mem_category cat, size_t bytes,
   il__have_oom = true;
 }
 
+void il_mem_record_oom_device(size_t reserved, size_t largest_free, bool fragmentation) {
+  il__last_oom.reserved = reserved;
+  il__last_oom.largest_free = largest_free;
+  il__last_oom.fragmentation = fragmentation;
+}
+
 bool il_mem_last_oom(il_mem_oom *out) {
   if (!il__have_oom) return false;
   *out = il__last_oom;

@@ -98,6 +98,8 @@ typedef struct {
   size_t requested;
   il_mem_stats stats;    /* of the space, at the failure */
   size_t largest_free;   /* largest block the space could still hand out (0 = unknown) */
+  size_t reserved;       /* bytes a device allocator held from the device (0 = no such layer) */
+  bool fragmentation;    /* a device allocator found the bytes free, but not in one block */
   unsigned long serial;  /* increases with every recorded failure on this thread */
 } il_mem_oom;
 
@@ -107,6 +109,8 @@ bool il_mem_last_oom(il_mem_oom *out);
  * failures they find, with the largest free block they know). */
 void il_mem_record_oom(const il_mem_space *space, il_mem_category cat, size_t bytes, const char *what,
                        const char *why, size_t largest_free);
+/* Adds what a device allocator knows to the failure just recorded on this thread. */
+void il_mem_record_oom_device(size_t reserved, size_t largest_free, bool fragmentation);
 
 /* Formats a byte count as "1.50 GiB" / "12.0 MiB" / "512 B" into buf (>= 16 bytes). */
 const char *il_mem_format_bytes(size_t bytes, char *buf, size_t n);

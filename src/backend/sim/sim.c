@@ -14,45 +14,75 @@ typedef struct {
   il_mem_space *space;
   size_t budget, ctx_bytes;
   double pcie; /* bytes/s; 0 = unthrottled */
+  il_caching *alloc; /* the caching allocator over the budget */
   pthread_mutex_t lock;
   il_transfer_stats xfer;
 } il__sim;
+
+/* Segments come from host memory: the simulated device's "cudaMalloc". The budget is the
+ * allocator's cap, so this only fails when the host itself is out of memory. */
+static il_status il__seg_alloc(void *ctx, size_t bytes, void **base) {
+  *base = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+  if (!*base) return il_error(IL_ERR_OOM, "sim: the host could not back a segment of %zu bytes", bytes);
+  return IL_OK;
+}
+
+static void il__seg_free(void *ctx, void *base, size_t bytes) { free(base); }
 
 static il__sim *il__s(il_backend *b) { return (il__sim *)b->impl; }
 
 static il_status il__sim_alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
   il__sim *s = il__s(b);
   *out = NULL;
-  const size_t rounded = (bytes + 255) & ~(size_t)255; /* device allocations come in 256-byte units */
-  IL_TRY(il_mem_space_reserve(s->space, cat, rounded, what));
   il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
-  void *base = buf ? aligned_alloc(64, rounded ? rounded : 64) : NULL;
-  if (!base) {
-    il_mem_free(buf);
-    il_mem_space_release(s->space, cat, rounded);
-    return il_error(IL_ERR_OOM, "sim: the host could not back %zu bytes for %s", rounded, what ? what : "a buffer");
+  if (!buf) return IL_ERR_OOM;
+  il_caching_block *blk = NULL;
+  il_status st = il_caching_alloc(s->alloc, cat, bytes, what, &blk);
+  if (st == IL_ERR_OOM) {
+    il_caching_oom o;
+    il_mem_record_oom(s->space, cat, bytes, what, "limit", 0);
+    if (il_caching_last_oom(s->alloc, &o)) il_mem_record_oom_device(o.reserved, o.largest_free, o.fragmentation);
   }
-  *buf = (il_buffer){.base = base, .size = bytes, .cat = cat, .wrapped = false, .handle = (void *)(uintptr_t)rounded};
+  /* counted per category in the sim's space (and where fault injection reaches every buffer) */
+  if (st == IL_OK) st = il_mem_space_reserve(s->space, cat, il_caching_block_size(blk), what);
+  if (st != IL_OK) {
+    il_caching_free(s->alloc, blk);
+    il_mem_free(buf);
+    return st;
+  }
+  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .cat = cat, .wrapped = false, .handle = blk};
   *out = buf;
   return IL_OK;
 }
 
 static void il__sim_free(il_backend *b, il_buffer *buf) {
   if (!buf) return;
-  il_mem_space_release(il__s(b)->space, buf->cat, (size_t)(uintptr_t)buf->handle);
-  free(buf->base);
+  il__sim *s = il__s(b);
+  il_mem_space_release(s->space, buf->cat, il_caching_block_size(buf->handle));
+  il_caching_free(s->alloc, buf->handle);
   il_mem_free(buf);
 }
+
+static void il__sim_allocator_stats(il_backend *b, il_caching_stats *out) { il_caching_stats_get(il__s(b)->alloc, out); }
+
+static il_status il__sim_snapshot(il_backend *b, il_caching_snapshot *out) {
+  return il_caching_snapshot_take(il__s(b)->alloc, out);
+}
+
+static size_t il__sim_empty_cache(il_backend *b) { return il_caching_empty_cache(il__s(b)->alloc); }
 
 /* Device memory is not host memory: callers must upload and download. */
 static void *il__sim_host_ptr(il_backend *b, il_buffer *buf) { return NULL; }
 
+/* Free = what is not reserved by the allocator or the context; cached blocks count as used,
+ * as cudaMemGetInfo sees PyTorch's cache. */
 static void il__sim_memory(il_backend *b, size_t *free_b, size_t *total) {
   il__sim *s = il__s(b);
-  il_mem_stats st;
-  il_mem_space_stats(s->space, &st);
-  *total = st.limit;
-  *free_b = st.limit > st.total_current ? st.limit - st.total_current : 0;
+  il_caching_stats st;
+  il_caching_stats_get(s->alloc, &st);
+  *total = s->budget;
+  const size_t used = st.total.reserved + s->ctx_bytes;
+  *free_b = s->budget > used ? s->budget - used : 0;
 }
 
 /* Sleeps until `bytes` at the throttle rate have taken their time since t0. */
@@ -115,6 +145,7 @@ static void il__sim_destroy(il_backend *b) {
   il__sim *s = il__s(b);
   if (s) {
     il__cpu_fini(&s->cpu);
+    il_caching_destroy(s->alloc);
     if (s->space) {
       if (s->ctx_bytes) il_mem_space_release(s->space, IL_MEM_OTHER, s->ctx_bytes);
       il_mem_space_free(s->space);
@@ -140,6 +171,9 @@ static void il__sim_ops_init(void) {
   il__sim_ops.info = il__sim_info;
   il__sim_ops.destroy = il__sim_destroy;
   il__sim_ops.transfers = il__sim_transfers;
+  il__sim_ops.allocator_stats = il__sim_allocator_stats;
+  il__sim_ops.allocator_snapshot = il__sim_snapshot;
+  il__sim_ops.empty_cache = il__sim_empty_cache;
 }
 
 /* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE]". */
@@ -198,6 +232,11 @@ il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t me
     st = il_mem_space_reserve(s->space, IL_MEM_OTHER, ctx, "device context (ctx=)");
     if (st == IL_OK) s->ctx_bytes = ctx;
     else st = il_error_wrap(st, "--device %s: the context overhead does not fit the device: ", spec);
+  }
+  if (st == IL_OK) {
+    il_caching_opts co = {.name = "sim", .cap = budget - s->ctx_bytes, .seg_alloc = il__seg_alloc,
+                          .seg_free = il__seg_free, .ctx = s};
+    st = il_caching_new(&co, &s->alloc);
   }
   if (st != IL_OK) {
     il__sim_destroy(b);
