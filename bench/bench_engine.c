@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/membw.h"
-#include "backend/cpu/pool.h"
+#include "backend/registry.h"
+#include "sys/membw.h"
+#include "sys/pool.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 #include "model/export.h"
@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     thr[n_thr++] = 1;
     if (all > 1) thr[n_thr++] = all;
   }
-  printf("cpu: %s kernels, %d cores\n", il_isa_name(il_cpu_isa()), all);
+  printf("cpu: %s kernels, %d cores\n", il_backend_cpu_isa_default(), all);
   il_membw bw;
   if (il_membw_init(&bw, (size_t)1 << 30) != IL_OK) {
     fprintf(stderr, "bench_engine: %s\n", il_error_detail());

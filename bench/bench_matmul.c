@@ -22,7 +22,7 @@
 
 #include "core/timer.h"
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/membw.h"
+#include "sys/membw.h"
 #include "core/quant.h"
 #include "memory/mem.h"
 
@@ -135,9 +135,11 @@ static void model_free(model *m) {
   il_mem_free(m->out);
 }
 
+static const il__kernels *mm_kernels; /* the level under test (default: the best) */
+
 static void mm(il_pool *pool, il_dtype t, const uint8_t *w, shape s, const float *x, int64_t n_tok, float *y,
                void *work) {
-  il_status st = il_cpu_matmul(pool, t, w, il_dtype_row_size(t, s.n_in), s.n_out, s.n_in, x, n_tok, y, s.n_out, work);
+  il_status st = il_cpu_matmul(pool, mm_kernels, t, w, il_dtype_row_size(t, s.n_in), s.n_out, s.n_in, x, n_tok, y, s.n_out, work);
   if (st != IL_OK) {
     fprintf(stderr, "bench_matmul: %s: %s\n", il_status_name(st), il_error_detail());
     exit(1);
@@ -160,6 +162,7 @@ static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y,
 }
 
 int main(int argc, char **argv) {
+  mm_kernels = il_cpu_kernels(il_cpu_isa_best());
   il_dtype types[16] = {IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
                         IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q6_K};
   int n_types = 7, passes = 5, do_gemm = 1, do_levels = 1, do_bw = 1;
@@ -191,7 +194,7 @@ int main(int argc, char **argv) {
   const int nth = il_pool_default_threads();
   il_pool *pool1, *pooln;
   if (il_pool_new(1, &pool1) != IL_OK || il_pool_new(nth, &pooln) != IL_OK) return 1;
-  printf("isa %s (compiled %s), %d threads, loadavg %s\n", il_isa_name(il_cpu_isa()), il_cpu_isa_compiled(), nth, load);
+  printf("isa %s (compiled %s), %d threads, loadavg %s\n", il_isa_name(il_cpu_isa_best()), il_cpu_isa_compiled(), nth, load);
 
   /* The roofline is the best bandwidth seen during the whole run: measured at the start and
    * again before each type, because on a shared VM the available bandwidth drifts. */
@@ -293,7 +296,7 @@ int main(int argc, char **argv) {
 
   if (do_levels) {
     printf("\nSIMD levels vs scalar, 2048x2048 GEMV, 1 thread (weights in L3/DRAM, 50 runs)\n");
-    const il_isa det = il_cpu_isa_detected();
+    const il_isa det = il_cpu_isa_best();
     for (int ti = 0; ti < n_types; ti++) {
       const il_dtype t = types[ti];
       const shape s = {"2048x2048", 2048, 2048};
@@ -302,7 +305,7 @@ int main(int argc, char **argv) {
       printf("  %-5s", il_dtype_name(t));
       double base = 0;
       for (int l = 0; l <= (int)det; l++) {
-        il_cpu_set_isa((il_isa)l);
+        mm_kernels = il_cpu_kernels((il_isa)l);
         const int runs = l == 0 ? 5 : 50;
         mm(pool1, t, w, s, x, 1, y, work);
         double t0 = il_time_now();
@@ -312,7 +315,7 @@ int main(int argc, char **argv) {
         printf("  %s %.3f ms (%.2f GB/s, %.1fx)", il_isa_name((il_isa)l), dt * 1e3, (double)mat_bytes(t, s) / dt / 1e9,
                base / dt);
       }
-      il_cpu_set_isa(det);
+      mm_kernels = il_cpu_kernels(il_cpu_isa_best());
       printf("\n");
       il_mem_free(w);
     }

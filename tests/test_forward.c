@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "engine/engine.h"
 #include "engine/kv.h"
 #include "harness.h"
@@ -186,6 +187,40 @@ static void free_ref(ref_model *m) {
   free(m->w2), free(m->w3), free(m->bq), free(m->bk), free(m->bv), free(m->kc), free(m->vc);
 }
 
+/* Runs tokens through the model on backend `spec`: the prompt as one batch, then single steps,
+ * logits of every position into got [n_tok x vocab]. */
+static void run_forward(const il_model *m, const char *spec, const int *toks, int n_prompt, int n_tok, float *got) {
+  il_backend *b = NULL;
+  il_backend_opts bo = {.threads = 2};
+  IL_CHECK_OK(il_backend_open(spec, &bo, &b));
+  if (!b) return;
+  il_model_dev d;
+  IL_CHECK_OK(il_model_dev_init(&d, m, b));
+  il_kv_cache kv;
+  IL_CHECK_OK(il_kv_cache_init(&kv, b, &m->hp, 64, 1));
+  int n_k = 0;
+  const il_attn_kernel *k = b->ops->attn_kernels(b, &n_k);
+  il_forward_state st;
+  IL_CHECK_OK(il_forward_state_init(&st, m, b, 16, 16, &k[0], kv.views));
+  il_batch_entry batch[16];
+  int32_t slots[16], n_logits = 0;
+  const size_t nv = (size_t)m->hp.n_vocab;
+  for (int i = 0; i < n_prompt; i++) batch[i] = (il_batch_entry){toks[i], 0, i, true}, slots[i] = il_kv_cache_slot(&kv, 0, i);
+  IL_CHECK_OK(il_model_forward(&d, &st, batch, n_prompt, kv.views, slots, &n_logits));
+  IL_CHECK_INT(n_logits, n_prompt);
+  IL_CHECK_OK(b->ops->download(b, got, st.logits, sizeof(float) * nv * (size_t)n_prompt));
+  for (int i = n_prompt; i < n_tok; i++) {
+    il_batch_entry one = {toks[i], 0, i, true};
+    int32_t slot = il_kv_cache_slot(&kv, 0, i);
+    IL_CHECK_OK(il_model_forward(&d, &st, &one, 1, kv.views, &slot, &n_logits));
+    IL_CHECK_OK(b->ops->download(b, got + (size_t)i * nv, st.logits, sizeof(float) * nv));
+  }
+  il_forward_state_free(&st);
+  il_kv_cache_free(&kv);
+  il_model_dev_free(&d);
+  b->ops->destroy(b);
+}
+
 /* Runs n_tok tokens through engine code (prompt as one batch, then 2 single steps) and the
  * reference; compares every position's logits. */
 static void check_model(const char *label, const ref_cfg *c, const char *arch) {
@@ -199,22 +234,15 @@ static void check_model(const char *label, const ref_cfg *c, const char *arch) {
   m.hp.norm_eps = c->eps, m.hp.rope_base = c->base, m.hp.rope_scale = c->scale, m.hp.n_ctx_train = 64;
   IL_CHECK_OK(il_model_bind(&m, tb.t, tb.n));
   IL_CHECK_INT(m.tied_output, c->tied);
-  il_backend *b = NULL;
-  IL_CHECK_OK(il_backend_cpu_new(2, &b));
-  il_kv_cache kv;
-  IL_CHECK_OK(il_kv_cache_init(&kv, b, &m.hp, 64, 1));
-  il_forward_state st;
-  IL_CHECK_OK(il_forward_state_init(&st, &m, b, 16));
   const int toks[] = {1, 7, 3, 30, 2, 11, 5, 9};
   const int n_prompt = 6, n_tok = 8;
   float *got = calloc((size_t)n_tok * c->vocab, sizeof(float)), *want = calloc((size_t)c->vocab, sizeof(float));
-  il_batch_entry batch[8];
-  for (int i = 0; i < n_prompt; i++) batch[i] = (il_batch_entry){toks[i], 0, i, true};
-  IL_CHECK_OK(il_model_forward(&m, b, &st, batch, n_prompt, kv.views, got));
-  for (int i = n_prompt; i < n_tok; i++) {
-    il_batch_entry one = {toks[i], 0, i, true};
-    IL_CHECK_OK(il_model_forward(&m, b, &st, &one, 1, kv.views, got + (size_t)i * c->vocab));
-  }
+  float *got_sim = calloc((size_t)n_tok * c->vocab, sizeof(float));
+  run_forward(&m, "cpu", toks, n_prompt, n_tok, got);
+  /* the simulated GPU runs the same kernels on its own buffers: bit-identical logits */
+  run_forward(&m, "sim:64MiB", toks, n_prompt, n_tok, got_sim);
+  IL_CHECK(memcmp(got, got_sim, sizeof(float) * (size_t)n_tok * (size_t)c->vocab) == 0);
+  free(got_sim);
   double max_err = 0;
   for (int i = 0; i < n_tok; i++) {
     ref_step(&rm, toks[i], i, want);
@@ -226,9 +254,6 @@ static void check_model(const char *label, const ref_cfg *c, const char *arch) {
   printf("%-28s max |logit - reference| = %.3g\n", label, max_err);
   IL_CHECK_NEAR(max_err, 0, 1e-4);
   free(got), free(want);
-  il_forward_state_free(&st, b);
-  il_kv_cache_free(&kv);
-  b->destroy(b);
   for (int64_t i = 0; i < m.n_owned; i++) il_mem_free(m.owned[i]);
   il_mem_free(m.owned);
   il_mem_free(m.layers);

@@ -64,6 +64,19 @@ typedef struct {
 
 static il_pool *pools[4];
 
+/* The kernel tables under test: scalar first (the oracle), then every level this CPU runs,
+ * and the AVX-512 Q4 variants for CPUs without GFNI/VBMI when this one has them. */
+static const il__kernels *tables[6];
+static const char *table_names[6];
+static int n_tables;
+
+static void add_table(const il__kernels *k, const char *name) {
+  for (int i = 0; i < n_tables; i++)
+    if (tables[i] == k) return;
+  tables[n_tables] = k;
+  table_names[n_tables++] = name;
+}
+
 static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int nthreads, int variant,
                      stats *st) {
   const size_t rs = il_dtype_row_size(t, n_in);
@@ -75,24 +88,22 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
   float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
   for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = il_test_randf(&rng) * ((i / n_in) % 3 == 1 ? 20.0f : 1.0f);
   const int64_t ysz = ldy * (n_tok - 1) + n_out;
-  float *y[3];
+  float *y[6];
   const size_t ws = il_cpu_matmul_work_size(t, n_in, n_tok);
-  uint8_t *work[3];
-  il_isa det = il_cpu_isa_detected();
+  uint8_t *work[6];
+  const int det = n_tables - 1;
   int failed_call = 0;
-  for (int l = 0; l <= (int)det; l++) {
+  for (int l = 0; l <= det; l++) {
     y[l] = malloc(sizeof(float) * (size_t)(ysz + 1));
     for (int64_t i = 0; i <= ysz; i++) y[l][i] = -12345.0f;
     work[l] = ws ? malloc(ws) : NULL;
     if (ws) memset(work[l], 0x5A, ws);
-    il_cpu_set_isa((il_isa)l);
-    il_status s = il_cpu_matmul(pools[nthreads], t, w, stride, n_out, n_in, x, n_tok, y[l], ldy, work[l]);
+    il_status s = il_cpu_matmul(pools[nthreads], tables[l], t, w, stride, n_out, n_in, x, n_tok, y[l], ldy, work[l]);
     if (s != IL_OK) {
       IL_CHECK_OK(s);
       failed_call = 1;
     }
   }
-  il_cpu_set_isa(det);
   if (failed_call) goto out;
 
   /* reference: double product of dequantized rows */
@@ -127,7 +138,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
                 il_dtype_name(t), (long long)n_in, (long long)n_out, (long long)n_tok, (long long)r, (long long)tk,
                 got0, ref, tol_ref);
       }
-      for (int l = 1; l <= (int)det; l++) {
+      for (int l = 1; l <= det; l++) {
         const double got = y[l][tk * ldy + r], tol = 1e-5 * mag + 1e-30;
         const double e = fabs(got - got0);
         if (mag > 0 && e / mag > st->max_err_rel) st->max_err_rel = e / mag;
@@ -135,7 +146,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
           bad++;
           IL_CHECK(e <= tol);
           fprintf(stderr, "  %s %s vs scalar n_in=%lld n_out=%lld n_tok=%lld thr=%d stride=%zu row %lld tok %lld: %.9g vs %.9g\n",
-                  il_dtype_name(t), il_isa_name((il_isa)l), (long long)n_in, (long long)n_out, (long long)n_tok,
+                  il_dtype_name(t), table_names[l], (long long)n_in, (long long)n_out, (long long)n_tok,
                   nthreads, stride, (long long)r, (long long)tk, got, got0);
         }
       }
@@ -143,7 +154,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
   }
   if (!bad) il_test_passed++;
   /* untouched padding between rows of y and after it */
-  for (int l = 0; l <= (int)det; l++) {
+  for (int l = 0; l <= det; l++) {
     int pad_bad = 0;
     for (int64_t tk = 0; tk < n_tok; tk++)
       for (int64_t i = n_out; i < ldy && (tk + 1) * ldy <= ysz; i++)
@@ -157,13 +168,13 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
       const int same = memcmp(a0, al, ws - 64) == 0;
       if (!same)
         fprintf(stderr, "  %s: quantized activations differ between scalar and %s (n_in=%lld n_tok=%lld)\n",
-                il_dtype_name(t), il_isa_name((il_isa)l), (long long)n_in, (long long)n_tok);
+                il_dtype_name(t), table_names[l], (long long)n_in, (long long)n_tok);
       IL_CHECK(same);
     }
   }
   free(wd);
 out:
-  for (int l = 0; l <= (int)det; l++) {
+  for (int l = 0; l <= det; l++) {
     free(y[l]);
     free(work[l]);
   }
@@ -199,13 +210,13 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
 static void test_errors(void) {
   float x[64] = {0}, y[4];
   uint8_t w[256] = {0};
-  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_Q4_0, w, 18, 1, 33, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_cpu_matmul(pools[1], (il_dtype)7, w, 18, 1, 32, x, 1, y, 1, w), IL_ERR_UNSUPPORTED);
-  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_Q8_0, w, 10, 1, 32, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_Q8_0, w, 34, 1, 32, x, 1, y, 1, NULL), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_cpu_matmul(pools[1], IL_DTYPE_F32, w, 128, 2, 32, x, 2, y, 1, NULL), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q4_0, w, 18, 1, 33, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, (il_dtype)7, w, 18, 1, 32, x, 1, y, 1, w), IL_ERR_UNSUPPORTED);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q8_0, w, 10, 1, 32, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q8_0, w, 34, 1, 32, x, 1, y, 1, NULL), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_F32, w, 128, 2, 32, x, 2, y, 1, NULL), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "ldy") != NULL);
-  IL_CHECK_OK(il_cpu_matmul(pools[1], IL_DTYPE_F32, w, 128, 0, 32, x, 1, y, 1, NULL));
+  IL_CHECK_OK(il_cpu_matmul(pools[1], NULL, IL_DTYPE_F32, w, 128, 0, 32, x, 1, y, 1, NULL));
   IL_CHECK(!il_cpu_matmul_supported((il_dtype)5));
   IL_CHECK(il_cpu_matmul_supported(IL_DTYPE_Q6_K));
   IL_CHECK_INT(il_cpu_matmul_work_size(IL_DTYPE_F16, 64, 3), 0);
@@ -215,35 +226,40 @@ static void test_errors(void) {
   for (int i = 0; i < 32; i++) xx[i] = 1.0f;
   float wf[32];
   for (int i = 0; i < 32; i++) wf[i] = (float)i;
-  IL_CHECK_OK(il_cpu_matmul(NULL, IL_DTYPE_F32, wf, 128, 1, 32, xx, 1, yy, 1, NULL));
+  IL_CHECK_OK(il_cpu_matmul(NULL, NULL, IL_DTYPE_F32, wf, 128, 1, 32, xx, 1, yy, 1, NULL));
   IL_CHECK_NEAR(yy[0], 496.0, 1e-4);
 }
 
 static void test_isa(void) {
   const il_isa det = il_cpu_isa_detected();
-  printf("isa detected %s, in use %s, compiled %s\n", il_isa_name(det), il_isa_name(il_cpu_isa()),
+  printf("isa detected %s, best with kernels %s, compiled %s\n", il_isa_name(det), il_isa_name(il_cpu_isa_best()),
          il_cpu_isa_compiled());
   IL_CHECK(strncmp(il_cpu_isa_compiled(), "scalar", 6) == 0);
-  IL_CHECK_INT(il_cpu_set_isa(IL_ISA_SCALAR), IL_ISA_SCALAR);
-  IL_CHECK_INT(il_cpu_isa(), IL_ISA_SCALAR);
-  IL_CHECK_INT(il_cpu_set_isa(IL_ISA_AVX512), det); /* clamped to what the CPU has */
+  IL_CHECK(il_cpu_kernels(IL_ISA_SCALAR) == &il__kernels_scalar);
+  IL_CHECK((il_cpu_kernels(IL_ISA_AVX512) != NULL) == (det >= IL_ISA_AVX512 && il__kernels_avx512.compiled));
+  IL_CHECK(il_cpu_isa_best() <= det);
   IL_CHECK_STR(il_isa_name(IL_ISA_AVX2), "avx2");
+  il_isa parsed;
+  IL_CHECK(il_isa_parse("avx512", &parsed) && parsed == IL_ISA_AVX512);
+  IL_CHECK(!il_isa_parse("avx3", &parsed));
   if (det < IL_ISA_AVX512) printf("note: AVX-512 kernels not exercised on this CPU\n");
 }
 
 int main(void) {
   for (int n = 1; n <= 3; n++) IL_CHECK_OK(il_pool_new(n, &pools[n]));
+  add_table(&il__kernels_scalar, "scalar");
+  if (il_cpu_kernels(IL_ISA_AVX2)) add_table(il_cpu_kernels(IL_ISA_AVX2), "avx2");
+  if (il_cpu_kernels(IL_ISA_AVX512)) {
+    add_table(il_cpu_kernels(IL_ISA_AVX512), "avx512");
+    /* the Q4 kernels for AVX-512 CPUs without VBMI (and without GFNI) run here too */
+    if (il_cpu_features_get()->gfni) add_table(&il__kernels_avx512_gfni, "avx512-gfni");
+    add_table(&il__kernels_avx512, "avx512-plain");
+  }
   test_isa();
   test_errors();
   const il_dtype all[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
                           IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
   test_shapes(all, sizeof all / sizeof *all);
-  if (il__cpu_gfni) { /* the AVX-512 Q4 kernels have a path for CPUs without GFNI: run it too */
-    il__cpu_gfni = false;
-    printf("again without GFNI:\n");
-    test_shapes(all + 4, 2);
-    il__cpu_gfni = true;
-  }
   for (int n = 1; n <= 3; n++) il_pool_free(pools[n]);
   return il_test_finish();
 }

@@ -1,98 +1,220 @@
-/* backend/backend: the one interface the model code computes through.
+/* backend/backend: the device seam every forward pass computes through.
  *
- * A backend is a struct of function pointers over buffers that live in its own memory space
- * (host memory for cpu; later a budgeted space for sim and device memory for cuda). Model code
- * never calls a kernel directly, so the same forward pass runs on every backend and per-layer
- * placement is a table lookup. All float buffers are row-major, rows contiguous.
- * Shapes in comments: [rows x cols].
- * Not for: deciding what to compute (model/), scheduling sequences (engine/).
+ * A backend owns a memory space and runs ops on buffers in it. Backend memory is opaque
+ * (il_buffer): host code never dereferences it unless the backend hands out a host pointer
+ * (cpu does; sim deliberately does not, so a host access left in model/ or engine/ fails its
+ * test). Ops take typed 2-D views (il_tensor), so the element type travels with the data.
+ * Bytes cross between the host and a backend only through upload, download and copy.
+ * Every op returns il_status; ops may run asynchronously and sync returns the first deferred
+ * error. The ops table is one const struct per backend kind with a version; members are only
+ * appended, so a backend built as a module (cuda) can be loaded with dlopen.
+ *
+ * Shapes in comments: [rows x cols]; rows are `stride` bytes apart, elements of a row are
+ * contiguous. Vectors (norm weights, token ids, positions) are [1 x n].
+ * Backends are opened by name through the registry (backend/registry.h): "cpu", "sim:4GiB",
+ * "cuda:0". Not for: deciding what to compute (model/), scheduling sequences (engine/).
  */
 #ifndef IL_BACKEND_BACKEND_H
 #define IL_BACKEND_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "memory/caching.h"
 #include "memory/mem.h"
 
-/* A weight matrix [n_out x n_in] in its storage type; data lives where the backend reads it
- * (for cpu: the mmap or a host buffer). Borrowed. */
-typedef struct {
-  const char *name;
-  il_dtype type;
-  int64_t n_in;      /* row length (GGUF ne[0]) */
-  int64_t n_out;     /* rows (GGUF ne[1]) */
-  size_t row_stride; /* bytes between rows */
-  const void *data;
-} il_weight;
+#define IL_BACKEND_OPS_VERSION 1
 
-/* One query row of an attention call: which sequence's cache it reads and up to which
- * position (inclusive). */
-typedef struct {
-  int32_t seq;
-  int32_t pos;
-} il_attn_row;
+/* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
+ * weight type, so il_dtype_get does not list it). */
+#define IL_DTYPE_I32 ((il_dtype)26)
 
-/* The KV cache view an attention call reads: per sequence, positions [0, n_ctx) of
- * [n_kv_heads x head_dim] floats. k(seq, pos) = k + ((seq * n_ctx) + pos) * kv_dim. */
+typedef struct il_backend il_backend;
+typedef struct il_buffer il_buffer; /* one allocation in one backend's space; opaque */
+typedef struct il_event il_event;
+
+/* A typed view of part of a buffer; a value that never owns. */
 typedef struct {
-  float *k;
-  float *v;
-  int32_t n_seq;
-  int32_t n_ctx;
-  int32_t kv_dim;
+  il_buffer *buf;
+  size_t off;       /* bytes from the start of buf to row 0 */
+  size_t stride;    /* bytes between rows */
+  int64_t rows, cols;
+  il_dtype type;    /* activations F32 (F16/BF16 later); weights any storage type; ids I32 */
+  const char *name; /* for messages: "blk.3.attn_q.weight" (borrowed, may be NULL) */
+} il_tensor;
+
+/* Bytes of one row of a tensor type (I32 included); 0 for a length that is not a multiple
+ * of the type's block size. */
+size_t il_tensor_row_bytes(il_dtype type, int64_t cols);
+/* A dense view of rows x cols at byte offset off. */
+il_tensor il_tensor_make(il_buffer *buf, size_t off, int64_t rows, int64_t cols, il_dtype type, const char *name);
+/* Rows [r0, r0 + n) of t. */
+il_tensor il_tensor_rows(il_tensor t, int64_t r0, int64_t n);
+/* Bytes from the first byte of row 0 to the end of the last row. */
+size_t il_tensor_span(const il_tensor *t);
+
+/* The KV cache of one layer as attention reads it. Paged and contiguous are one layout:
+ * cell(seq, pos) = block_table[seq][pos / block] * block + pos % block, and a contiguous cache
+ * is one block of n_ctx cells per sequence. k and v are [n_cells x kv_dim] in the cache type. */
+typedef struct {
+  il_tensor k, v;
+  il_tensor block_table; /* I32 [n_seq x max_blocks] */
+  int32_t block;         /* positions per block */
+  int32_t n_seq, max_blocks;
+  int32_t n_ctx;         /* positions a sequence may hold (block * max_blocks) */
 } il_kv_view;
 
 typedef enum { IL_ROPE_NORM = 0, IL_ROPE_NEOX = 2 } il_rope_mode;
 
-typedef struct il_backend il_backend;
+typedef struct {
+  int64_t n_heads, head_dim, n_rot;
+  float base, scale; /* theta_i = pos / scale * base^(-2i/n_rot) */
+  il_rope_mode mode;
+} il_rope_params;
+
+/* One attention call: out[t] = softmax(q[t] K^T * scale) V over positions 0..pos[t] of
+ * sequence seq[t], per head, grouped-query (n_heads / n_kv_heads query heads per kv head). */
+typedef struct {
+  il_tensor out, q;   /* F32 [n_tok x n_heads*head_dim] */
+  il_tensor seq, pos; /* I32 [1 x n_tok] */
+  const il_kv_view *kv;
+  int64_t n_heads, n_kv_heads, head_dim;
+  float scale;
+  int32_t slice;      /* query rows per slice for kernels that slice (0 = their default) */
+} il_attn_args;
+
+/* One attention kernel; a backend lists several, best first. */
+typedef struct {
+  const char *name; /* "rows", "naive", "sliced", "memeff", "flash" */
+  /* NULL when the kernel can run these arguments, else the reason it cannot (static text). */
+  const char *(*why_not)(il_backend *b, const il_attn_args *a);
+  /* Workspace bytes run needs for these arguments; the engine allocates it. */
+  size_t (*workspace)(il_backend *b, const il_attn_args *a);
+  il_status (*run)(il_backend *b, const il_attn_args *a, il_tensor workspace);
+} il_attn_kernel;
+
+typedef enum {
+  IL_OP_GET_ROWS,
+  IL_OP_MATMUL,
+  IL_OP_RMSNORM,
+  IL_OP_ROPE,
+  IL_OP_KV_STORE,
+  IL_OP_ATTENTION,
+  IL_OP_SWIGLU,
+  IL_OP_ADD,
+  IL_OP_COUNT
+} il_op;
+
+/* Facts about one opened backend, for reports. */
+typedef struct {
+  char kind[16];        /* "cpu", "sim", "cuda" */
+  char name[64];        /* the spec it was opened with: "sim:2GiB,pcie=16GB/s" */
+  char device[128];     /* "AMD EPYC 9554", "NVIDIA H200" */
+  char isa[16];         /* cpu and sim: the kernel level in use */
+  int threads;          /* host threads its kernels use (0 for a GPU) */
+  bool host_visible;    /* buffers are host memory the caller may read (cpu) */
+} il_backend_info;
+
+/* Counted host<->device traffic (sim and cuda; zero on cpu). */
+typedef struct {
+  uint64_t upload_bytes, download_bytes, n_uploads, n_downloads;
+  double upload_seconds, download_seconds;
+} il_transfer_stats;
+
+typedef struct il_backend_ops {
+  uint32_t version; /* IL_BACKEND_OPS_VERSION it was built with */
+
+  /* ---- memory ---- */
+  /* A buffer of `bytes` under `cat`; IL_ERR_OOM with the device's report when it does not
+   * fit. `what` names the buffer in messages (borrowed for the call). */
+  il_status (*buffer_alloc)(il_backend *, il_mem_category cat, size_t bytes, const char *what, il_buffer **out);
+  /* NULL is ignored. */
+  void (*buffer_free)(il_backend *, il_buffer *);
+  /* A buffer over caller-owned host memory (the cpu backend reads the mmap in place).
+   * (optional: NULL where the device cannot read host memory; callers then upload) */
+  il_status (*buffer_wrap_host)(il_backend *, void *ptr, size_t bytes, il_mem_category cat, il_buffer **out);
+  /* The host address of a buffer's first byte, or NULL when it is not host-visible. */
+  void *(*host_ptr)(il_backend *, il_buffer *);
+  /* Free and total bytes this backend may still allocate / holds in all. */
+  void (*memory)(il_backend *, size_t *free, size_t *total);
+
+  /* ---- transfers, in order with the ops ---- */
+  il_status (*upload)(il_backend *, il_tensor dst, const void *src, size_t bytes);
+  il_status (*download)(il_backend *, void *dst, il_tensor src, size_t bytes);
+  /* dst = src, same type and shape (rows may have different strides). */
+  il_status (*copy)(il_backend *, il_tensor dst, il_tensor src);
+  /* Waits for queued work; returns the first deferred error. */
+  il_status (*sync)(il_backend *);
+
+  /* ---- capabilities ---- */
+  /* Whether `op` runs with weights of wtype and activations of atype. */
+  bool (*supports)(il_backend *, il_op op, il_dtype wtype, il_dtype atype);
+  /* The attention kernels, best first; *n set to their count. */
+  const il_attn_kernel *(*attn_kernels)(il_backend *, int *n);
+  void (*info)(il_backend *, il_backend_info *out);
+
+  /* ---- ops (activations F32) ---- */
+  /* y[t] = row ids[t] of w, dequantized.  y [n x cols(w)], ids I32 [1 x n]. */
+  il_status (*get_rows)(il_backend *, il_tensor y, il_tensor w, il_tensor ids);
+  /* y = x W^T: y[t][r] = W[r] . x[t].  w [n_out x n_in], x [n_tok x n_in], y [n_tok x n_out]. */
+  il_status (*matmul)(il_backend *, il_tensor y, il_tensor w, il_tensor x);
+  /* n matmuls that read the same x (Q, K and V; gate and up), so x is prepared once. */
+  il_status (*matmul_multi)(il_backend *, int n, const il_tensor *y, const il_tensor *w, il_tensor x);
+  /* y[t] = x[t] / rms(x[t]) * g.  g [1 x cols]; y may be x. */
+  il_status (*rmsnorm)(il_backend *, il_tensor y, il_tensor x, il_tensor g, float eps);
+  /* Rotates the first n_rot dims of each head of x [n_tok x n_heads*head_dim] in place at
+   * positions pos (I32 [1 x n_tok]). */
+  il_status (*rope)(il_backend *, il_tensor x, il_tensor pos, const il_rope_params *p);
+  /* Row i of k and v goes to cell slots[i] of kv->k and kv->v (I32 [1 x n]). */
+  il_status (*kv_store)(il_backend *, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots);
+  /* gate = silu(gate) * up, elementwise, same shape. */
+  il_status (*swiglu)(il_backend *, il_tensor gate, il_tensor up);
+  /* y += x, same shape. */
+  il_status (*add)(il_backend *, il_tensor y, il_tensor x);
+  /* y[t] += bias.  bias [1 x cols(y)]. */
+  il_status (*add_bias)(il_backend *, il_tensor y, il_tensor bias);
+  /* *out = number of inf/nan elements of x (FP16 overflow detection). */
+  il_status (*count_nonfinite)(il_backend *, il_tensor x, int64_t *out);
+
+  /* ---- timing ---- */
+  il_status (*event_record)(il_backend *, il_event **out);
+  /* Seconds from a to b (both recorded, in order). */
+  il_status (*event_elapsed)(il_backend *, il_event *a, il_event *b, double *seconds);
+  void (*event_free)(il_backend *, il_event *);
+
+  /* Releases the backend and everything it allocated. */
+  void (*destroy)(il_backend *);
+
+  /* Host<->device traffic so far. (optional: NULL where nothing is transferred) */
+  void (*transfers)(il_backend *, il_transfer_stats *out);
+  /* The device allocator's counters and its memory map; empty_cache returns cached segments.
+   * (optional: NULL where memory is not managed by a caching allocator, as on cpu) */
+  void (*allocator_stats)(il_backend *, il_caching_stats *out);
+  il_status (*allocator_snapshot)(il_backend *, il_caching_snapshot *out);
+  size_t (*empty_cache)(il_backend *);
+} il_backend_ops;
+
 struct il_backend {
-  const char *name;  /* "cpu" */
-  il_mem_space *space;
+  const il_backend_ops *ops;
+  il_mem_space *space; /* where its allocations are counted (the host's for cpu) */
   void *impl;
-
-  /* Allocates bytes in the backend's space under a category; IL_ERR_OOM with a report. */
-  il_status (*alloc)(il_backend *b, il_mem_category cat, size_t bytes, const char *what, void **out);
-  void (*free)(il_backend *b, void *p);
-
-  /* y[t][r] = W[r] . x[t]  for x [n_tok x n_in], y [n_tok x ldy]. */
-  il_status (*matmul)(il_backend *b, const il_weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy);
-  /* The same for n weights that read the same x: y[i][t][r] = W_i[r] . x[t], y[i] [n_tok x
-   * ldy[i]]. Lets a backend read x once for Q, K and V or gate and up. (optional: NULL when
-   * the backend lacks it; callers then make n matmul calls) */
-  il_status (*matmul_multi)(il_backend *b, int n, const il_weight *const *w, const float *x, int64_t n_tok,
-                            float *const *y, const int64_t *ldy);
-  /* y[t] = x[t] / rms(x[t]) * g   for [n_tok x n]; y may alias x. */
-  void (*rmsnorm)(il_backend *b, float *y, const float *x, const float *g, int64_t n, int64_t n_tok, float eps);
-  /* Rotates the first n_rot dims of each head of x [n_tok x n_heads*head_dim] in place, at
-   * positions pos[t]. theta_i = pos / scale * base^(-2i/n_rot). */
-  void (*rope)(il_backend *b, float *x, const int32_t *pos, int64_t n_tok, int64_t n_heads,
-               int64_t head_dim, int64_t n_rot, float base, float scale, il_rope_mode mode);
-  /* out[t] = softmax(q[t] K^T / sqrt(head_dim)) V over positions 0..rows[t].pos of
-   * rows[t].seq, per head, with grouped-query heads (n_heads / n_kv_heads queries per kv head).
-   * q and out are [n_tok x n_heads*head_dim]. */
-  il_status (*attention)(il_backend *b, float *out, const float *q, const il_attn_row *rows,
-                         int64_t n_tok, const il_kv_view *kv, int64_t n_heads, int64_t n_kv_heads,
-                         int64_t head_dim);
-  /* gate[i] = silu(gate[i]) * up[i] for n elements. */
-  void (*swiglu)(il_backend *b, float *gate, const float *up, int64_t n);
-  /* y[i] += x[i] for n elements. */
-  void (*add)(il_backend *b, float *y, const float *x, int64_t n);
-  /* y[t][i] += bias[i] for [n_tok x n]. (optional: NULL when the backend lacks it) */
-  void (*add_bias)(il_backend *b, float *y, const float *bias, int64_t n, int64_t n_tok);
-  /* y[t] = dequantized row ids[t] of W (the embedding lookup). */
-  il_status (*get_rows)(il_backend *b, const il_weight *w, const int32_t *ids, int64_t n_tok, float *y);
-  /* Copies bytes between two buffers of this backend (a KV store). */
-  void (*copy)(il_backend *b, void *dst, const void *src, size_t bytes);
-  /* Releases the backend (threads, spaces). */
-  void (*destroy)(il_backend *b);
 };
 
-/* Creates the CPU backend with n_threads (0 = one per core). Free with b->destroy(b). */
-il_status il_backend_cpu_new(int n_threads, il_backend **out);
-/* Threads the CPU backend runs. */
-int il_backend_cpu_threads(const il_backend *b);
+/* ---- conveniences over the ops table ---- */
+
+/* A buffer sized for rows x cols of type, as a dense tensor; IL_ERR_OOM as buffer_alloc. */
+il_status il_backend_tensor_new(il_backend *b, il_mem_category cat, int64_t rows, int64_t cols, il_dtype type,
+                                const char *name, il_tensor *out);
+/* Frees the tensor's buffer (for tensors made by il_backend_tensor_new) and clears it. */
+void il_backend_tensor_free(il_backend *b, il_tensor *t);
+/* A tensor over host memory: wrapped in place when the backend can read it (no copy, the
+ * caller keeps the memory alive), else allocated under cat and uploaded. */
+il_status il_backend_tensor_from_host(il_backend *b, il_mem_category cat, const void *data, int64_t rows,
+                                      int64_t cols, size_t stride, il_dtype type, const char *name, il_tensor *out);
+/* Uploads n int32 values to the row-0 elements [0, n) of an I32 tensor. */
+il_status il_backend_upload_i32(il_backend *b, il_tensor dst, const int32_t *src, int64_t n);
 
 #endif

@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cpu/matmul.h"
+#include "backend/registry.h"
+#include "sys/cpuid.h"
 #include "cli/cli.h"
 #include "il_build_info.h"
 
@@ -51,8 +52,8 @@ int il_cli_usage_error(const char *cmd, const char *fmt, ...) {
 static void il__print_version(void) {
   printf("inferlab %s (%s build)\n", IL_VERSION_STRING, IL_BUILD_TYPE);
   printf("compiler:    %s\n", IL_BUILD_COMPILER);
-  printf("simd:        compiled %s; detected %s; using %s\n", il_cpu_isa_compiled(),
-         il_isa_name(il_cpu_isa_detected()), il_isa_name(il_cpu_isa()));
+  printf("simd:        compiled %s; detected %s; using %s\n", il_backend_cpu_isa_compiled(),
+         il_isa_name(il_cpu_isa_detected()), il_backend_cpu_isa_default());
 #if IL_HAVE_CUDA
   printf("cuda:        built (%s%s%s)\n", IL_BUILD_CUDA_VERSION,
          *IL_BUILD_CUDA_ARCHS ? ", sm " : "", IL_BUILD_CUDA_ARCHS);

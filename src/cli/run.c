@@ -14,7 +14,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,attn");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
@@ -22,6 +22,25 @@ static void il__run_help(void) {
          "  inferlab run -m stories.gguf -p \"Once upon a time\" -n 100 --temp 0\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
          "            69 unsupported, 71 out of memory\n");
+}
+
+/* Device memory of a backend that is not the host (sim, cuda): the allocator's view. */
+static void il__print_device_memory(FILE *f, il_engine *e) {
+  if (e->info.host_visible || !e->backend->ops->allocator_stats) return;
+  il_caching_stats cs;
+  e->backend->ops->allocator_stats(e->backend, &cs);
+  il_transfer_stats xs = {0};
+  if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &xs);
+  char a[32], b[32], c[32], d[32];
+  fprintf(f, "device %s (peak): reserved %s, allocated %s; fragmentation %.0f%%; copied %s up, %s down\n",
+          e->info.name, il_mem_format_bytes(cs.total.peak_reserved, a, sizeof a),
+          il_mem_format_bytes(cs.total.peak_allocated, b, sizeof b), 100 * cs.fragmentation,
+          il_mem_format_bytes((size_t)xs.upload_bytes, c, sizeof c), il_mem_format_bytes((size_t)xs.download_bytes, d, sizeof d));
+  fprintf(f, "  by category (peak allocated):");
+  for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++)
+    if (cs.cat[i].peak_allocated)
+      fprintf(f, " %s %s", il_mem_category_name((il_mem_category)i), il_mem_format_bytes(cs.cat[i].peak_allocated, a, sizeof a));
+  fprintf(f, "\n");
 }
 
 static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
@@ -88,13 +107,14 @@ int il_cli_run(int argc, char **argv) {
   }
   if (st == IL_OK) {
     fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", e->model->name,
-            il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, il_backend_cpu_threads(e->backend),
+            il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, e->info.threads,
             e->n_ctx, e->load_seconds);
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
             gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
     il_cli_print_memory(stderr);
+    il__print_device_memory(stderr, e);
   }
   il_sampler_free(s);
   il_mem_free(prompt);

@@ -32,6 +32,9 @@ static const il_opt il__options[] = {
     {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text"},
     {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens"},
     {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)"},
+    {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]"},
+    {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)"},
+    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto or a name the device lists"},
     {NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -48,6 +51,8 @@ void il_config_defaults(il_config *c) {
   c->repeat_penalty = 1.0f;
   c->repeat_last_n = 64;
   c->n_predict = 128;
+  snprintf(c->device, sizeof c->device, "cpu");
+  snprintf(c->attn, sizeof c->attn, "auto");
 }
 
 const il_opt *il_config_options(void) { return il__options; }

@@ -39,6 +39,11 @@ typedef struct {
   bool no_parse_special; /* treat control-token text in the prompt ("<|im_start|>") as text */
   bool ignore_eos;     /* keep generating past end-of-generation tokens */
   char isa[16];        /* "" = best detected; scalar | avx2 | avx512 */
+  char device[64];     /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N] */
+  char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
+  char attn[16];       /* attention kernel: auto or a name the backend lists */
+  bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
+                          (logits, eval); otherwise buffers hold one row per sequence */
 } il_config;
 
 typedef enum { IL_OPT_INT, IL_OPT_U64, IL_OPT_FLOAT, IL_OPT_STR, IL_OPT_BOOL } il_opt_kind;

@@ -3,39 +3,219 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "backend/cpu/matmul.h"
+#include "backend/registry.h"
+#include "core/units.h"
+#include "engine/oom.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
 
 #define IL__DEFAULT_CTX_CAP 4096
+#define IL__ALLOC_SLACK 256 /* per device buffer: allocators round up (sim to 256 bytes) */
 
-static size_t il__available_memory(void) {
-  long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
-  return pages > 0 && size > 0 ? (size_t)pages * (size_t)size : (size_t)8 << 30;
+/* ---- sizing: the same numbers the allocations below use ---- */
+
+/* Bytes of the weights on a device that cannot read host memory, with 2-D weights in `type`
+ * (IL_DTYPE_COUNT: as loaded). */
+static size_t il__weights_bytes(const il_model *m, il_dtype type) {
+  if (type == IL_DTYPE_COUNT) return il_model_dev_bytes(m);
+  size_t n = 0;
+  for (int64_t i = 0; i < m->n_tensors; i++) {
+    const il_gguf_tensor *t = &m->tensors[i];
+    if (t->n_dims == 2) n += il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
+    else n += 4 * (size_t)(t->ne[0] ? t->ne[0] : 1); /* 1-D tensors are F32 on the device */
+  }
+  return n;
 }
 
-static il_status il__apply_isa(const char *isa) {
-  if (!*isa) return IL_OK;
-  il_isa want;
-  if (!strcmp(isa, "scalar")) want = IL_ISA_SCALAR;
-  else if (!strcmp(isa, "avx2")) want = IL_ISA_AVX2;
-  else if (!strcmp(isa, "avx512")) want = IL_ISA_AVX512;
-  else return il_error(IL_ERR_INVALID_ARG, "--isa: '%s' is not one of scalar, avx2, avx512", isa);
-  if (il_cpu_set_isa(want) != want)
-    return il_error(IL_ERR_UNSUPPORTED, "--isa: this CPU does not support %s (best: %s)", isa,
-                    il_isa_name(il_cpu_isa_detected()));
-  return IL_OK;
+static size_t il__n_weight_buffers(const il_model *m) { return 3 + 12 * (size_t)m->hp.n_layer; }
+
+/* Attention workspace of kernel k for these sizes (a view with shapes only: the workspace
+ * functions read shapes, never memory). */
+static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hparams *hp, int32_t n_batch, int32_t n_ctx,
+                          int32_t n_seq) {
+  if (!k) return 0;
+  const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+  il_kv_view kv = {.k = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = IL_DTYPE_F32},
+                   .v = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = IL_DTYPE_F32},
+                   .block_table = {.rows = n_seq, .cols = 1, .type = IL_DTYPE_I32},
+                   .block = n_ctx, .n_seq = n_seq, .max_blocks = 1, .n_ctx = n_ctx};
+  il_attn_args a = {.out = {.rows = n_batch, .cols = (int64_t)hp->n_head * hp->head_dim, .type = IL_DTYPE_F32},
+                    .q = {.rows = n_batch, .cols = (int64_t)hp->n_head * hp->head_dim, .type = IL_DTYPE_F32},
+                    .seq = {.rows = 1, .cols = n_batch, .type = IL_DTYPE_I32},
+                    .pos = {.rows = 1, .cols = n_batch, .type = IL_DTYPE_I32},
+                    .kv = &kv, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim,
+                    .scale = 1.0f};
+  return k->workspace(b, &a);
+}
+
+typedef struct {
+  int32_t n_ctx, n_seq, n_batch;
+  il_dtype wtype; /* IL_DTYPE_COUNT: as loaded */
+} il__shape;
+
+static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
+  int32_t n = e->cfg.logits_all ? n_batch : n_seq;
+  return n < n_batch ? n : n_batch;
+}
+
+static il_oom_need il__need(const il_engine *e, const il__shape *s) {
+  const il_hparams *hp = &e->model->hp;
+  il_oom_need n = {0};
+  const bool device = !e->info.host_visible;
+  n.weights = device ? il__weights_bytes(e->model, s->wtype) + IL__ALLOC_SLACK * il__n_weight_buffers(e->model) : 0;
+  n.kv = il_kv_cache_bytes(hp, s->n_ctx, s->n_seq) + IL__ALLOC_SLACK * (2 * (size_t)hp->n_layer + 1);
+  n.activations = il_forward_state_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq)) + IL__ALLOC_SLACK * 11;
+  n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq) + IL__ALLOC_SLACK;
+  n.fixed = e->fixed_bytes;
+  return n;
+}
+
+/* ---- the out-of-memory report ---- */
+
+static void il__fix(il_oom_report *r, const char *opt, const char *value, size_t predicted, const char *effect) {
+  if (r->n_fixes >= IL_OOM_MAX_FIXES) return;
+  il_oom_fix *f = &r->fixes[r->n_fixes++];
+  snprintf(f->option, sizeof f->option, "%s", opt);
+  snprintf(f->value, sizeof f->value, "%s", value);
+  f->predicted = predicted;
+  snprintf(f->effect, sizeof f->effect, "%s", effect);
+}
+
+/* Tries single changes, least loss first, and keeps those that fit the capacity. */
+static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report *r) {
+  const size_t cap = r->capacity;
+  char v[32];
+  il__shape s = *cur;
+  /* 1. smaller forward passes: only prompt-processing speed changes */
+  for (s.n_batch = cur->n_batch / 2; s.n_batch >= 1; s.n_batch /= 2) {
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap) {
+      snprintf(v, sizeof v, "%d", s.n_batch);
+      il__fix(r, "batch", v, il_oom_need_total(&n), "prompts are processed in smaller passes (slower prompt)");
+      break;
+    }
+    if (s.n_batch == 1) break;
+  }
+  /* 2. fewer sequences in the cache */
+  s = *cur;
+  for (s.n_seq = cur->n_seq / 2; s.n_seq >= 1 && cur->n_seq > 1; s.n_seq /= 2) {
+    if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap) {
+      snprintf(v, sizeof v, "%d", s.n_seq);
+      il__fix(r, "n-seq", v, il_oom_need_total(&n), "fewer sequences decoded at once");
+      break;
+    }
+    if (s.n_seq == 1) break;
+  }
+  /* 3. a shorter context */
+  s = *cur;
+  for (s.n_ctx = cur->n_ctx / 2; s.n_ctx >= 64; s.n_ctx /= 2) {
+    if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap) {
+      snprintf(v, sizeof v, "%d", s.n_ctx);
+      il__fix(r, "ctx", v, il_oom_need_total(&n), "shorter context per sequence");
+      break;
+    }
+  }
+  /* 4. lower-precision weights (only where the weights are on the device) */
+  if (!e->info.host_visible) {
+    const il_dtype lower[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
+    const bool builtin = il_builtin_is(e->cfg.model);
+    for (size_t i = 0; i < 2; i++) {
+      s = *cur;
+      s.wtype = lower[i];
+      il_oom_need n = il__need(e, &s);
+      if (n.weights >= il__need(e, cur).weights) continue;
+      if (il_oom_need_total(&n) <= cap) {
+        il__fix(r, builtin ? "wtype" : "convert", il_dtype_name(lower[i]), il_oom_need_total(&n),
+                builtin ? "lower-precision weights: quality loss, measure it with experiment"
+                        : "convert the model with 'inferlab convert --type' (quality loss)");
+        break;
+      }
+    }
+  }
+}
+
+static il_status il__oom(il_engine *e, const il__shape *cur) {
+  il_oom_report r;
+  memset(&r, 0, sizeof r);
+  if (!il_mem_last_oom(&r.failure)) return IL_ERR_OOM;
+  snprintf(r.device, sizeof r.device, "%s", e->info.name);
+  size_t free_b = 0;
+  e->backend->ops->memory(e->backend, &free_b, &r.capacity);
+  if (e->info.host_visible) r.capacity = free_b + r.failure.stats.total_current; /* host: what is available */
+  r.need = il__need(e, cur);
+  r.need_total = il_oom_need_total(&r.need);
+  r.fragmentation = r.failure.fragmentation;
+  il__suggest(e, cur, &r);
+  il__oom_report_set(&r);
+  char text[4096];
+  il_oom_report_text(&r, text, sizeof text);
+  return il_error(IL_ERR_OOM, "%s", text);
+}
+
+/* ---- open ---- */
+
+static size_t il__available_memory(il_backend *b) {
+  size_t free_b = 0, total = 0;
+  b->ops->memory(b, &free_b, &total);
+  return free_b ? free_b : (size_t)8 << 30;
+}
+
+static il_status il__pick_attn(il_engine *e) {
+  int n = 0;
+  const il_attn_kernel *ks = e->backend->ops->attn_kernels(e->backend, &n);
+  const il_hparams *hp = &e->model->hp;
+  il_kv_view kv = {.k = {.rows = (int64_t)e->n_seq * e->n_ctx, .cols = (int64_t)hp->n_head_kv * hp->head_dim,
+                         .type = IL_DTYPE_F32},
+                   .block = e->n_ctx, .n_seq = e->n_seq, .max_blocks = 1, .n_ctx = e->n_ctx};
+  kv.v = kv.k;
+  il_attn_args a = {.kv = &kv, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim};
+  const char *want = e->cfg.attn[0] ? e->cfg.attn : "auto";
+  e->attn_why[0] = 0;
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const char *why = ks[i].why_not(e->backend, &a);
+    if (!strcmp(want, "auto")) {
+      if (!why) {
+        e->attn = &ks[i];
+        return IL_OK;
+      }
+      int w = snprintf(e->attn_why + off, sizeof e->attn_why - off, "%s%s: %s", off ? "; " : "", ks[i].name, why);
+      if (w > 0 && (size_t)w < sizeof e->attn_why - off) off += (size_t)w;
+    } else if (!strcmp(want, ks[i].name)) {
+      if (why) return il_error(IL_ERR_UNSUPPORTED, "--attn %s: %s", want, why);
+      e->attn = &ks[i];
+      return IL_OK;
+    }
+  }
+  char names[256] = "";
+  for (int i = 0, o = 0; i < n && o < (int)sizeof names; i++)
+    o += snprintf(names + o, sizeof names - (size_t)o, "%s%s", i ? ", " : "", ks[i].name);
+  if (!strcmp(want, "auto"))
+    return il_error(IL_ERR_UNSUPPORTED, "--attn auto: no attention kernel of %s can run this model (%s)", e->info.name,
+                    e->attn_why);
+  return il_error(IL_ERR_INVALID_ARG, "--attn: '%s' is not a kernel of %s (auto, %s)", want, e->info.name, names);
 }
 
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
-  IL_TRY(il__apply_isa(cfg->isa));
-  IL_TRY(il_backend_cpu_new(cfg->threads, &e->backend));
+  il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
+  if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
+    return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
+  IL_TRY(il_backend_open(cfg->device, &bo, &e->backend));
+  e->backend->ops->info(e->backend, &e->info);
+  {
+    size_t free_b = 0, total = 0;
+    e->backend->ops->memory(e->backend, &free_b, &total);
+    e->fixed_bytes = e->info.host_visible ? 0 : total - free_b;
+  }
   if (il_builtin_is(cfg->model)) {
-    IL_TRY(il_builtin_open(cfg->model, cfg->wtype, il_backend_cpu_threads(e->backend), &e->model));
+    IL_TRY(il_builtin_open(cfg->model, cfg->wtype, e->info.threads, &e->model));
     IL_TRY(il_builtin_vocab(e->model, &e->vocab));
   } else {
     if (*cfg->wtype)
@@ -52,21 +232,35 @@ static il_status il__open(il_engine *e) {
 
   e->n_seq = cfg->n_seq;
   e->n_ctx = cfg->ctx > 0 ? cfg->ctx : (hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP);
+  e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+  e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
+  IL_TRY(il__pick_attn(e));
+  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT};
+
+  il_status st = il_model_dev_init(&e->weights, e->model, e->backend);
+  if (st == IL_ERR_OOM) return il__oom(e, &shape);
+  IL_TRY(st);
   if (cfg->ctx <= 0) {
-    size_t budget = il__available_memory() / 2;
+    /* the default context: halved until the KV cache fits in half of what is left */
+    size_t budget = il__available_memory(e->backend) / 2;
     while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq) > budget) {
       e->n_ctx /= 2;
       e->ctx_capped = true;
     }
-    if (e->ctx_capped)
-      fprintf(stderr, "inferlab: context reduced to %d so the KV cache fits in memory (set --ctx to override)\n",
-              e->n_ctx);
+    if (e->ctx_capped) {
+      fprintf(stderr, "inferlab: context reduced to %d so the KV cache fits in %s memory (set --ctx to override)\n",
+              e->n_ctx, e->info.kind);
+      e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+      e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
+      shape = (il__shape){e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT};
+    }
   }
-  e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
-  IL_TRY(il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq));
-  IL_TRY(il_forward_state_init(&e->fs, e->model, e->backend, e->n_batch));
-  e->logits = il_mem_alloc(IL_MEM_ACTIVATIONS, sizeof(float) * (size_t)e->n_batch * (size_t)hp->n_vocab, "logits");
-  if (!e->logits) return IL_ERR_OOM;
+  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq);
+  if (st == IL_OK) st = il_forward_state_init(&e->fs, e->model, e->backend, e->n_batch, e->n_logits_max, e->attn, e->kv.views);
+  if (st == IL_ERR_OOM) return il__oom(e, &shape);
+  IL_TRY(st);
+  e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
+  if (!e->slots) return IL_ERR_OOM;
   e->load_seconds = il_time_now() - t0;
   return IL_OK;
 }
@@ -87,29 +281,43 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
 
 void il_engine_free(il_engine *e) {
   if (!e) return;
-  il_mem_free(e->logits);
-  if (e->backend) {
-    if (e->fs.x) il_forward_state_free(&e->fs, e->backend);
-    il_kv_cache_free(&e->kv);
-  }
+  il_mem_free(e->slots);
+  il_forward_state_free(&e->fs);
+  il_kv_cache_free(&e->kv);
+  il_model_dev_free(&e->weights);
   il_vocab_free(e->vocab);
   il_model_free(e->model);
-  if (e->backend) e->backend->destroy(e->backend);
+  if (e->backend) e->backend->ops->destroy(e->backend);
   il_mem_free(e);
 }
 
+/* ---- decode ---- */
+
 il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out) {
   const size_t nv = (size_t)e->model->hp.n_vocab;
+  il_backend *b = e->backend;
   size_t written = 0;
-  for (int32_t off = 0; off < n; off += e->n_batch) {
-    int32_t chunk = n - off < e->n_batch ? n - off : e->n_batch;
-    IL_TRY(il_model_forward(e->model, e->backend, &e->fs, batch + off, chunk, e->kv.views, e->logits));
-    size_t n_logits = 0;
-    for (int32_t i = 0; i < chunk; i++) n_logits += batch[off + i].logits;
-    if (n_logits && logits_out) memcpy(logits_out + written * nv, e->logits, n_logits * nv * sizeof(float));
-    written += n_logits;
+  for (int32_t off = 0; off < n;) {
+    /* a pass ends at n_batch entries or n_logits_max entries that want logits */
+    int32_t chunk = 0, want = 0;
+    while (off + chunk < n && chunk < e->n_batch) {
+      const il_batch_entry *be = &batch[off + chunk];
+      if (be->logits && want == e->n_logits_max) break;
+      if (be->seq < 0 || be->seq >= e->n_seq || be->pos < 0 || be->pos >= e->n_ctx)
+        return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d position %d outside %d sequences of %d positions",
+                        off + chunk, be->seq, be->pos, e->n_seq, e->n_ctx);
+      e->slots[chunk] = il_kv_cache_slot(&e->kv, be->seq, be->pos);
+      want += be->logits;
+      chunk++;
+    }
+    int32_t n_logits = 0;
+    IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
+    if (n_logits && logits_out)
+      IL_TRY(b->ops->download(b, logits_out + written * nv, e->fs.logits, (size_t)n_logits * nv * sizeof(float)));
+    written += (size_t)n_logits;
+    off += chunk;
   }
-  return IL_OK;
+  return b->ops->sync(b);
 }
 
 il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out) {
@@ -128,7 +336,7 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
     return il_error(IL_ERR_RANGE, "prompt: %d tokens do not fit the context of %d (raise --ctx)", n_prompt, e->n_ctx);
   const int32_t nv = e->model->hp.n_vocab;
   il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n_prompt, "prompt batch");
-  float *logits = il_mem_alloc(IL_MEM_ACTIVATIONS, sizeof(float) * (size_t)nv, "sampling logits");
+  float *logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * (size_t)nv, "sampling logits");
   il_detok *dt = NULL;
   il_status st = batch && logits ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
   if (st == IL_OK) {

@@ -25,23 +25,31 @@
 typedef struct {
   il_config cfg;
   il_backend *backend;
-  il_model *model;
+  il_backend_info info;   /* the backend's facts (kind, threads, kernel level) */
+  il_model *model;        /* host side: metadata, tokenizer data, weights in the mmap */
+  il_model_dev weights;   /* the weights as the backend reads them */
   il_vocab *vocab;
   il_kv_cache kv;
   il_forward_state fs;
-  float *logits;       /* [cfg.batch x n_vocab] scratch for one forward pass */
-  int32_t n_ctx, n_seq, n_batch;
+  const il_attn_kernel *attn; /* the attention kernel in use */
+  char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */
+  int32_t *slots;         /* host: KV cell of each entry of a pass [n_batch] */
+  int32_t n_ctx, n_seq, n_batch, n_logits_max;
+  size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
   double load_seconds;
-  bool ctx_capped;     /* the context was reduced to fit memory */
+  bool ctx_capped;        /* the context was reduced to fit memory */
 } il_engine;
 
-/* Loads everything the config names. On failure nothing is left allocated. */
+/* Loads everything the config names. On failure nothing is left allocated; when a device
+ * allocation did not fit (IL_ERR_OOM) the error detail is the out-of-memory report of
+ * engine/oom.h, with one suggested change computed from this run's buffer sizes. */
 il_status il_engine_open(const il_config *cfg, il_engine **out);
 void il_engine_free(il_engine *e);
 
-/* Runs n entries (any n >= 1) in forward passes of at most n_batch entries. For each entry
- * with .logits set, n_vocab floats are written to logits_out in batch order (logits_out may
- * be NULL when no entry asks). */
+/* Runs n entries (any n >= 1) in forward passes of at most n_batch entries, of which at most
+ * n_logits_max want logits (one per sequence, or every entry with cfg.logits_all). For each
+ * entry with .logits set, n_vocab floats are downloaded to logits_out in batch order
+ * (logits_out may be NULL: then nothing is downloaded). */
 il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
 
 /* Tokenizes text with the model's vocabulary: BOS/EOS as the vocabulary's metadata says when

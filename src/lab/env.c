@@ -6,7 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/cpu/matmul.h"
+#include "backend/registry.h"
+#include "sys/cpuid.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 #include "probe/checks.h"
@@ -42,8 +43,8 @@ void il_env_collect(il_env *e, const char *nvml_lib, bool no_gpu) {
   e->logical_cpus = h.logical_cpus;
   e->ram_bytes = h.ram_total;
   snprintf(e->isa_detected, sizeof e->isa_detected, "%s", il_isa_name(il_cpu_isa_detected()));
-  snprintf(e->isa_used, sizeof e->isa_used, "%s", il_isa_name(il_cpu_isa()));
-  snprintf(e->isa_compiled, sizeof e->isa_compiled, "%s", il_cpu_isa_compiled());
+  snprintf(e->isa_used, sizeof e->isa_used, "%s", il_backend_cpu_isa_default());
+  snprintf(e->isa_compiled, sizeof e->isa_compiled, "%s", il_backend_cpu_isa_compiled());
   if (no_gpu) {
     snprintf(e->gpu, sizeof e->gpu, "no GPU (GPU sampling off)");
     return;

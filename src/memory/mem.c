@@ -65,11 +65,43 @@ static bool il__inject_failure(void) {
   return false;
 }
 
+static _Thread_local il_mem_oom il__last_oom;
+static _Thread_local bool il__have_oom;
+
+void il_mem_record_oom(const il_mem_space *s, il_mem_category cat, size_t bytes, const char *what, const char *why,
+                       size_t largest_free) {
+  unsigned long serial = il__last_oom.serial + 1;
+  memset(&il__last_oom, 0, sizeof il__last_oom);
+  snprintf(il__last_oom.space, sizeof il__last_oom.space, "%s", s->name);
+  snprintf(il__last_oom.what, sizeof il__last_oom.what, "%s", what ? what : "buffer");
+  snprintf(il__last_oom.why, sizeof il__last_oom.why, "%s", why);
+  il__last_oom.cat = cat;
+  il__last_oom.requested = bytes;
+  il_mem_space_stats(s, &il__last_oom.stats);
+  il__last_oom.largest_free = largest_free;
+  il__last_oom.serial = serial;
+  il__have_oom = true;
+}
+
+void il_mem_record_oom_device(size_t reserved, size_t largest_free, bool fragmentation) {
+  il__last_oom.reserved = reserved;
+  il__last_oom.largest_free = largest_free;
+  il__last_oom.fragmentation = fragmentation;
+}
+
+bool il_mem_last_oom(il_mem_oom *out) {
+  if (!il__have_oom) return false;
+  *out = il__last_oom;
+  return true;
+}
+
 /* `why` says which limit was hit: "malloc", "limit" (the space's budget) or "injected". */
 static il_status il__oom(il_mem_space *s, il_mem_category cat, size_t bytes, const char *what,
                          const char *why) {
   char req[32], used[1024];
   atomic_fetch_add(&s->n_failed, 1);
+  size_t limit = atomic_load(&s->limit), cur = atomic_load(&s->total_current);
+  il_mem_record_oom(s, cat, bytes, what, why, limit > cur ? limit - cur : 0);
   il_mem_space_report(s, used, sizeof used);
   return il_error(IL_ERR_OOM, "cannot allocate %s for %s (%s) in %s (%s); in use:\n%s",
                   il_mem_format_bytes(bytes, req, sizeof req), what ? what : "buffer",

@@ -15,6 +15,7 @@
 #ifndef IL_MEMORY_MEM_H
 #define IL_MEMORY_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -86,6 +87,30 @@ void il_mem_note_mapped(il_mem_category cat, int64_t delta);
 /* Fault injection for tests: the n-th counted reservation from now (1 = the next one), in any
  * space, fails with IL_ERR_OOM. n <= 0 disables. */
 void il_mem_fail_after(long n);
+
+/* The facts of the last allocation failure on this thread: which space, what was asked for,
+ * and the space's counters at that moment. */
+typedef struct {
+  char space[32];
+  char what[96];
+  char why[16];          /* "limit" (the space's budget), "malloc", "injected", "overflow" */
+  il_mem_category cat;
+  size_t requested;
+  il_mem_stats stats;    /* of the space, at the failure */
+  size_t largest_free;   /* largest block the space could still hand out (0 = unknown) */
+  size_t reserved;       /* bytes a device allocator held from the device (0 = no such layer) */
+  bool fragmentation;    /* a device allocator found the bytes free, but not in one block */
+  unsigned long serial;  /* increases with every recorded failure on this thread */
+} il_mem_oom;
+
+/* Copies the last failure recorded on this thread; false when there was none. */
+bool il_mem_last_oom(il_mem_oom *out);
+/* Records a failure (memory/ does this itself; device allocators in backend/ call it for
+ * failures they find, with the largest free block they know). */
+void il_mem_record_oom(const il_mem_space *space, il_mem_category cat, size_t bytes, const char *what,
+                       const char *why, size_t largest_free);
+/* Adds what a device allocator knows to the failure just recorded on this thread. */
+void il_mem_record_oom_device(size_t reserved, size_t largest_free, bool fragmentation);
 
 /* Formats a byte count as "1.50 GiB" / "12.0 MiB" / "512 B" into buf (>= 16 bytes). */
 const char *il_mem_format_bytes(size_t bytes, char *buf, size_t n);

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cpu/pool.h"
+#include "sys/pool.h"
 #include "core/quant.h"
 #include "memory/mem.h"
 

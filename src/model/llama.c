@@ -281,55 +281,184 @@ void il_model_free(il_model *m) {
   il_mem_free(m);
 }
 
-/* ---- forward pass ---- */
+/* ---- weights on a backend ---- */
 
-il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens) {
-  memset(st, 0, sizeof *st);
+static size_t il__w_span(const il_weight *w) { return (size_t)w->n_out * w->row_stride; }
+
+size_t il_model_dev_bytes(const il_model *m) {
   const il_hparams *hp = &m->hp;
-  const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
-               kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff;
-  st->max_tokens = max_tokens;
-  struct {
-    void **p;
-    size_t bytes;
-  } bufs[] = {
-      {(void **)&st->x, T * dim * 4},      {(void **)&st->xb, T * dim * 4},    {(void **)&st->q, T * q_dim * 4},
-      {(void **)&st->k, T * kv_dim * 4},   {(void **)&st->v, T * kv_dim * 4},  {(void **)&st->att, T * q_dim * 4},
-      {(void **)&st->hb, T * ff * 4},      {(void **)&st->hb2, T * ff * 4},    {(void **)&st->xo, T * dim * 4},
-      {(void **)&st->ids, T * 4},          {(void **)&st->pos, T * 4},         {(void **)&st->rows, T * sizeof(il_attn_row)},
-  };
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-    il_status s = b->alloc(b, IL_MEM_ACTIVATIONS, bufs[i].bytes, "activations", bufs[i].p);
-    if (s != IL_OK) {
-      il_forward_state_free(st, b);
-      return s;
-    }
+  size_t n = il__w_span(&m->tok_embd) + (m->tied_output ? 0 : il__w_span(&m->output)) + 4 * (size_t)hp->n_embd;
+  const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
+  for (int l = 0; l < hp->n_layer; l++) {
+    const il_layer *L = &m->layers[l];
+    n += il__w_span(&L->wq) + il__w_span(&L->wk) + il__w_span(&L->wv) + il__w_span(&L->wo) + il__w_span(&L->w_gate) +
+         il__w_span(&L->w_up) + il__w_span(&L->w_down) + 8 * (size_t)hp->n_embd;
+    if (L->bq) n += 4 * (q_dim + 2 * kv_dim);
+  }
+  return n;
+}
+
+static il_status il__place_w(il_model_dev *d, const il_weight *w, il_tensor *out) {
+  IL_TRY(il_backend_tensor_from_host(d->b, IL_MEM_WEIGHTS, w->data, w->n_out, w->n_in, w->row_stride, w->type, w->name,
+                                     out));
+  if (!d->b->ops->buffer_wrap_host) d->uploaded_bytes += il__w_span(w);
+  return IL_OK;
+}
+
+static il_status il__place_v(il_model_dev *d, const float *v, int64_t n, const char *name, il_tensor *out) {
+  if (!v) return IL_OK;
+  IL_TRY(il_backend_tensor_from_host(d->b, IL_MEM_WEIGHTS, v, 1, n, 0, IL_DTYPE_F32, name, out));
+  if (!d->b->ops->buffer_wrap_host) d->uploaded_bytes += (size_t)n * 4;
+  return IL_OK;
+}
+
+static il_status il__dev_init(il_model_dev *d, const il_model *m) {
+  const il_hparams *hp = &m->hp;
+  const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+  IL_TRY(il__place_w(d, &m->tok_embd, &d->tok_embd));
+  IL_TRY(il__place_v(d, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
+  if (m->tied_output) d->output = d->tok_embd;
+  else IL_TRY(il__place_w(d, &m->output, &d->output));
+  d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
+  if (!d->layers) return IL_ERR_OOM;
+  for (int l = 0; l < hp->n_layer; l++) {
+    const il_layer *L = &m->layers[l];
+    il_layer_dev *D = &d->layers[l];
+    IL_TRY(il__place_v(d, L->attn_norm, hp->n_embd, "attn_norm.weight", &D->attn_norm));
+    IL_TRY(il__place_v(d, L->ffn_norm, hp->n_embd, "ffn_norm.weight", &D->ffn_norm));
+    IL_TRY(il__place_w(d, &L->wq, &D->wq));
+    IL_TRY(il__place_w(d, &L->wk, &D->wk));
+    IL_TRY(il__place_w(d, &L->wv, &D->wv));
+    IL_TRY(il__place_w(d, &L->wo, &D->wo));
+    IL_TRY(il__place_v(d, L->bq, q_dim, "attn_q.bias", &D->bq));
+    IL_TRY(il__place_v(d, L->bk, kv_dim, "attn_k.bias", &D->bk));
+    IL_TRY(il__place_v(d, L->bv, kv_dim, "attn_v.bias", &D->bv));
+    IL_TRY(il__place_w(d, &L->w_gate, &D->w_gate));
+    IL_TRY(il__place_w(d, &L->w_up, &D->w_up));
+    IL_TRY(il__place_w(d, &L->w_down, &D->w_down));
   }
   return IL_OK;
 }
 
-void il_forward_state_free(il_forward_state *st, il_backend *b) {
-  void *ps[] = {st->x, st->xb, st->q, st->k, st->v, st->att, st->hb, st->hb2, st->xo, st->ids, st->pos, st->rows};
-  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
-    if (ps[i]) b->free(b, ps[i]);
+il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b) {
+  memset(d, 0, sizeof *d);
+  d->model = m;
+  d->b = b;
+  il_status st = il__dev_init(d, m);
+  if (st != IL_OK) il_model_dev_free(d);
+  return st;
+}
+
+void il_model_dev_free(il_model_dev *d) {
+  if (!d->b) return;
+  il_backend *b = d->b;
+  if (d->layers) {
+    for (int l = 0; l < d->model->hp.n_layer; l++) {
+      il_tensor *ts = &d->layers[l].attn_norm;
+      for (size_t i = 0; i < sizeof(il_layer_dev) / sizeof(il_tensor); i++) il_backend_tensor_free(b, &ts[i]);
+    }
+    il_mem_free(d->layers);
+  }
+  if (d->output.buf == d->tok_embd.buf) memset(&d->output, 0, sizeof d->output);
+  il_backend_tensor_free(b, &d->output);
+  il_backend_tensor_free(b, &d->tok_embd);
+  il_backend_tensor_free(b, &d->out_norm);
+  memset(d, 0, sizeof *d);
+}
+
+/* ---- forward pass ---- */
+
+size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits) {
+  const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
+               kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff;
+  return 4 * (T * (3 * dim + 2 * q_dim + 2 * kv_dim + 2 * ff) + (size_t)max_logits * (size_t)hp->n_vocab + 4 * T);
+}
+
+il_attn_args il_forward_attn_args(const il_model *m, const il_forward_state *st, int32_t n, const il_kv_view *kv) {
+  const il_hparams *hp = &m->hp;
+  il_tensor ids = st->batch;
+  ids.cols = n;
+  il_tensor pos = ids, seq = ids;
+  pos.off += (size_t)n * 4;
+  seq.off += (size_t)n * 8;
+  return (il_attn_args){
+      .out = il_tensor_rows(st->att, 0, n),
+      .q = il_tensor_rows(st->q, 0, n),
+      .seq = seq,
+      .pos = pos,
+      .kv = kv,
+      .n_heads = hp->n_head,
+      .n_kv_heads = hp->n_head_kv,
+      .head_dim = hp->head_dim,
+      .scale = 1.0f / sqrtf((float)hp->head_dim),
+  };
+}
+
+il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens,
+                                int32_t max_logits, const il_attn_kernel *attn, const il_kv_view *kv) {
+  memset(st, 0, sizeof *st);
+  const il_hparams *hp = &m->hp;
+  const int64_t T = max_tokens, dim = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
+                kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+  if (max_tokens < 1 || max_logits < 1 || max_logits > max_tokens)
+    return il_error(IL_ERR_INVALID_ARG, "forward state: %d tokens with %d logits rows", max_tokens, max_logits);
+  st->b = b;
+  st->max_tokens = max_tokens;
+  st->max_logits = max_logits;
+  st->attn = attn;
+  const struct {
+    il_tensor *t;
+    int64_t rows, cols;
+    il_dtype type;
+    const char *name;
+  } bufs[] = {
+      {&st->x, T, dim, IL_DTYPE_F32, "activations: residual"},   {&st->xb, T, dim, IL_DTYPE_F32, "activations: normed"},
+      {&st->xo, T, dim, IL_DTYPE_F32, "activations: block out"}, {&st->q, T, q_dim, IL_DTYPE_F32, "activations: q"},
+      {&st->att, T, q_dim, IL_DTYPE_F32, "activations: attention"}, {&st->k, T, kv_dim, IL_DTYPE_F32, "activations: k"},
+      {&st->v, T, kv_dim, IL_DTYPE_F32, "activations: v"},       {&st->hb, T, ff, IL_DTYPE_F32, "activations: ffn gate"},
+      {&st->hb2, T, ff, IL_DTYPE_F32, "activations: ffn up"},
+      {&st->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits"},
+      {&st->batch, 1, 4 * T, IL_DTYPE_I32, "activations: batch ids"},
+  };
+  il_status s = IL_OK;
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && s == IL_OK; i++)
+    s = il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, bufs[i].rows, bufs[i].cols, bufs[i].type, bufs[i].name, bufs[i].t);
+  if (s == IL_OK) {
+    st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)T * 4 * sizeof(int32_t), "batch staging");
+    if (!st->host_batch) s = IL_ERR_OOM;
+  }
+  if (s == IL_OK && attn) {
+    il_attn_args a = il_forward_attn_args(m, st, max_tokens, kv);
+    size_t ws = attn->workspace(b, &a);
+    if (ws)
+      s = il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, (int64_t)((ws + 3) / 4), IL_DTYPE_F32, "attention workspace",
+                                &st->attn_ws);
+  }
+  if (s != IL_OK) il_forward_state_free(st);
+  return s;
+}
+
+void il_forward_state_free(il_forward_state *st) {
+  if (!st->b) return;
+  il_tensor *ts[] = {&st->x, &st->xb, &st->xo, &st->q, &st->att, &st->k, &st->v, &st->hb, &st->hb2, &st->logits, &st->batch,
+                     &st->attn_ws};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) il_backend_tensor_free(st->b, ts[i]);
+  il_mem_free(st->host_batch);
   memset(st, 0, sizeof *st);
 }
 
-/* y[i] = W_i x for weights that share x, through the backend's fused op when it has one. */
-static il_status il__matmul_shared(il_backend *b, int n, const il_weight *const *w, const float *x, int64_t n_tok,
-                                   float *const *y, const int64_t *ldy) {
-  if (b->matmul_multi) return b->matmul_multi(b, n, w, x, n_tok, y, ldy);
-  for (int i = 0; i < n; i++) IL_TRY(b->matmul(b, w[i], x, n_tok, y[i], ldy[i]));
-  return IL_OK;
-}
-
-il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *st, const il_batch_entry *batch,
-                           int32_t n, const il_kv_view *kv, float *logits) {
+il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                           const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  const il_model *m = d->model;
   const il_hparams *hp = &m->hp;
-  const int64_t dim = hp->n_embd, hd = hp->head_dim, q_dim = (int64_t)hp->n_head * hd,
-                kv_dim = (int64_t)hp->n_head_kv * hd, ff = hp->n_ff;
+  il_backend *b = d->b;
+  const il_backend_ops *ops = b->ops;
+  *n_logits = 0;
   if (n <= 0 || n > st->max_tokens)
     return il_error(IL_ERR_INVALID_ARG, "forward: batch of %d entries (must be 1..%d)", n, st->max_tokens);
+  if (!st->attn) return il_error(IL_ERR_INVALID_ARG, "forward: no attention kernel chosen");
+  int32_t n_out = 0;
+  int32_t *ids = st->host_batch, *pos = ids + n, *seq = ids + 2 * n, *slot = ids + 3 * n;
   for (int32_t i = 0; i < n; i++) {
     const il_batch_entry *e = &batch[i];
     if (e->token < 0 || e->token >= hp->n_vocab)
@@ -338,56 +467,69 @@ il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *s
     if (e->seq < 0 || e->seq >= kv[0].n_seq)
       return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d outside [0, %d)", i, e->seq, kv[0].n_seq);
     if (e->pos < 0 || e->pos >= kv[0].n_ctx)
-      return il_error(IL_ERR_RANGE, "batch entry %d: position %d outside the context [0, %d)", i, e->pos,
-                      kv[0].n_ctx);
-    st->ids[i] = e->token;
-    st->pos[i] = e->pos;
-    st->rows[i] = (il_attn_row){e->seq, e->pos};
+      return il_error(IL_ERR_RANGE, "batch entry %d: position %d outside the context [0, %d)", i, e->pos, kv[0].n_ctx);
+    ids[i] = e->token;
+    pos[i] = e->pos;
+    seq[i] = e->seq;
+    slot[i] = slots[i];
+    n_out += e->logits;
   }
+  if (n_out > st->max_logits)
+    return il_error(IL_ERR_INVALID_ARG, "forward: %d entries want logits; the buffers hold %d", n_out, st->max_logits);
+  /* one upload per pass: ids, positions, sequences, KV slots */
+  IL_TRY(ops->upload(b, st->batch, st->host_batch, (size_t)n * 4 * sizeof(int32_t)));
 
-  IL_TRY(b->get_rows(b, &m->tok_embd, st->ids, n, st->x));
+  const int64_t hd = hp->head_dim;
+  const il_attn_args a0 = il_forward_attn_args(m, st, n, &kv[0]);
+  const il_tensor tid = il_tensor_make(st->batch.buf, st->batch.off, 1, n, IL_DTYPE_I32, "token ids");
+  il_tensor tslot = tid;
+  tslot.off += (size_t)n * 12;
+  tslot.name = "kv slots";
+  const il_tensor X = il_tensor_rows(st->x, 0, n), XB = il_tensor_rows(st->xb, 0, n), XO = il_tensor_rows(st->xo, 0, n),
+                  Q = il_tensor_rows(st->q, 0, n), K = il_tensor_rows(st->k, 0, n), V = il_tensor_rows(st->v, 0, n),
+                  ATT = il_tensor_rows(st->att, 0, n), HB = il_tensor_rows(st->hb, 0, n),
+                  HB2 = il_tensor_rows(st->hb2, 0, n);
+  const il_rope_params rq = {hp->n_head, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
+  const il_rope_params rk = {hp->n_head_kv, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
+
+  IL_TRY(ops->get_rows(b, X, d->tok_embd, tid));
   for (int l = 0; l < hp->n_layer; l++) {
-    const il_layer *L = &m->layers[l];
+    const il_layer_dev *L = &d->layers[l];
     /* attention block */
-    b->rmsnorm(b, st->xb, st->x, L->attn_norm, dim, n, hp->norm_eps);
-    const il_weight *wqkv[3] = {&L->wq, &L->wk, &L->wv};
-    float *const yqkv[3] = {st->q, st->k, st->v};
-    const int64_t ldqkv[3] = {q_dim, kv_dim, kv_dim};
-    IL_TRY(il__matmul_shared(b, 3, wqkv, st->xb, n, yqkv, ldqkv));
-    if (L->bq) {
-      b->add_bias(b, st->q, L->bq, q_dim, n);
-      b->add_bias(b, st->k, L->bk, kv_dim, n);
-      b->add_bias(b, st->v, L->bv, kv_dim, n);
+    IL_TRY(ops->rmsnorm(b, XB, X, L->attn_norm, hp->norm_eps));
+    const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V};
+    IL_TRY(ops->matmul_multi(b, 3, yqkv, wqkv, XB));
+    if (L->bq.buf) {
+      IL_TRY(ops->add_bias(b, Q, L->bq));
+      IL_TRY(ops->add_bias(b, K, L->bk));
+      IL_TRY(ops->add_bias(b, V, L->bv));
     }
-    b->rope(b, st->q, st->pos, n, hp->n_head, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode);
-    b->rope(b, st->k, st->pos, n, hp->n_head_kv, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode);
-    const il_kv_view *c = &kv[l];
-    for (int32_t i = 0; i < n; i++) {
-      size_t cell = ((size_t)batch[i].seq * (size_t)c->n_ctx + (size_t)batch[i].pos) * (size_t)kv_dim;
-      b->copy(b, c->k + cell, st->k + i * kv_dim, (size_t)kv_dim * sizeof(float));
-      b->copy(b, c->v + cell, st->v + i * kv_dim, (size_t)kv_dim * sizeof(float));
-    }
-    IL_TRY(b->attention(b, st->att, st->q, st->rows, n, c, hp->n_head, hp->n_head_kv, hd));
-    IL_TRY(b->matmul(b, &L->wo, st->att, n, st->xo, dim));
-    b->add(b, st->x, st->xo, n * dim);
+    IL_TRY(ops->rope(b, Q, a0.pos, &rq));
+    IL_TRY(ops->rope(b, K, a0.pos, &rk));
+    IL_TRY(ops->kv_store(b, &kv[l], K, V, tslot));
+    il_attn_args a = a0;
+    a.kv = &kv[l];
+    IL_TRY(st->attn->run(b, &a, st->attn_ws));
+    IL_TRY(ops->matmul(b, XO, L->wo, ATT));
+    IL_TRY(ops->add(b, X, XO));
     /* feed-forward block */
-    b->rmsnorm(b, st->xb, st->x, L->ffn_norm, dim, n, hp->norm_eps);
-    const il_weight *wgu[2] = {&L->w_gate, &L->w_up};
-    float *const ygu[2] = {st->hb, st->hb2};
-    const int64_t ldgu[2] = {ff, ff};
-    IL_TRY(il__matmul_shared(b, 2, wgu, st->xb, n, ygu, ldgu));
-    b->swiglu(b, st->hb, st->hb2, n * ff);
-    IL_TRY(b->matmul(b, &L->w_down, st->hb, n, st->xo, dim));
-    b->add(b, st->x, st->xo, n * dim);
+    IL_TRY(ops->rmsnorm(b, XB, X, L->ffn_norm, hp->norm_eps));
+    const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
+    IL_TRY(ops->matmul_multi(b, 2, ygu, wgu, XB));
+    IL_TRY(ops->swiglu(b, HB, HB2));
+    IL_TRY(ops->matmul(b, XO, L->w_down, HB));
+    IL_TRY(ops->add(b, X, XO));
   }
-  /* output head only for the rows that want logits */
-  int32_t n_out = 0;
+  /* output head only for the rows that want logits, moved together first */
+  int32_t j = 0;
   for (int32_t i = 0; i < n; i++)
     if (batch[i].logits) {
-      if (n_out != i) b->copy(b, st->x + n_out * dim, st->x + i * dim, (size_t)dim * sizeof(float));
-      n_out++;
+      if (j != i) IL_TRY(ops->copy(b, il_tensor_rows(st->x, j, 1), il_tensor_rows(st->x, i, 1)));
+      j++;
     }
+  *n_logits = n_out;
   if (n_out == 0) return IL_OK;
-  b->rmsnorm(b, st->xb, st->x, m->out_norm, dim, n_out, hp->norm_eps);
-  return b->matmul(b, &m->output, st->xb, n_out, logits, hp->n_vocab);
+  const il_tensor XN = il_tensor_rows(st->xb, 0, n_out);
+  IL_TRY(ops->rmsnorm(b, XN, il_tensor_rows(st->x, 0, n_out), d->out_norm, hp->norm_eps));
+  return ops->matmul(b, il_tensor_rows(st->logits, 0, n_out), d->output, XN);
 }

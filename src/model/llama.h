@@ -21,6 +21,17 @@
 #include "core/status.h"
 #include "format/gguf.h"
 
+/* A weight matrix [n_out x n_in] in its storage type, in host memory (the mmap or a
+ * model-owned buffer). Borrowed. */
+typedef struct {
+  const char *name;
+  il_dtype type;
+  int64_t n_in;      /* row length (GGUF ne[0]) */
+  int64_t n_out;     /* rows (GGUF ne[1]) */
+  size_t row_stride; /* bytes between rows */
+  const void *data;
+} il_weight;
+
 typedef struct {
   char arch[32];       /* general.architecture: llama | mistral | qwen2 */
   int32_t n_vocab;
@@ -97,22 +108,65 @@ typedef struct {
   bool logits; /* compute logits for this entry */
 } il_batch_entry;
 
-/* Activation buffers for batches of up to max_tokens entries (category activations). */
+/* The model's weights as tensors on one backend: read in place from host memory where the
+ * backend can (cpu: no copy), else uploaded once at init under the weights category. */
 typedef struct {
-  int32_t max_tokens;
-  float *x, *xb, *q, *k, *v, *att, *hb, *hb2, *xo;
-  int32_t *ids, *pos;
-  il_attn_row *rows;
+  il_tensor attn_norm, ffn_norm;      /* F32 [1 x n_embd] */
+  il_tensor wq, wk, wv, wo;           /* storage type */
+  il_tensor bq, bk, bv;               /* F32 biases (qwen2), else buf == NULL */
+  il_tensor w_gate, w_up, w_down;
+} il_layer_dev;
+
+typedef struct {
+  const il_model *model;
+  il_backend *b;
+  il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied */
+  il_layer_dev *layers;                 /* [n_layer] */
+  size_t uploaded_bytes;                /* bytes copied to the device (0 when read in place) */
+} il_model_dev;
+
+/* Places the model's weights on b. On failure (IL_ERR_OOM from the device) nothing is left
+ * allocated. Free with il_model_dev_free before the model or the backend. */
+il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b);
+void il_model_dev_free(il_model_dev *d);
+/* Bytes il_model_dev_init allocates on a backend that cannot read host memory. */
+size_t il_model_dev_bytes(const il_model *m);
+
+/* Activation buffers on the backend for batches of up to max_tokens entries, of which at most
+ * max_logits want logits, and the host staging of one batch (ids, positions, sequences, KV
+ * slots: one upload per forward pass). */
+typedef struct {
+  il_backend *b;
+  int32_t max_tokens, max_logits;
+  il_tensor x, xb, xo;           /* F32 [max_tokens x n_embd] */
+  il_tensor q, att;              /* F32 [max_tokens x n_head*head_dim] */
+  il_tensor k, v;                /* F32 [max_tokens x kv_dim] */
+  il_tensor hb, hb2;             /* F32 [max_tokens x n_ff] */
+  il_tensor logits;              /* F32 [max_logits x n_vocab] */
+  il_tensor batch;               /* I32 [1 x 4*max_tokens] */
+  int32_t *host_batch;           /* host staging of batch */
+  const il_attn_kernel *attn;    /* chosen by the engine */
+  il_tensor attn_ws;             /* its workspace (category workspace) */
 } il_forward_state;
 
-il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens);
-void il_forward_state_free(il_forward_state *st, il_backend *b);
+/* Bytes of the activation buffers for these sizes (what il_forward_state_init allocates on
+ * the backend, attention workspace excluded). */
+size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits);
+/* Allocates the buffers on b and the workspace of attention kernel `attn` for batches of
+ * max_tokens over the caches `kv` (one view per layer, all of one shape). On failure nothing
+ * is left allocated. */
+il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens,
+                                int32_t max_logits, const il_attn_kernel *attn, const il_kv_view *kv);
+void il_forward_state_free(il_forward_state *st);
+/* The attention arguments of a batch of n tokens (views into st) over one layer's cache. */
+il_attn_args il_forward_attn_args(const il_model *m, const il_forward_state *st, int32_t n, const il_kv_view *kv);
 
-/* Runs the batch: writes each entry's K and V into kv[layer] at (seq, pos) and writes logits
- * [n_vocab] for every entry with .logits set, in batch order, to `logits`. Entries attend to
- * positions 0..pos of their own sequence, so earlier positions must already be in the cache
- * or earlier in the same batch. n <= st->max_tokens. */
-il_status il_model_forward(const il_model *m, il_backend *b, il_forward_state *st, const il_batch_entry *batch,
-                           int32_t n, const il_kv_view *kv, float *logits);
+/* Runs the batch: stores each entry's K and V at KV cell slots[i] of every layer (kv[layer])
+ * and writes logits [n_vocab] for every entry with .logits set, in batch order, to rows
+ * 0.. of st->logits; *n_logits is set to their count (at most st->max_logits). Entries attend
+ * to positions 0..pos of their own sequence, so earlier positions must already be in the
+ * cache or earlier in the same batch. 1 <= n <= st->max_tokens. */
+il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                           const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
 
 #endif

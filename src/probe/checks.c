@@ -18,7 +18,7 @@
 
 #include "core/text.h"
 #include "core/timer.h"
-#include "backend/cpu/membw.h"
+#include "sys/membw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 

@@ -1,40 +1,175 @@
 /* backend/cpu/cpu: the CPU backend: host buffers, the thread pool, and the non-matmul ops.
  *
- * Matmul goes to backend/cpu/matmul (SIMD, runtime dispatch); weights that share an input go
- * through matmul_multi as one task. The other ops are a few percent of a token's time, so they
- * are plain C, except attention and SwiGLU, whose dot products and expf the compiler cannot
- * vectorise under strict FP: on AVX-512 CPUs they use backend/cpu/ops_avx512 (about 3% of a
- * Q4_0 token's time saved, and most of a 512-token prompt's attention time). With one token the elementwise ops
- * run on the calling thread because a pool round trip would cost more than the op, and with
- * many tokens they are split by rows over the pool.
- * Attention keeps a per-thread score row in a workspace buffer that grows to the context.
+ * Matmul goes to backend/cpu/matmul (SIMD, the kernel table chosen at open); weights that share
+ * an input go through matmul_multi as one task. The other ops are a few percent of a token's
+ * time, so they are plain C, except attention and SwiGLU, whose dot products and expf the
+ * compiler cannot vectorise under strict FP: on AVX-512 CPUs they use backend/cpu/ops_avx512
+ * (about 3% of a Q4_0 token's time saved, and most of a 512-token prompt's attention time).
+ * With one token the elementwise ops run on the calling thread because a pool round trip would
+ * cost more than the op, and with many tokens they are split by rows over the pool.
+ * Every op checks that its views lie inside their buffers and have the types it computes on,
+ * and says which tensor is wrong: a malformed view is an error value, never a stray write.
  */
+#include "backend/cpu/cpu.h"
+
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "backend/backend.h"
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/ops.h"
-#include "backend/cpu/pool.h"
 #include "core/quant.h"
-
-typedef struct {
-  il_pool *pool;
-  void *work; /* matmul activation workspace */
-  size_t work_size;
-  float *scores; /* attention scores, n_threads x scores_cap */
-  size_t scores_cap;
-  const il__ops *ops; /* SIMD attention/swiglu, NULL for the portable C below */
-} il__cpu;
+#include "core/timer.h"
 
 #define IL__PAR_MIN 32768 /* elements below which an op runs on the calling thread */
 
-static il_status il__cpu_alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, void **out) {
-  *out = il_mem_alloc(cat, bytes, what);
-  return *out ? IL_OK : IL_ERR_OOM;
+static il__cpu *il__c(il_backend *b) { return (il__cpu *)b->impl; }
+
+/* ---------------------------------------------------------------- view checks */
+
+static const char *il__nm(const il_tensor *t) { return t->name ? t->name : "tensor"; }
+
+/* t lies inside its buffer and has type `type` (IL_DTYPE_COUNT: any). `op` names the caller. */
+static il_status il__check(const char *op, const il_tensor *t, il_dtype type) {
+  if (!t->buf) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has no buffer", op, il__nm(t));
+  if (type != IL_DTYPE_COUNT && t->type != type)
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' is %s; this op computes on %s", op, il__nm(t),
+                    il_dtype_name(t->type), il_dtype_name(type));
+  if (t->rows < 0 || t->cols < 0) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has a negative shape", op, il__nm(t));
+  size_t row = il_tensor_row_bytes(t->type, t->cols);
+  if (t->cols && !row)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s': %lld columns is not a whole number of %s blocks", op, il__nm(t),
+                    (long long)t->cols, il_dtype_name(t->type));
+  if (t->rows > 1 && t->stride < row)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s': row stride %zu below the row size %zu", op, il__nm(t), t->stride, row);
+  if (t->off > t->buf->size || il_tensor_span(t) > t->buf->size - t->off)
+    return il_error(IL_ERR_RANGE, "%s: '%s' [%lld x %lld] at offset %zu runs past its buffer of %zu bytes", op,
+                    il__nm(t), (long long)t->rows, (long long)t->cols, t->off, t->buf->size);
+  return IL_OK;
 }
 
-static void il__cpu_free(il_backend *b, void *p) { il_mem_free(p); }
+/* Same shape as ref. */
+static il_status il__same_shape(const char *op, const il_tensor *a, const il_tensor *ref) {
+  if (a->rows != ref->rows || a->cols != ref->cols)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is [%lld x %lld] but '%s' is [%lld x %lld]", op, il__nm(a),
+                    (long long)a->rows, (long long)a->cols, il__nm(ref), (long long)ref->rows, (long long)ref->cols);
+  return IL_OK;
+}
+
+/* Rows of an F32 tensor are packed (stride = cols * 4) or it has one row. */
+static il_status il__dense(const char *op, const il_tensor *t) {
+  if (t->rows > 1 && t->stride != (size_t)t->cols * 4)
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld floats)", op, il__nm(t),
+                    t->stride, (long long)t->cols);
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static il_status il__cpu_alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
+  *out = NULL;
+  il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
+  if (!buf) return IL_ERR_OOM;
+  buf->base = il_mem_alloc(cat, bytes ? bytes : 1, what);
+  if (!buf->base) {
+    il_mem_free(buf);
+    return IL_ERR_OOM;
+  }
+  buf->size = bytes;
+  buf->cat = cat;
+  buf->wrapped = false;
+  buf->handle = NULL;
+  *out = buf;
+  return IL_OK;
+}
+
+static void il__cpu_buffer_free(il_backend *b, il_buffer *buf) {
+  if (!buf) return;
+  if (!buf->wrapped) il_mem_free(buf->base);
+  il_mem_free(buf);
+}
+
+static il_status il__cpu_wrap(il_backend *b, void *ptr, size_t bytes, il_mem_category cat, il_buffer **out) {
+  *out = NULL;
+  il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
+  if (!buf) return IL_ERR_OOM;
+  *buf = (il_buffer){.base = ptr, .size = bytes, .cat = cat, .wrapped = true};
+  *out = buf;
+  return IL_OK;
+}
+
+static void *il__cpu_host_ptr(il_backend *b, il_buffer *buf) { return buf ? buf->base : NULL; }
+
+static void il__cpu_memory(il_backend *b, size_t *free_b, size_t *total) {
+  long pages = sysconf(_SC_AVPHYS_PAGES), all = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  *free_b = pages > 0 && size > 0 ? (size_t)pages * (size_t)size : 0;
+  *total = all > 0 && size > 0 ? (size_t)all * (size_t)size : 0;
+  il_mem_stats st;
+  il_mem_stats_get(&st);
+  if (st.limit) { /* a byte limit on the host space binds first */
+    size_t left = st.limit > st.total_current ? st.limit - st.total_current : 0;
+    if (left < *free_b) *free_b = left;
+    if (st.limit < *total) *total = st.limit;
+  }
+}
+
+/* ---------------------------------------------------------------- transfers */
+
+static il_status il__cpu_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
+  IL_TRY(il__check("upload", &dst, IL_DTYPE_COUNT));
+  if (bytes > dst.buf->size - dst.off)
+    return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
+                    il__nm(&dst), dst.off, dst.buf->size);
+  memcpy(il__cpu_ptr(dst), src, bytes);
+  return IL_OK;
+}
+
+static il_status il__cpu_download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
+  IL_TRY(il__check("download", &src, IL_DTYPE_COUNT));
+  if (bytes > src.buf->size - src.off)
+    return il_error(IL_ERR_RANGE, "download: %zu bytes from '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
+                    il__nm(&src), src.off, src.buf->size);
+  memcpy(dst, il__cpu_ptr(src), bytes);
+  return IL_OK;
+}
+
+static il_status il__cpu_copy(il_backend *b, il_tensor dst, il_tensor src) {
+  IL_TRY(il__check("copy", &dst, src.type));
+  IL_TRY(il__check("copy", &src, IL_DTYPE_COUNT));
+  IL_TRY(il__same_shape("copy", &dst, &src));
+  const size_t row = il_tensor_row_bytes(src.type, src.cols);
+  uint8_t *d = il__cpu_ptr(dst);
+  const uint8_t *s = il__cpu_ptr(src);
+  for (int64_t r = 0; r < src.rows; r++) memmove(d + (size_t)r * dst.stride, s + (size_t)r * src.stride, row);
+  return IL_OK;
+}
+
+static il_status il__cpu_sync(il_backend *b) { return IL_OK; } /* ops run synchronously */
+
+/* ---------------------------------------------------------------- capabilities */
+
+static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype) {
+  if (atype != IL_DTYPE_F32) return false;
+  switch (op) {
+  case IL_OP_MATMUL:
+  case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
+  case IL_OP_KV_STORE:
+  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32; /* the KV cache type */
+  default: return true;
+  }
+}
+
+static void il__cpu_info(il_backend *b, il_backend_info *out) {
+  il__cpu *c = il__c(b);
+  memset(out, 0, sizeof *out);
+  snprintf(out->kind, sizeof out->kind, "cpu");
+  snprintf(out->name, sizeof out->name, "%s", c->name);
+  snprintf(out->isa, sizeof out->isa, "%s", il_isa_name(c->isa));
+  out->threads = il_pool_size(c->pool);
+  out->host_visible = true;
+  snprintf(out->device, sizeof out->device, "host CPU, %d threads, %s kernels", out->threads, out->isa);
+}
+
+/* ---------------------------------------------------------------- matmul */
 
 static il_status il__grow(void **buf, size_t *cap, size_t need, il_mem_category cat, const char *what) {
   if (need <= *cap) return IL_OK;
@@ -46,38 +181,55 @@ static il_status il__grow(void **buf, size_t *cap, size_t need, il_mem_category 
   return IL_OK;
 }
 
-static il_status il__cpu_matmul(il_backend *b, const il_weight *w, const float *x, int64_t n_tok, float *y, int64_t ldy) {
-  il__cpu *c = b->impl;
-  size_t need = il_cpu_matmul_work_size(w->type, w->n_in, n_tok);
+static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_tensor *x) {
+  IL_TRY(il__check("matmul", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check("matmul", x, IL_DTYPE_F32));
+  IL_TRY(il__check("matmul", y, IL_DTYPE_F32));
+  IL_TRY(il__dense("matmul", x));
+  if (x->cols != w->cols || y->rows != x->rows || y->cols != w->rows || (y->stride % 4 && y->rows > 1))
+    return il_error(IL_ERR_INVALID_ARG, "matmul '%s' [%lld x %lld]: input [%lld x %lld] and output [%lld x %lld] do not fit",
+                    il__nm(w), (long long)w->rows, (long long)w->cols, (long long)x->rows, (long long)x->cols,
+                    (long long)y->rows, (long long)y->cols);
+  return IL_OK;
+}
+
+static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->stride / 4) : y->cols; }
+
+static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+  il__cpu *c = il__c(b);
+  IL_TRY(il__mm_check(&y, &w, &x));
+  size_t need = il_cpu_matmul_work_size(w.type, w.cols, x.rows);
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
-  il_status st = il_cpu_matmul(c->pool, w->type, w->data, w->row_stride, w->n_out, w->n_in, x, n_tok, y, ldy, c->work);
-  if (st != IL_OK) return il_error_wrap(st, "matmul '%s': ", w->name ? w->name : "?");
+  il_status st = il_cpu_matmul(c->pool, c->kernels, w.type, il__cpu_ptr(w), w.stride, w.rows, w.cols, il__cpu_ptr(x),
+                               x.rows, il__cpu_ptr(y), il__ldy(&y), c->work);
+  if (st != IL_OK) return il_error_wrap(st, "matmul '%s': ", il__nm(&w));
   return IL_OK;
 }
 
 /* Weights of one type and row length run as one matmul task (one activation quantization,
  * one barrier); anything else as separate calls. */
-static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_weight *const *w, const float *x, int64_t n_tok,
-                                      float *const *y, const int64_t *ldy) {
-  il__cpu *c = b->impl;
+static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+  il__cpu *c = il__c(b);
   bool fuse = n >= 2 && n <= IL_CPU_MM_MAX_PARTS;
-  for (int i = 1; i < n && fuse; i++) fuse = w[i]->type == w[0]->type && w[i]->n_in == w[0]->n_in;
+  for (int i = 1; i < n && fuse; i++) fuse = w[i].type == w[0].type && w[i].cols == w[0].cols;
   if (!fuse) {
-    for (int i = 0; i < n; i++) IL_TRY(il__cpu_matmul(b, w[i], x, n_tok, y[i], ldy[i]));
+    for (int i = 0; i < n; i++) IL_TRY(il__cpu_matmul(b, y[i], w[i], x));
     return IL_OK;
   }
   il_cpu_mm_part parts[IL_CPU_MM_MAX_PARTS];
-  for (int i = 0; i < n; i++)
-    parts[i] = (il_cpu_mm_part){.w = w[i]->data, .w_stride = w[i]->row_stride, .n_out = w[i]->n_out, .y = y[i], .ldy = ldy[i]};
-  size_t need = il_cpu_matmul_work_size(w[0]->type, w[0]->n_in, n_tok);
+  for (int i = 0; i < n; i++) {
+    IL_TRY(il__mm_check(&y[i], &w[i], &x));
+    parts[i] = (il_cpu_mm_part){.w = il__cpu_ptr(w[i]), .w_stride = w[i].stride, .n_out = w[i].rows,
+                                .y = il__cpu_ptr(y[i]), .ldy = il__ldy(&y[i])};
+  }
+  size_t need = il_cpu_matmul_work_size(w[0].type, w[0].cols, x.rows);
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
-  il_status st = il_cpu_matmul_multi(c->pool, w[0]->type, n, parts, w[0]->n_in, x, n_tok, c->work);
-  if (st != IL_OK)
-    return il_error_wrap(st, "matmul '%s' (with %d more sharing its input): ", w[0]->name ? w[0]->name : "?", n - 1);
+  il_status st = il_cpu_matmul_multi(c->pool, c->kernels, w[0].type, n, parts, w[0].cols, il__cpu_ptr(x), x.rows, c->work);
+  if (st != IL_OK) return il_error_wrap(st, "matmul '%s' (with %d more sharing its input): ", il__nm(&w[0]), n - 1);
   return IL_OK;
 }
 
-/* ---- row-parallel helper ---- */
+/* ---------------------------------------------------------------- row-parallel helper */
 
 typedef struct {
   void (*row)(void *ctx, int64_t t);
@@ -101,51 +253,61 @@ static void il__for_rows(il__cpu *c, int64_t n_rows, int64_t row_elems, void (*r
   il_pool_run(c->pool, il__rows_worker, &t);
 }
 
-/* ---- rmsnorm ---- */
+/* ---------------------------------------------------------------- rmsnorm */
 
 typedef struct {
-  float *y;
-  const float *x, *g;
+  uint8_t *y;
+  const uint8_t *x;
+  size_t ys, xs;
+  const float *g;
   int64_t n;
   float eps;
 } il__norm_ctx;
 
 static void il__norm_row(void *p, int64_t t) {
   il__norm_ctx *c = p;
-  const float *x = c->x + t * c->n;
-  float *y = c->y + t * c->n;
+  const float *x = (const float *)(c->x + (size_t)t * c->xs);
+  float *y = (float *)(c->y + (size_t)t * c->ys);
   double ss = 0;
   for (int64_t i = 0; i < c->n; i++) ss += (double)x[i] * x[i];
   float scale = (float)(1.0 / sqrt(ss / (double)c->n + c->eps));
   for (int64_t i = 0; i < c->n; i++) y[i] = x[i] * scale * c->g[i];
 }
 
-static void il__cpu_rmsnorm(il_backend *b, float *y, const float *x, const float *g, int64_t n, int64_t n_tok, float eps) {
-  il__norm_ctx ctx = {y, x, g, n, eps};
-  il__for_rows(b->impl, n_tok, n, il__norm_row, &ctx);
+static il_status il__cpu_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  IL_TRY(il__check("rmsnorm", &y, IL_DTYPE_F32));
+  IL_TRY(il__check("rmsnorm", &x, IL_DTYPE_F32));
+  IL_TRY(il__check("rmsnorm", &g, IL_DTYPE_F32));
+  IL_TRY(il__same_shape("rmsnorm", &y, &x));
+  if (g.cols != x.cols || g.rows < 1)
+    return il_error(IL_ERR_INVALID_ARG, "rmsnorm: weight '%s' has %lld elements; rows have %lld", il__nm(&g),
+                    (long long)g.cols, (long long)x.cols);
+  il__norm_ctx ctx = {il__cpu_ptr(y), il__cpu_ptr(x), y.stride, x.stride, il__cpu_ptr(g), x.cols, eps};
+  il__for_rows(il__c(b), x.rows, x.cols, il__norm_row, &ctx);
+  return IL_OK;
 }
 
-/* ---- rope ---- */
+/* ---------------------------------------------------------------- rope */
 
 typedef struct {
-  float *x;
+  uint8_t *x;
+  size_t xs;
   const int32_t *pos;
-  int64_t n_heads, head_dim, n_rot;
-  float base, scale;
-  il_rope_mode mode;
+  il_rope_params p;
 } il__rope_ctx;
 
 static void il__rope_row(void *p, int64_t t) {
   il__rope_ctx *c = p;
-  float pos = (float)c->pos[t] / c->scale;
-  for (int64_t i = 0; i < c->n_rot; i += 2) {
+  float pos = (float)c->pos[t] / c->p.scale;
+  float *row = (float *)(c->x + (size_t)t * c->xs);
+  for (int64_t i = 0; i < c->p.n_rot; i += 2) {
     /* double precision for the angle so long contexts do not drift */
-    double theta = (double)pos * pow((double)c->base, -(double)i / (double)c->n_rot);
+    double theta = (double)pos * pow((double)c->p.base, -(double)i / (double)c->p.n_rot);
     float cs = (float)cos(theta), sn = (float)sin(theta);
-    for (int64_t h = 0; h < c->n_heads; h++) {
-      float *v = c->x + t * c->n_heads * c->head_dim + h * c->head_dim;
-      int64_t a = c->mode == IL_ROPE_NEOX ? i / 2 : i;
-      int64_t bb = c->mode == IL_ROPE_NEOX ? i / 2 + c->n_rot / 2 : i + 1;
+    for (int64_t h = 0; h < c->p.n_heads; h++) {
+      float *v = row + h * c->p.head_dim;
+      int64_t a = c->p.mode == IL_ROPE_NEOX ? i / 2 : i;
+      int64_t bb = c->p.mode == IL_ROPE_NEOX ? i / 2 + c->p.n_rot / 2 : i + 1;
       float x0 = v[a], x1 = v[bb];
       v[a] = x0 * cs - x1 * sn;
       v[bb] = x0 * sn + x1 * cs;
@@ -153,139 +315,339 @@ static void il__rope_row(void *p, int64_t t) {
   }
 }
 
-static void il__cpu_rope(il_backend *b, float *x, const int32_t *pos, int64_t n_tok, int64_t n_heads,
-                         int64_t head_dim, int64_t n_rot, float base, float scale, il_rope_mode mode) {
-  il__rope_ctx ctx = {x, pos, n_heads, head_dim, n_rot, base, scale > 0 ? scale : 1.0f, mode};
-  il__for_rows(b->impl, n_tok, n_heads * head_dim, il__rope_row, &ctx);
+static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
+  IL_TRY(il__check("rope", &x, IL_DTYPE_F32));
+  IL_TRY(il__check("rope", &pos, IL_DTYPE_I32));
+  if (pos.cols < x.rows || x.cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
+    return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
+                    il__nm(&x), (long long)x.rows, (long long)x.cols, (long long)p->n_heads, (long long)p->head_dim,
+                    (long long)p->n_rot, (long long)pos.cols);
+  il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p};
+  if (!(ctx.p.scale > 0)) ctx.p.scale = 1.0f;
+  il__for_rows(il__c(b), x.rows, x.cols, il__rope_row, &ctx);
+  return IL_OK;
 }
 
-/* ---- attention ---- */
+/* ---------------------------------------------------------------- KV store */
 
+static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
+  IL_TRY(il__check("kv_store", &k, kv->k.type));
+  IL_TRY(il__check("kv_store", &v, kv->v.type));
+  IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
+  IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
+  if (k.cols != kv->k.cols || v.cols != kv->v.cols || k.rows != v.rows || slots.cols < k.rows)
+    return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
+                    (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
+  const int32_t *sl = il__cpu_ptr(slots);
+  const size_t row = il_tensor_row_bytes(k.type, k.cols);
+  uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
+  const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
+  for (int64_t i = 0; i < k.rows; i++) {
+    if (sl[i] < 0 || sl[i] >= kv->k.rows)
+      return il_error(IL_ERR_RANGE, "kv_store: slot %d of row %lld outside the %lld cells of '%s'", sl[i], (long long)i,
+                      (long long)kv->k.rows, il__nm(&kv->k));
+    memcpy(kd + (size_t)sl[i] * kv->k.stride, ks + (size_t)i * k.stride, row);
+    memcpy(vd + (size_t)sl[i] * kv->v.stride, vs + (size_t)i * v.stride, row);
+  }
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- attention: rows */
+
+/* The kernel inferlab has run since the start: one (token, head) pair per work item, a full
+ * score row per item in a per-thread workspace row of n_ctx floats, softmax, times V. It reads a
+ * sequence's keys as one contiguous run, so it needs one block per sequence. */
 typedef struct {
   il__cpu *cpu;
-  float *out;
-  const float *q;
-  const il_attn_row *rows;
-  int64_t n_tok;
-  const il_kv_view *kv;
-  int64_t n_heads, n_kv_heads, head_dim;
+  const il_attn_args *a;
+  float *ws;
+  size_t ws_row;
+  const int32_t *seq, *pos, *table;
 } il__attn_ctx;
 
 /* One (token, head) pair per work item, split evenly: a query row's cost grows with its
  * position, but in a prompt the rows are interleaved by head so the split stays balanced. */
 static void il__attn_worker(void *p, int ith, int nth) {
   il__attn_ctx *c = p;
-  float *scores = c->cpu->scores + (size_t)ith * c->cpu->scores_cap;
-  const int64_t hd = c->head_dim, group = c->n_heads / c->n_kv_heads, kv_dim = c->kv->kv_dim;
-  const float inv = 1.0f / sqrtf((float)hd);
-  const int64_t n_items = c->n_tok * c->n_heads;
+  const il_attn_args *a = c->a;
+  const il_kv_view *kv = a->kv;
+  float *scores = c->ws + (size_t)ith * c->ws_row;
+  const int64_t hd = a->head_dim, group = a->n_heads / a->n_kv_heads, n_tok = a->q.rows;
+  const size_t kv_stride = kv->k.stride / sizeof(float);
+  const float *kall = il__cpu_ptr(kv->k), *vall = il__cpu_ptr(kv->v);
+  const int64_t n_items = n_tok * a->n_heads;
   for (int64_t it = ith; it < n_items; it += nth) {
-    int64_t t = it / c->n_heads, h = it % c->n_heads, kvh = h / group;
-    const float *q = c->q + t * c->n_heads * hd + h * hd;
-    float *o = c->out + t * c->n_heads * hd + h * hd;
-    const il_attn_row r = c->rows[t];
-    const float *kbase = c->kv->k + (size_t)r.seq * c->kv->n_ctx * kv_dim + kvh * hd;
-    const float *vbase = c->kv->v + (size_t)r.seq * c->kv->n_ctx * kv_dim + kvh * hd;
+    int64_t t = it / a->n_heads, h = it % a->n_heads, kvh = h / group;
+    const float *q = (const float *)((const uint8_t *)il__cpu_ptr(a->q) + (size_t)t * a->q.stride) + h * hd;
+    float *o = (float *)((uint8_t *)il__cpu_ptr(a->out) + (size_t)t * a->out.stride) + h * hd;
+    const int32_t s0 = c->table[(size_t)c->seq[t] * (size_t)kv->max_blocks] * kv->block;
+    const float *kbase = kall + (size_t)s0 * kv_stride + kvh * hd;
+    const float *vbase = vall + (size_t)s0 * kv_stride + kvh * hd;
+    const int32_t n_pos = c->pos[t] + 1;
     if (c->cpu->ops) {
-      c->cpu->ops->attn_head(o, q, kbase, vbase, (size_t)kv_dim, hd, r.pos + 1, inv, scores);
+      c->cpu->ops->attn_head(o, q, kbase, vbase, kv_stride, hd, n_pos, a->scale, scores);
       continue;
     }
     float mx = -INFINITY;
-    for (int32_t s = 0; s <= r.pos; s++) {
-      const float *k = kbase + (size_t)s * kv_dim;
+    for (int32_t s = 0; s < n_pos; s++) {
+      const float *k = kbase + (size_t)s * kv_stride;
       float d = 0;
       for (int64_t i = 0; i < hd; i++) d += q[i] * k[i];
-      scores[s] = d * inv;
+      scores[s] = d * a->scale;
       if (scores[s] > mx) mx = scores[s];
     }
     float sum = 0;
-    for (int32_t s = 0; s <= r.pos; s++) {
+    for (int32_t s = 0; s < n_pos; s++) {
       scores[s] = expf(scores[s] - mx);
       sum += scores[s];
     }
     float norm = 1.0f / sum;
     for (int64_t i = 0; i < hd; i++) o[i] = 0;
-    for (int32_t s = 0; s <= r.pos; s++) {
-      const float *v = vbase + (size_t)s * kv_dim;
+    for (int32_t s = 0; s < n_pos; s++) {
+      const float *v = vbase + (size_t)s * kv_stride;
       float w = scores[s] * norm;
       for (int64_t i = 0; i < hd; i++) o[i] += w * v[i];
     }
   }
 }
 
-static il_status il__cpu_attention(il_backend *b, float *out, const float *q, const il_attn_row *rows, int64_t n_tok,
-                                   const il_kv_view *kv, int64_t n_heads, int64_t n_kv_heads, int64_t head_dim) {
-  il__cpu *c = b->impl;
-  if (n_kv_heads <= 0 || n_heads % n_kv_heads)
-    return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)n_heads,
-                    (long long)n_kv_heads);
-  for (int64_t t = 0; t < n_tok; t++)
-    if (rows[t].pos < 0 || rows[t].pos >= kv->n_ctx)
-      return il_error(IL_ERR_RANGE, "attention: position %d outside the context of %d", rows[t].pos, kv->n_ctx);
-  size_t nth = (size_t)il_pool_size(c->pool);
-  if ((size_t)kv->n_ctx > c->scores_cap) {
-    float *s = il_mem_alloc(IL_MEM_WORKSPACE, nth * (size_t)kv->n_ctx * sizeof(float), "attention scores");
-    if (!s) return IL_ERR_OOM;
-    il_mem_free(c->scores);
-    c->scores = s;
-    c->scores_cap = (size_t)kv->n_ctx;
+static const char *il__rows_why_not(il_backend *b, const il_attn_args *a) {
+  if (a->kv->k.type != IL_DTYPE_F32 || a->kv->v.type != IL_DTYPE_F32) return "reads an F32 cache only";
+  if (a->kv->max_blocks != 1) return "needs one block per sequence (a contiguous cache)";
+  return NULL;
+}
+
+static size_t il__rows_workspace(il_backend *b, const il_attn_args *a) {
+  return (size_t)il_pool_size(il__c(b)->pool) * (size_t)a->kv->n_ctx * sizeof(float);
+}
+
+/* Checks every kernel relies on: shapes, heads, positions inside the sequence's table. */
+static il_status il__attn_check(const il_attn_args *a) {
+  const il_kv_view *kv = a->kv;
+  IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
+  IL_TRY(il__check("attention", &a->out, IL_DTYPE_F32));
+  IL_TRY(il__check("attention", &a->seq, IL_DTYPE_I32));
+  IL_TRY(il__check("attention", &a->pos, IL_DTYPE_I32));
+  IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check("attention", &kv->v, IL_DTYPE_COUNT));
+  IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
+  if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
+    return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
+                    (long long)a->n_kv_heads);
+  if (a->q.cols != a->n_heads * a->head_dim || a->out.rows != a->q.rows || a->out.cols != a->q.cols ||
+      kv->k.cols != a->n_kv_heads * a->head_dim || a->seq.cols < a->q.rows || a->pos.cols < a->q.rows)
+    return il_error(IL_ERR_INVALID_ARG, "attention: q [%lld x %lld] and cache rows of %lld do not match %lld/%lld heads of %lld",
+                    (long long)a->q.rows, (long long)a->q.cols, (long long)kv->k.cols, (long long)a->n_heads,
+                    (long long)a->n_kv_heads, (long long)a->head_dim);
+  const int32_t *seq = il__cpu_ptr(a->seq), *pos = il__cpu_ptr(a->pos), *table = il__cpu_ptr(kv->block_table);
+  for (int64_t t = 0; t < a->q.rows; t++) {
+    if (seq[t] < 0 || seq[t] >= kv->n_seq)
+      return il_error(IL_ERR_RANGE, "attention: row %lld: sequence %d outside [0, %d)", (long long)t, seq[t], kv->n_seq);
+    if (pos[t] < 0 || pos[t] >= kv->n_ctx)
+      return il_error(IL_ERR_RANGE, "attention: row %lld: position %d outside the context of %d", (long long)t, pos[t],
+                      kv->n_ctx);
+    for (int32_t bl = 0; bl <= pos[t] / kv->block; bl++) {
+      int32_t cell = table[(size_t)seq[t] * (size_t)kv->max_blocks + (size_t)bl];
+      if (cell < 0 || ((int64_t)cell + 1) * kv->block > kv->k.rows)
+        return il_error(IL_ERR_RANGE, "attention: sequence %d: block %d maps to %d, outside the %lld cells", seq[t], bl,
+                        cell, (long long)kv->k.rows);
+    }
   }
-  il__attn_ctx ctx = {c, out, q, rows, n_tok, kv, n_heads, n_kv_heads, head_dim};
-  if (n_tok * n_heads < 2) il__attn_worker(&ctx, 0, 1);
+  return IL_OK;
+}
+
+static il_status il__rows_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cpu *c = il__c(b);
+  IL_TRY(il__attn_check(a));
+  const char *why = il__rows_why_not(b, a);
+  if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel 'rows': %s", why);
+  IL_TRY(il__check("attention", &ws, IL_DTYPE_COUNT));
+  const size_t need = il__rows_workspace(b, a);
+  if (ws.buf->size - ws.off < need)
+    return il_error(IL_ERR_INVALID_ARG, "attention kernel 'rows': workspace of %zu bytes, needs %zu",
+                    ws.buf->size - ws.off, need);
+  il__attn_ctx ctx = {c, a, il__cpu_ptr(ws), (size_t)a->kv->n_ctx, il__cpu_ptr(a->seq), il__cpu_ptr(a->pos),
+                      il__cpu_ptr(a->kv->block_table)};
+  if (a->q.rows * a->n_heads < 2) il__attn_worker(&ctx, 0, 1);
   else il_pool_run(c->pool, il__attn_worker, &ctx);
   return IL_OK;
 }
 
-/* ---- elementwise ---- */
+static const il_attn_kernel il__cpu_attn[] = {
+    {"rows", il__rows_why_not, il__rows_workspace, il__rows_run},
+};
 
-static void il__cpu_swiglu(il_backend *b, float *gate, const float *up, int64_t n) {
-  const il__cpu *c = b->impl;
+static const il_attn_kernel *il__cpu_attn_kernels(il_backend *b, int *n) {
+  *n = (int)(sizeof il__cpu_attn / sizeof il__cpu_attn[0]);
+  return il__cpu_attn;
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+static il_status il__elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
+  IL_TRY(il__check(op, y, IL_DTYPE_F32));
+  IL_TRY(il__check(op, x, IL_DTYPE_F32));
+  IL_TRY(il__same_shape(op, y, x));
+  IL_TRY(il__dense(op, y));
+  return il__dense(op, x);
+}
+
+static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__elementwise_check("swiglu", &gate, &up));
+  const il__cpu *c = il__c(b);
+  float *g = il__cpu_ptr(gate);
+  const float *u = il__cpu_ptr(up);
+  const int64_t n = gate.rows * gate.cols;
   if (c->ops) {
-    c->ops->swiglu(gate, up, n);
-    return;
+    c->ops->swiglu(g, u, n);
+    return IL_OK;
   }
-  for (int64_t i = 0; i < n; i++) {
-    float g = gate[i];
-    gate[i] = g / (1.0f + expf(-g)) * up[i];
-  }
+  for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  return IL_OK;
 }
 
-static void il__cpu_add(il_backend *b, float *y, const float *x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) {
+  IL_TRY(il__elementwise_check("add", &y, &x));
+  float *yp = il__cpu_ptr(y);
+  const float *xp = il__cpu_ptr(x);
+  const int64_t n = y.rows * y.cols;
+  for (int64_t i = 0; i < n; i++) yp[i] += xp[i];
+  return IL_OK;
 }
 
-static void il__cpu_add_bias(il_backend *b, float *y, const float *bias, int64_t n, int64_t n_tok) {
-  for (int64_t t = 0; t < n_tok; t++)
-    for (int64_t i = 0; i < n; i++) y[t * n + i] += bias[i];
-}
-
-
-
-static il_status il__cpu_get_rows(il_backend *b, const il_weight *w, const int32_t *ids, int64_t n_tok, float *y) {
-  for (int64_t t = 0; t < n_tok; t++) {
-    if (ids[t] < 0 || ids[t] >= w->n_out)
-      return il_error(IL_ERR_RANGE, "token id %d out of range [0, %lld) for '%s'", ids[t], (long long)w->n_out,
-                      w->name ? w->name : "embedding");
-    IL_TRY(il_dequantize_row(w->type, (const char *)w->data + (size_t)ids[t] * w->row_stride, y + t * w->n_in, w->n_in));
+static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
+  IL_TRY(il__check("add_bias", &y, IL_DTYPE_F32));
+  IL_TRY(il__check("add_bias", &bias, IL_DTYPE_F32));
+  if (bias.cols != y.cols)
+    return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(&bias),
+                    (long long)bias.cols, (long long)y.cols);
+  const float *bp = il__cpu_ptr(bias);
+  for (int64_t t = 0; t < y.rows; t++) {
+    float *row = (float *)((uint8_t *)il__cpu_ptr(y) + (size_t)t * y.stride);
+    for (int64_t i = 0; i < y.cols; i++) row[i] += bp[i];
   }
   return IL_OK;
 }
 
-static void il__cpu_copy(il_backend *b, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
+  *out = 0;
+  IL_TRY(il__check("count_nonfinite", &x, IL_DTYPE_F32));
+  int64_t n = 0;
+  for (int64_t t = 0; t < x.rows; t++) {
+    const float *row = (const float *)((const uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
+    for (int64_t i = 0; i < x.cols; i++) n += !isfinite(row[i]);
+  }
+  *out = n;
+  return IL_OK;
+}
+
+static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  IL_TRY(il__check("get_rows", &y, IL_DTYPE_F32));
+  IL_TRY(il__check("get_rows", &w, IL_DTYPE_COUNT));
+  IL_TRY(il__check("get_rows", &ids, IL_DTYPE_I32));
+  if (y.cols != w.cols || ids.cols < y.rows)
+    return il_error(IL_ERR_INVALID_ARG, "get_rows: '%s' rows of %lld into [%lld x %lld] with %lld ids", il__nm(&w),
+                    (long long)w.cols, (long long)y.rows, (long long)y.cols, (long long)ids.cols);
+  const int32_t *id = il__cpu_ptr(ids);
+  for (int64_t t = 0; t < y.rows; t++) {
+    if (id[t] < 0 || id[t] >= w.rows)
+      return il_error(IL_ERR_RANGE, "token id %d out of range [0, %lld) for '%s'", id[t], (long long)w.rows, il__nm(&w));
+    IL_TRY(il_dequantize_row(w.type, (const uint8_t *)il__cpu_ptr(w) + (size_t)id[t] * w.stride,
+                             (float *)((uint8_t *)il__cpu_ptr(y) + (size_t)t * y.stride), w.cols));
+  }
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- events */
+
+struct il_event {
+  double t;
+};
+
+static il_status il__cpu_event_record(il_backend *b, il_event **out) {
+  *out = il_mem_alloc(IL_MEM_OTHER, sizeof **out, "event");
+  if (!*out) return IL_ERR_OOM;
+  (*out)->t = il_time_now();
+  return IL_OK;
+}
+
+static il_status il__cpu_event_elapsed(il_backend *b, il_event *a, il_event *e, double *seconds) {
+  *seconds = e->t - a->t;
+  return IL_OK;
+}
+
+static void il__cpu_event_free(il_backend *b, il_event *e) { il_mem_free(e); }
+
+/* ---------------------------------------------------------------- lifetime */
+
+il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
+  memset(c, 0, sizeof *c);
+  il_isa isa = il_cpu_isa_best();
+  const char *want = o->isa && *o->isa ? o->isa : NULL;
+  if (!want) { /* IL_ISA in the environment may lower the default (never raise it) */
+    const char *env = getenv("IL_ISA");
+    il_isa e;
+    if (env && *env && il_isa_parse(env, &e) && e < isa) isa = e;
+  } else {
+    if (!il_isa_parse(want, &isa))
+      return il_error(IL_ERR_INVALID_ARG, "--isa: '%s' is not one of scalar, avx2, avx512", want);
+    if (!il_cpu_kernels(isa))
+      return il_error(IL_ERR_UNSUPPORTED, "--isa: this %s does not support %s (best: %s; compiled: %s)",
+                      il_cpu_isa_detected() < isa ? "CPU" : "build", want, il_isa_name(il_cpu_isa_best()),
+                      il_cpu_isa_compiled());
+  }
+  c->isa = isa;
+  c->kernels = il_cpu_kernels(isa);
+  if (isa == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
+  return il_pool_new(o->threads, &c->pool);
+}
+
+void il__cpu_fini(il__cpu *c) {
+  il_pool_free(c->pool);
+  il_mem_free(c->work);
+  il_mem_free(c->scores);
+  memset(c, 0, sizeof *c);
+}
 
 static void il__cpu_destroy(il_backend *b) {
   if (!b) return;
-  il__cpu *c = b->impl;
-  if (c) {
-    il_pool_free(c->pool);
-    il_mem_free(c->work);
-    il_mem_free(c->scores);
-    il_mem_free(c);
-  }
+  if (b->impl) il__cpu_fini(b->impl);
+  il_mem_free(b->impl);
   il_mem_free(b);
 }
 
-il_status il_backend_cpu_new(int n_threads, il_backend **out) {
+const il_backend_ops il__cpu_ops_template = {
+    .version = IL_BACKEND_OPS_VERSION,
+    .buffer_alloc = il__cpu_alloc,
+    .buffer_free = il__cpu_buffer_free,
+    .buffer_wrap_host = il__cpu_wrap,
+    .host_ptr = il__cpu_host_ptr,
+    .memory = il__cpu_memory,
+    .upload = il__cpu_upload,
+    .download = il__cpu_download,
+    .copy = il__cpu_copy,
+    .sync = il__cpu_sync,
+    .supports = il__cpu_supports,
+    .attn_kernels = il__cpu_attn_kernels,
+    .info = il__cpu_info,
+    .get_rows = il__cpu_get_rows,
+    .matmul = il__cpu_matmul,
+    .matmul_multi = il__cpu_matmul_multi,
+    .rmsnorm = il__cpu_rmsnorm,
+    .rope = il__cpu_rope,
+    .kv_store = il__cpu_kv_store,
+    .swiglu = il__cpu_swiglu,
+    .add = il__cpu_add,
+    .add_bias = il__cpu_add_bias,
+    .count_nonfinite = il__cpu_count_nonfinite,
+    .event_record = il__cpu_event_record,
+    .event_elapsed = il__cpu_event_elapsed,
+    .event_free = il__cpu_event_free,
+    .destroy = il__cpu_destroy,
+};
+
+il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {
   *out = NULL;
   il_backend *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "cpu backend");
   il__cpu *c = il_mem_calloc(IL_MEM_OTHER, sizeof *c, "cpu backend");
@@ -294,33 +656,15 @@ il_status il_backend_cpu_new(int n_threads, il_backend **out) {
     il_mem_free(c);
     return IL_ERR_OOM;
   }
-  il_status st = il_pool_new(n_threads, &c->pool);
+  il_status st = il__cpu_init(c, o);
   if (st != IL_OK) {
+    il__cpu_fini(c);
     il_mem_free(b);
     il_mem_free(c);
     return st;
   }
-  if (il_cpu_isa() == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
-  *b = (il_backend){
-      .name = "cpu",
-      .space = il_mem_host(),
-      .impl = c,
-      .alloc = il__cpu_alloc,
-      .free = il__cpu_free,
-      .matmul = il__cpu_matmul,
-      .matmul_multi = il__cpu_matmul_multi,
-      .rmsnorm = il__cpu_rmsnorm,
-      .rope = il__cpu_rope,
-      .attention = il__cpu_attention,
-      .swiglu = il__cpu_swiglu,
-      .add = il__cpu_add,
-      .add_bias = il__cpu_add_bias,
-      .get_rows = il__cpu_get_rows,
-      .copy = il__cpu_copy,
-      .destroy = il__cpu_destroy,
-  };
+  snprintf(c->name, sizeof c->name, "cpu");
+  *b = (il_backend){.ops = &il__cpu_ops_template, .space = il_mem_host(), .impl = c};
   *out = b;
   return IL_OK;
 }
-
-int il_backend_cpu_threads(const il_backend *b) { return il_pool_size(((const il__cpu *)b->impl)->pool); }

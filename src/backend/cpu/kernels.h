@@ -45,11 +45,12 @@ typedef void (*il__mm_rows_fn)(const il__mm_args *a, int64_t r0, int64_t r1);
 /* Quantizes activation blocks [u0, u1) where unit u is block u % nb of token u / nb. */
 typedef void (*il__mm_quant_fn)(const il__mm_args *a, int64_t u0, int64_t u1);
 
-typedef struct {
+struct il__kernels {
   bool compiled; /* false when this binary was built without the level */
   il__mm_rows_fn rows[IL_DTYPE_COUNT];
   il__mm_quant_fn quant[IL_DTYPE_COUNT];
-} il__kernels;
+};
+typedef struct il__kernels il__kernels;
 
 /* ---- activation layout helpers ---- */
 
@@ -95,17 +96,12 @@ static inline void il__k4_scales(const uint8_t *packed, uint64_t *sc, uint64_t *
   *mn = (uint64_t)m03 | (uint64_t)m47 << 32;
 }
 
-/* Set once by the ISA detection in matmul.c: the CPU has GFNI (the AVX-512 Q4 kernels use one
- * GFNI instruction when it does). Tests may clear it to exercise the other path. */
-extern _Atomic bool il__cpu_gfni;
-/* Set likewise: the CPU has AVX512_VBMI (the AVX-512 Q4_0 kernel gathers its nibbles with one
- * vpermt2b when it has both VBMI and GFNI). */
-extern _Atomic bool il__cpu_vbmi;
-
 /* Per-ISA tables. Entries are NULL where a level has no kernel of its own; the driver falls
  * back to the scalar entry. */
 extern const il__kernels il__kernels_scalar;
 extern const il__kernels il__kernels_avx2;
-extern const il__kernels il__kernels_avx512;
+extern const il__kernels il__kernels_avx512;      /* Q4 without GFNI (Cascade Lake) */
+extern const il__kernels il__kernels_avx512_gfni; /* Q4 with one GFNI instruction */
+extern const il__kernels il__kernels_avx512_vbmi; /* and Q4_0 gathered with VBMI */
 
 #endif

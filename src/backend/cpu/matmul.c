@@ -28,84 +28,30 @@
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define IL__X86 1
 #endif
 
-/* ---------------------------------------------------------------- ISA detection and choice */
 
-static il_isa il__detect(void) {
-#ifdef IL__X86
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return IL_ISA_SCALAR;
-  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), fma = c & (1u << 12),
-             f16c = c & (1u << 29);
-  if (!osxsave || !avx) return IL_ISA_SCALAR;
-  uint32_t xlo, xhi;
-  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-  const uint64_t xcr0 = ((uint64_t)xhi << 32) | xlo;
-  if ((xcr0 & 0x6) != 0x6) return IL_ISA_SCALAR; /* OS saves XMM and YMM state */
-  if (__get_cpuid_max(0, NULL) < 7) return IL_ISA_SCALAR;
-  __cpuid_count(7, 0, a, b, c, d);
-  const bool avx2 = b & (1u << 5), f = b & (1u << 16), dq = b & (1u << 17), bw = b & (1u << 30),
-             vl = b & (1u << 31), vnni = c & (1u << 11);
-  il__cpu_gfni = c & (1u << 8);
-  il__cpu_vbmi = c & (1u << 1);
-  if (!(avx2 && fma && f16c)) return IL_ISA_SCALAR;
-  if (!il__kernels_avx2.compiled) return IL_ISA_SCALAR;
-  /* opmask, upper ZMM0-15 and ZMM16-31 state saved by the OS */
-  if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0 && il__kernels_avx512.compiled)
-    return IL_ISA_AVX512;
-  return IL_ISA_AVX2;
-#else
-  return IL_ISA_SCALAR;
-#endif
-}
+/* ---------------------------------------------------------------- kernel tables */
 
-_Atomic bool il__cpu_gfni = false;
-_Atomic bool il__cpu_vbmi = false;
-static _Atomic int il__isa_detected = -1;
-static _Atomic int il__isa_current = -1;
-
-il_isa il_cpu_isa_detected(void) {
-  int v = atomic_load(&il__isa_detected);
-  if (v < 0) {
-    v = (int)il__detect();
-    atomic_store(&il__isa_detected, v);
-  }
-  return (il_isa)v;
-}
-
-il_isa il_cpu_isa(void) {
-  int v = atomic_load(&il__isa_current);
-  if (v >= 0) return (il_isa)v;
-  il_isa isa = il_cpu_isa_detected();
-  const char *env = getenv("IL_ISA");
-  if (env && *env) {
-    if (strcmp(env, "scalar") == 0) isa = IL_ISA_SCALAR;
-    else if (strcmp(env, "avx2") == 0 && isa > IL_ISA_AVX2) isa = IL_ISA_AVX2;
-  }
-  int expected = -1;
-  atomic_compare_exchange_strong(&il__isa_current, &expected, (int)isa);
-  return (il_isa)atomic_load(&il__isa_current);
-}
-
-il_isa il_cpu_set_isa(il_isa isa) {
-  il_isa det = il_cpu_isa_detected();
-  if ((int)isa < 0) isa = IL_ISA_SCALAR;
-  if (isa > det) isa = det;
-  atomic_store(&il__isa_current, (int)isa);
-  return isa;
-}
-
-const char *il_isa_name(il_isa isa) {
+const il__kernels *il_cpu_kernels(il_isa isa) {
+  const il_cpu_features *f = il_cpu_features_get();
+  if (isa > f->best) return NULL;
   switch (isa) {
-  case IL_ISA_SCALAR: return "scalar";
-  case IL_ISA_AVX2: return "avx2";
-  case IL_ISA_AVX512: return "avx512";
+  case IL_ISA_SCALAR: return &il__kernels_scalar;
+  case IL_ISA_AVX2: return il__kernels_avx2.compiled ? &il__kernels_avx2 : NULL;
+  case IL_ISA_AVX512:
+    if (!il__kernels_avx512.compiled) return NULL;
+    return f->gfni ? (f->vbmi ? &il__kernels_avx512_vbmi : &il__kernels_avx512_gfni) : &il__kernels_avx512;
   }
-  return "unknown";
+  return NULL;
+}
+
+il_isa il_cpu_isa_best(void) {
+  il_isa isa = il_cpu_isa_detected();
+  while (isa > IL_ISA_SCALAR && !il_cpu_kernels(isa)) isa = (il_isa)(isa - 1);
+  return isa;
 }
 
 const char *il_cpu_isa_compiled(void) {
@@ -489,15 +435,15 @@ static void il__mm_run(void *p, int ith, int nth) {
   }
 }
 
-il_status il_cpu_matmul(il_pool *pool, il_dtype wtype, const void *w, size_t w_stride,
-                        int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y,
-                        int64_t ldy, void *work) {
+il_status il_cpu_matmul(il_pool *pool, const il__kernels *k, il_dtype wtype, const void *w, size_t w_stride,
+                        int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy, void *work) {
   const il_cpu_mm_part part = {.w = w, .w_stride = w_stride, .n_out = n_out, .y = y, .ldy = ldy};
-  return il_cpu_matmul_multi(pool, wtype, 1, &part, n_in, x, n_tok, work);
+  return il_cpu_matmul_multi(pool, k, wtype, 1, &part, n_in, x, n_tok, work);
 }
 
-il_status il_cpu_matmul_multi(il_pool *pool, il_dtype wtype, int n_parts, const il_cpu_mm_part *parts,
-                              int64_t n_in, const float *x, int64_t n_tok, void *work) {
+il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtype, int n_parts,
+                              const il_cpu_mm_part *parts, int64_t n_in, const float *x, int64_t n_tok, void *work) {
+  if (!k) k = &il__kernels_scalar;
   if (!il_cpu_matmul_supported(wtype))
     return il_error(IL_ERR_UNSUPPORTED, "cpu matmul: no kernel for weight type %s", il_dtype_name(wtype));
   if (n_parts < 1 || n_parts > IL_CPU_MM_MAX_PARTS)
@@ -524,10 +470,6 @@ il_status il_cpu_matmul_multi(il_pool *pool, il_dtype wtype, int n_parts, const 
     return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
                     il_cpu_matmul_work_size(wtype, n_in, n_tok));
 
-  const il_isa isa = il_cpu_isa();
-  const il__kernels *k = isa == IL_ISA_AVX512 ? &il__kernels_avx512
-                         : isa == IL_ISA_AVX2 ? &il__kernels_avx2
-                                              : &il__kernels_scalar;
   const int nth = pool ? il_pool_size(pool) : 1;
   static_assert(sizeof(il__region) == 64, "one region per cache line");
   il__mm_task task = {

@@ -3,8 +3,9 @@
  * W is n_out rows of n_in elements in its storage type (as in the GGUF file, read in place from
  * the mmap). X is n_tok rows of n_in floats. For quantized W the activations are first
  * quantized to 8 bits (in the workspace, shared by all threads) and the dot products run in
- * integer arithmetic, as GGUF engines do. The instruction set is chosen once from CPUID
- * (AVX-512 VNNI, AVX2, or scalar); the scalar path is also the test oracle.
+ * integer arithmetic, as GGUF engines do. The caller passes the kernel table of one
+ * instruction-set level (AVX-512 VNNI, AVX2, or scalar; NULL = scalar), which the CPU backend
+ * resolves once; the scalar path is also the test oracle.
  * Hot path: with one token this is a matrix-vector product and bounded by memory bandwidth.
  * Not for: attention or elementwise ops (backend/cpu/ops).
  */
@@ -14,19 +15,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cpu/pool.h"
+#include "sys/cpuid.h"
+#include "sys/pool.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
-typedef enum { IL_ISA_SCALAR = 0, IL_ISA_AVX2 = 1, IL_ISA_AVX512 = 2 } il_isa;
+/* One instruction-set level's kernels (backend/cpu/kernels.h); opaque outside backend/cpu. */
+typedef struct il__kernels il__kernels;
 
-/* Best level this CPU supports (CPUID + OS XSAVE state). */
-il_isa il_cpu_isa_detected(void);
-/* Level in use (defaults to detected; IL_ISA env var "scalar"/"avx2"/"avx512" lowers it). */
-il_isa il_cpu_isa(void);
-/* Forces a level (clamped to detected); returns the level actually set. For tests/bench. */
-il_isa il_cpu_set_isa(il_isa isa);
-const char *il_isa_name(il_isa isa);
+/* The kernel table for a level on this CPU (the AVX-512 one with GFNI/VBMI Q4 kernels when the
+ * CPU has them), or NULL when the CPU or this binary lacks the level. Resolved once by each CPU
+ * backend: nothing is chosen per call. */
+const il__kernels *il_cpu_kernels(il_isa isa);
+/* The highest level both detected and compiled in. */
+il_isa il_cpu_isa_best(void);
 /* Comma list of levels compiled into this binary, e.g. "scalar,avx2,avx512". */
 const char *il_cpu_isa_compiled(void);
 
@@ -40,9 +42,8 @@ size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok);
  * plain tensor). work must hold il_cpu_matmul_work_size bytes. Runs on all pool threads.
  * IL_ERR_UNSUPPORTED for a type without kernel; IL_ERR_INVALID_ARG for n_in not a multiple
  * of the block size. */
-il_status il_cpu_matmul(il_pool *pool, il_dtype wtype, const void *w, size_t w_stride,
-                        int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y,
-                        int64_t ldy, void *work);
+il_status il_cpu_matmul(il_pool *pool, const il__kernels *k, il_dtype wtype, const void *w, size_t w_stride,
+                        int64_t n_out, int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy, void *work);
 
 /* Several weight matrices of one type that read the same input (Q, K and V; gate and up),
  * computed as one task: the activations are quantized once and all threads work through the
@@ -57,7 +58,7 @@ typedef struct {
   float *y;
   int64_t ldy;
 } il_cpu_mm_part;
-il_status il_cpu_matmul_multi(il_pool *pool, il_dtype wtype, int n_parts, const il_cpu_mm_part *parts,
-                              int64_t n_in, const float *x, int64_t n_tok, void *work);
+il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtype, int n_parts,
+                              const il_cpu_mm_part *parts, int64_t n_in, const float *x, int64_t n_tok, void *work);
 
 #endif

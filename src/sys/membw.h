@@ -1,4 +1,4 @@
-/* backend/cpu/membw: how fast this machine reads memory, the roofline of every CPU benchmark.
+/* sys/membw: how fast this machine reads memory, the roofline of every CPU benchmark.
  *
  * A STREAM-style read: the pool's threads each sum their slice of a buffer far larger than
  * the caches, with the widest loads the CPU has (64-byte AVX-512, else 32-byte AVX2, else
@@ -6,13 +6,13 @@
  * the best pass counts. The doctor reports it, the lab and the benchmarks divide by it.
  * Not for: cache bandwidth (the buffer is sized to miss them).
  */
-#ifndef IL_BACKEND_CPU_MEMBW_H
-#define IL_BACKEND_CPU_MEMBW_H
+#ifndef IL_SYS_MEMBW_H
+#define IL_SYS_MEMBW_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cpu/pool.h"
+#include "sys/pool.h"
 #include "core/status.h"
 
 #define IL_MEMBW_DEFAULT_BYTES ((size_t)512 << 20)

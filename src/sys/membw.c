@@ -1,10 +1,10 @@
-/* backend/cpu/membw: the read-bandwidth measurement. */
-#include "backend/cpu/membw.h"
+/* sys/membw: the read-bandwidth measurement. */
+#include "sys/membw.h"
 
 #include <stdint.h>
 
-#include "backend/cpu/matmul.h"
-#include "backend/cpu/pool.h"
+#include "sys/cpuid.h"
+#include "sys/pool.h"
 #include "core/timer.h"
 #include "memory/mem.h"
 

@@ -1,4 +1,4 @@
-/* backend/cpu/pool: a persistent thread pool for the CPU kernels.
+/* sys/pool: a persistent thread pool for the CPU kernels.
  *
  * n-1 worker threads plus the calling thread run one task at a time: il_pool_run calls
  * fn(ctx, ith, nth) on every thread and returns when all have finished. Workers spin briefly
@@ -7,8 +7,8 @@
  * inside one task, for kernels with phases (quantize activations, then multiply).
  * Not for: general job queues; tasks must not call il_pool_run recursively.
  */
-#ifndef IL_BACKEND_CPU_POOL_H
-#define IL_BACKEND_CPU_POOL_H
+#ifndef IL_SYS_POOL_H
+#define IL_SYS_POOL_H
 
 #include "core/status.h"
 

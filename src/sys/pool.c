@@ -1,5 +1,5 @@
-/* backend/cpu/pool: spin-then-sleep worker pool with a sense-reversing barrier. */
-#include "backend/cpu/pool.h"
+/* sys/pool: spin-then-sleep worker pool with a sense-reversing barrier. */
+#include "sys/pool.h"
 
 #include <pthread.h>
 #include <sched.h>

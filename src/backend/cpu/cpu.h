@@ -1,0 +1,63 @@
+/* backend/cpu/cpu: the CPU backend, and the parts of it the simulated device reuses.
+ *
+ * A CPU buffer is host memory: allocated through memory/ under its category, or wrapped around
+ * caller-owned memory (the mmap of a GGUF file: weights are read in place, never copied). The
+ * ops resolve a tensor to base + off and call the raw-pointer kernels (matmul.c, ops_*.c) on
+ * the backend's thread pool with the kernel table chosen when the backend was opened.
+ *
+ * sim (backend/sim) runs the same ops on buffers of its own space: it builds its ops table
+ * from il__cpu_ops_template and replaces the memory and transfer members, so logits on sim
+ * equal those on cpu bit for bit.
+ * Not for: anything above backend/ (open backends through backend/registry.h).
+ */
+#ifndef IL_BACKEND_CPU_CPU_H
+#define IL_BACKEND_CPU_CPU_H
+
+#include "backend/backend.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/ops.h"
+#include "sys/pool.h"
+
+/* Buffers of the cpu and sim backends. */
+struct il_buffer {
+  uint8_t *base;
+  size_t size;
+  il_mem_category cat;
+  bool wrapped;  /* caller-owned memory: never freed, not counted */
+  void *handle;  /* the allocator's block (sim) */
+};
+
+typedef struct {
+  il_pool *pool;
+  il_isa isa;
+  const il__kernels *kernels; /* matmul table for isa on this CPU */
+  const il__ops *ops;         /* SIMD attention/swiglu, NULL for the portable C */
+  void *work;                 /* matmul activation workspace (host scratch) */
+  size_t work_size;
+  float *scores;              /* attention scores, n_threads x scores_cap */
+  size_t scores_cap;
+  char name[64];
+} il__cpu;
+
+/* Options of a CPU kernel set. */
+typedef struct {
+  int threads;   /* 0 = one per core */
+  const char *isa; /* NULL or "" = best available (IL_ISA in the environment may lower it) */
+} il__cpu_opts;
+
+/* Fills c (pool, kernel tables). IL_ERR_UNSUPPORTED naming the level when the CPU or binary
+ * lacks it. Release with il__cpu_fini. */
+il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o);
+void il__cpu_fini(il__cpu *c);
+
+/* The cpu ops table; sim copies it and overrides memory and transfers. Its ops expect
+ * b->impl to point at an il__cpu as the first member of the backend's impl struct. */
+extern const il_backend_ops il__cpu_ops_template;
+
+/* base + off of a cpu/sim tensor. */
+static inline void *il__cpu_ptr(il_tensor t) { return t.buf ? t.buf->base + t.off : NULL; }
+
+/* Creates the CPU backend. */
+il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out);
+
+#endif

@@ -1,0 +1,44 @@
+/* backend/registry: backend names -> constructors. */
+#include "backend/registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/sim/sim.h"
+
+const char *il_backend_cpu_isa_compiled(void) { return il_cpu_isa_compiled(); }
+
+const char *il_backend_cpu_isa_default(void) {
+  /* il__cpu_init's default choice, without starting a pool */
+  il_isa isa = il_cpu_isa_best();
+  const char *env = getenv("IL_ISA");
+  il_isa e;
+  if (env && *env && il_isa_parse(env, &e) && e < isa) isa = e;
+  return il_isa_name(isa);
+}
+
+const char *il_backend_cuda_unavailable(void) {
+  return "this inferlab was built without the CUDA backend (CPU-only build: nvcc was not found or "
+         "-DIL_CUDA=OFF); use --device cpu or sim:SIZE";
+}
+
+il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_backend **out) {
+  *out = NULL;
+  il_backend_opts dflt = {0};
+  if (!opts) opts = &dflt;
+  if (!spec || !*spec) spec = "cpu";
+  il__cpu_opts co = {opts->threads, opts->isa};
+  if (!strcmp(spec, "cpu")) {
+    if (opts->mem_limit) il_mem_set_limit(opts->mem_limit);
+    return il__cpu_backend_new(&co, out);
+  }
+  if (!strncmp(spec, "sim", 3) && (spec[3] == ':' || spec[3] == 0)) {
+    if (spec[3] == 0) return il_error(IL_ERR_INVALID_ARG, "--device sim: give the device size, e.g. sim:4GiB");
+    return il__sim_backend_new(spec, &co, opts->mem_limit, out);
+  }
+  if (!strncmp(spec, "cuda", 4) && (spec[4] == ':' || spec[4] == 0))
+    return il_error(IL_ERR_UNSUPPORTED, "--device %s: %s", spec, il_backend_cuda_unavailable());
+  return il_error(IL_ERR_INVALID_ARG, "--device: '%s' is not a device (cpu, sim:SIZE[,pcie=RATE][,ctx=SIZE], cuda[:N])",
+                  spec);
+}

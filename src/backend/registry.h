@@ -1,0 +1,39 @@
+/* backend/registry: opens a backend by name.
+ *
+ *   cpu                       host memory, SIMD kernels, a thread pool
+ *   sim:SIZE[,pcie=RATE][,ctx=SIZE]
+ *                             the simulated GPU: CPU kernels, buffers in a separate space of
+ *                             SIZE bytes ("4GiB"), counted host<->device copies optionally
+ *                             throttled to RATE ("16GB/s"), and a fixed context overhead
+ *                             (default 0) standing for a CUDA context and library workspaces
+ *   cuda[:N]                  NVIDIA GPU N (default 0), from the CUDA module when it is built
+ * Layers above backend/ open backends only through here and learn their facts from
+ * ops->info, so none of them includes backend/cpu.
+ * Not for: choosing what runs where (engine/).
+ */
+#ifndef IL_BACKEND_REGISTRY_H
+#define IL_BACKEND_REGISTRY_H
+
+#include "backend/backend.h"
+
+typedef struct {
+  int threads;      /* host threads for CPU kernels (cpu and sim); 0 = one per core */
+  const char *isa;  /* CPU kernel level: NULL/"" best, or scalar | avx2 | avx512 */
+  size_t mem_limit; /* device allocators reserve at most this (0 = the device's size) */
+} il_backend_opts;
+
+/* Opens the backend `spec` names. IL_ERR_INVALID_ARG naming the part of the spec that is
+ * wrong; IL_ERR_UNSUPPORTED for a backend this build or machine lacks, with the reason. Free
+ * with b->ops->destroy(b). */
+il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_backend **out);
+
+/* CPU kernel levels compiled into this binary ("scalar,avx2,avx512"), and the one cpu and sim
+ * backends use by default (the best detected and compiled, lowered by IL_ISA in the
+ * environment). */
+const char *il_backend_cpu_isa_compiled(void);
+const char *il_backend_cpu_isa_default(void);
+
+/* Why `cuda` cannot be opened in this build, or NULL when it can be tried. */
+const char *il_backend_cuda_unavailable(void);
+
+#endif

@@ -1,0 +1,247 @@
+/* backend/sim: budgeted buffers, counted transfers, CPU kernels. */
+#include "backend/sim/sim.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/timer.h"
+#include "core/units.h"
+
+typedef struct {
+  il__cpu cpu; /* first: the CPU ops read b->impl as an il__cpu */
+  il_mem_space *space;
+  size_t budget, ctx_bytes;
+  double pcie; /* bytes/s; 0 = unthrottled */
+  il_caching *alloc; /* the caching allocator over the budget */
+  pthread_mutex_t lock;
+  il_transfer_stats xfer;
+} il__sim;
+
+/* Segments come from host memory: the simulated device's "cudaMalloc". The budget is the
+ * allocator's cap, so this only fails when the host itself is out of memory. */
+static il_status il__seg_alloc(void *ctx, size_t bytes, void **base) {
+  *base = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+  if (!*base) return il_error(IL_ERR_OOM, "sim: the host could not back a segment of %zu bytes", bytes);
+  return IL_OK;
+}
+
+static void il__seg_free(void *ctx, void *base, size_t bytes) { free(base); }
+
+static il__sim *il__s(il_backend *b) { return (il__sim *)b->impl; }
+
+static il_status il__sim_alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
+  il__sim *s = il__s(b);
+  *out = NULL;
+  il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
+  if (!buf) return IL_ERR_OOM;
+  il_caching_block *blk = NULL;
+  il_status st = il_caching_alloc(s->alloc, cat, bytes, what, &blk);
+  if (st == IL_ERR_OOM) {
+    il_caching_oom o;
+    il_mem_record_oom(s->space, cat, bytes, what, "limit", 0);
+    if (il_caching_last_oom(s->alloc, &o)) il_mem_record_oom_device(o.reserved, o.largest_free, o.fragmentation);
+  }
+  /* counted per category in the sim's space (and where fault injection reaches every buffer) */
+  if (st == IL_OK) st = il_mem_space_reserve(s->space, cat, il_caching_block_size(blk), what);
+  if (st != IL_OK) {
+    il_caching_free(s->alloc, blk);
+    il_mem_free(buf);
+    return st;
+  }
+  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .cat = cat, .wrapped = false, .handle = blk};
+  *out = buf;
+  return IL_OK;
+}
+
+static void il__sim_free(il_backend *b, il_buffer *buf) {
+  if (!buf) return;
+  il__sim *s = il__s(b);
+  il_mem_space_release(s->space, buf->cat, il_caching_block_size(buf->handle));
+  il_caching_free(s->alloc, buf->handle);
+  il_mem_free(buf);
+}
+
+static void il__sim_allocator_stats(il_backend *b, il_caching_stats *out) { il_caching_stats_get(il__s(b)->alloc, out); }
+
+static il_status il__sim_snapshot(il_backend *b, il_caching_snapshot *out) {
+  return il_caching_snapshot_take(il__s(b)->alloc, out);
+}
+
+static size_t il__sim_empty_cache(il_backend *b) { return il_caching_empty_cache(il__s(b)->alloc); }
+
+/* Device memory is not host memory: callers must upload and download. */
+static void *il__sim_host_ptr(il_backend *b, il_buffer *buf) { return NULL; }
+
+/* Free = what is not reserved by the allocator or the context; cached blocks count as used,
+ * as cudaMemGetInfo sees PyTorch's cache. */
+static void il__sim_memory(il_backend *b, size_t *free_b, size_t *total) {
+  il__sim *s = il__s(b);
+  il_caching_stats st;
+  il_caching_stats_get(s->alloc, &st);
+  *total = s->budget;
+  const size_t used = st.total.reserved + s->ctx_bytes;
+  *free_b = s->budget > used ? s->budget - used : 0;
+}
+
+/* Sleeps until `bytes` at the throttle rate have taken their time since t0. */
+static void il__throttle(il__sim *s, size_t bytes, double t0) {
+  if (s->pcie <= 0) return;
+  double left = (double)bytes / s->pcie - (il_time_now() - t0);
+  if (left <= 0) return;
+  struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
+  il__sim *s = il__s(b);
+  double t0 = il_time_now();
+  IL_TRY(il__cpu_ops_template.upload(b, dst, src, bytes));
+  il__throttle(s, bytes, t0);
+  pthread_mutex_lock(&s->lock);
+  s->xfer.upload_bytes += bytes;
+  s->xfer.n_uploads++;
+  s->xfer.upload_seconds += il_time_now() - t0;
+  pthread_mutex_unlock(&s->lock);
+  return IL_OK;
+}
+
+static il_status il__sim_download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
+  il__sim *s = il__s(b);
+  double t0 = il_time_now();
+  IL_TRY(il__cpu_ops_template.download(b, dst, src, bytes));
+  il__throttle(s, bytes, t0);
+  pthread_mutex_lock(&s->lock);
+  s->xfer.download_bytes += bytes;
+  s->xfer.n_downloads++;
+  s->xfer.download_seconds += il_time_now() - t0;
+  pthread_mutex_unlock(&s->lock);
+  return IL_OK;
+}
+
+static void il__sim_transfers(il_backend *b, il_transfer_stats *out) {
+  il__sim *s = il__s(b);
+  pthread_mutex_lock(&s->lock);
+  *out = s->xfer;
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void il__sim_info(il_backend *b, il_backend_info *out) {
+  il__cpu_ops_template.info(b, out);
+  il__sim *s = il__s(b);
+  char size[32], ctx[32];
+  snprintf(out->kind, sizeof out->kind, "sim");
+  snprintf(out->name, sizeof out->name, "%s", s->cpu.name);
+  out->host_visible = false;
+  snprintf(out->device, sizeof out->device, "simulated GPU: %s budget, %s context, %s; CPU compute (%d threads, %s)",
+           il_mem_format_bytes(s->budget, size, sizeof size), il_mem_format_bytes(s->ctx_bytes, ctx, sizeof ctx),
+           s->pcie > 0 ? "throttled copies" : "unthrottled copies", out->threads, out->isa);
+}
+
+static void il__sim_destroy(il_backend *b) {
+  if (!b) return;
+  il__sim *s = il__s(b);
+  if (s) {
+    il__cpu_fini(&s->cpu);
+    il_caching_destroy(s->alloc);
+    if (s->space) {
+      if (s->ctx_bytes) il_mem_space_release(s->space, IL_MEM_OTHER, s->ctx_bytes);
+      il_mem_space_free(s->space);
+    }
+    pthread_mutex_destroy(&s->lock);
+    il_mem_free(s);
+  }
+  il_mem_free(b);
+}
+
+static il_backend_ops il__sim_ops;
+static pthread_once_t il__sim_once = PTHREAD_ONCE_INIT;
+
+static void il__sim_ops_init(void) {
+  il__sim_ops = il__cpu_ops_template;
+  il__sim_ops.buffer_alloc = il__sim_alloc;
+  il__sim_ops.buffer_free = il__sim_free;
+  il__sim_ops.buffer_wrap_host = NULL;
+  il__sim_ops.host_ptr = il__sim_host_ptr;
+  il__sim_ops.memory = il__sim_memory;
+  il__sim_ops.upload = il__sim_upload;
+  il__sim_ops.download = il__sim_download;
+  il__sim_ops.info = il__sim_info;
+  il__sim_ops.destroy = il__sim_destroy;
+  il__sim_ops.transfers = il__sim_transfers;
+  il__sim_ops.allocator_stats = il__sim_allocator_stats;
+  il__sim_ops.allocator_snapshot = il__sim_snapshot;
+  il__sim_ops.empty_cache = il__sim_empty_cache;
+}
+
+/* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE]". */
+static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, size_t *ctx) {
+  char buf[128];
+  if (strlen(spec) >= sizeof buf) return il_error(IL_ERR_INVALID_ARG, "--device: '%.40s...' is too long", spec);
+  snprintf(buf, sizeof buf, "%s", spec + 4);
+  *pcie = 0;
+  *ctx = 0;
+  char *save = NULL;
+  int i = 0;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), i++) {
+    if (i == 0) {
+      if (!il_parse_bytes(tok, budget) || *budget == 0)
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a device size (e.g. 4GiB, 512MiB)", spec, tok);
+    } else if (!strncmp(tok, "pcie=", 5)) {
+      if (!il_parse_rate(tok + 5, pcie))
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a transfer rate (e.g. pcie=16GB/s)", spec, tok);
+    } else if (!strncmp(tok, "ctx=", 4)) {
+      if (!il_parse_bytes(tok + 4, ctx))
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a size (e.g. ctx=300MiB)", spec, tok);
+    } else {
+      return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE)", spec, tok);
+    }
+  }
+  if (i == 0) return il_error(IL_ERR_INVALID_ARG, "--device %s: give the device size, e.g. sim:4GiB", spec);
+  return IL_OK;
+}
+
+il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t mem_limit, il_backend **out) {
+  *out = NULL;
+  size_t budget, ctx;
+  double pcie;
+  IL_TRY(il__parse_spec(spec, &budget, &pcie, &ctx));
+  if (mem_limit && mem_limit < budget) budget = mem_limit;
+  pthread_once(&il__sim_once, il__sim_ops_init);
+  il_backend *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "sim backend");
+  il__sim *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "sim backend");
+  if (!b || !s) {
+    il_mem_free(b);
+    il_mem_free(s);
+    return IL_ERR_OOM;
+  }
+  pthread_mutex_init(&s->lock, NULL);
+  *b = (il_backend){.ops = &il__sim_ops, .impl = s};
+  s->budget = budget;
+  s->pcie = pcie;
+  il_status st = il__cpu_init(&s->cpu, o);
+  snprintf(s->cpu.name, sizeof s->cpu.name, "%s", spec);
+  if (st == IL_OK) {
+    s->space = il_mem_space_new("sim", budget);
+    if (!s->space) st = IL_ERR_OOM;
+  }
+  b->space = s->space;
+  if (st == IL_OK && ctx) {
+    st = il_mem_space_reserve(s->space, IL_MEM_OTHER, ctx, "device context (ctx=)");
+    if (st == IL_OK) s->ctx_bytes = ctx;
+    else st = il_error_wrap(st, "--device %s: the context overhead does not fit the device: ", spec);
+  }
+  if (st == IL_OK) {
+    il_caching_opts co = {.name = "sim", .cap = budget - s->ctx_bytes, .seg_alloc = il__seg_alloc,
+                          .seg_free = il__seg_free, .ctx = s};
+    st = il_caching_new(&co, &s->alloc);
+  }
+  if (st != IL_OK) {
+    il__sim_destroy(b);
+    return st;
+  }
+  *out = b;
+  return IL_OK;
+}

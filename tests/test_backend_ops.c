@@ -1,0 +1,394 @@
+/* tests/test_backend_ops: every op of the device seam, on every backend present, against the
+ * scalar CPU backend (ggml's test-backend-ops is the model).
+ *
+ * Backends under test: cpu with each kernel level this CPU runs (avx2, avx512), sim (the same
+ * kernels on a separate budgeted space, reached only through upload/download), and cuda when
+ * a device is present (it is not built yet: the case prints a skip line). The oracle is
+ * `cpu` opened with --isa scalar, whose matmul and attention are the plain-C references.
+ * Each case builds host inputs from a fixed seed, uploads them, runs the op, downloads the
+ * result and compares by normalized error sqrt(sum (a-b)^2 / sum b^2), with shapes that are
+ * not multiples of the block or vector width. sim must equal cpu at the same level bit for bit.
+ */
+#include "backend/registry.h"
+#include "core/quant.h"
+#include "harness.h"
+#include "memory/mem.h"
+#include "sys/cpuid.h"
+
+typedef struct {
+  const char *label;
+  il_backend *b;
+} bk;
+
+static bk backends[8];
+static int n_backends;
+static il_backend *ref;
+static uint64_t rng = 7;
+
+static void open_backend(const char *label, const char *spec, const char *isa) {
+  il_backend_opts o = {.threads = 2, .isa = isa};
+  il_backend *b = NULL;
+  il_status st = il_backend_open(spec, &o, &b);
+  if (st != IL_OK) {
+    printf("SKIP (part): backend %s: %s\n", label, il_error_detail());
+    return;
+  }
+  backends[n_backends++] = (bk){label, b};
+}
+
+/* A tensor on b holding host data (uploaded). */
+static il_tensor put(il_backend *b, const void *data, int64_t rows, int64_t cols, il_dtype t, const char *name) {
+  il_tensor x;
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, rows, cols, t, name, &x));
+  if (x.buf && data) IL_CHECK_OK(b->ops->upload(b, x, data, il_tensor_span(&x)));
+  return x;
+}
+
+static void get(il_backend *b, il_tensor x, void *out) { IL_CHECK_OK(b->ops->download(b, out, x, il_tensor_span(&x))); }
+
+static double nerr(const float *a, const float *r, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)a[i] - r[i];
+    num += d * d;
+    den += (double)r[i] * r[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static float *randv(size_t n, float scale) {
+  float *v = malloc(n * sizeof(float));
+  for (size_t i = 0; i < n; i++) v[i] = il_test_randf(&rng) * scale;
+  return v;
+}
+
+/* Compares every backend's output with the reference's; sim vs its cpu twin must be exact. */
+static void compare(const char *op, float *const *outs, size_t n, double tol0) {
+  for (int i = 0; i < n_backends; i++) {
+    double e = nerr(outs[i + 1], outs[0], n);
+    /* the same kernels on another memory space or thread count: bit for bit */
+    const double tol = strstr(backends[i].label, "scalar") ? 0 : tol0;
+    if (!(e <= tol)) fprintf(stderr, "  %s on %s: normalized error %.3g > %.3g\n", op, backends[i].label, e, tol);
+    IL_CHECK(e <= tol);
+  }
+}
+
+#define FOR_ALL(...)                                                                          \
+  for (int bi = -1; bi < n_backends; bi++) {                                                   \
+    il_backend *b = bi < 0 ? ref : backends[bi].b;                                             \
+    float *out = outs[bi + 1];                                                                 \
+    __VA_ARGS__                                                                                \
+  }
+
+/* ---- matmul, matmul_multi and get_rows over every weight type ---- */
+
+static void test_matmul(void) {
+  const il_dtype types[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+  const int64_t shapes[][3] = {{32, 1, 1}, {64, 7, 3}, {96, 33, 5}, {256, 17, 1}, {512, 65, 9}, {768, 5, 2}};
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    const il_dtype t = types[ti];
+    int cases = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+      const int64_t n_in = shapes[si][0], n_out = shapes[si][1], n_tok = shapes[si][2];
+      if (n_in % (int64_t)il_dtype_get(t)->blck) continue;
+      const size_t rs = il_dtype_row_size(t, n_in);
+      uint8_t *w = malloc(rs * (size_t)n_out);
+      float *src = randv((size_t)n_in, 1.0f);
+      for (int64_t r = 0; r < n_out; r++) {
+        for (int64_t k = 0; k < n_in; k++) src[k] = il_test_randf(&rng);
+        if (il_quantize_row(t, src, w + (size_t)r * rs, n_in) != IL_OK) { /* K-quants: random bytes, sane scales */
+          for (size_t k = 0; k < rs; k++) w[(size_t)r * rs + k] = (uint8_t)(il_test_randf(&rng) * 127 + 128);
+          for (size_t blk = 0; blk < rs / il_dtype_get(t)->size; blk++) {
+            uint8_t *bp = w + (size_t)r * rs + blk * il_dtype_get(t)->size;
+            uint16_t d = il_f32_to_fp16(0.01f), dm = il_f32_to_fp16(0.002f);
+            if (t == IL_DTYPE_Q6_K) memcpy(bp + il_dtype_get(t)->size - 2, &d, 2);
+            else memcpy(bp, &d, 2), memcpy(bp + 2, &dm, 2);
+          }
+        }
+      }
+      float *x = randv((size_t)(n_in * n_tok), 2.0f);
+      int32_t ids[9];
+      for (int i = 0; i < 9; i++) ids[i] = (int32_t)((i * 5 + 3) % n_out);
+      const size_t ny = (size_t)(n_out * n_tok), nm = 2 * ny, ng = (size_t)(n_tok * n_in);
+      float *outs[9], *multi[9], *rows[9];
+      for (int i = 0; i <= n_backends; i++) outs[i] = calloc(ny, 4), multi[i] = calloc(nm, 4), rows[i] = calloc(ng, 4);
+      FOR_ALL({
+        il_tensor W, X, Y, Y2[2], IDS, G;
+        IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, w, n_out, n_in, rs, t, "w", &W));
+        X = put(b, x, n_tok, n_in, IL_DTYPE_F32, "x");
+        Y = put(b, NULL, n_tok, n_out, IL_DTYPE_F32, "y");
+        IL_CHECK_OK(b->ops->matmul(b, Y, W, X));
+        get(b, Y, out);
+        /* two weights sharing x, outputs side by side in one buffer with a row stride */
+        il_tensor YY = put(b, NULL, n_tok, 2 * n_out, IL_DTYPE_F32, "yy");
+        Y2[0] = YY, Y2[0].cols = n_out;
+        Y2[1] = Y2[0], Y2[1].off += (size_t)n_out * 4;
+        const il_tensor ws[2] = {W, W};
+        IL_CHECK_OK(b->ops->matmul_multi(b, 2, Y2, ws, X));
+        get(b, YY, multi[bi + 1]);
+        IDS = put(b, ids, 1, n_tok, IL_DTYPE_I32, "ids");
+        G = put(b, NULL, n_tok, n_in, IL_DTYPE_F32, "rows");
+        IL_CHECK_OK(b->ops->get_rows(b, G, W, IDS));
+        get(b, G, rows[bi + 1]);
+        il_tensor *all[] = {&W, &X, &Y, &YY, &IDS, &G};
+        for (size_t k = 0; k < 6; k++) il_backend_tensor_free(b, all[k]);
+      });
+      /* SIMD levels read the same quantized activations as scalar: float rounding only */
+      compare("matmul", outs, ny, 1e-5);
+      compare("matmul_multi", multi, nm, 1e-5);
+      compare("get_rows", rows, ng, 0);
+      for (int i = 1; i <= n_backends; i++) IL_CHECK(nerr(multi[i], multi[i], nm) == 0);
+      for (int i = 0; i <= n_backends; i++) free(outs[i]), free(multi[i]), free(rows[i]);
+      free(w), free(src), free(x);
+      cases++;
+    }
+    printf("matmul/matmul_multi/get_rows %-5s %d shapes on %d backends\n", il_dtype_name(t), cases, n_backends);
+  }
+}
+
+/* ---- elementwise, norm, rope, kv_store, copy, count_nonfinite ---- */
+
+static void test_small_ops(void) {
+  const int64_t shapes[][2] = {{1, 1}, {3, 17}, {5, 64}, {2, 333}, {33, 128}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    const int64_t R = shapes[si][0], C = shapes[si][1];
+    const size_t n = (size_t)(R * C);
+    float *a = randv(n, 3.0f), *c = randv(n, 1.0f), *g = randv((size_t)C, 1.0f);
+    float *outs[9];
+    for (int i = 0; i <= n_backends; i++) outs[i] = calloc(4 * n + (size_t)C, 4);
+    FOR_ALL({
+      il_tensor A = put(b, a, R, C, IL_DTYPE_F32, "a"), Cc = put(b, c, R, C, IL_DTYPE_F32, "c");
+      il_tensor G = put(b, g, 1, C, IL_DTYPE_F32, "g"), Y = put(b, NULL, R, C, IL_DTYPE_F32, "y");
+      IL_CHECK_OK(b->ops->rmsnorm(b, Y, A, G, 1e-5f));
+      get(b, Y, out);
+      IL_CHECK_OK(b->ops->copy(b, Y, A));
+      IL_CHECK_OK(b->ops->swiglu(b, Y, Cc));
+      get(b, Y, out + n);
+      IL_CHECK_OK(b->ops->copy(b, Y, A));
+      IL_CHECK_OK(b->ops->add(b, Y, Cc));
+      IL_CHECK_OK(b->ops->add_bias(b, Y, G));
+      get(b, Y, out + 2 * n);
+      IL_CHECK_OK(b->ops->rmsnorm(b, A, A, G, 1e-5f)); /* in place */
+      get(b, A, out + 3 * n);
+      il_tensor *all[] = {&A, &Cc, &G, &Y};
+      for (size_t k = 0; k < 4; k++) il_backend_tensor_free(b, all[k]);
+    });
+    compare("rmsnorm/swiglu/add/add_bias", outs, 4 * n, 1e-6);
+    for (int i = 0; i <= n_backends; i++) free(outs[i]);
+    free(a), free(c), free(g);
+  }
+  /* count_nonfinite: exact counts everywhere */
+  float v[37];
+  for (int i = 0; i < 37; i++) v[i] = (float)i;
+  v[3] = INFINITY, v[20] = -INFINITY, v[36] = NAN;
+  for (int bi = -1; bi < n_backends; bi++) {
+    il_backend *b = bi < 0 ? ref : backends[bi].b;
+    il_tensor X = put(b, v, 1, 37, IL_DTYPE_F32, "x");
+    int64_t nf = -1;
+    IL_CHECK_OK(b->ops->count_nonfinite(b, X, &nf));
+    IL_CHECK_INT(nf, 3);
+    il_backend_tensor_free(b, &X);
+  }
+  printf("rmsnorm, swiglu, add, add_bias, copy, count_nonfinite: %zu shapes\n", sizeof shapes / sizeof shapes[0]);
+}
+
+static void test_rope_kv(void) {
+  const struct {
+    int64_t heads, hd, rot;
+    il_rope_mode mode;
+  } cs[] = {{4, 16, 16, IL_ROPE_NORM}, {3, 80, 64, IL_ROPE_NEOX}, {2, 128, 128, IL_ROPE_NORM}};
+  for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+    const int64_t T = 7, C = cs[ci].heads * cs[ci].hd, cells = 20;
+    float *x = randv((size_t)(T * C), 1.0f);
+    int32_t pos[7] = {0, 1, 2, 100, 5000, 3, 9}, slots[7] = {19, 0, 4, 5, 6, 13, 1};
+    const il_rope_params p = {cs[ci].heads, cs[ci].hd, cs[ci].rot, 10000.0f, 1.0f, cs[ci].mode};
+    float *outs[9];
+    const size_t n = (size_t)(T * C) + 2 * (size_t)(cells * C);
+    for (int i = 0; i <= n_backends; i++) outs[i] = calloc(n, 4);
+    FOR_ALL({
+      il_tensor X = put(b, x, T, C, IL_DTYPE_F32, "x"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
+      il_tensor S = put(b, slots, 1, T, IL_DTYPE_I32, "slots");
+      il_tensor K = put(b, NULL, cells, C, IL_DTYPE_F32, "k cells"), V = put(b, NULL, cells, C, IL_DTYPE_F32, "v cells");
+      float *zero = calloc((size_t)(cells * C), 4);
+      IL_CHECK_OK(b->ops->upload(b, K, zero, il_tensor_span(&K)));
+      IL_CHECK_OK(b->ops->upload(b, V, zero, il_tensor_span(&V)));
+      free(zero);
+      IL_CHECK_OK(b->ops->rope(b, X, P, &p));
+      get(b, X, out);
+      il_kv_view kv = {.k = K, .v = V, .block = cells, .n_seq = 1, .max_blocks = 1, .n_ctx = (int32_t)cells};
+      il_tensor Xv = put(b, x, T, C, IL_DTYPE_F32, "v rows");
+      IL_CHECK_OK(b->ops->kv_store(b, &kv, X, Xv, S));
+      get(b, K, out + T * C);
+      get(b, V, out + T * C + cells * C);
+      int32_t bad = (int32_t)cells;
+      IL_CHECK_OK(b->ops->upload(b, S, &bad, 4));
+      IL_CHECK_INT(b->ops->kv_store(b, &kv, X, Xv, S), IL_ERR_RANGE); /* a slot outside the cells */
+      il_tensor *all[] = {&X, &P, &S, &K, &V, &Xv};
+      for (size_t k = 0; k < 6; k++) il_backend_tensor_free(b, all[k]);
+    });
+    compare("rope/kv_store", outs, n, 1e-6);
+    for (int i = 0; i <= n_backends; i++) free(outs[i]);
+    free(x);
+  }
+  printf("rope (norm, neox, partial) and kv_store at slots: %zu shapes\n", sizeof cs / sizeof cs[0]);
+}
+
+/* ---- attention: every kernel of every backend against the reference's first kernel ---- */
+
+static void test_attention(void) {
+  const struct {
+    int64_t heads, kv_heads, hd;
+    int n_seq, n_ctx;
+  } cs[] = {{4, 4, 16, 1, 40}, {8, 2, 64, 2, 33}, {6, 3, 80, 3, 50}, {8, 8, 128, 1, 129}};
+  for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+    const int64_t H = cs[ci].heads, KH = cs[ci].kv_heads, hd = cs[ci].hd, cells = (int64_t)cs[ci].n_seq * cs[ci].n_ctx;
+    const int T = 9;
+    float *q = randv((size_t)(T * H * hd), 1.0f), *k = randv((size_t)(cells * KH * hd), 1.0f),
+          *v = randv((size_t)(cells * KH * hd), 1.0f);
+    int32_t seq[9], pos[9], table[3];
+    for (int t = 0; t < T; t++) seq[t] = t % cs[ci].n_seq, pos[t] = (t * 7 + 3) % cs[ci].n_ctx;
+    pos[0] = 0, pos[T - 1] = cs[ci].n_ctx - 1;
+    for (int s = 0; s < cs[ci].n_seq; s++) table[s] = cs[ci].n_seq - 1 - s; /* sequences in reverse cell order */
+    const size_t n = (size_t)(T * H * hd);
+    float *want = calloc(n, 4), *got = calloc(n, 4);
+    for (int bi = -1; bi < n_backends; bi++) {
+      il_backend *b = bi < 0 ? ref : backends[bi].b;
+      il_tensor Q = put(b, q, T, H * hd, IL_DTYPE_F32, "q"), O = put(b, NULL, T, H * hd, IL_DTYPE_F32, "out");
+      il_tensor K = put(b, k, cells, KH * hd, IL_DTYPE_F32, "k"), V = put(b, v, cells, KH * hd, IL_DTYPE_F32, "v");
+      il_tensor S = put(b, seq, 1, T, IL_DTYPE_I32, "seq"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
+      il_tensor TB = put(b, table, cs[ci].n_seq, 1, IL_DTYPE_I32, "table");
+      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx};
+      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0};
+      int nk = 0;
+      const il_attn_kernel *ks = b->ops->attn_kernels(b, &nk);
+      IL_CHECK(nk >= 1);
+      for (int ki = 0; ki < nk; ki++) {
+        if (ks[ki].why_not(b, &a)) continue;
+        il_tensor W = {0};
+        size_t wsz = ks[ki].workspace(b, &a);
+        if (wsz) IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, (int64_t)(wsz + 3) / 4, IL_DTYPE_F32, "ws", &W));
+        IL_CHECK_OK(ks[ki].run(b, &a, W));
+        il_backend_tensor_free(b, &W);
+        get(b, O, bi < 0 ? want : got);
+        if (bi >= 0) {
+          double e = nerr(got, want, n);
+          if (!(e <= 1e-5))
+            fprintf(stderr, "  attention %s on %s: normalized error %.3g\n", ks[ki].name, backends[bi].label, e);
+          IL_CHECK(e <= 1e-5);
+        }
+        if (bi < 0) break; /* the reference: its first usable kernel */
+      }
+      int32_t far = cs[ci].n_ctx; /* a position past the context is an error, not a read */
+      IL_CHECK_OK(b->ops->upload(b, P, &far, 4));
+      il_tensor W = {0};
+      size_t wsz = ks[0].workspace(b, &a);
+      if (wsz) IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, (int64_t)(wsz + 3) / 4, IL_DTYPE_F32, "ws", &W));
+      IL_CHECK_INT(ks[0].run(b, &a, W), IL_ERR_RANGE);
+      il_backend_tensor_free(b, &W);
+      il_tensor *all[] = {&Q, &O, &K, &V, &S, &P, &TB};
+      for (size_t j = 0; j < 7; j++) il_backend_tensor_free(b, all[j]);
+    }
+    free(q), free(k), free(v), free(want), free(got);
+  }
+  printf("attention: %zu shapes (GQA 1/4/2/1, several sequences, head sizes 16-128)\n", sizeof cs / sizeof cs[0]);
+}
+
+/* ---- the seam's guarantees ---- */
+
+static void test_seam(void) {
+  for (int i = 0; i < n_backends; i++) {
+    il_backend *b = backends[i].b;
+    il_backend_info info;
+    b->ops->info(b, &info);
+    IL_CHECK_INT(b->ops->version, IL_BACKEND_OPS_VERSION);
+    il_tensor t = put(b, NULL, 4, 4, IL_DTYPE_F32, "t");
+    if (!strcmp(info.kind, "sim")) {
+      IL_CHECK(b->ops->host_ptr(b, t.buf) == NULL); /* device memory is not host memory */
+      IL_CHECK(b->ops->buffer_wrap_host == NULL);
+      il_transfer_stats xs;
+      b->ops->transfers(b, &xs);
+      IL_CHECK(xs.upload_bytes > 0 && xs.download_bytes > 0);
+    } else {
+      IL_CHECK(b->ops->host_ptr(b, t.buf) != NULL);
+    }
+    /* a view past its buffer is refused with the tensor's name */
+    il_tensor past = t;
+    past.rows = 5;
+    float junk[20];
+    IL_CHECK_INT(b->ops->download(b, junk, past, sizeof junk), IL_ERR_RANGE);
+    IL_CHECK_INT(b->ops->add(b, past, past), IL_ERR_RANGE);
+    IL_CHECK(strstr(il_error_detail(), "'t'") != NULL);
+    /* wrong activation type */
+    il_tensor ids = put(b, NULL, 1, 4, IL_DTYPE_I32, "ids");
+    IL_CHECK_INT(b->ops->swiglu(b, ids, ids), IL_ERR_UNSUPPORTED);
+    il_backend_tensor_free(b, &ids);
+    il_backend_tensor_free(b, &t);
+  }
+  /* registry errors name the spec */
+  il_backend *b = NULL;
+  IL_CHECK_INT(il_backend_open("sim:lots", NULL, &b), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "lots") != NULL);
+  IL_CHECK_INT(il_backend_open("sim:1GiB,pcie=fast", NULL, &b), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_backend_open("sim:1MiB,ctx=2MiB", NULL, &b), IL_ERR_OOM);
+  IL_CHECK_INT(il_backend_open("tpu", NULL, &b), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_backend_open("cuda:0", NULL, &b), IL_ERR_UNSUPPORTED);
+  IL_CHECK(b == NULL);
+  /* sim: the budget is hard */
+  IL_CHECK_OK(il_backend_open("sim:1MiB", NULL, &b));
+  il_tensor big;
+  IL_CHECK_INT(il_backend_tensor_new(b, IL_MEM_KV, 1, 300000, IL_DTYPE_F32, "too big", &big), IL_ERR_OOM);
+  il_mem_oom o;
+  IL_CHECK(il_mem_last_oom(&o));
+  IL_CHECK_STR(o.what, "too big");
+  IL_CHECK_INT(o.requested, 1200000);
+  IL_CHECK(!o.fragmentation);
+  size_t fr, tot;
+  b->ops->memory(b, &fr, &tot);
+  IL_CHECK_INT(tot, 1 << 20);
+  IL_CHECK_INT(fr, 1 << 20);
+  b->ops->destroy(b);
+  /* fragmentation: 2 MiB free in 512 KiB holes, a 1 MiB request fails and says why */
+  IL_CHECK_OK(il_backend_open("sim:4MiB", NULL, &b));
+  il_tensor blk[8];
+  for (int i = 0; i < 8; i++) IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_KV, 1, 131072, IL_DTYPE_F32, "kv block", &blk[i]));
+  for (int i = 0; i < 8; i += 2) il_backend_tensor_free(b, &blk[i]);
+  IL_CHECK_INT(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, 262144, IL_DTYPE_F32, "one MiB", &big), IL_ERR_OOM);
+  IL_CHECK(il_mem_last_oom(&o) && o.fragmentation);
+  IL_CHECK_INT(o.largest_free, 524288);
+  il_caching_stats cs;
+  b->ops->allocator_stats(b, &cs);
+  IL_CHECK_NEAR(cs.fragmentation, 0.75, 1e-9); /* 1 - 512 KiB / 2 MiB */
+  for (int i = 1; i < 8; i += 2) il_backend_tensor_free(b, &blk[i]);
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, 262144, IL_DTYPE_F32, "one MiB", &big));
+  il_backend_tensor_free(b, &big);
+  b->ops->destroy(b);
+}
+
+int main(void) {
+  il_backend_opts o = {.threads = 2, .isa = "scalar"};
+  IL_CHECK_OK(il_backend_open("cpu", &o, &ref));
+  if (!ref) return il_test_finish();
+  const il_isa best = il_cpu_isa_detected();
+  {
+    il_backend_opts o1 = {.threads = 1, .isa = "scalar"};
+    il_backend *b = NULL;
+    IL_CHECK_OK(il_backend_open("cpu", &o1, &b));
+    if (b) backends[n_backends++] = (bk){"cpu scalar 1 thread", b};
+  }
+  if (best >= IL_ISA_AVX2) open_backend("cpu avx2", "cpu", "avx2");
+  else printf("SKIP (part): no AVX2 on this CPU\n");
+  if (best >= IL_ISA_AVX512) open_backend("cpu avx512", "cpu", "avx512");
+  else printf("SKIP (part): no AVX-512 on this CPU: its kernels are not checked here\n");
+  open_backend("sim (best level)", "sim:512MiB", NULL);
+  open_backend("sim scalar", "sim:256MiB,pcie=64GB/s", "scalar");
+  printf("SKIP (part): cuda: %s\n", il_backend_cuda_unavailable());
+  test_small_ops();
+  test_rope_kv();
+  test_attention();
+  test_matmul();
+  test_seam(); /* last: it checks the transfers the others made */
+  for (int i = 0; i < n_backends; i++) backends[i].b->ops->destroy(backends[i].b);
+  ref->ops->destroy(ref);
+  return il_test_finish();
+}
