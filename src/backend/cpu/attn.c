@@ -19,8 +19,12 @@
 
 #include "backend/cpu/matmul.h"
 
-#define IL__KT 64       /* keys per micro-kernel call (pointer arrays live on the stack) */
+#ifndef IL__KT
+#define IL__KT 64 /* keys per micro-kernel call (pointer arrays live on the stack) */
+#endif
+#ifndef IL__FLASH_ROWS
 #define IL__FLASH_ROWS 64 /* flash: query rows (tokens x heads of one KV head) per tile */
+#endif
 #define IL__MEMEFF_CHUNK 256
 #define IL__SPLIT_MIN_KEYS 256 /* flash decode: fewest keys worth a split of their own */
 
@@ -40,12 +44,12 @@ static void il__qk_scalar(float *s, size_t lds, const float *const *q, int m, co
     }
 }
 
-static void il__pv_scalar(float *o, size_t ldo, const float *p, size_t ldp, int m, const void *const *v, int n,
-                          int64_t hd, il_dtype vt) {
+static void il__pv_scalar(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
+                          il_dtype vt) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       const float w = p[(size_t)i * ldp + j];
-      float *oi = o + (size_t)i * ldo;
+      float *oi = o[i];
       if (vt == IL_DTYPE_F16)
         for (int64_t d = 0; d < hd; d++) oi[d] += w * il_fp16_to_f32(((const uint16_t *)v[j])[d]);
       else
@@ -298,7 +302,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
         const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
         for (int jj = 0; jj < nk; jj++) vp[jj] = il__kv_row(a, a->v, s, k0 + jj, kh);
-        isa->pv(o, 0, S + (size_t)i * tk + k0, 0, 1, vp, nk, hd, a->kv_type);
+        isa->pv(&o, S + (size_t)i * tk + k0, 0, 1, vp, nk, hd, a->kv_type);
       }
     }
   }
@@ -381,7 +385,7 @@ static void il__memeff_worker(void *p, int ith, int nth) {
       for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
         const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
         for (int jj = 0; jj < nk; jj++) vp[jj] = il__kv_row(a, a->v, s, c0 + k0 + jj, kh);
-        isa->pv(o, 0, S + k0, 0, 1, vp, nk, hd, a->kv_type);
+        isa->pv(&o, S + k0, 0, 1, vp, nk, hd, a->kv_type);
       }
     }
     const float inv = 1.0f / l;
@@ -433,10 +437,11 @@ static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layou
     if (L->n_split < 1) L->n_split = 1;
   }
   L->tiles_bytes = il__a64((size_t)L->tl.n_tiles * sizeof(il__tile));
-  /* S [m x KT], O [m x hd], m and l [m], q row pointers [m], row positions [m] */
+  /* S [m x KT], m and l [m], q and output row pointers [m], row positions [m]; the output
+   * rows themselves accumulate in out (or in the split partials) */
   const size_t m = (size_t)L->m_max;
-  L->per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(m * (size_t)hd * sizeof(float)) +
-                  il__a64(2 * m * sizeof(float)) + il__a64(m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
+  L->per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
+                  il__a64(2 * m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
   L->partial_bytes = L->n_split > 1 ? il__a64((size_t)(base * L->n_split) * m * (size_t)(hd + 2) * sizeof(float)) : 0;
   return 64 + L->tiles_bytes + (size_t)nth * L->per_thread + L->partial_bytes;
 }
@@ -465,12 +470,11 @@ static void il__flash_worker(void *p, int ith, int nth) {
   char *sc = j->scratch + (size_t)ith * j->per_thread;
   float *S = (float *)sc;
   sc += il__a64((size_t)mm * IL__KT * sizeof(float));
-  float *O = (float *)sc;
-  sc += il__a64((size_t)mm * (size_t)hd * sizeof(float));
   float *M = (float *)sc, *L = M + mm;
   sc += il__a64(2 * (size_t)mm * sizeof(float));
   const float **qrow = (const float **)sc;
-  sc += il__a64((size_t)mm * sizeof(float *));
+  float **orow = (float **)(qrow + mm);
+  sc += il__a64(2 * (size_t)mm * sizeof(float *));
   int32_t *rpos = (int32_t *)sc;
   const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
@@ -478,14 +482,16 @@ static void il__flash_worker(void *p, int ith, int nth) {
     const il__tile tl = j->tiles[th / a->n_kv_heads];
     const int32_t s = a->seq[tl.t0];
     const int m = (int)(tl.nt * G);
+    float *part = j->n_split > 1 ? j->partials + (size_t)it * (size_t)mm * (size_t)(hd + 2) : NULL;
     for (int r = 0; r < m; r++) {
       const int64_t t = tl.t0 + r / G, h = kh * G + r % G;
       qrow[r] = a->q + t * qs + h * hd;
+      orow[r] = part ? part + (size_t)r * (size_t)(hd + 2) + 2 : a->out + t * qs + h * hd;
+      memset(orow[r], 0, (size_t)hd * sizeof(float));
       rpos[r] = a->pos[t];
       M[r] = -INFINITY;
       L[r] = 0;
     }
-    memset(O, 0, (size_t)m * (size_t)hd * sizeof(float));
     /* this split's key tiles */
     const int64_t nkt = ((int64_t)tl.maxpos + IL__KT) / IL__KT, per = (nkt + j->n_split - 1) / j->n_split;
     const int64_t kt0 = sp * per, kt1 = kt0 + per < nkt ? kt0 + per : nkt;
@@ -503,29 +509,21 @@ static void il__flash_worker(void *p, int ith, int nth) {
           const float mx = isa->max(sr, nv), mn = mx > M[r] ? mx : M[r];
           const float alpha = M[r] == -INFINITY ? 0.0f : expf(M[r] - mn);
           L[r] = L[r] * alpha + isa->exp_sum(sr, nv, mn);
-          if (alpha != 1.0f) {
-            float *o = O + (size_t)r * hd;
-            for (int64_t d = 0; d < hd; d++) o[d] *= alpha;
-          }
+          if (alpha != 1.0f)
+            for (int64_t d = 0; d < hd; d++) orow[r][d] *= alpha;
           M[r] = mn;
         }
         for (int k = nv; k < n; k++) sr[k] = 0;
       }
-      isa->pv(O, (size_t)hd, S, IL__KT, m, vp, n, hd, a->kv_type);
+      isa->pv(orow, S, IL__KT, m, vp, n, hd, a->kv_type);
     }
-    if (j->n_split == 1) {
-      for (int r = 0; r < m; r++) {
-        float *o = (float *)qrow[r] - a->q + a->out, *src = O + (size_t)r * hd;
+    for (int r = 0; r < m; r++) {
+      if (part) {
+        orow[r][-2] = M[r];
+        orow[r][-1] = L[r];
+      } else {
         const float inv = 1.0f / L[r];
-        for (int64_t d = 0; d < hd; d++) o[d] = src[d] * inv;
-      }
-    } else {
-      float *part = j->partials + (size_t)it * (size_t)mm * (size_t)(hd + 2);
-      for (int r = 0; r < m; r++) {
-        float *pr = part + (size_t)r * (size_t)(hd + 2);
-        pr[0] = M[r];
-        pr[1] = L[r];
-        memcpy(pr + 2, O + (size_t)r * hd, (size_t)hd * sizeof(float));
+        for (int64_t d = 0; d < hd; d++) orow[r][d] *= inv;
       }
     }
   }

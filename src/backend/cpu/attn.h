@@ -85,8 +85,8 @@ const il_cpu_attn_kernel *il_cpu_attn_auto(const il_cpu_attn_args *a, char *why,
  * kt (F32 or F16), all head_dim long. */
 typedef void (*il__attn_qk_fn)(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n,
                                int64_t hd, il_dtype kt, float scale);
-/* o[i*ldo + d] += sum_j p[i*ldp + j] * v[j][d] for i < m, j < n, d < hd. */
-typedef void (*il__attn_pv_fn)(float *o, size_t ldo, const float *p, size_t ldp, int m, const void *const *v, int n,
+/* o[i][d] += sum_j p[i*ldp + j] * v[j][d] for i < m, j < n, d < hd (o: m row pointers). */
+typedef void (*il__attn_pv_fn)(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n,
                                int64_t hd, il_dtype vt);
 /* s[j] = exp(s[j] - mx) for j < n; returns their sum. */
 typedef float (*il__attn_expsum_fn)(float *s, int n, float mx);

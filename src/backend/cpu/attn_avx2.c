@@ -58,20 +58,27 @@ IL__INLINE float il__hsum(__m256 v) {
 IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const int R, const void *const *k, int nk,
                              int64_t hd, int f16, float scale) {
   const void *kp[4];
+  #pragma GCC unroll 16
   for (int c = 0; c < 4; c++) kp[c] = k[c < nk ? c : nk - 1];
   __m256 acc[8];
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
   for (int64_t d = 0; d < hd; d += 8) {
     __m256 kv[4];
+    #pragma GCC unroll 16
     for (int c = 0; c < 4; c++) kv[c] = il__ld(kp[c], d, f16);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const __m256 qv = _mm256_loadu_ps(q[r] + d);
+      #pragma GCC unroll 16
       for (int c = 0; c < 4; c++) acc[4 * r + c] = _mm256_fmadd_ps(qv, kv[c], acc[4 * r + c]);
     }
   }
   float out[8];
   _mm256_storeu_ps(out, _mm256_mul_ps(il__hsum8(acc), _mm256_set1_ps(scale)));
+  #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
+    #pragma GCC unroll 16
     for (int c = 0; c < nk; c++) s[(size_t)r * lds + c] = out[4 * r + c];
 }
 
@@ -87,32 +94,39 @@ static void il__qk(float *s, size_t lds, const float *const *q, int m, const voi
 }
 
 /* R rows x NC chunks of 8 output floats starting at d0. */
-IL__INLINE void il__pv_block(float *o, size_t ldo, const float *p, size_t ldp, const int R, const void *const *v,
+IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const int R, const void *const *v,
                              int n, int64_t d0, const int NC, int f16) {
   __m256 acc[2][4];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
-    for (int c = 0; c < NC; c++) acc[r][c] = _mm256_loadu_ps(o + (size_t)r * ldo + d0 + 8 * c);
+    #pragma GCC unroll 16
+    for (int c = 0; c < NC; c++) acc[r][c] = _mm256_loadu_ps(o[r] + d0 + 8 * c);
   for (int j = 0; j < n; j++) {
     __m256 vv[4];
+    #pragma GCC unroll 16
     for (int c = 0; c < NC; c++) vv[c] = il__ld(v[j], d0 + 8 * c, f16);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const __m256 pr = _mm256_set1_ps(p[(size_t)r * ldp + j]);
+      #pragma GCC unroll 16
       for (int c = 0; c < NC; c++) acc[r][c] = _mm256_fmadd_ps(pr, vv[c], acc[r][c]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
-    for (int c = 0; c < NC; c++) _mm256_storeu_ps(o + (size_t)r * ldo + d0 + 8 * c, acc[r][c]);
+    #pragma GCC unroll 16
+    for (int c = 0; c < NC; c++) _mm256_storeu_ps(o[r] + d0 + 8 * c, acc[r][c]);
 }
 
 #define IL__PV_NC(R)                                                                                                   \
   switch (nc) {                                                                                                        \
-  case 4: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 4, f16); break;              \
-  case 3: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 3, f16); break;              \
-  case 2: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 2, f16); break;              \
-  default: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 1, f16); break;             \
+  case 4: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 4, f16); break;              \
+  case 3: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 3, f16); break;              \
+  case 2: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 2, f16); break;              \
+  default: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 1, f16); break;             \
   }
 
-static void il__pv(float *o, size_t ldo, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
+static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
                    il_dtype vt) {
   const int f16 = vt == IL_DTYPE_F16;
   for (int i0 = 0; i0 < m; i0 += 2) {

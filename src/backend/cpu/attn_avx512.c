@@ -43,10 +43,13 @@ IL__INLINE __m512 il__exp16(__m512 x) {
 /* Lane i of the result = horizontal sum of v[i]. */
 IL__INLINE __m512 il__hsum16(const __m512 *v) {
   __m512 x[8], y[4], z[2];
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; i++)
     x[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  #pragma GCC unroll 16
   for (int i = 0; i < 4; i++)
     y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44), _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xEE));
+  #pragma GCC unroll 16
   for (int i = 0; i < 2; i++)
     z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0x88),
                          _mm512_shuffle_f32x4(y[2 * i], y[2 * i + 1], 0xDD));
@@ -57,21 +60,28 @@ IL__INLINE __m512 il__hsum16(const __m512 *v) {
 IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const int R, const void *const *k, int nk,
                              int64_t hd, int f16, float scale) {
   const void *kp[4];
+  #pragma GCC unroll 16
   for (int c = 0; c < 4; c++) kp[c] = k[c < nk ? c : nk - 1];
   __m512 acc[16];
+  #pragma GCC unroll 16
   for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
   for (int64_t d = 0; d < hd; d += 16) {
     const __mmask16 m = il__tail(hd - d);
     __m512 kv[4];
+    #pragma GCC unroll 16
     for (int c = 0; c < 4; c++) kv[c] = il__ld(kp[c], d, m, f16);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const __m512 qv = _mm512_maskz_loadu_ps(m, q[r] + d);
+      #pragma GCC unroll 16
       for (int c = 0; c < 4; c++) acc[4 * r + c] = _mm512_fmadd_ps(qv, kv[c], acc[4 * r + c]);
     }
   }
   float out[16];
   _mm512_storeu_ps(out, _mm512_mul_ps(il__hsum16(acc), _mm512_set1_ps(scale)));
+  #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
+    #pragma GCC unroll 16
     for (int c = 0; c < nk; c++) s[(size_t)r * lds + c] = out[4 * r + c];
 }
 
@@ -92,34 +102,41 @@ static void il__qk(float *s, size_t lds, const float *const *q, int m, const voi
 }
 
 /* R rows x NC chunks of 16 output floats starting at d0 (the last chunk masked by mlast). */
-IL__INLINE void il__pv_block(float *o, size_t ldo, const float *p, size_t ldp, const int R, const void *const *v,
+IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const int R, const void *const *v,
                              int n, int64_t d0, const int NC, __mmask16 mlast, int f16) {
   __m512 acc[4][4];
+  #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
+    #pragma GCC unroll 16
     for (int c = 0; c < NC; c++)
-      acc[r][c] = _mm512_maskz_loadu_ps(c == NC - 1 ? mlast : 0xffff, o + (size_t)r * ldo + d0 + 16 * c);
+      acc[r][c] = _mm512_maskz_loadu_ps(c == NC - 1 ? mlast : 0xffff, o[r] + d0 + 16 * c);
   for (int j = 0; j < n; j++) {
     __m512 vv[4];
+    #pragma GCC unroll 16
     for (int c = 0; c < NC; c++) vv[c] = il__ld(v[j], d0 + 16 * c, c == NC - 1 ? mlast : 0xffff, f16);
+    #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const __m512 pr = _mm512_set1_ps(p[(size_t)r * ldp + j]);
+      #pragma GCC unroll 16
       for (int c = 0; c < NC; c++) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
     }
   }
+  #pragma GCC unroll 16
   for (int r = 0; r < R; r++)
+    #pragma GCC unroll 16
     for (int c = 0; c < NC; c++)
-      _mm512_mask_storeu_ps(o + (size_t)r * ldo + d0 + 16 * c, c == NC - 1 ? mlast : 0xffff, acc[r][c]);
+      _mm512_mask_storeu_ps(o[r] + d0 + 16 * c, c == NC - 1 ? mlast : 0xffff, acc[r][c]);
 }
 
 #define IL__PV_NC(R)                                                                                                   \
   switch (nc) {                                                                                                        \
-  case 4: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 4, ml, f16); break;          \
-  case 3: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 3, ml, f16); break;          \
-  case 2: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 2, ml, f16); break;          \
-  default: il__pv_block(o + (size_t)i0 * ldo, ldo, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 1, ml, f16); break;         \
+  case 4: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 4, ml, f16); break;          \
+  case 3: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 3, ml, f16); break;          \
+  case 2: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 2, ml, f16); break;          \
+  default: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 1, ml, f16); break;         \
   }
 
-static void il__pv(float *o, size_t ldo, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
+static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
                    il_dtype vt) {
   const int f16 = vt == IL_DTYPE_F16;
   for (int i0 = 0; i0 < m; i0 += 4) {
