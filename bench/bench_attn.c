@@ -8,8 +8,10 @@
  *            of the prompt, each against 0..pos), and the table says so.
  *   decode   T_q = 1 at position T-1.
  * Each kernel runs with exactly its reported workspace (allocated under the workspace category,
- * touched before timing), repeated until --budget seconds are spent (at least once, at most 20
- * times); the best time is reported. Every output is compared with naive's (max |diff|).
+ * touched before timing). The four kernels run in rounds (naive, sliced, memeff, flash, again)
+ * until 4 x --budget seconds are spent (at least one round, at most 2000), so a change of load
+ * on a shared machine hits all of them; each kernel's best time is reported. Every output is
+ * compared with naive's (max |diff|).
  * Prints markdown tables: ms per kernel, flash's speed-up over naive, workspace per kernel and
  * flash's workspace over naive's.
  * Usage: bench_attn [--threads N] [--contexts 512,1024,...] [--kv f32|f16] [--block N]
@@ -54,7 +56,7 @@ static void usage(FILE *f) {
           "  --block N          paged cache with N positions per block, shuffled (default 0: contiguous)\n"
           "  --full-max N       longest context whose whole prefill is timed (default 4096)\n"
           "  --rows N           query rows timed above --full-max: the last N (default 256)\n"
-          "  --budget S         seconds of repetitions per measurement (default 0.3)\n"
+          "  --budget S         seconds of repetitions per kernel and shape (default 0.3)\n"
           "  --phase P          prefill, decode or both (default both)\n"
           "  --help             this text\n");
 }
@@ -183,18 +185,25 @@ int main(int argc, char **argv) {
                             .kv_type = kvt, .kv_row_stride = stride, .n_cells = n_cells, .block_table = table,
                             .block = bl, .max_blocks = nb, .n_seq = 1, .n_heads = N_HEADS, .n_kv_heads = N_KV,
                             .head_dim = HD, .scale = 0.08838834764831845f, .slice = 0};
+      /* Rounds of all four kernels in turn, so a load change on the machine hits them alike;
+       * each kernel's best round counts. */
+      void *w[4];
       for (int oi = 0; oi < 4; oi++) {
-        const il_cpu_attn_kernel *kn = &ks[order[oi]];
         il_result *r = &res[ph][ci][oi];
-        a.out = oi == 0 ? ref : out;
-        r->ws = kn->workspace(&a, nth);
-        void *w = xalloc(IL_MEM_WORKSPACE, r->ws, "attention workspace");
-        memset(w, 0, r->ws);
+        r->ws = ks[order[oi]].workspace(&a, nth);
+        w[oi] = xalloc(IL_MEM_WORKSPACE, r->ws, "attention workspace");
+        memset(w[oi], 0, r->ws);
         r->ms = 1e30;
-        double spent = 0;
-        for (int rep = 0; rep < 20 && (rep == 0 || spent < budget); rep++) {
+        r->diff = 0;
+      }
+      double spent = 0;
+      for (int round = 0; round < 2000 && (round == 0 || spent < budget * 4); round++) {
+        for (int oi = 0; oi < 4; oi++) {
+          const il_cpu_attn_kernel *kn = &ks[order[oi]];
+          il_result *r = &res[ph][ci][oi];
+          a.out = oi == 0 ? ref : out;
           const double t0 = il_time_now();
-          il_status st = kn->run(pool, &a, w, r->ws);
+          il_status st = kn->run(pool, &a, w[oi], r->ws);
           const double dt = il_time_now() - t0;
           if (st != IL_OK) {
             fprintf(stderr, "bench_attn: %s: %s\n", kn->name, il_error_detail());
@@ -202,15 +211,17 @@ int main(int argc, char **argv) {
           }
           spent += dt;
           if (dt * 1e3 < r->ms) r->ms = dt * 1e3;
+          if (round == 0 && oi > 0)
+            for (size_t i = 0; i < qn; i++) {
+              double d = out[i] > ref[i] ? out[i] - ref[i] : ref[i] - out[i];
+              if (!(d <= r->diff)) r->diff = d;
+            }
         }
-        il_mem_free(w);
-        r->diff = 0;
-        if (oi > 0)
-          for (size_t i = 0; i < qn; i++) {
-            double d = out[i] > ref[i] ? out[i] - ref[i] : ref[i] - out[i];
-            if (!(d <= r->diff)) r->diff = d;
-          }
-        fprintf(stderr, "  %6d %-7s %-6s %10.2f ms\n", T, ph ? "decode" : "prefill", kn->name, r->ms);
+      }
+      for (int oi = 0; oi < 4; oi++) {
+        il_mem_free(w[oi]);
+        fprintf(stderr, "  %6d %-7s %-6s %10.3f ms\n", T, ph ? "decode" : "prefill", ks[order[oi]].name,
+                res[ph][ci][oi].ms);
       }
       il_mem_free(q);
       il_mem_free(ref);
@@ -237,7 +248,7 @@ int main(int argc, char **argv) {
       char ratio[32];
       if (wr < 1) snprintf(ratio, sizeof ratio, 1 / wr < 10 ? "1/%.1f" : "1/%.0f", 1 / wr);
       else snprintf(ratio, sizeof ratio, "%.2f", wr);
-      printf("| %d | %d | %.2f | %.2f | %.2f | %.2f | %.2fx | %s | %s | %s | %s | %s | %.1e |\n", ctx[ci],
+      printf("| %d | %d | %.3f | %.3f | %.3f | %.3f | %.2fx | %s | %s | %s | %s | %s | %.1e |\n", ctx[ci],
              ph ? 1 : timed_rows[ci], r[0].ms, r[1].ms, r[2].ms, r[3].ms, r[0].ms / r[3].ms, human(r[0].ws, b[0]),
              human(r[1].ws, b[1]), human(r[2].ws, b[2]), human(r[3].ws, b[3]), ratio, dmax);
     }
