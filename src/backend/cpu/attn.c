@@ -164,18 +164,23 @@ static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   return IL_OK;
 }
 
-/* Row of KV head kh for (seq, position p). */
-static inline const void *il__kv_row(const il_cpu_attn_args *a, const void *base, int32_t s, int32_t p, int64_t kh) {
-  const int64_t cell = (int64_t)a->block_table[(int64_t)s * a->max_blocks + p / a->block] * a->block + p % a->block;
-  return (const char *)base + (size_t)cell * a->kv_row_stride + (size_t)(kh * a->head_dim) * il__esize(a->kv_type);
-}
-
-/* Row pointers of K and V (may be NULL) for positions p0..p0+n-1 of sequence s. */
+/* Row pointers of K and/or V (either may be NULL) of KV head kh for positions p0..p0+n-1 of
+ * sequence s. One division per call, not per row: in decode this runs once per 64 keys against
+ * only a few thousand FMAs. */
 static void il__kv_rows(const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh, const void **k,
                         const void **v) {
+  const int32_t *row = a->block_table + (int64_t)s * a->max_blocks;
+  const size_t hoff = (size_t)(kh * a->head_dim) * il__esize(a->kv_type), stride = a->kv_row_stride;
+  int32_t bi = p0 / a->block, off = p0 % a->block;
+  int64_t base = (int64_t)row[bi] * a->block;
   for (int j = 0; j < n; j++) {
-    k[j] = il__kv_row(a, a->k, s, p0 + j, kh);
-    if (v) v[j] = il__kv_row(a, a->v, s, p0 + j, kh);
+    const size_t at = (size_t)(base + off) * stride + hoff;
+    if (k) k[j] = (const char *)a->k + at;
+    if (v) v[j] = (const char *)a->v + at;
+    if (++off == a->block && j + 1 < n) { /* the next entry exists: j + 1 is a position below n */
+      off = 0;
+      base = (int64_t)row[++bi] * a->block;
+    }
   }
 }
 
@@ -301,7 +306,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       memset(o, 0, (size_t)hd * sizeof(float));
       for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
         const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        for (int jj = 0; jj < nk; jj++) vp[jj] = il__kv_row(a, a->v, s, k0 + jj, kh);
+        il__kv_rows(a, s, k0, nk, kh, NULL, vp);
         isa->pv(&o, S + (size_t)i * tk + k0, 0, 1, vp, nk, hd, a->kv_type);
       }
     }
@@ -384,7 +389,7 @@ static void il__memeff_worker(void *p, int ith, int nth) {
       m = mn;
       for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
         const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        for (int jj = 0; jj < nk; jj++) vp[jj] = il__kv_row(a, a->v, s, c0 + k0 + jj, kh);
+        il__kv_rows(a, s, c0 + k0, nk, kh, NULL, vp);
         isa->pv(&o, S + k0, 0, 1, vp, nk, hd, a->kv_type);
       }
     }
