@@ -272,6 +272,8 @@ static void test_auto_and_why(void) {
   IL_CHECK(strncmp(why, "flash: head_dim 36", 18) == 0);
   IL_CHECK(il_cpu_attn_find("flash")->why_not(&a) != NULL);
   IL_CHECK_INT(il_cpu_attn_find("flash")->run(NULL, &a, NULL, 0), IL_ERR_UNSUPPORTED);
+  IL_CHECK_INT(il_cpu_attn_find("flash")->workspace(&a, 1), 0);
+  IL_CHECK(il_cpu_attn_find("memeff")->workspace(&a, 1) > 0);
   a.head_dim = 64;
   a.kv_row_stride = 64 * sizeof(float);
   k = il_cpu_attn_auto(&a, why, sizeof why);
@@ -304,6 +306,8 @@ static void test_bad_input(void) {
     IL_CHECK(ks[ki].workspace(&a, 2) <= sizeof big);
     IL_CHECK_OK(ks[ki].run(NULL, &a, big, sizeof big));
     c.pos[3] = 32; /* max_blocks 2 x block 16 */
+    IL_CHECK_INT(ks[ki].workspace(&a, 2), 0);
+    IL_CHECK(strstr(il_error_detail(), "token 3: position 32 outside the block table") != NULL);
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_RANGE);
     IL_CHECK(strstr(il_error_detail(), "token 3: position 32 outside the block table") != NULL);
     c.pos[3] = 3;

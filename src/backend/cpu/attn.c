@@ -221,8 +221,9 @@ static il__tiling il__tiles(const il_cpu_attn_args *a, int64_t max_rows, il__til
 
 static size_t il__a64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* Sequence arrays may be garbage when the shape is bad: size nothing then. */
-static bool il__sizable(const il_cpu_attn_args *a) { return il__shape_why(a) == NULL; }
+/* Invalid args (bad shape, positions outside the table, ...) size nothing: a garbage position
+ * would otherwise ask for a huge scores matrix. Leaves the reason in il_error_detail(). */
+static bool il__sizable(const il_cpu_attn_args *a) { return il__validate("workspace", a) == IL_OK; }
 
 static void *il__align_work(void *work) { return (void *)(((uintptr_t)work + 63) & ~(uintptr_t)63); }
 
@@ -239,7 +240,7 @@ typedef struct {
   const il__tile *tiles;
   char *scratch; /* per-thread scratch, per_thread bytes each */
   size_t per_thread;
-  int64_t n_items, tk_stride;
+  int64_t n_items;
   int64_t n_split;  /* flash */
   float *partials;  /* flash, n_split > 1 */
   int64_t m_max;    /* flash */
@@ -338,7 +339,7 @@ static il_status il__matrix_run(const char *kname, bool sliced, il_pool *pool, c
   return IL_OK;
 }
 
-static const char *il__naive_why(const il_cpu_attn_args *a) { return il__shape_why(a); }
+static const char *il__common_why(const il_cpu_attn_args *a) { return il__shape_why(a); }
 static size_t il__naive_ws(const il_cpu_attn_args *a, int nth) {
   il__tiling tl;
   size_t per;
@@ -455,7 +456,10 @@ static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layou
   return 64 + L->tiles_bytes + (size_t)nth * L->per_thread + L->partial_bytes;
 }
 
+static const char *il__flash_why(const il_cpu_attn_args *a);
+
 static size_t il__flash_ws(const il_cpu_attn_args *a, int nth) {
+  if (il__flash_why(a)) return 0;
   il__flash_layout L;
   return il__flash_plan(a, nth, &L);
 }
@@ -599,9 +603,9 @@ static il_status il__flash_run(il_pool *pool, const il_cpu_attn_args *a, void *w
 
 static const il_cpu_attn_kernel il__kernels[] = {
     {"flash", il__flash_why, il__flash_ws, il__flash_run},
-    {"memeff", il__naive_why, il__memeff_ws, il__memeff_run},
-    {"sliced", il__naive_why, il__sliced_ws, il__sliced_run},
-    {"naive", il__naive_why, il__naive_ws, il__naive_run},
+    {"memeff", il__common_why, il__memeff_ws, il__memeff_run},
+    {"sliced", il__common_why, il__sliced_ws, il__sliced_run},
+    {"naive", il__common_why, il__naive_ws, il__naive_run},
 };
 
 const il_cpu_attn_kernel *il_cpu_attn_kernels(int *n) {

@@ -58,8 +58,10 @@ typedef struct {
    * Checks shapes and types only (never reads the tables); never crashes, a NULL args included.
    * The text is in a per-thread buffer valid until the next why_not call on this thread. */
   const char *(*why_not)(const il_cpu_attn_args *a);
-  /* Bytes run needs for these args when the pool has n_threads threads (exactly what run uses;
-   * it reads seq/pos to find the sequence runs). 0 when the args are unusable. */
+  /* Bytes run needs for these args when the pool has n_threads threads (exactly what run uses,
+   * including 64 bytes of alignment slack). Validates the args as run does (it reads seq, pos
+   * and the table entries the tokens reach): 0 when they are invalid, with the reason in
+   * il_error_detail(). */
   size_t (*workspace)(const il_cpu_attn_args *a, int n_threads);
   /* Computes out on all threads of pool (NULL = the calling thread only). work is borrowed
    * scratch of work_bytes >= workspace(a, il_pool_size(pool)), any alignment. Validates the
