@@ -249,7 +249,8 @@ static void test_random(il_pool *const *pools) {
   }
 }
 
-/* Decode of one long sequence with one KV head: flash splits the keys over the threads. */
+/* Decode of one long sequence with one KV head: flash splits the keys over the threads. And a
+ * multi-query shape wider than a flash tile. */
 static void test_split_decode(il_pool *const *pools) {
   const int lens[2][2] = {{700, 1}, {1000, 333}};
   for (int i = 0; i < 2; i++) {
@@ -258,6 +259,12 @@ static void test_split_decode(il_pool *const *pools) {
     check_case(&c, pools, i ? "split decode, 2 sequences" : "split decode");
     free_case(&c);
   }
+  /* more query heads per KV head than a flash tile has rows: one token per tile */
+  il_case c;
+  const int len[1] = {20};
+  make_case(&c, 32, 1, 96, 1, len, 1, 0, IL_DTYPE_F32, 0);
+  check_case(&c, pools, "96 query heads on one KV head");
+  free_case(&c);
 }
 
 static void test_auto_and_why(void) {
