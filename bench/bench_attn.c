@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
   const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&nk);
   const int order[4] = {3, 2, 1, 0}; /* naive sliced memeff flash */
   printf("# bench_attn: %d query / %d KV heads of %d, KV %s, %s cache, %d threads, isa %s\n\n", N_HEADS, N_KV, HD,
-         il_dtype_name(kvt), block ? "paged" : "contiguous", nth, il__attn_isa_current()->name);
+         il_dtype_name(kvt), block ? "paged" : "contiguous", nth, il__attn_isa_for(il_cpu_isa_best())->name);
   il_result res[2][16][4];
   int timed_rows[16];
   for (int ci = 0; ci < n_ctx; ci++) {
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
         seq[t] = 0;
         pos[t] = T - nq + t;
       }
-      il_cpu_attn_args a = {.out = ref, .q = q, .seq = seq, .pos = pos, .n_tok = nq, .k = k, .v = v,
+      il_cpu_attn_args a = {.isa = il_cpu_isa_best(), .out = ref, .q = q, .seq = seq, .pos = pos, .n_tok = nq, .k = k, .v = v,
                             .kv_type = kvt, .kv_row_stride = stride, .n_cells = n_cells, .block_table = table,
                             .block = bl, .max_blocks = nb, .n_seq = 1, .n_heads = N_HEADS, .n_kv_heads = N_KV,
                             .head_dim = HD, .scale = 0.08838834764831845f, .slice = 0};

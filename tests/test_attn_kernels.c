@@ -196,9 +196,9 @@ static void check_case(const il_case *c, il_pool *const *pools, const char *what
   const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&nk);
   for (int li = 0; li < 3; li++) {
     if (levels[li] > il_cpu_isa_detected()) continue;
-    il_cpu_set_isa(levels[li]);
     for (int pi = 0; pi < 2; pi++) {
       il_cpu_attn_args a = args_of(c, base);
+      a.isa = levels[li];
       IL_CHECK_OK(run_exact(il_cpu_attn_find("naive"), pools[pi], &a));
       const double dr = max_diff(base, ref, n);
       worst_ref[f16] = dr > worst_ref[f16] ? dr : worst_ref[f16];
@@ -225,7 +225,6 @@ static void check_case(const il_case *c, il_pool *const *pools, const char *what
       }
     }
   }
-  il_cpu_set_isa(il_cpu_isa_detected());
   free(ref);
   free(base);
   free(out);

@@ -84,16 +84,16 @@ const il__attn_isa il__attn_isa_scalar = {.compiled = true,
                                           .exp_sum = il__expsum_scalar,
                                           .max = il__max_scalar};
 
-const il__attn_isa *il__attn_isa_current(void) {
-  const il_isa isa = il_cpu_isa();
+const il__attn_isa *il__attn_isa_for(il_isa isa) {
+  if (isa > il_cpu_isa_detected()) isa = il_cpu_isa_detected();
   if (isa >= IL_ISA_AVX512 && il__attn_isa_avx512.compiled) return &il__attn_isa_avx512;
   if (isa >= IL_ISA_AVX2 && il__attn_isa_avx2.compiled) return &il__attn_isa_avx2;
   return &il__attn_isa_scalar;
 }
 
-static const il__attn_isa *il__isa_for(int64_t hd) {
-  const il__attn_isa *isa = il__attn_isa_current();
-  return hd % isa->width ? &il__attn_isa_scalar : isa;
+static const il__attn_isa *il__isa_for(const il_cpu_attn_args *a) {
+  const il__attn_isa *isa = il__attn_isa_for(a->isa);
+  return a->head_dim % isa->width ? &il__attn_isa_scalar : isa;
 }
 
 /* ---- shapes, validation ---- */
@@ -330,7 +330,7 @@ static il_status il__matrix_run(const char *kname, bool sliced, il_pool *pool, c
   il__tile *tiles = (il__tile *)w;
   il__tiles(a, il__slice_rows(a, sliced), tiles);
   il__job j = {.a = a,
-               .isa = il__isa_for(a->head_dim),
+               .isa = il__isa_for(a),
                .tiles = tiles,
                .scratch = w + il__a64((size_t)tl.n_tiles * sizeof(il__tile)),
                .per_thread = per,
@@ -408,7 +408,7 @@ static il_status il__memeff_run(il_pool *pool, const il_cpu_attn_args *a, void *
   if (a->n_tok == 0) return IL_OK;
   IL_TRY(il__check_work("memeff", il__memeff_ws(a, il__nth(pool)), bytes));
   il__job j = {.a = a,
-               .isa = il__isa_for(a->head_dim),
+               .isa = il__isa_for(a),
                .scratch = il__align_work(work),
                .per_thread = il__a64(IL__MEMEFF_CHUNK * sizeof(float)),
                .n_items = a->n_tok * a->n_heads};
@@ -583,7 +583,7 @@ static il_status il__flash_run(il_pool *pool, const il_cpu_attn_args *a, void *w
   il__tile *tiles = (il__tile *)w;
   il__tiles(a, L.rows_tok, tiles);
   il__job j = {.a = a,
-               .isa = il__isa_for(a->head_dim),
+               .isa = il__isa_for(a),
                .tiles = tiles,
                .scratch = w + L.tiles_bytes,
                .per_thread = L.per_thread,
@@ -601,7 +601,7 @@ static il_status il__flash_run(il_pool *pool, const il_cpu_attn_args *a, void *w
 
 /* ---- the list, lookup, auto ---- */
 
-static const il_cpu_attn_kernel il__kernels[] = {
+static const il_cpu_attn_kernel il__attn_list[] = {
     {"flash", il__flash_why, il__flash_ws, il__flash_run},
     {"memeff", il__common_why, il__memeff_ws, il__memeff_run},
     {"sliced", il__common_why, il__sliced_ws, il__sliced_run},
@@ -609,25 +609,25 @@ static const il_cpu_attn_kernel il__kernels[] = {
 };
 
 const il_cpu_attn_kernel *il_cpu_attn_kernels(int *n) {
-  if (n) *n = (int)(sizeof il__kernels / sizeof il__kernels[0]);
-  return il__kernels;
+  if (n) *n = (int)(sizeof il__attn_list / sizeof il__attn_list[0]);
+  return il__attn_list;
 }
 
 const il_cpu_attn_kernel *il_cpu_attn_find(const char *name) {
   if (!name) return NULL;
-  for (size_t i = 0; i < sizeof il__kernels / sizeof il__kernels[0]; i++)
-    if (strcmp(il__kernels[i].name, name) == 0) return &il__kernels[i];
+  for (size_t i = 0; i < sizeof il__attn_list / sizeof il__attn_list[0]; i++)
+    if (strcmp(il__attn_list[i].name, name) == 0) return &il__attn_list[i];
   return NULL;
 }
 
 const il_cpu_attn_kernel *il_cpu_attn_auto(const il_cpu_attn_args *a, char *why, size_t n) {
   size_t used = 0;
   if (why && n) why[0] = 0;
-  for (size_t i = 0; i < sizeof il__kernels / sizeof il__kernels[0]; i++) {
-    const char *r = il__kernels[i].why_not(a);
-    if (!r) return &il__kernels[i];
+  for (size_t i = 0; i < sizeof il__attn_list / sizeof il__attn_list[0]; i++) {
+    const char *r = il__attn_list[i].why_not(a);
+    if (!r) return &il__attn_list[i];
     if (why && used < n) {
-      int w = snprintf(why + used, n - used, "%s%s: %s", used ? "; " : "", il__kernels[i].name, r);
+      int w = snprintf(why + used, n - used, "%s%s: %s", used ? "; " : "", il__attn_list[i].name, r);
       used += w > 0 ? (size_t)w : 0;
     }
   }

@@ -13,7 +13,7 @@
  *           causal mask, softmax and P V fused with online rescaling, each K/V tile read once per
  *           query tile; key ranges split across threads when there are too few tiles (decode).
  * The micro-kernels (Q K^T block, P V block, exp, max) come from a per-ISA table chosen by the
- * matmul's instruction-set level (il_cpu_isa): scalar here in attn.c (the reference), AVX2 in
+ * calling backend's instruction-set level (args.isa): scalar here in attn.c (the reference), AVX2 in
  * attn_avx2.c, AVX-512 in attn_avx512.c. K/V may be F32 or F16 (F16 read directly, converted
  * in registers).
  *
@@ -28,7 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cpu/pool.h"
+#include "sys/cpuid.h"
+#include "sys/pool.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -48,6 +49,8 @@ typedef struct {
   int64_t n_heads, n_kv_heads, head_dim; /* grouped-query: n_heads % n_kv_heads == 0 */
   float scale;               /* usually 1/sqrt(head_dim) */
   int32_t slice;             /* sliced: query rows per slice (0 = IL_CPU_ATTN_SLICE_DEFAULT) */
+  il_isa isa;                /* micro-kernel level: the calling backend's (IL_ISA_SCALAR when zeroed);
+                                clamped to what this binary and CPU have */
 } il_cpu_attn_args;
 
 #define IL_CPU_ATTN_SLICE_DEFAULT 32
@@ -107,7 +110,7 @@ typedef struct {
 
 extern const il__attn_isa il__attn_isa_scalar, il__attn_isa_avx2, il__attn_isa_avx512;
 
-/* The table the kernels use now (from il_cpu_isa(), falling back to what is compiled). */
-const il__attn_isa *il__attn_isa_current(void);
+/* The table for a level (falling back to what is compiled and detected). */
+const il__attn_isa *il__attn_isa_for(il_isa isa);
 
 #endif
