@@ -1,6 +1,7 @@
 /* engine/engine: load, size, decode, generate. */
 #include "engine/engine.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@
 #include "model/builtin.h"
 
 #define IL__DEFAULT_CTX_CAP 4096
-#define IL__ALLOC_SLACK 256 /* per device buffer: allocators round up (sim to 256 bytes) */
+#define IL__ALLOC_SLACK 1024 /* per device buffer: the caching allocator rounds to 512 bytes and may hand out a remainder under 512 whole */
 
 /* ---- sizing: the same numbers the allocations below use ---- */
 
@@ -30,22 +31,32 @@ static size_t il__weights_bytes(const il_model *m, il_dtype type) {
 
 static size_t il__n_weight_buffers(const il_model *m) { return 3 + 12 * (size_t)m->hp.n_layer; }
 
-/* Attention workspace of kernel k for these sizes (a view with shapes only: the workspace
- * functions read shapes, never memory). */
+/* A cache view with shapes only (no buffers) for kernels' why_not and workspace, which read
+ * shapes, never memory. */
+static il_kv_view il__shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, il_dtype kv_type) {
+  const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+  const il_tensor cells = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = kv_type,
+                           .stride = il_tensor_row_bytes(kv_type, kv_dim)};
+  return (il_kv_view){.k = cells, .v = cells,
+                      .block_table = {.rows = n_seq, .cols = 1, .type = IL_DTYPE_I32, .stride = 4},
+                      .block = n_ctx, .n_seq = n_seq, .max_blocks = 1, .n_ctx = n_ctx};
+}
+
+static il_attn_args il__shape_args(const il_hparams *hp, const il_kv_view *kv, int32_t n_tok) {
+  const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+  const il_tensor q = {.rows = n_tok, .cols = q_dim, .type = IL_DTYPE_F32, .stride = (size_t)q_dim * 4};
+  const il_tensor ids = {.rows = 1, .cols = n_tok, .type = IL_DTYPE_I32, .stride = (size_t)n_tok * 4};
+  return (il_attn_args){.out = q, .q = q, .seq = ids, .pos = ids, .kv = kv, .n_heads = hp->n_head,
+                        .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim,
+                        .scale = 1.0f / sqrtf((float)hp->head_dim)};
+}
+
+/* Attention workspace of kernel k for these sizes. */
 static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hparams *hp, int32_t n_batch, int32_t n_ctx,
                           int32_t n_seq) {
   if (!k) return 0;
-  const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-  il_kv_view kv = {.k = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = IL_DTYPE_F32},
-                   .v = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = IL_DTYPE_F32},
-                   .block_table = {.rows = n_seq, .cols = 1, .type = IL_DTYPE_I32},
-                   .block = n_ctx, .n_seq = n_seq, .max_blocks = 1, .n_ctx = n_ctx};
-  il_attn_args a = {.out = {.rows = n_batch, .cols = (int64_t)hp->n_head * hp->head_dim, .type = IL_DTYPE_F32},
-                    .q = {.rows = n_batch, .cols = (int64_t)hp->n_head * hp->head_dim, .type = IL_DTYPE_F32},
-                    .seq = {.rows = 1, .cols = n_batch, .type = IL_DTYPE_I32},
-                    .pos = {.rows = 1, .cols = n_batch, .type = IL_DTYPE_I32},
-                    .kv = &kv, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim,
-                    .scale = 1.0f};
+  il_kv_view kv = il__shape_view(hp, n_ctx, n_seq, IL_DTYPE_F32);
+  il_attn_args a = il__shape_args(hp, &kv, n_batch);
   return k->workspace(b, &a);
 }
 
@@ -169,11 +180,8 @@ static il_status il__pick_attn(il_engine *e) {
   int n = 0;
   const il_attn_kernel *ks = e->backend->ops->attn_kernels(e->backend, &n);
   const il_hparams *hp = &e->model->hp;
-  il_kv_view kv = {.k = {.rows = (int64_t)e->n_seq * e->n_ctx, .cols = (int64_t)hp->n_head_kv * hp->head_dim,
-                         .type = IL_DTYPE_F32},
-                   .block = e->n_ctx, .n_seq = e->n_seq, .max_blocks = 1, .n_ctx = e->n_ctx};
-  kv.v = kv.k;
-  il_attn_args a = {.kv = &kv, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim};
+  il_kv_view kv = il__shape_view(hp, e->n_ctx, e->n_seq, IL_DTYPE_F32);
+  il_attn_args a = il__shape_args(hp, &kv, e->n_batch);
   const char *want = e->cfg.attn[0] ? e->cfg.attn : "auto";
   e->attn_why[0] = 0;
   size_t off = 0;
