@@ -95,14 +95,14 @@ int il_cli_model(int argc, char **argv) {
 
   int32_t ctx = cfg.ctx > 0 ? cfg.ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
-  size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq);
-  size_t act = (size_t)batch * 4 *
-               ((size_t)hp->n_embd * 4 + (size_t)hp->n_head * hp->head_dim * 2 + (size_t)hp->n_head_kv * hp->head_dim * 2 +
-                (size_t)hp->n_ff * 2 + (size_t)hp->n_vocab);
+  il_kv_opts kvo = {!strcmp(cfg.kv_type, "f32") ? IL_DTYPE_F32 : IL_DTYPE_F16, 0};
+  size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
+  /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */
+  size_t act = il_forward_state_bytes(hp, batch, cfg.n_seq < batch ? cfg.n_seq : batch);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
-  printf("  kv           %10s (f32, %d layers x %d positions x %d kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
-         hp->n_layer, ctx * cfg.n_seq, hp->n_head_kv * hp->head_dim);
+  printf("  kv           %10s (%s, %d layers x %d positions x %d kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
+         il_dtype_name(kvo.type), hp->n_layer, ctx * cfg.n_seq, hp->n_head_kv * hp->head_dim);
   printf("  activations  %10s\n", il_mem_format_bytes(act, c, sizeof c));
   printf("  total        %10s\n", il_mem_format_bytes(m->weight_bytes + kv + act, a, sizeof a));
 

@@ -34,7 +34,11 @@ static const il_opt il__options[] = {
     {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)"},
     {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]"},
     {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)"},
-    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto or a name the device lists"},
+    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive"},
+    {"attn-slice", 0, IL_OPT_INT, IL__O(attn_slice), 0, 1 << 20, "sliced attention: query rows per slice (0 = 32)"},
+    {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | f32"},
+    {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged"},
+    {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block"},
     {NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -53,6 +57,9 @@ void il_config_defaults(il_config *c) {
   c->n_predict = 128;
   snprintf(c->device, sizeof c->device, "cpu");
   snprintf(c->attn, sizeof c->attn, "auto");
+  snprintf(c->kv_type, sizeof c->kv_type, "f16");
+  snprintf(c->kv, sizeof c->kv, "contiguous");
+  c->kv_block = 16;
 }
 
 const il_opt *il_config_options(void) { return il__options; }

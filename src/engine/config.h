@@ -42,6 +42,10 @@ typedef struct {
   char device[64];     /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N] */
   char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
   char attn[16];       /* attention kernel: auto or a name the backend lists */
+  int attn_slice;      /* sliced attention: query rows per slice (0 = the kernel's default) */
+  char kv_type[8];     /* KV cache cells: f16 (default) | f32 */
+  char kv[16];         /* KV cache layout: contiguous | paged */
+  int kv_block;        /* paged: positions per block */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
 } il_config;

@@ -33,13 +33,15 @@ static size_t il__n_weight_buffers(const il_model *m) { return 3 + 12 * (size_t)
 
 /* A cache view with shapes only (no buffers) for kernels' why_not and workspace, which read
  * shapes, never memory. */
-static il_kv_view il__shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, il_dtype kv_type) {
+static il_kv_view il__shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o) {
   const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-  const il_tensor cells = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = kv_type,
-                           .stride = il_tensor_row_bytes(kv_type, kv_dim)};
+  const int32_t block = o->block > 0 ? o->block : n_ctx, max_blocks = (n_ctx + block - 1) / block;
+  const il_tensor cells = {.rows = (int64_t)n_seq * max_blocks * block, .cols = kv_dim, .type = o->type,
+                           .stride = il_tensor_row_bytes(o->type, kv_dim)};
   return (il_kv_view){.k = cells, .v = cells,
-                      .block_table = {.rows = n_seq, .cols = 1, .type = IL_DTYPE_I32, .stride = 4},
-                      .block = n_ctx, .n_seq = n_seq, .max_blocks = 1, .n_ctx = n_ctx};
+                      .block_table = {.rows = n_seq, .cols = max_blocks, .type = IL_DTYPE_I32,
+                                      .stride = (size_t)max_blocks * 4},
+                      .block = block, .n_seq = n_seq, .max_blocks = max_blocks, .n_ctx = n_ctx};
 }
 
 static il_attn_args il__shape_args(const il_hparams *hp, const il_kv_view *kv, int32_t n_tok) {
@@ -53,9 +55,9 @@ static il_attn_args il__shape_args(const il_hparams *hp, const il_kv_view *kv, i
 
 /* Attention workspace of kernel k for these sizes. */
 static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hparams *hp, int32_t n_batch, int32_t n_ctx,
-                          int32_t n_seq) {
+                          int32_t n_seq, const il_kv_opts *o) {
   if (!k) return 0;
-  il_kv_view kv = il__shape_view(hp, n_ctx, n_seq, IL_DTYPE_F32);
+  il_kv_view kv = il__shape_view(hp, n_ctx, n_seq, o);
   il_attn_args a = il__shape_args(hp, &kv, n_batch);
   return k->workspace(b, &a);
 }
@@ -63,6 +65,7 @@ static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hpara
 typedef struct {
   int32_t n_ctx, n_seq, n_batch;
   il_dtype wtype; /* IL_DTYPE_COUNT: as loaded */
+  il_kv_opts kv;
 } il__shape;
 
 static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
@@ -75,9 +78,9 @@ static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   il_oom_need n = {0};
   const bool device = !e->info.host_visible;
   n.weights = device ? il__weights_bytes(e->model, s->wtype) + IL__ALLOC_SLACK * il__n_weight_buffers(e->model) : 0;
-  n.kv = il_kv_cache_bytes(hp, s->n_ctx, s->n_seq) + IL__ALLOC_SLACK * (2 * (size_t)hp->n_layer + 1);
+  n.kv = il_kv_cache_bytes(hp, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK * (2 * (size_t)hp->n_layer + 1);
   n.activations = il_forward_state_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq)) + IL__ALLOC_SLACK * 11;
-  n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq) + IL__ALLOC_SLACK;
+  n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
   n.fixed = e->fixed_bytes;
   return n;
 }
@@ -108,7 +111,14 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
     }
     if (s.n_batch == 1) break;
   }
-  /* 2. fewer sequences in the cache */
+  /* 2. half-precision KV cells (what llama.cpp and vLLM keep by default) */
+  s = *cur;
+  if (cur->kv.type == IL_DTYPE_F32) {
+    s.kv.type = IL_DTYPE_F16;
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap) il__fix(r, "kv-type", "f16", il_oom_need_total(&n), "KV cache in f16 (logits within about 1e-3)");
+  }
+  /* 3. fewer sequences in the cache */
   s = *cur;
   for (s.n_seq = cur->n_seq / 2; s.n_seq >= 1 && cur->n_seq > 1; s.n_seq /= 2) {
     if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
@@ -120,7 +130,7 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
     }
     if (s.n_seq == 1) break;
   }
-  /* 3. a shorter context */
+  /* 4. a shorter context */
   s = *cur;
   for (s.n_ctx = cur->n_ctx / 2; s.n_ctx >= 64; s.n_ctx /= 2) {
     if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
@@ -131,7 +141,7 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
       break;
     }
   }
-  /* 4. lower-precision weights (only where the weights are on the device) */
+  /* 5. lower-precision weights (only where the weights are on the device) */
   if (!e->info.host_visible) {
     const il_dtype lower[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
     const bool builtin = il_builtin_is(e->cfg.model);
@@ -180,8 +190,9 @@ static il_status il__pick_attn(il_engine *e) {
   int n = 0;
   const il_attn_kernel *ks = e->backend->ops->attn_kernels(e->backend, &n);
   const il_hparams *hp = &e->model->hp;
-  il_kv_view kv = il__shape_view(hp, e->n_ctx, e->n_seq, IL_DTYPE_F32);
+  il_kv_view kv = il__shape_view(hp, e->n_ctx, e->n_seq, &e->kv_opts);
   il_attn_args a = il__shape_args(hp, &kv, e->n_batch);
+  a.slice = e->cfg.attn_slice;
   const char *want = e->cfg.attn[0] ? e->cfg.attn : "auto";
   e->attn_why[0] = 0;
   size_t off = 0;
@@ -209,12 +220,23 @@ static il_status il__pick_attn(il_engine *e) {
   return il_error(IL_ERR_INVALID_ARG, "--attn: '%s' is not a kernel of %s (auto, %s)", want, e->info.name, names);
 }
 
+static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
+  if (!strcmp(cfg->kv_type, "f16") || !*cfg->kv_type) o->type = IL_DTYPE_F16;
+  else if (!strcmp(cfg->kv_type, "f32")) o->type = IL_DTYPE_F32;
+  else return il_error(IL_ERR_INVALID_ARG, "--kv-type: '%s' is not a KV cell type (f16, f32)", cfg->kv_type);
+  if (!strcmp(cfg->kv, "contiguous") || !*cfg->kv) o->block = 0;
+  else if (!strcmp(cfg->kv, "paged")) o->block = cfg->kv_block > 0 ? cfg->kv_block : 16;
+  else return il_error(IL_ERR_INVALID_ARG, "--kv: '%s' is not a KV cache layout (contiguous, paged)", cfg->kv);
+  return IL_OK;
+}
+
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
   il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
     return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
+  IL_TRY(il__kv_options(cfg, &e->kv_opts));
   IL_TRY(il_backend_open(cfg->device, &bo, &e->backend));
   e->backend->ops->info(e->backend, &e->info);
   {
@@ -243,7 +265,7 @@ static il_status il__open(il_engine *e) {
   e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));
-  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT};
+  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts};
 
   il_status st = il_model_dev_init(&e->weights, e->model, e->backend);
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
@@ -251,7 +273,7 @@ static il_status il__open(il_engine *e) {
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
     size_t budget = il__available_memory(e->backend) / 2;
-    while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq) > budget) {
+    while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &e->kv_opts) > budget) {
       e->n_ctx /= 2;
       e->ctx_capped = true;
     }
@@ -260,11 +282,12 @@ static il_status il__open(il_engine *e) {
               e->n_ctx, e->info.kind);
       e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
       e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
-      shape = (il__shape){e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT};
+      shape = (il__shape){e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts};
     }
   }
-  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq);
+  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &e->kv_opts);
   if (st == IL_OK) st = il_forward_state_init(&e->fs, e->model, e->backend, e->n_batch, e->n_logits_max, e->attn, e->kv.views);
+  e->fs.attn_slice = cfg->attn_slice;
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
@@ -314,11 +337,13 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
       if (be->seq < 0 || be->seq >= e->n_seq || be->pos < 0 || be->pos >= e->n_ctx)
         return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d position %d outside %d sequences of %d positions",
                         off + chunk, be->seq, be->pos, e->n_seq, e->n_ctx);
-      e->slots[chunk] = il_kv_cache_slot(&e->kv, be->seq, be->pos);
+      il_status st = il_kv_cache_prepare(&e->kv, be->seq, be->pos, &e->slots[chunk]);
+      if (st != IL_OK) return il_error_wrap(st, "batch entry %d: ", off + chunk);
       want += be->logits;
       chunk++;
     }
     int32_t n_logits = 0;
+    IL_TRY(il_kv_cache_sync(&e->kv));
     IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
     if (n_logits && logits_out)
       IL_TRY(b->ops->download(b, logits_out + written * nv, e->fs.logits, (size_t)n_logits * nv * sizeof(float)));
@@ -327,6 +352,14 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
   }
   return b->ops->sync(b);
 }
+
+il_status il_engine_seq_remove(il_engine *e, int32_t seq) { return il_kv_cache_seq_remove(&e->kv, seq); }
+
+il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos) {
+  return il_kv_cache_seq_truncate(&e->kv, seq, n_pos);
+}
+
+il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst) { return il_kv_cache_seq_fork(&e->kv, src, dst); }
 
 il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out) {
   size_t n = 0;

@@ -509,6 +509,7 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
     IL_TRY(ops->kv_store(b, &kv[l], K, V, tslot));
     il_attn_args a = a0;
     a.kv = &kv[l];
+    a.slice = st->attn_slice;
     IL_TRY(st->attn->run(b, &a, st->attn_ws));
     IL_TRY(ops->matmul(b, XO, L->wo, ATT));
     IL_TRY(ops->add(b, X, XO));

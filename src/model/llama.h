@@ -146,6 +146,7 @@ typedef struct {
   il_tensor batch;               /* I32 [1 x 4*max_tokens] */
   int32_t *host_batch;           /* host staging of batch */
   const il_attn_kernel *attn;    /* chosen by the engine */
+  int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   il_tensor attn_ws;             /* its workspace (category workspace) */
 } il_forward_state;
 

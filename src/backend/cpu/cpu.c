@@ -154,7 +154,7 @@ static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype a
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
   case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32; /* the KV cache type */
+  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16; /* the KV cache type */
   default: return true;
   }
 }
@@ -331,9 +331,21 @@ static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const i
 
 /* ---------------------------------------------------------------- KV store */
 
+/* One row into a cell of the cache's type (F32 copied, F16 rounded to nearest even). */
+static void il__store_row(uint8_t *dst, il_dtype t, const float *src, int64_t n) {
+  if (t == IL_DTYPE_F32) {
+    memcpy(dst, src, (size_t)n * 4);
+    return;
+  }
+  uint16_t *h = (uint16_t *)dst;
+  for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_fp16(src[i]);
+}
+
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
-  IL_TRY(il__check("kv_store", &k, kv->k.type));
-  IL_TRY(il__check("kv_store", &v, kv->v.type));
+  IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
+  IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
+  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) || kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32 or f16)", il_dtype_name(kv->k.type));
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
   IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
@@ -341,15 +353,14 @@ static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor
     return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
                     (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
   const int32_t *sl = il__cpu_ptr(slots);
-  const size_t row = il_tensor_row_bytes(k.type, k.cols);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
   for (int64_t i = 0; i < k.rows; i++) {
     if (sl[i] < 0 || sl[i] >= kv->k.rows)
       return il_error(IL_ERR_RANGE, "kv_store: slot %d of row %lld outside the %lld cells of '%s'", sl[i], (long long)i,
                       (long long)kv->k.rows, il__nm(&kv->k));
-    memcpy(kd + (size_t)sl[i] * kv->k.stride, ks + (size_t)i * k.stride, row);
-    memcpy(vd + (size_t)sl[i] * kv->v.stride, vs + (size_t)i * v.stride, row);
+    il__store_row(kd + (size_t)sl[i] * kv->k.stride, kv->k.type, (const float *)(ks + (size_t)i * k.stride), k.cols);
+    il__store_row(vd + (size_t)sl[i] * kv->v.stride, kv->v.type, (const float *)(vs + (size_t)i * v.stride), v.cols);
   }
   return IL_OK;
 }
