@@ -14,7 +14,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,attn");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,attn,attn-slice,kv-type,kv,kv-block");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
@@ -109,6 +109,10 @@ int il_cli_run(int argc, char **argv) {
     fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", e->model->name,
             il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, e->info.threads,
             e->n_ctx, e->load_seconds);
+    const bool auto_attn = !strcmp(cfg.attn, "auto");
+    fprintf(stderr, "device: %s; attention %s%s; kv %s %s\n", e->info.name, e->attn->name, auto_attn ? " (auto)" : "",
+            e->kv.paged ? "paged" : "contiguous", il_dtype_name(e->kv.type));
+    if (auto_attn && *e->attn_why) fprintf(stderr, "  auto skipped: %s\n", e->attn_why);
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
