@@ -149,7 +149,7 @@ static void test_kernels(void) {
     /* the workspace the engine allocated is the kernel's bound, under the workspace category */
     il_caching_stats cs;
     e->backend->ops->allocator_stats(e->backend, &cs);
-    IL_CHECK(cs.cat[IL_MEM_WORKSPACE].allocated >= (e->fs.attn_ws.buf ? il_tensor_span(&e->fs.attn_ws) : 0));
+    IL_CHECK(cs.cat[IL_MEM_WORKSPACE].allocated >= (e->fs.lane[0].attn_ws.buf ? il_tensor_span(&e->fs.lane[0].attn_ws) : 0));
     if (!base) {
       base = out;
     } else {

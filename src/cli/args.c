@@ -54,6 +54,8 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const i
       memcpy(name, a + 2, len);
       name[len] = 0;
       if (eq) inline_val = eq + 1;
+    } else if (!strcmp(a, "-ngl")) { /* llama.cpp's spelling of --gpu-layers */
+      snprintf(name, sizeof name, "gpu-layers");
     } else {
       if (a[2] != 0) return il_cli_usage_error(cmd, "unknown option '%s' (short options take a separate value)", a);
       short_flag = a[1];

@@ -110,8 +110,11 @@ int il_cli_run(int argc, char **argv) {
             il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, e->info.threads,
             e->n_ctx, e->load_seconds);
     const bool auto_attn = !strcmp(cfg.attn, "auto");
-    fprintf(stderr, "device: %s; attention %s%s; kv %s %s\n", e->info.name, e->attn->name, auto_attn ? " (auto)" : "",
-            e->kv.paged ? "paged" : "contiguous", il_dtype_name(e->kv.type));
+    fprintf(stderr, "device: %s; %d/%d layers%s%s on it; attention %s%s; kv %s %s\n", e->info.name, e->n_dev_layers,
+            e->model->hp.n_layer, e->embd_dev ? ", token_embd" : "", e->out_dev ? ", output" : "", e->attn->name,
+            auto_attn ? " (auto)" : "", e->kv.paged ? "paged" : "contiguous", il_dtype_name(e->kv.type));
+    if (e->host != e->backend)
+      fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)e->fs.bytes_moved / 1024);
     if (auto_attn && *e->attn_why) fprintf(stderr, "  auto skipped: %s\n", e->attn_why);
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);

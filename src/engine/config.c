@@ -39,6 +39,8 @@ static const il_opt il__options[] = {
     {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | f32"},
     {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged"},
     {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block"},
+    {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU"},
+    {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu"},
     {NULL, 0, 0, 0, 0, 0, 0, NULL},
 };
 
@@ -60,6 +62,7 @@ void il_config_defaults(il_config *c) {
   snprintf(c->kv_type, sizeof c->kv_type, "f16");
   snprintf(c->kv, sizeof c->kv, "contiguous");
   c->kv_block = 16;
+  snprintf(c->gpu_layers, sizeof c->gpu_layers, "all");
 }
 
 const il_opt *il_config_options(void) { return il__options; }

@@ -46,6 +46,8 @@ typedef struct {
   char kv_type[8];     /* KV cache cells: f16 (default) | f32 */
   char kv[16];         /* KV cache layout: contiguous | paged */
   int kv_block;        /* paged: positions per block */
+  char gpu_layers[16]; /* layers on the device: all (default) | auto | N; the rest on the CPU */
+  char place[256];     /* component placement: token_embd=cpu,output=cpu,blk.0-3=cpu,... */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
 } il_config;

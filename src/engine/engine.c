@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/registry.h"
@@ -16,20 +17,36 @@
 
 /* ---- sizing: the same numbers the allocations below use ---- */
 
-/* Bytes of the weights on a device that cannot read host memory, with 2-D weights in `type`
- * (IL_DTYPE_COUNT: as loaded). */
-static size_t il__weights_bytes(const il_model *m, il_dtype type) {
-  if (type == IL_DTYPE_COUNT) return il_model_dev_bytes(m);
-  size_t n = 0;
-  for (int64_t i = 0; i < m->n_tensors; i++) {
-    const il_gguf_tensor *t = &m->tensors[i];
-    if (t->n_dims == 2) n += il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
-    else n += 4 * (size_t)(t->ne[0] ? t->ne[0] : 1); /* 1-D tensors are F32 on the device */
-  }
-  return n;
+/* Which component a tensor belongs to: -1 embedding, -2 output head, else its layer. */
+static int il__component(const char *name) {
+  if (!strncmp(name, "blk.", 4)) return atoi(name + 4);
+  if (!strncmp(name, "token_embd", 10)) return -1;
+  return -2;
 }
 
-static size_t il__n_weight_buffers(const il_model *m) { return 3 + 12 * (size_t)m->hp.n_layer; }
+/* Bytes of the weights placed on a device that cannot read host memory, with 2-D weights in
+ * `type` (IL_DTYPE_COUNT: as loaded), 1-D ones in F32 (as the model binds them). */
+static size_t il__weights_bytes(const il_model *m, il_dtype type, const uint8_t *layer_dev, bool embd_dev, bool out_dev,
+                                size_t *n_buffers) {
+  size_t n = 0, nb = 0;
+  for (int64_t i = 0; i < m->n_tensors; i++) {
+    const il_gguf_tensor *t = &m->tensors[i];
+    const int c = il__component(t->name);
+    const bool on = c == -1 ? embd_dev : c == -2 ? out_dev : (c < m->hp.n_layer && layer_dev[c]);
+    if (!on) continue;
+    if (t->n_dims == 2) n += type == IL_DTYPE_COUNT ? t->nbytes : il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
+    else n += 4 * (size_t)(t->ne[0] ? t->ne[0] : 1);
+    nb++;
+  }
+  /* a tied output head computes on the device from token_embd: a second copy unless co-located */
+  if (m->tied_output && out_dev && !embd_dev) {
+    n += type == IL_DTYPE_COUNT ? (size_t)m->tok_embd.n_out * m->tok_embd.row_stride
+                                : il_dtype_row_size(type, m->tok_embd.n_in) * (size_t)m->tok_embd.n_out;
+    nb++;
+  }
+  *n_buffers = nb;
+  return n;
+}
 
 /* A cache view with shapes only (no buffers) for kernels' why_not and workspace, which read
  * shapes, never memory. */
@@ -62,10 +79,13 @@ static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hpara
   return k->workspace(b, &a);
 }
 
+/* One configuration the engine could run: what the sizing below and the OOM fixes vary. */
 typedef struct {
   int32_t n_ctx, n_seq, n_batch;
-  il_dtype wtype; /* IL_DTYPE_COUNT: as loaded */
+  il_dtype wtype;         /* IL_DTYPE_COUNT: as loaded */
   il_kv_opts kv;
+  const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
+  bool embd_dev, out_dev;
 } il__shape;
 
 static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
@@ -73,14 +93,26 @@ static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) 
   return n < n_batch ? n : n_batch;
 }
 
+/* What the device (e->backend) holds for configuration s: the numbers the allocations use. */
 static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   const il_hparams *hp = &e->model->hp;
   il_oom_need n = {0};
-  const bool device = !e->info.host_visible;
-  n.weights = device ? il__weights_bytes(e->model, s->wtype) + IL__ALLOC_SLACK * il__n_weight_buffers(e->model) : 0;
-  n.kv = il_kv_cache_bytes(hp, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK * (2 * (size_t)hp->n_layer + 1);
-  n.activations = il_forward_state_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq)) + IL__ALLOC_SLACK * 11;
-  n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
+  int32_t n_dev = 0;
+  for (int l = 0; l < hp->n_layer; l++) n_dev += s->layer_dev[l];
+  size_t nb = 0;
+  if (!e->info.host_visible) {
+    n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, &nb);
+    n.weights += IL__ALLOC_SLACK * nb;
+  }
+  if (n_dev) {
+    n.kv = (size_t)n_dev * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv) +
+           (il_kv_cache_bytes(hp, s->n_ctx, s->n_seq, &s->kv) - (size_t)hp->n_layer * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv)) +
+           IL__ALLOC_SLACK * (2 * (size_t)n_dev + 1);
+    n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
+  }
+  if (n_dev || s->embd_dev || s->out_dev)
+    n.activations = il_forward_lane_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0, s->out_dev) +
+                    IL__ALLOC_SLACK * 11;
   n.fixed = e->fixed_bytes;
   return n;
 }
@@ -141,15 +173,35 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
       break;
     }
   }
-  /* 5. lower-precision weights (only where the weights are on the device) */
+  /* 5. fewer layers on the device, the rest on the CPU (--gpu-layers): the largest count that fits */
+  if (!e->info.host_visible) {
+    const int32_t L = e->model->hp.n_layer;
+    uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)L + 1, "placement mask");
+    for (int32_t k = L - 1; mask && k >= 0; k--) {
+      s = *cur;
+      memset(mask, 0, (size_t)L);
+      memset(mask, 1, (size_t)k);
+      s.layer_dev = mask;
+      s.embd_dev = false;
+      s.out_dev = false;
+      il_oom_need n = il__need(e, &s);
+      if (il_oom_need_total(&n) <= cap) {
+        snprintf(v, sizeof v, "%d", k);
+        il__fix(r, "gpu-layers", v, il_oom_need_total(&n), "the other layers run on the CPU (slower)");
+        break;
+      }
+    }
+    il_mem_free(mask);
+  }
+  /* 6. lower-precision weights (only where the weights are on the device) */
   if (!e->info.host_visible) {
     const il_dtype lower[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
     const bool builtin = il_builtin_is(e->cfg.model);
     for (size_t i = 0; i < 2; i++) {
       s = *cur;
       s.wtype = lower[i];
-      il_oom_need n = il__need(e, &s);
-      if (n.weights >= il__need(e, cur).weights) continue;
+      il_oom_need n = il__need(e, &s), now = il__need(e, cur);
+      if (n.weights >= now.weights) continue;
       if (il_oom_need_total(&n) <= cap) {
         il__fix(r, builtin ? "wtype" : "convert", il_dtype_name(lower[i]), il_oom_need_total(&n),
                 builtin ? "lower-precision weights: quality loss, measure it with experiment"
@@ -220,6 +272,117 @@ static il_status il__pick_attn(il_engine *e) {
   return il_error(IL_ERR_INVALID_ARG, "--attn: '%s' is not a kernel of %s (auto, %s)", want, e->info.name, names);
 }
 
+/* The attention kernel a lane's backend uses: the device's choice, or the same name on the CPU
+ * backend (cpu and sim list the same kernels). */
+static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) {
+  il_engine *e = ctx;
+  if (b == e->backend) return e->attn;
+  int n = 0;
+  const il_attn_kernel *ks = b->ops->attn_kernels(b, &n);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(ks[i].name, e->attn->name)) return &ks[i];
+  return n ? &ks[0] : NULL;
+}
+
+/* Sets one component from "NAME=cpu|device": token_embd, output, blk.N or blk.A-B. */
+static il_status il__place_one(il_engine *e, const char *item) {
+  const int32_t L = e->model->hp.n_layer;
+  const char *eq = strchr(item, '=');
+  if (!eq) return il_error(IL_ERR_INVALID_ARG, "--place: '%s' is not NAME=cpu|device", item);
+  const char *where = eq + 1;
+  bool dev;
+  if (!strcmp(where, "cpu")) dev = false;
+  else if (!strcmp(where, "device") || !strcmp(where, "gpu")) dev = true;
+  else return il_error(IL_ERR_INVALID_ARG, "--place: '%s': the place is cpu or device", item);
+  const size_t n = (size_t)(eq - item);
+  if (n == 10 && !strncmp(item, "token_embd", n)) e->embd_dev = dev;
+  else if (n == 6 && !strncmp(item, "output", n)) e->out_dev = dev;
+  else if (n > 4 && !strncmp(item, "blk.", 4)) {
+    char *end;
+    long a = strtol(item + 4, &end, 10), b = a;
+    if (*end == '-') b = strtol(end + 1, &end, 10);
+    if (end != eq || a < 0 || b < a || b >= L)
+      return il_error(IL_ERR_INVALID_ARG, "--place: '%s': layers are blk.N or blk.A-B with 0 <= A <= B < %d", item, L);
+    for (long l = a; l <= b; l++) e->layer_dev[l] = dev;
+  } else {
+    return il_error(IL_ERR_INVALID_ARG, "--place: '%.*s' is not a component (token_embd, output, blk.N, blk.A-B)",
+                    (int)n, item);
+  }
+  return IL_OK;
+}
+
+/* Where each component runs, from --gpu-layers and --place. Opens the CPU backend when a
+ * component runs there and the device is not the CPU. */
+static il_status il__placement(il_engine *e) {
+  const il_config *cfg = &e->cfg;
+  const int32_t L = e->model->hp.n_layer;
+  int32_t n = L;
+  e->embd_dev = e->out_dev = true;
+  const char *g = cfg->gpu_layers[0] ? cfg->gpu_layers : "all";
+  if (!strcmp(g, "all")) {
+    n = L;
+  } else if (!strcmp(g, "auto")) {
+    e->auto_layers = true;
+  } else {
+    char *end;
+    long v = strtol(g, &end, 10);
+    if (*end || end == g || v < 0)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers: '%s' is not all, auto or a layer count", g);
+    n = v > L ? L : (int32_t)v;
+    /* offloading as llama.cpp does it: the embedding lookup on the CPU, the output head with the
+     * last layer */
+    e->embd_dev = false;
+    e->out_dev = n == L;
+  }
+  for (int32_t l = 0; l < L; l++) e->layer_dev[l] = l < n;
+  if (cfg->place[0]) {
+    char buf[sizeof cfg->place];
+    snprintf(buf, sizeof buf, "%s", cfg->place);
+    char *save = NULL;
+    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) IL_TRY(il__place_one(e, it));
+  }
+  bool any_cpu = !e->embd_dev || !e->out_dev || e->auto_layers;
+  for (int32_t l = 0; l < L; l++) any_cpu |= !e->layer_dev[l];
+  if (any_cpu && !e->info.host_visible) {
+    il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
+    IL_TRY(il_backend_open("cpu", &bo, &e->host));
+  } else {
+    e->host = e->backend; /* the device is the CPU: every component is there already */
+    if (e->info.host_visible) {
+      e->embd_dev = e->out_dev = true;
+      memset(e->layer_dev, 1, (size_t)L);
+      e->auto_layers = false;
+    }
+  }
+  return IL_OK;
+}
+
+/* --gpu-layers auto: the most layers (first ones) whose device need fits the device. */
+static il_status il__auto_layers(il_engine *e, il__shape *shape) {
+  const int32_t L = e->model->hp.n_layer;
+  size_t free_b = 0, cap = 0;
+  e->backend->ops->memory(e->backend, &free_b, &cap);
+  int32_t best = -1;
+  for (int32_t k = L; k >= 0; k--) {
+    memset(e->layer_dev, 0, (size_t)L);
+    memset(e->layer_dev, 1, (size_t)k);
+    e->embd_dev = false;
+    e->out_dev = k == L;
+    shape->out_dev = e->out_dev, shape->embd_dev = e->embd_dev;
+    il_oom_need n = il__need(e, shape);
+    if (il_oom_need_total(&n) <= cap) {
+      best = k;
+      break;
+    }
+  }
+  if (best < 0) best = 0;
+  memset(e->layer_dev, 0, (size_t)L);
+  memset(e->layer_dev, 1, (size_t)best);
+  e->out_dev = best == L;
+  shape->out_dev = e->out_dev;
+  return IL_OK;
+}
+
 static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
   if (!strcmp(cfg->kv_type, "f16") || !*cfg->kv_type) o->type = IL_DTYPE_F16;
   else if (!strcmp(cfg->kv_type, "f32")) o->type = IL_DTYPE_F32;
@@ -265,14 +428,23 @@ static il_status il__open(il_engine *e) {
   e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));
-  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts};
+  e->layer_dev = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement");
+  e->layer_b = il_mem_calloc(IL_MEM_OTHER, sizeof(il_backend *) * ((size_t)hp->n_layer + 1), "placement");
+  if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
+  IL_TRY(il__placement(e));
+  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts, e->layer_dev, e->embd_dev, e->out_dev};
+  if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
+  for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
+  e->n_dev_layers = 0;
+  for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
+  const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b};
 
-  il_status st = il_model_dev_init(&e->weights, e->model, e->backend);
+  il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
-    size_t budget = il__available_memory(e->backend) / 2;
+    size_t budget = il__available_memory(e->n_dev_layers ? e->backend : e->host) / 2;
     while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &e->kv_opts) > budget) {
       e->n_ctx /= 2;
       e->ctx_capped = true;
@@ -282,11 +454,13 @@ static il_status il__open(il_engine *e) {
               e->n_ctx, e->info.kind);
       e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
       e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
-      shape = (il__shape){e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts};
+      shape.n_ctx = e->n_ctx, shape.n_batch = e->n_batch;
     }
   }
-  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &e->kv_opts);
-  if (st == IL_OK) st = il_forward_state_init(&e->fs, e->model, e->backend, e->n_batch, e->n_logits_max, e->attn, e->kv.views);
+  il_kv_opts ko = e->kv_opts;
+  ko.layer_b = e->layer_b;
+  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
+  if (st == IL_OK) st = il_forward_state_init(&e->fs, &e->weights, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
@@ -318,6 +492,9 @@ void il_engine_free(il_engine *e) {
   il_model_dev_free(&e->weights);
   il_vocab_free(e->vocab);
   il_model_free(e->model);
+  il_mem_free(e->layer_dev);
+  il_mem_free(e->layer_b);
+  if (e->host && e->host != e->backend) e->host->ops->destroy(e->host);
   if (e->backend) e->backend->ops->destroy(e->backend);
   il_mem_free(e);
 }
@@ -345,8 +522,10 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
     int32_t n_logits = 0;
     IL_TRY(il_kv_cache_sync(&e->kv));
     IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
-    if (n_logits && logits_out)
-      IL_TRY(b->ops->download(b, logits_out + written * nv, e->fs.logits, (size_t)n_logits * nv * sizeof(float)));
+    if (n_logits && logits_out) {
+      il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
+      IL_TRY(lo->b->ops->download(lo->b, logits_out + written * nv, lo->logits, (size_t)n_logits * nv * sizeof(float)));
+    }
     written += (size_t)n_logits;
     off += chunk;
   }

@@ -24,8 +24,14 @@
 
 typedef struct {
   il_config cfg;
-  il_backend *backend;
-  il_backend_info info;   /* the backend's facts (kind, threads, kernel level) */
+  il_backend *backend;    /* the device (--device) */
+  il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
+                             itself when it is the CPU */
+  il_backend_info info;   /* the device's facts (kind, threads, kernel level) */
+  uint8_t *layer_dev;     /* [n_layer]: 1 = on the device */
+  il_backend **layer_b;   /* [n_layer]: the backend of each layer */
+  bool embd_dev, out_dev, auto_layers;
+  int32_t n_dev_layers;
   il_model *model;        /* host side: metadata, tokenizer data, weights in the mmap */
   il_model_dev weights;   /* the weights as the backend reads them */
   il_vocab *vocab;

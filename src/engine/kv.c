@@ -5,7 +5,7 @@
 #include <string.h>
 
 static il_kv_opts il__opts(const il_kv_opts *o) {
-  il_kv_opts d = {IL_DTYPE_F32, 0};
+  il_kv_opts d = {IL_DTYPE_F32, 0, NULL};
   if (o) d = *o;
   return d;
 }
@@ -24,12 +24,19 @@ static void il__layout(int32_t n_ctx, int32_t n_seq, const il_kv_opts *o, int32_
   }
 }
 
-size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
+size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
   const il_kv_opts o = il__opts(op);
   int32_t block, max_blocks, n_blocks;
   il__layout(n_ctx, n_seq, &o, &block, &max_blocks, &n_blocks);
   const size_t row = il_tensor_row_bytes(o.type, (int64_t)hp->n_head_kv * hp->head_dim);
-  return 2 * (size_t)hp->n_layer * (size_t)n_blocks * (size_t)block * row +
+  return 2 * (size_t)n_blocks * (size_t)block * row;
+}
+
+size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
+  const il_kv_opts o = il__opts(op);
+  int32_t block, max_blocks, n_blocks;
+  il__layout(n_ctx, n_seq, &o, &block, &max_blocks, &n_blocks);
+  return (size_t)hp->n_layer * il_kv_cache_layer_bytes(hp, n_ctx, n_seq, op) +
          (size_t)n_seq * (size_t)max_blocks * sizeof(int32_t);
 }
 
@@ -49,18 +56,31 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
   } else {
     for (int32_t s = 0; s < kv->n_seq; s++) kv->host_table[s] = s; /* contiguous: block s is sequence s */
   }
-  IL_TRY(il_backend_tensor_new(b, IL_MEM_KV, kv->n_seq, kv->max_blocks, IL_DTYPE_I32, "kv block table", &kv->table));
+  kv->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * (size_t)hp->n_layer, "kv placement");
+  if (!kv->layer_b) return IL_ERR_OOM;
+  for (int32_t l = 0; l < hp->n_layer; l++) {
+    il_backend *lb = kv->layer_b[l] = kv->opt_layer_b && kv->opt_layer_b[l] ? kv->opt_layer_b[l] : b;
+    int t = 0;
+    while (t < 2 && kv->table_b[t] && kv->table_b[t] != lb) t++;
+    if (t == 2) return il_error(IL_ERR_UNSUPPORTED, "kv cache: layers on more than two backends");
+    if (!kv->table_b[t]) {
+      kv->table_b[t] = lb;
+      IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, kv->n_seq, kv->max_blocks, IL_DTYPE_I32, "kv block table", &kv->table[t]));
+    }
+  }
   kv->table_dirty = true;
   IL_TRY(il_kv_cache_sync(kv));
   for (int32_t l = 0; l < hp->n_layer; l++) {
+    il_backend *lb = kv->layer_b[l];
+    const il_tensor table = kv->table[kv->table_b[0] == lb ? 0 : 1];
     char name[2][48];
     snprintf(name[0], sizeof name[0], "kv cache keys (layer %d)", l);
     snprintf(name[1], sizeof name[1], "kv cache values (layer %d)", l);
-    IL_TRY(il_backend_tensor_new(b, IL_MEM_KV, cells, kv->kv_dim, kv->type, name[0], &kv->k[l]));
-    IL_TRY(il_backend_tensor_new(b, IL_MEM_KV, cells, kv->kv_dim, kv->type, name[1], &kv->v[l]));
+    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, cells, kv->kv_dim, kv->type, name[0], &kv->k[l]));
+    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, cells, kv->kv_dim, kv->type, name[1], &kv->v[l]));
     kv->k[l].name = "kv cache keys";
     kv->v[l].name = "kv cache values";
-    kv->views[l] = (il_kv_view){kv->k[l], kv->v[l], kv->table, kv->block, kv->n_seq, kv->max_blocks, kv->n_ctx};
+    kv->views[l] = (il_kv_view){kv->k[l], kv->v[l], table, kv->block, kv->n_seq, kv->max_blocks, kv->n_ctx};
   }
   return IL_OK;
 }
@@ -83,6 +103,7 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
   kv->kv_dim = hp->n_head_kv * hp->head_dim;
   kv->type = o.type;
   kv->paged = o.block > 0;
+  kv->opt_layer_b = o.layer_b;
   il__layout(n_ctx, n_seq, &o, &kv->block, &kv->max_blocks, &kv->n_blocks);
   il_status st = il__kv_init(kv, b, hp);
   if (st != IL_OK) il_kv_cache_free(kv);
@@ -91,11 +112,13 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
 
 void il_kv_cache_free(il_kv_cache *kv) {
   if (!kv->backend) return;
-  for (int32_t l = 0; l < kv->n_layer; l++) {
-    if (kv->k) il_backend_tensor_free(kv->backend, &kv->k[l]);
-    if (kv->v) il_backend_tensor_free(kv->backend, &kv->v[l]);
+  for (int32_t l = 0; kv->layer_b && l < kv->n_layer; l++) {
+    if (kv->k) il_backend_tensor_free(kv->layer_b[l], &kv->k[l]);
+    if (kv->v) il_backend_tensor_free(kv->layer_b[l], &kv->v[l]);
   }
-  il_backend_tensor_free(kv->backend, &kv->table);
+  for (int t = 0; t < 2; t++)
+    if (kv->table_b[t]) il_backend_tensor_free(kv->table_b[t], &kv->table[t]);
+  il_mem_free(kv->layer_b);
   il_kvpages_free(kv->pages);
   il_mem_free(kv->k);
   il_mem_free(kv->v);
@@ -107,16 +130,17 @@ void il_kv_cache_free(il_kv_cache *kv) {
 
 il_status il_kv_cache_sync(il_kv_cache *kv) {
   if (!kv->table_dirty) return IL_OK;
-  IL_TRY(kv->backend->ops->upload(kv->backend, kv->table, kv->host_table,
-                                  sizeof(int32_t) * (size_t)kv->n_seq * (size_t)kv->max_blocks));
+  for (int t = 0; t < 2 && kv->table_b[t]; t++)
+    IL_TRY(kv->table_b[t]->ops->upload(kv->table_b[t], kv->table[t], kv->host_table,
+                                       sizeof(int32_t) * (size_t)kv->n_seq * (size_t)kv->max_blocks));
   kv->table_dirty = false;
   return IL_OK;
 }
 
 /* Copies cells [src0, src0 + n) to [dst0, dst0 + n) in every layer's K and V, on the device. */
 static il_status il__copy_cells(il_kv_cache *kv, int64_t src0, int64_t dst0, int64_t n) {
-  il_backend *b = kv->backend;
   for (int32_t l = 0; l < kv->n_layer && n > 0; l++) {
+    il_backend *b = kv->layer_b[l];
     IL_TRY(b->ops->copy(b, il_tensor_rows(kv->k[l], dst0, n), il_tensor_rows(kv->k[l], src0, n)));
     IL_TRY(b->ops->copy(b, il_tensor_rows(kv->v[l], dst0, n), il_tensor_rows(kv->v[l], src0, n)));
   }

@@ -30,7 +30,10 @@ typedef struct {
   bool paged;
   il_kvpages *pages;    /* paged only */
   il_tensor *k, *v;     /* [n_layer], each [n_blocks * block x kv_dim] */
-  il_tensor table;      /* I32 [n_seq x max_blocks] on the backend */
+  il_backend **layer_b; /* [n_layer]: where each layer's cells live */
+  il_backend *const *opt_layer_b; /* the placement given at init (borrowed during init only) */
+  il_backend *table_b[2];
+  il_tensor table[2];   /* I32 [n_seq x max_blocks], one per backend the layers use */
   int32_t *host_table;  /* the same, on the host */
   bool table_dirty;     /* host_table changed since the last upload */
   int32_t *seq_len;     /* [n_seq]: positions written (contiguous: highest + 1) */
@@ -40,10 +43,13 @@ typedef struct {
 typedef struct {
   il_dtype type;        /* F32 (default) or F16 */
   int32_t block;        /* 0: contiguous; else paged with this many positions per block */
+  il_backend *const *layer_b; /* NULL: every layer on the cache's backend; else one per layer */
 } il_kv_opts;
 
-/* Bytes the cache needs on the backend for these sizes (cells and table). */
+/* Bytes the cache needs for these sizes (cells and table), all layers on one backend; and one
+ * layer's cells. */
 size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
+size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
 /* Allocates the cache; IL_ERR_OOM with the memory report when it does not fit (nothing left
  * allocated), IL_ERR_UNSUPPORTED for a cell type the backend's kernels cannot read. */
 il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp, int32_t n_ctx, int32_t n_seq,
