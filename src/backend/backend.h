@@ -116,6 +116,7 @@ typedef struct {
   char isa[16];         /* cpu and sim: the kernel level in use */
   int threads;          /* host threads its kernels use (0 for a GPU) */
   bool host_visible;    /* buffers are host memory the caller may read (cpu) */
+  bool dry;             /* allocates but computes nothing (the planner's sim:SIZE,dry) */
 } il_backend_info;
 
 /* Counted host<->device traffic (sim and cuda; zero on cpu). */

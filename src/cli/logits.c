@@ -78,6 +78,7 @@ int il_cli_logits(int argc, char **argv) {
   if (tokens && (rc = il__parse_tokens(tokens, &ids, &n))) return rc;
 
   il_engine *e = NULL;
+  cfg.logits_all = true; /* every position's logits: passes of --batch entries, not one row per sequence */
   il_status st = il_engine_open(&cfg, &e);
   if (st == IL_OK && !ids) st = il_engine_tokenize(e, cfg.prompt, !cfg.no_bos, &ids, &n);
   if (st == IL_OK && n > e->n_ctx)

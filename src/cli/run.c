@@ -14,7 +14,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,attn,attn-slice,kv-type,kv,kv-block");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,fit,attn,attn-slice,kv-type,kv,kv-block");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"

@@ -40,6 +40,7 @@ static const il_opt il__options[] = {
     {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged"},
     {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block"},
     {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU"},
+    {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so"},
     {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu"},
     {NULL, 0, 0, 0, 0, 0, 0, NULL},
 };

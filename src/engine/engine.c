@@ -408,7 +408,8 @@ static il_status il__open(il_engine *e) {
     e->fixed_bytes = e->info.host_visible ? 0 : total - free_b;
   }
   if (il_builtin_is(cfg->model)) {
-    IL_TRY(il_builtin_open(cfg->model, cfg->wtype, e->info.threads, &e->model));
+    /* a dry run (the planner) needs shapes only: no weights are generated */
+    IL_TRY(il_builtin_open_ex(cfg->model, cfg->wtype, e->info.threads, !e->info.dry, &e->model));
     IL_TRY(il_builtin_vocab(e->model, &e->vocab));
   } else {
     if (*cfg->wtype)
@@ -476,6 +477,19 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
   if (!e) return IL_ERR_OOM;
   e->cfg = *cfg;
   il_status st = il__open(e);
+  il_oom_report r;
+  if (st == IL_ERR_OOM && cfg->fit && il_oom_report_last(&r)) {
+    /* --fit: the report's first fix that is an option change, applied once */
+    for (int i = 0; i < r.n_fixes; i++) {
+      il_config c = *cfg;
+      if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "--fit") != IL_OK) continue;
+      c.fit = false;
+      il_engine_free(e);
+      fprintf(stderr, "inferlab: --fit: %s does not hold this run (%zu bytes needed); applying --%s %s (%s)\n", r.device,
+              r.need_total, r.fixes[i].option, r.fixes[i].value, r.fixes[i].effect);
+      return il_engine_open(&c, out);
+    }
+  }
   if (st != IL_OK) {
     il_engine_free(e);
     return st;
