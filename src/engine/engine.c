@@ -478,12 +478,13 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
   e->cfg = *cfg;
   il_status st = il__open(e);
   il_oom_report r;
-  if (st == IL_ERR_OOM && cfg->fit && il_oom_report_last(&r)) {
-    /* --fit: the report's first fix that is an option change, applied once */
+  if (st == IL_ERR_OOM && cfg->fit && cfg->fit_depth < 6 && il_oom_report_last(&r)) {
+    /* --fit: the report's first fix that is an option change; if the device's allocator still
+     * needs a little more, the next report's fix is applied too (at most a few steps) */
     for (int i = 0; i < r.n_fixes; i++) {
       il_config c = *cfg;
       if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "--fit") != IL_OK) continue;
-      c.fit = false;
+      c.fit_depth++;
       il_engine_free(e);
       fprintf(stderr, "inferlab: --fit: %s does not hold this run (%zu bytes needed); applying --%s %s (%s)\n", r.device,
               r.need_total, r.fixes[i].option, r.fixes[i].value, r.fixes[i].effect);

@@ -1,6 +1,7 @@
 /* lab/plan: dry runs of the engine, bisection for the smallest device, checked fixes. */
 #include "lab/plan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/jsonw.h"
@@ -98,6 +99,8 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
   il_status st = il__dry(cfg, &sp, sp.budget, p, NULL);
   if (st != IL_OK && st != IL_ERR_OOM) return st;
   p->fits = st == IL_OK;
+  il_oom_report r; /* the report of the device given (later trials on other sizes make their own) */
+  const bool have = !p->fits && il_oom_report_last(&r);
   if (p->fits) {
     /* the figures of the run on the device given; then the smallest device for the same run */
     const il_plan at_cap = *p;
@@ -112,8 +115,6 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
     p->dry_runs += scratch.dry_runs;
     p->peak_bytes = peak;
   } else {
-    il_oom_report r;
-    bool have = il_oom_report_last(&r);
     /* how big a device this configuration needs as it is */
     il_plan need = *p;
     IL_TRY(il__peak(cfg, &sp, sp.budget, &need, &p->peak_bytes));
@@ -124,18 +125,39 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
     p->fixed_bytes = need.fixed_bytes;
     p->reserved_bytes = 0;
     for (int i = 0; have && i < r.n_fixes; i++) {
-      il_config c = *cfg;
       if (strcmp(r.fixes[i].option, "convert") == 0) continue; /* a GGUF conversion is not an option change */
-      if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "plan") != IL_OK) continue;
-      il_plan trial = {0};
-      if (il__dry(&c, &sp, sp.budget, &trial, NULL) != IL_OK) continue;
-      p->dry_runs += trial.dry_runs;
-      il__pin(&c, &trial);
+      /* the engine's figure counts allocated bytes; the caching allocator may need a little
+       * more (segment rounding), so walk the value down until a dry run really fits */
+      char value[32];
+      snprintf(value, sizeof value, "%s", r.fixes[i].value);
+      il_config c;
+      bool ok = false;
+      for (int step = 0; step < 24 && !ok; step++) {
+        c = *cfg;
+        if (il_config_set(&c, r.fixes[i].option, value, "plan") != IL_OK) break;
+        il_plan trial = {0};
+        il_status ts = il__dry(&c, &sp, sp.budget, &trial, NULL);
+        p->dry_runs += trial.dry_runs;
+        if (ts == IL_OK) {
+          ok = true;
+          il__pin(&c, &trial);
+          break;
+        }
+        if (ts != IL_ERR_OOM) break;
+        char *end;
+        long v = strtol(value, &end, 10);
+        if (*end || end == value) break; /* a type: no smaller step */
+        if (!strcmp(r.fixes[i].option, "gpu-layers")) v -= 1;
+        else v /= 2;
+        if (v < (strcmp(r.fixes[i].option, "gpu-layers") ? 1 : 0)) break;
+        snprintf(value, sizeof value, "%ld", v);
+      }
+      if (!ok) continue;
       size_t peak = 0;
       if (il__bisect(&c, &sp, 0, sp.budget, NULL, &peak) != IL_OK) continue;
       il_plan_fix *fx = &p->fixes[p->n_fixes++];
       snprintf(fx->option, sizeof fx->option, "%s", r.fixes[i].option);
-      snprintf(fx->value, sizeof fx->value, "%s", r.fixes[i].value);
+      snprintf(fx->value, sizeof fx->value, "%s", value);
       snprintf(fx->effect, sizeof fx->effect, "%s", r.fixes[i].effect);
       fx->peak_bytes = peak;
     }
