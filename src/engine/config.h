@@ -50,6 +50,7 @@ typedef struct {
   char place[256];     /* component placement: token_embd=cpu,output=cpu,blk.0-3=cpu,... */
   bool fit;            /* when the device is too small, apply the out-of-memory report's first fix */
   int fit_depth;       /* not an option: fixes --fit has applied so far */
+  int auto_from;       /* not an option: --gpu-layers auto is being retried below this count */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
 } il_config;

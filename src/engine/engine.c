@@ -323,6 +323,12 @@ static il_status il__placement(il_engine *e) {
     n = L;
   } else if (!strcmp(g, "auto")) {
     e->auto_layers = true;
+  } else if (cfg->auto_from > 0) { /* auto, one layer fewer than predicted (see il_engine_open) */
+    n = (int32_t)strtol(g, NULL, 10);
+    e->auto_layers = false;
+    e->embd_dev = false;
+    e->out_dev = n == L;
+    e->auto_retry = true;
   } else {
     char *end;
     long v = strtol(g, &end, 10);
@@ -477,6 +483,15 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
   if (!e) return IL_ERR_OOM;
   e->cfg = *cfg;
   il_status st = il__open(e);
+  if (st == IL_ERR_OOM && (e->auto_layers || e->auto_retry) && e->n_dev_layers > 0) {
+    /* --gpu-layers auto: the prediction counts allocated bytes; when the allocator's segments
+     * need a little more, one layer fewer, until it opens */
+    il_config c = *cfg;
+    snprintf(c.gpu_layers, sizeof c.gpu_layers, "%d", e->n_dev_layers - 1);
+    c.auto_from = e->n_dev_layers;
+    il_engine_free(e);
+    return il_engine_open(&c, out);
+  }
   il_oom_report r;
   if (st == IL_ERR_OOM && cfg->fit && cfg->fit_depth < 6 && il_oom_report_last(&r)) {
     /* --fit: the report's first fix that is an option change; if the device's allocator still
