@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/outfile.h"
 #include "lab/bench.h"
 #include "lab/env.h"
 #include "lab/report.h"
@@ -51,7 +52,7 @@ static void il__bench_help(void) {
          "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
          "            69 unsupported, 71 out of memory (the first failing combination's code; the\n"
-         "            others are still measured and reported)\n");
+         "            others are still measured and reported), 73 -o/--report cannot be written\n");
 }
 
 typedef struct {
@@ -138,16 +139,26 @@ int il_cli_bench(int argc, char **argv) {
 
   il_bench_options opt;
   il_bench_options_default(&opt);
-  char *end;
-  if (reps_s && ((opt.reps = (int)strtol(reps_s, &end, 10)) < 1 || *end))
-    return il_cli_usage_error("bench", "-r %s: expected a number of repetitions >= 1", reps_s);
-  if (warmup_s && ((opt.warmup = (int)strtol(warmup_s, &end, 10)) < 0 || *end))
-    return il_cli_usage_error("bench", "--warmup %s: expected a number >= 0", warmup_s);
   int roof_ms = 300;
-  if (roof_s && ((roof_ms = (int)strtol(roof_s, &end, 10)) < 0 || *end))
-    return il_cli_usage_error("bench", "--roofline-ms %s: expected milliseconds >= 0", roof_s);
-  if (interval_s && ((opt.interval_ms = (int)strtol(interval_s, &end, 10)) < 1 || *end))
-    return il_cli_usage_error("bench", "--interval %s: expected milliseconds >= 1", interval_s);
+  {
+    const struct {
+      const char *text, *where;
+      long long min, max;
+      int *dst;
+    } ints[] = {
+        {reps_s, "--reps", 1, 1000000, &opt.reps},
+        {warmup_s, "--warmup", 0, 1000000, &opt.warmup},
+        {roof_s, "--roofline-ms", 0, 600000, &roof_ms},
+        {interval_s, "--interval", 1, 3600000, &opt.interval_ms},
+    };
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+      long long v;
+      if (!ints[k].text) continue;
+      if (il_config_parse_int(ints[k].text, ints[k].min, ints[k].max, ints[k].where, &v) != IL_OK)
+        return il_cli_usage_error("bench", "%s", il_error_detail());
+      *ints[k].dst = (int)v;
+    }
+  }
   opt.sample_usage = true;
   opt.no_gpu = no_gpu;
   opt.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
@@ -167,10 +178,16 @@ int il_cli_bench(int argc, char **argv) {
   size_t count = il_sweep_count(&sw);
 
   FILE *out = stdout;
-  if (output && !(out = fopen(output, "w"))) {
-    il_sweep_free(&sw);
-    il_error(IL_ERR_IO, "-o %s: cannot write", output);
-    return il_cli_fail("bench", IL_ERR_IO);
+  il_outfile out_file = {0};
+  {
+    const char *inputs[1] = {base.cfg.model};
+    il_status ost = report ? il_outfile_check("--report", report, inputs, 1) : IL_OK;
+    if (ost == IL_OK && output) ost = il_outfile_open(&out_file, "-o", output, inputs, 1);
+    if (ost != IL_OK) {
+      il_sweep_free(&sw);
+      return il_cli_fail("bench", ost);
+    }
+    if (output) out = out_file.f;
   }
   il_env env;
   il_env_collect(&env, opt.nvml_lib, no_gpu);
@@ -213,15 +230,21 @@ int il_cli_bench(int argc, char **argv) {
                  : jsonl ? il_report_jsonl_write(&rep, NULL, out)
                          : il_report_table_write(&rep, out);
   if (st == IL_OK && report) {
-    FILE *h = fopen(report, "w");
-    if (!h) st = il_error(IL_ERR_IO, "--report %s: cannot write", report);
-    else {
-      st = il_report_html_write(&rep, h);
-      if (fclose(h) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "--report %s: write failed", report);
+    const char *inputs[1] = {base.cfg.model};
+    il_outfile h;
+    st = il_outfile_open(&h, "--report", report, inputs, 1);
+    if (st == IL_OK) {
+      st = il_report_html_write(&rep, h.f);
+      if (st == IL_OK) st = il_outfile_close(&h);
+      else il_outfile_discard(&h);
       if (st == IL_OK && !quiet) fprintf(stderr, "inferlab bench: wrote %s\n", report);
     }
   }
-  if (out != stdout) fclose(out);
+  if (output) {
+    il_status cst = st == IL_OK ? il_outfile_close(&out_file) : IL_OK;
+    if (st != IL_OK) il_outfile_discard(&out_file);
+    if (st == IL_OK) st = cst;
+  }
   for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]);
   il_mem_free(results);
   il_sweep_free(&sw);

@@ -8,6 +8,7 @@
  *   66 input not found or unreadable
  *   69 unsupported (tensor type, architecture, feature)
  *   71 out of memory (with a report by category)
+ *   73 an output file cannot be created or written (checked before the work starts)
  * `doctor` additionally uses 1 (warnings) and 2 (failures) for its verdicts.
  * Only this layer may call exit().
  */
@@ -24,6 +25,7 @@ enum {
   IL_EXIT_NOINPUT = 66,
   IL_EXIT_UNSUPPORTED = 69,
   IL_EXIT_OOM = 71,
+  IL_EXIT_CANTCREAT = 73,
 };
 
 /* Maps a status to the exit code above. */

@@ -103,14 +103,20 @@ int il_cli_experiment(int argc, char **argv) {
   il_experiment *x = il_mem_calloc(IL_MEM_OTHER, sizeof *x, "experiment");
   if (!x) return il_cli_fail("experiment", IL_ERR_OOM);
   il_experiment_init(x);
-  char *e;
-  if (repeat && ((x->repeat = (int)strtol(repeat, &e, 10)) < 1 || *e)) {
-    il_mem_free(x);
-    return il_cli_usage_error("experiment", "--repeat %s: expected a number of runs >= 1", repeat);
+  long long iv;
+  if (repeat) {
+    if (il_config_parse_int(repeat, 1, 100000, "--repeat", &iv) != IL_OK) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "%s", il_error_detail());
+    }
+    x->repeat = (int)iv;
   }
-  if (warmup && ((x->bench.warmup = (int)strtol(warmup, &e, 10)) < 0 || *e)) {
-    il_mem_free(x);
-    return il_cli_usage_error("experiment", "--warmup %s: expected a number >= 0", warmup);
+  if (warmup) {
+    if (il_config_parse_int(warmup, 0, 100000, "--warmup", &iv) != IL_OK) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "%s", il_error_detail());
+    }
+    x->bench.warmup = (int)iv;
   }
   x->bench.no_gpu = x->watch.no_gpu = no_gpu;
   x->bench.nvml_lib = x->watch.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");

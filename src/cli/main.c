@@ -28,6 +28,7 @@ int il_cli_exit_code(il_status s) {
     case IL_ERR_NOT_FOUND: return IL_EXIT_NOINPUT;
     case IL_ERR_UNSUPPORTED: return IL_EXIT_UNSUPPORTED;
     case IL_ERR_OOM: return IL_EXIT_OOM;
+    case IL_ERR_OUTPUT: return IL_EXIT_CANTCREAT;
     default: return IL_EXIT_FAILURE;
   }
 }

@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/text.h"
 #include "engine/kv.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
@@ -101,8 +102,8 @@ int il_cli_model(int argc, char **argv) {
                 (size_t)hp->n_ff * 2 + (size_t)hp->n_vocab);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
-  printf("  kv           %10s (f32, %d layers x %d positions x %d kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
-         hp->n_layer, ctx * cfg.n_seq, hp->n_head_kv * hp->head_dim);
+  printf("  kv           %10s (f32, %d layers x %lld positions x %lld kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
+         hp->n_layer, (long long)ctx * cfg.n_seq, (long long)hp->n_head_kv * hp->head_dim);
   printf("  activations  %10s\n", il_mem_format_bytes(act, c, sizeof c));
   printf("  total        %10s\n", il_mem_format_bytes(m->weight_bytes + kv + act, a, sizeof a));
 
@@ -110,10 +111,10 @@ int il_cli_model(int argc, char **argv) {
   printf("  %-32s %-6s %-20s %12s\n", "name", "type", "shape", "bytes");
   for (int64_t i = 0; i < m->n_tensors; i++) {
     const il_gguf_tensor *t = &m->tensors[i];
-    char shape[64];
-    int o = snprintf(shape, sizeof shape, "[%lld", (long long)t->ne[0]);
-    for (uint32_t d = 1; d < t->n_dims; d++) o += snprintf(shape + o, sizeof shape - (size_t)o, ", %lld", (long long)t->ne[d]);
-    snprintf(shape + o, sizeof shape - (size_t)o, "]");
+    char shape[4 * 24 + 8]; /* IL_GGUF_MAX_DIMS values of up to 20 digits; il_appendf never overruns */
+    snprintf(shape, sizeof shape, "[%lld", (long long)t->ne[0]);
+    for (uint32_t d = 1; d < t->n_dims; d++) il_appendf(shape, sizeof shape, ", %lld", (long long)t->ne[d]);
+    il_appendf(shape, sizeof shape, "]");
     printf("  %-32s %-6s %-20s %12llu\n", t->name, il_dtype_name(t->type), shape, (unsigned long long)t->nbytes);
   }
   if (metadata && m->gguf) il__print_metadata(m->gguf);

@@ -13,26 +13,26 @@
 #define IL__O(field) offsetof(il_config, field), sizeof(((il_config *)0)->field)
 
 static const il_opt il__options[] = {
-    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b"},
-    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)"},
-    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)"},
-    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)"},
-    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass"},
-    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache"},
-    {"seed", 's', IL_OPT_U64, IL__O(seed), 0, 0, "sampling seed"},
-    {"temp", 0, IL_OPT_FLOAT, IL__O(temp), 0, 100, "temperature (0 = greedy)"},
-    {"top-k", 0, IL_OPT_INT, IL__O(top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)"},
-    {"top-p", 0, IL_OPT_FLOAT, IL__O(top_p), 0, 1, "nucleus sampling mass (1 = off)"},
-    {"min-p", 0, IL_OPT_FLOAT, IL__O(min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)"},
-    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__O(repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)"},
-    {"repeat-last-n", 0, IL_OPT_INT, IL__O(repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised"},
-    {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)"},
-    {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text"},
-    {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt"},
-    {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text"},
-    {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens"},
-    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)"},
-    {NULL, 0, 0, 0, 0, 0, 0, NULL},
+    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b", false},
+    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)", false},
+    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)", false},
+    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)", false},
+    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass", false},
+    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache", false},
+    {"seed", 's', IL_OPT_U64, IL__O(seed), 0, 0, "sampling seed", false},
+    {"temp", 0, IL_OPT_FLOAT, IL__O(temp), 0, 100, "temperature (0 = greedy)", false},
+    {"top-k", 0, IL_OPT_INT, IL__O(top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)", false},
+    {"top-p", 0, IL_OPT_FLOAT, IL__O(top_p), 0, 1, "nucleus sampling mass (1 = off)", false},
+    {"min-p", 0, IL_OPT_FLOAT, IL__O(min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)", false},
+    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__O(repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)", true},
+    {"repeat-last-n", 0, IL_OPT_INT, IL__O(repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised", false},
+    {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)", false},
+    {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text", false},
+    {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt", false},
+    {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text", false},
+    {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens", false},
+    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)", false},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, false},
 };
 
 void il_config_defaults(il_config *c) {
@@ -72,6 +72,22 @@ const il_opt *il_config_find_short(char c) {
   return NULL;
 }
 
+il_status il_config_parse_int(const char *text, long long min, long long max, const char *where, long long *out) {
+  const char *p = text;
+  if (*p == '-') p++;
+  if (!isdigit((unsigned char)*p))
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, text);
+  for (const char *q = p; *q; q++)
+    if (!isdigit((unsigned char)*q)) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, text);
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10); /* base 10: "010" is ten, not octal eight */
+  if (errno == ERANGE || v < min || v > max)
+    return il_error(IL_ERR_INVALID_ARG, "%s: %s is out of range [%lld, %lld]", where, text, min, max);
+  *out = v;
+  return IL_OK;
+}
+
 il_status il_config_set(il_config *c, const char *name, const char *value, const char *where) {
   const il_opt *o = il_config_find(name);
   if (!o) return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s'", where, name);
@@ -80,19 +96,18 @@ il_status il_config_set(il_config *c, const char *name, const char *value, const
   errno = 0;
   switch (o->kind) {
     case IL_OPT_INT: {
-      long v = strtol(value, &end, 10);
-      if (end == value || *end || errno)
-        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, value);
-      if (v < o->min || v > o->max)
-        return il_error(IL_ERR_INVALID_ARG, "%s: %ld is out of range [%g, %g]", where, v, o->min, o->max);
+      long long v;
+      IL_TRY(il_config_parse_int(value, (long long)o->min, (long long)o->max, where, &v));
       *(int *)field = (int)v;
       break;
     }
     case IL_OPT_U64: {
-      if (*value == '-') return il_error(IL_ERR_INVALID_ARG, "%s: '%s' must not be negative", where, value);
-      unsigned long long v = strtoull(value, &end, 0);
-      if (end == value || *end || errno)
-        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an unsigned integer", where, value);
+      /* digits only: no sign (strtoull would wrap " -1"), no spaces, base 10 ("010" is ten) */
+      if (!*value || strspn(value, "0123456789") != strlen(value))
+        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an unsigned decimal integer", where, value);
+      unsigned long long v = strtoull(value, &end, 10);
+      if (errno == ERANGE)
+        return il_error(IL_ERR_INVALID_ARG, "%s: %s is out of range [0, %llu]", where, value, (unsigned long long)UINT64_MAX);
       *(uint64_t *)field = (uint64_t)v;
       break;
     }
@@ -100,8 +115,9 @@ il_status il_config_set(il_config *c, const char *name, const char *value, const
       double v = strtod(value, &end);
       if (end == value || *end || errno || !isfinite(v))
         return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not a number", where, value);
-      if (v < o->min || v > o->max)
-        return il_error(IL_ERR_INVALID_ARG, "%s: %g is out of range [%g, %g]", where, v, o->min, o->max);
+      if (v < o->min || v > o->max || (o->min_open && v == o->min))
+        return il_error(IL_ERR_INVALID_ARG, "%s: %g is out of range %c%g, %g]", where, v, o->min_open ? '(' : '[',
+                        o->min, o->max);
       *(float *)field = (float)v;
       break;
     }

@@ -62,7 +62,8 @@ static il_status il__open(il_engine *e) {
       fprintf(stderr, "inferlab: context reduced to %d so the KV cache fits in memory (set --ctx to override)\n",
               e->n_ctx);
   }
-  e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+  const int64_t cells = (int64_t)e->n_ctx * e->n_seq; /* up to 2^22 x 4096: not an int */
+  e->n_batch = cfg->batch < cells ? cfg->batch : (int32_t)cells;
   IL_TRY(il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq));
   IL_TRY(il_forward_state_init(&e->fs, e->model, e->backend, e->n_batch));
   e->logits = il_mem_alloc(IL_MEM_ACTIVATIONS, sizeof(float) * (size_t)e->n_batch * (size_t)hp->n_vocab, "logits");
@@ -129,20 +130,25 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
   const int32_t nv = e->model->hp.n_vocab;
   il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n_prompt, "prompt batch");
   float *logits = il_mem_alloc(IL_MEM_ACTIVATIONS, sizeof(float) * (size_t)nv, "sampling logits");
+  /* room for the longest piece, so a push never leaves text queued (pieces can be longer than
+   * any fixed buffer) */
+  const size_t text_cap = il_vocab_max_piece(e->vocab) + 8;
+  char *text = il_mem_alloc(IL_MEM_WORKSPACE, text_cap, "detokenized text");
   il_detok *dt = NULL;
-  il_status st = batch && logits ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
+  il_status st = batch && logits && text ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
   if (st == IL_OK) {
+    il_detok_skip(dt, prompt, (size_t)n_prompt); /* the caller shows the prompt as typed */
     for (int32_t i = 0; i < n_prompt; i++) {
       batch[i] = (il_batch_entry){prompt[i], 0, i, i == n_prompt - 1};
       il_sampler_accept(s, prompt[i]);
     }
     double t0 = il_time_now();
     st = il_engine_decode(e, batch, n_prompt, logits);
+    if (st == IL_OK) st = il_logits_check_finite(logits, nv, n_prompt - 1);
     stats->prompt_seconds = il_time_now() - t0;
     stats->n_prompt = n_prompt;
   }
   double t1 = il_time_now();
-  char text[256];
   /* the token for position pos is sampled from the logits of pos - 1, so the last one the
    * context allows is pos == n_ctx: it is emitted but not decoded (as llama2.c does) */
   for (int32_t pos = n_prompt; st == IL_OK && pos <= e->n_ctx && (n_predict < 0 || stats->n_gen < n_predict); pos++) {
@@ -153,19 +159,19 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
       stats->stopped_eog = true;
       break;
     }
-    size_t len = il_detok_push(dt, tok, text, sizeof text);
-    if (fn && !fn(ud, tok, text, len < sizeof text ? len : sizeof text)) break;
+    size_t len = il_detok_push(dt, tok, text, text_cap);
+    if (fn && !fn(ud, tok, text, len)) break;
     if (n_predict >= 0 && stats->n_gen >= n_predict) break;
     if (pos >= e->n_ctx) break;
     il_batch_entry one = {tok, 0, pos, true};
     st = il_engine_decode(e, &one, 1, logits);
+    if (st == IL_OK) st = il_logits_check_finite(logits, nv, pos);
   }
   stats->gen_seconds = il_time_now() - t1;
-  if (st == IL_OK && dt && fn) {
-    size_t len = il_detok_flush(dt, text, sizeof text);
-    if (len) fn(ud, -1, text, len < sizeof text ? len : sizeof text);
-  }
+  if (st == IL_OK && dt && fn)
+    for (size_t len; (len = il_detok_flush(dt, text, text_cap)) > 0;) fn(ud, -1, text, len);
   il_detok_free(dt);
+  il_mem_free(text);
   il_mem_free(batch);
   il_mem_free(logits);
   return st;

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "memory/mem.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -1050,18 +1051,9 @@ static void il__pad(il__out *o, uint32_t alignment) {
 
 il_status il_gguf_writer_write(il_gguf_writer *w, const char *path) {
   if (!w || !path) return il_error(IL_ERR_INVALID_ARG, "gguf writer: NULL writer or path");
-  size_t plen = strlen(path);
-  char *tmp = il_mem_alloc(IL_MEM_OTHER, plen + 5, "gguf temporary path");
-  if (!tmp) return IL_ERR_OOM;
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  il__out o = {fopen(tmp, "wb"), 0, 0};
-  if (!o.f) {
-    int e = errno;
-    il_status st = il_error(IL_ERR_IO, "%s: cannot create: %s", tmp, strerror(e));
-    il_mem_free(tmp);
-    return st;
-  }
+  il_outfile of;
+  IL_TRY(il_outfile_open(&of, "output", path, NULL, 0));
+  il__out o = {of.f, 0, 0};
   il__put32(&o, IL__GGUF_MAGIC);
   il__put32(&o, 3);
   il__put64(&o, w->n_t);
@@ -1090,16 +1082,9 @@ il_status il_gguf_writer_write(il_gguf_writer *w, const char *path) {
     il__put(&o, w->t[i].data, w->t[i].nbytes);
     il__pad(&o, w->alignment);
   }
-  if (fflush(o.f) != 0 && !o.err) o.err = errno ? errno : EIO;
-  if (fclose(o.f) != 0 && !o.err) o.err = errno ? errno : EIO;
-  il_status st = IL_OK;
   if (o.err) {
-    st = il_error(IL_ERR_IO, "%s: write failed after %" PRIu64 " bytes: %s", tmp, o.pos, strerror(o.err));
-  } else if (rename(tmp, path) != 0) {
-    int e = errno;
-    st = il_error(IL_ERR_IO, "%s: cannot rename to '%s': %s", tmp, path, strerror(e));
+    il_outfile_discard(&of);
+    return il_error(IL_ERR_OUTPUT, "%s: write failed after %" PRIu64 " bytes: %s", path, o.pos, strerror(o.err));
   }
-  if (st != IL_OK) remove(tmp);
-  il_mem_free(tmp);
-  return st;
+  return il_outfile_close(&of);
 }

@@ -1,6 +1,7 @@
 /* lab/watch: fork/exec, sample, wait4, report. See watch.h. */
 #include "lab/watch.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "core/timer.h"
 #include "core/jsonw.h"
 #include "memory/mem.h"
@@ -24,12 +26,12 @@ typedef struct {
 static void il__tick(void *ud, const il_usage_result *now) {
   il__progress *p = ud;
   char a[32], line[256];
-  int n = snprintf(line, sizeof line, "watch: %.1f s  rss %s", il_time_now() - p->t0,
-                   il_mem_format_bytes((size_t)(now->rss_peak > 0 ? now->rss_peak : 0), a, sizeof a));
-  for (int i = 0; i < now->n_gpus && n > 0 && (size_t)n < sizeof line; i++) {
+  snprintf(line, sizeof line, "watch: %.1f s  rss %s", il_time_now() - p->t0,
+           il_mem_format_bytes((size_t)(now->rss_peak > 0 ? now->rss_peak : 0), a, sizeof a));
+  for (int i = 0; i < now->n_gpus; i++) {
     char b[32];
-    n += snprintf(line + n, sizeof line - (size_t)n, "  gpu%d %s %d%%", now->gpus[i].index,
-                  il_mem_format_bytes((size_t)now->gpus[i].mem_peak, b, sizeof b), now->gpus[i].util_max);
+    il_appendf(line, sizeof line, "  gpu%d %s %d%%", now->gpus[i].index,
+               il_mem_format_bytes((size_t)now->gpus[i].mem_peak, b, sizeof b), now->gpus[i].util_max);
   }
   fprintf(p->f, "\r%s\033[K", line);
   fflush(p->f);
@@ -121,7 +123,7 @@ il_status il_watch_run(const il_watch_options *o, char *const argv[], il_watch_r
   }
   if (WIFEXITED(status)) r->exit_status = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) r->term_signal = WTERMSIG(status);
-  r->peak_rss = (long long)ru.ru_maxrss * 1024;
+  r->peak_rss = ru.ru_maxrss >= 0 && ru.ru_maxrss <= LLONG_MAX / 1024 ? (long long)ru.ru_maxrss * 1024 : -1;
   r->user_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6;
   r->sys_s = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
   return IL_OK;

@@ -974,6 +974,11 @@ il_status il_detok_new(const il_vocab *v, bool special, il_detok **out) {
   return IL_OK;
 }
 
+void il_detok_skip(il_detok *d, const int32_t *ids, size_t n) {
+  for (size_t i = 0; i < n && d->strip; i++)
+    if (ids[i] != d->v->bos) d->strip = false;
+}
+
 void il_detok_free(il_detok *d) {
   if (!d) return;
   il_mem_free(d->buf);

@@ -1,0 +1,190 @@
+/* tests/test_everyday_cli: issue 9 regressions through the inferlab binary: what a new user
+ * and hostile input met (prompt spacing, NaN logits, output paths, exit codes, options). Runs
+ * $IL_CLI (set by CTest); parts that need ../shared/fixtures skip visibly. */
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <unistd.h>
+
+#include "format/gguf.h"
+#include "harness.h"
+
+static const char *cli;
+static char tmp[256];
+static char out[1 << 16], cmd[8192];
+
+static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int run(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return il_test_run(cmd, out, sizeof out);
+}
+
+/* Item 1: the first generated word keeps its space after the echoed prompt. */
+static void test_prompt_space(void) {
+  const char *gguf = il_test_fixture("models/stories260K-f32.gguf");
+  if (!gguf) {
+    printf("SKIP (part): ../shared/fixtures/models absent: prompt-spacing test not run\n");
+    return;
+  }
+  IL_CHECK_INT(run("%s run -m %s -p 'Once upon' -n 3 --temp 0 2>/dev/null", cli, gguf), 0);
+  IL_CHECK(strncmp(out, "Once upon a time", 16) == 0);
+  if (strncmp(out, "Once upon a time", 16)) fprintf(stderr, "got: %s\n", out);
+}
+
+/* A builtin:tiny GGUF (f32) with one logit's row of output.weight set to NaN. */
+static int make_nan_model(const char *path) {
+  if (run("%s convert builtin:tiny --type f32 -o %s 2>&1", cli, path) != 0) return -1;
+  il_gguf *g = NULL;
+  if (il_gguf_open(path, &g) != IL_OK) return -1;
+  const il_gguf_tensor *t = il_gguf_find_tensor(g, "output.weight");
+  if (!t) t = il_gguf_find_tensor(g, "token_embd.weight");
+  long off = t ? (long)(il_gguf_data_offset(g) + t->offset + (uint64_t)t->ne[0] * 4 * 17) : -1;
+  int64_t row = t ? t->ne[0] : 0;
+  il_gguf_close(g);
+  if (off < 0) return -1;
+  FILE *f = fopen(path, "r+b");
+  if (!f || fseek(f, off, SEEK_SET) != 0) return -1;
+  float nan = NAN;
+  for (int64_t i = 0; i < row; i++) fwrite(&nan, 4, 1, f);
+  return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Item 2: a NaN logit is a clear error (exit 1), not a crash, with every sampler setting. */
+static void test_nan_logits(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/nan.gguf", tmp);
+  IL_CHECK_INT(make_nan_model(path), 0);
+  IL_CHECK_INT(run("%s run -m %s -p Hello -n 4 2>&1", cli, path), 1);
+  IL_CHECK(strstr(out, "non-finite") != NULL && strstr(out, "token 17") != NULL);
+  IL_CHECK_INT(run("%s run -m %s -p Hello -n 4 --temp 0 2>&1", cli, path), 1);
+  IL_CHECK(strstr(out, "non-finite") != NULL);
+}
+
+/* Item 3: output paths. */
+static void test_output_paths(void) {
+  char model[512], p[600];
+  snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
+  IL_CHECK_INT(run("%s convert builtin:tiny --type f32 -o %s 2>&1", cli, model), 0);
+  struct stat before, after;
+  IL_CHECK(stat(model, &before) == 0);
+  /* the output is the input (directly, or through a symlink): refused, input intact */
+  IL_CHECK_INT(run("%s convert %s --type q8_0 -o %s 2>&1", cli, model, model), 73);
+  IL_CHECK(strstr(out, "is the input") != NULL);
+  IL_CHECK_INT(run("ln -sf %s %s/link.gguf && %s convert %s/link.gguf -o %s 2>&1", model, tmp, cli, tmp, model), 73);
+  /* an input named OUT.tmp is neither truncated nor replaced */
+  IL_CHECK_INT(run("cp %s %s/o.gguf.tmp && %s convert %s/o.gguf.tmp --type q8_0 -o %s/o.gguf 2>&1 && "
+                   "cmp %s %s/o.gguf.tmp",
+                   model, tmp, cli, tmp, tmp, model, tmp),
+               0);
+  /* a symlink at OUT.tmp is not followed: its target keeps its content */
+  IL_CHECK_INT(run("echo precious > %s/target && ln -sf %s/target %s/p.f32.tmp && "
+                   "%s logits --tokens 1,2 -o %s/p.f32 2>&1 && grep -q precious %s/target",
+                   tmp, tmp, tmp, cli, tmp, tmp),
+               0);
+  /* a symlink at OUT: the target is written, the link stays a link */
+  IL_CHECK_INT(run("ln -sf %s/lt.f32 %s/l.f32 && %s logits --tokens 1,2 -o %s/l.f32 2>&1", tmp, tmp, cli, tmp), 0);
+  snprintf(p, sizeof p, "%s/l.f32", tmp);
+  struct stat sl;
+  IL_CHECK(lstat(p, &sl) == 0 && S_ISLNK(sl.st_mode));
+  snprintf(p, sizeof p, "%s/lt.f32", tmp);
+  IL_CHECK(stat(p, &sl) == 0 && sl.st_size == 2 * 512 * 4);
+  /* a FIFO at OUT is written to, not replaced by a regular file */
+  snprintf(p, sizeof p, "%s/fifo", tmp);
+  IL_CHECK(mkfifo(p, 0600) == 0);
+  IL_CHECK_INT(run("(cat %s > %s/fifo.out &) ; %s logits --tokens 1,2 -o %s 2>&1; sleep 0.2", p, tmp, cli, p), 0);
+  IL_CHECK(lstat(p, &sl) == 0 && S_ISFIFO(sl.st_mode));
+  snprintf(p, sizeof p, "%s/fifo.out", tmp);
+  IL_CHECK(stat(p, &sl) == 0 && sl.st_size == 2 * 512 * 4);
+  /* a character device (/dev/null) stays one */
+  IL_CHECK_INT(run("%s logits --tokens 1,2 -o /dev/null 2>&1", cli), 0);
+  IL_CHECK(stat("/dev/null", &sl) == 0 && S_ISCHR(sl.st_mode));
+  /* no temporary files left in the directory */
+  IL_CHECK_INT(run("ls -A %s | grep -c '^\\.' || true", tmp), 0);
+  IL_CHECK(atoi(out) == 0);
+  IL_CHECK(stat(model, &after) == 0 && after.st_size == before.st_size && after.st_mtime == before.st_mtime);
+  /* unwritable outputs: 73 for every command, before the work */
+  IL_CHECK_INT(run("%s convert builtin:tiny -o /nonexistent/x.gguf 2>&1", cli), 73);
+  IL_CHECK_INT(run("%s logits --tokens 1 -o %s 2>&1", cli, tmp), 73);
+  IL_CHECK(strstr(out, "is a directory") != NULL);
+  IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 -o /nonexistent/x.txt 2>&1", cli), 73);
+  IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 --report /nonexistent/x.html 2>&1", cli), 73);
+  IL_CHECK_INT(run("%s watch -o /nonexistent/x.txt -- true 2>&1", cli), 73);
+}
+
+/* Item 4: extreme (zero-byte) tensor shapes print in full, no buffer overrun. */
+static void test_extreme_shape(void) {
+  char src[512], dst[512];
+  snprintf(src, sizeof src, "%s/tiny.gguf", tmp);
+  snprintf(dst, sizeof dst, "%s/wide.gguf", tmp);
+  il_gguf *g = NULL;
+  il_gguf_writer *w = NULL;
+  IL_CHECK_OK(il_gguf_open(src, &g));
+  IL_CHECK_OK(il_gguf_writer_new(&w));
+  if (!g || !w) return;
+  for (int64_t i = 0; i < il_gguf_kv_count(g); i++) IL_CHECK_OK(il_gguf_writer_copy_kv(w, g, i));
+  for (int64_t i = 0; i < il_gguf_tensor_count(g); i++) {
+    const il_gguf_tensor *t = il_gguf_tensor_at(g, i);
+    IL_CHECK_OK(il_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->nbytes));
+  }
+  const int64_t ne[4] = {0, INT64_MAX, INT64_MAX, INT64_MAX};
+  IL_CHECK_OK(il_gguf_writer_add_tensor(w, "extra.weight", IL_DTYPE_F32, 4, ne, NULL, 0));
+  IL_CHECK_OK(il_gguf_writer_write(w, dst));
+  il_gguf_writer_free(w);
+  il_gguf_close(g);
+  IL_CHECK_INT(run("%s model info %s 2>&1", cli, dst), 0);
+  IL_CHECK(strstr(out, "[0, 9223372036854775807, 9223372036854775807, 9223372036854775807]") != NULL);
+}
+
+/* Item 6: overflow and float-to-int conversions: values are checked, not wrapped. */
+static void test_overflow(void) {
+  /* ctx x n-seq beyond int */
+  IL_CHECK_INT(run("%s model info --ctx 4194304 --n-seq 4096 2>&1", cli), 0);
+  IL_CHECK(strstr(out, "17179869184 positions") != NULL);
+  /* intervals out of range are refused before the conversion to int */
+  IL_CHECK_INT(run("%s watch -i 5000s -- true 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s watch -i nan -- true 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s monitor -i nan -c 1 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s monitor -i 1e300 -c 1 2>&1", cli), 64);
+  /* NaN weights: quantizing is refused with the tensor's name; f16 keeps them */
+  char nanm[512];
+  snprintf(nanm, sizeof nanm, "%s/nan.gguf", tmp);
+  IL_CHECK_INT(run("%s convert %s --type q8_0 -o %s/nanq.gguf 2>&1", cli, nanm, tmp), 65);
+  IL_CHECK(strstr(out, "NaN") != NULL && strstr(out, ".weight") != NULL);
+  IL_CHECK_INT(run("%s convert %s --type q4_1 -o %s/nanq.gguf 2>&1", cli, nanm, tmp), 65);
+  IL_CHECK_INT(run("%s run --repeat-penalty 0 -n 1 2>&1", cli), 64);
+  IL_CHECK(strstr(out, "--repeat-penalty") != NULL);
+}
+
+/* Item 15: integers are range-checked, decimal and never wrapped. */
+static void test_integers(void) {
+  IL_CHECK_INT(run("%s bench -r 4294967297 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s bench --warmup 4294967296 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s bench --roofline-ms -4294967295 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s experiment --repeat 4294967297 --change threads=1 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s experiment --warmup 4294967297 --change threads=1 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s run --seed ' -1' 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s run --seed ' 1' 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s run --threads ' 2' 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s run --ctx 4294967297 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s monitor -c 4294967297 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s bench -p 4294967297 2>&1", cli), 64);
+}
+
+int main(void) {
+  cli = getenv("IL_CLI");
+  if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
+  snprintf(tmp, sizeof tmp, "%s", il_test_tmpdir());
+  test_prompt_space();
+  test_nan_logits();
+  test_output_paths();
+  test_extreme_shape();
+  test_overflow();
+  test_integers();
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+  return il_test_finish();
+}

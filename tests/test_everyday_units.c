@@ -1,0 +1,209 @@
+/* tests/test_everyday_units: regressions for issue 9 (hostile input and everyday use) that
+ * need only the library: the streaming detokenizer after a prompt, NaN-safe sampling, pieces
+ * longer than any fixed buffer, option ranges, config files, the GGUF writer, vocabularies. */
+#include <unistd.h>
+
+#include "core/quant.h"
+#include "engine/config.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "harness.h"
+#include "memory/mem.h"
+#include "model/tokenizer.h"
+#include "probe/host.h"
+#include "probe/sysfs.h"
+
+/* Item 1: the text after an echoed prompt keeps its leading space. */
+static void test_detok_after_prompt(void) {
+  const char *toks[] = {"<unk>", "<s>", "</s>", " Once", " upon", " a", "time"};
+  il_vocab *v = NULL;
+  IL_CHECK_OK(il_vocab_from_arrays("llama", 7, toks, NULL, NULL, NULL, &v));
+  if (!v) return;
+  char buf[64];
+  il_detok *d = NULL;
+  IL_CHECK_OK(il_detok_new(v, false, &d));
+  int32_t prompt[] = {1, 3, 4};
+  il_detok_skip(d, prompt, 3);
+  size_t n = il_detok_push(d, 5, buf, sizeof buf);
+  IL_CHECK_INT(n, 2);
+  IL_CHECK(n == 2 && memcmp(buf, " a", 2) == 0);
+  il_detok_free(d);
+  /* BOS alone before: the first piece still loses its space, as before */
+  IL_CHECK_OK(il_detok_new(v, false, &d));
+  il_detok_skip(d, prompt, 1);
+  n = il_detok_push(d, 3, buf, sizeof buf);
+  IL_CHECK(n == 4 && memcmp(buf, "Once", 4) == 0);
+  il_detok_free(d);
+  il_vocab_free(v);
+}
+
+/* Item 2: NaN logits: every sampler setting returns a real token, never a NaN one, and never
+ * reads outside the candidates (ASan); the engine's check names the problem. */
+static void test_sampler_nan(void) {
+  enum { NV = 300 };
+  float logits[NV];
+  uint64_t rs = 3;
+  il_sampler_params ps[] = {
+      {0.8f, 40, 0.95f, 0.05f, 1.0f, 64, 1}, /* the defaults */
+      {0.8f, 0, 1.0f, 0.0f, 1.1f, 64, 2},
+      {0.0f, 40, 0.95f, 0.05f, 1.0f, 64, 3},
+      {1.5f, 5, 0.5f, 0.0f, 1.0f, 0, 4},
+  };
+  for (int pass = 0; pass < 3; pass++) {
+    for (int i = 0; i < NV; i++) logits[i] = 2 * il_test_randf(&rs);
+    for (int i = pass; i < NV; i += 3 + pass) logits[i] = NAN; /* many NaNs, interleaved */
+    if (pass == 2) logits[7] = -INFINITY;
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+      il_sampler *s = NULL;
+      IL_CHECK_OK(il_sampler_new(&ps[k], NV, &s));
+      if (!s) continue;
+      for (int r = 0; r < 20; r++) {
+        int32_t t = il_sampler_sample(s, logits);
+        IL_CHECK(t >= 0 && t < NV && !isnan(logits[t]));
+        il_sampler_accept(s, t);
+      }
+      il_sampler_free(s);
+    }
+  }
+  /* all NaN: a defined answer (the lowest id), no crash */
+  for (int i = 0; i < NV; i++) logits[i] = NAN;
+  il_sampler *s = NULL;
+  IL_CHECK_OK(il_sampler_new(&ps[0], NV, &s));
+  if (s) IL_CHECK_INT(il_sampler_sample(s, logits), 0);
+  il_sampler_free(s);
+
+  IL_CHECK_INT(il_logits_check_finite(logits, NV, 5), IL_ERR_RANGE);
+  IL_CHECK(strstr(il_error_detail(), "non-finite") && strstr(il_error_detail(), "position 5"));
+  for (int i = 0; i < NV; i++) logits[i] = (float)i;
+  IL_CHECK_OK(il_logits_check_finite(logits, NV, 0));
+  logits[12] = INFINITY;
+  IL_CHECK_INT(il_logits_check_finite(logits, NV, 0), IL_ERR_RANGE);
+  IL_CHECK(strstr(il_error_detail(), "token 12") != NULL);
+}
+
+/* Item 5: generated pieces longer than 256 bytes reach the callback whole. The built-in tiny
+ * model is given a vocabulary of the same size whose pieces are 300 bytes long. */
+typedef struct {
+  size_t bytes;
+  int calls;
+} il__sink;
+
+static bool il__sink_fn(void *ud, int32_t token, const char *text, size_t len) {
+  il__sink *k = ud;
+  k->bytes += len;
+  k->calls++;
+  for (size_t i = 0; i < len; i++)
+    if (text[i] != 'x' && text[i] != 'y') return false;
+  return true;
+}
+
+static void test_long_pieces(void) {
+  il_config cfg;
+  il_config_defaults(&cfg);
+  cfg.threads = 1;
+  cfg.ctx = 64;
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&cfg, &e));
+  if (!e) return;
+  int32_t nv = e->model->hp.n_vocab;
+  char **toks = calloc((size_t)nv, sizeof *toks);
+  for (int32_t i = 0; i < nv; i++) {
+    toks[i] = malloc(301);
+    memset(toks[i], 'x', 290);
+    for (int b = 0; b < 10; b++) toks[i][290 + b] = (i >> b) & 1 ? 'x' : 'y'; /* distinct texts */
+    toks[i][300] = 0;
+  }
+  il_vocab *v = NULL;
+  IL_CHECK_OK(il_vocab_from_arrays("llama", nv, (const char *const *)toks, NULL, NULL, NULL, &v));
+  il_vocab_set_special(v, -1, -1, -1, false, false);
+  if (v) {
+    il_vocab_free(e->vocab);
+    e->vocab = v;
+    int32_t prompt[] = {5, 6};
+    il_sampler_params sp = {0, 0, 1, 0, 1, 0, 1};
+    il_sampler *s = NULL;
+    IL_CHECK_OK(il_sampler_new(&sp, nv, &s));
+    il__sink k = {0, 0};
+    il_gen_stats gs;
+    IL_CHECK_OK(il_engine_generate(e, prompt, 2, 6, s, il__sink_fn, &k, &gs));
+    IL_CHECK_INT(gs.n_gen, 6);
+    IL_CHECK_INT(k.bytes, 6 * 300);
+    il_sampler_free(s);
+  }
+  for (int32_t i = 0; i < nv; i++) free(toks[i]);
+  free(toks);
+  il_engine_free(e);
+}
+
+/* Item 15: strict integers; item 6: repeat-penalty 0. */
+static void test_option_ints(void) {
+  il_config c;
+  il_config_defaults(&c);
+  IL_CHECK_OK(il_config_set(&c, "seed", "010", "--seed"));
+  IL_CHECK_INT(c.seed, 10);
+  IL_CHECK_INT(il_config_set(&c, "seed", "0x10", "--seed"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_set(&c, "seed", " -1", "--seed"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_set(&c, "seed", "18446744073709551616", "--seed"), IL_ERR_INVALID_ARG);
+  IL_CHECK_OK(il_config_set(&c, "seed", "18446744073709551615", "--seed"));
+  IL_CHECK(c.seed == UINT64_MAX);
+  IL_CHECK_OK(il_config_set(&c, "threads", "010", "--threads"));
+  IL_CHECK_INT(c.threads, 10);
+  IL_CHECK_INT(il_config_set(&c, "ctx", "4294967297", "--ctx"), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "out of range") != NULL);
+  IL_CHECK_INT(c.ctx, 0);
+  IL_CHECK_INT(il_config_set(&c, "ctx", "99999999999999999999999", "--ctx"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_set(&c, "ctx", "+5", "--ctx"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_set(&c, "repeat-penalty", "0", "--repeat-penalty"), IL_ERR_INVALID_ARG);
+  IL_CHECK_OK(il_config_set(&c, "repeat-penalty", "0.5", "--repeat-penalty"));
+  long long v = 0;
+  IL_CHECK_INT(il_config_parse_int("4294967297", 1, 1000, "--reps", &v), IL_ERR_INVALID_ARG);
+  IL_CHECK_OK(il_config_parse_int("-3", -5, 5, "x", &v));
+  IL_CHECK_INT(v, -3);
+}
+
+/* Item 6: meminfo values that would overflow when multiplied by 1024 are treated as absent. */
+static void test_meminfo_overflow(void) {
+  const char *dir = il_test_tmpdir();
+  char p[600];
+  snprintf(p, sizeof p, "mkdir -p %s/proc && printf 'MemTotal: 99999999999999999999 kB\nMemAvailable: "
+                        "9223372036854775807 kB\nHugepagesize: 2048 kB\n' > %s/proc/meminfo", dir, dir);
+  IL_CHECK_INT(system(p), 0);
+  il_sysfs fs;
+  IL_CHECK_OK(il_sysfs_init(&fs, dir, NULL));
+  il_host_info h;
+  il_host_probe(&fs, &h);
+  IL_CHECK_INT(h.ram_total, -1);
+  IL_CHECK_INT(h.ram_available, -1);
+  IL_CHECK_INT(h.hugepage_size, 2048 * 1024);
+  snprintf(p, sizeof p, "rm -rf %s", dir);
+  IL_CHECK_INT(system(p), 0);
+}
+
+/* Item 6: quantizing NaN/Inf is refused; tiny scales do not overflow the integer conversion. */
+static void test_quant_nonfinite(void) {
+  float x[32];
+  unsigned char buf[64];
+  for (int i = 0; i < 32; i++) x[i] = (float)i;
+  x[5] = NAN;
+  IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q8_0, x, buf, 32), IL_ERR_FORMAT);
+  IL_CHECK(strstr(il_error_detail(), "element 5") != NULL);
+  x[5] = INFINITY;
+  IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_0, x, buf, 32), IL_ERR_FORMAT);
+  IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_1, x, buf, 32), IL_ERR_FORMAT);
+  IL_CHECK_OK(il_quantize_row(IL_DTYPE_F16, x, buf, 32));
+  /* a subnormal scale: 1/d is infinite; the result is still a valid block (no UB) */
+  for (int i = 0; i < 32; i++) x[i] = i % 2 ? 1e-38f : -1e-38f;
+  IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q8_0, x, buf, 32));
+  IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q4_0, x, buf, 32));
+  IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q4_1, x, buf, 32));
+}
+
+int main(void) {
+  test_detok_after_prompt();
+  test_sampler_nan();
+  test_long_pieces();
+  test_option_ints();
+  test_meminfo_overflow();
+  test_quant_nonfinite();
+  return il_test_finish();
+}
