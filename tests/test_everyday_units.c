@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include "core/quant.h"
+#include "core/timer.h"
 #include "engine/config.h"
+#include "format/gguf.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "harness.h"
@@ -198,6 +200,80 @@ static void test_quant_nonfinite(void) {
   IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q4_1, x, buf, 32));
 }
 
+/* Item 16: config files: NUL bytes, over-long lines, directories, quoted values round-trip. */
+static void test_config_files(void) {
+  const char *dir = il_test_tmpdir();
+  char path[600];
+  snprintf(path, sizeof path, "%s/a.conf", dir);
+  il_config c, d;
+  il_config_defaults(&c);
+  /* a NUL then an over-long line: the part after the NUL must not become a hidden key */
+  FILE *f = fopen(path, "wb");
+  fputs("prompt = x", f);
+  fputc(0, f);
+  for (int i = 0; i < 2 * IL_CONFIG_PROMPT_MAX + 2000; i++) fputc('y', f);
+  fputs("\nthreads = 3\n", f);
+  fclose(f);
+  IL_CHECK_INT(il_config_load(&c, path), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(c.threads, 0);
+  /* a line starting with NUL is not blank */
+  f = fopen(path, "wb");
+  fputc(0, f);
+  fputs("threads = 3\n", f);
+  fclose(f);
+  IL_CHECK_INT(il_config_load(&c, path), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "a.conf:1: NUL byte at column 1") != NULL);
+  /* a directory */
+  IL_CHECK_INT(il_config_load(&c, dir), IL_ERR_IO);
+  IL_CHECK(strstr(il_error_detail(), "is a directory") != NULL);
+  /* quotes, backslashes, newlines and tabs round-trip */
+  snprintf(c.prompt, sizeof c.prompt, "say \"hi\"\nthen \\n\tbye\\");
+  snprintf(c.model, sizeof c.model, "/tmp/a \"b\".gguf");
+  f = fopen(path, "w");
+  il_config_write(&c, f);
+  fclose(f);
+  il_config_defaults(&d);
+  IL_CHECK_OK(il_config_load(&d, path));
+  IL_CHECK_STR(d.prompt, c.prompt);
+  IL_CHECK_STR(d.model, c.model);
+  IL_CHECK(memcmp(&c, &d, sizeof c) == 0);
+  /* malformed quoting is an error, not a literal */
+  f = fopen(path, "w");
+  fputs("prompt = \"abc\n", f);
+  fclose(f);
+  IL_CHECK_INT(il_config_load(&d, path), IL_ERR_INVALID_ARG);
+  f = fopen(path, "w");
+  fputs("prompt = \"a\\qb\"\n", f);
+  fclose(f);
+  IL_CHECK_INT(il_config_load(&d, path), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "unknown escape") != NULL);
+  unlink(path);
+  rmdir(dir);
+}
+
+/* Item 7: the GGUF writer's duplicate check is a hash lookup: 200k tensor names are added in a
+ * fraction of a second (the old scan took minutes); duplicates are still refused. */
+static void test_writer_many_tensors(void) {
+  il_gguf_writer *w = NULL;
+  IL_CHECK_OK(il_gguf_writer_new(&w));
+  if (!w) return;
+  double t0 = il_time_now();
+  const int64_t ne[1] = {0};
+  char name[64];
+  il_status st = IL_OK;
+  for (int i = 0; i < 200000 && st == IL_OK; i++) {
+    snprintf(name, sizeof name, "blk.%d.attn_q.weight", i);
+    st = il_gguf_writer_add_tensor(w, name, IL_DTYPE_F32, 1, ne, NULL, 0);
+  }
+  IL_CHECK_OK(st);
+  IL_CHECK_INT(il_gguf_writer_add_tensor(w, "blk.77.attn_q.weight", IL_DTYPE_F32, 1, ne, NULL, 0), IL_ERR_INVALID_ARG);
+  IL_CHECK_OK(il_gguf_writer_set_u32(w, "a.key", 1));
+  IL_CHECK_INT(il_gguf_writer_set_u32(w, "a.key", 2), IL_ERR_INVALID_ARG);
+  double dt = il_time_now() - t0;
+  IL_CHECK(dt < 10.0); /* a regression to a quadratic scan takes minutes, not a noisy few ms */
+  il_gguf_writer_free(w);
+}
+
 int main(void) {
   test_detok_after_prompt();
   test_sampler_nan();
@@ -205,5 +281,7 @@ int main(void) {
   test_option_ints();
   test_meminfo_overflow();
   test_quant_nonfinite();
+  test_config_files();
+  test_writer_many_tensors();
   return il_test_finish();
 }

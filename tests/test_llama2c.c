@@ -449,8 +449,10 @@ static void test_malformed(const char *dir) {
       {4, 3, "n_kv_heads = 3 must divide n_heads = 4"},
       {4, 8, "n_kv_heads = 8 must divide n_heads = 4"},
       {3, 32, "head size dim / n_heads = 1 is odd"},
-      {2, 1 << 30, "implies"},
-      {1, INT32_MAX, "implies"},
+      {2, 1 << 30, "implausible model size (1073741824 layers"},
+      {1, INT32_MAX, "implausible model size"},
+      {2, 4097, "implausible model size (4097 layers"},
+      {1, 1 << 20, "implies"}, /* within the limits: the size check still applies */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     write_v0(&b, m, 0);

@@ -15,7 +15,7 @@ static void il__run_help(void) {
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
                                "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa");
-  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
+  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
@@ -32,17 +32,22 @@ static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
   return true;
 }
 
-/* Reads the prompt file into buf[max]. IL_ERR_IO when it cannot be read, IL_ERR_RANGE when it
- * does not fit (never a silently truncated prompt). */
+/* Reads the prompt file ('-': stdin) into buf[max]. IL_ERR_IO when it cannot be read,
+ * IL_ERR_INVALID_ARG when it does not fit or holds a NUL byte (never a silently cut prompt). */
 static il_status il__read_file(const char *path, size_t max, char *buf) {
-  FILE *f = fopen(path, "rb");
+  bool is_stdin = !strcmp(path, "-");
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return il_error(IL_ERR_IO, "--file %s: cannot open: %s", path, strerror(errno));
   size_t n = fread(buf, 1, max - 1, f);
   bool more = fgetc(f) != EOF;
   bool err = ferror(f);
-  fclose(f);
+  if (!is_stdin) fclose(f);
   if (err) return il_error(IL_ERR_IO, "--file %s: read error", path);
   if (more) return il_error(IL_ERR_INVALID_ARG, "--file %s: the prompt is longer than %zu bytes", path, max - 1);
+  const char *nul = memchr(buf, 0, n);
+  if (nul)
+    return il_error(IL_ERR_INVALID_ARG, "--file %s: NUL byte at offset %zu (a prompt is text)", path,
+                    (size_t)(nul - buf));
   buf[n] = 0;
   return IL_OK;
 }

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "memory/mem.h"
 
@@ -145,22 +146,62 @@ static char *il__trim(char *s) {
   return s;
 }
 
+/* Unquotes a "..." value in place: \" \\ \n \r \t are the escapes il_config_write uses; anything
+ * else after a backslash, a missing closing quote or text after it is an error. */
+static il_status il__unquote(char *value, const char *where) {
+  char *r = value + 1, *w = value;
+  for (;; r++) {
+    if (!*r) return il_error(IL_ERR_INVALID_ARG, "%s: the quoted value has no closing '\"'", where);
+    if (*r == '"') break;
+    if (*r != '\\') {
+      *w++ = *r;
+      continue;
+    }
+    switch (*++r) {
+      case '"': *w++ = '"'; break;
+      case '\\': *w++ = '\\'; break;
+      case 'n': *w++ = '\n'; break;
+      case 'r': *w++ = '\r'; break;
+      case 't': *w++ = '\t'; break;
+      default:
+        return il_error(IL_ERR_INVALID_ARG, "%s: unknown escape '\\%c' in a quoted value (use \\\\ for a backslash)",
+                        where, *r ? *r : '0');
+    }
+  }
+  if (r[1]) return il_error(IL_ERR_INVALID_ARG, "%s: text after the closing quote: '%.20s'", where, r + 1);
+  *w = 0;
+  return IL_OK;
+}
+
 il_status il_config_load(il_config *c, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return il_error(IL_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
-  const size_t cap = IL_CONFIG_PROMPT_MAX + 1024; /* the longest value plus its key */
-  char *line = il_mem_alloc(IL_MEM_OTHER, cap, "config line"), where[1100];
-  if (!line) {
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
     fclose(f);
-    return IL_ERR_OOM;
+    return il_error(IL_ERR_IO, "%s: is a directory, not a config file", path);
   }
+  /* the longest value (a quoted prompt with every byte escaped) plus its key */
+  const size_t max_line = 2 * IL_CONFIG_PROMPT_MAX + 1024;
+  char *line = NULL, where[1100];
+  size_t cap = 0;
   int lineno = 0;
   il_status st = IL_OK;
-  while (st == IL_OK && fgets(line, (int)cap, f)) {
+  ssize_t got;
+  /* getline gives the true length, so a NUL byte cannot hide the rest of a line (or a whole
+   * over-long line) from the checks below */
+  while (st == IL_OK && (got = getline(&line, &cap, f)) >= 0) {
     lineno++;
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    if (strlen(line) == cap - 1 && line[cap - 2] != '\n') {
-      st = il_error(IL_ERR_INVALID_ARG, "%s: line is longer than %zu bytes", where, cap - 2);
+    size_t n = (size_t)got;
+    if (n > max_line) {
+      st = il_error(IL_ERR_INVALID_ARG, "%s: line is longer than %zu bytes", where, max_line);
+      break;
+    }
+    const char *nul = memchr(line, 0, n);
+    if (nul) {
+      st = il_error(IL_ERR_INVALID_ARG, "%s: NUL byte at column %zu (a config file is text)", where,
+                    (size_t)(nul - line) + 1);
       break;
     }
     char *s = il__trim(line);
@@ -172,14 +213,11 @@ il_status il_config_load(il_config *c, const char *path) {
     }
     *eq = 0;
     char *key = il__trim(s), *value = il__trim(eq + 1);
-    size_t vl = strlen(value);
-    if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
-      value[vl - 1] = 0;
-      value++;
-    }
-    st = il_config_set(c, key, value, where);
+    if (value[0] == '"') st = il__unquote(value, where);
+    if (st == IL_OK) st = il_config_set(c, key, value, where);
   }
-  il_mem_free(line);
+  if (st == IL_OK && ferror(f)) st = il_error(IL_ERR_IO, "%s: read error after line %d", path, lineno);
+  free(line); /* allocated by getline (libc), not through memory/ */
   fclose(f);
   return st;
 }
@@ -199,7 +237,22 @@ void il_config_write(const il_config *c, FILE *f) {
   char buf[IL_CONFIG_PROMPT_MAX + 8];
   for (const il_opt *o = il__options; o->name; o++) {
     il_config_format(c, o, buf, sizeof buf);
-    if (o->kind == IL_OPT_STR) fprintf(f, "%s = \"%s\"\n", o->name, buf);
-    else fprintf(f, "%s = %s\n", o->name, buf);
+    if (o->kind != IL_OPT_STR) {
+      fprintf(f, "%s = %s\n", o->name, buf);
+      continue;
+    }
+    /* quoted, with the escapes il_config_load reads back, so any value round-trips */
+    fprintf(f, "%s = \"", o->name);
+    for (const char *p = buf; *p; p++) {
+      switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default: fputc(*p, f);
+      }
+    }
+    fputs("\"\n", f);
   }
 }

@@ -460,13 +460,20 @@ static il_status il__gguf_opt_bool(const il_gguf *g, const char *key, bool *val)
   return il_gguf_get_bool(g, key, val);
 }
 
-/* Special id keys: absent keeps the default; a value outside the vocabulary keeps it too
- * (llama.cpp warns "bad special token" and does the same). */
+/* Special id keys, all treated alike: absent keeps the default; an integer of any width and
+ * signedness outside the vocabulary keeps it too (llama.cpp warns "bad special token" and does
+ * the same; a u64 beyond INT64_MAX is just another value out of range); a key that is not an
+ * integer is IL_ERR_FORMAT naming it. */
 static il_status il__gguf_opt_id(const il_gguf *g, const char *key, int32_t n, int32_t *id) {
   if (*id >= n) *id = -1;
   if (il_gguf_find_key(g, key) < 0) return IL_OK;
-  int64_t x = 0;
-  IL_TRY(il_gguf_get_i64(g, key, &x));
+  int64_t x = -1;
+  il_status st = il_gguf_get_i64(g, key, &x);
+  if (st == IL_ERR_RANGE) { /* does not fit int64: out of any vocabulary's range */
+    il_error_clear();
+    return IL_OK;
+  }
+  IL_TRY(st);
   if (x >= 0 && x < n) *id = (int32_t)x;
   return IL_OK;
 }
