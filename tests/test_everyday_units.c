@@ -274,6 +274,67 @@ static void test_writer_many_tensors(void) {
   il_gguf_writer_free(w);
 }
 
+/* Item 8: one 256 KiB user-defined token among 60000 others, and a 128 KiB text matched against
+ * it: loading and tokenizing are near-linear (the old code took seconds for each: the special
+ * list was sorted in O(longest x count), the matching walked O(length x depth)). */
+static void test_long_special_token(void) {
+  enum { LONG = 256 * 1024, TEXT = 128 * 1024, NU = 60000, NV = NU + 8 };
+  char *lng = malloc(LONG + 1), *prompt = malloc(TEXT + 1);
+  memset(lng, 'a', LONG);
+  lng[LONG] = 0;
+  memset(prompt, 'a', TEXT);
+  prompt[TEXT] = 0;
+  const char **toks = calloc(NV, sizeof *toks);
+  int32_t *types = calloc(NV, sizeof *types);
+  char (*names)[16] = calloc(NU, sizeof *names);
+  const char *base[] = {"<unk>", "<s>", "</s>", lng, "a", "aa", "\xe2\x96\x81", "b"};
+  const int32_t base_types[] = {2, 3, 3, 4, 1, 1, 1, 4};
+  for (int i = 0; i < 8; i++) {
+    toks[i] = base[i];
+    types[i] = base_types[i];
+  }
+  for (int i = 0; i < NU; i++) {
+    snprintf(names[i], sizeof names[i], "<u%05d>", i);
+    toks[8 + i] = names[i];
+    types[8 + i] = 4;
+  }
+  double t0 = il_time_now();
+  il_vocab *v = NULL;
+  IL_CHECK_OK(il_vocab_from_arrays("llama", NV, toks, NULL, NULL, types, &v));
+  double t_load = il_time_now() - t0;
+  if (v) {
+    t0 = il_time_now();
+    int32_t *ids = NULL;
+    size_t n = 0;
+    IL_CHECK_OK(il_tokenize_alloc(v, prompt, TEXT, false, true, &ids, &n));
+    double t_tok = il_time_now() - t0;
+    IL_CHECK(n > 0);
+    il_mem_free(ids);
+    /* the long token itself is still found, with special tokens around it */
+    char *text = malloc(LONG + 16);
+    memcpy(text, "bb", 2);
+    memcpy(text + 2, lng, LONG);
+    memcpy(text + 2 + LONG, "<u00042>", 8);
+    IL_CHECK_OK(il_tokenize_alloc(v, text, LONG + 10, false, true, &ids, &n));
+    IL_CHECK_INT(n, 4);
+    if (n == 4) {
+      IL_CHECK_INT(ids[0], 7);
+      IL_CHECK_INT(ids[2], 3);
+      IL_CHECK_INT(ids[3], 8 + 42);
+    }
+    il_mem_free(ids);
+    free(text);
+    printf("long special token: load %.3f s, tokenize 128 KiB %.3f s\n", t_load, t_tok);
+    IL_CHECK(t_load < 2.0 && t_tok < 3.0); /* regressions take many seconds; these take milliseconds */
+  }
+  il_vocab_free(v);
+  free(names);
+  free(types);
+  free(toks);
+  free(lng);
+  free(prompt);
+}
+
 int main(void) {
   test_detok_after_prompt();
   test_sampler_nan();
@@ -283,5 +344,6 @@ int main(void) {
   test_quant_nonfinite();
   test_config_files();
   test_writer_many_tensors();
+  test_long_special_token();
   return il_test_finish();
 }
