@@ -276,6 +276,43 @@ static void test_token_id_keys(void) {
   IL_CHECK(strstr(out, "bos_token_id") != NULL);
 }
 
+/* Item 19: the lab's honesty: no verdict from too few runs, effective no-op changes refused,
+ * failed runs are not samples. */
+static void test_experiment_honesty(void) {
+  IL_CHECK_INT(run("%s experiment -q --repeat 1 --gen 2 -p 4 --no-gpu --change ctx=64 --out %s/runs 2>&1", cli, tmp), 0);
+  IL_CHECK(strstr(out, "too few runs") != NULL);
+  IL_CHECK(strstr(out, " better") == NULL && strstr(out, " worse") == NULL);
+  /* isa: the baseline's default already runs at the detected level */
+  IL_CHECK_INT(run("%s --version | sed -n 's/.*using \\([a-z0-9]*\\).*/\\1/p'", cli), 0);
+  char isa[32] = "";
+  sscanf(out, "%31s", isa);
+  IL_CHECK(*isa != 0);
+  IL_CHECK_INT(run("%s experiment -q --change isa=%s --out %s/runs 2>&1", cli, isa, tmp), 64);
+  IL_CHECK(strstr(out, "already runs as") != NULL);
+  /* engine mode: a variant whose every run fails is counted, not a sample, and exits 1 */
+  IL_CHECK_INT(run("%s experiment -q --repeat 3 --warmup 0 --gen 2 -p 4 --no-gpu --change model=/nonexistent.gguf "
+                   "--out %s/runs 2>&1",
+                   cli, tmp),
+               1);
+  IL_CHECK(strstr(out, "variant failed 3 of 3 runs") != NULL);
+  IL_CHECK(strstr(out, "every variant run failed") != NULL);
+  /* command mode: runs with a non-zero exit are not samples */
+  IL_CHECK_INT(run("%s experiment -q --repeat 3 --no-gpu --cmd 'exit {}' --values 0,3 --out %s/runs 2>&1", cli, tmp), 1);
+  IL_CHECK(strstr(out, "variant failed 3 of 3 runs") != NULL);
+  IL_CHECK(strstr(out, " better") == NULL && strstr(out, " worse") == NULL);
+}
+
+/* Item 20: run's summary puts the three memory totals side by side. */
+static void test_memory_totals(void) {
+  char model[512];
+  snprintf(model, sizeof model, "%s/tiny.gguf", tmp);
+  IL_CHECK_INT(run("%s run -m %s -p Hi -n 2 2>&1 >/dev/null", cli, model), 0);
+  IL_CHECK(strstr(out, "memory totals: counted ") != NULL);
+  IL_CHECK(strstr(out, "+ mapped 13.0 MiB") != NULL); /* builtin:tiny f32: 13.0 MiB of mapped weights */
+  IL_CHECK(strstr(out, "what model info estimates") != NULL);
+  IL_CHECK(strstr(out, "process peak RSS ") != NULL && strstr(out, "what watch reports") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -289,6 +326,8 @@ int main(void) {
   test_nul_input();
   test_llama2c_collision();
   test_token_id_keys();
+  test_experiment_honesty();
+  test_memory_totals();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

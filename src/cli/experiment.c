@@ -159,6 +159,11 @@ int il_cli_experiment(int argc, char **argv) {
   }
   if (st == IL_OK) st = il_experiment_write_summary(x, stdout);
   int code = st == IL_OK ? IL_EXIT_OK : il_cli_fail("experiment", st);
+  for (int a = 0; a < 2 && code == IL_EXIT_OK; a++)
+    if (x->failures[a] >= x->repeat) {
+      fprintf(stderr, "inferlab experiment: every %s run failed (%s)\n", a ? "variant" : "baseline", x->first_error[a]);
+      code = IL_EXIT_FAILURE;
+    }
   il_experiment_free(x);
   il_mem_free(x);
   return code;

@@ -1,7 +1,9 @@
 /* cli/run: `inferlab run`: generate text from a prompt, streamed as it is produced. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -52,6 +54,29 @@ static il_status il__read_file(const char *path, size_t max, char *buf) {
   return IL_OK;
 }
 
+/* The three "total memory" figures a user meets, side by side: what inferlab counted (the
+ * `total` above and `model info`'s estimate: weights + kv + activations + workspace), the
+ * weights mapped from the file (not allocated, so not in that total), and the process's peak
+ * RSS (`watch`'s figure: also code, libraries and stacks, and only the touched pages). */
+static void il__print_memory_totals(FILE *f) {
+  il_mem_stats st;
+  il_mem_stats_get(&st);
+  size_t mapped = 0;
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) mapped += st.mapped[c];
+  struct rusage ru;
+  long long rss = getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss >= 0 && ru.ru_maxrss <= LLONG_MAX / 1024
+                      ? (long long)ru.ru_maxrss * 1024
+                      : -1;
+  char a[32], b[32], c[32], d[32];
+  fprintf(f, "memory totals: counted %s (allocated by inferlab: the total above) + mapped %s (weights read from the "
+             "file) = %s (what model info estimates: weights + kv + activations)\n"
+             "               process peak RSS %s (what watch reports: also code, libraries and stacks, and only "
+             "the pages touched)\n",
+          il_mem_format_bytes(st.total_peak, a, sizeof a), il_mem_format_bytes(mapped, b, sizeof b),
+          il_mem_format_bytes(st.total_peak + mapped, c, sizeof c),
+          rss >= 0 ? il_mem_format_bytes((size_t)rss, d, sizeof d) : "unknown");
+}
+
 int il_cli_run(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
@@ -100,6 +125,7 @@ int il_cli_run(int argc, char **argv) {
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
             gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
     il_cli_print_memory(stderr);
+    il__print_memory_totals(stderr);
   }
   il_sampler_free(s);
   il_mem_free(prompt);
