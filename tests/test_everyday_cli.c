@@ -313,6 +313,22 @@ static void test_memory_totals(void) {
   IL_CHECK(strstr(out, "process peak RSS ") != NULL && strstr(out, "what watch reports") != NULL);
 }
 
+/* Item 12 (watch part): watch --json is valid UTF-8 whatever the argv bytes, also when the
+ * command line is cut at its buffer's end in the middle of a character. */
+static void test_watch_json_utf8(void) {
+  if (run("python3 -c 'print(1)' 2>&1") != 0) {
+    printf("SKIP (part): python3 absent: the UTF-8 validity of watch --json is not checked\n");
+    return;
+  }
+  const char *check = "python3 -c 'import sys,json; json.loads(sys.stdin.buffer.read().decode(\"utf-8\"))'";
+  IL_CHECK_INT(run("%s watch --json -q --no-gpu -- true \"$(printf '\\377\\376x\\303')\" 2>&1 >/dev/null | %s", cli, check), 0);
+  IL_CHECK_INT(run("%s watch --json -q --no-gpu -- true \"$(printf '\\303\\251%%.0s' $(seq 700))\" 2>&1 >/dev/null | %s", cli, check),
+               0);
+  IL_CHECK_INT(run("%s watch --json -q --no-gpu -o %s/w.json -- \"$(printf 'no-such-\\377')\" 2>/dev/null; %s < %s/w.json",
+                   cli, tmp, check, tmp),
+               0);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -328,6 +344,7 @@ int main(void) {
   test_token_id_keys();
   test_experiment_honesty();
   test_memory_totals();
+  test_watch_json_utf8();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

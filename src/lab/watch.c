@@ -151,15 +151,57 @@ void il_watch_print(const il_watch_result *r, FILE *f) {
   il_usage_print_gpu(&r->usage, f);
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n) (no overlongs, surrogates or code points past
+ * U+10FFFF), or 0 when the bytes there are not one. */
+static size_t il__utf8_seq(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (!len || len > n) return 0;
+  for (size_t i = 1; i < len; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+  if (c == 0xED && s[1] > 0x9F) return 0; /* surrogate */
+  if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
+  if (c == 0xF4 && s[1] > 0x8F) return 0; /* past U+10FFFF */
+  return len;
+}
+
+/* Writes key: s with every byte that is not part of valid UTF-8 (raw bytes of a non-UTF-8
+ * argv, a name cut mid-character) replaced by U+FFFD, so the document is always valid JSON
+ * text. s is at most a few KiB here (command lines, names, messages). */
+static void il__kstr_utf8(il_jsonw *w, const char *key, const char *s) {
+  if (!s) {
+    il_jsonw_kstr(w, key, NULL);
+    return;
+  }
+  char buf[3 * 1024 + 8];
+  size_t o = 0, n = strlen(s);
+  for (size_t i = 0; i < n && o + 4 < sizeof buf;) {
+    size_t l = il__utf8_seq((const unsigned char *)s + i, n - i);
+    if (l) {
+      memcpy(buf + o, s + i, l);
+      o += l;
+      i += l;
+    } else {
+      memcpy(buf + o, "\xef\xbf\xbd", 3);
+      o += 3;
+      i++;
+    }
+  }
+  buf[o] = 0;
+  il_jsonw_kstr(w, key, buf);
+}
+
 il_status il_watch_json(const il_watch_result *r, FILE *f) {
   il_jsonw w;
   il_jsonw_init(&w, f, true);
   il_jsonw_obj(&w);
   il_jsonw_kint(&w, "schema_version", 1);
   il_jsonw_kstr(&w, "tool", "inferlab watch");
-  il_jsonw_kstr(&w, "command", r->command);
+  il__kstr_utf8(&w, "command", r->command);
   il_jsonw_kbool(&w, "exec_failed", r->exec_failed);
-  il_jsonw_kstr(&w, "exec_error", r->exec_failed ? r->exec_error : NULL);
+  il__kstr_utf8(&w, "exec_error", r->exec_failed ? r->exec_error : NULL);
   il_jsonw_key(&w, "exit_status");
   if (r->exit_status >= 0) il_jsonw_int(&w, r->exit_status);
   else il_jsonw_null(&w);
@@ -179,15 +221,15 @@ il_status il_watch_json(const il_watch_result *r, FILE *f) {
   il_jsonw_key(&w, "gpu");
   il_jsonw_obj(&w);
   il_jsonw_kbool(&w, "available", r->usage.gpu_available);
-  il_jsonw_kstr(&w, "reason", r->usage.gpu_available ? NULL : r->usage.gpu_reason);
-  il_jsonw_kstr(&w, "driver", r->usage.gpu_available ? r->usage.nvml_driver : NULL);
+  il__kstr_utf8(&w, "reason", r->usage.gpu_available ? NULL : r->usage.gpu_reason);
+  il__kstr_utf8(&w, "driver", r->usage.gpu_available ? r->usage.nvml_driver : NULL);
   il_jsonw_key(&w, "devices");
   il_jsonw_arr(&w);
   for (int i = 0; i < r->usage.n_gpus; i++) {
     const il_usage_gpu *g = &r->usage.gpus[i];
     il_jsonw_obj(&w);
     il_jsonw_kint(&w, "index", g->index);
-    il_jsonw_kstr(&w, "name", g->name);
+    il__kstr_utf8(&w, "name", g->name);
     il_jsonw_knum(&w, "memory_total_bytes", g->mem_total >= 0 ? (double)g->mem_total : (double)NAN);
     il_jsonw_knum(&w, "memory_used_peak_bytes", g->mem_n ? (double)g->mem_peak : (double)NAN);
     il_jsonw_knum(&w, "memory_used_mean_bytes", g->mem_n ? g->mem_mean : (double)NAN);
