@@ -329,6 +329,36 @@ static void test_watch_json_utf8(void) {
                0);
 }
 
+/* Rough edges: bench prints each row as its combination finishes, and Ctrl-C keeps (and
+ * prints) the combinations already measured, with exit code 130. */
+static void test_bench_stream_and_interrupt(void) {
+  IL_CHECK_INT(run("cd %s && (%s bench --gen 40,41,42,43,44,45,46,47,48,49 -r 3 --warmup 0 --roofline-ms 0 -p 4 --no-gpu "
+                   "-t 1 > bs.out 2> bs.err & pid=$!; "
+                   "for i in $(seq 200); do grep -q '^| 1 | 4 | 40 ' bs.out && break; sleep 0.05; done; "
+                   "kill -INT $pid; wait $pid; echo $? > bs.rc)",
+                   tmp, cli),
+               0);
+  char p[600];
+  snprintf(p, sizeof p, "%s/bs.rc", tmp);
+  char *rc = il_test_read_file(p, NULL);
+  IL_CHECK(rc && atoi(rc) == 130);
+  free(rc);
+  snprintf(p, sizeof p, "%s/bs.out", tmp);
+  char *table = il_test_read_file(p, NULL);
+  IL_CHECK(table != NULL);
+  if (table) {
+    int rows = 0;
+    for (char *q = table; (q = strstr(q, "\n| 1 | 4 | 4")) != NULL; q++) rows++;
+    IL_CHECK(rows >= 1 && rows < 10);
+    IL_CHECK(strstr(table, "\nmodel: builtin") != NULL); /* the footer of the partial table */
+  }
+  free(table);
+  snprintf(p, sizeof p, "%s/bs.err", tmp);
+  char *err = il_test_read_file(p, NULL);
+  IL_CHECK(err && strstr(err, "interrupted") != NULL);
+  free(err);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -345,6 +375,7 @@ int main(void) {
   test_experiment_honesty();
   test_memory_totals();
   test_watch_json_utf8();
+  test_bench_stream_and_interrupt();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

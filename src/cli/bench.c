@@ -1,5 +1,6 @@
 /* cli/bench: `inferlab bench`: measure a model over a sweep of options and write a table,
  * JSON, CSV, JSON lines and/or an HTML report. Any engine option can be a comma list. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,13 +53,21 @@ static void il__bench_help(void) {
          "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
          "            69 unsupported, 71 out of memory (the first failing combination's code; the\n"
-         "            others are still measured and reported), 73 -o/--report cannot be written\n");
+         "            others are still measured and reported), 73 -o/--report cannot be written,\n"
+         "            130 interrupted by Ctrl-C (the combinations measured so far are reported)\n");
 }
 
 typedef struct {
   int index, count;
   const char *label;
 } il__progress_state;
+
+static volatile sig_atomic_t il__interrupted;
+
+static void il__on_sigint(int sig) {
+  (void)sig;
+  il__interrupted = 1;
+}
 
 static void il__progress(void *ud, int rep, int reps) {
   il__progress_state *p = ud;
@@ -207,28 +216,48 @@ int il_cli_bench(int argc, char **argv) {
     return il_cli_fail("bench", IL_ERR_OOM);
   }
   int exit_code = IL_EXIT_OK;
-  for (size_t i = 0; i < count; i++) {
+  char command[2048] = "inferlab";
+  for (int i = 0; i < argc; i++) {
+    size_t l = strlen(command);
+    snprintf(command + l, sizeof command - l, " %s", argv[i]);
+  }
+  /* the table is printed row by row as combinations finish (as llama-bench does); Ctrl-C stops
+   * after the current combination and keeps what was measured (a second Ctrl-C kills) */
+  const bool table = !json && !csv && !jsonl;
+  il_report rep = {&sw, results, 0, &opt, &env, command};
+  if (table) il_report_table_begin(&rep, out);
+  il__interrupted = 0;
+  struct sigaction sa, old_int;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = il__on_sigint;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  for (size_t i = 0; i < count && !il__interrupted; i++) {
     il_sweep_point p;
     il_sweep_point_at(&sw, &base, i, &p, results[i].label, sizeof results[i].label);
     il__progress_state ps = {(int)i, (int)count, *results[i].label ? results[i].label : "run"};
     opt.progress = progress ? il__progress : NULL;
     opt.progress_ud = &ps;
     il_status st = il_bench_run(&p, &opt, &results[i]);
+    rep.n_results = (int)i + 1;
     if (st != IL_OK && exit_code == IL_EXIT_OK) exit_code = il_cli_exit_code(st);
-    if (st != IL_OK) fprintf(stderr, "%sinferlab bench: %s: %s\n", progress ? "\r\033[K" : "",
-                             *results[i].label ? results[i].label : "run", results[i].error);
+    if (progress) fprintf(stderr, "\r\033[K");
+    if (st != IL_OK)
+      fprintf(stderr, "inferlab bench: %s: %s\n", *results[i].label ? results[i].label : "run", results[i].error);
+    if (table) il_report_table_row(&rep, (int)i, out);
   }
+  sigaction(SIGINT, &old_int, NULL);
   if (progress) fprintf(stderr, "\r\033[K");
-  char command[2048] = "inferlab";
-  for (int i = 0; i < argc; i++) {
-    size_t l = strlen(command);
-    snprintf(command + l, sizeof command - l, " %s", argv[i]);
+  if (il__interrupted) {
+    fprintf(stderr, "inferlab bench: interrupted: %d of %zu combinations measured; their results follow\n",
+            rep.n_results, count);
+    exit_code = IL_EXIT_INTERRUPTED;
   }
-  il_report rep = {&sw, results, (int)count, &opt, &env, command};
   il_status st = json ? il_report_json_write(&rep, out)
                  : csv ? il_report_csv_write(&rep, out)
                  : jsonl ? il_report_jsonl_write(&rep, NULL, out)
-                         : il_report_table_write(&rep, out);
+                         : il_report_table_end(&rep, out);
   if (st == IL_OK && report) {
     const char *inputs[1] = {base.cfg.model};
     il_outfile h;
@@ -245,7 +274,7 @@ int il_cli_bench(int argc, char **argv) {
     if (st != IL_OK) il_outfile_discard(&out_file);
     if (st == IL_OK) st = cst;
   }
-  for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]);
+  for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]); /* unmeasured ones are zeroed */
   il_mem_free(results);
   il_sweep_free(&sw);
   if (st != IL_OK) return il_cli_fail("bench", st);

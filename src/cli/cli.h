@@ -26,6 +26,7 @@ enum {
   IL_EXIT_UNSUPPORTED = 69,
   IL_EXIT_OOM = 71,
   IL_EXIT_CANTCREAT = 73,
+  IL_EXIT_INTERRUPTED = 130, /* 128 + SIGINT, as shells report it: partial results were kept */
 };
 
 /* Maps a status to the exit code above. */
