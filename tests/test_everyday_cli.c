@@ -359,6 +359,14 @@ static void test_bench_stream_and_interrupt(void) {
   free(err);
 }
 
+/* Rough edges: help prints defaults as typed and ranges. */
+static void test_help_defaults(void) {
+  IL_CHECK_INT(run("%s run --help", cli), 0);
+  IL_CHECK(strstr(out, "[0.8; 0..100]") != NULL && strstr(out, "[0.95; 0..1]") != NULL);
+  IL_CHECK(strstr(out, "0.800000012") == NULL && strstr(out, "0.949999988") == NULL);
+  IL_CHECK(strstr(out, "-f, --file FILE") != NULL && strstr(out, "'-' = stdin") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -376,6 +384,7 @@ int main(void) {
   test_memory_totals();
   test_watch_json_utf8();
   test_bench_stream_and_interrupt();
+  test_help_defaults();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

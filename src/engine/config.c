@@ -227,7 +227,14 @@ void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n) 
   switch (o->kind) {
     case IL_OPT_INT: snprintf(buf, n, "%d", *(const int *)field); break;
     case IL_OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
-    case IL_OPT_FLOAT: snprintf(buf, n, "%.9g", *(const float *)field); break;
+    case IL_OPT_FLOAT: { /* the shortest text that reads back as the same float: 0.8, not 0.800000012 */
+      const float v = *(const float *)field;
+      for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, n, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+      }
+      break;
+    }
     case IL_OPT_STR: snprintf(buf, n, "%s", field); break;
     case IL_OPT_BOOL: snprintf(buf, n, "%s", *(const bool *)field ? "true" : "false"); break;
   }
