@@ -367,6 +367,25 @@ static void test_help_defaults(void) {
   IL_CHECK(strstr(out, "-f, --file FILE") != NULL && strstr(out, "'-' = stdin") != NULL);
 }
 
+/* Rough edges: tokenize shows byte tokens (and non-UTF-8 bytes) as <0xF0> and parses
+ * special-token text by default, like run. */
+static void test_tokenize_display(void) {
+  IL_CHECK_INT(run("%s tokenize -m builtin:tiny --pieces \"$(printf 'h\\360\\237\\230\\200')\"", cli), 0);
+  IL_CHECK(strstr(out, "'<0xF0>'") != NULL && strstr(out, "'<0x80>'") != NULL);
+  IL_CHECK(strstr(out, "\xef\xbf\xbd") == NULL);
+  const char *phi = il_test_fixture("tokenizer/ggml-vocab-phi-3.gguf");
+  if (!phi) {
+    printf("SKIP (part): ../shared/fixtures/tokenizer absent: the special-token default is not checked\n");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s", phi);
+  IL_CHECK_INT(run("%s tokenize -m %s --ids --no-bos '<|end|>x'", cli, path), 0);
+  IL_CHECK(strncmp(out, "32007 ", 6) == 0);
+  IL_CHECK_INT(run("%s tokenize -m %s --ids --no-bos --no-parse-special '<|end|>x'", cli, path), 0);
+  IL_CHECK(strncmp(out, "32007 ", 6) != 0);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -385,6 +404,7 @@ int main(void) {
   test_watch_json_utf8();
   test_bench_stream_and_interrupt();
   test_help_defaults();
+  test_tokenize_display();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

@@ -151,22 +151,6 @@ void il_watch_print(const il_watch_result *r, FILE *f) {
   il_usage_print_gpu(&r->usage, f);
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n) (no overlongs, surrogates or code points past
- * U+10FFFF), or 0 when the bytes there are not one. */
-static size_t il__utf8_seq(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-  if (!len || len > n) return 0;
-  for (size_t i = 1; i < len; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
-  if (c == 0xED && s[1] > 0x9F) return 0; /* surrogate */
-  if (c == 0xF0 && s[1] < 0x90) return 0; /* overlong */
-  if (c == 0xF4 && s[1] > 0x8F) return 0; /* past U+10FFFF */
-  return len;
-}
-
 /* Writes key: s with every byte that is not part of valid UTF-8 (raw bytes of a non-UTF-8
  * argv, a name cut mid-character) replaced by U+FFFD, so the document is always valid JSON
  * text. s is at most a few KiB here (command lines, names, messages). */
@@ -178,7 +162,7 @@ static void il__kstr_utf8(il_jsonw *w, const char *key, const char *s) {
   char buf[3 * 1024 + 8];
   size_t o = 0, n = strlen(s);
   for (size_t i = 0; i < n && o + 4 < sizeof buf;) {
-    size_t l = il__utf8_seq((const unsigned char *)s + i, n - i);
+    size_t l = il_utf8_char_len(s + i, n - i);
     if (l) {
       memcpy(buf + o, s + i, l);
       o += l;
