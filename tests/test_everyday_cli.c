@@ -386,6 +386,23 @@ static void test_tokenize_display(void) {
   IL_CHECK(strncmp(out, "32007 ", 6) != 0);
 }
 
+/* Rough edges: a llama2.c .bin passed where a GGUF is expected says how to convert it. */
+static void test_llama2c_hint(void) {
+  const char *bin = il_test_fixture("models/stories260K.bin");
+  if (!bin) {
+    printf("SKIP (part): ../shared/fixtures/models absent: the llama2.c hint is not checked\n");
+    return;
+  }
+  char path[1024];
+  snprintf(path, sizeof path, "%s", bin);
+  IL_CHECK_INT(run("%s run -m %s -n 1 2>&1", cli, path), 65);
+  IL_CHECK(strstr(out, "is a llama2.c checkpoint") != NULL && strstr(out, "convert --from llama2c") != NULL);
+  IL_CHECK_INT(run("%s convert %s -o %s/h.gguf 2>&1", cli, path, tmp), 65);
+  IL_CHECK(strstr(out, "convert --from llama2c") != NULL);
+  IL_CHECK_INT(run("%s model info %s 2>&1", cli, path), 65);
+  IL_CHECK(strstr(out, "is a llama2.c checkpoint") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -405,6 +422,7 @@ int main(void) {
   test_bench_stream_and_interrupt();
   test_help_defaults();
   test_tokenize_display();
+  test_llama2c_hint();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

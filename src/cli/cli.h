@@ -34,6 +34,9 @@ int il_cli_exit_code(il_status s);
 /* Prints "inferlab CMD: error: DETAIL" (or the status message when no detail) to stderr and
  * returns the exit code for s. */
 int il_cli_fail(const char *cmd, il_status s);
+/* il_cli_fail for a model that failed to open: when the file is not a GGUF but a valid
+ * llama2.c checkpoint, also says how to convert it. */
+int il_cli_fail_model(const char *cmd, const char *model, il_status s);
 /* Prints "inferlab CMD: FMT" plus a hint to run --help, returns IL_EXIT_USAGE. */
 int il_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -73,5 +73,5 @@ int il_cli_convert(int argc, char **argv) {
               (long long)es.n_converted, il_dtype_name(type), (long long)es.n_kept,
               il_mem_format_bytes(es.bytes_out, b, sizeof b), il_time_now() - t0);
   }
-  return st == IL_OK ? IL_EXIT_OK : il_cli_fail("convert", st);
+  return st == IL_OK ? IL_EXIT_OK : llama2c ? il_cli_fail("convert", st) : il_cli_fail_model("convert", pos[0], st);
 }

@@ -75,7 +75,7 @@ int il_cli_model(int argc, char **argv) {
   il_model *m = NULL;
   il_status st = il_builtin_is(cfg.model) ? il_builtin_open(cfg.model, cfg.wtype, cfg.threads, &m)
                                          : il_model_open_gguf(cfg.model, &m);
-  if (st != IL_OK) return il_cli_fail("model", st);
+  if (st != IL_OK) return il_cli_fail_model("model", cfg.model, st);
   const il_hparams *hp = &m->hp;
   char a[32], b[32], c[32];
   printf("model:        %s\n", m->name);

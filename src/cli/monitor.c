@@ -31,6 +31,7 @@ static void il__monitor_help(FILE *f) {
           "  --json-lines       one JSON object per GPU per sample instead of the table\n"
           "  --nvml-lib PATH    NVML library to load (default libnvidia-ml.so.1; env INFERLAB_NVML_LIB)\n\n"
           "exit codes: 0 ok, 1 NVML present but failing (no devices, init error), 64 usage error,\n"
+          "            66 the library named by --nvml-lib or INFERLAB_NVML_LIB cannot be loaded,\n"
           "            69 no NVML on this machine (no NVIDIA driver)\n");
 }
 
@@ -88,6 +89,11 @@ int il_cli_monitor(int argc, char **argv) {
   }
   il_gpu_sampler *s;
   il_status st = il_gpu_sampler_start(lib, interval_ms, &s);
+  if (st == IL_ERR_NOT_FOUND && lib) {
+    /* a library the user named: say that it did not load, and why, not "no driver" */
+    fprintf(stderr, "inferlab monitor: the NVML library %s could not be loaded: %s\n", lib, il_error_detail());
+    return IL_EXIT_NOINPUT;
+  }
   if (st == IL_ERR_NOT_FOUND) {
     fprintf(stderr, "inferlab monitor: no NVML here, nothing to monitor (%s).\n"
                     "This machine has no NVIDIA driver; inference runs on the CPU backend. Run 'inferlab doctor' for details.\n",

@@ -101,7 +101,7 @@ int il_cli_run(int argc, char **argv) {
   }
   il_engine *e = NULL;
   il_status st = il_engine_open(&cfg, &e);
-  if (st != IL_OK) return il_cli_fail("run", st);
+  if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
   int32_t *prompt = NULL, n_prompt = 0;
   il_sampler *s = NULL;
   il_gen_stats gs = {0};
