@@ -403,6 +403,21 @@ static void test_llama2c_hint(void) {
   IL_CHECK(strstr(out, "is a llama2.c checkpoint") != NULL);
 }
 
+/* Rough edges: warnings for a context beyond the training one and threads beyond the CPUs. */
+static void test_warnings(void) {
+  const char *gguf = il_test_fixture("models/stories260K-f32.gguf");
+  if (gguf) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s", gguf);
+    IL_CHECK_INT(run("%s run -m %s --ctx 512 -n 1 -p Hi 2>&1 >/dev/null", cli, path), 0);
+    IL_CHECK(strstr(out, "warning: --ctx 512 is beyond the model's training context of 128") != NULL);
+  }
+  IL_CHECK_INT(run("%s run -t 1000 -n 1 -p Hi 2>&1 >/dev/null", cli), 0);
+  IL_CHECK(strstr(out, "warning: -t 1000 is more threads than the") != NULL);
+  IL_CHECK_INT(run("%s run -t 1 -n 1 -p Hi 2>&1 >/dev/null", cli), 0);
+  IL_CHECK(strstr(out, "warning") == NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -423,6 +438,7 @@ int main(void) {
   test_help_defaults();
   test_tokenize_display();
   test_llama2c_hint();
+  test_warnings();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

@@ -50,6 +50,19 @@ static il_status il__open(il_engine *e) {
     return il_error(IL_ERR_FORMAT, "%s: the vocabulary has %d tokens but token_embd.weight has %d rows", cfg->model,
                     il_vocab_size(e->vocab), hp->n_vocab);
 
+  /* warnings a user should see once per process (bench opens the engine per combination) */
+  static bool warned_ctx, warned_threads;
+  if (cfg->ctx > 0 && hp->n_ctx_train > 0 && cfg->ctx > hp->n_ctx_train && !warned_ctx) {
+    warned_ctx = true;
+    fprintf(stderr, "inferlab: warning: --ctx %d is beyond the model's training context of %d; text past it degrades\n",
+            cfg->ctx, hp->n_ctx_train);
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0 && cfg->threads > cpus && !warned_threads) {
+    warned_threads = true;
+    fprintf(stderr, "inferlab: warning: -t %d is more threads than the %ld CPUs here; they share cores and run slower\n",
+            cfg->threads, cpus);
+  }
   e->n_seq = cfg->n_seq;
   e->n_ctx = cfg->ctx > 0 ? cfg->ctx : (hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP);
   if (cfg->ctx <= 0) {
