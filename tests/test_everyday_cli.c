@@ -418,6 +418,20 @@ static void test_warnings(void) {
   IL_CHECK(strstr(out, "warning") == NULL);
 }
 
+/* Rough edges: -b is tokens per forward pass in every command (bench's --ubatch), never the
+ * lab's parallel sequences. */
+static void test_b_meaning(void) {
+  IL_CHECK_INT(run("%s bench -b 1,8 --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu 2>/dev/null", cli), 0);
+  IL_CHECK(strstr(out, "| ubatch |") != NULL);
+  IL_CHECK(strstr(out, "| 1 | 4 | 1 |") != NULL && strstr(out, "| 8 | 4 | 1 |") == NULL); /* batch stays 1 */
+  IL_CHECK_INT(run("%s bench --help", cli), 0);
+  IL_CHECK(strstr(out, "-b, --ubatch") != NULL && strstr(out, "-b, --batch") == NULL);
+  IL_CHECK_INT(run("%s experiment --help", cli), 0);
+  IL_CHECK(strstr(out, "-b, --ubatch") != NULL && strstr(out, "-b, --batch") == NULL);
+  IL_CHECK_INT(run("%s run --help", cli), 0);
+  IL_CHECK(strstr(out, "-b, --batch N            max tokens per forward pass") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -439,6 +453,7 @@ int main(void) {
   test_tokenize_display();
   test_llama2c_hint();
   test_warnings();
+  test_b_meaning();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

@@ -27,10 +27,10 @@ static void il__bench_help(void) {
          "machine's measured read-bandwidth roofline. Each combination: load, --warmup untimed\n"
          "repetitions, then -r timed ones.\n\n"
          "workload:\n"
-         "  -b, --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
+         "      --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
          "  -p, --prompt LIST        prompt tokens per sequence (synthetic ids) [128]\n"
          "      --gen LIST           generated tokens per sequence (the engine's n-predict) [n-predict]\n"
-         "      --ubatch LIST        the engine's `batch`: max tokens per forward pass [512]\n"
+         "  -b, --ubatch LIST        max tokens per forward pass (run's -b/--batch) [512]\n"
          "  -r, --reps N             timed repetitions per combination [5]\n"
          "      --warmup N           untimed repetitions first [1]\n"
          "output:\n"
@@ -89,7 +89,9 @@ int il_cli_bench(int argc, char **argv) {
   il_cli_flag flags[IL__MAX_FLAGS + 20];
   int n = 0, n_opt = 0;
   const char *lab[] = {"batch", "prompt", "gen", "ubatch"};
-  const char lab_short[] = {'b', 'p', 0, 0};
+  /* -b is the engine's tokens per forward pass in every command (run, model info, logits), so
+   * here it is --ubatch; --batch (parallel sequences) has no short form */
+  const char lab_short[] = {0, 'p', 0, 'b'};
   for (int i = 0; i < 4; i++) {
     names[n_opt] = lab[i];
     flags[n++] = (il_cli_flag){lab[i], lab_short[i], true, &values[n_opt], &present[n_opt]};

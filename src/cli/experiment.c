@@ -32,10 +32,10 @@ static void il__experiment_help(void) {
          "      --allow-multi        allow more than one --change (all applied to the variant)\n"
          "      --repeat N           runs per arm [5]\n"
          "      --warmup N           untimed repetitions at the start of each run [1]\n"
-         "  -b, --batch N            parallel sequences of the workload (n-seq) [1]\n"
+         "      --batch N            parallel sequences of the workload (n-seq) [1]\n"
          "  -p, --prompt N           prompt tokens per sequence [128]\n"
          "      --gen N              generated tokens per sequence (n-predict) [128]\n"
-         "      --ubatch N           the engine's max tokens per forward pass [512]\n"
+         "  -b, --ubatch N           max tokens per forward pass (run's -b/--batch) [512]\n"
          "      --out DIR            parent folder of the evidence folder [runs]\n"
          "      --show DIR           print the summary of an evidence folder\n"
          "      --cmd TEMPLATE       compare a foreign command: {} is replaced by each value; it runs\n"
@@ -70,8 +70,8 @@ int il_cli_experiment(int argc, char **argv) {
       {"show", 0, true, &show, NULL},            {"cmd", 0, true, &cmd, NULL},
       {"values", 0, true, &values, NULL},        {"quiet", 'q', false, NULL, &quiet},
       {"no-gpu", 0, false, NULL, &no_gpu},       {"nvml-lib", 0, true, &nvml, NULL},
-      {"batch", 'b', true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
-      {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 0, true, &lab_v[3], NULL},
+      {"batch", 0, true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
+      {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 'b', true, &lab_v[3], NULL},
   };
   const char *pos[1];
   int n_pos;
