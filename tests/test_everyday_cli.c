@@ -120,6 +120,7 @@ static void test_output_paths(void) {
   IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 -o /nonexistent/x.txt 2>&1", cli), 73);
   IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 --report /nonexistent/x.html 2>&1", cli), 73);
   IL_CHECK_INT(run("%s watch -o /nonexistent/x.txt -- true 2>&1", cli), 73);
+  IL_CHECK_INT(run("%s experiment -q --change ctx=64 --out /proc/nope 2>&1", cli), 73);
 }
 
 /* Item 4: extreme (zero-byte) tensor shapes print in full, no buffer overrun. */

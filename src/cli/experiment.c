@@ -53,7 +53,7 @@ static void il__experiment_help(void) {
          "  inferlab bench --config runs/2026-01-15T103000Z-batch-8/baseline.conf --prompt 128\n"
          "\nexit codes: 0 ok (whatever the verdicts), 1 runtime failure, 64 usage (including a second\n"
          "            --change without --allow-multi), 66 --show folder or model not found,\n"
-         "            65/69/71 as for bench\n");
+         "            65/69/71 as for bench, 73 the --out folder cannot be written\n");
 }
 
 int il_cli_experiment(int argc, char **argv) {
@@ -146,13 +146,13 @@ int il_cli_experiment(int argc, char **argv) {
     il_mem_free(x);
     return il_cli_usage_error("experiment", "%s", il_error_detail());
   }
-  if (!x->is_cmd) {
+  st = il_experiment_prepare_dir(x, out); /* first: an unwritable --out fails before any work */
+  if (st == IL_OK && !x->is_cmd) {
     /* the roof both arms are measured against: read bandwidth with the most threads either uses */
     int threads = x->baseline.cfg.threads > x->variant.cfg.threads ? x->baseline.cfg.threads : x->variant.cfg.threads;
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (il_bench_measure_roofline(threads, 300, &x->bench.roofline_gbps) != IL_OK) x->bench.roofline_gbps = 0;
   }
-  st = il_experiment_prepare_dir(x, out);
   if (st == IL_OK) {
     if (!quiet) fprintf(stderr, "inferlab experiment: evidence in %s/\n", x->dir);
     st = il_experiment_run(x, NULL, NULL);

@@ -347,11 +347,11 @@ static il_status il__mkdirs(const char *path) {
     if (*p != '/') continue;
     *p = 0;
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return il_error(IL_ERR_IO, "%s: cannot create the directory: %s", buf, strerror(errno));
+      return il_error(IL_ERR_OUTPUT, "%s: cannot create the directory: %s", buf, strerror(errno));
     *p = '/';
   }
   if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return il_error(IL_ERR_IO, "%s: cannot create the directory: %s", buf, strerror(errno));
+    return il_error(IL_ERR_OUTPUT, "%s: cannot create the directory: %s", buf, strerror(errno));
   return IL_OK;
 }
 
@@ -359,7 +359,7 @@ static FILE *il__open_in(const il_experiment *x, const char *name, il_status *st
   char path[2300];
   snprintf(path, sizeof path, "%s/%s", x->dir, name);
   FILE *f = fopen(path, "w");
-  if (!f) *st = il_error(IL_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  if (!f) *st = il_error(IL_ERR_OUTPUT, "%s: cannot write: %s", path, strerror(errno));
   return f;
 }
 
@@ -388,7 +388,7 @@ static il_status il__write_conf(const il_experiment *x, const char *name, const 
   fprintf(f, "# workload: prompt = %d tokens per sequence (bench --prompt), batch = n-seq, gen = n-predict\n",
           p->prompt);
   il_config_write(&p->cfg, f);
-  if (fclose(f) != 0) return il_error(IL_ERR_IO, "%s/%s: write failed", x->dir, name);
+  if (fclose(f) != 0) return il_error(IL_ERR_OUTPUT, "%s/%s: write failed", x->dir, name);
   return IL_OK;
 }
 
@@ -427,7 +427,7 @@ il_status il_experiment_prepare_dir(il_experiment *x, const char *out_parent) {
     il_jsonw_obj_end(&w);
     il_jsonw_finish(&w);
   }
-  if (fclose(f) != 0) return il_error(IL_ERR_IO, "%s/env.json: write failed", x->dir);
+  if (fclose(f) != 0) return il_error(IL_ERR_OUTPUT, "%s/env.json: write failed", x->dir);
   if (x->is_cmd) {
     const char *names[2] = {"baseline.cmd", "variant.cmd"};
     const char *cmds[2] = {x->cmd_a, x->cmd_b};
@@ -595,7 +595,7 @@ il_status il_experiment_write_summary(il_experiment *x, FILE *show) {
   il_jsonw_arr_end(&w);
   il_jsonw_obj_end(&w);
   st = il_jsonw_finish(&w);
-  if (fclose(f) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "%s/summary.json: write failed", x->dir);
+  if (fclose(f) != 0 && st == IL_OK) st = il_error(IL_ERR_OUTPUT, "%s/summary.json: write failed", x->dir);
   return st;
 }
 

@@ -107,11 +107,11 @@ typedef struct {
 /* Effect of metric m. IL_ERR_OOM. */
 il_status il_experiment_effect_of(const il_experiment *x, int m, il_experiment_effect *out);
 /* Creates the evidence folder under out_parent (NULL = "runs") and writes env.json,
- * baseline/variant files and command.txt; x->dir receives the folder. IL_ERR_IO naming the
+ * baseline/variant files and command.txt; x->dir receives the folder. IL_ERR_OUTPUT naming the
  * path. */
 il_status il_experiment_prepare_dir(il_experiment *x, const char *out_parent);
 /* Writes summary.txt and summary.json into x->dir and the text summary to `show` (may be
- * NULL). IL_ERR_IO / IL_ERR_OOM. */
+ * NULL). IL_ERR_OUTPUT / IL_ERR_OOM. */
 il_status il_experiment_write_summary(il_experiment *x, FILE *show);
 /* Prints DIR/summary.txt to f. IL_ERR_NOT_FOUND when DIR is not an evidence folder. */
 il_status il_experiment_show(const char *dir, FILE *f);
