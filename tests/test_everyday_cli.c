@@ -433,6 +433,20 @@ static void test_b_meaning(void) {
   IL_CHECK(strstr(out, "-b, --batch N            max tokens per forward pass") != NULL);
 }
 
+/* Rough edges: progress on a terminal for long steps, nothing when stderr is not one. */
+static void test_progress(void) {
+  if (run("command -v script >/dev/null") != 0) {
+    printf("SKIP (part): 'script' absent: progress on a terminal is not checked\n");
+    return;
+  }
+  IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 script -qec '%s convert builtin:tiny -o %s/pr.gguf' /dev/null", cli, tmp), 0);
+  IL_CHECK(strstr(out, "inferlab convert: converting builtin:tiny ...") != NULL);
+  IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 script -qec '%s model info builtin:tiny > /dev/null' /dev/null", cli), 0);
+  IL_CHECK(strstr(out, "inferlab model: loading builtin:tiny ...") != NULL);
+  IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 %s convert builtin:tiny -o %s/pr.gguf 2>&1", cli, tmp), 0);
+  IL_CHECK(strstr(out, "...") == NULL); /* piped: quiet */
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -455,6 +469,7 @@ int main(void) {
   test_llama2c_hint();
   test_warnings();
   test_b_meaning();
+  test_progress();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "core/outfile.h"
 #include "lab/bench.h"
 #include "lab/env.h"
@@ -71,6 +72,7 @@ static void il__on_sigint(int sig) {
 
 static void il__progress(void *ud, int rep, int reps) {
   il__progress_state *p = ud;
+  il_cli_progress_stop(); /* the loading line, if the model took a while */
   if (rep < 0) fprintf(stderr, "\rbench: [%d/%d] %s warm-up\033[K", p->index + 1, p->count, p->label);
   else fprintf(stderr, "\rbench: [%d/%d] %s repetition %d/%d\033[K", p->index + 1, p->count, p->label, rep + 1, reps);
   fflush(stderr);
@@ -241,7 +243,11 @@ int il_cli_bench(int argc, char **argv) {
     il__progress_state ps = {(int)i, (int)count, *results[i].label ? results[i].label : "run"};
     opt.progress = progress ? il__progress : NULL;
     opt.progress_ud = &ps;
+    char what[300];
+    snprintf(what, sizeof what, "bench: [%d/%zu] %s: loading", (int)i + 1, count, ps.label);
+    if (progress) il_cli_progress_start("%s", what);
     il_status st = il_bench_run(&p, &opt, &results[i]);
+    il_cli_progress_stop();
     rep.n_results = (int)i + 1;
     if (st != IL_OK && exit_code == IL_EXIT_OK) exit_code = il_cli_exit_code(st);
     if (progress) fprintf(stderr, "\r\033[K");

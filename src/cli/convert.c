@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "core/outfile.h"
 #include "core/timer.h"
 #include "format/llama2c.h"
@@ -61,12 +62,15 @@ int il_cli_convert(int argc, char **argv) {
   il_status st = il_outfile_check("-o", output, inputs, 2);
   if (st != IL_OK) return il_cli_fail("convert", st);
   double t0 = il_time_now();
+  il_cli_progress_start("inferlab convert: converting %s", pos[0]);
   if (llama2c) {
     st = il_llama2c_convert(pos[0], tokenizer, type, output);
+    il_cli_progress_stop();
     if (st == IL_OK) fprintf(stderr, "wrote %s (%s) in %.2f s\n", output, il_dtype_name(type), il_time_now() - t0);
   } else {
     il_export_stats es;
     st = il_export_gguf(pos[0], type, output, cfg.threads, stderr, &es);
+    il_cli_progress_stop();
     char b[32];
     if (st == IL_OK)
       fprintf(stderr, "wrote %s: %lld tensors as %s, %lld kept, %s of tensor data, in %.2f s\n", output,

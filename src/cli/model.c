@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "core/text.h"
 #include "engine/kv.h"
 #include "memory/mem.h"
@@ -73,8 +74,10 @@ int il_cli_model(int argc, char **argv) {
   if (n_pos == 2) snprintf(cfg.model, sizeof cfg.model, "%s", pos[1]);
 
   il_model *m = NULL;
+  il_cli_progress_start("inferlab model: loading %s", cfg.model);
   il_status st = il_builtin_is(cfg.model) ? il_builtin_open(cfg.model, cfg.wtype, cfg.threads, &m)
                                          : il_model_open_gguf(cfg.model, &m);
+  il_cli_progress_stop();
   if (st != IL_OK) return il_cli_fail_model("model", cfg.model, st);
   const il_hparams *hp = &m->hp;
   char a[32], b[32], c[32];

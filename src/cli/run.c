@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 
@@ -100,7 +101,9 @@ int il_cli_run(int argc, char **argv) {
     if (fst != IL_OK) return il_cli_fail("run", fst);
   }
   il_engine *e = NULL;
+  il_cli_progress_start("inferlab run: loading %s", cfg.model);
   il_status st = il_engine_open(&cfg, &e);
+  il_cli_progress_stop();
   if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
   int32_t *prompt = NULL, n_prompt = 0;
   il_sampler *s = NULL;
