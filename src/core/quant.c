@@ -194,8 +194,9 @@ bool il_quantize_supported(il_dtype t) {
 }
 
 /* float -> int in [lo, hi], truncating toward zero like the (int8_t) casts of ggml's reference
- * code but defined for every input: a value outside the range (a subnormal scale gives an
- * infinite inverse) is clamped instead of being undefined behaviour. */
+ * code (then clamped as it clamps), but defined for every input: a value outside the range (a
+ * subnormal scale gives an infinite inverse, 0 x inf is NaN) is clamped instead of being
+ * undefined behaviour. */
 static int il__to_int(float v, int lo, int hi) {
   if (!(v > (float)lo)) return lo; /* also NaN (rejected earlier; defensive) */
   if (v >= (float)hi) return hi;
@@ -235,9 +236,7 @@ static void il__q4_0(const float *x, uint8_t *dst, int64_t nb) {
     out.d = il_f32_to_fp16(d);
     for (int j = 0; j < IL_QK / 2; j++) {
       const float x0 = x[i * IL_QK + j] * id, x1 = x[i * IL_QK + IL_QK / 2 + j] * id;
-      int q0 = il__to_int(x0 + 8.5f, -128, 127), q1 = il__to_int(x1 + 8.5f, -128, 127);
-      if (q0 > 15) q0 = 15;
-      if (q1 > 15) q1 = 15;
+      int q0 = il__to_int(x0 + 8.5f, 0, 15), q1 = il__to_int(x1 + 8.5f, 0, 15); /* x0 is in [-8, 8] */
       out.qs[j] = (uint8_t)(q0 | (q1 << 4));
     }
     memcpy(dst + (size_t)i * sizeof out, &out, sizeof out); /* dst need not be aligned */
@@ -260,9 +259,7 @@ static void il__q4_1(const float *x, uint8_t *dst, int64_t nb) {
     out.m = il_f32_to_fp16(min);
     for (int j = 0; j < IL_QK / 2; j++) {
       const float x0 = (x[i * IL_QK + j] - min) * id, x1 = (x[i * IL_QK + IL_QK / 2 + j] - min) * id;
-      int q0 = il__to_int(x0 + 0.5f, -128, 127), q1 = il__to_int(x1 + 0.5f, -128, 127);
-      if (q0 > 15) q0 = 15;
-      if (q1 > 15) q1 = 15;
+      int q0 = il__to_int(x0 + 0.5f, 0, 15), q1 = il__to_int(x1 + 0.5f, 0, 15); /* x0 is in [0, 15] */
       out.qs[j] = (uint8_t)(q0 | (q1 << 4));
     }
     memcpy(dst + (size_t)i * sizeof out, &out, sizeof out); /* dst need not be aligned */
