@@ -168,7 +168,8 @@ static void test_meminfo_overflow(void) {
   const char *dir = il_test_tmpdir();
   char p[600];
   snprintf(p, sizeof p, "mkdir -p %s/proc && printf 'MemTotal: 99999999999999999999 kB\nMemAvailable: "
-                        "9223372036854775807 kB\nHugepagesize: 2048 kB\n' > %s/proc/meminfo", dir, dir);
+                        "9223372036854775807 kB\nHugepagesize: 2048 kB\n' > %s/proc/meminfo && "
+                        "printf 'processor\t: 0\nflags\t\t: fpu\n' > %s/proc/cpuinfo", dir, dir, dir);
   IL_CHECK_INT(system(p), 0);
   il_sysfs fs;
   IL_CHECK_OK(il_sysfs_init(&fs, dir, NULL));
