@@ -447,6 +447,20 @@ static void test_progress(void) {
   IL_CHECK(strstr(out, "...") == NULL); /* piped: quiet */
 }
 
+/* Rough edges: watch draws no status line over the watched command's output on a terminal
+ * unless asked (--live). */
+static void test_watch_status_line(void) {
+  if (run("command -v script >/dev/null") != 0) {
+    printf("SKIP (part): 'script' absent: the watch status line is not checked\n");
+    return;
+  }
+  IL_CHECK_INT(run("script -qec \"%s watch --no-gpu -i 20ms -- sh -c 'echo one; sleep 0.3; echo two'\" /dev/null", cli), 0);
+  IL_CHECK(strstr(out, "one") != NULL && strstr(out, "two") != NULL);
+  IL_CHECK(strstr(out, "\rwatch:") == NULL);
+  IL_CHECK_INT(run("script -qec \"%s watch --live --no-gpu -i 20ms -- sh -c 'sleep 0.3'\" /dev/null", cli), 0);
+  IL_CHECK(strstr(out, "\rwatch:") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -470,6 +484,7 @@ int main(void) {
   test_warnings();
   test_b_meaning();
   test_progress();
+  test_watch_status_line();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

@@ -14,7 +14,7 @@
 #define IL__MAX_ARGS 1024
 
 static void il__watch_help(void) {
-  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [-q] -- COMMAND [ARGS...]\n\n"
+  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [--live] -- COMMAND [ARGS...]\n\n"
          "Runs COMMAND and reports what `time` would plus the GPU view: duration, exit status, CPU\n"
          "time, peak RSS (wait4), the sampled RSS of its process tree, and per GPU (through NVML when\n"
          "it loads) peak and mean memory of the device and of the command's processes, mean and max\n"
@@ -24,7 +24,9 @@ static void il__watch_help(void) {
          "  -i, --interval T         sampling interval: 200ms, 1s, 0.5s or milliseconds [200ms]\n"
          "      --json               the report as one JSON document (keys in docs/watch.md)\n"
          "  -o, --output FILE        write the report to FILE\n"
-         "  -q, --quiet              no live status line on stderr\n"
+         "      --live               a live status line on stderr while it runs (when stderr is a\n"
+         "                           terminal; it shares that terminal with the command's output)\n"
+         "  -q, --quiet              no live status line (the default)\n"
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "\nexamples:\n"
@@ -49,13 +51,13 @@ static int il__parse_interval(const char *s) {
 }
 
 int il_cli_watch(int argc, char **argv) {
-  bool help = false, json = false, quiet = false, no_gpu = false;
+  bool help = false, json = false, quiet = false, no_gpu = false, live = false;
   const char *interval = NULL, *output = NULL, *nvml = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},       {"interval", 'i', true, &interval, NULL},
       {"json", 0, false, NULL, &json},         {"output", 'o', true, &output, NULL},
       {"quiet", 'q', false, NULL, &quiet},     {"no-gpu", 0, false, NULL, &no_gpu},
-      {"nvml-lib", 0, true, &nvml, NULL},
+      {"nvml-lib", 0, true, &nvml, NULL},      {"live", 0, false, NULL, &live},
   };
   /* options end at `--`; everything after it is the command, passed through untouched */
   int split = argc;
@@ -82,7 +84,9 @@ int il_cli_watch(int argc, char **argv) {
   il_watch_options o = {200, nvml ? nvml : getenv("INFERLAB_NVML_LIB"), no_gpu, NULL, NULL};
   if (interval && (o.interval_ms = il__parse_interval(interval)) < 1)
     return il_cli_usage_error("watch", "-i %s: expected an interval like 200ms, 1s or 0.5s (1ms..1h)", interval);
-  if (!quiet && isatty(2)) o.progress = stderr;
+  /* the command writes to the same terminal, so a \r status line would overwrite its output:
+   * only on request; the report always comes on its own lines at the end */
+  if (live && !quiet && isatty(2)) o.progress = stderr;
   FILE *out = stderr;
   il_outfile out_file;
   if (output) {
