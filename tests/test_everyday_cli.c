@@ -461,6 +461,26 @@ static void test_watch_status_line(void) {
   IL_CHECK(strstr(out, "\rwatch:") != NULL);
 }
 
+/* Rough edges: the HTML report: no one-point charts without a sweep, TTFT and TPOT on their
+ * own axes, no "± 0.00", the table in a scrolling box. */
+static void test_html_report(void) {
+  IL_CHECK_INT(run("%s bench --gen 4 -p 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu -q --report %s/one.html >/dev/null && "
+                   "cat %s/one.html",
+                   cli, tmp, tmp),
+               0);
+  IL_CHECK(strstr(out, "id=\"chart-gen_tps\"") == NULL);
+  IL_CHECK(strstr(out, "id=\"chart-latency-percentiles\"") != NULL && strstr(out, "id=\"chart-ttft-percentiles\"") != NULL);
+  IL_CHECK(strstr(out, "<div class=\"tw\"><table>") != NULL);
+  IL_CHECK(strstr(out, "± 0.00") == NULL && strstr(out, "± 0.000") == NULL);
+  IL_CHECK_INT(run("%s bench --gen 2,4 -p 4 -r 2 --warmup 0 --roofline-ms 0 --no-gpu -q --report %s/two.html >/dev/null && "
+                   "cat %s/two.html",
+                   cli, tmp, tmp),
+               0);
+  IL_CHECK(strstr(out, "id=\"chart-gen_tps\"") != NULL);
+  IL_CHECK(strstr(out, "± 0.00") == NULL); /* load time is measured once per combination */
+  IL_CHECK(strstr(out, "0.00 GB/s") == NULL && strstr(out, "roofline</th><td>not measured") != NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -485,6 +505,7 @@ int main(void) {
   test_b_meaning();
   test_progress();
   test_watch_status_line();
+  test_html_report();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();
