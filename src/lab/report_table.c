@@ -35,9 +35,9 @@ void il_report_format_metric(const il_stats_summary *s, il_bench_metric m, bool 
   double k = il_report_display_scale(m, &unit);
   double v = s->mean * k, sd = s->stddev * k;
   int prec = fabs(v) >= 100 ? 1 : fabs(v) >= 1 ? 2 : 3;
-  /* no "± 0.00": one measurement, or a value measured once per combination and repeated in
-   * every sample (load time), has no spread to show */
-  if (with_sd && s->n > 1 && sd > 0) snprintf(buf, n, "%.*f ± %.*f", prec, v, prec, sd);
+  /* no "± 0.00": one measurement, a value measured once per combination and repeated in every
+   * sample (load time), or a spread below the printed precision has no spread to show */
+  if (with_sd && s->n > 1 && sd >= 0.5 * pow(10, -prec)) snprintf(buf, n, "%.*f ± %.*f", prec, v, prec, sd);
   else snprintf(buf, n, "%.*f", prec, v);
 }
 
