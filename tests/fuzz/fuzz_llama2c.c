@@ -11,6 +11,10 @@
 
 static char il__dir[64];
 
+static void il__cleanup(void) {
+  if (il__dir[0]) rmdir(il__dir); /* the files in it are removed after each input */
+}
+
 static bool il__write(const char *path, const uint8_t *d, size_t n) {
   FILE *f = fopen(path, "wb");
   if (!f) return false;
@@ -22,6 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!il__dir[0]) {
     snprintf(il__dir, sizeof il__dir, "/tmp/il-fuzz-l2c-XXXXXX");
     if (!mkdtemp(il__dir)) abort();
+    atexit(il__cleanup);
   }
   if (size < 4) return 0;
   uint32_t ck;
