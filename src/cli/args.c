@@ -113,10 +113,15 @@ void il_cli_print_options(FILE *f, const char *names) {
     else snprintf(flag, sizeof flag, "    --%s%s", o->name, arg);
     il_config cfg;
     il_config_defaults(&cfg);
-    char dflt[64];
+    char dflt[64], range[64] = "";
     il_config_format(&cfg, o, dflt, sizeof dflt);
-    fprintf(f, "  %-24s %s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
-            o->kind != IL_OPT_BOOL ? dflt : "", *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
+    /* the default as it would be typed, then the accepted range */
+    if (o->kind == IL_OPT_INT)
+      snprintf(range, sizeof range, "; %lld..%lld", (long long)o->min, (long long)o->max);
+    else if (o->kind == IL_OPT_FLOAT)
+      snprintf(range, sizeof range, "; %g%s..%g", o->min, o->min_open ? " (excluded)" : "", o->max);
+    fprintf(f, "  %-24s %s%s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
+            o->kind != IL_OPT_BOOL ? dflt : "", range, *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
   }
   fprintf(f, "  %-24s %s\n", "    --config FILE", "read options from 'key = value' lines; flags override it");
 }

@@ -1,10 +1,13 @@
 /* cli/run: `inferlab run`: generate text from a prompt, streamed as it is produced. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 
@@ -15,7 +18,7 @@ static void il__run_help(void) {
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
                                "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,fit,attn,attn-slice,kv-type,kv,kv-block");
-  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
+  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
@@ -51,19 +54,47 @@ static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
   return true;
 }
 
-/* Reads the prompt file into buf[max]. IL_ERR_IO when it cannot be read, IL_ERR_RANGE when it
- * does not fit (never a silently truncated prompt). */
+/* Reads the prompt file ('-': stdin) into buf[max]. IL_ERR_IO when it cannot be read,
+ * IL_ERR_INVALID_ARG when it does not fit or holds a NUL byte (never a silently cut prompt). */
 static il_status il__read_file(const char *path, size_t max, char *buf) {
-  FILE *f = fopen(path, "rb");
+  bool is_stdin = !strcmp(path, "-");
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return il_error(IL_ERR_IO, "--file %s: cannot open: %s", path, strerror(errno));
   size_t n = fread(buf, 1, max - 1, f);
   bool more = fgetc(f) != EOF;
   bool err = ferror(f);
-  fclose(f);
+  if (!is_stdin) fclose(f);
   if (err) return il_error(IL_ERR_IO, "--file %s: read error", path);
   if (more) return il_error(IL_ERR_INVALID_ARG, "--file %s: the prompt is longer than %zu bytes", path, max - 1);
+  const char *nul = memchr(buf, 0, n);
+  if (nul)
+    return il_error(IL_ERR_INVALID_ARG, "--file %s: NUL byte at offset %zu (a prompt is text)", path,
+                    (size_t)(nul - buf));
   buf[n] = 0;
   return IL_OK;
+}
+
+/* The three "total memory" figures a user meets, side by side: what inferlab counted (the
+ * `total` above and `model info`'s estimate: weights + kv + activations + workspace), the
+ * weights mapped from the file (not allocated, so not in that total), and the process's peak
+ * RSS (`watch`'s figure: also code, libraries and stacks, and only the touched pages). */
+static void il__print_memory_totals(FILE *f) {
+  il_mem_stats st;
+  il_mem_stats_get(&st);
+  size_t mapped = 0;
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) mapped += st.mapped[c];
+  struct rusage ru;
+  long long rss = getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss >= 0 && ru.ru_maxrss <= LLONG_MAX / 1024
+                      ? (long long)ru.ru_maxrss * 1024
+                      : -1;
+  char a[32], b[32], c[32], d[32];
+  fprintf(f, "memory totals: counted %s (allocated by inferlab: the total above) + mapped %s (weights read from the "
+             "file) = %s (what model info estimates: weights + kv + activations)\n"
+             "               process peak RSS %s (what watch reports: also code, libraries and stacks, and only "
+             "the pages touched)\n",
+          il_mem_format_bytes(st.total_peak, a, sizeof a), il_mem_format_bytes(mapped, b, sizeof b),
+          il_mem_format_bytes(st.total_peak + mapped, c, sizeof c),
+          rss >= 0 ? il_mem_format_bytes((size_t)rss, d, sizeof d) : "unknown");
 }
 
 int il_cli_run(int argc, char **argv) {
@@ -89,8 +120,10 @@ int il_cli_run(int argc, char **argv) {
     if (fst != IL_OK) return il_cli_fail("run", fst);
   }
   il_engine *e = NULL;
+  il_cli_progress_start("inferlab run: loading %s", cfg.model);
   il_status st = il_engine_open(&cfg, &e);
-  if (st != IL_OK) return il_cli_fail("run", st);
+  il_cli_progress_stop();
+  if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
   int32_t *prompt = NULL, n_prompt = 0;
   il_sampler *s = NULL;
   il_gen_stats gs = {0};
@@ -121,6 +154,7 @@ int il_cli_run(int argc, char **argv) {
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
             gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
     il_cli_print_memory(stderr);
+    il__print_memory_totals(stderr);
     il__print_device_memory(stderr, e);
   }
   il_sampler_free(s);

@@ -193,6 +193,16 @@ bool il_quantize_supported(il_dtype t) {
   }
 }
 
+/* float -> int in [lo, hi], truncating toward zero like the (int8_t) casts of ggml's reference
+ * code (then clamped as it clamps), but defined for every input: a value outside the range (a
+ * subnormal scale gives an infinite inverse, 0 x inf is NaN) is clamped instead of being
+ * undefined behaviour. */
+static int il__to_int(float v, int lo, int hi) {
+  if (!(v > (float)lo)) return lo; /* also NaN (rejected earlier; defensive) */
+  if (v >= (float)hi) return hi;
+  return (int)v;
+}
+
 /* ggml's quantize_row_q8_0_ref: d = amax/127 stored as fp16, q = round(x / d) (half away from
  * zero, like roundf), using the float d before fp16 rounding. */
 static void il__q8_0(const float *x, uint8_t *dst, int64_t nb) {
@@ -203,7 +213,7 @@ static void il__q8_0(const float *x, uint8_t *dst, int64_t nb) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     out.d = il_f32_to_fp16(d);
-    for (int j = 0; j < IL_QK; j++) out.qs[j] = (int8_t)roundf(x[i * IL_QK + j] * id);
+    for (int j = 0; j < IL_QK; j++) out.qs[j] = (int8_t)il__to_int(roundf(x[i * IL_QK + j] * id), -128, 127);
     memcpy(dst + (size_t)i * sizeof out, &out, sizeof out); /* dst need not be aligned */
   }
 }
@@ -226,9 +236,7 @@ static void il__q4_0(const float *x, uint8_t *dst, int64_t nb) {
     out.d = il_f32_to_fp16(d);
     for (int j = 0; j < IL_QK / 2; j++) {
       const float x0 = x[i * IL_QK + j] * id, x1 = x[i * IL_QK + IL_QK / 2 + j] * id;
-      int q0 = (int8_t)(x0 + 8.5f), q1 = (int8_t)(x1 + 8.5f);
-      if (q0 > 15) q0 = 15;
-      if (q1 > 15) q1 = 15;
+      int q0 = il__to_int(x0 + 8.5f, 0, 15), q1 = il__to_int(x1 + 8.5f, 0, 15); /* x0 is in [-8, 8] */
       out.qs[j] = (uint8_t)(q0 | (q1 << 4));
     }
     memcpy(dst + (size_t)i * sizeof out, &out, sizeof out); /* dst need not be aligned */
@@ -251,9 +259,7 @@ static void il__q4_1(const float *x, uint8_t *dst, int64_t nb) {
     out.m = il_f32_to_fp16(min);
     for (int j = 0; j < IL_QK / 2; j++) {
       const float x0 = (x[i * IL_QK + j] - min) * id, x1 = (x[i * IL_QK + IL_QK / 2 + j] - min) * id;
-      int q0 = (int8_t)(x0 + 0.5f), q1 = (int8_t)(x1 + 0.5f);
-      if (q0 > 15) q0 = 15;
-      if (q1 > 15) q1 = 15;
+      int q0 = il__to_int(x0 + 0.5f, 0, 15), q1 = il__to_int(x1 + 0.5f, 0, 15); /* x0 is in [0, 15] */
       out.qs[j] = (uint8_t)(q0 | (q1 << 4));
     }
     memcpy(dst + (size_t)i * sizeof out, &out, sizeof out); /* dst need not be aligned */
@@ -263,6 +269,11 @@ static void il__q4_1(const float *x, uint8_t *dst, int64_t nb) {
 il_status il_quantize_row(il_dtype t, const float *src, void *dst, int64_t n) {
   IL_TRY(il__check(t, n, "quantize"));
   uint8_t *d = dst;
+  if (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1) /* block scales need finite values */
+    for (int64_t i = 0; i < n; i++)
+      if (!isfinite(src[i]))
+        return il_error(IL_ERR_FORMAT, "element %lld is %s: cannot quantize to %s", (long long)i,
+                        isnan(src[i]) ? "NaN" : "infinite", il_dtype_name(t));
   switch (t) {
   case IL_DTYPE_F32:
     memcpy(dst, src, (size_t)n * 4);

@@ -65,6 +65,7 @@ typedef struct {
   size_t size;       /* for strings: buffer size */
   double min, max;   /* numeric range (inclusive) */
   const char *help;
+  bool min_open;     /* the range excludes min: (min, max] */
 } il_opt;
 
 /* Fills defaults. Can't fail. */
@@ -76,6 +77,10 @@ const il_opt *il_config_find_short(char c);
 /* Sets option `name` from text. IL_ERR_INVALID_ARG naming `where` (e.g. "--threads" or
  * "run.conf:3") for an unknown key, a malformed number or a value out of range. */
 il_status il_config_set(il_config *c, const char *name, const char *value, const char *where);
+/* Strict decimal integer for every integer option and flag: an optional '-', then digits only
+ * (no spaces, '+' or base prefix; "010" is ten), within [min, max] before any narrowing.
+ * IL_ERR_INVALID_ARG naming `where` ("--threads") and the text. */
+il_status il_config_parse_int(const char *text, long long min, long long max, const char *where, long long *out);
 /* Reads `key = value` lines ('#' comments, blank lines). Errors name file:line. */
 il_status il_config_load(il_config *c, const char *path);
 /* Writes every option as `key = value` (a file il_config_load reads back). */

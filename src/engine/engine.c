@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/registry.h"
 #include "core/units.h"
@@ -399,6 +400,12 @@ static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
   return IL_OK;
 }
 
+/* Tokens per pass: the config's, at most every cell of the cache (ctx x n_seq can exceed an int). */
+static int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq) {
+  const int64_t cells = (int64_t)n_ctx * n_seq;
+  return batch < cells ? batch : (int32_t)cells;
+}
+
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
@@ -430,9 +437,22 @@ static il_status il__open(il_engine *e) {
     return il_error(IL_ERR_FORMAT, "%s: the vocabulary has %d tokens but token_embd.weight has %d rows", cfg->model,
                     il_vocab_size(e->vocab), hp->n_vocab);
 
+  /* warnings a user should see once per process (bench opens the engine per combination) */
+  static bool warned_ctx, warned_threads;
+  if (cfg->ctx > 0 && hp->n_ctx_train > 0 && cfg->ctx > hp->n_ctx_train && !warned_ctx) {
+    warned_ctx = true;
+    fprintf(stderr, "inferlab: warning: --ctx %d is beyond the model's training context of %d; text past it degrades\n",
+            cfg->ctx, hp->n_ctx_train);
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0 && cfg->threads > cpus && !warned_threads) {
+    warned_threads = true;
+    fprintf(stderr, "inferlab: warning: -t %d is more threads than the %ld CPUs here; they share cores and run slower\n",
+            cfg->threads, cpus);
+  }
   e->n_seq = cfg->n_seq;
   e->n_ctx = cfg->ctx > 0 ? cfg->ctx : (hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP);
-  e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+  e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));
   e->layer_dev = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement");
@@ -459,7 +479,7 @@ static il_status il__open(il_engine *e) {
     if (e->ctx_capped) {
       fprintf(stderr, "inferlab: context reduced to %d so the KV cache fits in %s memory (set --ctx to override)\n",
               e->n_ctx, e->info.kind);
-      e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+      e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
       e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
       shape.n_ctx = e->n_ctx, shape.n_batch = e->n_batch;
     }
@@ -587,20 +607,25 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
   const int32_t nv = e->model->hp.n_vocab;
   il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n_prompt, "prompt batch");
   float *logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * (size_t)nv, "sampling logits");
+  /* room for the longest piece, so a push never leaves text queued (pieces can be longer than
+   * any fixed buffer) */
+  const size_t text_cap = il_vocab_max_piece(e->vocab) + 8;
+  char *text = il_mem_alloc(IL_MEM_WORKSPACE, text_cap, "detokenized text");
   il_detok *dt = NULL;
-  il_status st = batch && logits ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
+  il_status st = batch && logits && text ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
   if (st == IL_OK) {
+    il_detok_skip(dt, prompt, (size_t)n_prompt); /* the caller shows the prompt as typed */
     for (int32_t i = 0; i < n_prompt; i++) {
       batch[i] = (il_batch_entry){prompt[i], 0, i, i == n_prompt - 1};
       il_sampler_accept(s, prompt[i]);
     }
     double t0 = il_time_now();
     st = il_engine_decode(e, batch, n_prompt, logits);
+    if (st == IL_OK) st = il_logits_check_finite(logits, nv, n_prompt - 1);
     stats->prompt_seconds = il_time_now() - t0;
     stats->n_prompt = n_prompt;
   }
   double t1 = il_time_now();
-  char text[256];
   /* the token for position pos is sampled from the logits of pos - 1, so the last one the
    * context allows is pos == n_ctx: it is emitted but not decoded (as llama2.c does) */
   for (int32_t pos = n_prompt; st == IL_OK && pos <= e->n_ctx && (n_predict < 0 || stats->n_gen < n_predict); pos++) {
@@ -611,19 +636,19 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
       stats->stopped_eog = true;
       break;
     }
-    size_t len = il_detok_push(dt, tok, text, sizeof text);
-    if (fn && !fn(ud, tok, text, len < sizeof text ? len : sizeof text)) break;
+    size_t len = il_detok_push(dt, tok, text, text_cap);
+    if (fn && !fn(ud, tok, text, len)) break;
     if (n_predict >= 0 && stats->n_gen >= n_predict) break;
     if (pos >= e->n_ctx) break;
     il_batch_entry one = {tok, 0, pos, true};
     st = il_engine_decode(e, &one, 1, logits);
+    if (st == IL_OK) st = il_logits_check_finite(logits, nv, pos);
   }
   stats->gen_seconds = il_time_now() - t1;
-  if (st == IL_OK && dt && fn) {
-    size_t len = il_detok_flush(dt, text, sizeof text);
-    if (len) fn(ud, -1, text, len < sizeof text ? len : sizeof text);
-  }
+  if (st == IL_OK && dt && fn)
+    for (size_t len; (len = il_detok_flush(dt, text, text_cap)) > 0;) fn(ud, -1, text, len);
   il_detok_free(dt);
+  il_mem_free(text);
   il_mem_free(batch);
   il_mem_free(logits);
   return st;

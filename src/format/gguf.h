@@ -118,8 +118,9 @@ const il_gguf_tensor *il_gguf_find_tensor(const il_gguf *g, const char *name);
 /* ---- writer ----
  * Collects metadata and tensors in insertion order and writes a GGUF v3 file. Tensor data is
  * borrowed until il_gguf_writer_write returns. Keys and names are copied. Adding a duplicate key
- * or tensor name is IL_ERR_INVALID_ARG. Writing goes to "<path>.tmp" then renames, so a failed
- * write never leaves a truncated model behind. */
+ * or tensor name is IL_ERR_INVALID_ARG. The file is written through core/outfile (an exclusive
+ * temporary file renamed over the path; devices and FIFOs written directly), so a failed write
+ * never leaves a truncated model behind; write errors are IL_ERR_OUTPUT. */
 typedef struct il_gguf_writer il_gguf_writer;
 
 il_status il_gguf_writer_new(il_gguf_writer **out);

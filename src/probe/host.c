@@ -1,6 +1,7 @@
 /* probe/host: CPU, memory, huge pages, kernel and a read-bandwidth measurement. See host.h. */
 #include "probe/host.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@ static bool il__has_flag(const char *flags, const char *f) {
 static long long il__meminfo_kb(const char *text, const char *key) {
   char v[64];
   if (!il_sysfs_field(text, key, v, sizeof v)) return -1;
-  return strtoll(v, NULL, 10);
+  long long kb = strtoll(v, NULL, 10);
+  return kb >= 0 && kb <= LLONG_MAX / 1024 ? kb : -1; /* callers multiply by 1024 */
 }
 
 void il_host_probe(const il_sysfs *fs, il_host_info *h) {
