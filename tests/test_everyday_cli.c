@@ -36,12 +36,13 @@ static void test_prompt_space(void) {
   if (strncmp(out, "Once upon a time", 16)) fprintf(stderr, "got: %s\n", out);
 }
 
-/* A builtin:tiny GGUF (f32) with one logit's row of output.weight set to NaN. */
-static int make_nan_model(const char *path) {
+/* A builtin:tiny GGUF (f32) with row 17 of `tensor` (output.weight, else token_embd.weight)
+ * set to NaN. */
+static int make_nan_model_in(const char *path, const char *tensor) {
   if (run("%s convert builtin:tiny --type f32 -o %s 2>&1", cli, path) != 0) return -1;
   il_gguf *g = NULL;
   if (il_gguf_open(path, &g) != IL_OK) return -1;
-  const il_gguf_tensor *t = il_gguf_find_tensor(g, "output.weight");
+  const il_gguf_tensor *t = il_gguf_find_tensor(g, tensor);
   if (!t) t = il_gguf_find_tensor(g, "token_embd.weight");
   long off = t ? (long)(il_gguf_data_offset(g) + t->offset + (uint64_t)t->ne[0] * 4 * 17) : -1;
   int64_t row = t ? t->ne[0] : 0;
@@ -54,6 +55,8 @@ static int make_nan_model(const char *path) {
   return fclose(f) == 0 ? 0 : -1;
 }
 
+static int make_nan_model(const char *path) { return make_nan_model_in(path, "output.weight"); }
+
 /* Item 2: a NaN logit is a clear error (exit 1), not a crash, with every sampler setting. */
 static void test_nan_logits(void) {
   char path[512];
@@ -63,6 +66,12 @@ static void test_nan_logits(void) {
   IL_CHECK(strstr(out, "non-finite") != NULL && strstr(out, "token 17") != NULL);
   IL_CHECK_INT(run("%s run -m %s -p Hello -n 4 --temp 0 2>&1", cli, path), 1);
   IL_CHECK(strstr(out, "non-finite") != NULL);
+  IL_CHECK(strstr(out, "output head") != NULL); /* the layers were finite: the error says where it began */
+  /* NaN inside a layer: the error names the first layer and block where inf/nan appear */
+  IL_CHECK_INT(make_nan_model_in(path, "blk.2.ffn_down.weight"), 0);
+  IL_CHECK_INT(run("%s run -m %s -p Hello -n 4 --temp 0 2>&1", cli, path), 1);
+  IL_CHECK(strstr(out, "feed-forward block of layer 2") != NULL);
+  if (!strstr(out, "layer 2")) fprintf(stderr, "got: %s\n", out);
 }
 
 /* Item 3: output paths. */

@@ -598,6 +598,22 @@ il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32
   return IL_OK;
 }
 
+/* After non-finite logits from entries [0, n): runs them again with the numerics check on (the
+ * same KV cells are written with the same values) and adds where the inf/nan first appeared
+ * to the error. Returns `err`. */
+static il_status il__locate_nonfinite(il_engine *e, const il_batch_entry *batch, int32_t n, il_status err) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", il_error_detail());
+  e->fs.check_numerics = true;
+  il_status st = il_engine_decode(e, batch, n, NULL);
+  e->fs.check_numerics = false;
+  if (st != IL_OK || e->fs.bad_layer < 0) return il_error(err, "%s", msg);
+  if (e->fs.bad_layer >= e->model->hp.n_layer)
+    return il_error(err, "%s; the layers' outputs were finite: the output head (output.weight) produced them", msg);
+  return il_error(err, "%s; the first non-finite values (%lld) appear in the %s block of layer %d (blk.%d)", msg,
+                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer);
+}
+
 il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,
                              il_sampler *s, il_token_fn fn, void *ud, il_gen_stats *stats) {
   memset(stats, 0, sizeof *stats);
@@ -622,6 +638,7 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
     double t0 = il_time_now();
     st = il_engine_decode(e, batch, n_prompt, logits);
     if (st == IL_OK) st = il_logits_check_finite(logits, nv, n_prompt - 1);
+    if (st == IL_ERR_RANGE) st = il__locate_nonfinite(e, batch, n_prompt, st);
     stats->prompt_seconds = il_time_now() - t0;
     stats->n_prompt = n_prompt;
   }
@@ -643,6 +660,7 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
     il_batch_entry one = {tok, 0, pos, true};
     st = il_engine_decode(e, &one, 1, logits);
     if (st == IL_OK) st = il_logits_check_finite(logits, nv, pos);
+    if (st == IL_ERR_RANGE) st = il__locate_nonfinite(e, &one, 1, st);
   }
   stats->gen_seconds = il_time_now() - t1;
   if (st == IL_OK && dt && fn)

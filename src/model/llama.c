@@ -519,6 +519,15 @@ void il_forward_state_free(il_forward_state *st) {
   memset(st, 0, sizeof *st);
 }
 
+/* With check_numerics: counts inf/nan in t and records the first place they appear. */
+static il_status il__check(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *block) {
+  if (!st->check_numerics || st->bad_layer >= 0) return IL_OK;
+  int64_t n = 0;
+  IL_TRY(b->ops->count_nonfinite(b, t, &n));
+  if (n) st->bad_layer = layer, st->bad_block = block, st->bad_count = n;
+  return IL_OK;
+}
+
 /* Moves rows [0, n) of the residual from lane a to lane b through host staging. */
 static il_status il__move(il_forward_state *st, const il_forward_lane *a, const il_forward_lane *b, int32_t n) {
   const il_tensor src = il_tensor_rows(a->x, 0, n), dst = il_tensor_rows(b->x, 0, n);
@@ -564,9 +573,11 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
   const il_rope_params rk = {hp->n_head_kv, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
 
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
+  st->bad_layer = -1, st->bad_block = NULL, st->bad_count = 0;
   {
     const il_tensor tid = il_tensor_make(cur->batch.buf, cur->batch.off, 1, n, IL_DTYPE_I32, "token ids");
     IL_TRY(d->embd_b->ops->get_rows(d->embd_b, il_tensor_rows(cur->x, 0, n), d->tok_embd, tid));
+    IL_TRY(il__check(st, d->embd_b, il_tensor_rows(cur->x, 0, n), 0, "embedding"));
   }
   for (int l = 0; l < hp->n_layer; l++) {
     il_forward_lane *ln = il_forward_lane_of(st, d->layer_b[l]);
@@ -598,6 +609,7 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(ops->matmul(b, XO, L->wo, ATT));
     IL_TRY(ops->add(b, X, XO));
+    IL_TRY(il__check(st, b, X, l, "attention"));
     /* feed-forward block */
     IL_TRY(ops->rmsnorm(b, XB, X, L->ffn_norm, hp->norm_eps));
     const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
@@ -605,6 +617,7 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
     IL_TRY(ops->swiglu(b, HB, HB2));
     IL_TRY(ops->matmul(b, XO, L->w_down, HB));
     IL_TRY(ops->add(b, X, XO));
+    IL_TRY(il__check(st, b, X, l, "feed-forward"));
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
@@ -620,5 +633,6 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
   if (n_out == 0) return IL_OK;
   const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out);
   IL_TRY(b->ops->rmsnorm(b, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps));
-  return b->ops->matmul(b, il_tensor_rows(lo->logits, 0, n_out), d->output, XN);
+  IL_TRY(b->ops->matmul(b, il_tensor_rows(lo->logits, 0, n_out), d->output, XN));
+  return il__check(st, b, il_tensor_rows(lo->logits, 0, n_out), hp->n_layer, "output");
 }

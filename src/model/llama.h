@@ -173,6 +173,11 @@ typedef struct {
   float *staging;                /* [max_tokens x n_embd]: the residual between backends */
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
+  /* numerics check (off by default; count_nonfinite on the residual after every block) */
+  bool check_numerics;
+  int32_t bad_layer;             /* first layer whose output held inf/nan (-1: none; n_layer: the logits) */
+  const char *bad_block;         /* "embedding", "attention", "feed-forward", "output" */
+  int64_t bad_count;
 } il_forward_state;
 
 /* Bytes of one lane's activation buffers for these sizes (what il_forward_state_init allocates
