@@ -38,6 +38,8 @@ static const il_opt il__options[] = {
     {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false},
     {"attn-slice", 0, IL_OPT_INT, IL__O(attn_slice), 0, 1 << 20, "sliced attention: query rows per slice (0 = 32)", false},
     {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | f32", false},
+    {"dtype", 0, IL_OPT_STR, IL__O(dtype), 0, 0, "activation type between ops: f32 | f16 | bf16 (accumulation stays f32)", false},
+    {"check-numerics", 0, IL_OPT_BOOL, IL__O(check_numerics), 0, 1, "count inf/nan after every op; name the first layer and op", false},
     {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false},
     {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block", false},
     {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false},
@@ -62,6 +64,7 @@ void il_config_defaults(il_config *c) {
   snprintf(c->device, sizeof c->device, "cpu");
   snprintf(c->attn, sizeof c->attn, "auto");
   snprintf(c->kv_type, sizeof c->kv_type, "f16");
+  snprintf(c->dtype, sizeof c->dtype, "f32");
   snprintf(c->kv, sizeof c->kv, "contiguous");
   c->kv_block = 16;
   snprintf(c->gpu_layers, sizeof c->gpu_layers, "all");

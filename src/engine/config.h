@@ -44,6 +44,8 @@ typedef struct {
   char attn[16];       /* attention kernel: auto or a name the backend lists */
   int attn_slice;      /* sliced attention: query rows per slice (0 = the kernel's default) */
   char kv_type[8];     /* KV cache cells: f16 (default) | f32 */
+  char dtype[8];       /* activations between ops: f32 (default) | f16 | bf16 (compute stays f32) */
+  bool check_numerics; /* count inf/nan per op and layer; name the first, and the largest magnitude */
   char kv[16];         /* KV cache layout: contiguous | paged */
   int kv_block;        /* paged: positions per block */
   char gpu_layers[16]; /* layers on the device: all (default) | auto | N; the rest on the CPU */

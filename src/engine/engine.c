@@ -413,8 +413,15 @@ static il_status il__open(il_engine *e) {
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
     return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
   IL_TRY(il__kv_options(cfg, &e->kv_opts));
+  if (!*cfg->dtype || !strcmp(cfg->dtype, "f32")) e->act_type = IL_DTYPE_F32;
+  else if (!strcmp(cfg->dtype, "f16")) e->act_type = IL_DTYPE_F16;
+  else if (!strcmp(cfg->dtype, "bf16")) e->act_type = IL_DTYPE_BF16;
+  else return il_error(IL_ERR_INVALID_ARG, "--dtype: '%s' is not an activation type (f32, f16, bf16)", cfg->dtype);
   IL_TRY(il_backend_open(cfg->device, &bo, &e->backend));
   e->backend->ops->info(e->backend, &e->info);
+  if (e->act_type != IL_DTYPE_F32 && (e->backend->ops->version < 2 || !e->backend->ops->round_to))
+    return il_error(IL_ERR_UNSUPPORTED, "--dtype %s: %s cannot store activations at that precision", cfg->dtype,
+                    e->info.name);
   {
     size_t free_b = 0, total = 0;
     e->backend->ops->memory(e->backend, &free_b, &total);
@@ -489,6 +496,8 @@ static il_status il__open(il_engine *e) {
   st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
   if (st == IL_OK) st = il_forward_state_init(&e->fs, &e->weights, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
+  e->fs.act_type = e->act_type;
+  e->fs.check_numerics = cfg->check_numerics;
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
@@ -604,14 +613,20 @@ il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32
 static il_status il__locate_nonfinite(il_engine *e, const il_batch_entry *batch, int32_t n, il_status err) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", il_error_detail());
+  const bool was = e->fs.check_numerics;
   e->fs.check_numerics = true;
+  e->fs.bad_layer = -1;
   il_status st = il_engine_decode(e, batch, n, NULL);
-  e->fs.check_numerics = false;
+  e->fs.check_numerics = was;
   if (st != IL_OK || e->fs.bad_layer < 0) return il_error(err, "%s", msg);
+  const char *hint = e->fs.act_type == IL_DTYPE_F16
+                         ? " (f16 activations overflow beyond 65504: --dtype bf16 keeps f32's range)"
+                         : "";
   if (e->fs.bad_layer >= e->model->hp.n_layer)
-    return il_error(err, "%s; the layers' outputs were finite: the output head (output.weight) produced them", msg);
-  return il_error(err, "%s; the first non-finite values (%lld) appear in the %s block of layer %d (blk.%d)", msg,
-                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer);
+    return il_error(err, "%s; the layers' outputs were finite: the output head (%s) produced them%s", msg,
+                    e->fs.bad_block, hint);
+  return il_error(err, "%s; the first non-finite values (%lld) appear at %s of layer %d (blk.%d)%s", msg,
+                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer, hint);
 }
 
 il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,

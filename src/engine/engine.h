@@ -38,6 +38,7 @@ typedef struct {
   il_vocab *vocab;
   il_kv_cache kv;
   il_kv_opts kv_opts;     /* cell type and layout from the config */
+  il_dtype act_type;      /* --dtype: activations stored at f32, f16 or bf16 */
   il_forward_state fs;
   const il_attn_kernel *attn; /* the attention kernel in use */
   char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */

@@ -468,6 +468,8 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int
     return il_error(IL_ERR_INVALID_ARG, "forward state: %d tokens with %d logits rows", max_tokens, max_logits);
   st->max_tokens = max_tokens;
   st->max_logits = max_logits;
+  st->act_type = IL_DTYPE_F32;
+  st->bad_layer = -1;
   il__lane_add(st, d->embd_b);
   for (int l = 0; l < hp->n_layer; l++) {
     il_forward_lane *ln = il__lane_add(st, d->layer_b[l]);
@@ -528,6 +530,22 @@ static il_status il__check(il_forward_state *st, il_backend *b, il_tensor t, int
   return IL_OK;
 }
 
+/* An activation just produced by op `op` of layer `layer`: with a check, its largest magnitude
+ * before rounding; then stored at act_type (F16 turns |x| > 65504 into inf); then, with a check,
+ * inf/nan counted so the first op that made them is named. Nothing at all for F32 without a
+ * check (the fast path). */
+static il_status il__act(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *op) {
+  if (st->act_type == IL_DTYPE_F32 && !st->check_numerics) return IL_OK;
+  if (st->check_numerics) {
+    int64_t n = 0;
+    float m = 0;
+    IL_TRY(b->ops->value_stats(b, t, &n, &m));
+    if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = layer, st->max_abs_op = op;
+  }
+  if (st->act_type != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, t, st->act_type));
+  return il__check(st, b, t, layer, op);
+}
+
 /* Moves rows [0, n) of the residual from lane a to lane b through host staging. */
 static il_status il__move(il_forward_state *st, const il_forward_lane *a, const il_forward_lane *b, int32_t n) {
   const il_tensor src = il_tensor_rows(a->x, 0, n), dst = il_tensor_rows(b->x, 0, n);
@@ -573,11 +591,10 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
   const il_rope_params rk = {hp->n_head_kv, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
 
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
-  st->bad_layer = -1, st->bad_block = NULL, st->bad_count = 0;
   {
     const il_tensor tid = il_tensor_make(cur->batch.buf, cur->batch.off, 1, n, IL_DTYPE_I32, "token ids");
     IL_TRY(d->embd_b->ops->get_rows(d->embd_b, il_tensor_rows(cur->x, 0, n), d->tok_embd, tid));
-    IL_TRY(il__check(st, d->embd_b, il_tensor_rows(cur->x, 0, n), 0, "embedding"));
+    IL_TRY(il__act(st, d->embd_b, il_tensor_rows(cur->x, 0, n), 0, "token_embd"));
   }
   for (int l = 0; l < hp->n_layer; l++) {
     il_forward_lane *ln = il_forward_lane_of(st, d->layer_b[l]);
@@ -594,6 +611,7 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
                     HB2 = il_tensor_rows(ln->hb2, 0, n);
     /* attention block */
     IL_TRY(ops->rmsnorm(b, XB, X, L->attn_norm, hp->norm_eps));
+    IL_TRY(il__act(st, b, XB, l, "attn_norm"));
     const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V};
     IL_TRY(ops->matmul_multi(b, 3, yqkv, wqkv, XB));
     if (L->bq.buf) {
@@ -601,23 +619,33 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
       IL_TRY(ops->add_bias(b, K, L->bk));
       IL_TRY(ops->add_bias(b, V, L->bv));
     }
+    IL_TRY(il__act(st, b, Q, l, "attn_q"));
+    IL_TRY(il__act(st, b, K, l, "attn_k"));
+    IL_TRY(il__act(st, b, V, l, "attn_v"));
     IL_TRY(ops->rope(b, Q, a0.pos, &rq));
     IL_TRY(ops->rope(b, K, a0.pos, &rk));
     IL_TRY(ops->kv_store(b, &kv[l], K, V, tslot));
     il_attn_args a = a0;
     a.slice = st->attn_slice;
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
+    IL_TRY(il__act(st, b, ATT, l, "attention"));
     IL_TRY(ops->matmul(b, XO, L->wo, ATT));
+    IL_TRY(il__act(st, b, XO, l, "attn_output"));
     IL_TRY(ops->add(b, X, XO));
-    IL_TRY(il__check(st, b, X, l, "attention"));
+    IL_TRY(il__act(st, b, X, l, "attention residual"));
     /* feed-forward block */
     IL_TRY(ops->rmsnorm(b, XB, X, L->ffn_norm, hp->norm_eps));
+    IL_TRY(il__act(st, b, XB, l, "ffn_norm"));
     const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
     IL_TRY(ops->matmul_multi(b, 2, ygu, wgu, XB));
+    IL_TRY(il__act(st, b, HB, l, "ffn_gate"));
+    IL_TRY(il__act(st, b, HB2, l, "ffn_up"));
     IL_TRY(ops->swiglu(b, HB, HB2));
+    IL_TRY(il__act(st, b, HB, l, "ffn_swiglu"));
     IL_TRY(ops->matmul(b, XO, L->w_down, HB));
+    IL_TRY(il__act(st, b, XO, l, "ffn_down"));
     IL_TRY(ops->add(b, X, XO));
-    IL_TRY(il__check(st, b, X, l, "feed-forward"));
+    IL_TRY(il__act(st, b, X, l, "feed-forward residual"));
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
@@ -633,6 +661,8 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
   if (n_out == 0) return IL_OK;
   const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out);
   IL_TRY(b->ops->rmsnorm(b, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps));
+  IL_TRY(il__act(st, b, XN, hp->n_layer, "output_norm"));
   IL_TRY(b->ops->matmul(b, il_tensor_rows(lo->logits, 0, n_out), d->output, XN));
+  /* logits are downloaded as F32: checked, not rounded */
   return il__check(st, b, il_tensor_rows(lo->logits, 0, n_out), hp->n_layer, "output");
 }

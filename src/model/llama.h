@@ -173,11 +173,19 @@ typedef struct {
   float *staging;                /* [max_tokens x n_embd]: the residual between backends */
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
-  /* numerics check (off by default; count_nonfinite on the residual after every block) */
+  /* Mixed precision: activations are stored at act_type between ops (F32 buffers rounded to
+   * F16 or BF16 after every op that produces one); compute and accumulation stay F32. */
+  il_dtype act_type;
+  /* Numerics check (off by default): inf/nan counted after every op (with act_type != F32) or
+   * every block, and the largest magnitude seen. The first place is kept until the caller
+   * resets bad_layer to -1. */
   bool check_numerics;
-  int32_t bad_layer;             /* first layer whose output held inf/nan (-1: none; n_layer: the logits) */
-  const char *bad_block;         /* "embedding", "attention", "feed-forward", "output" */
+  int32_t bad_layer;             /* first layer where inf/nan appeared (-1: none; n_layer: the output head) */
+  const char *bad_block;         /* "embedding", "attention", "feed-forward", "output", or the op */
   int64_t bad_count;
+  float max_abs;                 /* largest finite magnitude seen before rounding */
+  int32_t max_abs_layer;
+  const char *max_abs_op;
 } il_forward_state;
 
 /* Bytes of one lane's activation buffers for these sizes (what il_forward_state_init allocates

@@ -575,6 +575,37 @@ static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *ou
   return IL_OK;
 }
 
+static il_status il__cpu_round_to(il_backend *b, il_tensor x, il_dtype type) {
+  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  if (type == IL_DTYPE_F32) return IL_OK;
+  if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
+    return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
+  for (int64_t t = 0; t < x.rows; t++) {
+    float *row = (float *)((uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
+    if (type == IL_DTYPE_F16)
+      for (int64_t i = 0; i < x.cols; i++) row[i] = il_fp16_to_f32(il_f32_to_fp16(row[i]));
+    else
+      for (int64_t i = 0; i < x.cols; i++) row[i] = il_bf16_to_f32(il_f32_to_bf16(row[i]));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
+  *nonfinite = 0, *absmax = 0;
+  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  int64_t n = 0;
+  float m = 0;
+  for (int64_t t = 0; t < x.rows; t++) {
+    const float *row = (const float *)((const uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
+    for (int64_t i = 0; i < x.cols; i++) {
+      if (!isfinite(row[i])) n++;
+      else if (fabsf(row[i]) > m) m = fabsf(row[i]);
+    }
+  }
+  *nonfinite = n, *absmax = m;
+  return IL_OK;
+}
+
 static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
   IL_TRY(il__check("get_rows", &y, IL_DTYPE_F32));
   IL_TRY(il__check("get_rows", &w, IL_DTYPE_COUNT));
@@ -677,6 +708,8 @@ const il_backend_ops il__cpu_ops_template = {
     .event_elapsed = il__cpu_event_elapsed,
     .event_free = il__cpu_event_free,
     .destroy = il__cpu_destroy,
+    .round_to = il__cpu_round_to,
+    .value_stats = il__cpu_value_stats,
 };
 
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {

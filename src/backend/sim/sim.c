@@ -189,6 +189,8 @@ static il_status il__dry_kv_store(il_backend *b, const il_kv_view *kv, il_tensor
 }
 static il_status il__dry_binary(il_backend *b, il_tensor y, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
 static il_status il__dry_count(il_backend *b, il_tensor x, int64_t *n) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_round(il_backend *b, il_tensor x, il_dtype t) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_stats(il_backend *b, il_tensor x, int64_t *n, float *m) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
 
 static il_backend_ops il__sim_ops, il__sim_dry_ops;
 static pthread_once_t il__sim_once = PTHREAD_ONCE_INIT;
@@ -220,6 +222,8 @@ static void il__sim_ops_init(void) {
   il__sim_dry_ops.add = il__dry_binary;
   il__sim_dry_ops.add_bias = il__dry_binary;
   il__sim_dry_ops.count_nonfinite = il__dry_count;
+  il__sim_dry_ops.round_to = il__dry_round;
+  il__sim_dry_ops.value_stats = il__dry_stats;
 }
 
 /* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE][,dry]". */
