@@ -35,34 +35,12 @@ static void il__eval_help(void) {
 }
 
 static il_status il__eval_slurp(const char *path, char **out) {
-  *out = NULL;
   FILE *f = fopen(path, "rb");
   if (!f) return il_error(IL_ERR_NOT_FOUND, "--text %s: cannot open: %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  char *buf = il_mem_alloc(IL_MEM_OTHER, cap, "eval text");
-  while (buf) {
-    if (n + 1 >= cap) {
-      char *nb = il_mem_alloc(IL_MEM_OTHER, cap * 2, "eval text");
-      if (nb) memcpy(nb, buf, n);
-      il_mem_free(buf);
-      buf = nb;
-      cap *= 2;
-      if (!buf) break;
-    }
-    const size_t r = fread(buf + n, 1, cap - 1 - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  const bool err = ferror(f);
+  size_t n = 0;
+  const il_status st = il_cli_read_all(f, path, out, &n);
   fclose(f);
-  if (!buf) return IL_ERR_OOM;
-  if (err) {
-    il_mem_free(buf);
-    return il_error(IL_ERR_IO, "--text %s: read error", path);
-  }
-  buf[n] = 0;
-  *out = buf;
-  return IL_OK;
+  return st;
 }
 
 static void il__eval_progress(void *ud, int done, int total, double ppl) {
