@@ -17,7 +17,8 @@ For built-in models (random weights) only KL and top-1 are meaningful; the text 
 stories260K samples file for every model.
 
 usage: bench/quant_eval.py [--inferlab build/release/inferlab] [--types q8_0,q4_k_m,...]
-                           [--ctx 128] [--threads 2] [--llama-bin DIR] [--with-1b] [--work /tmp/il-quant-bench]
+                           [--ctx 128] [--chunks N] [--threads 2] [--llama-bin DIR]
+                           [--with-1b | --only-1b] [--work /tmp/il-quant-bench]
 """
 import argparse
 import json
@@ -54,6 +55,8 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--llama-bin")
     ap.add_argument("--with-1b", action="store_true")
+    ap.add_argument("--only-1b", action="store_true", help="skip builtin:tiny and stories260K")
+    ap.add_argument("--chunks", type=int, default=0, help="evaluate only the first N windows (0 = all)")
     ap.add_argument("--work", default="/tmp/il-quant-bench")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
@@ -63,11 +66,12 @@ def main():
         sys.exit(f"{text} absent: the benchmark needs the stories260K fixture")
     il = a.inferlab
     sources = []
-    tiny = os.path.join(a.work, "tiny-f32.gguf")
-    run([il, "quant", "-m", "builtin:tiny", "-o", tiny, "--type", "f32", "-t", str(a.threads)])
-    sources.append(("builtin:tiny", tiny))
-    sources.append(("stories260K", os.path.join(fx, "stories260K-f32.gguf")))
-    if a.with_1b:
+    if not a.only_1b:
+        tiny = os.path.join(a.work, "tiny-f32.gguf")
+        run([il, "quant", "-m", "builtin:tiny", "-o", tiny, "--type", "f32", "-t", str(a.threads)])
+        sources.append(("builtin:tiny", tiny))
+        sources.append(("stories260K", os.path.join(fx, "stories260K-f32.gguf")))
+    if a.with_1b or a.only_1b:
         b1 = os.path.join(a.work, "1b-f16.gguf")
         if not os.path.exists(b1):
             run([il, "quant", "-m", "builtin:1b", "-o", b1, "--type", "f16", "-t", str(a.threads)])
@@ -76,10 +80,11 @@ def main():
     print(f"CPU: {cpu_name()}, threads {a.threads}, eval --ctx {a.ctx} on {os.path.basename(text)}\n")
     for name, src in sources:
         src_size = os.path.getsize(src)
-        ev, _, _ = run([il, "eval", "-m", src, "--text", text, "--ctx", str(a.ctx), "-t", str(a.threads), "--json"])
+        chunks = ["--chunks", str(a.chunks)] if a.chunks else []
+        ev, _, _ = run([il, "eval", "-m", src, "--text", text, "--ctx", str(a.ctx), "-t", str(a.threads), "--json"] + chunks)
         base = json.loads(ev)
         line = f"### {name} (source {os.path.basename(src)}, {src_size / 1e6:.2f} MB, perplexity {base['perplexity']:.4f}"
-        if a.llama_bin:
+        if a.llama_bin and not a.chunks:
             line += f"; llama-perplexity {llama_ppl(a.llama_bin, src, text, a.ctx, a.threads):.4f}"
         print(line + ")\n")
         hdr = "| type | file MB | size vs source | quant MB/s | perplexity | ppl ratio | KL mean | KL p99 | KL max | top-1 |"
@@ -95,7 +100,7 @@ def main():
             q = json.loads(qj)
             tensor_in = sum(x["bytes_in"] for x in q["tensors"])
             ev, _, _ = run([il, "eval", "-m", out, "--ref", src, "--text", text, "--ctx", str(a.ctx), "-t", str(a.threads),
-                            "--json"])
+                            "--json"] + chunks)
             e = json.loads(ev)
             row = (f"| {t} | {q['output_bytes'] / 1e6:.3f} | {q['output_bytes'] / src_size:.3f} | "
                    f"{tensor_in / 1e6 / qdt:.1f} | {e['perplexity']:.4f} | {e['perplexity_ratio']:.4f} | "

@@ -58,21 +58,25 @@ static int il__layer_of(const char *name) {
   return l;
 }
 
-static const char *const *il__sort_names;
-
 /* llama_model_loader's weight_name_comparer: layer number first (-1 for none), then name. */
-static int il__cmp_order(const void *a, const void *b) {
-  const char *na = il__sort_names[*(const int64_t *)a], *nb = il__sort_names[*(const int64_t *)b];
-  const int la = il__layer_of(na), lb = il__layer_of(nb);
-  if (la != lb) return la < lb ? -1 : 1;
-  return strcmp(na, nb);
+static bool il__before(const char *na, int la, const char *nb, int lb) {
+  if (la != lb) return la < lb;
+  return strcmp(na, nb) < 0;
 }
 
 void il_quant_sort_order(const char *const *names, int64_t n, int64_t *order) {
-  for (int64_t i = 0; i < n; i++) order[i] = i;
-  il__sort_names = names; /* qsort has no user pointer in C11; callers are single-threaded here */
-  qsort(order, (size_t)n, sizeof *order, il__cmp_order);
-  il__sort_names = NULL;
+  /* insertion sort on indices: stable, no shared state, and a model has at most a few
+   * thousand tensors */
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t cur = order[i] = i;
+    const int lc = il__layer_of(names[cur]);
+    int64_t j = i;
+    while (j > 0 && il__before(names[cur], lc, names[order[j - 1]], il__layer_of(names[order[j - 1]]))) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = cur;
+  }
 }
 
 /* ---- the rule ---- */
