@@ -5,7 +5,8 @@ Not a test. For each model (builtin:tiny exported to an f32 GGUF, the stories260
 with --with-1b builtin:1b exported as f16) and every --type of `inferlab quant`, it measures
   size      output file bytes, and its ratio to the f32/f16 source;
   quant     MB/s: source tensor bytes / wall seconds of the whole `inferlab quant` process
-            (load, convert, write), measured the same way for llama-quantize;
+            (load, convert, write; without --report/--json, whose statistics cost time),
+            measured the same way for llama-quantize;
   eval      `inferlab eval --ref SOURCE` on the text: perplexity, its ratio to the source's,
             KL(source || quantized) mean / p99 / max, top-1 agreement.
 With --llama-bin DIR (a folder holding llama.cpp's llama-quantize and llama-perplexity) it also
@@ -21,6 +22,7 @@ usage: bench/quant_eval.py [--inferlab build/release/inferlab] [--types q8_0,q4_
                            [--with-1b | --only-1b] [--work /tmp/il-quant-bench]
 """
 import argparse
+import filecmp
 import json
 import os
 import re
@@ -94,21 +96,24 @@ def main():
             sep += "---:|:---:|"
         print(hdr)
         print(sep)
+        tensor_in = None
         for t in a.types.split(","):
             out = os.path.join(a.work, f"{name.replace(':', '_')}-{t}.gguf")
-            qj, _, qdt = run([il, "quant", "-m", src, "-o", out, "--type", t, "-t", str(a.threads), "--json"])
-            q = json.loads(qj)
-            tensor_in = sum(x["bytes_in"] for x in q["tensors"])
+            if tensor_in is None:  # source tensor bytes, from one --json run (its statistics cost time)
+                qj, _, _ = run([il, "quant", "-m", src, "-o", out, "--type", t, "-t", str(a.threads), "--json"])
+                tensor_in = sum(x["bytes_in"] for x in json.loads(qj)["tensors"])
+            _, _, qdt = run([il, "quant", "-m", src, "-o", out, "--type", t, "-t", str(a.threads)])
+            out_size = os.path.getsize(out)
             ev, _, _ = run([il, "eval", "-m", out, "--ref", src, "--text", text, "--ctx", str(a.ctx), "-t", str(a.threads),
                             "--json"] + chunks)
             e = json.loads(ev)
-            row = (f"| {t} | {q['output_bytes'] / 1e6:.3f} | {q['output_bytes'] / src_size:.3f} | "
+            row = (f"| {t} | {out_size / 1e6:.3f} | {out_size / src_size:.3f} | "
                    f"{tensor_in / 1e6 / qdt:.1f} | {e['perplexity']:.4f} | {e['perplexity_ratio']:.4f} | "
                    f"{e['kl']['mean']:.5f} | {e['kl']['p99']:.5f} | {e['kl']['max']:.5f} | {100 * e['top1_agreement']:.1f}% |")
             if a.llama_bin:
                 lo = out + ".llama.gguf"
                 _, _, dt = run([os.path.join(a.llama_bin, "llama-quantize"), src, lo, t.upper(), str(a.threads)])
-                same = open(lo, "rb").read() == open(out, "rb").read()
+                same = filecmp.cmp(lo, out, shallow=False)
                 row += f" {tensor_in / 1e6 / dt:.1f} | {'yes' if same else 'no'} |"
             print(row, flush=True)
         print()
