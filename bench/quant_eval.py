@@ -4,9 +4,11 @@
 Not a test. For each model (builtin:tiny exported to an f32 GGUF, the stories260K fixture, and
 with --with-1b builtin:1b exported as f16) and every --type of `inferlab quant`, it measures
   size      output file bytes, and its ratio to the f32/f16 source;
-  quant     MB/s: source tensor bytes / wall seconds of the whole `inferlab quant` process
-            (load, convert, write; without --report/--json, whose statistics cost time),
-            measured the same way for llama-quantize;
+  quant     MB per CPU-second: source tensor bytes / (user + system) CPU seconds of the whole
+            `inferlab quant` process, all threads (load, convert, write; without --report/--json,
+            whose statistics cost time), measured the same way for llama-quantize. CPU time, not
+            wall time, because the machines this runs on are shared and wall time swings 3x;
+            at equal thread counts the ratio of the two columns is the speed ratio;
   eval      `inferlab eval --ref SOURCE` on the text: perplexity, its ratio to the source's,
             KL(source || quantized) mean / p99 / max, top-1 agreement.
 With --llama-bin DIR (a folder holding llama.cpp's llama-quantize and llama-perplexity) it also
@@ -26,6 +28,7 @@ import filecmp
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -33,13 +36,20 @@ import time
 TYPES = "f16,bf16,q8_0,q6_k,q5_k_m,q5_k_s,q4_k_m,q4_k_s,q4_1,q4_0"
 
 
-def run(cmd):
-    t0 = time.monotonic()
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(cmd, want_cpu=False):
+    """Runs cmd; returns stdout, stderr and wall seconds (or CPU seconds, user + system, of the
+    process and its threads, with want_cpu: robust when other jobs share the machine)."""
+    t0, c0 = time.monotonic(), cpu_children()
     p = subprocess.run(cmd, capture_output=True, text=True)
-    dt = time.monotonic() - t0
+    dt, dc = time.monotonic() - t0, cpu_children() - c0
     if p.returncode != 0:
         sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr}")
-    return p.stdout, p.stderr, dt
+    return p.stdout, p.stderr, (dc if want_cpu else dt)
 
 
 def llama_ppl(bin_dir, model, text, ctx, threads):
@@ -89,10 +99,10 @@ def main():
         if a.llama_bin and not a.chunks:
             line += f"; llama-perplexity {llama_ppl(a.llama_bin, src, text, a.ctx, a.threads):.4f}"
         print(line + ")\n")
-        hdr = "| type | file MB | size vs source | quant MB/s | perplexity | ppl ratio | KL mean | KL p99 | KL max | top-1 |"
+        hdr = "| type | file MB | size vs source | quant MB per CPU-s | perplexity | ppl ratio | KL mean | KL p99 | KL max | top-1 |"
         sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         if a.llama_bin:
-            hdr += " llama-quantize MB/s | same bytes |"
+            hdr += " llama-quantize MB per CPU-s | same bytes |"
             sep += "---:|:---:|"
         print(hdr)
         print(sep)
@@ -102,7 +112,7 @@ def main():
             if tensor_in is None:  # source tensor bytes, from one --json run (its statistics cost time)
                 qj, _, _ = run([il, "quant", "-m", src, "-o", out, "--type", t, "-t", str(a.threads), "--json"])
                 tensor_in = sum(x["bytes_in"] for x in json.loads(qj)["tensors"])
-            _, _, qdt = run([il, "quant", "-m", src, "-o", out, "--type", t, "-t", str(a.threads)])
+            _, _, qdt = run([il, "quant", "-m", src, "-o", out, "--type", t, "-t", str(a.threads)], want_cpu=True)
             out_size = os.path.getsize(out)
             ev, _, _ = run([il, "eval", "-m", out, "--ref", src, "--text", text, "--ctx", str(a.ctx), "-t", str(a.threads),
                             "--json"] + chunks)
@@ -112,7 +122,7 @@ def main():
                    f"{e['kl']['mean']:.5f} | {e['kl']['p99']:.5f} | {e['kl']['max']:.5f} | {100 * e['top1_agreement']:.1f}% |")
             if a.llama_bin:
                 lo = out + ".llama.gguf"
-                _, _, dt = run([os.path.join(a.llama_bin, "llama-quantize"), src, lo, t.upper(), str(a.threads)])
+                _, _, dt = run([os.path.join(a.llama_bin, "llama-quantize"), src, lo, t.upper(), str(a.threads)], want_cpu=True)
                 same = filecmp.cmp(lo, out, shallow=False)
                 row += f" {tensor_in / 1e6 / dt:.1f} | {'yes' if same else 'no'} |"
             print(row, flush=True)
