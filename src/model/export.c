@@ -45,6 +45,10 @@ typedef struct {
   char msg[256];
 } il__conv_job;
 
+static il_status il__nonfinite(int64_t r, int64_t c, float v) {
+  return il_error(IL_ERR_FORMAT, "row %lld, column %lld is %s", (long long)r, (long long)c, isnan(v) ? "nan" : "inf");
+}
+
 static void *il__conv_rows(void *arg) {
   il__conv_job *j = arg;
   const il_gguf_tensor *t = j->t;
@@ -52,13 +56,14 @@ static void *il__conv_rows(void *arg) {
   const size_t row_in = il_dtype_row_size(t->type, n), row_out = il_dtype_row_size(j->type, n);
   float *x = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(float) * (size_t)n * 2, "conversion rows");
   float *y = x ? x + n : NULL;
+  const bool quantized_out = il_dtype_get(j->type)->quantized;
   il_status st = x ? IL_OK : IL_ERR_OOM;
   for (int64_t r = j->r0; st == IL_OK && r < j->r1; r++) {
     st = il_dequantize_row(t->type, (const char *)t->data + (size_t)r * row_in, x, n);
-    for (int64_t c = 0; st == IL_OK && c < n; c++)
-      if (!isfinite(x[c]))
-        st = il_error(IL_ERR_FORMAT, "row %lld, column %lld is %s", (long long)r, (long long)c,
-                      isnan(x[c]) ? "nan" : "inf");
+    /* block types check for NaN/Inf themselves (il_quantize_row); float targets and the
+     * statistics pass need it here */
+    for (int64_t c = 0; st == IL_OK && (j->measure_only || !quantized_out) && c < n; c++)
+      if (!isfinite(x[c])) st = il__nonfinite(r, c, x[c]);
     if (st != IL_OK) break;
     if (j->measure_only) {
       for (int64_t c = 0; c < n; c++) {
@@ -69,6 +74,11 @@ static void *il__conv_rows(void *arg) {
     }
     char *q = j->dst + (size_t)r * row_out;
     st = il_quantize_row(j->type, x, q, n);
+    if (st == IL_ERR_INVALID_ARG && quantized_out) { /* a NaN/Inf il_quantize_row found: say where */
+      int64_t c = 0;
+      while (c < n && isfinite(x[c])) c++;
+      if (c < n) st = il__nonfinite(r, c, x[c]);
+    }
     if (st != IL_OK || j->sigma < 0) continue; /* sigma < 0: no statistics wanted */
     st = il_dequantize_row(j->type, q, y, n);
     for (int64_t c = 0; st == IL_OK && c < n; c++) {
