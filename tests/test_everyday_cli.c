@@ -70,7 +70,7 @@ static void test_nan_logits(void) {
   /* NaN inside a layer: the error names the first layer and block where inf/nan appear */
   IL_CHECK_INT(make_nan_model_in(path, "blk.2.ffn_down.weight"), 0);
   IL_CHECK_INT(run("%s run -m %s -p Hello -n 4 --temp 0 2>&1", cli, path), 1);
-  IL_CHECK(strstr(out, "feed-forward block of layer 2") != NULL);
+  IL_CHECK(strstr(out, "ffn_down of layer 2") != NULL);
   if (!strstr(out, "layer 2")) fprintf(stderr, "got: %s\n", out);
 }
 
@@ -170,7 +170,7 @@ static void test_overflow(void) {
   char nanm[512];
   snprintf(nanm, sizeof nanm, "%s/nan.gguf", tmp);
   IL_CHECK_INT(run("%s convert %s --type q8_0 -o %s/nanq.gguf 2>&1", cli, nanm, tmp), 65);
-  IL_CHECK(strstr(out, "NaN") != NULL && strstr(out, ".weight") != NULL);
+  IL_CHECK((strstr(out, "NaN") || strstr(out, "nan")) && strstr(out, ".weight") != NULL);
   IL_CHECK_INT(run("%s convert %s --type q4_1 -o %s/nanq.gguf 2>&1", cli, nanm, tmp), 65);
   IL_CHECK_INT(run("%s run --repeat-penalty 0 -n 1 2>&1", cli), 64);
   IL_CHECK(strstr(out, "--repeat-penalty") != NULL);

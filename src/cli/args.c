@@ -139,3 +139,33 @@ void il_cli_print_memory(FILE *f) {
   }
   fprintf(f, " total %s\n", il_mem_format_bytes(st.total_peak, a, sizeof a));
 }
+
+il_status il_cli_read_all(FILE *f, const char *name, char **out, size_t *n) {
+  *out = NULL;
+  size_t cap = 1 << 16, len = 0;
+  char *b = il_mem_alloc(IL_MEM_OTHER, cap, "input text");
+  while (b) {
+    if (len + 1 >= cap) { /* one byte stays free for the terminating NUL */
+      char *nb = il_mem_alloc(IL_MEM_OTHER, cap * 2, "input text");
+      if (nb) memcpy(nb, b, len);
+      il_mem_free(b);
+      b = nb;
+      cap *= 2;
+      if (!b) break;
+    }
+    size_t r = fread(b + len, 1, cap - 1 - len, f);
+    len += r;
+    if (r == 0) {
+      if (ferror(f)) {
+        il_mem_free(b);
+        return il_error(IL_ERR_IO, "%s: read error", name);
+      }
+      break;
+    }
+  }
+  if (!b) return IL_ERR_OOM;
+  b[len] = 0;
+  *n = len;
+  *out = b;
+  return IL_OK;
+}

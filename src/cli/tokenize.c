@@ -41,34 +41,6 @@ static void il__tokenize_help(void) {
          "            (tokenizer model or pre-tokenizer), 71 out of memory\n");
 }
 
-/* Reads all of f into a counted buffer; *n its length. NULL on failure (detail recorded). */
-static char *il__tokenize_slurp(FILE *f, const char *name, size_t *n) {
-  size_t cap = 1 << 16, len = 0;
-  char *b = il_mem_alloc(IL_MEM_OTHER, cap, "input text");
-  while (b) {
-    if (len == cap) {
-      char *nb = il_mem_alloc(IL_MEM_OTHER, cap * 2, "input text");
-      if (nb) memcpy(nb, b, len);
-      il_mem_free(b);
-      b = nb;
-      cap *= 2;
-      if (!b) break;
-    }
-    size_t r = fread(b + len, 1, cap - len, f);
-    len += r;
-    if (r == 0) {
-      if (ferror(f)) {
-        il_error(IL_ERR_IO, "%s: read error", name);
-        il_mem_free(b);
-        return NULL;
-      }
-      break;
-    }
-  }
-  *n = len;
-  return b;
-}
-
 /* Prints a piece: control bytes escaped, and bytes that are not (part of) valid UTF-8 written
  * as <0xF0> (the byte tokens' own notation) instead of the terminal's replacement character. */
 static void il__print_escaped(const char *p, size_t n) {
@@ -135,9 +107,9 @@ int il_cli_tokenize(int argc, char **argv) {
       il_error(IL_ERR_NOT_FOUND, "-f %s: cannot open", file);
       return il_cli_fail("tokenize", IL_ERR_NOT_FOUND);
     }
-    text = il__tokenize_slurp(f, file, &len);
+    const il_status rs = il_cli_read_all(f, file, &text, &len);
     if (f != stdin) fclose(f);
-    if (!text) return il_cli_fail("tokenize", IL_ERR_IO);
+    if (rs != IL_OK) return il_cli_fail("tokenize", rs);
   } else {
     for (int i = 0; i < n_pos; i++) len += strlen(pos[i]) + 1;
     text = il_mem_alloc(IL_MEM_OTHER, len + 1, "input text");

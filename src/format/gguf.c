@@ -928,6 +928,24 @@ static il_status il__wadd_scalar(il_gguf_writer *w, const char *key, uint32_t ty
   return il__wadd(w, key, type, val, il__vsize[type]);
 }
 
+bool il_gguf_writer_remove_key(il_gguf_writer *w, const char *key) {
+  for (uint64_t i = 0; w && i < w->n_kv; i++) {
+    if (strcmp(w->kv[i].key, key) != 0) continue;
+    il_mem_free(w->kv[i].key);
+    il_mem_free(w->kv[i].val);
+    memmove(&w->kv[i], &w->kv[i + 1], (size_t)(w->n_kv - i - 1) * sizeof w->kv[0]);
+    w->n_kv--;
+    /* the index holds positions, which moved: rebuild it (on OOM it stays empty, and duplicate
+     * keys are then simply not detected) */
+    il_mem_free(w->kset.tab);
+    w->kset.tab = NULL;
+    w->kset.cap = 0;
+    if (w->n_kv && il__winsert(w, false, (int64_t)w->n_kv - 1) != IL_OK) il_error_clear();
+    return true;
+  }
+  return false;
+}
+
 il_status il_gguf_writer_set_u32(il_gguf_writer *w, const char *key, uint32_t v) {
   return il__wadd_scalar(w, key, IL_GGUF_U32, &v);
 }

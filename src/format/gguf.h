@@ -142,6 +142,9 @@ il_status il_gguf_writer_set_arr_str(il_gguf_writer *w, const char *key, const c
  * file (IL_ERR_INVALID_ARG naming the key when they do not parse to exactly `size` bytes). */
 il_status il_gguf_writer_set_raw(il_gguf_writer *w, const char *key, il_gguf_type type, const void *value,
                                  size_t size);
+/* Removes key if present (later keys keep their order); true when it was there. Can't fail.
+ * With a set_* after it, a key moves to the end, as llama.cpp's gguf_set_val_* does. */
+bool il_gguf_writer_remove_key(il_gguf_writer *w, const char *key);
 /* Copies entry i of a reader verbatim (any type, nested arrays included). */
 il_status il_gguf_writer_copy_kv(il_gguf_writer *w, const il_gguf *g, int64_t i);
 /* Adds a tensor; nbytes must equal the size implied by type and shape. */
