@@ -17,7 +17,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,fit,attn,attn-slice,kv-type,kv,kv-block");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
@@ -149,6 +149,17 @@ int il_cli_run(int argc, char **argv) {
     if (e->host != e->backend)
       fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)e->fs.bytes_moved / 1024);
     if (auto_attn && *e->attn_why) fprintf(stderr, "  auto skipped: %s\n", e->attn_why);
+    if (cfg.check_numerics) {
+      if (e->fs.bad_layer >= 0)
+        fprintf(stderr, "numerics: inf/nan first at %s of layer %d (%lld values)%s\n", e->fs.bad_block, e->fs.bad_layer,
+                (long long)e->fs.bad_count,
+                e->act_type == IL_DTYPE_F16 ? "; f16 overflows beyond 65504: --dtype bf16 keeps f32's range" : "");
+      else
+        fprintf(stderr, "numerics: no inf/nan; largest |activation| %.4g at %s of layer %d (activations %s%s)\n",
+                (double)e->fs.max_abs, e->fs.max_abs_op ? e->fs.max_abs_op : "-", e->fs.max_abs_layer,
+                il_dtype_name(e->act_type),
+                e->act_type == IL_DTYPE_F16 && e->fs.max_abs > 32768 ? ", close to f16's 65504" : "");
+    }
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
