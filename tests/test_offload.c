@@ -58,7 +58,7 @@ static int switches(const il_engine *e) {
 static void test_equal_logits(void) {
   il_engine *all = open_with("sim:64MiB", "all", "");
   if (!all) return;
-  const il_hparams *hp = &all->model->hp;
+  const il_hparams hpv = all->model->hp, *hp = &hpv; /* a copy: `all` is freed below */
   const size_t n = (size_t)N_TOK * (size_t)hp->n_vocab;
   float *want = calloc(n, 4), *got = calloc(n, 4);
   IL_CHECK_INT(run(all, want), 0);
