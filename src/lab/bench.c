@@ -35,6 +35,8 @@ void il_bench_options_default(il_bench_options *o) {
 }
 
 void il_bench_result_free(il_bench_result *r) {
+  free(r->memory_map_svg); /* from open_memstream */
+  r->memory_map_svg = NULL;
   il_mem_free(r->samples);
   il_mem_free(r->step_s);
   r->samples = NULL;
@@ -284,6 +286,25 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     }
   }
   if (st != IL_OK) il__fail(r, st);
+  if (st == IL_OK && w.e && w.e->backend->ops->allocator_stats) {
+    /* a device with a caching allocator: its figures and its memory map, as the run left them */
+    il_backend *b = w.e->backend;
+    r->has_device = true;
+    snprintf(r->device, sizeof r->device, "%s", w.e->info.name);
+    b->ops->allocator_stats(b, &r->device_stats);
+    il_caching_snapshot snap;
+    if (b->ops->allocator_snapshot && b->ops->allocator_snapshot(b, &snap) == IL_OK) {
+      size_t len = 0;
+      FILE *mf = open_memstream(&r->memory_map_svg, &len);
+      char id[32];
+      snprintf(id, sizeof id, "memmap-%u", (unsigned)(r->batch * 1000 + r->prompt + r->gen));
+      if (mf) {
+        if (il_caching_snapshot_svg(&snap, mf, id, 24) != IL_OK) il_error_clear();
+        fclose(mf);
+      }
+      il_caching_snapshot_free(&snap);
+    }
+  }
   il_mem_free(w.entries);
   il_mem_free(w.logits);
   il_mem_free(w.next);

@@ -36,6 +36,7 @@
 #include "lab/stats.h"
 #include "lab/sweep.h"
 #include "lab/usage.h"
+#include "memory/caching.h"
 #include "memory/mem.h"
 
 /* X(enum, key, label, unit, better): better +1 = higher is better, -1 = lower, 0 = neither. */
@@ -117,6 +118,12 @@ typedef struct {
   il_stats_summary tpot_steps; /* over every step: the percentiles of TPOT */
   il_usage_result usage;
   bool has_usage;
+  /* the device (when it is not the host): its allocator's figures after the run, and its memory
+   * map as an SVG element (owned; NULL when the device has no allocator snapshot) */
+  char device[64];
+  bool has_device;
+  il_caching_stats device_stats;
+  char *memory_map_svg;
 } il_bench_result;
 
 /* Fills defaults: 5 reps, 1 warm-up, seed 1234, no usage sampling, interval 200 ms. */
