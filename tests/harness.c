@@ -16,7 +16,14 @@ const char *il_test_fixture(const char *rel) {
   const char *root = getenv("IL_FIXTURES");
   if (!root) root = "../shared/fixtures";
   snprintf(path, sizeof path, "%s/%s", root, rel);
-  return access(path, R_OK) == 0 ? path : NULL;
+  if (access(path, R_OK) == 0) return path;
+  /* CI has ../shared: there a missing fixture is a failure, not a skip */
+  const char *req = getenv("IL_REQUIRE_FIXTURES");
+  if (req && !strcmp(req, "1")) {
+    il_test_failed++;
+    fprintf(stderr, "FAILED: fixture %s is required (IL_REQUIRE_FIXTURES=1) but missing\n", path);
+  }
+  return NULL;
 }
 
 const char *il_test_tmpdir(void) {
