@@ -106,6 +106,15 @@ static void test_explain(void) {
     IL_CHECK(k >= 1 && strstr(mm[0].detail, "other processes hold about 1.73 GiB"));
     for (int i = 0; i < k; i++) IL_CHECK(mm[i].scenario != 110 && mm[i].scenario != 113); /* one cause, not the whole family */
     IL_CHECK_INT(il_explain("Killed by the referee in the 3rd minute", mm, 8), 0); /* negative: no OOM word, no bare Killed line */
+    /* inferlab's own report (engine/oom.c, as `run --device sim:20MiB --ctx 2048` prints it) */
+    k = il_explain("inferlab run: error: out of memory on sim:20MiB: cannot allocate 1.0 MiB for kv cache keys (layer 3) (kv)\n"
+                   "  device: 20.0 MiB total, 20.0 MiB reserved (19.0 MiB allocated), 0 B free, largest free block 512.0 KiB\n"
+                   "  in use by category: weights 13.0 MiB kv 6.0 MiB\n"
+                   "  cause: capacity: this run needs more than the device holds\n"
+                   "  this run needs 27.1 MiB: weights 13.0 MiB, kv 8.0 MiB, activations 6.0 MiB\n"
+                   "  fix: --ctx 256 -> needs 17.0 MiB of 20.0 MiB (shorter context per sequence)", mm, 8);
+    IL_CHECK(k >= 1 && mm[0].scenario == 110);
+    IL_CHECK(k >= 1 && strstr(mm[0].detail, "its fix: --ctx 256") != NULL);
   }
   il_explain_match m[8];
   IL_CHECK_INT(il_explain("the weather is nice today", m, 8), 0);

@@ -75,7 +75,7 @@ int il_cli_model(int argc, char **argv) {
 
   il_model *m = NULL;
   il_cli_progress_start("inferlab model: loading %s", cfg.model);
-  il_status st = il_builtin_is(cfg.model) ? il_builtin_open(cfg.model, cfg.wtype, cfg.threads, &m)
+  il_status st = il_builtin_is(cfg.model) ? il_builtin_open_ex(cfg.model, cfg.wtype, cfg.threads, false, &m) /* shapes only: nothing here reads a weight */
                                          : il_model_open_gguf(cfg.model, &m);
   il_cli_progress_stop();
   if (st != IL_OK) return il_cli_fail_model("model", cfg.model, st);

@@ -10,6 +10,7 @@
 #include "cli/progress.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
+#include "model/builtin.h"
 
 static void il__run_help(void) {
   printf("usage: inferlab run [-m MODEL] [-p PROMPT] [-n N] [options]\n\n"
@@ -121,7 +122,26 @@ int il_cli_run(int argc, char **argv) {
   }
   il_engine *e = NULL;
   il_cli_progress_start("inferlab run: loading %s", cfg.model);
-  il_status st = il_engine_open(&cfg, &e);
+  il_status st = IL_OK;
+  int32_t sized_ctx = 0;
+  if (cfg.ctx <= 0 && cfg.n_predict >= 0) {
+    /* size the KV cache for what this run will hold (prompt + tokens to generate), not for the
+     * model's whole context: the same answer in a fraction of the memory */
+    il_vocab *v = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (il_vocab_open(cfg.model, NULL, &v) == IL_OK &&
+        il_tokenize_alloc(v, cfg.prompt, strlen(cfg.prompt), !cfg.no_bos, !cfg.no_parse_special, &ids, &n) == IL_OK) {
+      const int64_t need = (int64_t)n + cfg.n_predict + 1;
+      sized_ctx = (int32_t)((need + 255) / 256 * 256);
+      cfg.ctx = sized_ctx;
+      cfg.ctx_is_hint = true; /* at most the model's default context: never a warning */
+    }
+    il_error_clear(); /* no vocabulary here: the engine says why below */
+    il_mem_free(ids);
+    il_vocab_free(v);
+  }
+  st = il_engine_open(&cfg, &e);
   il_cli_progress_stop();
   if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
   int32_t *prompt = NULL, n_prompt = 0;

@@ -54,6 +54,8 @@ typedef struct {
   char offload[16];    /* none | stream: device layers' weights stay in host memory, two slots on the device */
   int fit_depth;       /* not an option: fixes --fit has applied so far */
   int auto_from;       /* not an option: --gpu-layers auto is being retried below this count */
+  bool ctx_is_hint;    /* not an option: ctx was sized by the caller for its run (prompt + n): the
+                          engine takes it, at most the model's default context */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
 } il_config;

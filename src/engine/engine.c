@@ -457,7 +457,7 @@ static il_status il__open(il_engine *e) {
 
   /* warnings a user should see once per process (bench opens the engine per combination) */
   static bool warned_ctx, warned_threads;
-  if (cfg->ctx > 0 && hp->n_ctx_train > 0 && cfg->ctx > hp->n_ctx_train && !warned_ctx) {
+  if (cfg->ctx > 0 && !cfg->ctx_is_hint && hp->n_ctx_train > 0 && cfg->ctx > hp->n_ctx_train && !warned_ctx) {
     warned_ctx = true;
     fprintf(stderr, "inferlab: warning: --ctx %d is beyond the model's training context of %d; text past it degrades\n",
             cfg->ctx, hp->n_ctx_train);
@@ -470,6 +470,10 @@ static il_status il__open(il_engine *e) {
   }
   e->n_seq = cfg->n_seq;
   e->n_ctx = cfg->ctx > 0 ? cfg->ctx : (hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP);
+  if (cfg->ctx_is_hint) { /* sized for the run by the caller: never more than the default would be */
+    const int32_t dflt = hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP;
+    if (e->n_ctx > dflt) e->n_ctx = dflt;
+  }
   e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));

@@ -279,6 +279,21 @@ static int il__oom_classify(const char *text, char *why, size_t n) {
     snprintf(why, n, "memory was already in use by others when the engine started");
     return 25;
   }
+  /* inferlab's own report (engine/oom.h) carries its cause and the fix computed from the run's
+   * buffer sizes: pass them on */
+  if (il_sysfs_stristr(text, "out of memory on ") && il_sysfs_stristr(text, "this run needs")) {
+    const char *fix = il_sysfs_stristr(text, "fix: ");
+    const bool frag = il_sysfs_stristr(text, "cause: fragmentation") != NULL;
+    int len = 0;
+    if (fix) {
+      fix += 5;
+      while (fix[len] && fix[len] != '\n') len++;
+    }
+    snprintf(why, n, "inferlab's own report: %s; its fix: %.*s", frag ? "fragmentation (free bytes split into small blocks)"
+                                                                          : "this run needs more than the device holds",
+             fix ? len : 4, fix ? fix : "none");
+    return 110;
+  }
   bool torch = il_sysfs_stristr(text, "cuda out of memory") != NULL;
   if (torch) {
     double q = il__size_after(text, "tried to allocate ");
