@@ -174,7 +174,40 @@ static void test_kernels(void) {
   IL_CHECK(strstr(il_error_detail(), "--kv-type") != NULL);
 }
 
+/* The workspace the engine sizes once must hold any batch: several sequences' prompts one after
+ * another in one pass (bench's prompt phase), with a small context and every kernel. */
+static void test_workspace_bound(void) {
+  const char *names[] = {"flash", "memeff", "sliced", "naive"};
+  for (int k = 0; k < 4; k++) {
+    il_config c;
+    il_config_defaults(&c);
+    c.ctx = 96;
+    c.n_seq = 4;
+    c.threads = 2;
+    snprintf(c.attn, sizeof c.attn, "%s", names[k]);
+    il_engine *e = NULL;
+    IL_CHECK_OK(il_engine_open(&c, &e));
+    if (!e) continue;
+    il_batch_entry b[4 * 64];
+    int n = 0;
+    for (int s = 0; s < 4; s++)
+      for (int i = 0; i < 64; i++) b[n++] = (il_batch_entry){1 + (s * 64 + i) % 300, s, i, i == 63};
+    IL_CHECK_OK(il_engine_decode(e, b, n, NULL));
+    /* then one decode step per sequence at the end of the context */
+    for (int s = 0; s < 4; s++) b[s] = (il_batch_entry){7, s, 95, true};
+    for (int s = 0; s < 4; s++)
+      for (int i = 64; i < 95; i++) {
+        il_batch_entry one = {5, s, i, false};
+        IL_CHECK_OK(il_engine_decode(e, &one, 1, NULL));
+      }
+    IL_CHECK_OK(il_engine_decode(e, b, 4, NULL));
+    il_engine_free(e);
+  }
+  printf("workspace bound: 4 prompts of 64 in one pass and 4 decode rows at the end of a 96 context, every kernel\n");
+}
+
 int main(void) {
+  test_workspace_bound();
   test_layouts_and_types();
   test_fork("paged");
   test_fork("contiguous");

@@ -458,6 +458,22 @@ static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layou
 
 static const char *il__flash_why(const il_cpu_attn_args *a);
 
+size_t il_cpu_attn_flash_bound(const il_cpu_attn_args *a, int nth) {
+  if (!a || a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads || a->n_tok <= 0) return 0;
+  if (nth < 1) nth = 1;
+  const int64_t G = a->n_heads / a->n_kv_heads, hd = a->head_dim;
+  const int64_t rows_tok = il__flash_tok(a), nt = a->n_tok < rows_tok ? a->n_tok : rows_tok;
+  const size_t m = (size_t)(nt * G);
+  /* every token its own tile (most tiles), the largest tile, and the most key splits: a split
+   * happens only when tiles x KV heads < 2 x threads, and then at most 2 x threads items exist */
+  const size_t tiles = il__a64((size_t)a->n_tok * sizeof(il__tile));
+  const size_t per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
+                            il__a64(2 * m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
+  const size_t items = (size_t)(4 * nth + 2 * a->n_kv_heads);
+  const size_t partial = il__a64(items * m * (size_t)(hd + 2) * sizeof(float));
+  return 64 + tiles + (size_t)nth * per_thread + partial;
+}
+
 static size_t il__flash_ws(const il_cpu_attn_args *a, int nth) {
   if (il__flash_why(a)) return 0;
   il__flash_layout L;

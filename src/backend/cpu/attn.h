@@ -84,6 +84,10 @@ const il_cpu_attn_kernel *il_cpu_attn_find(const char *name);
  * truncated to n bytes. */
 const il_cpu_attn_kernel *il_cpu_attn_auto(const il_cpu_attn_args *a, char *why, size_t n);
 
+/* An upper bound of flash's workspace for any call with at most a->n_tok tokens and these
+ * heads (reads shapes only: seq, pos and the table may be NULL). */
+size_t il_cpu_attn_flash_bound(const il_cpu_attn_args *a, int n_threads);
+
 /* ---- internal: the per-ISA micro-kernels (attn.c, attn_avx2.c, attn_avx512.c) ---- */
 
 /* s[i*lds + j] = scale * (q[i] . k[j]) for i < m, j < n; q[i] are float rows, k[j] rows of

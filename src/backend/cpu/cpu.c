@@ -434,26 +434,56 @@ static const char *il__attn_why_not(il_backend *b, const il_attn_kernel *k, cons
 }
 
 /* An upper bound for any call with at most q.rows tokens over this cache, computed without
- * reading device memory (the engine sizes the workspace once, before any batch exists): the
- * worst case is one sequence's prefill of q.rows tokens ending at the last position. */
+ * reading device memory (the engine sizes the workspace once, before any batch exists). A
+ * kernel's need depends on how the tokens fall into sequences (naive: the longest run times the
+ * context; flash: the number of query tiles, or the key split of a lone decode row), so the
+ * bound is the largest of the extreme layouts: one sequence's prefill ending at the last
+ * position; the tokens spread over every sequence (most tiles); one decode row (most split). */
 static size_t il__attn_workspace(il_backend *b, const il_attn_kernel *k, const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
-  const int64_t n = a->q.rows < kv->n_ctx ? a->q.rows : kv->n_ctx;
+  const int64_t n = a->q.rows < (int64_t)kv->n_ctx * kv->n_seq ? a->q.rows : (int64_t)kv->n_ctx * kv->n_seq;
   if (n <= 0 || kv->max_blocks <= 0 || kv->block <= 0) return 0;
+  const int32_t n_seq = kv->n_seq > 0 ? kv->n_seq : 1;
   int32_t *seq = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n),
-          *table = malloc(sizeof(int32_t) * (size_t)kv->max_blocks);
-  size_t ws = 0;
+          *table = malloc(sizeof(int32_t) * (size_t)kv->max_blocks * (size_t)n_seq);
+  size_t best = 0;
   if (seq && pos && table) {
-    for (int64_t i = 0; i < n; i++) seq[i] = 0, pos[i] = (int32_t)(kv->n_ctx - n + i);
-    for (int32_t i = 0; i < kv->max_blocks; i++) table[i] = i;
-    il_cpu_attn_args ca = il__attn_args(b, a);
-    ca.seq = seq, ca.pos = pos, ca.block_table = table, ca.n_seq = 1, ca.n_tok = n;
-    ca.n_cells = (int64_t)kv->max_blocks * kv->block;
-    ws = il__attn_cpu_kernel(k)->workspace(&ca, il_pool_size(il__c(b)->pool));
+    for (int32_t s = 0; s < n_seq; s++)
+      for (int32_t i = 0; i < kv->max_blocks; i++) table[(size_t)s * (size_t)kv->max_blocks + (size_t)i] = s * kv->max_blocks + i;
+    for (int layout = 0; layout < 3; layout++) {
+      int64_t m = layout == 2 ? 1 : n;
+      if (layout == 0 && m > kv->n_ctx) m = kv->n_ctx;
+      for (int64_t i = 0; i < m; i++) {
+        if (layout == 1) { /* round-robin over the sequences, each ending at the last position */
+          seq[i] = (int32_t)(i % n_seq);
+          const int64_t per = (m + n_seq - 1) / n_seq, j = i / n_seq;
+          pos[i] = (int32_t)(kv->n_ctx - per + j); /* m <= n_ctx x n_seq, so per <= n_ctx */
+        } else {
+          seq[i] = 0;
+          pos[i] = (int32_t)(kv->n_ctx - m + i);
+        }
+      }
+      il_cpu_attn_args ca = il__attn_args(b, a);
+      ca.seq = seq, ca.pos = pos, ca.block_table = table, ca.n_seq = n_seq, ca.n_tok = m;
+      ca.n_cells = (int64_t)kv->max_blocks * kv->block * n_seq;
+      static float none[1]; /* shapes only: never read */
+      if (!ca.out) ca.out = none;
+      if (!ca.q) ca.q = none;
+      if (!ca.k) ca.k = none;
+      if (!ca.v) ca.v = none;
+      const size_t ws = il__attn_cpu_kernel(k)->workspace(&ca, il_pool_size(il__c(b)->pool));
+      if (ws > best) best = ws;
+    }
     il_error_clear();
   }
   free(seq), free(pos), free(table);
-  return ws;
+  if (!strcmp(k->name, "flash")) { /* its need grows with the tiles too: the analytic bound */
+    il_cpu_attn_args ca = il__attn_args(b, a);
+    ca.n_tok = a->q.rows;
+    const size_t fb = il_cpu_attn_flash_bound(&ca, il_pool_size(il__c(b)->pool));
+    if (fb > best) best = fb;
+  }
+  return best;
 }
 
 static il_status il__attn_run(il_backend *b, const il_attn_kernel *k, const il_attn_args *a, il_tensor ws) {
