@@ -1,0 +1,46 @@
+/* backend/cuda/kv: kv_store, rows of K and V written to their cells at slots (the paged
+ * layout's slot mapping; a contiguous cache is the same with one block per sequence).
+ *
+ * One block per row: it reads its slot, and copies the K and V rows as 4-byte words when every
+ * stride and the row size allow it, else byte by byte. The bytes are copied as they are, so
+ * any cache type works. A slot outside the cells is written to the fault record and the row
+ * is skipped. CPU reference: backend/cpu/cpu.c il__cpu_kv_store.
+ */
+#include "backend/cuda/cuda.h"
+
+template <typename W>
+__global__ void il__k_kv_store(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells, const uint8_t *k,
+                               size_t ks, const uint8_t *v, size_t vs, size_t row_bytes, const int32_t *slots,
+                               il__cu_fault *fault, int launch) {
+  const int64_t i = blockIdx.x;
+  const int64_t slot = slots[i];
+  if (slot < 0 || slot >= n_cells) {
+    if (threadIdx.x == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_SLOT) == 0) {
+      fault->launch = launch;
+      fault->a = i;
+      fault->b = slot;
+      fault->c = n_cells;
+    }
+    return;
+  }
+  const size_t nw = row_bytes / sizeof(W);
+  W *kd = (W *)(kc + (size_t)slot * kcs), *vd = (W *)(vc + (size_t)slot * vcs);
+  const W *kr = (const W *)(k + (size_t)i * ks), *vr = (const W *)(v + (size_t)i * vs);
+  for (size_t j = threadIdx.x; j < nw; j += blockDim.x) {
+    kd[j] = kr[j];
+    vd[j] = vr[j];
+  }
+}
+
+extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
+                                       const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, size_t row_bytes,
+                                       const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
+  if (n <= 0) return cudaSuccess;
+  if (n > 0x7fffffff) return cudaErrorInvalidValue;
+  const uintptr_t all = (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)k | (uintptr_t)v | kcs | vcs | ks | vs | row_bytes;
+  if (all % 4 == 0)
+    il__k_kv_store<uint32_t><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, row_bytes, slots, fault, launch);
+  else
+    il__k_kv_store<uint8_t><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, row_bytes, slots, fault, launch);
+  return cudaGetLastError();
+}
