@@ -45,6 +45,7 @@ if(il_cuda_build)
   endif()
   set(il_archs_num "")
   foreach(a ${il_archs_in})
+    string(REGEX REPLACE "^sm_|-(real|virtual)$" "" a "${a}") # doctor's fix repeats the built list
     if(NOT a MATCHES "^[0-9][0-9][0-9]?[af]?$")
       message(FATAL_ERROR "-DIL_CUDA_ARCHS: '${a}' is not a compute capability like 80, 86, 90 or 90a")
     endif()
