@@ -85,6 +85,10 @@ typedef struct {
   size_t total_mem;
   bool sass;       /* the module holds SASS that runs on this compute capability */
   int ptx;         /* else the newest PTX it can JIT from (e.g. 90), or 0: no kernel image */
+  int sm_count;            /* streaming multiprocessors */
+  int clock_khz;           /* peak SM clock */
+  int mem_clock_khz;       /* peak memory clock */
+  int mem_bus_bits;        /* memory bus width */
 } il_cudamod_device;
 
 /* What the module offers. */

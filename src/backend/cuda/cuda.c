@@ -878,6 +878,11 @@ static int il__devices(il_cudamod_device *out, int max, char *err, size_t nerr) 
     d->cc_minor = prop.minor;
     d->total_mem = prop.totalGlobalMem;
     il__image_for(prop.major * 10 + prop.minor, &d->sass, &d->ptx);
+    d->sm_count = prop.multiProcessorCount;
+    d->mem_bus_bits = prop.memoryBusWidth;
+    if (cudaDeviceGetAttribute(&d->clock_khz, cudaDevAttrClockRate, i) != cudaSuccess) d->clock_khz = 0;
+    if (cudaDeviceGetAttribute(&d->mem_clock_khz, cudaDevAttrMemoryClockRate, i) != cudaSuccess) d->mem_clock_khz = 0;
+    (void)cudaGetLastError();
   }
   return n;
 }
