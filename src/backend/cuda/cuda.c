@@ -161,9 +161,9 @@ static void il__seg_free(void *ctx, void *base, size_t bytes) { (void)cudaFree(b
 static il_status il__alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
   il__cu *c = il__cu_of(b);
   *out = NULL;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "alloc", what);
   il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
   if (!buf) return IL_ERR_OOM;
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "alloc", what);
   il_caching_block *blk = NULL;
   il_status st = il_caching_alloc(c->alloc, cat, bytes, what, &blk);
   if (st == IL_ERR_OOM) {
