@@ -14,9 +14,13 @@
  *    the quantized types as dequantized F16 tiles); TFLOP/s against the tensor peak estimated
  *    from SMs x clock x dense FP16 FLOP/clock/SM for the architecture (sm_80: 2048, sm_90: 4096,
  *    sm_86/89: 1024; a table, printed as such).
- * 4. The engine: builtin:1b (F16 and Q4_0) prompt of 512 tokens and 128 generated tokens at
+ * 4. Attention: every kernel of the backend (naive, memeff) on Llama-3-8B heads (32 query heads,
+ *    8 KV heads of 128, F32 cache) at 4k, 8k, 16k and 32k positions, for 1 query token (decode:
+ *    GB/s of K and V read) and 64 (the end of a prompt chunk): milliseconds per call.
+ * 5. The engine: builtin:1b (F16 and Q4_0) prompt of 512 tokens and 128 generated tokens at
  *    batch 1 (tokens/s), with the bytes of weights read per token against the copy roofline.
- * Usage: bench_cuda [--device cuda:N] [--json FILE] [--quick] [--no-engine] [--types f16,q4_0,...]
+ * --device sim:SIZE runs it all on the simulated GPU: a dry run of the program without a GPU.
+ * Usage: bench_cuda [--device cuda:N|sim:SIZE] [--json FILE] [--quick] [--no-engine] [--types f16,q4_0,...]
  * Exit codes: 0 done, 1 a measurement failed, 77 no CUDA device (prints why).
  */
 #include <math.h>
@@ -233,7 +237,85 @@ static void bench_types(const char *types, double copy_gbs, const il_cudamod_dev
          dev->cc_major, dev->cc_minor);
 }
 
-/* ---- 4. the engine on builtin:1b ---- */
+/* ---- 4. attention ---- */
+
+typedef struct {
+  const il_attn_kernel *k;
+  il_attn_args a;
+  il_tensor ws;
+} attn_arg;
+static void do_attn(void *p) {
+  attn_arg *x = p;
+  CHECK(x->k->run(B, &x->a, x->ws));
+}
+
+static void bench_attention(void) {
+  const int64_t H = 32, KH = 8, hd = 128;
+  int nk = 0;
+  const il_attn_kernel *ks = O->attn_kernels(B, &nk);
+  printf("\nattention, Llama-3-8B heads (32 x 128, 8 KV heads), F32 cache: ms per call\n%-8s %6s", "ctx", "tokens");
+  for (int i = 0; i < nk; i++) printf(" %12s", ks[i].name);
+  printf(" %16s\n", "decode KV GB/s");
+  il_jsonw_key(&J, "attention");
+  il_jsonw_arr(&J);
+  const int ctxs[] = {4096, 8192, 16384, 32768};
+  for (size_t ci = 0; ci < (quick ? 2 : sizeof ctxs / sizeof ctxs[0]); ci++) {
+    const int32_t n_ctx = ctxs[ci];
+    il_tensor K, V, Q, Out, S, P, TB;
+    float *h = malloc((size_t)n_ctx * KH * hd * 4);
+    for (size_t i = 0; i < (size_t)n_ctx * KH * hd; i++) h[i] = frand();
+    CHECK(il_backend_tensor_new(B, IL_MEM_KV, n_ctx, KH * hd, IL_DTYPE_F32, "k", &K));
+    CHECK(il_backend_tensor_new(B, IL_MEM_KV, n_ctx, KH * hd, IL_DTYPE_F32, "v", &V));
+    CHECK(O->upload(B, K, h, il_tensor_span(&K)));
+    CHECK(O->upload(B, V, h, il_tensor_span(&V)));
+    CHECK(il_backend_tensor_new(B, IL_MEM_ACTIVATIONS, 64, H * hd, IL_DTYPE_F32, "q", &Q));
+    CHECK(O->upload(B, Q, h, il_tensor_span(&Q)));
+    CHECK(il_backend_tensor_new(B, IL_MEM_ACTIVATIONS, 64, H * hd, IL_DTYPE_F32, "out", &Out));
+    int32_t seq[64], pos[64], table[1] = {0};
+    for (int t = 0; t < 64; t++) seq[t] = 0, pos[t] = n_ctx - 64 + t;
+    CHECK(il_backend_tensor_new(B, IL_MEM_ACTIVATIONS, 1, 64, IL_DTYPE_I32, "seq", &S));
+    CHECK(il_backend_tensor_new(B, IL_MEM_ACTIVATIONS, 1, 64, IL_DTYPE_I32, "pos", &P));
+    CHECK(il_backend_tensor_new(B, IL_MEM_ACTIVATIONS, 1, 1, IL_DTYPE_I32, "table", &TB));
+    CHECK(O->upload(B, S, seq, sizeof seq));
+    CHECK(O->upload(B, TB, table, sizeof table));
+    free(h);
+    il_kv_view kv = {K, V, TB, n_ctx, 1, 1, n_ctx};
+    for (int T = 1; T <= 64; T *= 64) {
+      int32_t p1[64];
+      for (int t = 0; t < T; t++) p1[t] = T == 1 ? n_ctx - 1 : pos[t];
+      CHECK(O->upload(B, P, p1, (size_t)T * 4));
+      printf("%-8d %6d", n_ctx, T);
+      il_jsonw_obj(&J);
+      il_jsonw_kint(&J, "ctx", n_ctx);
+      il_jsonw_kint(&J, "tokens", T);
+      double best = 1e30;
+      for (int i = 0; i < nk; i++) {
+        attn_arg x = {&ks[i], {il_tensor_rows(Out, 0, T), il_tensor_rows(Q, 0, T), S, P, &kv, H, KH, hd, 0.088f, 0}, {0}};
+        if (ks[i].why_not(B, &x.a)) {
+          printf(" %12s", "n/a");
+          continue;
+        }
+        const size_t wsz = ks[i].workspace(B, &x.a);
+        if (wsz) CHECK(il_backend_tensor_new(B, IL_MEM_WORKSPACE, 1, (int64_t)(wsz + 3) / 4, IL_DTYPE_F32, "attention ws", &x.ws));
+        const double t = timed(do_attn, &x, quick ? 2 : 5);
+        if (t < best) best = t;
+        il_backend_tensor_free(B, &x.ws);
+        printf(" %12.3f", t * 1e3);
+        il_jsonw_knum(&J, ks[i].name, t * 1e3);
+      }
+      const double gbs = T == 1 ? 2.0 * (double)n_ctx * KH * hd * 4 / best / 1e9 : 0;
+      if (T == 1) printf(" %16.1f", gbs);
+      printf("\n");
+      il_jsonw_obj_end(&J);
+    }
+    il_tensor *all[] = {&K, &V, &Q, &Out, &S, &P, &TB};
+    for (size_t i = 0; i < 7; i++) il_backend_tensor_free(B, all[i]);
+    O->empty_cache(B);
+  }
+  il_jsonw_arr_end(&J);
+}
+
+/* ---- 5. the engine on builtin:1b ---- */
 
 static void bench_engine(const char *device, const char *wtype, double copy_gbs) {
   il_config c;
@@ -294,7 +376,10 @@ int main(int argc, char **argv) {
       return strcmp(argv[i], "--help") ? 64 : 0;
     }
   }
-  const char *why = il_backend_cuda_unavailable();
+  /* --device sim:SIZE runs the same code on the simulated GPU (CPU kernels): a dry run of this
+   * program on a machine without a GPU; its figures are the CPU's, not a GPU's. */
+  const bool sim = !strncmp(device, "sim", 3);
+  const char *why = sim ? NULL : il_backend_cuda_unavailable();
   if (why) {
     printf("SKIP: cuda: %s\n", why);
     return 77;
@@ -305,14 +390,18 @@ int main(int argc, char **argv) {
   }
   O = B->ops;
   il_cudamod_device devs[16];
-  char err[256] = "";
-  const int nd = il_cudamod_get()->devices(devs, 16, err, sizeof err);
-  const int di = strchr(device, ':') ? atoi(strchr(device, ':') + 1) : 0;
-  if (nd <= di) {
-    fprintf(stderr, "bench_cuda: device %d not listed: %s\n", di, err);
-    return 1;
+  memset(devs, 0, sizeof devs);
+  const il_cudamod_device *d = &devs[0];
+  if (!sim) {
+    char err[256] = "";
+    const int nd = il_cudamod_get()->devices(devs, 16, err, sizeof err);
+    const int di = strchr(device, ':') ? atoi(strchr(device, ':') + 1) : 0;
+    if (nd <= di) {
+      fprintf(stderr, "bench_cuda: device %d not listed: %s\n", di, err);
+      return 1;
+    }
+    d = &devs[di];
   }
-  const il_cudamod_device *d = &devs[di];
   json_f = json ? fopen(json, "w") : NULL;
   if (json && !json_f) {
     fprintf(stderr, "bench_cuda: cannot write %s\n", json);
@@ -341,6 +430,7 @@ int main(int argc, char **argv) {
   il_jsonw_obj_end(&J);
   const double copy_gbs = bench_copy();
   bench_types(types, copy_gbs, d);
+  bench_attention();
   B->ops->destroy(B);
   B = NULL;
   il_jsonw_key(&J, "engine");

@@ -7,7 +7,8 @@
 # 1. facts: nvidia-smi (name, compute capability, driver, memory), nvcc --version;
 # 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
 #    (nvidia-smi --query-gpu=compute_cap), timed;
-# 3. tests: test_cuda_module, test_backend_ops (every op on cuda vs the scalar CPU), test_cuda_engine
+# 3. tests: test_cuda_module, test_backend_ops (every op on cuda vs the scalar CPU; again with
+#    IL_CUDA_NO_CUBLAS=1, which sends batches through the matvec fallback), test_cuda_engine
 #    (logits vs cpu, --mem-limit OOM on the device), test_sim, each with a timeout; then
 #    test_backend_ops under compute-sanitizer memcheck when the toolkit has it;
 # 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
@@ -106,6 +107,7 @@ step version 30 "$bdir/inferlab" --version
 info doctor 60 "$bdir/inferlab" doctor --bandwidth-ms 0
 step test_cuda_module 60 "$bdir/test_cuda_module"
 step test_backend_ops 120 "$bdir/test_backend_ops"
+step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_cuda_engine 180 "$bdir/test_cuda_engine"
 step test_sim 120 "$bdir/test_sim"
 step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"

@@ -11,6 +11,15 @@
  * entries are checked on the device; the first bad one goes to the fault record and the item
  * is skipped. Memory: workspace rows of n_ctx floats, one per resident block.
  * CPU reference: backend/cpu/cpu.c il__attn_worker.
+ *
+ * The memory-efficient kernel (il__cu_attn_memeff, "--attn memeff") keeps no score row: a block
+ * of four warps takes one (token, head) item; each warp walks its quarter of the positions with
+ * an online softmax (running max m, running sum l, and the output accumulated and rescaled by
+ * exp(m_old - m_new) whenever the max grows), lane i owning dims i, i+32, ... of the head, so the
+ * key and value rows are read with coalesced loads and the dot product is a warp reduction. The
+ * four partial results are merged through shared memory at the end. No workspace; head_dim up
+ * to 256. It is not yet the default ("naive" is listed first) until a GPU run shows it matches
+ * the reference and is faster.
  */
 #include <cuda_fp16.h>
 
@@ -121,5 +130,98 @@ extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
   const size_t sh = (size_t)a->head_dim * sizeof(float);
   if (a->kv_f16) il__k_attn_naive<true><<<grid, IL__ATTN_THREADS, sh, s>>>(*a);
   else il__k_attn_naive<false><<<grid, IL__ATTN_THREADS, sh, s>>>(*a);
+  return cudaGetLastError();
+}
+
+/* ---- memeff ---- */
+
+#define IL__ME_WARPS 4
+#define IL__ME_DPL 8 /* head dims per lane: head_dim <= 256 */
+
+template <bool F16>
+__global__ void il__k_attn_memeff(il__cu_attn a) {
+  __shared__ float m_sh[IL__ME_WARPS], l_sh[IL__ME_WARPS];
+  __shared__ float acc_sh[IL__ME_WARPS][32 * IL__ME_DPL];
+  const int64_t it = blockIdx.x, group = a.n_heads / a.n_kv_heads;
+  const int64_t t = it / a.n_heads, h = it % a.n_heads, kvh = h / group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int32_t seq = a.seq[t], pos = a.pos[t];
+  if (seq < 0 || seq >= a.n_seq) { /* every thread reads the same values: a uniform exit */
+    if (threadIdx.x == 0 && atomicCAS(&a.fault->kind, 0, IL__CU_FAULT_SEQ) == 0)
+      a.fault->launch = a.launch, a.fault->a = t, a.fault->b = seq, a.fault->c = a.n_seq;
+    return;
+  }
+  if (pos < 0 || pos >= a.n_ctx) {
+    if (threadIdx.x == 0 && atomicCAS(&a.fault->kind, 0, IL__CU_FAULT_POS) == 0)
+      a.fault->launch = a.launch, a.fault->a = t, a.fault->b = pos, a.fault->c = a.n_ctx;
+    return;
+  }
+  const int64_t hd = a.head_dim, koff = kvh * hd;
+  const float *q = (const float *)((const uint8_t *)a.q + (size_t)t * a.q_stride) + h * hd;
+  float qr[IL__ME_DPL], acc[IL__ME_DPL];
+#pragma unroll
+  for (int j = 0; j < IL__ME_DPL; j++) {
+    const int64_t d = lane + 32 * j;
+    qr[j] = d < hd ? q[d] : 0.0f;
+    acc[j] = 0.0f;
+  }
+  const int32_t *tab = a.table + (size_t)seq * (size_t)a.max_blocks;
+  const int32_t n_pos = pos + 1, per = (n_pos + IL__ME_WARPS - 1) / IL__ME_WARPS;
+  const int32_t p0 = warp * per, p1 = p0 + per < n_pos ? p0 + per : n_pos;
+  float m = -INFINITY, l = 0.0f;
+  for (int32_t p = p0; p < p1; p++) {
+    const int32_t blk = tab[p / a.block];
+    if (blk < 0 || ((int64_t)blk + 1) * a.block > a.n_cells) {
+      if (lane == 0 && atomicCAS(&a.fault->kind, 0, IL__CU_FAULT_BLOCK) == 0)
+        a.fault->launch = a.launch, a.fault->a = seq, a.fault->b = blk, a.fault->c = a.n_cells;
+      continue;
+    }
+    const int64_t cell = (int64_t)blk * a.block + p % a.block;
+    float d = 0.0f;
+#pragma unroll
+    for (int j = 0; j < IL__ME_DPL; j++) {
+      const int64_t dd = lane + 32 * j;
+      if (dd < hd) d += qr[j] * il__kv_at<F16>(a.k, a.k_stride, cell, koff + dd);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+    const float s = d * a.scale, m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new), e = expf(s - m_new);
+    l = l * corr + e;
+#pragma unroll
+    for (int j = 0; j < IL__ME_DPL; j++) {
+      const int64_t dd = lane + 32 * j;
+      if (dd < hd) acc[j] = acc[j] * corr + e * il__kv_at<F16>(a.v, a.v_stride, cell, koff + dd);
+    }
+    m = m_new;
+  }
+  if (lane == 0) m_sh[warp] = m, l_sh[warp] = l;
+#pragma unroll
+  for (int j = 0; j < IL__ME_DPL; j++) acc_sh[warp][lane + 32 * j] = acc[j];
+  __syncthreads();
+  float mx = -INFINITY;
+  for (int w = 0; w < IL__ME_WARPS; w++) mx = fmaxf(mx, m_sh[w]);
+  float L = 0.0f, f[IL__ME_WARPS];
+  for (int w = 0; w < IL__ME_WARPS; w++) {
+    f[w] = m_sh[w] == -INFINITY ? 0.0f : expf(m_sh[w] - mx);
+    L += l_sh[w] * f[w];
+  }
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  float *o = (float *)((uint8_t *)a.out + (size_t)t * a.out_stride) + h * hd;
+  for (int64_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float v = 0.0f;
+    for (int w = 0; w < IL__ME_WARPS; w++) v += acc_sh[w][d] * f[w];
+    o[d] = v * inv;
+  }
+}
+
+extern "C" int64_t il__cu_attn_memeff_max_head_dim(void) { return 32 * IL__ME_DPL; }
+
+extern "C" cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a) {
+  const int64_t n_items = a->n_tok * a->n_heads;
+  if (n_items <= 0) return cudaSuccess;
+  if (n_items > 0x7fffffff || a->head_dim > 32 * IL__ME_DPL) return cudaErrorInvalidValue;
+  if (a->kv_f16) il__k_attn_memeff<true><<<(unsigned)n_items, 32 * IL__ME_WARPS, 0, s>>>(*a);
+  else il__k_attn_memeff<false><<<(unsigned)n_items, 32 * IL__ME_WARPS, 0, s>>>(*a);
   return cudaGetLastError();
 }

@@ -390,13 +390,15 @@ static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_t
 static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->stride / 4) : y->cols; }
 
 /* Generation (up to 8 tokens) reads the weights once in matvec; a batch goes to cuBLAS, or
- * to matvec in groups of 8 tokens where cuBLAS cannot take the operands. */
+ * to matvec in groups of 8 tokens where cuBLAS cannot take the operands (or IL_CUDA_NO_CUBLAS=1
+ * in the environment asks for it: gpu-check runs the op test that way too, so the fallback is
+ * tested). */
 static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__mm_check(&y, &w, &x));
   if (!x.rows || !w.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w));
-  if (x.rows > IL__CU_MV_MAX_TOK) {
+  if (x.rows > IL__CU_MV_MAX_TOK && !c->no_blas) {
     il_status st = il__cu_gemm(b, y, w, x);
     if (st != IL_ERR_UNSUPPORTED) return st;
   }
@@ -567,7 +569,11 @@ static size_t il__naive_workspace(il_backend *b, const il_attn_args *a) {
          sizeof(float);
 }
 
-static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+/* Checks every kernel relies on (the cpu backend's, except the index checks that need device
+ * data: those run in the kernels) and fills the launcher's arguments. `kernel` names the caller,
+ * `need` is its workspace size. */
+static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tensor ws, const char *kernel,
+                                  const char *why, size_t need, il__cu_attn *x) {
   il__cu *c = il__cu_of(b);
   const il_kv_view *kv = a->kv;
   IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
@@ -577,8 +583,7 @@ static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor w
   IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("attention", &kv->v, IL_DTYPE_COUNT));
   IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
-  const char *why = il__naive_why_not(b, a);
-  if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel 'naive': %s", why);
+  if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
                     (long long)a->n_kv_heads);
@@ -598,30 +603,57 @@ static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor w
   IL_TRY(il__aligned("attention", &a->out, 4));
   IL_TRY(il__aligned("attention", &kv->k, kv->k.type == IL_DTYPE_F16 ? 2 : 4));
   IL_TRY(il__aligned("attention", &kv->v, kv->v.type == IL_DTYPE_F16 ? 2 : 4));
-  const size_t need = il__naive_workspace(b, a);
   if (need) {
     IL_TRY(il__check("attention", &ws, IL_DTYPE_COUNT));
     IL_TRY(il__aligned("attention", &ws, 4));
     if (ws.buf->size - ws.off < need)
-      return il_error(IL_ERR_INVALID_ARG, "attention kernel 'naive': workspace of %zu bytes, needs %zu",
+      return il_error(IL_ERR_INVALID_ARG, "attention kernel '%s': workspace of %zu bytes, needs %zu", kernel,
                       ws.buf->size - ws.off, need);
   }
-  if (!a->q.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "attention", il__nm(&kv->k));
-  il__cu_attn x = {
+  *x = (il__cu_attn){
       .out = il__ptr(a->out), .q = il__ptr(a->q), .out_stride = a->out.stride, .q_stride = a->q.stride,
       .seq = il__ptr(a->seq), .pos = il__ptr(a->pos), .table = il__ptr(kv->block_table),
       .k = il__ptr(kv->k), .v = il__ptr(kv->v), .k_stride = kv->k.stride, .v_stride = kv->v.stride,
       .kv_f16 = kv->k.type == IL_DTYPE_F16, .n_tok = a->q.rows, .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads,
       .head_dim = a->head_dim, .n_cells = kv->k.rows, .block = kv->block, .n_seq = kv->n_seq,
-      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .scale = a->scale, .scores = il__ptr(ws), .fault = c->fault,
-      .launch = il__note(c, "attention over", &kv->k)};
-  IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &x), "attention", il__nm(&kv->k));
+      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
+      .fault = c->fault, .launch = il__note(c, "attention over", &kv->k)};
   return IL_OK;
 }
 
+static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cu *c = il__cu_of(b);
+  il__cu_attn x;
+  IL_TRY(il__attn_prepare(b, a, ws, "naive", il__naive_why_not(b, a), il__naive_workspace(b, a), &x));
+  if (!x.n_tok) return IL_OK;
+  IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &x), "attention", il__nm(&a->kv->k));
+  return IL_OK;
+}
+
+static const char *il__memeff_why_not(il_backend *b, const il_attn_args *a) {
+  const char *why = il__naive_why_not(b, a);
+  if (why) return why;
+  if (a->head_dim > il__cu_attn_memeff_max_head_dim()) return "head sizes above 256";
+  return NULL;
+}
+
+static size_t il__memeff_workspace(il_backend *b, const il_attn_args *a) { return 0; }
+
+static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cu *c = il__cu_of(b);
+  il__cu_attn x;
+  IL_TRY(il__attn_prepare(b, a, ws, "memeff", il__memeff_why_not(b, a), 0, &x));
+  if (!x.n_tok) return IL_OK;
+  IL_CUDA_CHECK(c, il__cu_attn_memeff(c->compute, &x), "attention", il__nm(&a->kv->k));
+  return IL_OK;
+}
+
+/* naive first: the reference, and the only one whose results have been reasoned about without a
+ * GPU run; memeff moves up once gpu-check shows it equal and faster. */
 static const il_attn_kernel il__attn[] = {
     {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
+    {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
 };
 
 static const il_attn_kernel *il__attn_kernels(il_backend *b, int *n) {
@@ -801,6 +833,8 @@ static il_status il__open_device(il__cu *c, size_t mem_limit) {
   c->count_host = (unsigned long long *)((uint8_t *)page + 128);
   IL_CUBLAS_CHECK(c, cublasCreate(&c->blas), "open", "cuBLAS handle");
   IL_CUBLAS_CHECK(c, cublasSetStream(c->blas, c->compute), "open", "cuBLAS handle");
+  const char *nb = getenv("IL_CUDA_NO_CUBLAS");
+  c->no_blas = nb && *nb && strcmp(nb, "0");
   c->cap = mem_limit;
   c->space = il_mem_space_new(c->spec, mem_limit);
   if (!c->space) return IL_ERR_OOM;

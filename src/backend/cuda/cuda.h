@@ -11,7 +11,8 @@
  *   elementwise.cu il__cu_swiglu, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
  *                 il__cu_to_half (activations -> F16/BF16 for cuBLAS)
  *   kv.cu         il__cu_kv_store          rows to cells at slots
- *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view
+ *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view;
+ *                 il__cu_attn_memeff       online softmax, no score matrix
  *   selftest.cu   il__cu_selftest          the decoders of decode.cuh run on the host
  *
  * Launchers take raw device pointers and the stream, launch, and return cudaGetLastError();
@@ -112,6 +113,10 @@ typedef struct {
 /* Score rows of workspace the naive kernel uses for n_items (token, head) pairs. */
 int64_t il__cu_attn_naive_rows(int64_t n_items);
 cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a);
+/* The online-softmax kernel: no workspace (scores unused), head_dim up to
+ * il__cu_attn_memeff_max_head_dim(). */
+int64_t il__cu_attn_memeff_max_head_dim(void);
+cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a);
 
 /* Runs the decoders of decode.cuh on the host for every weight type and compares them with
  * ref (the library's dequantize_row) bit for bit. 0 when they agree; else nonzero with a
