@@ -14,6 +14,8 @@
  *    the quantized types as dequantized F16 tiles); TFLOP/s against the tensor peak estimated
  *    from SMs x clock x dense FP16 FLOP/clock/SM for the architecture (sm_80: 2048, sm_90: 4096,
  *    sm_86/89: 1024; a table, printed as such).
+ *    The quantized types Q8_0, Q4_0 and Q4_1 are measured again with matvec version 2
+ *    (IL_CUDA_MATVEC=2: dp4a on 8-bit activations) under "matmul_matvec_v2".
  * 4. Attention: every kernel of the backend (naive, memeff) on Llama-3-8B heads (32 query heads,
  *    8 KV heads of 128, F32 cache) at 4k, 8k, 16k and 32k positions, for 1 query token (decode:
  *    GB/s of K and V read) and 64 (the end of a prompt chunk): milliseconds per call.
@@ -171,12 +173,13 @@ static double tensor_peak(const il_cudamod_device *d) {
   return (double)d->sm_count * d->clock_khz * 1e3 * per_sm;
 }
 
-static void bench_types(const char *types, double copy_gbs, const il_cudamod_device *dev) {
+static void bench_types(const char *types, double copy_gbs, const il_cudamod_device *dev, const char *key) {
   const double peak = tensor_peak(dev);
-  printf("\ngeneration and prompt matmuls on Llama-3-8B shapes (one layer: q k v o gate up down; output head apart)\n");
+  printf("\n%s: generation and prompt matmuls on Llama-3-8B shapes (one layer: q k v o gate up down; output head apart)\n",
+         key);
   printf("%-6s %12s %10s %8s %12s %10s %12s %12s %9s\n", "type", "layer MiB", "1 tok GB/s", "% copy", "8 tok GB/s",
          "head GB/s", "8B tok/s est", "512 TFLOP/s", "% peak");
-  il_jsonw_key(&J, "matmul");
+  il_jsonw_key(&J, key);
   il_jsonw_arr(&J);
   char list[256];
   snprintf(list, sizeof list, "%s", types);
@@ -317,7 +320,7 @@ static void bench_attention(void) {
 
 /* ---- 5. the engine on builtin:1b ---- */
 
-static void bench_engine(const char *device, const char *wtype, double copy_gbs) {
+static void bench_engine(const char *device, const char *wtype, double copy_gbs, const char *variant) {
   il_config c;
   il_config_defaults(&c);
   snprintf(c.model, sizeof c.model, "builtin:1b");
@@ -346,11 +349,12 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs)
   const double t_gen = il_time_now() - t0;
   const double bytes = (double)il_model_dev_bytes(e->model);
   const double gbs = bytes / (t_gen / G) / 1e9;
-  printf("builtin:1b %-5s prompt %d: %.0f tok/s; generation %d: %.1f tok/s (%.2f ms/token, %.0f GB/s of weights, %.0f%% of copy); open %.1f s\n",
-         wtype, P, P / t_prompt, G, G / t_gen, 1e3 * t_gen / G, gbs, 100 * gbs / copy_gbs, t_open);
+  printf("builtin:1b %-5s %-10s prompt %d: %.0f tok/s; generation %d: %.1f tok/s (%.2f ms/token, %.0f GB/s of weights, %.0f%% of copy); open %.1f s\n",
+         wtype, variant, P, P / t_prompt, G, G / t_gen, 1e3 * t_gen / G, gbs, 100 * gbs / copy_gbs, t_open);
   il_jsonw_obj(&J);
   il_jsonw_kstr(&J, "model", "builtin:1b");
   il_jsonw_kstr(&J, "wtype", wtype);
+  il_jsonw_kstr(&J, "variant", variant);
   il_jsonw_knum(&J, "prompt_tokens", P);
   il_jsonw_knum(&J, "prompt_tok_per_s", P / t_prompt);
   il_jsonw_knum(&J, "gen_tokens", G);
@@ -429,16 +433,31 @@ int main(int argc, char **argv) {
   il_jsonw_knum(&J, "tensor_peak_tflops_estimate", tensor_peak(d) / 1e12);
   il_jsonw_obj_end(&J);
   const double copy_gbs = bench_copy();
-  bench_types(types, copy_gbs, d);
+  bench_types(types, copy_gbs, d, "matmul");
   bench_attention();
   B->ops->destroy(B);
   B = NULL;
+  /* matvec version 2 (dp4a on 8-bit activations) for the types it covers, on a second backend */
+  if (!sim) {
+    setenv("IL_CUDA_MATVEC", "2", 1);
+    CHECK(il_backend_open(device, NULL, &B));
+    O = B->ops;
+    bench_types("q8_0,q4_0,q4_1", copy_gbs, d, "matmul_matvec_v2");
+    B->ops->destroy(B);
+    B = NULL;
+    unsetenv("IL_CUDA_MATVEC");
+  }
   il_jsonw_key(&J, "engine");
   il_jsonw_arr(&J);
   if (engine) {
     printf("\n");
-    bench_engine(device, "f16", copy_gbs);
-    bench_engine(device, "q4_0", copy_gbs);
+    bench_engine(device, "f16", copy_gbs, "");
+    bench_engine(device, "q4_0", copy_gbs, "");
+    if (!sim) {
+      setenv("IL_CUDA_MATVEC", "2", 1);
+      bench_engine(device, "q4_0", copy_gbs, "matvec v2");
+      unsetenv("IL_CUDA_MATVEC");
+    }
   }
   il_jsonw_arr_end(&J);
   il_jsonw_obj_end(&J);

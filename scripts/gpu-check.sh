@@ -8,7 +8,8 @@
 # 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
 #    (nvidia-smi --query-gpu=compute_cap), timed;
 # 3. tests: test_cuda_module, test_backend_ops (every op on cuda vs the scalar CPU; again with
-#    IL_CUDA_NO_CUBLAS=1, which sends batches through the matvec fallback), test_cuda_engine
+#    IL_CUDA_NO_CUBLAS=1, which sends batches through the matvec fallback, and with IL_CUDA_MATVEC=2,
+#    the dp4a matvec for Q8_0/Q4_0/Q4_1, held to 1e-4 of the CPU), test_cuda_engine
 #    (logits vs cpu, --mem-limit OOM on the device), test_sim, each with a timeout; then
 #    test_backend_ops under compute-sanitizer memcheck when the toolkit has it;
 # 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
@@ -108,6 +109,7 @@ info doctor 60 "$bdir/inferlab" doctor --bandwidth-ms 0
 step test_cuda_module 60 "$bdir/test_cuda_module"
 step test_backend_ops 120 "$bdir/test_backend_ops"
 step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
+step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_cuda_engine 180 "$bdir/test_cuda_engine"
 step test_sim 120 "$bdir/test_sim"
 step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"

@@ -392,7 +392,7 @@ static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->s
 /* Generation (up to 8 tokens) reads the weights once in matvec; a batch goes to cuBLAS, or
  * to matvec in groups of 8 tokens where cuBLAS cannot take the operands (or IL_CUDA_NO_CUBLAS=1
  * in the environment asks for it: gpu-check runs the op test that way too, so the fallback is
- * tested). */
+ * tested). IL_CUDA_MATVEC=2 picks matvec_q8.cu for the weight types it covers. */
 static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__mm_check(&y, &w, &x));
@@ -403,8 +403,18 @@ static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x
     if (st != IL_ERR_UNSUPPORTED) return st;
   }
   const int64_t ldy = il__ldy(&y);
+  const bool v2 = c->matvec_version == 2 && il__cu_matvec_q8_supports(w.type) && w.cols % 32 == 0;
+  void *work = NULL;
+  if (v2) IL_TRY(il__cu_workspace(b, il__cu_matvec_q8_work(w.cols, x.rows < IL__CU_MV_MAX_TOK ? x.rows : IL__CU_MV_MAX_TOK), &work));
   for (int64_t t0 = 0; t0 < x.rows; t0 += IL__CU_MV_MAX_TOK) {
     const int64_t nt = x.rows - t0 < IL__CU_MV_MAX_TOK ? x.rows - t0 : IL__CU_MV_MAX_TOK;
+    if (v2) {
+      IL_CUDA_CHECK(c, il__cu_matvec_q8(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols,
+                                        (const float *)il__ptr(x) + t0 * x.cols, nt, (float *)il__ptr(y) + t0 * ldy, ldy,
+                                        work),
+                    "matmul", il__nm(&w));
+      continue;
+    }
     IL_CUDA_CHECK(c, il__cu_matvec(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols,
                                    (const float *)il__ptr(x) + t0 * x.cols, nt, (float *)il__ptr(y) + t0 * ldy, ldy),
                   "matmul", il__nm(&w));
@@ -833,6 +843,8 @@ static il_status il__open_device(il__cu *c, size_t mem_limit) {
   c->count_host = (unsigned long long *)((uint8_t *)page + 128);
   IL_CUBLAS_CHECK(c, cublasCreate(&c->blas), "open", "cuBLAS handle");
   IL_CUBLAS_CHECK(c, cublasSetStream(c->blas, c->compute), "open", "cuBLAS handle");
+  const char *mv = getenv("IL_CUDA_MATVEC");
+  c->matvec_version = mv && !strcmp(mv, "2") ? 2 : 1;
   const char *nb = getenv("IL_CUDA_NO_CUBLAS");
   c->no_blas = nb && *nb && strcmp(nb, "0");
   c->cap = mem_limit;

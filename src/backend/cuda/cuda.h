@@ -5,6 +5,7 @@
  * its own .cu file:
  *
  *   matvec.cu     il__cu_matvec            y = x W^T for up to 8 tokens, every weight type
+ *   matvec_q8.cu  il__cu_matvec_q8         version 2 for Q8_0/Q4_0/Q4_1: 8-bit activations, dp4a
  *   dequant.cu    il__cu_dequant           weight rows -> F32 (get_rows) or F16 (GEMM tiles)
  *   norm.cu       il__cu_rmsnorm
  *   rope.cu       il__cu_rope
@@ -60,6 +61,13 @@ typedef struct {
  * of n_in floats. One warp per row; each lane decodes 32-element units of the row. */
 cudaError_t il__cu_matvec(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
                           const float *x, int64_t n_tok, float *y, int64_t ldy);
+
+/* Version 2 for Q8_0/Q4_0/Q4_1 (matvec_q8.cu): activations quantized to 8 bits like the CPU's,
+ * then dp4a. work: il__cu_matvec_q8_work(n_in, n_tok) bytes of device memory, 256-aligned. */
+bool il__cu_matvec_q8_supports(il_dtype t);
+size_t il__cu_matvec_q8_work(int64_t n_in, int64_t n_tok);
+cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                             const float *x, int64_t n_tok, float *y, int64_t ldy, void *work);
 
 /* Decodes rows of w into floats (out_f16 false: float, row r at out + r * out_stride bytes)
  * or F16 (packed rows of n_in halves). ids (may be NULL: rows 0..n-1) picks the rows; an id

@@ -52,6 +52,7 @@ typedef struct {
   unsigned long long *count;       /* device scratch for count_nonfinite */
   unsigned long long *count_host;  /* pinned */
   il_buffer *ws;                   /* GEMM workspace (F16 tiles, converted activations) */
+  int matvec_version;              /* IL_CUDA_MATVEC=2: matvec_q8.cu where it applies; else 1 */
   bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */
   int launch;                      /* id of the last launch that can fault */
   char launch_what[IL__CU_LAUNCH_RING][96];
