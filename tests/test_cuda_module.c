@@ -3,7 +3,7 @@
  * - a CPU-only build: the registry says so, and `--device cuda` fails with that reason;
  * - a CUDA build: the module next to this test loads (its archs equal the build's), its
  *   self-test passes (every weight decoder the kernels use, run on the host, equals the
- *   library's dequantizer bit for bit), and opening cuda either works (a device) or fails with
+ *   library's dequantizer bit for bit; matvec v2's 8-bit block dot products match it), and opening cuda either works (a device) or fails with
  *   IL_ERR_UNSUPPORTED naming the runtime's reason (no driver here);
  * - a module that cannot be loaded: `inferlab run --device cuda` with INFERLAB_CUDA_MODULE
  *   pointing at a missing file and at a file that is not a shared object prints the loader's
@@ -74,7 +74,8 @@ int main(void) {
   il_status st = m->selftest();
   if (st != IL_OK) fprintf(stderr, "selftest: %s\n", il_error_detail());
   IL_CHECK_OK(st);
-  printf("self-test: the kernels' decoders equal the CPU dequantizer for f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q5_k q6_k\n");
+  printf("self-test: the kernels' decoders equal the CPU dequantizer for f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q5_k q6_k;\n"
+         "           matvec v2's block dot products (q8_0 q4_0 q4_1) match the reference\n");
   int rt = 0, drv = 0;
   m->versions(&rt, &drv);
   IL_CHECK(rt >= 12000);

@@ -163,6 +163,67 @@ IL__HD int il__unit(const uint8_t *row, int64_t u, int64_t n_in, float *v) {
   }
 }
 
+/* ---- 8-bit integer dot products (matvec_q8.cu) ---- */
+
+/* One activation to 8 bits with the inverse scale id = 1 / (amax / 127) (0 for an all-zero
+ * block): round half to even by adding and subtracting 1.5 * 2^23, exactly the CPU's
+ * il__quant_block. */
+IL__HD int il__quant_one(float v, float id) {
+  const float magic = 12582912.0f;
+  return (int)il__sub(il__add(il__mul(v, id), magic), magic);
+}
+
+/* c + the sum of the four products of the signed bytes of a and b. */
+IL__HD int il__dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+  return __dp4a(a, b, c);
+#else
+  for (int k = 0; k < 4; k++) c += (int)(int8_t)(uint8_t)((uint32_t)a >> (8 * k)) * (int)(int8_t)(uint8_t)((uint32_t)b >> (8 * k));
+  return c;
+#endif
+}
+
+/* 4 bytes at a 2-byte aligned address, little-endian. */
+IL__HD int il__ld32_a2(const uint8_t *p) {
+#ifdef __CUDA_ARCH__
+  const uint16_t *h = (const uint16_t *)p;
+  return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
+#else
+  return (int)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24));
+#endif
+}
+
+/* A block's weights as 8 words of signed bytes in element order (elements 4k..4k+3 in word k),
+ * its scale and (Q4_1) min. */
+template <int T>
+IL__HD float il__block_words(const uint8_t *blk, int *wq, float *mw) {
+  *mw = 0.0f;
+  if (T == IL_DTYPE_Q8_0) {
+    for (int k = 0; k < 8; k++) wq[k] = il__ld32_a2(blk + 2 + 4 * k);
+  } else {
+    const int qoff = T == IL_DTYPE_Q4_0 ? 2 : 4;
+    if (T == IL_DTYPE_Q4_1) *mw = il__f16(il__ld16(blk + 2));
+    for (int k = 0; k < 4; k++) {
+      const int v = il__ld32_a2(blk + qoff + 4 * k);
+      wq[k] = v & 0x0F0F0F0F;            /* low nibbles: elements 4k .. 4k+3 */
+      wq[4 + k] = (v >> 4) & 0x0F0F0F0F; /* high nibbles: elements 16+4k .. */
+    }
+  }
+  return il__f16(il__ld16(blk));
+}
+
+/* One block's contribution to y: the weights (words, scale dw, min mw) times 32 activations
+ * quantized to xw (8 words), scale dx, sum of the values sx. */
+template <int T>
+IL__HD float il__block_dot(const int *wq, float dw, float mw, const int *xw, float dx, int sx) {
+  int isum = 0;
+  for (int k = 0; k < 8; k++) isum = il__dp4a(wq[k], xw[k], isum);
+  if (T == IL_DTYPE_Q4_0) isum -= 8 * sx;
+  float r = dw * dx * (float)isum;
+  if (T == IL_DTYPE_Q4_1) r += mw * dx * (float)sx;
+  return r;
+}
+
 /* Units in a row of n_in elements. */
 IL__HD int64_t il__n_units(int64_t n_in) { return (n_in + 31) / 32; }
 

@@ -10,7 +10,9 @@
  * row: it loads the block's weight bytes once, as 16-bit words (blocks are 18, 20 or 34 bytes:
  * only 2-byte alignment is known), builds 4-byte words and runs dp4a against each token's
  * 8-bit activations (two 16-byte loads per block and token), then y += d_w * d_x * isum
- * (Q4_0: isum - 8 * sum(q_x); Q4_1: + m_w * d_x * sum(q_x)).
+ * (Q4_0: isum - 8 * sum(q_x); Q4_1: + m_w * d_x * sum(q_x)). The per-block arithmetic
+ * (il__block_words, il__block_dot in decode.cuh) is __host__ __device__ and checked on the host by
+ * selftest.cu against the reference dequantizer.
  * Chosen with IL_CUDA_MATVEC=2 until bench_cuda shows it beating version 1 (matvec.cu) on a GPU.
  */
 #include "backend/cuda/cuda.h"
@@ -31,8 +33,7 @@ __global__ void il__k_quant_x(const float *__restrict__ x, int64_t n_in, int64_t
   for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  const float magic = 12582912.0f;
-  const int q = (int)__fsub_rn(__fadd_rn(__fmul_rn(v, id), magic), magic);
+  const int q = il__quant_one(v, id);
   xq[(size_t)t * (size_t)n_in + (size_t)b * 32 + lane] = (int8_t)q;
   int s = q;
 #pragma unroll
@@ -41,11 +42,6 @@ __global__ void il__k_quant_x(const float *__restrict__ x, int64_t n_in, int64_t
     xd[blk] = d;
     xs[blk] = s;
   }
-}
-
-__device__ __forceinline__ int il__w32(const uint8_t *p) { /* 4 bytes at a 2-aligned address */
-  const uint16_t *h = (const uint16_t *)p;
-  return (int)((uint32_t)h[0] | ((uint32_t)h[1] << 16));
 }
 
 template <int T, int NT>
@@ -63,42 +59,16 @@ __global__ void il__k_matvec_q8(const uint8_t *__restrict__ w, size_t w_stride, 
 #pragma unroll
   for (int t = 0; t < NT; t++) acc[t] = 0.0f;
   for (int64_t b = lane; b < nb; b += 32) {
-    const uint8_t *blk = wr + (size_t)b * bs;
-    const float dw = il__f16(il__ld16(blk));
     int wq[8];
-    float mw = 0.0f;
-    if (T == IL_DTYPE_Q8_0) {
-#pragma unroll
-      for (int k = 0; k < 8; k++) wq[k] = il__w32(blk + 2 + 4 * k);
-    } else {
-      const int qoff = T == IL_DTYPE_Q4_0 ? 2 : 4;
-      if (T == IL_DTYPE_Q4_1) mw = il__f16(il__ld16(blk + 2));
-#pragma unroll
-      for (int k = 0; k < 4; k++) {
-        const int v = il__w32(blk + qoff + 4 * k);
-        wq[k] = v & 0x0F0F0F0F;            /* elements 4k .. 4k+3 */
-        wq[4 + k] = (v >> 4) & 0x0F0F0F0F; /* elements 16+4k .. */
-      }
-    }
+    float mw;
+    const float dw = il__block_words<T>(wr + (size_t)b * bs, wq, &mw);
 #pragma unroll
     for (int t = 0; t < NT; t++) {
       if (t < n_tok) {
         const int4 *xv = (const int4 *)(xq + (size_t)t * (size_t)n_in + (size_t)b * 32);
         const int4 x0 = xv[0], x1 = xv[1];
-        int isum = 0;
-        isum = __dp4a(wq[0], x0.x, isum);
-        isum = __dp4a(wq[1], x0.y, isum);
-        isum = __dp4a(wq[2], x0.z, isum);
-        isum = __dp4a(wq[3], x0.w, isum);
-        isum = __dp4a(wq[4], x1.x, isum);
-        isum = __dp4a(wq[5], x1.y, isum);
-        isum = __dp4a(wq[6], x1.z, isum);
-        isum = __dp4a(wq[7], x1.w, isum);
-        const float dx = xd[t * nb + b];
-        const int sx = xs[t * nb + b];
-        if (T == IL_DTYPE_Q4_0) isum -= 8 * sx;
-        acc[t] += dw * dx * (float)isum;
-        if (T == IL_DTYPE_Q4_1) acc[t] += mw * dx * (float)sx;
+        const int xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        acc[t] += il__block_dot<T>(wq, dw, mw, xw, xd[t * nb + b], xs[t * nb + b]);
       }
     }
   }

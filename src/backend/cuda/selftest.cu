@@ -4,9 +4,12 @@
  * weight-reading kernel inlines is compiled here for the CPU too and compared, element by
  * element and bit for bit, with the library's reference il_dequantize_row on rows of random
  * bytes with sane scales (and, for the float types, a length that is not a multiple of 32).
+ * It also checks matvec version 2's per-block integer arithmetic (il__block_words, il__block_dot,
+ * il__quant_one) against the reference dequantizer for Q8_0, Q4_0 and Q4_1.
  * This is the module's part of the host-side tests (tests/test_cuda_module.c calls it through
  * the module table); the kernels around the decoders are checked by test_backend_ops on a GPU.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,6 +87,57 @@ static int il__check_type(il__cu_ref_fn ref, char *err, size_t nerr) {
   return 0;
 }
 
+/* matvec version 2's per-block arithmetic: words, nibble order, dp4a, the Q4_0 offset and the
+ * Q4_1 min, against sum_j w_j * (d_x * q_j) with w from the reference dequantizer. */
+template <int T>
+static int il__check_q8_dot(il__cu_ref_fn ref, char *err, size_t nerr) {
+  const size_t bs = T == IL_DTYPE_Q8_0 ? sizeof(il_block_q8_0) : T == IL_DTYPE_Q4_0 ? sizeof(il_block_q4_0)
+                                                                                     : sizeof(il_block_q4_1);
+  for (int trial = 0; trial < 64; trial++) {
+    uint8_t blk[64];
+    for (size_t i = 0; i < bs; i++) blk[i] = (uint8_t)il__next();
+    const uint16_t d = il_f32_to_fp16(((int)(il__next() % 2001) - 1000) * 1e-4f);
+    const uint16_t m = il_f32_to_fp16(((int)(il__next() % 2001) - 1000) * 1e-4f);
+    memcpy(blk, &d, 2);
+    if (T == IL_DTYPE_Q4_1) memcpy(blk + 2, &m, 2);
+    float wref[32], x[32];
+    if (ref((il_dtype)T, blk, wref, 32) != 0) {
+      snprintf(err, nerr, "%s: the reference dequantizer refused a block", il_dtype_name((il_dtype)T));
+      return 1;
+    }
+    float amax = 0;
+    for (int j = 0; j < 32; j++) {
+      x[j] = ((int)(il__next() % 20001) - 10000) * 1e-3f * (trial % 4 == 3 ? 0.0f : 1.0f);
+      amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+    }
+    const float dx = amax / 127.0f, id = dx != 0.0f ? 1.0f / dx : 0.0f;
+    int8_t q[32];
+    int sx = 0;
+    for (int j = 0; j < 32; j++) {
+      const int v = il__quant_one(x[j], id);
+      if (v < -127 || v > 127 || fabsf(dx * v - x[j]) > dx * 0.5001f) {
+        snprintf(err, nerr, "activation quantization: %.9g -> %d with scale %.9g", x[j], v, dx);
+        return 1;
+      }
+      q[j] = (int8_t)v;
+      sx += v;
+    }
+    int xw[8], wq[8];
+    memcpy(xw, q, 32);
+    float mw;
+    const float dw = il__block_words<T>(blk, wq, &mw);
+    const float got = il__block_dot<T>(wq, dw, mw, xw, dx, sx);
+    double want = 0, mag = 0;
+    for (int j = 0; j < 32; j++) want += (double)wref[j] * dx * q[j], mag += fabs((double)wref[j] * dx * q[j]);
+    if (fabs(got - want) > 1e-5 * mag + 1e-30) {
+      snprintf(err, nerr, "%s block dot (matvec v2): %.9g, reference %.9g (trial %d)", il_dtype_name((il_dtype)T), got,
+               want, trial);
+      return 1;
+    }
+  }
+  return 0;
+}
+
 extern "C" int il__cu_selftest(il__cu_ref_fn ref, char *err, size_t nerr) {
   int bad = 0;
   bad = bad || il__check_type<IL_DTYPE_F32>(ref, err, nerr);
@@ -95,5 +149,8 @@ extern "C" int il__cu_selftest(il__cu_ref_fn ref, char *err, size_t nerr) {
   bad = bad || il__check_type<IL_DTYPE_Q4_K>(ref, err, nerr);
   bad = bad || il__check_type<IL_DTYPE_Q5_K>(ref, err, nerr);
   bad = bad || il__check_type<IL_DTYPE_Q6_K>(ref, err, nerr);
+  bad = bad || il__check_q8_dot<IL_DTYPE_Q8_0>(ref, err, nerr);
+  bad = bad || il__check_q8_dot<IL_DTYPE_Q4_0>(ref, err, nerr);
+  bad = bad || il__check_q8_dot<IL_DTYPE_Q4_1>(ref, err, nerr);
   return bad;
 }
