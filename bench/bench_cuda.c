@@ -19,10 +19,13 @@
  * 4. Attention: every kernel of the backend (naive, memeff) on Llama-3-8B heads (32 query heads,
  *    8 KV heads of 128, F32 cache) at 4k, 8k, 16k and 32k positions, for 1 query token (decode:
  *    GB/s of K and V read) and 64 (the end of a prompt chunk): milliseconds per call.
- * 5. The engine: builtin:1b (F16 and Q4_0) prompt of 512 tokens and 128 generated tokens at
- *    batch 1 (tokens/s), with the bytes of weights read per token against the copy roofline.
+ * 5. The engine: builtin:1b (F16 and Q4_0; Q4_0 again with matvec v2) at batch 1, 8 and 32
+ *    sequences: a prompt (512 tokens at batch 1, 64 per sequence otherwise) and 128 generation
+ *    steps of one token per sequence: tokens/s, and the weight bytes read per step against the
+ *    copy roofline.
  * --device sim:SIZE runs it all on the simulated GPU: a dry run of the program without a GPU.
- * Usage: bench_cuda [--device cuda:N|sim:SIZE] [--json FILE] [--quick] [--no-engine] [--types f16,q4_0,...]
+ * Usage: bench_cuda [--device cuda:N|sim:SIZE] [--json FILE] [--quick] [--no-engine]
+ *                   [--model builtin:NAME (default builtin:1b)] [--types f16,q4_0,...]
  * Exit codes: 0 done, 1 a measurement failed, 77 no CUDA device (prints why).
  */
 #include <math.h>
@@ -42,6 +45,7 @@ static const il_backend_ops *O;
 static il_jsonw J;
 static FILE *json_f;
 static bool quick;
+static const char *engine_model = "builtin:1b";
 
 #define CHECK(expr)                                                                        \
   do {                                                                                     \
@@ -320,48 +324,63 @@ static void bench_attention(void) {
 
 /* ---- 5. the engine on builtin:1b ---- */
 
+/* Prompt of P tokens (batch 1) or 64 tokens per sequence (batches), then G steps of one token per
+ * sequence; one engine holds 32 sequences and serves every batch size. */
 static void bench_engine(const char *device, const char *wtype, double copy_gbs, const char *variant) {
   il_config c;
   il_config_defaults(&c);
-  snprintf(c.model, sizeof c.model, "builtin:1b");
+  snprintf(c.model, sizeof c.model, "%s", engine_model);
   snprintf(c.device, sizeof c.device, "%s", device);
   snprintf(c.wtype, sizeof c.wtype, "%s", wtype);
   c.ctx = 1024;
   c.batch = 512;
+  c.n_seq = 32;
   double t0 = il_time_now();
   il_engine *e = NULL;
   CHECK(il_engine_open(&c, &e));
   const double t_open = il_time_now() - t0;
-  const int P = quick ? 128 : 512, G = quick ? 32 : 128;
-  il_batch_entry *b = malloc(sizeof *b * (size_t)P);
-  for (int i = 0; i < P; i++) b[i] = (il_batch_entry){1 + (i * 7919) % 31000, 0, i, i == P - 1};
   const size_t nv = (size_t)e->model->hp.n_vocab;
-  float *logits = malloc(nv * 4);
-  CHECK(il_engine_decode(e, b, P, logits)); /* warm-up pass, then the measured one at the same positions */
-  t0 = il_time_now();
-  CHECK(il_engine_decode(e, b, P, logits));
-  const double t_prompt = il_time_now() - t0;
-  t0 = il_time_now();
-  for (int i = 0; i < G; i++) {
-    il_batch_entry one = {1 + (i * 104729) % 31000, 0, P + i, true};
-    CHECK(il_engine_decode(e, &one, 1, logits));
-  }
-  const double t_gen = il_time_now() - t0;
+  const int vm = (int)nv - 1; /* token ids 1 .. n_vocab-1 */
+  float *logits = malloc(nv * 4 * 32);
+  il_batch_entry *b = malloc(sizeof *b * 32 * 512);
   const double bytes = (double)il_model_dev_bytes(e->model);
-  const double gbs = bytes / (t_gen / G) / 1e9;
-  printf("builtin:1b %-5s %-10s prompt %d: %.0f tok/s; generation %d: %.1f tok/s (%.2f ms/token, %.0f GB/s of weights, %.0f%% of copy); open %.1f s\n",
-         wtype, variant, P, P / t_prompt, G, G / t_gen, 1e3 * t_gen / G, gbs, 100 * gbs / copy_gbs, t_open);
-  il_jsonw_obj(&J);
-  il_jsonw_kstr(&J, "model", "builtin:1b");
-  il_jsonw_kstr(&J, "wtype", wtype);
-  il_jsonw_kstr(&J, "variant", variant);
-  il_jsonw_knum(&J, "prompt_tokens", P);
-  il_jsonw_knum(&J, "prompt_tok_per_s", P / t_prompt);
-  il_jsonw_knum(&J, "gen_tokens", G);
-  il_jsonw_knum(&J, "gen_tok_per_s", G / t_gen);
-  il_jsonw_knum(&J, "gen_weight_gb_per_s", gbs);
-  il_jsonw_knum(&J, "gen_pct_copy", 100 * gbs / copy_gbs);
-  il_jsonw_obj_end(&J);
+  const int batches[] = {1, 8, 32};
+  for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+    const int B = batches[bi], per = B == 1 ? (quick ? 128 : 512) : 64, G = quick ? 32 : 128;
+    int n = 0;
+    for (int s = 0; s < B; s++)
+      for (int i = 0; i < per; i++) b[n++] = (il_batch_entry){1 + ((s * 31 + i) * 7919) % vm, s, i, i == per - 1};
+    double t_prompt = 0;
+    for (int pass = 0; pass < 2; pass++) { /* a warm-up pass, then the measured one at the same positions */
+      t0 = il_time_now();
+      for (int o = 0; o < n; o += 512) CHECK(il_engine_decode(e, b + o, n - o < 512 ? n - o : 512, logits));
+      t_prompt = il_time_now() - t0;
+    }
+    t0 = il_time_now();
+    for (int i = 0; i < G; i++) {
+      for (int s = 0; s < B; s++) b[s] = (il_batch_entry){1 + ((i + s) * 104729) % vm, s, per + i, true};
+      CHECK(il_engine_decode(e, b, B, logits));
+    }
+    const double t_gen = il_time_now() - t0;
+    const double gbs = bytes / (t_gen / G) / 1e9;
+    printf("%s %-5s %-10s batch %2d: prompt %d: %.0f tok/s; generation %d x %d: %.1f tok/s (%.2f ms/step, %.0f GB/s of "
+           "weights, %.0f%% of copy); open %.1f s\n",
+           engine_model, wtype, variant, B, n, n / t_prompt, B, G, B * G / t_gen, 1e3 * t_gen / G, gbs, 100 * gbs / copy_gbs, t_open);
+    il_jsonw_obj(&J);
+    il_jsonw_kstr(&J, "model", engine_model);
+    il_jsonw_kstr(&J, "wtype", wtype);
+    il_jsonw_kstr(&J, "variant", variant);
+    il_jsonw_kint(&J, "batch", B);
+    il_jsonw_knum(&J, "prompt_tokens", n);
+    il_jsonw_knum(&J, "prompt_tok_per_s", n / t_prompt);
+    il_jsonw_knum(&J, "gen_steps", G);
+    il_jsonw_knum(&J, "gen_tok_per_s", B * G / t_gen);
+    il_jsonw_knum(&J, "gen_ms_per_step", 1e3 * t_gen / G);
+    il_jsonw_knum(&J, "gen_weight_gb_per_s", gbs);
+    il_jsonw_knum(&J, "gen_pct_copy", 100 * gbs / copy_gbs);
+    il_jsonw_obj_end(&J);
+    fflush(stdout);
+  }
   free(b), free(logits);
   il_engine_free(e);
 }
@@ -375,8 +394,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
     else if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--no-engine")) engine = false;
+    else if (!strcmp(argv[i], "--model") && i + 1 < argc) engine_model = argv[++i];
     else {
-      fprintf(strcmp(argv[i], "--help") ? stderr : stdout, "usage: bench_cuda [--device cuda:N] [--json FILE] [--quick] [--no-engine] [--types f16,q4_0,...]\n");
+      fprintf(strcmp(argv[i], "--help") ? stderr : stdout,
+              "usage: bench_cuda [--device cuda:N|sim:SIZE] [--json FILE] [--quick] [--no-engine]\n"
+              "                  [--model builtin:NAME] [--types f16,q4_0,...]\n");
       return strcmp(argv[i], "--help") ? 64 : 0;
     }
   }
