@@ -114,6 +114,30 @@ if(il_cuda_build)
                         ${CMAKE_DL_LIBS} m rt)
   target_link_options(inferlab_cuda PRIVATE -Wl,--exclude-libs,ALL -Wl,-Bsymbolic -Wl,--no-undefined)
 
+  # The fake module: the same glue (cuda.c, gemm.c, host.c) over a host-memory stand-in for the
+  # CUDA runtime and cuBLAS and host versions of the kernels (tests/fakes/fake_cuda*), so the
+  # glue runs end to end in CI without a GPU. Host compilers only: no nvcc objects, no cudart.
+  enable_language(CXX)
+  add_library(inferlab_cuda_fake MODULE
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
+    ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp)
+  set_target_properties(inferlab_cuda_fake PROPERTIES
+    OUTPUT_NAME inferlab-cuda-fake
+    PREFIX lib
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fakes
+    CXX_STANDARD 17
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden)
+  target_include_directories(inferlab_cuda_fake PRIVATE ${IL_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(inferlab_cuda_fake PRIVATE
+    "IL_CUDA_ARCHS_TEXT=\"${il_archs_text}\""
+    "IL_CUDA_VERSION_TEXT=\"${IL_CUDA_VERSION}\"")
+  target_compile_options(inferlab_cuda_fake PRIVATE $<$<COMPILE_LANGUAGE:C>:${IL_WARN}>
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
+  target_link_libraries(inferlab_cuda_fake PRIVATE Threads::Threads m)
+  target_link_options(inferlab_cuda_fake PRIVATE -Wl,-Bsymbolic -Wl,--no-undefined)
+
   # Tests and benchmarks load the module from their own directory: build it with them.
   function(il_cuda_wire_targets)
     file(GLOB il_t ${CMAKE_SOURCE_DIR}/tests/test_*.c ${CMAKE_SOURCE_DIR}/bench/bench_*.c)
@@ -124,6 +148,15 @@ if(il_cuda_build)
       endif()
     endforeach()
     add_dependencies(inferlab inferlab_cuda)
+    # The glue end to end on the fake module: the op test, the engine test, the module test.
+    foreach(t test_backend_ops test_cuda_engine test_cuda_module)
+      if(TARGET ${t})
+        add_dependencies(${t} inferlab_cuda_fake)
+        add_test(NAME ${t}_fakecuda COMMAND ${t})
+        set_tests_properties(${t}_fakecuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+          ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
+      endif()
+    endforeach()
   endfunction()
   cmake_language(DEFER CALL il_cuda_wire_targets)
 endif()
