@@ -3,6 +3,9 @@
 # under 8 minutes (a 15-minute device lease with room to rerun).
 #
 #   scripts/gpu-check.sh [OUTDIR]       OUTDIR defaults to $OUT, else ./gpu-check-out
+#   GPU_CHECK_BUILD=build/release scripts/gpu-check.sh [OUTDIR]
+#                                       use a build made elsewhere (a device machine without
+#                                       nvcc: carry the build directory there)
 #
 # 1. facts: nvidia-smi (name, compute capability, driver, memory), nvcc --version;
 # 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
@@ -87,23 +90,33 @@ gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-if [ ! -x "$nvcc" ]; then
-  say "no nvcc (looked on PATH and /usr/local/cuda/bin): the CUDA module cannot be built here"
-  write_json
-  exit 2
+if [ -n "${GPU_CHECK_BUILD:-}" ]; then
+  # A build made elsewhere (e.g. carried to a device machine without the toolkit); its
+  # architectures must include this GPU's (the default list does for sm_80/86/89/90).
+  bdir=$GPU_CHECK_BUILD
+  nvcc_version="(prebuilt: $bdir)"
+  say "using the prebuilt $bdir (GPU_CHECK_BUILD); not building"
+  [ -x "$bdir/inferlab" ] && [ -f "$bdir/libinferlab-cuda.so" ] || { say "$bdir lacks inferlab or libinferlab-cuda.so"; write_json; exit 2; }
+else
+  if [ ! -x "$nvcc" ]; then
+    say "no nvcc (looked on PATH and /usr/local/cuda/bin): the CUDA module cannot be built here;"
+    say "build elsewhere and pass the build directory in GPU_CHECK_BUILD"
+    write_json
+    exit 2
+  fi
+  nvcc_version=$("$nvcc" --version | tail -2 | head -1)
+  say "nvcc: $nvcc ($nvcc_version); building for sm_$cc only"
+  bdir=build/gpu-check
+  jobs=$(nproc)
+  step configure 120 cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DIL_CUDA=ON -DIL_CUDA_ARCHS="$cc" \
+    -DCMAKE_CUDA_COMPILER="$nvcc"
+  step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
+  step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_backend_ops \
+    test_cuda_engine test_sim bench_cuda
 fi
-nvcc_version=$("$nvcc" --version | tail -2 | head -1)
-say "nvcc: $nvcc ($nvcc_version); building for sm_$cc only"
 
-bdir=build/gpu-check
-jobs=$(nproc)
-step configure 120 cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DIL_CUDA=ON -DIL_CUDA_ARCHS="$cc" \
-  -DCMAKE_CUDA_COMPILER="$nvcc"
-step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
-step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_backend_ops \
-  test_cuda_engine test_sim bench_cuda
-
-export IL_CLI=$PWD/$bdir/inferlab IL_SRC=$PWD IL_FIXTURES=$PWD/../shared/fixtures
+case $bdir in /*) ;; *) bdir=$PWD/$bdir ;; esac
+export IL_CLI=$bdir/inferlab IL_SRC=$PWD IL_FIXTURES=$PWD/../shared/fixtures
 step version 30 "$bdir/inferlab" --version
 info doctor 60 "$bdir/inferlab" doctor --bandwidth-ms 0
 step test_cuda_module 60 "$bdir/test_cuda_module"
