@@ -10,7 +10,8 @@
 # 1. facts: nvidia-smi (name, compute capability, driver, memory), nvcc --version;
 # 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
 #    (nvidia-smi --query-gpu=compute_cap), timed;
-# 3. tests: test_cuda_module, test_backend_ops (every op on cuda vs the scalar CPU; again with
+# 3. tests: test_cuda_module, test_cuda_glue (transfers, copies, events, a device OOM),
+#    test_backend_ops (every op on cuda vs the scalar CPU; again with
 #    IL_CUDA_NO_CUBLAS=1, which sends batches through the matvec fallback, and with IL_CUDA_MATVEC=2,
 #    the dp4a matvec for Q8_0/Q4_0/Q4_1, held to 1e-4 of the CPU), test_cuda_engine
 #    (logits vs cpu, --mem-limit OOM on the device), test_sim, each with a timeout; then
@@ -111,8 +112,8 @@ else
   step configure 120 cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DIL_CUDA=ON -DIL_CUDA_ARCHS="$cc" \
     -DCMAKE_CUDA_COMPILER="$nvcc"
   step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
-  step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_backend_ops \
-    test_cuda_engine test_sim bench_cuda
+  step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_cuda_glue \
+    test_backend_ops test_cuda_engine test_sim bench_cuda
 fi
 
 case $bdir in /*) ;; *) bdir=$PWD/$bdir ;; esac
@@ -120,6 +121,7 @@ export IL_CLI=$bdir/inferlab IL_SRC=$PWD IL_FIXTURES=$PWD/../shared/fixtures
 step version 30 "$bdir/inferlab" --version
 info doctor 60 "$bdir/inferlab" doctor --bandwidth-ms 0
 step test_cuda_module 60 "$bdir/test_cuda_module"
+step test_cuda_glue 60 "$bdir/test_cuda_glue"
 step test_backend_ops 120 "$bdir/test_backend_ops"
 step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"

@@ -149,7 +149,7 @@ if(il_cuda_build)
     endforeach()
     add_dependencies(inferlab inferlab_cuda)
     # The glue end to end on the fake module: the op test, the engine test, the module test.
-    foreach(t test_backend_ops test_cuda_engine test_cuda_module)
+    foreach(t test_backend_ops test_cuda_engine test_cuda_module test_cuda_glue)
       if(TARGET ${t})
         add_dependencies(${t} inferlab_cuda_fake)
         add_test(NAME ${t}_fakecuda COMMAND ${t})
