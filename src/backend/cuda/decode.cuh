@@ -12,8 +12,9 @@
  * reference's, in its order, without fused multiply-add (il__mul/il__sub use the _rn
  * intrinsics on the device, which nvcc never contracts): get_rows on cuda equals cpu exactly.
  *
- * Loads are byte loads: rows need only be 2-byte aligned (every block size is even) and no
- * load crosses a row. Version 1, written without a GPU to measure: wider loads (u32/uint4
+ * Loads of the quantized types are byte loads: rows need only be 2-byte aligned (every block size
+ * is even) and no load crosses a row; float units at a 16-byte boundary are read with 16-byte
+ * loads on the device (the host keeps the byte loads the self-test checks). Version 1, written without a GPU to measure: wider loads (u32/uint4
  * for the K-quants, whose 144/176-byte blocks keep 16-byte alignment) and integer dot products
  * (dp4a on activations quantized to 8 bits, as llama.cpp's MMVQ) are the next versions, each
  * to be kept only if bench_cuda shows it faster.
@@ -100,6 +101,31 @@ IL__HD int il__unit(const uint8_t *row, int64_t u, int64_t n_in, float *v) {
   if (T == IL_DTYPE_F32 || T == IL_DTYPE_F16 || T == IL_DTYPE_BF16) {
     const int64_t left = n_in - u * 32;
     const int n = left < 32 ? (int)left : 32;
+#ifdef __CUDA_ARCH__
+    /* a whole unit at a 16-byte boundary (rows of packed float weights are): 16-byte loads,
+     * the same exact conversions as below */
+    const int ub = T == IL_DTYPE_F32 ? 128 : 64;
+    if (n == 32 && ((uintptr_t)(row + (size_t)ub * u) & 15) == 0) {
+      const uint4 *p = (const uint4 *)(row + (size_t)ub * u);
+#pragma unroll
+      for (int k = 0; k < ub / 16; k++) {
+        const uint4 q = p[k];
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          if (T == IL_DTYPE_F32) v[4 * k + i] = __uint_as_float(w[i]);
+          else if (T == IL_DTYPE_F16) {
+            v[8 * k + 2 * i] = il__f16((uint16_t)(w[i] & 0xFFFF));
+            v[8 * k + 2 * i + 1] = il__f16((uint16_t)(w[i] >> 16));
+          } else {
+            v[8 * k + 2 * i] = __uint_as_float(w[i] << 16);
+            v[8 * k + 2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+          }
+        }
+      }
+      return 32;
+    }
+#endif
     for (int j = 0; j < n; j++) {
       const int64_t i = u * 32 + j;
       if (T == IL_DTYPE_F32) v[j] = il__f32(row + 4 * i);
