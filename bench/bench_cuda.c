@@ -22,7 +22,7 @@
  * 5. The engine: builtin:1b (F16 and Q4_0; Q4_0 again with matvec v2) at batch 1, 8 and 32
  *    sequences: a prompt (512 tokens at batch 1, 64 per sequence otherwise) and 128 generation
  *    steps of one token per sequence: tokens/s, and the weight bytes read per step against the
- *    copy roofline.
+ *    copy roofline; then the device allocator's peak by category over the run.
  * --device sim:SIZE runs it all on the simulated GPU: a dry run of the program without a GPU.
  * Usage: bench_cuda [--device cuda:N|sim:SIZE] [--json FILE] [--quick] [--no-engine]
  *                   [--model builtin:NAME (default builtin:1b)] [--types f16,q4_0,...]
@@ -380,6 +380,28 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
     il_jsonw_knum(&J, "gen_pct_copy", 100 * gbs / copy_gbs);
     il_jsonw_obj_end(&J);
     fflush(stdout);
+  }
+  /* peak device memory by category over the whole run, from the device allocator */
+  if (e->backend->ops->allocator_stats) {
+    il_caching_stats cs;
+    e->backend->ops->allocator_stats(e->backend, &cs);
+    char buf[32];
+    printf("  device peak: reserved %s;", il_mem_format_bytes(cs.total.peak_reserved, buf, sizeof buf));
+    il_jsonw_obj(&J);
+    il_jsonw_kstr(&J, "model", engine_model);
+    il_jsonw_kstr(&J, "wtype", wtype);
+    il_jsonw_kstr(&J, "variant", variant);
+    il_jsonw_kint(&J, "peak_reserved", (long long)cs.total.peak_reserved);
+    il_jsonw_key(&J, "peak_allocated_by_category");
+    il_jsonw_obj(&J);
+    for (int k = 0; k < IL_MEM_CATEGORY_COUNT; k++) {
+      if (!cs.cat[k].peak_allocated) continue;
+      printf(" %s %s", il_mem_category_name((il_mem_category)k), il_mem_format_bytes(cs.cat[k].peak_allocated, buf, sizeof buf));
+      il_jsonw_kint(&J, il_mem_category_name((il_mem_category)k), (long long)cs.cat[k].peak_allocated);
+    }
+    il_jsonw_obj_end(&J);
+    il_jsonw_obj_end(&J);
+    printf("\n");
   }
   free(b), free(logits);
   il_engine_free(e);
