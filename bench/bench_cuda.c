@@ -22,7 +22,8 @@
  * 5. The engine: builtin:1b (F16 and Q4_0; Q4_0 again with matvec v2) at batch 1, 8 and 32
  *    sequences: a prompt (512 tokens at batch 1, 64 per sequence otherwise) and 128 generation
  *    steps of one token per sequence: tokens/s, and the weight bytes read per step against the
- *    copy roofline; then the device allocator's peak by category over the run.
+ *    copy roofline; then the device allocator's peak by category over the run, and GPU
+ *    utilization, power and memory sampled by NVML every 50 ms during it.
  * --device sim:SIZE runs it all on the simulated GPU: a dry run of the program without a GPU.
  * Usage: bench_cuda [--device cuda:N|sim:SIZE] [--json FILE] [--quick] [--no-engine]
  *                   [--model builtin:NAME (default builtin:1b)] [--types f16,q4_0,...]
@@ -39,6 +40,7 @@
 #include "core/quant.h"
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "probe/gpu_sampler.h"
 
 static il_backend *B;
 static const il_backend_ops *O;
@@ -344,6 +346,12 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
   float *logits = malloc(nv * 4 * 32);
   il_batch_entry *b = malloc(sizeof *b * 32 * 512);
   const double bytes = (double)il_model_dev_bytes(e->model);
+  /* NVML sampling over this engine's runs (device 0 as NVML numbers it: one-GPU machines) */
+  il_gpu_sampler *gs = NULL;
+  if (il_gpu_sampler_start(NULL, 50, &gs) != IL_OK) {
+    printf("  (NVML sampling unavailable: %s)\n", il_error_detail());
+    gs = NULL;
+  }
   const int batches[] = {1, 8, 32};
   for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
     const int B = batches[bi], per = B == 1 ? (quick ? 128 : 512) : 64, G = quick ? 32 : 128;
@@ -380,6 +388,24 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
     il_jsonw_knum(&J, "gen_pct_copy", 100 * gbs / copy_gbs);
     il_jsonw_obj_end(&J);
     fflush(stdout);
+  }
+  if (gs) {
+    il_gpu_sampler_stats st;
+    il_gpu_sampler_stats_get(gs, &st);
+    printf("  NVML over these runs: %llu samples, GPU utilization mean %.0f%% peak %d%%, power peak %.0f W, memory used peak %.2f GiB\n",
+           (unsigned long long)st.samples, st.util_gpu_mean[0], st.util_gpu_peak[0], st.power_mw_peak[0] / 1e3,
+           (double)st.mem_used_peak[0] / (1 << 30));
+    il_jsonw_obj(&J);
+    il_jsonw_kstr(&J, "model", engine_model);
+    il_jsonw_kstr(&J, "wtype", wtype);
+    il_jsonw_kstr(&J, "variant", variant);
+    il_jsonw_kint(&J, "nvml_samples", (long long)st.samples);
+    il_jsonw_knum(&J, "util_gpu_mean", st.util_gpu_mean[0]);
+    il_jsonw_kint(&J, "util_gpu_peak", st.util_gpu_peak[0]);
+    il_jsonw_kint(&J, "power_mw_peak", st.power_mw_peak[0]);
+    il_jsonw_kint(&J, "mem_used_peak", st.mem_used_peak[0]);
+    il_jsonw_obj_end(&J);
+    il_gpu_sampler_stop(gs);
   }
   /* peak device memory by category over the whole run, from the device allocator */
   if (e->backend->ops->allocator_stats) {
