@@ -272,7 +272,35 @@ static void test_small_ops(void) {
     IL_CHECK_INT(nf, 3);
     il_backend_tensor_free(b, &X);
   }
-  printf("rmsnorm, swiglu, add, add_bias, copy, count_nonfinite: %zu shapes\n", sizeof shapes / sizeof shapes[0]);
+  /* round_to (F16 overflows to inf past 65504; BF16 keeps the range) and value_stats: exact */
+  float big[40];
+  for (int i = 0; i < 40; i++) big[i] = (i - 20) * 3777.123f + 0.1f * (float)i;
+  big[5] = NAN, big[6] = INFINITY;
+  float rounded[2][10][40];
+  int64_t nf[10];
+  float amax[10];
+  for (int bi = -1; bi < n_backends; bi++) {
+    il_backend *b = bi < 0 ? ref : backends[bi].b;
+    for (int k = 0; k < 2; k++) {
+      il_tensor X = put(b, big, 2, 20, IL_DTYPE_F32, "x");
+      IL_CHECK_OK(b->ops->round_to(b, X, k ? IL_DTYPE_BF16 : IL_DTYPE_F16));
+      get(b, X, rounded[k][bi + 1]);
+      if (k == 0) IL_CHECK_OK(b->ops->value_stats(b, X, &nf[bi + 1], &amax[bi + 1]));
+      il_backend_tensor_free(b, &X);
+    }
+    int differ = 0; /* equal values, or NaN on both sides (NaN payloads differ between devices) */
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; i < 40; i++) {
+        const float a = rounded[k][bi + 1][i], r = rounded[k][0][i];
+        differ += !(a == r || (isnan(a) && isnan(r)));
+      }
+    IL_CHECK_INT(differ, 0);
+    IL_CHECK_INT(nf[bi + 1], nf[0]);
+    IL_CHECK(amax[bi + 1] == amax[0]);
+  }
+  IL_CHECK(nf[0] >= 3); /* NaN, inf, and F16 overflows */
+  printf("rmsnorm, swiglu, add, add_bias, copy, count_nonfinite, round_to, value_stats: %zu shapes\n",
+         sizeof shapes / sizeof shapes[0]);
 }
 
 static void test_rope_kv(void) {
@@ -286,7 +314,7 @@ static void test_rope_kv(void) {
     int32_t pos[7] = {0, 1, 2, 100, 5000, 3, 9}, slots[7] = {19, 0, 4, 5, 6, 13, 1};
     const il_rope_params p = {cs[ci].heads, cs[ci].hd, cs[ci].rot, 10000.0f, 1.0f, cs[ci].mode};
     float *outs[9];
-    const size_t n = (size_t)(T * C) + 2 * (size_t)(cells * C);
+    const size_t n = (size_t)(T * C) + 3 * (size_t)(cells * C);
     for (int i = 0; i <= n_backends; i++) outs[i] = calloc(n, 4);
     FOR_ALL({
       il_tensor X = put(b, x, T, C, IL_DTYPE_F32, "x"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
@@ -303,6 +331,18 @@ static void test_rope_kv(void) {
       IL_CHECK_OK(b->ops->kv_store(b, &kv, X, Xv, S));
       get(b, K, out + T * C);
       get(b, V, out + T * C + cells * C);
+      /* F16 cells: rows converted on the way in */
+      il_tensor K16 = put(b, NULL, cells, C, IL_DTYPE_F16, "k cells f16"), V16 = put(b, NULL, cells, C, IL_DTYPE_F16, "v cells f16");
+      uint16_t *z16 = calloc((size_t)(cells * C), 2), *k16 = calloc((size_t)(cells * C), 2);
+      IL_CHECK_OK(b->ops->upload(b, K16, z16, il_tensor_span(&K16)));
+      IL_CHECK_OK(b->ops->upload(b, V16, z16, il_tensor_span(&V16)));
+      il_kv_view kv16 = {.k = K16, .v = V16, .block = cells, .n_seq = 1, .max_blocks = 1, .n_ctx = (int32_t)cells};
+      IL_CHECK_OK(b->ops->kv_store(b, &kv16, X, Xv, S));
+      get(b, K16, k16);
+      float *o16 = out + T * C + 2 * cells * C;
+      for (int64_t i = 0; i < cells * C; i++) o16[i] = il_fp16_to_f32(k16[i]);
+      free(z16), free(k16);
+      il_backend_tensor_free(b, &K16), il_backend_tensor_free(b, &V16);
       int32_t bad = (int32_t)cells;
       IL_CHECK_OK(b->ops->upload(b, S, &bad, 4));
       IL_CHECK_INT(run_sync(b, b->ops->kv_store(b, &kv, X, Xv, S)), IL_ERR_RANGE); /* a slot outside the cells */
@@ -314,7 +354,7 @@ static void test_rope_kv(void) {
     for (int i = 0; i <= n_backends; i++) free(outs[i]);
     free(x);
   }
-  printf("rope (norm, neox, partial) and kv_store at slots: %zu shapes\n", sizeof cs / sizeof cs[0]);
+  printf("rope (norm, neox, partial) and kv_store at slots (f32 and f16 cells): %zu shapes\n", sizeof cs / sizeof cs[0]);
 }
 
 /* ---- attention: every kernel of every backend against the reference's first kernel ---- */

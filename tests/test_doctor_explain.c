@@ -49,6 +49,64 @@ static void test_explain(void) {
                  "NVRM: nvidia.ko because it does not include the required GPU", 8);
   EXPECT_EXPLAIN("Failed to initialize NVML: GPU access blocked by the operating system", 24);
   EXPECT_EXPLAIN("fatal: MIG mode is enabled, but no MIG devices were found. Please either create MIG instances", 13);
+  /* Issue 17: more real wordings. Sources: lockdown (research scenario 5 and kernel_lockdown(7)
+   * as printed by modprobe); Fabric Manager log lines (https://github.com/NVIDIA/gpu-operator/issues/544,
+   * https://github.com/NVIDIA/gpu-operator/issues/610); cgroup v2 (https://github.com/NVIDIA/nvidia-docker/issues/1447);
+   * device plugin (https://github.com/NVIDIA/k8s-device-plugin/issues/1220, /issues/348); unsupported
+   * GPU (https://github.com/NixOS/nixos-hardware/issues/1880, research B.1); error 803
+   * (https://github.com/NVIDIA/nvidia-docker/issues/1256). */
+  EXPECT_EXPLAIN("Lockdown: modprobe: unsigned module loading is restricted; see man kernel_lockdown.7", 5);
+  EXPECT_EXPLAIN("nv-fabricmanager[3228]: fabric manager NVIDIA GPU driver interface version 530.30.02 don't match with driver version "
+                 "530.41.03. Please update with matching NVIDIA driver package.", 12);
+  EXPECT_EXPLAIN("nv-fabricmanager[4177]: request to query NVSwitch device information from NVSwitch driver failed with error:WARNING "
+                 "Nothing to do [NV_WARN_NOTHING_TO_DO]", 12);
+  EXPECT_EXPLAIN("stderr: nvidia-container-cli: container error: cgroup subsystem devices not found: unknown.", 105);
+  EXPECT_EXPLAIN("nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown", 4);
+  EXPECT_EXPLAIN("E0402 22:17:31.198643 1 factory.go:112] Incompatible strategy detected auto\n"
+                 "E0402 22:17:31.198657 1 factory.go:113] If this is a GPU node, did you configure the NVIDIA Container Toolkit?", 19);
+  EXPECT_EXPLAIN("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: 0/1 nodes are available", 106);
+  EXPECT_EXPLAIN("NVRM: The NVIDIA NVIDIA GeForce GTX 1050 GPU installed in this system is NVRM:  supported through the NVIDIA 580.xx Legacy "
+                 "drivers. The 595.71.05 NVIDIA driver will ignore NVRM:  this GPU.", 103);
+  EXPECT_EXPLAIN("NVRM: The NVIDIA GPU 0000:01:00.0 (PCI ID: 10de:25a0) installed in this system is not supported by the NVIDIA 520.56.06 "
+                 "driver release.", 103);
+  EXPECT_EXPLAIN("NVRM: installed in this system requires use of the NVIDIA open kernel modules.", 104);
+  EXPECT_EXPLAIN("cuInit failed: system has unsupported display driver / cuda driver combination (Error 803)", 3);
+  EXPECT_EXPLAIN("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", 25);
+
+  /* The out-of-memory family, split by what the message's own numbers say. */
+  /* This process's model does not fit: https://github.com/pytorch/pytorch/issues/16417 (23.60 of 23.65 GiB is its own). */
+  EXPECT_EXPLAIN("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 22.00 MiB. GPU 0 has a total capacity of 23.65 GiB of "
+                 "which 11.06 MiB is free. Including non-PyTorch memory, this process has 23.60 GiB memory in use. Of the allocated memory "
+                 "22.90 GiB is allocated by PyTorch, and 194.87 MiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+                 "memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.", 110);
+  /* Fragmentation: 4.84 GiB reserved-unallocated > 3.00 GiB asked (https://github.com/kerrj/lerf/issues/73). */
+  EXPECT_EXPLAIN("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB. GPU 0 has a total capacty of 23.65 GiB of "
+                 "which 1.66 GiB is free. Including non-PyTorch memory, this process has 20.81 GiB memory in use. Of the allocated memory "
+                 "12.09 GiB is allocated by PyTorch, and 4.84 GiB is reserved by PyTorch but unallocated.", 113);
+  /* Other processes: the old format, 1.24 GiB reserved by this process of 6 GiB with 3.03 GiB
+   * free (https://github.com/pytorch/pytorch/issues/59778). */
+  EXPECT_EXPLAIN("CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; 781.59 MiB already allocated; "
+                 "3.03 GiB free; 1.24 GiB reserved in total by PyTorch)", 25);
+  /* Same old format, this process holds nearly everything (https://github.com/CompVis/stable-diffusion/issues/702). */
+  EXPECT_EXPLAIN("OutOfMemoryError: CUDA out of memory. Tried to allocate 192.00 MiB (GPU 0; 4.00 GiB total capacity; 3.08 GiB already "
+                 "allocated; 0 bytes free; 3.47 GiB reserved in total by PyTorch)", 110);
+  /* llama.cpp / ggml (https://github.com/ggml-org/llama.cpp/issues/20431). */
+  EXPECT_EXPLAIN("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 144817.04 MiB on device 0: cudaMalloc failed: out of memory\n"
+                 "alloc_tensor_range: failed to allocate CUDA0 buffer of size 151851674624\nllama_model_load: error loading model: unable to "
+                 "allocate CUDA0 buffer", 110);
+  /* vLLM (https://github.com/vllm-project/vllm/issues/2248). */
+  EXPECT_EXPLAIN("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", 110);
+  /* Host OOM killer: kernel log and a shell's report of the SIGKILLed job. */
+  EXPECT_EXPLAIN("[12345.678] Out of memory: Killed process 4711 (python3) total-vm:98765432kB, anon-rss:61234567kB", 112);
+  EXPECT_EXPLAIN("./serve.sh: line 3: 4711 Killed                  python3 -m vllm.entrypoints.openai.api_server", 112);
+  {
+    il_explain_match mm[8];
+    int k = il_explain("CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; 781.59 MiB already allocated; "
+                       "3.03 GiB free; 1.24 GiB reserved in total by PyTorch)", mm, 8);
+    IL_CHECK(k >= 1 && strstr(mm[0].detail, "other processes hold about 1.73 GiB"));
+    for (int i = 0; i < k; i++) IL_CHECK(mm[i].scenario != 110 && mm[i].scenario != 113); /* one cause, not the whole family */
+    IL_CHECK_INT(il_explain("Killed by the referee in the 3rd minute", mm, 8), 0); /* negative: no OOM word, no bare Killed line */
+  }
   il_explain_match m[8];
   IL_CHECK_INT(il_explain("the weather is nice today", m, 8), 0);
   IL_CHECK_INT(il_explain(NULL, m, 8), 0);
@@ -170,7 +228,7 @@ static void test_report_formats(void) {
              "c={x['id']:x for x in d['checks']}; assert c['gpu.memory']['verdict']=='WARN'; assert c['gpu.memory']['scenario']==25; "
              "assert c['driver.nvml']['evidence']['driver_version']=='535.54.03'; assert c['driver.nvml']['fix'] is None; "
              "assert d['fixes'][0]['step']==1 and d['fixes'][0]['commands']; "
-             "assert d['build']['cpu_only'] is True; assert d['host']['read_bandwidth_gbps']>0\"",
+             "assert d['summary']['not_applicable']==sum(1 for x in d['checks'] if not x['applicable']); assert d['build']['cpu_only'] is True; assert d['host']['read_bandwidth_gbps']>0\"",
              path);
     IL_CHECK_INT(system(cmd), 0);
   } else {
@@ -186,9 +244,23 @@ static void test_report_formats(void) {
   IL_CHECK(buf && strstr(buf, "\nWARN  gpu.memory: GPU 0:"));
   IL_CHECK(buf && strstr(buf, "\nWhat to fix\n  1. [WARN "));
   IL_CHECK(buf && strstr(buf, "-> exit code 1"));
-  int lines = 0;
+  /* One line per applicable check plus one shared "n/a" line for the others. */
+  int lines = 0, n_na = 0;
+  for (const char *p = buf; p && *p && strncmp(p, "\nDevices", 8); p++) lines += *p == '\n';
+  for (int i = 0; i < dr->n_checks; i++) n_na += dr->checks[i].na;
+  IL_CHECK(n_na > 0);
+  IL_CHECK_INT(lines, dr->n_checks - n_na + 1);
+  IL_CHECK(buf && strstr(buf, "checks not applicable here: "));
+  free(buf);
+  /* --all: every check on its own line, the inapplicable ones marked n/a. */
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  IL_CHECK_OK(il_report_text_ex(dr, f, true));
+  fclose(f);
+  lines = 0;
   for (const char *p = buf; p && *p && strncmp(p, "\nDevices", 8); p++) lines += *p == '\n';
   IL_CHECK_INT(lines, dr->n_checks);
+  IL_CHECK(buf && strstr(buf, "\nn/a   gpu.fabric: no NVSwitch"));
   free(buf);
   il_doctor_free(dr);
   sr_destroy(root);

@@ -187,6 +187,12 @@ static void free_ref(ref_model *m) {
   free(m->w2), free(m->w3), free(m->bq), free(m->bk), free(m->bv), free(m->kc), free(m->vc);
 }
 
+static const il_attn_kernel *first_kernel(void *ctx, il_backend *b) {
+  int n = 0;
+  const il_attn_kernel *k = b->ops->attn_kernels(b, &n);
+  return n ? &k[0] : NULL;
+}
+
 /* Runs tokens through the model on backend `spec`: the prompt as one batch, then single steps,
  * logits of every position into got [n_tok x vocab]. */
 static void run_forward(const il_model *m, const char *spec, const int *toks, int n_prompt, int n_tok, float *got) {
@@ -195,25 +201,28 @@ static void run_forward(const il_model *m, const char *spec, const int *toks, in
   IL_CHECK_OK(il_backend_open(spec, &bo, &b));
   if (!b) return;
   il_model_dev d;
-  IL_CHECK_OK(il_model_dev_init(&d, m, b));
+  IL_CHECK_OK(il_model_dev_init(&d, m, b, NULL));
   il_kv_cache kv;
-  IL_CHECK_OK(il_kv_cache_init(&kv, b, &m->hp, 64, 1));
-  int n_k = 0;
-  const il_attn_kernel *k = b->ops->attn_kernels(b, &n_k);
+  IL_CHECK_OK(il_kv_cache_init(&kv, b, &m->hp, 64, 1, NULL)); /* f32 cells: the reference is exact */
   il_forward_state st;
-  IL_CHECK_OK(il_forward_state_init(&st, m, b, 16, 16, &k[0], kv.views));
+  IL_CHECK_OK(il_forward_state_init(&st, &d, 16, 16, first_kernel, NULL, kv.views));
   il_batch_entry batch[16];
   int32_t slots[16], n_logits = 0;
   const size_t nv = (size_t)m->hp.n_vocab;
-  for (int i = 0; i < n_prompt; i++) batch[i] = (il_batch_entry){toks[i], 0, i, true}, slots[i] = il_kv_cache_slot(&kv, 0, i);
+  for (int i = 0; i < n_prompt; i++) {
+    batch[i] = (il_batch_entry){toks[i], 0, i, true};
+    IL_CHECK_OK(il_kv_cache_prepare(&kv, 0, i, &slots[i]));
+  }
+  IL_CHECK_OK(il_kv_cache_sync(&kv));
   IL_CHECK_OK(il_model_forward(&d, &st, batch, n_prompt, kv.views, slots, &n_logits));
   IL_CHECK_INT(n_logits, n_prompt);
-  IL_CHECK_OK(b->ops->download(b, got, st.logits, sizeof(float) * nv * (size_t)n_prompt));
+  IL_CHECK_OK(b->ops->download(b, got, st.lane[0].logits, sizeof(float) * nv * (size_t)n_prompt));
   for (int i = n_prompt; i < n_tok; i++) {
     il_batch_entry one = {toks[i], 0, i, true};
-    int32_t slot = il_kv_cache_slot(&kv, 0, i);
+    int32_t slot = 0;
+    IL_CHECK_OK(il_kv_cache_prepare(&kv, 0, i, &slot));
     IL_CHECK_OK(il_model_forward(&d, &st, &one, 1, kv.views, &slot, &n_logits));
-    IL_CHECK_OK(b->ops->download(b, got + (size_t)i * nv, st.logits, sizeof(float) * nv));
+    IL_CHECK_OK(b->ops->download(b, got + (size_t)i * nv, st.lane[0].logits, sizeof(float) * nv));
   }
   il_forward_state_free(&st);
   il_kv_cache_free(&kv);
@@ -267,6 +276,7 @@ static void check_multi_sequence(void) {
   cfg.n_seq = 3;
   cfg.ctx = 64;
   cfg.threads = 2;
+  snprintf(cfg.kv_type, sizeof cfg.kv_type, "f32");
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&cfg, &e));
   if (!e) return;
@@ -316,6 +326,7 @@ static void check_builtin_tiny(void) {
   il_config cfg;
   il_config_defaults(&cfg);
   cfg.ctx = 64;
+  snprintf(cfg.kv_type, sizeof cfg.kv_type, "f32"); /* exact against the f32 reference */
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&cfg, &e));
   if (!e) return;

@@ -448,13 +448,14 @@ static void test_writer(const char *dir) {
     il_gguf_close(g);
   }
 
-  /* I/O failures: missing directory, and a rename onto a directory (the .tmp must go away) */
+  /* output failures (core/outfile): missing directory, and a directory at the path (refused
+   * before anything is created) */
   char bad[600];
   snprintf(bad, sizeof bad, "%s/no/such/dir/x.gguf", dir);
-  CHECK_DETAIL(il_gguf_writer_write(w, bad), IL_ERR_IO, "no/such/dir/x.gguf.tmp: cannot create: No such file or directory");
+  CHECK_DETAIL(il_gguf_writer_write(w, bad), IL_ERR_OUTPUT, "no/such/dir: No such file or directory");
   snprintf(bad, sizeof bad, "%s/isdir.gguf", dir);
   mkdir(bad, 0700);
-  CHECK_DETAIL(il_gguf_writer_write(w, bad), IL_ERR_IO, "cannot rename to");
+  CHECK_DETAIL(il_gguf_writer_write(w, bad), IL_ERR_OUTPUT, "isdir.gguf: is a directory");
   snprintf(tmp, sizeof tmp, "%s.tmp", bad);
   IL_CHECK(access(tmp, F_OK) != 0);
   rmdir(bad);

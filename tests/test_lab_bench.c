@@ -47,7 +47,7 @@ int main(void) {
              "assert all(x[\"summary\"][\"gen_tps\"][\"mean\"]>0 and x[\"memory_peak_bytes\"][\"kv\"]>0 for x in r); "
              "assert r[2][\"memory_peak_bytes\"][\"kv\"]==2*r[0][\"memory_peak_bytes\"][\"kv\"]; "
              "import xml.etree.ElementTree as ET; t=ET.parse(sys.argv[2]); "
-             "n=len(list(t.getroot().iter(\"{http://www.w3.org/2000/svg}svg\"))); assert n==10, n' %s/b.json %s/r.html",
+             "n=len(list(t.getroot().iter(\"{http://www.w3.org/2000/svg}svg\"))); assert n==11, n' %s/b.json %s/r.html",
              tmp, tmp);
     IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   }

@@ -33,14 +33,18 @@ static void test_rules(void) {
   il_sweep_point_defaults(&base);
   il_experiment x;
   il_experiment_init(&x);
-  const char *two[] = {"batch=8", "threads=2"};
+  /* a thread count that is not the machine's (threads=0 runs with one per CPU: the same) */
+  char threads_change[32];
+  int other_threads = (int)sysconf(_SC_NPROCESSORS_ONLN) + 1;
+  snprintf(threads_change, sizeof threads_change, "threads=%d", other_threads);
+  const char *two[] = {"batch=8", threads_change};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, two, 2, false), IL_ERR_INVALID_ARG);
   printf("two changes: %s\n", il_error_detail());
   IL_CHECK(strstr(il_error_detail(), "exactly one option") != NULL);
   IL_CHECK(strstr(il_error_detail(), "--allow-multi") != NULL);
   IL_CHECK_OK(il_experiment_set_changes(&x, &base, two, 2, true));
   IL_CHECK_INT(x.variant.cfg.n_seq, 8);
-  IL_CHECK_INT(x.variant.cfg.threads, 2);
+  IL_CHECK_INT(x.variant.cfg.threads, other_threads);
   IL_CHECK_INT(x.baseline.cfg.n_seq, 1);
   const char *same[] = {"batch=1"};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, same, 1, false), IL_ERR_INVALID_ARG);

@@ -159,7 +159,7 @@ int main(void) {
     strcat(want, il_bench_metric_info_of(il_report_chart_metrics[c])->key);
     strcat(want, ",");
   }
-  strcat(want, "latency-percentiles,memory");
+  strcat(want, "latency-percentiles,ttft-percentiles,memory");
   snprintf(args, sizeof args, "html %s/out.html %s", tmp, want);
   IL_CHECK_INT(py(args), 0);
   snprintf(args, sizeof args, "csv %s/out.csv %d", tmp, n);

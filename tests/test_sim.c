@@ -64,7 +64,7 @@ static void test_same_logits(void) {
   il_mem_stats st;
   il_mem_space_stats(sim->backend->space, &st);
   IL_CHECK(st.current[IL_MEM_WEIGHTS] >= il_model_dev_bytes(sim->model));
-  IL_CHECK(st.current[IL_MEM_KV] >= il_kv_cache_bytes(&sim->model->hp, 64, 1) - 64);
+  IL_CHECK(st.current[IL_MEM_KV] >= il_kv_cache_bytes(&sim->model->hp, 64, 1, &sim->kv_opts) - 64);
   printf("cpu == sim logits (8 positions, bitwise); device holds %zu bytes of weights\n", st.current[IL_MEM_WEIGHTS]);
   free(a), free(b);
   il_engine_free(cpu);

@@ -24,3 +24,11 @@ function(il_doctor_wire_tests)
   endforeach()
 endfunction()
 cmake_language(DEFER CALL il_doctor_wire_tests)
+
+# doctor: docker's daemon.json is parsed with jansson (Debian: libjansson-dev), a real JSON
+# parser, found through pkg-config like PCRE2.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(IL_JANSSON REQUIRED IMPORTED_TARGET jansson)
+target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_JANSSON)
+target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_JANSSON)
+target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_JANSSON)

@@ -26,7 +26,7 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_BACKEND_OPS_VERSION 1
+#define IL_BACKEND_OPS_VERSION 2 /* 2: round_to, value_stats */
 
 /* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
  * weight type, so il_dtype_get does not list it). */
@@ -116,6 +116,7 @@ typedef struct {
   char isa[16];         /* cpu and sim: the kernel level in use */
   int threads;          /* host threads its kernels use (0 for a GPU) */
   bool host_visible;    /* buffers are host memory the caller may read (cpu) */
+  bool dry;             /* allocates but computes nothing (the planner's sim:SIZE,dry) */
 } il_backend_info;
 
 /* Counted host<->device traffic (sim and cuda; zero on cpu). */
@@ -195,6 +196,13 @@ typedef struct il_backend_ops {
   void (*allocator_stats)(il_backend *, il_caching_stats *out);
   il_status (*allocator_snapshot)(il_backend *, il_caching_snapshot *out);
   size_t (*empty_cache)(il_backend *);
+
+  /* ---- appended in version 2: mixed precision ---- */
+  /* Rounds F32 x in place to the values `type` (F16 or BF16) can hold: activations stored at
+   * that precision between ops (F16 overflows to inf beyond 65504, as a real F16 buffer would). */
+  il_status (*round_to)(il_backend *, il_tensor x, il_dtype type);
+  /* *nonfinite = inf/nan count, *absmax = largest finite |x| (numerics checks). */
+  il_status (*value_stats)(il_backend *, il_tensor x, int64_t *nonfinite, float *absmax);
 } il_backend_ops;
 
 struct il_backend {

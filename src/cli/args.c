@@ -54,6 +54,8 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const i
       memcpy(name, a + 2, len);
       name[len] = 0;
       if (eq) inline_val = eq + 1;
+    } else if (!strcmp(a, "-ngl")) { /* llama.cpp's spelling of --gpu-layers */
+      snprintf(name, sizeof name, "gpu-layers");
     } else {
       if (a[2] != 0) return il_cli_usage_error(cmd, "unknown option '%s' (short options take a separate value)", a);
       short_flag = a[1];
@@ -111,10 +113,15 @@ void il_cli_print_options(FILE *f, const char *names) {
     else snprintf(flag, sizeof flag, "    --%s%s", o->name, arg);
     il_config cfg;
     il_config_defaults(&cfg);
-    char dflt[64];
+    char dflt[64], range[64] = "";
     il_config_format(&cfg, o, dflt, sizeof dflt);
-    fprintf(f, "  %-24s %s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
-            o->kind != IL_OPT_BOOL ? dflt : "", *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
+    /* the default as it would be typed, then the accepted range */
+    if (o->kind == IL_OPT_INT)
+      snprintf(range, sizeof range, "; %lld..%lld", (long long)o->min, (long long)o->max);
+    else if (o->kind == IL_OPT_FLOAT)
+      snprintf(range, sizeof range, "; %g%s..%g", o->min, o->min_open ? " (excluded)" : "", o->max);
+    fprintf(f, "  %-24s %s%s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
+            o->kind != IL_OPT_BOOL ? dflt : "", range, *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
   }
   fprintf(f, "  %-24s %s\n", "    --config FILE", "read options from 'key = value' lines; flags override it");
 }
@@ -131,4 +138,34 @@ void il_cli_print_memory(FILE *f) {
     fprintf(f, ",");
   }
   fprintf(f, " total %s\n", il_mem_format_bytes(st.total_peak, a, sizeof a));
+}
+
+il_status il_cli_read_all(FILE *f, const char *name, char **out, size_t *n) {
+  *out = NULL;
+  size_t cap = 1 << 16, len = 0;
+  char *b = il_mem_alloc(IL_MEM_OTHER, cap, "input text");
+  while (b) {
+    if (len + 1 >= cap) { /* one byte stays free for the terminating NUL */
+      char *nb = il_mem_alloc(IL_MEM_OTHER, cap * 2, "input text");
+      if (nb) memcpy(nb, b, len);
+      il_mem_free(b);
+      b = nb;
+      cap *= 2;
+      if (!b) break;
+    }
+    size_t r = fread(b + len, 1, cap - 1 - len, f);
+    len += r;
+    if (r == 0) {
+      if (ferror(f)) {
+        il_mem_free(b);
+        return il_error(IL_ERR_IO, "%s: read error", name);
+      }
+      break;
+    }
+  }
+  if (!b) return IL_ERR_OOM;
+  b[len] = 0;
+  *n = len;
+  *out = b;
+  return IL_OK;
 }

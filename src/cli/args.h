@@ -29,6 +29,9 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const i
 /* Prints the engine options table (for --help), only those named in `names` (comma list), or
  * all when names is NULL. */
 void il_cli_print_options(FILE *f, const char *names);
+/* Reads all of f into a fresh NUL-terminated buffer *out (free with il_mem_free); *n its
+ * length without the NUL. Errors: IL_ERR_IO naming `name`, IL_ERR_OOM; *out is NULL then. */
+il_status il_cli_read_all(FILE *f, const char *name, char **out, size_t *n);
 /* Prints the peak memory of the host space by category to f. */
 void il_cli_print_memory(FILE *f);
 

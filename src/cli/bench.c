@@ -1,5 +1,6 @@
 /* cli/bench: `inferlab bench`: measure a model over a sweep of options and write a table,
  * JSON, CSV, JSON lines and/or an HTML report. Any engine option can be a comma list. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
+#include "core/outfile.h"
 #include "lab/bench.h"
 #include "lab/env.h"
 #include "lab/report.h"
@@ -25,10 +28,10 @@ static void il__bench_help(void) {
          "machine's measured read-bandwidth roofline. Each combination: load, --warmup untimed\n"
          "repetitions, then -r timed ones.\n\n"
          "workload:\n"
-         "  -b, --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
+         "      --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
          "  -p, --prompt LIST        prompt tokens per sequence (synthetic ids) [128]\n"
          "      --gen LIST           generated tokens per sequence (the engine's n-predict) [n-predict]\n"
-         "      --ubatch LIST        the engine's `batch`: max tokens per forward pass [512]\n"
+         "  -b, --ubatch LIST        max tokens per forward pass (run's -b/--batch) [512]\n"
          "  -r, --reps N             timed repetitions per combination [5]\n"
          "      --warmup N           untimed repetitions first [1]\n"
          "output:\n"
@@ -51,7 +54,8 @@ static void il__bench_help(void) {
          "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
          "            69 unsupported, 71 out of memory (the first failing combination's code; the\n"
-         "            others are still measured and reported)\n");
+         "            others are still measured and reported), 73 -o/--report cannot be written,\n"
+         "            130 interrupted by Ctrl-C (the combinations measured so far are reported)\n");
 }
 
 typedef struct {
@@ -59,8 +63,16 @@ typedef struct {
   const char *label;
 } il__progress_state;
 
+static volatile sig_atomic_t il__interrupted;
+
+static void il__on_sigint(int sig) {
+  (void)sig;
+  il__interrupted = 1;
+}
+
 static void il__progress(void *ud, int rep, int reps) {
   il__progress_state *p = ud;
+  il_cli_progress_stop(); /* the loading line, if the model took a while */
   if (rep < 0) fprintf(stderr, "\rbench: [%d/%d] %s warm-up\033[K", p->index + 1, p->count, p->label);
   else fprintf(stderr, "\rbench: [%d/%d] %s repetition %d/%d\033[K", p->index + 1, p->count, p->label, rep + 1, reps);
   fflush(stderr);
@@ -79,7 +91,9 @@ int il_cli_bench(int argc, char **argv) {
   il_cli_flag flags[IL__MAX_FLAGS + 20];
   int n = 0, n_opt = 0;
   const char *lab[] = {"batch", "prompt", "gen", "ubatch"};
-  const char lab_short[] = {'b', 'p', 0, 0};
+  /* -b is the engine's tokens per forward pass in every command (run, model info, logits), so
+   * here it is --ubatch; --batch (parallel sequences) has no short form */
+  const char lab_short[] = {0, 'p', 0, 'b'};
   for (int i = 0; i < 4; i++) {
     names[n_opt] = lab[i];
     flags[n++] = (il_cli_flag){lab[i], lab_short[i], true, &values[n_opt], &present[n_opt]};
@@ -138,16 +152,26 @@ int il_cli_bench(int argc, char **argv) {
 
   il_bench_options opt;
   il_bench_options_default(&opt);
-  char *end;
-  if (reps_s && ((opt.reps = (int)strtol(reps_s, &end, 10)) < 1 || *end))
-    return il_cli_usage_error("bench", "-r %s: expected a number of repetitions >= 1", reps_s);
-  if (warmup_s && ((opt.warmup = (int)strtol(warmup_s, &end, 10)) < 0 || *end))
-    return il_cli_usage_error("bench", "--warmup %s: expected a number >= 0", warmup_s);
   int roof_ms = 300;
-  if (roof_s && ((roof_ms = (int)strtol(roof_s, &end, 10)) < 0 || *end))
-    return il_cli_usage_error("bench", "--roofline-ms %s: expected milliseconds >= 0", roof_s);
-  if (interval_s && ((opt.interval_ms = (int)strtol(interval_s, &end, 10)) < 1 || *end))
-    return il_cli_usage_error("bench", "--interval %s: expected milliseconds >= 1", interval_s);
+  {
+    const struct {
+      const char *text, *where;
+      long long min, max;
+      int *dst;
+    } ints[] = {
+        {reps_s, "--reps", 1, 1000000, &opt.reps},
+        {warmup_s, "--warmup", 0, 1000000, &opt.warmup},
+        {roof_s, "--roofline-ms", 0, 600000, &roof_ms},
+        {interval_s, "--interval", 1, 3600000, &opt.interval_ms},
+    };
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+      long long v;
+      if (!ints[k].text) continue;
+      if (il_config_parse_int(ints[k].text, ints[k].min, ints[k].max, ints[k].where, &v) != IL_OK)
+        return il_cli_usage_error("bench", "%s", il_error_detail());
+      *ints[k].dst = (int)v;
+    }
+  }
   opt.sample_usage = true;
   opt.no_gpu = no_gpu;
   opt.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
@@ -167,10 +191,16 @@ int il_cli_bench(int argc, char **argv) {
   size_t count = il_sweep_count(&sw);
 
   FILE *out = stdout;
-  if (output && !(out = fopen(output, "w"))) {
-    il_sweep_free(&sw);
-    il_error(IL_ERR_IO, "-o %s: cannot write", output);
-    return il_cli_fail("bench", IL_ERR_IO);
+  il_outfile out_file = {0};
+  {
+    const char *inputs[1] = {base.cfg.model};
+    il_status ost = report ? il_outfile_check("--report", report, inputs, 1) : IL_OK;
+    if (ost == IL_OK && output) ost = il_outfile_open(&out_file, "-o", output, inputs, 1);
+    if (ost != IL_OK) {
+      il_sweep_free(&sw);
+      return il_cli_fail("bench", ost);
+    }
+    if (output) out = out_file.f;
   }
   il_env env;
   il_env_collect(&env, opt.nvml_lib, no_gpu);
@@ -190,39 +220,69 @@ int il_cli_bench(int argc, char **argv) {
     return il_cli_fail("bench", IL_ERR_OOM);
   }
   int exit_code = IL_EXIT_OK;
-  for (size_t i = 0; i < count; i++) {
-    il_sweep_point p;
-    il_sweep_point_at(&sw, &base, i, &p, results[i].label, sizeof results[i].label);
-    il__progress_state ps = {(int)i, (int)count, *results[i].label ? results[i].label : "run"};
-    opt.progress = progress ? il__progress : NULL;
-    opt.progress_ud = &ps;
-    il_status st = il_bench_run(&p, &opt, &results[i]);
-    if (st != IL_OK && exit_code == IL_EXIT_OK) exit_code = il_cli_exit_code(st);
-    if (st != IL_OK) fprintf(stderr, "%sinferlab bench: %s: %s\n", progress ? "\r\033[K" : "",
-                             *results[i].label ? results[i].label : "run", results[i].error);
-  }
-  if (progress) fprintf(stderr, "\r\033[K");
   char command[2048] = "inferlab";
   for (int i = 0; i < argc; i++) {
     size_t l = strlen(command);
     snprintf(command + l, sizeof command - l, " %s", argv[i]);
   }
-  il_report rep = {&sw, results, (int)count, &opt, &env, command};
+  /* the table is printed row by row as combinations finish (as llama-bench does); Ctrl-C stops
+   * after the current combination and keeps what was measured (a second Ctrl-C kills) */
+  const bool table = !json && !csv && !jsonl;
+  il_report rep = {&sw, results, 0, &opt, &env, command};
+  if (table) il_report_table_begin(&rep, out);
+  il__interrupted = 0;
+  struct sigaction sa, old_int;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = il__on_sigint;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  for (size_t i = 0; i < count && !il__interrupted; i++) {
+    il_sweep_point p;
+    il_sweep_point_at(&sw, &base, i, &p, results[i].label, sizeof results[i].label);
+    il__progress_state ps = {(int)i, (int)count, *results[i].label ? results[i].label : "run"};
+    opt.progress = progress ? il__progress : NULL;
+    opt.progress_ud = &ps;
+    char what[300];
+    snprintf(what, sizeof what, "bench: [%d/%zu] %s: loading", (int)i + 1, count, ps.label);
+    if (progress) il_cli_progress_start("%s", what);
+    il_status st = il_bench_run(&p, &opt, &results[i]);
+    il_cli_progress_stop();
+    rep.n_results = (int)i + 1;
+    if (st != IL_OK && exit_code == IL_EXIT_OK) exit_code = il_cli_exit_code(st);
+    if (progress) fprintf(stderr, "\r\033[K");
+    if (st != IL_OK)
+      fprintf(stderr, "inferlab bench: %s: %s\n", *results[i].label ? results[i].label : "run", results[i].error);
+    if (table) il_report_table_row(&rep, (int)i, out);
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  if (progress) fprintf(stderr, "\r\033[K");
+  if (il__interrupted) {
+    fprintf(stderr, "inferlab bench: interrupted: %d of %zu combinations measured; their results follow\n",
+            rep.n_results, count);
+    exit_code = IL_EXIT_INTERRUPTED;
+  }
   il_status st = json ? il_report_json_write(&rep, out)
                  : csv ? il_report_csv_write(&rep, out)
                  : jsonl ? il_report_jsonl_write(&rep, NULL, out)
-                         : il_report_table_write(&rep, out);
+                         : il_report_table_end(&rep, out);
   if (st == IL_OK && report) {
-    FILE *h = fopen(report, "w");
-    if (!h) st = il_error(IL_ERR_IO, "--report %s: cannot write", report);
-    else {
-      st = il_report_html_write(&rep, h);
-      if (fclose(h) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "--report %s: write failed", report);
+    const char *inputs[1] = {base.cfg.model};
+    il_outfile h;
+    st = il_outfile_open(&h, "--report", report, inputs, 1);
+    if (st == IL_OK) {
+      st = il_report_html_write(&rep, h.f);
+      if (st == IL_OK) st = il_outfile_close(&h);
+      else il_outfile_discard(&h);
       if (st == IL_OK && !quiet) fprintf(stderr, "inferlab bench: wrote %s\n", report);
     }
   }
-  if (out != stdout) fclose(out);
-  for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]);
+  if (output) {
+    il_status cst = st == IL_OK ? il_outfile_close(&out_file) : IL_OK;
+    if (st != IL_OK) il_outfile_discard(&out_file);
+    if (st == IL_OK) st = cst;
+  }
+  for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]); /* unmeasured ones are zeroed */
   il_mem_free(results);
   il_sweep_free(&sw);
   if (st != IL_OK) return il_cli_fail("bench", st);

@@ -4,6 +4,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
+#include "core/outfile.h"
 #include "core/timer.h"
 #include "format/llama2c.h"
 #include "memory/mem.h"
@@ -16,8 +18,10 @@ static void il__convert_help(void) {
          "builtin:1b. 2-D weights are converted to T; norms stay f32; a tensor whose rows are\n"
          "not a multiple of T's block size is kept in its type and named in a note.\n\n"
          "options:\n"
-         "  -o, --output FILE        output GGUF (written to FILE.tmp, then renamed)\n"
-         "      --type T             f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 [f32 for llama2c, else f16]\n"
+         "  -o, --output FILE        output GGUF (a new temporary file, renamed at the end)\n"
+         "      --type T             f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q4_k | q5_k | q6_k (every\n"
+         "                           2-D tensor in T; `inferlab quant` writes llama.cpp's mixes)\n"
+         "                           [f32 for llama2c, else f16]\n"
          "      --from FORMAT        source format: gguf (default; also builtin:NAME) | llama2c\n"
          "      --tokenizer FILE     llama2.c tokenizer file (tokenizer.bin, tok512.bin)\n"
          "  -t, --threads N          threads for generating built-in weights\n"
@@ -25,8 +29,8 @@ static void il__convert_help(void) {
          "  inferlab convert --from llama2c stories260K.bin --tokenizer tok512.bin -o stories.gguf\n"
          "  inferlab convert builtin:1b --type q4_0 -o llama1b-q4_0.gguf\n"
          "  inferlab convert model-f16.gguf --type q8_0 -o model-q8_0.gguf\n"
-         "\nexit codes: 0 ok, 1 write failure, 64 usage, 65 malformed input, 66 not found,\n"
-         "            69 unsupported type, 71 out of memory\n");
+         "\nexit codes: 0 ok, 64 usage, 65 malformed input, 66 not found, 69 unsupported type,\n"
+         "            71 out of memory, 73 OUT cannot be written (or is the input)\n");
 }
 
 int il_cli_convert(int argc, char **argv) {
@@ -55,20 +59,25 @@ int il_cli_convert(int argc, char **argv) {
   if (!llama2c && tokenizer) return il_cli_usage_error("convert", "--tokenizer applies to --from llama2c only");
   il_dtype type = llama2c ? IL_DTYPE_F32 : IL_DTYPE_F16;
   if (type_name && !il_dtype_parse(type_name, &type))
-    return il_cli_usage_error("convert", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1)", type_name);
+    return il_cli_usage_error("convert", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q5_k q6_k)", type_name);
+  const char *inputs[2] = {pos[0], tokenizer};
+  il_status st = il_outfile_check("-o", output, inputs, 2);
+  if (st != IL_OK) return il_cli_fail("convert", st);
   double t0 = il_time_now();
-  il_status st;
+  il_cli_progress_start("inferlab convert: converting %s", pos[0]);
   if (llama2c) {
     st = il_llama2c_convert(pos[0], tokenizer, type, output);
+    il_cli_progress_stop();
     if (st == IL_OK) fprintf(stderr, "wrote %s (%s) in %.2f s\n", output, il_dtype_name(type), il_time_now() - t0);
   } else {
     il_export_stats es;
     st = il_export_gguf(pos[0], type, output, cfg.threads, stderr, &es);
+    il_cli_progress_stop();
     char b[32];
     if (st == IL_OK)
       fprintf(stderr, "wrote %s: %lld tensors as %s, %lld kept, %s of tensor data, in %.2f s\n", output,
               (long long)es.n_converted, il_dtype_name(type), (long long)es.n_kept,
               il_mem_format_bytes(es.bytes_out, b, sizeof b), il_time_now() - t0);
   }
-  return st == IL_OK ? IL_EXIT_OK : il_cli_fail("convert", st);
+  return st == IL_OK ? IL_EXIT_OK : llama2c ? il_cli_fail("convert", st) : il_cli_fail_model("convert", pos[0], st);
 }

@@ -118,7 +118,13 @@ int il_cli_detokenize(int argc, char **argv) {
         return il_cli_fail("detokenize", IL_ERR_OOM);
       }
       buf[bl] = '\0';
-      ok = il__parse_ids(buf, il_vocab_size(v), &ids, &n, &cap);
+      const char *nul = memchr(buf, 0, bl);
+      if (nul) {
+        il_cli_usage_error("detokenize", "stdin: NUL byte at offset %zu (expected token ids as text)", (size_t)(nul - buf));
+        ok = false;
+      } else {
+        ok = il__parse_ids(buf, il_vocab_size(v), &ids, &n, &cap);
+      }
       il_mem_free(buf);
     } else {
       ok = il__parse_ids(pos[i], il_vocab_size(v), &ids, &n, &cap);

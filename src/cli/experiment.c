@@ -32,10 +32,10 @@ static void il__experiment_help(void) {
          "      --allow-multi        allow more than one --change (all applied to the variant)\n"
          "      --repeat N           runs per arm [5]\n"
          "      --warmup N           untimed repetitions at the start of each run [1]\n"
-         "  -b, --batch N            parallel sequences of the workload (n-seq) [1]\n"
+         "      --batch N            parallel sequences of the workload (n-seq) [1]\n"
          "  -p, --prompt N           prompt tokens per sequence [128]\n"
          "      --gen N              generated tokens per sequence (n-predict) [128]\n"
-         "      --ubatch N           the engine's max tokens per forward pass [512]\n"
+         "  -b, --ubatch N           max tokens per forward pass (run's -b/--batch) [512]\n"
          "      --out DIR            parent folder of the evidence folder [runs]\n"
          "      --show DIR           print the summary of an evidence folder\n"
          "      --cmd TEMPLATE       compare a foreign command: {} is replaced by each value; it runs\n"
@@ -53,7 +53,7 @@ static void il__experiment_help(void) {
          "  inferlab bench --config runs/2026-01-15T103000Z-batch-8/baseline.conf --prompt 128\n"
          "\nexit codes: 0 ok (whatever the verdicts), 1 runtime failure, 64 usage (including a second\n"
          "            --change without --allow-multi), 66 --show folder or model not found,\n"
-         "            65/69/71 as for bench\n");
+         "            65/69/71 as for bench, 73 the --out folder cannot be written\n");
 }
 
 int il_cli_experiment(int argc, char **argv) {
@@ -70,8 +70,8 @@ int il_cli_experiment(int argc, char **argv) {
       {"show", 0, true, &show, NULL},            {"cmd", 0, true, &cmd, NULL},
       {"values", 0, true, &values, NULL},        {"quiet", 'q', false, NULL, &quiet},
       {"no-gpu", 0, false, NULL, &no_gpu},       {"nvml-lib", 0, true, &nvml, NULL},
-      {"batch", 'b', true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
-      {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 0, true, &lab_v[3], NULL},
+      {"batch", 0, true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
+      {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 'b', true, &lab_v[3], NULL},
   };
   const char *pos[1];
   int n_pos;
@@ -103,14 +103,20 @@ int il_cli_experiment(int argc, char **argv) {
   il_experiment *x = il_mem_calloc(IL_MEM_OTHER, sizeof *x, "experiment");
   if (!x) return il_cli_fail("experiment", IL_ERR_OOM);
   il_experiment_init(x);
-  char *e;
-  if (repeat && ((x->repeat = (int)strtol(repeat, &e, 10)) < 1 || *e)) {
-    il_mem_free(x);
-    return il_cli_usage_error("experiment", "--repeat %s: expected a number of runs >= 1", repeat);
+  long long iv;
+  if (repeat) {
+    if (il_config_parse_int(repeat, 1, 100000, "--repeat", &iv) != IL_OK) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "%s", il_error_detail());
+    }
+    x->repeat = (int)iv;
   }
-  if (warmup && ((x->bench.warmup = (int)strtol(warmup, &e, 10)) < 0 || *e)) {
-    il_mem_free(x);
-    return il_cli_usage_error("experiment", "--warmup %s: expected a number >= 0", warmup);
+  if (warmup) {
+    if (il_config_parse_int(warmup, 0, 100000, "--warmup", &iv) != IL_OK) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "%s", il_error_detail());
+    }
+    x->bench.warmup = (int)iv;
   }
   x->bench.no_gpu = x->watch.no_gpu = no_gpu;
   x->bench.nvml_lib = x->watch.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
@@ -140,19 +146,24 @@ int il_cli_experiment(int argc, char **argv) {
     il_mem_free(x);
     return il_cli_usage_error("experiment", "%s", il_error_detail());
   }
-  if (!x->is_cmd) {
+  st = il_experiment_prepare_dir(x, out); /* first: an unwritable --out fails before any work */
+  if (st == IL_OK && !x->is_cmd) {
     /* the roof both arms are measured against: read bandwidth with the most threads either uses */
     int threads = x->baseline.cfg.threads > x->variant.cfg.threads ? x->baseline.cfg.threads : x->variant.cfg.threads;
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (il_bench_measure_roofline(threads, 300, &x->bench.roofline_gbps) != IL_OK) x->bench.roofline_gbps = 0;
   }
-  st = il_experiment_prepare_dir(x, out);
   if (st == IL_OK) {
     if (!quiet) fprintf(stderr, "inferlab experiment: evidence in %s/\n", x->dir);
     st = il_experiment_run(x, NULL, NULL);
   }
   if (st == IL_OK) st = il_experiment_write_summary(x, stdout);
   int code = st == IL_OK ? IL_EXIT_OK : il_cli_fail("experiment", st);
+  for (int a = 0; a < 2 && code == IL_EXIT_OK; a++)
+    if (x->failures[a] >= x->repeat) {
+      fprintf(stderr, "inferlab experiment: every %s run failed (%s)\n", a ? "variant" : "baseline", x->first_error[a]);
+      code = IL_EXIT_FAILURE;
+    }
   il_experiment_free(x);
   il_mem_free(x);
   return code;

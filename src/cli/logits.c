@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/outfile.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 
@@ -14,14 +15,14 @@ static void il__logits_help(void) {
          "Runs the tokens through the model in one sequence and writes the logits of every\n"
          "position as raw little-endian float32, [n_tokens x n_vocab], row-major. With --tokens\n"
          "no BOS is added (give it yourself); with -p the text is tokenized with BOS unless\n"
-         "--no-bos. The file is written to OUT.tmp and renamed, so a failed run leaves no\n"
-         "partial output.\n\noptions:\n");
+         "--no-bos. The file is written to a new temporary file and renamed over OUT, so a\n"
+         "failed run leaves no partial output (a device or FIFO is written directly).\n\noptions:\n");
   printf("  %-24s %s\n", "    --tokens LIST", "comma-separated token ids");
   printf("  %-24s %s\n", "-o, --output FILE", "output file (required)");
   il_cli_print_options(stdout, "model,wtype,prompt,no-bos,threads,ctx,batch,isa");
   printf("\nexample:\n  inferlab logits -m stories.gguf --tokens 1,403,407,261 -o out.f32\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 not found,\n"
-         "            69 unsupported, 71 out of memory\n");
+         "            69 unsupported, 71 out of memory, 73 OUT cannot be written\n");
 }
 
 /* Parses "1,2,3" into a fresh array. Errors name the position of the bad entry. */
@@ -76,8 +77,15 @@ int il_cli_logits(int argc, char **argv) {
   if (!tokens == !have_prompt) return il_cli_usage_error("logits", "give exactly one of --tokens and -p");
   int32_t *ids = NULL, n = 0;
   if (tokens && (rc = il__parse_tokens(tokens, &ids, &n))) return rc;
+  const char *inputs[1] = {cfg.model};
+  il_status ost = il_outfile_check("-o", output, inputs, 1);
+  if (ost != IL_OK) {
+    il_mem_free(ids);
+    return il_cli_fail("logits", ost);
+  }
 
   il_engine *e = NULL;
+  cfg.logits_all = true; /* every position's logits: passes of --batch entries, not one row per sequence */
   il_status st = il_engine_open(&cfg, &e);
   if (st == IL_OK && !ids) st = il_engine_tokenize(e, cfg.prompt, !cfg.no_bos, &ids, &n);
   if (st == IL_OK && n > e->n_ctx)
@@ -97,17 +105,13 @@ int il_cli_logits(int argc, char **argv) {
     st = il_engine_decode(e, batch, n, logits);
   }
   if (st == IL_OK) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", output);
-    FILE *f = fopen(tmp, "wb");
-    bool ok = f && fwrite(logits, sizeof(float), nv * (size_t)n, f) == nv * (size_t)n;
-    if (f && fclose(f) != 0) ok = false;
-    if (!ok || rename(tmp, output) != 0) {
-      st = il_error(IL_ERR_IO, "%s: cannot write: %s", output, strerror(errno));
-      remove(tmp);
-    } else {
-      fprintf(stderr, "wrote %d x %zu logits (float32) to %s\n", n, nv, output);
+    il_outfile of;
+    st = il_outfile_open(&of, "-o", output, inputs, 1);
+    if (st == IL_OK) {
+      fwrite(logits, sizeof(float), nv * (size_t)n, of.f); /* errors surface at close */
+      st = il_outfile_close(&of);
     }
+    if (st == IL_OK) fprintf(stderr, "wrote %d x %zu logits (float32) to %s\n", n, nv, output);
   }
   il_mem_free(batch);
   il_mem_free(logits);

@@ -7,6 +7,7 @@
 #include "backend/registry.h"
 #include "sys/cpuid.h"
 #include "cli/cli.h"
+#include "format/llama2c.h"
 #include "il_build_info.h"
 
 typedef struct {
@@ -30,6 +31,7 @@ int il_cli_exit_code(il_status s) {
     case IL_ERR_NOT_FOUND: return IL_EXIT_NOINPUT;
     case IL_ERR_UNSUPPORTED: return IL_EXIT_UNSUPPORTED;
     case IL_ERR_OOM: return IL_EXIT_OOM;
+    case IL_ERR_OUTPUT: return IL_EXIT_CANTCREAT;
     default: return IL_EXIT_FAILURE;
   }
 }
@@ -38,6 +40,18 @@ int il_cli_fail(const char *cmd, il_status s) {
   const char *d = il_error_detail();
   fprintf(stderr, "inferlab %s: error: %s\n", cmd, d && *d ? d : il_status_message(s));
   return il_cli_exit_code(s);
+}
+
+int il_cli_fail_model(const char *cmd, const char *model, il_status s) {
+  int code = il_cli_fail(cmd, s);
+  il_llama2c_config c;
+  if (s == IL_ERR_FORMAT && model && il_llama2c_read_config(model, &c) == IL_OK)
+    fprintf(stderr,
+            "inferlab %s: %s is a llama2.c checkpoint (dim %d, %d layers, vocab %d), not a GGUF file; convert it "
+            "with:\n  inferlab convert --from llama2c %s --tokenizer tokenizer.bin -o model.gguf\n",
+            cmd, model, c.dim, c.n_layers, c.vocab_size, model);
+  il_error_clear();
+  return code;
 }
 
 int il_cli_usage_error(const char *cmd, const char *fmt, ...) {

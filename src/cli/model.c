@@ -4,6 +4,8 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
+#include "core/text.h"
 #include "engine/kv.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
@@ -72,9 +74,11 @@ int il_cli_model(int argc, char **argv) {
   if (n_pos == 2) snprintf(cfg.model, sizeof cfg.model, "%s", pos[1]);
 
   il_model *m = NULL;
+  il_cli_progress_start("inferlab model: loading %s", cfg.model);
   il_status st = il_builtin_is(cfg.model) ? il_builtin_open(cfg.model, cfg.wtype, cfg.threads, &m)
                                          : il_model_open_gguf(cfg.model, &m);
-  if (st != IL_OK) return il_cli_fail("model", st);
+  il_cli_progress_stop();
+  if (st != IL_OK) return il_cli_fail_model("model", cfg.model, st);
   const il_hparams *hp = &m->hp;
   char a[32], b[32], c[32];
   printf("model:        %s\n", m->name);
@@ -95,14 +99,14 @@ int il_cli_model(int argc, char **argv) {
 
   int32_t ctx = cfg.ctx > 0 ? cfg.ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
-  size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq);
-  size_t act = (size_t)batch * 4 *
-               ((size_t)hp->n_embd * 4 + (size_t)hp->n_head * hp->head_dim * 2 + (size_t)hp->n_head_kv * hp->head_dim * 2 +
-                (size_t)hp->n_ff * 2 + (size_t)hp->n_vocab);
+  il_kv_opts kvo = {!strcmp(cfg.kv_type, "f32") ? IL_DTYPE_F32 : IL_DTYPE_F16, 0, NULL};
+  size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
+  /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */
+  size_t act = il_forward_state_bytes(hp, batch, cfg.n_seq < batch ? cfg.n_seq : batch);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
-  printf("  kv           %10s (f32, %d layers x %d positions x %d kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
-         hp->n_layer, ctx * cfg.n_seq, hp->n_head_kv * hp->head_dim);
+  printf("  kv           %10s (%s, %d layers x %lld positions x %lld kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
+         il_dtype_name(kvo.type), hp->n_layer, (long long)ctx * cfg.n_seq, (long long)hp->n_head_kv * hp->head_dim);
   printf("  activations  %10s\n", il_mem_format_bytes(act, c, sizeof c));
   printf("  total        %10s\n", il_mem_format_bytes(m->weight_bytes + kv + act, a, sizeof a));
 
@@ -110,10 +114,10 @@ int il_cli_model(int argc, char **argv) {
   printf("  %-32s %-6s %-20s %12s\n", "name", "type", "shape", "bytes");
   for (int64_t i = 0; i < m->n_tensors; i++) {
     const il_gguf_tensor *t = &m->tensors[i];
-    char shape[64];
-    int o = snprintf(shape, sizeof shape, "[%lld", (long long)t->ne[0]);
-    for (uint32_t d = 1; d < t->n_dims; d++) o += snprintf(shape + o, sizeof shape - (size_t)o, ", %lld", (long long)t->ne[d]);
-    snprintf(shape + o, sizeof shape - (size_t)o, "]");
+    char shape[4 * 24 + 8]; /* IL_GGUF_MAX_DIMS values of up to 20 digits; il_appendf never overruns */
+    snprintf(shape, sizeof shape, "[%lld", (long long)t->ne[0]);
+    for (uint32_t d = 1; d < t->n_dims; d++) il_appendf(shape, sizeof shape, ", %lld", (long long)t->ne[d]);
+    il_appendf(shape, sizeof shape, "]");
     printf("  %-32s %-6s %-20s %12llu\n", t->name, il_dtype_name(t->type), shape, (unsigned long long)t->nbytes);
   }
   if (metadata && m->gguf) il__print_metadata(m->gguf);

@@ -3,11 +3,13 @@
  * Documented in docs/monitor.md.
  */
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "engine/config.h"
 #include "probe/gpu_sampler.h"
 
 static volatile sig_atomic_t il__monitor_stop;
@@ -29,6 +31,7 @@ static void il__monitor_help(FILE *f) {
           "  --json-lines       one JSON object per GPU per sample instead of the table\n"
           "  --nvml-lib PATH    NVML library to load (default libnvidia-ml.so.1; env INFERLAB_NVML_LIB)\n\n"
           "exit codes: 0 ok, 1 NVML present but failing (no devices, init error), 64 usage error,\n"
+          "            66 the library named by --nvml-lib or INFERLAB_NVML_LIB cannot be loaded,\n"
           "            69 no NVML on this machine (no NVIDIA driver)\n");
 }
 
@@ -36,7 +39,7 @@ static void il__monitor_help(FILE *f) {
 static int il__parse_interval(const char *s) {
   char *end;
   double v = strtod(s, &end);
-  if (end == s || v <= 0) return -1;
+  if (end == s || !(v > 0) || !isfinite(v)) return -1; /* also NaN */
   double ms;
   if (!strcmp(end, "ms")) ms = v;
   else if (!strcmp(end, "s") || !*end) ms = v * 1000.0;
@@ -75,9 +78,10 @@ int il_cli_monitor(int argc, char **argv) {
         interval_ms = il__parse_interval(v);
         if (interval_ms < 0) return il_cli_usage_error("monitor", "%s: '%s' is not an interval like 500ms, 2s or 1.5 (10ms..1h)", a, v);
       } else {
-        char *end;
-        count = strtol(v, &end, 10);
-        if (*end || count <= 0) return il_cli_usage_error("monitor", "%s: '%s' is not a positive number", a, v);
+        long long c;
+        if (il_config_parse_int(v, 1, 1000000000, a, &c) != IL_OK)
+          return il_cli_usage_error("monitor", "%s", il_error_detail());
+        count = (long)c;
       }
     } else {
       return il_cli_usage_error("monitor", "unknown option '%s'", a);
@@ -85,6 +89,11 @@ int il_cli_monitor(int argc, char **argv) {
   }
   il_gpu_sampler *s;
   il_status st = il_gpu_sampler_start(lib, interval_ms, &s);
+  if (st == IL_ERR_NOT_FOUND && lib) {
+    /* a library the user named: say that it did not load, and why, not "no driver" */
+    fprintf(stderr, "inferlab monitor: the NVML library %s could not be loaded: %s\n", lib, il_error_detail());
+    return IL_EXIT_NOINPUT;
+  }
   if (st == IL_ERR_NOT_FOUND) {
     fprintf(stderr, "inferlab monitor: no NVML here, nothing to monitor (%s).\n"
                     "This machine has no NVIDIA driver; inference runs on the CPU backend. Run 'inferlab doctor' for details.\n",

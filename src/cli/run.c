@@ -1,10 +1,13 @@
 /* cli/run: `inferlab run`: generate text from a prompt, streamed as it is produced. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 
@@ -14,8 +17,8 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,attn");
-  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics");
+  printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
@@ -51,19 +54,47 @@ static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
   return true;
 }
 
-/* Reads the prompt file into buf[max]. IL_ERR_IO when it cannot be read, IL_ERR_RANGE when it
- * does not fit (never a silently truncated prompt). */
+/* Reads the prompt file ('-': stdin) into buf[max]. IL_ERR_IO when it cannot be read,
+ * IL_ERR_INVALID_ARG when it does not fit or holds a NUL byte (never a silently cut prompt). */
 static il_status il__read_file(const char *path, size_t max, char *buf) {
-  FILE *f = fopen(path, "rb");
+  bool is_stdin = !strcmp(path, "-");
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
   if (!f) return il_error(IL_ERR_IO, "--file %s: cannot open: %s", path, strerror(errno));
   size_t n = fread(buf, 1, max - 1, f);
   bool more = fgetc(f) != EOF;
   bool err = ferror(f);
-  fclose(f);
+  if (!is_stdin) fclose(f);
   if (err) return il_error(IL_ERR_IO, "--file %s: read error", path);
   if (more) return il_error(IL_ERR_INVALID_ARG, "--file %s: the prompt is longer than %zu bytes", path, max - 1);
+  const char *nul = memchr(buf, 0, n);
+  if (nul)
+    return il_error(IL_ERR_INVALID_ARG, "--file %s: NUL byte at offset %zu (a prompt is text)", path,
+                    (size_t)(nul - buf));
   buf[n] = 0;
   return IL_OK;
+}
+
+/* The three "total memory" figures a user meets, side by side: what inferlab counted (the
+ * `total` above and `model info`'s estimate: weights + kv + activations + workspace), the
+ * weights mapped from the file (not allocated, so not in that total), and the process's peak
+ * RSS (`watch`'s figure: also code, libraries and stacks, and only the touched pages). */
+static void il__print_memory_totals(FILE *f) {
+  il_mem_stats st;
+  il_mem_stats_get(&st);
+  size_t mapped = 0;
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) mapped += st.mapped[c];
+  struct rusage ru;
+  long long rss = getrusage(RUSAGE_SELF, &ru) == 0 && ru.ru_maxrss >= 0 && ru.ru_maxrss <= LLONG_MAX / 1024
+                      ? (long long)ru.ru_maxrss * 1024
+                      : -1;
+  char a[32], b[32], c[32], d[32];
+  fprintf(f, "memory totals: counted %s (allocated by inferlab: the total above) + mapped %s (weights read from the "
+             "file) = %s (what model info estimates: weights + kv + activations)\n"
+             "               process peak RSS %s (what watch reports: also code, libraries and stacks, and only "
+             "the pages touched)\n",
+          il_mem_format_bytes(st.total_peak, a, sizeof a), il_mem_format_bytes(mapped, b, sizeof b),
+          il_mem_format_bytes(st.total_peak + mapped, c, sizeof c),
+          rss >= 0 ? il_mem_format_bytes((size_t)rss, d, sizeof d) : "unknown");
 }
 
 int il_cli_run(int argc, char **argv) {
@@ -89,8 +120,10 @@ int il_cli_run(int argc, char **argv) {
     if (fst != IL_OK) return il_cli_fail("run", fst);
   }
   il_engine *e = NULL;
+  il_cli_progress_start("inferlab run: loading %s", cfg.model);
   il_status st = il_engine_open(&cfg, &e);
-  if (st != IL_OK) return il_cli_fail("run", st);
+  il_cli_progress_stop();
+  if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
   int32_t *prompt = NULL, n_prompt = 0;
   il_sampler *s = NULL;
   il_gen_stats gs = {0};
@@ -109,11 +142,30 @@ int il_cli_run(int argc, char **argv) {
     fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", e->model->name,
             il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, e->info.threads,
             e->n_ctx, e->load_seconds);
+    const bool auto_attn = !strcmp(cfg.attn, "auto");
+    fprintf(stderr, "device: %s; %d/%d layers%s%s on it; attention %s%s; kv %s %s\n", e->info.name, e->n_dev_layers,
+            e->model->hp.n_layer, e->embd_dev ? ", token_embd" : "", e->out_dev ? ", output" : "", e->attn->name,
+            auto_attn ? " (auto)" : "", e->kv.paged ? "paged" : "contiguous", il_dtype_name(e->kv.type));
+    if (e->host != e->backend)
+      fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)e->fs.bytes_moved / 1024);
+    if (auto_attn && *e->attn_why) fprintf(stderr, "  auto skipped: %s\n", e->attn_why);
+    if (cfg.check_numerics) {
+      if (e->fs.bad_layer >= 0)
+        fprintf(stderr, "numerics: inf/nan first at %s of layer %d (%lld values)%s\n", e->fs.bad_block, e->fs.bad_layer,
+                (long long)e->fs.bad_count,
+                e->act_type == IL_DTYPE_F16 ? "; f16 overflows beyond 65504: --dtype bf16 keeps f32's range" : "");
+      else
+        fprintf(stderr, "numerics: no inf/nan; largest |activation| %.4g at %s of layer %d (activations %s%s)\n",
+                (double)e->fs.max_abs, e->fs.max_abs_op ? e->fs.max_abs_op : "-", e->fs.max_abs_layer,
+                il_dtype_name(e->act_type),
+                e->act_type == IL_DTYPE_F16 && e->fs.max_abs > 32768 ? ", close to f16's 65504" : "");
+    }
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
             gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
     il_cli_print_memory(stderr);
+    il__print_memory_totals(stderr);
     il__print_device_memory(stderr, e);
   }
   il_sampler_free(s);

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/text.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
 #include "model/tokenizer.h"
@@ -19,7 +20,8 @@ static void il__tokenize_help(void) {
   printf("usage: inferlab tokenize -m MODEL [OPTIONS] [--] TEXT...\n"
          "       inferlab tokenize -m MODEL [OPTIONS] -f FILE     (FILE '-' or a lone '-': stdin)\n\n"
          "Tokenizes TEXT (the arguments joined by single spaces) with the model's vocabulary and\n"
-         "prints one line per token: the id and its piece in quotes (control bytes escaped).\n"
+         "prints one line per token: the id and its piece in quotes (control bytes escaped; byte\n"
+         "tokens, and bytes that are not UTF-8, as <0xF0>).\n"
          "MODEL is a GGUF file or a built-in model (builtin:tiny).\n\n"
          "options:\n"
          "  -m, --model S            the model whose tokenizer.ggml.* vocabulary is used\n"
@@ -27,7 +29,8 @@ static void il__tokenize_help(void) {
          "      --ids                print only the ids, space separated, on one line\n"
          "      --pieces             print only the pieces, one per line\n"
          "      --no-bos             do not add BOS/EOS (default: as the metadata says)\n"
-         "      --parse-special      match control tokens written in the text (<s>, <|im_end|>)\n"
+         "      --no-parse-special   read control-token text (<s>, <|im_end|>) as plain text; by\n"
+         "                           default it becomes those tokens, as in run's prompts\n"
          "      --pre NAME           use this pre-tokenizer instead of tokenizer.ggml.pre\n"
          "  --                       end of options: what follows is text, even '-x'\n"
          "\nexamples:\n"
@@ -38,37 +41,21 @@ static void il__tokenize_help(void) {
          "            (tokenizer model or pre-tokenizer), 71 out of memory\n");
 }
 
-/* Reads all of f into a counted buffer; *n its length. NULL on failure (detail recorded). */
-static char *il__tokenize_slurp(FILE *f, const char *name, size_t *n) {
-  size_t cap = 1 << 16, len = 0;
-  char *b = il_mem_alloc(IL_MEM_OTHER, cap, "input text");
-  while (b) {
-    if (len == cap) {
-      char *nb = il_mem_alloc(IL_MEM_OTHER, cap * 2, "input text");
-      if (nb) memcpy(nb, b, len);
-      il_mem_free(b);
-      b = nb;
-      cap *= 2;
-      if (!b) break;
-    }
-    size_t r = fread(b + len, 1, cap - len, f);
-    len += r;
-    if (r == 0) {
-      if (ferror(f)) {
-        il_error(IL_ERR_IO, "%s: read error", name);
-        il_mem_free(b);
-        return NULL;
-      }
-      break;
-    }
-  }
-  *n = len;
-  return b;
-}
-
+/* Prints a piece: control bytes escaped, and bytes that are not (part of) valid UTF-8 written
+ * as <0xF0> (the byte tokens' own notation) instead of the terminal's replacement character. */
 static void il__print_escaped(const char *p, size_t n) {
   for (size_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)p[i];
+    size_t cl = c >= 0x80 ? il_utf8_char_len(p + i, n - i) : 1;
+    if (cl == 0) {
+      printf("<0x%02X>", c);
+      continue;
+    }
+    if (cl > 1) {
+      fwrite(p + i, 1, cl, stdout);
+      i += cl - 1;
+      continue;
+    }
     if (c == '\n') fputs("\\n", stdout);
     else if (c == '\t') fputs("\\t", stdout);
     else if (c == '\r') fputs("\\r", stdout);
@@ -81,12 +68,15 @@ static void il__print_escaped(const char *p, size_t n) {
 
 int il_cli_tokenize(int argc, char **argv) {
   const char *model = NULL, *file = NULL, *pre = NULL;
-  bool help = false, ids_only = false, pieces_only = false, no_bos = false, parse_special = false;
+  /* special-token text is parsed by default, as `run` does with a prompt, so tokenize shows
+   * what run feeds the model; --no-parse-special as in run */
+  bool help = false, ids_only = false, pieces_only = false, no_bos = false, parse_special = false, no_parse = false;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},      {"model", 'm', true, &model, NULL},
       {"file", 'f', true, &file, NULL},       {"ids", 0, false, NULL, &ids_only},
       {"pieces", 0, false, NULL, &pieces_only}, {"no-bos", 0, false, NULL, &no_bos},
       {"parse-special", 0, false, NULL, &parse_special}, {"pre", 0, true, &pre, NULL},
+      {"no-parse-special", 0, false, NULL, &no_parse},
   };
   const char *pos[256];
   int n_pos = 0;
@@ -99,6 +89,9 @@ int il_cli_tokenize(int argc, char **argv) {
   }
   if (!model) return il_cli_usage_error("tokenize", "-m MODEL is required");
   if (ids_only && pieces_only) return il_cli_usage_error("tokenize", "--ids and --pieces exclude each other");
+  if (parse_special && no_parse)
+    return il_cli_usage_error("tokenize", "--parse-special and --no-parse-special exclude each other");
+  parse_special = !no_parse;
   if (n_pos == 1 && strcmp(pos[0], "-") == 0 && !file) {
     file = "-";
     n_pos = 0;
@@ -114,9 +107,9 @@ int il_cli_tokenize(int argc, char **argv) {
       il_error(IL_ERR_NOT_FOUND, "-f %s: cannot open", file);
       return il_cli_fail("tokenize", IL_ERR_NOT_FOUND);
     }
-    text = il__tokenize_slurp(f, file, &len);
+    const il_status rs = il_cli_read_all(f, file, &text, &len);
     if (f != stdin) fclose(f);
-    if (!text) return il_cli_fail("tokenize", IL_ERR_IO);
+    if (rs != IL_OK) return il_cli_fail("tokenize", rs);
   } else {
     for (int i = 0; i < n_pos; i++) len += strlen(pos[i]) + 1;
     text = il_mem_alloc(IL_MEM_OTHER, len + 1, "input text");
@@ -151,13 +144,15 @@ int il_cli_tokenize(int argc, char **argv) {
       continue;
     }
     size_t pl = il_token_to_piece(v, ids[i], true, piece, il_vocab_max_piece(v) + 1);
+    const char *shown = piece;
+    if (il_vocab_token_type(v, ids[i]) == IL_TOKEN_BYTE) shown = il_vocab_token_text(v, ids[i], &pl); /* "<0x0A>" */
     if (pieces_only) {
       putchar('\'');
-      il__print_escaped(piece, pl);
+      il__print_escaped(shown, pl);
       fputs("'\n", stdout);
     } else {
       printf("%6d -> '", (int)ids[i]);
-      il__print_escaped(piece, pl);
+      il__print_escaped(shown, pl);
       fputs("'\n", stdout);
     }
   }

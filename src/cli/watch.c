@@ -1,5 +1,6 @@
 /* cli/watch: `inferlab watch`: run any command and report duration, exit status, peak RSS
  * and the GPU view (VRAM, utilization, energy) sampled while it ran. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,12 +8,13 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "core/outfile.h"
 #include "lab/watch.h"
 
 #define IL__MAX_ARGS 1024
 
 static void il__watch_help(void) {
-  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [-q] -- COMMAND [ARGS...]\n\n"
+  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [--live] -- COMMAND [ARGS...]\n\n"
          "Runs COMMAND and reports what `time` would plus the GPU view: duration, exit status, CPU\n"
          "time, peak RSS (wait4), the sampled RSS of its process tree, and per GPU (through NVML when\n"
          "it loads) peak and mean memory of the device and of the command's processes, mean and max\n"
@@ -22,7 +24,9 @@ static void il__watch_help(void) {
          "  -i, --interval T         sampling interval: 200ms, 1s, 0.5s or milliseconds [200ms]\n"
          "      --json               the report as one JSON document (keys in docs/watch.md)\n"
          "  -o, --output FILE        write the report to FILE\n"
-         "  -q, --quiet              no live status line on stderr\n"
+         "      --live               a live status line on stderr while it runs (when stderr is a\n"
+         "                           terminal; it shares that terminal with the command's output)\n"
+         "  -q, --quiet              no live status line (the default)\n"
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "\nexamples:\n"
@@ -30,27 +34,30 @@ static void il__watch_help(void) {
          "  inferlab watch -i 100ms --json -o run.json -- ./llama-cli -m model.gguf -p hi -n 64\n"
          "\nexit codes: the command's own exit status; 128+N when it was killed by signal N;\n"
          "            126 not executable, 127 not found; 64 usage error of watch itself;\n"
-         "            1 when watch itself fails (fork, log file)\n");
+         "            1 when watch itself fails (fork); 73 when -o cannot be written\n");
 }
 
 /* "200ms", "1s", "0.5s", "200" -> milliseconds; -1 when malformed. */
 static int il__parse_interval(const char *s) {
   char *end;
   double v = strtod(s, &end);
-  if (end == s || v <= 0) return -1;
-  if (!*end || !strcmp(end, "ms")) return (int)(v + 0.5);
-  if (!strcmp(end, "s")) return (int)(v * 1000 + 0.5);
-  return -1;
+  if (end == s || !(v > 0) || !isfinite(v)) return -1; /* also NaN */
+  double ms;
+  if (!*end || !strcmp(end, "ms")) ms = v;
+  else if (!strcmp(end, "s")) ms = v * 1000;
+  else return -1;
+  if (ms < 1 || ms > 3600e3) return -1; /* checked before the conversion to int */
+  return (int)(ms + 0.5);
 }
 
 int il_cli_watch(int argc, char **argv) {
-  bool help = false, json = false, quiet = false, no_gpu = false;
+  bool help = false, json = false, quiet = false, no_gpu = false, live = false;
   const char *interval = NULL, *output = NULL, *nvml = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},       {"interval", 'i', true, &interval, NULL},
       {"json", 0, false, NULL, &json},         {"output", 'o', true, &output, NULL},
       {"quiet", 'q', false, NULL, &quiet},     {"no-gpu", 0, false, NULL, &no_gpu},
-      {"nvml-lib", 0, true, &nvml, NULL},
+      {"nvml-lib", 0, true, &nvml, NULL},      {"live", 0, false, NULL, &live},
   };
   /* options end at `--`; everything after it is the command, passed through untouched */
   int split = argc;
@@ -76,12 +83,16 @@ int il_cli_watch(int argc, char **argv) {
   if (nc == 0) return il_cli_usage_error("watch", "no command given (inferlab watch [options] -- COMMAND [ARGS...])");
   il_watch_options o = {200, nvml ? nvml : getenv("INFERLAB_NVML_LIB"), no_gpu, NULL, NULL};
   if (interval && (o.interval_ms = il__parse_interval(interval)) < 1)
-    return il_cli_usage_error("watch", "-i %s: expected an interval like 200ms, 1s or 0.5s", interval);
-  if (!quiet && isatty(2)) o.progress = stderr;
+    return il_cli_usage_error("watch", "-i %s: expected an interval like 200ms, 1s or 0.5s (1ms..1h)", interval);
+  /* the command writes to the same terminal, so a \r status line would overwrite its output:
+   * only on request; the report always comes on its own lines at the end */
+  if (live && !quiet && isatty(2)) o.progress = stderr;
   FILE *out = stderr;
-  if (output && !(out = fopen(output, "w"))) {
-    il_error(IL_ERR_IO, "-o %s: cannot write", output);
-    return il_cli_fail("watch", IL_ERR_IO);
+  il_outfile out_file;
+  if (output) {
+    il_status ost = il_outfile_open(&out_file, "-o", output, (const char *const *)cmd, nc);
+    if (ost != IL_OK) return il_cli_fail("watch", ost);
+    out = out_file.f;
   }
   il_watch_result r;
   il_status st = il_watch_run(&o, cmd, &r);
@@ -90,7 +101,13 @@ int il_cli_watch(int argc, char **argv) {
     else il_watch_print(&r, out);
     if (r.exec_failed) fprintf(stderr, "inferlab watch: cannot run %s\n", r.exec_error);
   }
-  if (out != stderr && fclose(out) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "-o %s: write failed", output);
-  if (st != IL_OK) return il_cli_fail("watch", st) == IL_EXIT_USAGE ? IL_EXIT_USAGE : IL_EXIT_FAILURE;
+  if (output) {
+    if (st == IL_OK) st = il_outfile_close(&out_file);
+    else il_outfile_discard(&out_file);
+  }
+  if (st != IL_OK) {
+    int code = il_cli_fail("watch", st);
+    return code == IL_EXIT_USAGE || code == IL_EXIT_CANTCREAT ? code : IL_EXIT_FAILURE;
+  }
   return il_watch_exit_code(&r);
 }

@@ -10,4 +10,9 @@
  * truncation. Can't fail. */
 size_t il_appendf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Length (1-4) of the valid UTF-8 character at s[0..n), or 0 when the bytes there are not one
+ * (a stray continuation byte, a truncated sequence, an overlong form, a surrogate, a code
+ * point past U+10FFFF). n must be at least 1. Can't fail. */
+size_t il_utf8_char_len(const char *s, size_t n);
+
 #endif

@@ -7,35 +7,45 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "memory/mem.h"
 
 #define IL__O(field) offsetof(il_config, field), sizeof(((il_config *)0)->field)
 
 static const il_opt il__options[] = {
-    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b"},
-    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)"},
-    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)"},
-    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)"},
-    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass"},
-    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache"},
-    {"seed", 's', IL_OPT_U64, IL__O(seed), 0, 0, "sampling seed"},
-    {"temp", 0, IL_OPT_FLOAT, IL__O(temp), 0, 100, "temperature (0 = greedy)"},
-    {"top-k", 0, IL_OPT_INT, IL__O(top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)"},
-    {"top-p", 0, IL_OPT_FLOAT, IL__O(top_p), 0, 1, "nucleus sampling mass (1 = off)"},
-    {"min-p", 0, IL_OPT_FLOAT, IL__O(min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)"},
-    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__O(repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)"},
-    {"repeat-last-n", 0, IL_OPT_INT, IL__O(repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised"},
-    {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)"},
-    {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text"},
-    {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt"},
-    {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text"},
-    {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens"},
-    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)"},
-    {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]"},
-    {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)"},
-    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto or a name the device lists"},
-    {NULL, 0, 0, 0, 0, 0, 0, NULL},
+    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b", false},
+    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)", false},
+    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)", false},
+    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)", false},
+    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass", false},
+    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache", false},
+    {"seed", 's', IL_OPT_U64, IL__O(seed), 0, 0, "sampling seed", false},
+    {"temp", 0, IL_OPT_FLOAT, IL__O(temp), 0, 100, "temperature (0 = greedy)", false},
+    {"top-k", 0, IL_OPT_INT, IL__O(top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)", false},
+    {"top-p", 0, IL_OPT_FLOAT, IL__O(top_p), 0, 1, "nucleus sampling mass (1 = off)", false},
+    {"min-p", 0, IL_OPT_FLOAT, IL__O(min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)", false},
+    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__O(repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)", true},
+    {"repeat-last-n", 0, IL_OPT_INT, IL__O(repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised", false},
+    {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)", false},
+    {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text", false},
+    {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt", false},
+    {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text", false},
+    {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens", false},
+    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)", false},
+    {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]", false},
+    {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false},
+    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false},
+    {"attn-slice", 0, IL_OPT_INT, IL__O(attn_slice), 0, 1 << 20, "sliced attention: query rows per slice (0 = 32)", false},
+    {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | f32", false},
+    {"dtype", 0, IL_OPT_STR, IL__O(dtype), 0, 0, "activation type between ops: f32 | f16 | bf16 (accumulation stays f32)", false},
+    {"check-numerics", 0, IL_OPT_BOOL, IL__O(check_numerics), 0, 1, "count inf/nan after every op; name the first layer and op", false},
+    {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false},
+    {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block", false},
+    {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false},
+    {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false},
+    {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu", false},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, false},
 };
 
 void il_config_defaults(il_config *c) {
@@ -53,6 +63,11 @@ void il_config_defaults(il_config *c) {
   c->n_predict = 128;
   snprintf(c->device, sizeof c->device, "cpu");
   snprintf(c->attn, sizeof c->attn, "auto");
+  snprintf(c->kv_type, sizeof c->kv_type, "f16");
+  snprintf(c->dtype, sizeof c->dtype, "f32");
+  snprintf(c->kv, sizeof c->kv, "contiguous");
+  c->kv_block = 16;
+  snprintf(c->gpu_layers, sizeof c->gpu_layers, "all");
 }
 
 const il_opt *il_config_options(void) { return il__options; }
@@ -77,6 +92,22 @@ const il_opt *il_config_find_short(char c) {
   return NULL;
 }
 
+il_status il_config_parse_int(const char *text, long long min, long long max, const char *where, long long *out) {
+  const char *p = text;
+  if (*p == '-') p++;
+  if (!isdigit((unsigned char)*p))
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, text);
+  for (const char *q = p; *q; q++)
+    if (!isdigit((unsigned char)*q)) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, text);
+  errno = 0;
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10); /* base 10: "010" is ten, not octal eight */
+  if (errno == ERANGE || v < min || v > max)
+    return il_error(IL_ERR_INVALID_ARG, "%s: %s is out of range [%lld, %lld]", where, text, min, max);
+  *out = v;
+  return IL_OK;
+}
+
 il_status il_config_set(il_config *c, const char *name, const char *value, const char *where) {
   const il_opt *o = il_config_find(name);
   if (!o) return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s'", where, name);
@@ -85,19 +116,18 @@ il_status il_config_set(il_config *c, const char *name, const char *value, const
   errno = 0;
   switch (o->kind) {
     case IL_OPT_INT: {
-      long v = strtol(value, &end, 10);
-      if (end == value || *end || errno)
-        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an integer", where, value);
-      if (v < o->min || v > o->max)
-        return il_error(IL_ERR_INVALID_ARG, "%s: %ld is out of range [%g, %g]", where, v, o->min, o->max);
+      long long v;
+      IL_TRY(il_config_parse_int(value, (long long)o->min, (long long)o->max, where, &v));
       *(int *)field = (int)v;
       break;
     }
     case IL_OPT_U64: {
-      if (*value == '-') return il_error(IL_ERR_INVALID_ARG, "%s: '%s' must not be negative", where, value);
-      unsigned long long v = strtoull(value, &end, 0);
-      if (end == value || *end || errno)
-        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an unsigned integer", where, value);
+      /* digits only: no sign (strtoull would wrap " -1"), no spaces, base 10 ("010" is ten) */
+      if (!*value || strspn(value, "0123456789") != strlen(value))
+        return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not an unsigned decimal integer", where, value);
+      unsigned long long v = strtoull(value, &end, 10);
+      if (errno == ERANGE)
+        return il_error(IL_ERR_INVALID_ARG, "%s: %s is out of range [0, %llu]", where, value, (unsigned long long)UINT64_MAX);
       *(uint64_t *)field = (uint64_t)v;
       break;
     }
@@ -105,8 +135,9 @@ il_status il_config_set(il_config *c, const char *name, const char *value, const
       double v = strtod(value, &end);
       if (end == value || *end || errno || !isfinite(v))
         return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not a number", where, value);
-      if (v < o->min || v > o->max)
-        return il_error(IL_ERR_INVALID_ARG, "%s: %g is out of range [%g, %g]", where, v, o->min, o->max);
+      if (v < o->min || v > o->max || (o->min_open && v == o->min))
+        return il_error(IL_ERR_INVALID_ARG, "%s: %g is out of range %c%g, %g]", where, v, o->min_open ? '(' : '[',
+                        o->min, o->max);
       *(float *)field = (float)v;
       break;
     }
@@ -134,22 +165,62 @@ static char *il__trim(char *s) {
   return s;
 }
 
+/* Unquotes a "..." value in place: \" \\ \n \r \t are the escapes il_config_write uses; anything
+ * else after a backslash, a missing closing quote or text after it is an error. */
+static il_status il__unquote(char *value, const char *where) {
+  char *r = value + 1, *w = value;
+  for (;; r++) {
+    if (!*r) return il_error(IL_ERR_INVALID_ARG, "%s: the quoted value has no closing '\"'", where);
+    if (*r == '"') break;
+    if (*r != '\\') {
+      *w++ = *r;
+      continue;
+    }
+    switch (*++r) {
+      case '"': *w++ = '"'; break;
+      case '\\': *w++ = '\\'; break;
+      case 'n': *w++ = '\n'; break;
+      case 'r': *w++ = '\r'; break;
+      case 't': *w++ = '\t'; break;
+      default:
+        return il_error(IL_ERR_INVALID_ARG, "%s: unknown escape '\\%c' in a quoted value (use \\\\ for a backslash)",
+                        where, *r ? *r : '0');
+    }
+  }
+  if (r[1]) return il_error(IL_ERR_INVALID_ARG, "%s: text after the closing quote: '%.20s'", where, r + 1);
+  *w = 0;
+  return IL_OK;
+}
+
 il_status il_config_load(il_config *c, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return il_error(IL_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
-  const size_t cap = IL_CONFIG_PROMPT_MAX + 1024; /* the longest value plus its key */
-  char *line = il_mem_alloc(IL_MEM_OTHER, cap, "config line"), where[1100];
-  if (!line) {
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
     fclose(f);
-    return IL_ERR_OOM;
+    return il_error(IL_ERR_IO, "%s: is a directory, not a config file", path);
   }
+  /* the longest value (a quoted prompt with every byte escaped) plus its key */
+  const size_t max_line = 2 * IL_CONFIG_PROMPT_MAX + 1024;
+  char *line = NULL, where[1100];
+  size_t cap = 0;
   int lineno = 0;
   il_status st = IL_OK;
-  while (st == IL_OK && fgets(line, (int)cap, f)) {
+  ssize_t got;
+  /* getline gives the true length, so a NUL byte cannot hide the rest of a line (or a whole
+   * over-long line) from the checks below */
+  while (st == IL_OK && (got = getline(&line, &cap, f)) >= 0) {
     lineno++;
     snprintf(where, sizeof where, "%s:%d", path, lineno);
-    if (strlen(line) == cap - 1 && line[cap - 2] != '\n') {
-      st = il_error(IL_ERR_INVALID_ARG, "%s: line is longer than %zu bytes", where, cap - 2);
+    size_t n = (size_t)got;
+    if (n > max_line) {
+      st = il_error(IL_ERR_INVALID_ARG, "%s: line is longer than %zu bytes", where, max_line);
+      break;
+    }
+    const char *nul = memchr(line, 0, n);
+    if (nul) {
+      st = il_error(IL_ERR_INVALID_ARG, "%s: NUL byte at column %zu (a config file is text)", where,
+                    (size_t)(nul - line) + 1);
       break;
     }
     char *s = il__trim(line);
@@ -161,14 +232,11 @@ il_status il_config_load(il_config *c, const char *path) {
     }
     *eq = 0;
     char *key = il__trim(s), *value = il__trim(eq + 1);
-    size_t vl = strlen(value);
-    if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
-      value[vl - 1] = 0;
-      value++;
-    }
-    st = il_config_set(c, key, value, where);
+    if (value[0] == '"') st = il__unquote(value, where);
+    if (st == IL_OK) st = il_config_set(c, key, value, where);
   }
-  il_mem_free(line);
+  if (st == IL_OK && ferror(f)) st = il_error(IL_ERR_IO, "%s: read error after line %d", path, lineno);
+  free(line); /* allocated by getline (libc), not through memory/ */
   fclose(f);
   return st;
 }
@@ -178,7 +246,14 @@ void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n) 
   switch (o->kind) {
     case IL_OPT_INT: snprintf(buf, n, "%d", *(const int *)field); break;
     case IL_OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
-    case IL_OPT_FLOAT: snprintf(buf, n, "%.9g", *(const float *)field); break;
+    case IL_OPT_FLOAT: { /* the shortest text that reads back as the same float: 0.8, not 0.800000012 */
+      const float v = *(const float *)field;
+      for (int prec = 1; prec <= 9; prec++) {
+        snprintf(buf, n, "%.*g", prec, (double)v);
+        if (strtof(buf, NULL) == v) break;
+      }
+      break;
+    }
     case IL_OPT_STR: snprintf(buf, n, "%s", field); break;
     case IL_OPT_BOOL: snprintf(buf, n, "%s", *(const bool *)field ? "true" : "false"); break;
   }
@@ -188,7 +263,22 @@ void il_config_write(const il_config *c, FILE *f) {
   char buf[IL_CONFIG_PROMPT_MAX + 8];
   for (const il_opt *o = il__options; o->name; o++) {
     il_config_format(c, o, buf, sizeof buf);
-    if (o->kind == IL_OPT_STR) fprintf(f, "%s = \"%s\"\n", o->name, buf);
-    else fprintf(f, "%s = %s\n", o->name, buf);
+    if (o->kind != IL_OPT_STR) {
+      fprintf(f, "%s = %s\n", o->name, buf);
+      continue;
+    }
+    /* quoted, with the escapes il_config_load reads back, so any value round-trips */
+    fprintf(f, "%s = \"", o->name);
+    for (const char *p = buf; *p; p++) {
+      switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default: fputc(*p, f);
+      }
+    }
+    fputs("\"\n", f);
   }
 }

@@ -42,6 +42,17 @@ typedef struct {
   char device[64];     /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N] */
   char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
   char attn[16];       /* attention kernel: auto or a name the backend lists */
+  int attn_slice;      /* sliced attention: query rows per slice (0 = the kernel's default) */
+  char kv_type[8];     /* KV cache cells: f16 (default) | f32 */
+  char dtype[8];       /* activations between ops: f32 (default) | f16 | bf16 (compute stays f32) */
+  bool check_numerics; /* count inf/nan per op and layer; name the first, and the largest magnitude */
+  char kv[16];         /* KV cache layout: contiguous | paged */
+  int kv_block;        /* paged: positions per block */
+  char gpu_layers[16]; /* layers on the device: all (default) | auto | N; the rest on the CPU */
+  char place[256];     /* component placement: token_embd=cpu,output=cpu,blk.0-3=cpu,... */
+  bool fit;            /* when the device is too small, apply the out-of-memory report's first fix */
+  int fit_depth;       /* not an option: fixes --fit has applied so far */
+  int auto_from;       /* not an option: --gpu-layers auto is being retried below this count */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
 } il_config;
@@ -56,6 +67,7 @@ typedef struct {
   size_t size;       /* for strings: buffer size */
   double min, max;   /* numeric range (inclusive) */
   const char *help;
+  bool min_open;     /* the range excludes min: (min, max] */
 } il_opt;
 
 /* Fills defaults. Can't fail. */
@@ -67,6 +79,10 @@ const il_opt *il_config_find_short(char c);
 /* Sets option `name` from text. IL_ERR_INVALID_ARG naming `where` (e.g. "--threads" or
  * "run.conf:3") for an unknown key, a malformed number or a value out of range. */
 il_status il_config_set(il_config *c, const char *name, const char *value, const char *where);
+/* Strict decimal integer for every integer option and flag: an optional '-', then digits only
+ * (no spaces, '+' or base prefix; "010" is ten), within [min, max] before any narrowing.
+ * IL_ERR_INVALID_ARG naming `where` ("--threads") and the text. */
+il_status il_config_parse_int(const char *text, long long min, long long max, const char *where, long long *out);
 /* Reads `key = value` lines ('#' comments, blank lines). Errors name file:line. */
 il_status il_config_load(il_config *c, const char *path);
 /* Writes every option as `key = value` (a file il_config_load reads back). */

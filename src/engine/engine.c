@@ -1,8 +1,11 @@
 /* engine/engine: load, size, decode, generate. */
 #include "engine/engine.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/registry.h"
 #include "core/units.h"
@@ -11,47 +14,79 @@
 #include "model/builtin.h"
 
 #define IL__DEFAULT_CTX_CAP 4096
-#define IL__ALLOC_SLACK 256 /* per device buffer: allocators round up (sim to 256 bytes) */
+#define IL__ALLOC_SLACK 1024 /* per device buffer: the caching allocator rounds to 512 bytes and may hand out a remainder under 512 whole */
 
 /* ---- sizing: the same numbers the allocations below use ---- */
 
-/* Bytes of the weights on a device that cannot read host memory, with 2-D weights in `type`
- * (IL_DTYPE_COUNT: as loaded). */
-static size_t il__weights_bytes(const il_model *m, il_dtype type) {
-  if (type == IL_DTYPE_COUNT) return il_model_dev_bytes(m);
-  size_t n = 0;
+/* Which component a tensor belongs to: -1 embedding, -2 output head, else its layer. */
+static int il__component(const char *name) {
+  if (!strncmp(name, "blk.", 4)) return atoi(name + 4);
+  if (!strncmp(name, "token_embd", 10)) return -1;
+  return -2;
+}
+
+/* Bytes of the weights placed on a device that cannot read host memory, with 2-D weights in
+ * `type` (IL_DTYPE_COUNT: as loaded), 1-D ones in F32 (as the model binds them). */
+static size_t il__weights_bytes(const il_model *m, il_dtype type, const uint8_t *layer_dev, bool embd_dev, bool out_dev,
+                                size_t *n_buffers) {
+  size_t n = 0, nb = 0;
   for (int64_t i = 0; i < m->n_tensors; i++) {
     const il_gguf_tensor *t = &m->tensors[i];
-    if (t->n_dims == 2) n += il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
-    else n += 4 * (size_t)(t->ne[0] ? t->ne[0] : 1); /* 1-D tensors are F32 on the device */
+    const int c = il__component(t->name);
+    const bool on = c == -1 ? embd_dev : c == -2 ? out_dev : (c < m->hp.n_layer && layer_dev[c]);
+    if (!on) continue;
+    if (t->n_dims == 2) n += type == IL_DTYPE_COUNT ? t->nbytes : il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
+    else n += 4 * (size_t)(t->ne[0] ? t->ne[0] : 1);
+    nb++;
   }
+  /* a tied output head computes on the device from token_embd: a second copy unless co-located */
+  if (m->tied_output && out_dev && !embd_dev) {
+    n += type == IL_DTYPE_COUNT ? (size_t)m->tok_embd.n_out * m->tok_embd.row_stride
+                                : il_dtype_row_size(type, m->tok_embd.n_in) * (size_t)m->tok_embd.n_out;
+    nb++;
+  }
+  *n_buffers = nb;
   return n;
 }
 
-static size_t il__n_weight_buffers(const il_model *m) { return 3 + 12 * (size_t)m->hp.n_layer; }
-
-/* Attention workspace of kernel k for these sizes (a view with shapes only: the workspace
- * functions read shapes, never memory). */
-static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hparams *hp, int32_t n_batch, int32_t n_ctx,
-                          int32_t n_seq) {
-  if (!k) return 0;
+/* A cache view with shapes only (no buffers) for kernels' why_not and workspace, which read
+ * shapes, never memory. */
+static il_kv_view il__shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o) {
   const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-  il_kv_view kv = {.k = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = IL_DTYPE_F32},
-                   .v = {.rows = (int64_t)n_seq * n_ctx, .cols = kv_dim, .type = IL_DTYPE_F32},
-                   .block_table = {.rows = n_seq, .cols = 1, .type = IL_DTYPE_I32},
-                   .block = n_ctx, .n_seq = n_seq, .max_blocks = 1, .n_ctx = n_ctx};
-  il_attn_args a = {.out = {.rows = n_batch, .cols = (int64_t)hp->n_head * hp->head_dim, .type = IL_DTYPE_F32},
-                    .q = {.rows = n_batch, .cols = (int64_t)hp->n_head * hp->head_dim, .type = IL_DTYPE_F32},
-                    .seq = {.rows = 1, .cols = n_batch, .type = IL_DTYPE_I32},
-                    .pos = {.rows = 1, .cols = n_batch, .type = IL_DTYPE_I32},
-                    .kv = &kv, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim,
-                    .scale = 1.0f};
+  const int32_t block = o->block > 0 ? o->block : n_ctx, max_blocks = (n_ctx + block - 1) / block;
+  const il_tensor cells = {.rows = (int64_t)n_seq * max_blocks * block, .cols = kv_dim, .type = o->type,
+                           .stride = il_tensor_row_bytes(o->type, kv_dim)};
+  return (il_kv_view){.k = cells, .v = cells,
+                      .block_table = {.rows = n_seq, .cols = max_blocks, .type = IL_DTYPE_I32,
+                                      .stride = (size_t)max_blocks * 4},
+                      .block = block, .n_seq = n_seq, .max_blocks = max_blocks, .n_ctx = n_ctx};
+}
+
+static il_attn_args il__shape_args(const il_hparams *hp, const il_kv_view *kv, int32_t n_tok) {
+  const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+  const il_tensor q = {.rows = n_tok, .cols = q_dim, .type = IL_DTYPE_F32, .stride = (size_t)q_dim * 4};
+  const il_tensor ids = {.rows = 1, .cols = n_tok, .type = IL_DTYPE_I32, .stride = (size_t)n_tok * 4};
+  return (il_attn_args){.out = q, .q = q, .seq = ids, .pos = ids, .kv = kv, .n_heads = hp->n_head,
+                        .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim,
+                        .scale = 1.0f / sqrtf((float)hp->head_dim)};
+}
+
+/* Attention workspace of kernel k for these sizes. */
+static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hparams *hp, int32_t n_batch, int32_t n_ctx,
+                          int32_t n_seq, const il_kv_opts *o) {
+  if (!k) return 0;
+  il_kv_view kv = il__shape_view(hp, n_ctx, n_seq, o);
+  il_attn_args a = il__shape_args(hp, &kv, n_batch);
   return k->workspace(b, &a);
 }
 
+/* One configuration the engine could run: what the sizing below and the OOM fixes vary. */
 typedef struct {
   int32_t n_ctx, n_seq, n_batch;
-  il_dtype wtype; /* IL_DTYPE_COUNT: as loaded */
+  il_dtype wtype;         /* IL_DTYPE_COUNT: as loaded */
+  il_kv_opts kv;
+  const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
+  bool embd_dev, out_dev;
 } il__shape;
 
 static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
@@ -59,14 +94,26 @@ static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) 
   return n < n_batch ? n : n_batch;
 }
 
+/* What the device (e->backend) holds for configuration s: the numbers the allocations use. */
 static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   const il_hparams *hp = &e->model->hp;
   il_oom_need n = {0};
-  const bool device = !e->info.host_visible;
-  n.weights = device ? il__weights_bytes(e->model, s->wtype) + IL__ALLOC_SLACK * il__n_weight_buffers(e->model) : 0;
-  n.kv = il_kv_cache_bytes(hp, s->n_ctx, s->n_seq) + IL__ALLOC_SLACK * (2 * (size_t)hp->n_layer + 1);
-  n.activations = il_forward_state_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq)) + IL__ALLOC_SLACK * 11;
-  n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq) + IL__ALLOC_SLACK;
+  int32_t n_dev = 0;
+  for (int l = 0; l < hp->n_layer; l++) n_dev += s->layer_dev[l];
+  size_t nb = 0;
+  if (!e->info.host_visible) {
+    n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, &nb);
+    n.weights += IL__ALLOC_SLACK * nb;
+  }
+  if (n_dev) {
+    n.kv = (size_t)n_dev * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv) +
+           (il_kv_cache_bytes(hp, s->n_ctx, s->n_seq, &s->kv) - (size_t)hp->n_layer * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv)) +
+           IL__ALLOC_SLACK * (2 * (size_t)n_dev + 1);
+    n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
+  }
+  if (n_dev || s->embd_dev || s->out_dev)
+    n.activations = il_forward_lane_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0, s->out_dev) +
+                    IL__ALLOC_SLACK * 11;
   n.fixed = e->fixed_bytes;
   return n;
 }
@@ -97,7 +144,14 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
     }
     if (s.n_batch == 1) break;
   }
-  /* 2. fewer sequences in the cache */
+  /* 2. half-precision KV cells (what llama.cpp and vLLM keep by default) */
+  s = *cur;
+  if (cur->kv.type == IL_DTYPE_F32) {
+    s.kv.type = IL_DTYPE_F16;
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap) il__fix(r, "kv-type", "f16", il_oom_need_total(&n), "KV cache in f16 (logits within about 1e-3)");
+  }
+  /* 3. fewer sequences in the cache */
   s = *cur;
   for (s.n_seq = cur->n_seq / 2; s.n_seq >= 1 && cur->n_seq > 1; s.n_seq /= 2) {
     if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
@@ -109,7 +163,7 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
     }
     if (s.n_seq == 1) break;
   }
-  /* 3. a shorter context */
+  /* 4. a shorter context */
   s = *cur;
   for (s.n_ctx = cur->n_ctx / 2; s.n_ctx >= 64; s.n_ctx /= 2) {
     if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
@@ -120,15 +174,35 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
       break;
     }
   }
-  /* 4. lower-precision weights (only where the weights are on the device) */
+  /* 5. fewer layers on the device, the rest on the CPU (--gpu-layers): the largest count that fits */
+  if (!e->info.host_visible) {
+    const int32_t L = e->model->hp.n_layer;
+    uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)L + 1, "placement mask");
+    for (int32_t k = L - 1; mask && k >= 0; k--) {
+      s = *cur;
+      memset(mask, 0, (size_t)L);
+      memset(mask, 1, (size_t)k);
+      s.layer_dev = mask;
+      s.embd_dev = false;
+      s.out_dev = false;
+      il_oom_need n = il__need(e, &s);
+      if (il_oom_need_total(&n) <= cap) {
+        snprintf(v, sizeof v, "%d", k);
+        il__fix(r, "gpu-layers", v, il_oom_need_total(&n), "the other layers run on the CPU (slower)");
+        break;
+      }
+    }
+    il_mem_free(mask);
+  }
+  /* 6. lower-precision weights (only where the weights are on the device) */
   if (!e->info.host_visible) {
     const il_dtype lower[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
     const bool builtin = il_builtin_is(e->cfg.model);
     for (size_t i = 0; i < 2; i++) {
       s = *cur;
       s.wtype = lower[i];
-      il_oom_need n = il__need(e, &s);
-      if (n.weights >= il__need(e, cur).weights) continue;
+      il_oom_need n = il__need(e, &s), now = il__need(e, cur);
+      if (n.weights >= now.weights) continue;
       if (il_oom_need_total(&n) <= cap) {
         il__fix(r, builtin ? "wtype" : "convert", il_dtype_name(lower[i]), il_oom_need_total(&n),
                 builtin ? "lower-precision weights: quality loss, measure it with experiment"
@@ -169,11 +243,9 @@ static il_status il__pick_attn(il_engine *e) {
   int n = 0;
   const il_attn_kernel *ks = e->backend->ops->attn_kernels(e->backend, &n);
   const il_hparams *hp = &e->model->hp;
-  il_kv_view kv = {.k = {.rows = (int64_t)e->n_seq * e->n_ctx, .cols = (int64_t)hp->n_head_kv * hp->head_dim,
-                         .type = IL_DTYPE_F32},
-                   .block = e->n_ctx, .n_seq = e->n_seq, .max_blocks = 1, .n_ctx = e->n_ctx};
-  kv.v = kv.k;
-  il_attn_args a = {.kv = &kv, .n_heads = hp->n_head, .n_kv_heads = hp->n_head_kv, .head_dim = hp->head_dim};
+  il_kv_view kv = il__shape_view(hp, e->n_ctx, e->n_seq, &e->kv_opts);
+  il_attn_args a = il__shape_args(hp, &kv, e->n_batch);
+  a.slice = e->cfg.attn_slice;
   const char *want = e->cfg.attn[0] ? e->cfg.attn : "auto";
   e->attn_why[0] = 0;
   size_t off = 0;
@@ -201,21 +273,163 @@ static il_status il__pick_attn(il_engine *e) {
   return il_error(IL_ERR_INVALID_ARG, "--attn: '%s' is not a kernel of %s (auto, %s)", want, e->info.name, names);
 }
 
+/* The attention kernel a lane's backend uses: the device's choice, or the same name on the CPU
+ * backend (cpu and sim list the same kernels). */
+static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) {
+  il_engine *e = ctx;
+  if (b == e->backend) return e->attn;
+  int n = 0;
+  const il_attn_kernel *ks = b->ops->attn_kernels(b, &n);
+  for (int i = 0; i < n; i++)
+    if (!strcmp(ks[i].name, e->attn->name)) return &ks[i];
+  return n ? &ks[0] : NULL;
+}
+
+/* Sets one component from "NAME=cpu|device": token_embd, output, blk.N or blk.A-B. */
+static il_status il__place_one(il_engine *e, const char *item) {
+  const int32_t L = e->model->hp.n_layer;
+  const char *eq = strchr(item, '=');
+  if (!eq) return il_error(IL_ERR_INVALID_ARG, "--place: '%s' is not NAME=cpu|device", item);
+  const char *where = eq + 1;
+  bool dev;
+  if (!strcmp(where, "cpu")) dev = false;
+  else if (!strcmp(where, "device") || !strcmp(where, "gpu")) dev = true;
+  else return il_error(IL_ERR_INVALID_ARG, "--place: '%s': the place is cpu or device", item);
+  const size_t n = (size_t)(eq - item);
+  if (n == 10 && !strncmp(item, "token_embd", n)) e->embd_dev = dev;
+  else if (n == 6 && !strncmp(item, "output", n)) e->out_dev = dev;
+  else if (n > 4 && !strncmp(item, "blk.", 4)) {
+    char *end;
+    long a = strtol(item + 4, &end, 10), b = a;
+    if (*end == '-') b = strtol(end + 1, &end, 10);
+    if (end != eq || a < 0 || b < a || b >= L)
+      return il_error(IL_ERR_INVALID_ARG, "--place: '%s': layers are blk.N or blk.A-B with 0 <= A <= B < %d", item, L);
+    for (long l = a; l <= b; l++) e->layer_dev[l] = dev;
+  } else {
+    return il_error(IL_ERR_INVALID_ARG, "--place: '%.*s' is not a component (token_embd, output, blk.N, blk.A-B)",
+                    (int)n, item);
+  }
+  return IL_OK;
+}
+
+/* Where each component runs, from --gpu-layers and --place. Opens the CPU backend when a
+ * component runs there and the device is not the CPU. */
+static il_status il__placement(il_engine *e) {
+  const il_config *cfg = &e->cfg;
+  const int32_t L = e->model->hp.n_layer;
+  int32_t n = L;
+  e->embd_dev = e->out_dev = true;
+  const char *g = cfg->gpu_layers[0] ? cfg->gpu_layers : "all";
+  if (!strcmp(g, "all")) {
+    n = L;
+  } else if (!strcmp(g, "auto")) {
+    e->auto_layers = true;
+  } else if (cfg->auto_from > 0) { /* auto, one layer fewer than predicted (see il_engine_open) */
+    n = (int32_t)strtol(g, NULL, 10);
+    e->auto_layers = false;
+    e->embd_dev = false;
+    e->out_dev = n == L;
+    e->auto_retry = true;
+  } else {
+    char *end;
+    long v = strtol(g, &end, 10);
+    if (*end || end == g || v < 0)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers: '%s' is not all, auto or a layer count", g);
+    n = v > L ? L : (int32_t)v;
+    /* offloading as llama.cpp does it: the embedding lookup on the CPU, the output head with the
+     * last layer */
+    e->embd_dev = false;
+    e->out_dev = n == L;
+  }
+  for (int32_t l = 0; l < L; l++) e->layer_dev[l] = l < n;
+  if (cfg->place[0]) {
+    char buf[sizeof cfg->place];
+    snprintf(buf, sizeof buf, "%s", cfg->place);
+    char *save = NULL;
+    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) IL_TRY(il__place_one(e, it));
+  }
+  bool any_cpu = !e->embd_dev || !e->out_dev || e->auto_layers;
+  for (int32_t l = 0; l < L; l++) any_cpu |= !e->layer_dev[l];
+  if (any_cpu && !e->info.host_visible) {
+    il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
+    IL_TRY(il_backend_open("cpu", &bo, &e->host));
+  } else {
+    e->host = e->backend; /* the device is the CPU: every component is there already */
+    if (e->info.host_visible) {
+      e->embd_dev = e->out_dev = true;
+      memset(e->layer_dev, 1, (size_t)L);
+      e->auto_layers = false;
+    }
+  }
+  return IL_OK;
+}
+
+/* --gpu-layers auto: the most layers (first ones) whose device need fits the device. */
+static il_status il__auto_layers(il_engine *e, il__shape *shape) {
+  const int32_t L = e->model->hp.n_layer;
+  size_t free_b = 0, cap = 0;
+  e->backend->ops->memory(e->backend, &free_b, &cap);
+  int32_t best = -1;
+  for (int32_t k = L; k >= 0; k--) {
+    memset(e->layer_dev, 0, (size_t)L);
+    memset(e->layer_dev, 1, (size_t)k);
+    e->embd_dev = false;
+    e->out_dev = k == L;
+    shape->out_dev = e->out_dev, shape->embd_dev = e->embd_dev;
+    il_oom_need n = il__need(e, shape);
+    if (il_oom_need_total(&n) <= cap) {
+      best = k;
+      break;
+    }
+  }
+  if (best < 0) best = 0;
+  memset(e->layer_dev, 0, (size_t)L);
+  memset(e->layer_dev, 1, (size_t)best);
+  e->out_dev = best == L;
+  shape->out_dev = e->out_dev;
+  return IL_OK;
+}
+
+static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
+  if (!strcmp(cfg->kv_type, "f16") || !*cfg->kv_type) o->type = IL_DTYPE_F16;
+  else if (!strcmp(cfg->kv_type, "f32")) o->type = IL_DTYPE_F32;
+  else return il_error(IL_ERR_INVALID_ARG, "--kv-type: '%s' is not a KV cell type (f16, f32)", cfg->kv_type);
+  if (!strcmp(cfg->kv, "contiguous") || !*cfg->kv) o->block = 0;
+  else if (!strcmp(cfg->kv, "paged")) o->block = cfg->kv_block > 0 ? cfg->kv_block : 16;
+  else return il_error(IL_ERR_INVALID_ARG, "--kv: '%s' is not a KV cache layout (contiguous, paged)", cfg->kv);
+  return IL_OK;
+}
+
+/* Tokens per pass: the config's, at most every cell of the cache (ctx x n_seq can exceed an int). */
+static int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq) {
+  const int64_t cells = (int64_t)n_ctx * n_seq;
+  return batch < cells ? batch : (int32_t)cells;
+}
+
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
   il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
     return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
+  IL_TRY(il__kv_options(cfg, &e->kv_opts));
+  if (!*cfg->dtype || !strcmp(cfg->dtype, "f32")) e->act_type = IL_DTYPE_F32;
+  else if (!strcmp(cfg->dtype, "f16")) e->act_type = IL_DTYPE_F16;
+  else if (!strcmp(cfg->dtype, "bf16")) e->act_type = IL_DTYPE_BF16;
+  else return il_error(IL_ERR_INVALID_ARG, "--dtype: '%s' is not an activation type (f32, f16, bf16)", cfg->dtype);
   IL_TRY(il_backend_open(cfg->device, &bo, &e->backend));
   e->backend->ops->info(e->backend, &e->info);
+  if (e->act_type != IL_DTYPE_F32 && (e->backend->ops->version < 2 || !e->backend->ops->round_to))
+    return il_error(IL_ERR_UNSUPPORTED, "--dtype %s: %s cannot store activations at that precision", cfg->dtype,
+                    e->info.name);
   {
     size_t free_b = 0, total = 0;
     e->backend->ops->memory(e->backend, &free_b, &total);
     e->fixed_bytes = e->info.host_visible ? 0 : total - free_b;
   }
   if (il_builtin_is(cfg->model)) {
-    IL_TRY(il_builtin_open(cfg->model, cfg->wtype, e->info.threads, &e->model));
+    /* a dry run (the planner) needs shapes only: no weights are generated */
+    IL_TRY(il_builtin_open_ex(cfg->model, cfg->wtype, e->info.threads, !e->info.dry, &e->model));
     IL_TRY(il_builtin_vocab(e->model, &e->vocab));
   } else {
     if (*cfg->wtype)
@@ -230,33 +444,60 @@ static il_status il__open(il_engine *e) {
     return il_error(IL_ERR_FORMAT, "%s: the vocabulary has %d tokens but token_embd.weight has %d rows", cfg->model,
                     il_vocab_size(e->vocab), hp->n_vocab);
 
+  /* warnings a user should see once per process (bench opens the engine per combination) */
+  static bool warned_ctx, warned_threads;
+  if (cfg->ctx > 0 && hp->n_ctx_train > 0 && cfg->ctx > hp->n_ctx_train && !warned_ctx) {
+    warned_ctx = true;
+    fprintf(stderr, "inferlab: warning: --ctx %d is beyond the model's training context of %d; text past it degrades\n",
+            cfg->ctx, hp->n_ctx_train);
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0 && cfg->threads > cpus && !warned_threads) {
+    warned_threads = true;
+    fprintf(stderr, "inferlab: warning: -t %d is more threads than the %ld CPUs here; they share cores and run slower\n",
+            cfg->threads, cpus);
+  }
   e->n_seq = cfg->n_seq;
   e->n_ctx = cfg->ctx > 0 ? cfg->ctx : (hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP);
-  e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+  e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));
-  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT};
+  e->layer_dev = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement");
+  e->layer_b = il_mem_calloc(IL_MEM_OTHER, sizeof(il_backend *) * ((size_t)hp->n_layer + 1), "placement");
+  if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
+  IL_TRY(il__placement(e));
+  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts, e->layer_dev, e->embd_dev, e->out_dev};
+  if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
+  for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
+  e->n_dev_layers = 0;
+  for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
+  const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b};
 
-  il_status st = il_model_dev_init(&e->weights, e->model, e->backend);
+  il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
-    size_t budget = il__available_memory(e->backend) / 2;
-    while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq) > budget) {
+    size_t budget = il__available_memory(e->n_dev_layers ? e->backend : e->host) / 2;
+    while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &e->kv_opts) > budget) {
       e->n_ctx /= 2;
       e->ctx_capped = true;
     }
     if (e->ctx_capped) {
       fprintf(stderr, "inferlab: context reduced to %d so the KV cache fits in %s memory (set --ctx to override)\n",
               e->n_ctx, e->info.kind);
-      e->n_batch = cfg->batch < e->n_ctx * e->n_seq ? cfg->batch : e->n_ctx * e->n_seq;
+      e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
       e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
-      shape = (il__shape){e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT};
+      shape.n_ctx = e->n_ctx, shape.n_batch = e->n_batch;
     }
   }
-  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq);
-  if (st == IL_OK) st = il_forward_state_init(&e->fs, e->model, e->backend, e->n_batch, e->n_logits_max, e->attn, e->kv.views);
+  il_kv_opts ko = e->kv_opts;
+  ko.layer_b = e->layer_b;
+  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
+  if (st == IL_OK) st = il_forward_state_init(&e->fs, &e->weights, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
+  e->fs.attn_slice = cfg->attn_slice;
+  e->fs.act_type = e->act_type;
+  e->fs.check_numerics = cfg->check_numerics;
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
@@ -271,6 +512,29 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
   if (!e) return IL_ERR_OOM;
   e->cfg = *cfg;
   il_status st = il__open(e);
+  if (st == IL_ERR_OOM && (e->auto_layers || e->auto_retry) && e->n_dev_layers > 0) {
+    /* --gpu-layers auto: the prediction counts allocated bytes; when the allocator's segments
+     * need a little more, one layer fewer, until it opens */
+    il_config c = *cfg;
+    snprintf(c.gpu_layers, sizeof c.gpu_layers, "%d", e->n_dev_layers - 1);
+    c.auto_from = e->n_dev_layers;
+    il_engine_free(e);
+    return il_engine_open(&c, out);
+  }
+  il_oom_report r;
+  if (st == IL_ERR_OOM && cfg->fit && cfg->fit_depth < 6 && il_oom_report_last(&r)) {
+    /* --fit: the report's first fix that is an option change; if the device's allocator still
+     * needs a little more, the next report's fix is applied too (at most a few steps) */
+    for (int i = 0; i < r.n_fixes; i++) {
+      il_config c = *cfg;
+      if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "--fit") != IL_OK) continue;
+      c.fit_depth++;
+      il_engine_free(e);
+      fprintf(stderr, "inferlab: --fit: %s does not hold this run (%zu bytes needed); applying --%s %s (%s)\n", r.device,
+              r.need_total, r.fixes[i].option, r.fixes[i].value, r.fixes[i].effect);
+      return il_engine_open(&c, out);
+    }
+  }
   if (st != IL_OK) {
     il_engine_free(e);
     return st;
@@ -287,6 +551,9 @@ void il_engine_free(il_engine *e) {
   il_model_dev_free(&e->weights);
   il_vocab_free(e->vocab);
   il_model_free(e->model);
+  il_mem_free(e->layer_dev);
+  il_mem_free(e->layer_b);
+  if (e->host && e->host != e->backend) e->host->ops->destroy(e->host);
   if (e->backend) e->backend->ops->destroy(e->backend);
   il_mem_free(e);
 }
@@ -306,19 +573,31 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
       if (be->seq < 0 || be->seq >= e->n_seq || be->pos < 0 || be->pos >= e->n_ctx)
         return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d position %d outside %d sequences of %d positions",
                         off + chunk, be->seq, be->pos, e->n_seq, e->n_ctx);
-      e->slots[chunk] = il_kv_cache_slot(&e->kv, be->seq, be->pos);
+      il_status st = il_kv_cache_prepare(&e->kv, be->seq, be->pos, &e->slots[chunk]);
+      if (st != IL_OK) return il_error_wrap(st, "batch entry %d: ", off + chunk);
       want += be->logits;
       chunk++;
     }
     int32_t n_logits = 0;
+    IL_TRY(il_kv_cache_sync(&e->kv));
     IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
-    if (n_logits && logits_out)
-      IL_TRY(b->ops->download(b, logits_out + written * nv, e->fs.logits, (size_t)n_logits * nv * sizeof(float)));
+    if (n_logits && logits_out) {
+      il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
+      IL_TRY(lo->b->ops->download(lo->b, logits_out + written * nv, lo->logits, (size_t)n_logits * nv * sizeof(float)));
+    }
     written += (size_t)n_logits;
     off += chunk;
   }
   return b->ops->sync(b);
 }
+
+il_status il_engine_seq_remove(il_engine *e, int32_t seq) { return il_kv_cache_seq_remove(&e->kv, seq); }
+
+il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos) {
+  return il_kv_cache_seq_truncate(&e->kv, seq, n_pos);
+}
+
+il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst) { return il_kv_cache_seq_fork(&e->kv, src, dst); }
 
 il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out) {
   size_t n = 0;
@@ -326,6 +605,28 @@ il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32
   IL_TRY(il_tokenize_alloc(e->vocab, text, strlen(text), add_bos, !e->cfg.no_parse_special, out, &n));
   *n_out = (int32_t)n;
   return IL_OK;
+}
+
+/* After non-finite logits from entries [0, n): runs them again with the numerics check on (the
+ * same KV cells are written with the same values) and adds where the inf/nan first appeared
+ * to the error. Returns `err`. */
+static il_status il__locate_nonfinite(il_engine *e, const il_batch_entry *batch, int32_t n, il_status err) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", il_error_detail());
+  const bool was = e->fs.check_numerics;
+  e->fs.check_numerics = true;
+  e->fs.bad_layer = -1;
+  il_status st = il_engine_decode(e, batch, n, NULL);
+  e->fs.check_numerics = was;
+  if (st != IL_OK || e->fs.bad_layer < 0) return il_error(err, "%s", msg);
+  const char *hint = e->fs.act_type == IL_DTYPE_F16
+                         ? " (f16 activations overflow beyond 65504: --dtype bf16 keeps f32's range)"
+                         : "";
+  if (e->fs.bad_layer >= e->model->hp.n_layer)
+    return il_error(err, "%s; the layers' outputs were finite: the output head (%s) produced them%s", msg,
+                    e->fs.bad_block, hint);
+  return il_error(err, "%s; the first non-finite values (%lld) appear at %s of layer %d (blk.%d)%s", msg,
+                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer, hint);
 }
 
 il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,
@@ -337,20 +638,26 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
   const int32_t nv = e->model->hp.n_vocab;
   il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n_prompt, "prompt batch");
   float *logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * (size_t)nv, "sampling logits");
+  /* room for the longest piece, so a push never leaves text queued (pieces can be longer than
+   * any fixed buffer) */
+  const size_t text_cap = il_vocab_max_piece(e->vocab) + 8;
+  char *text = il_mem_alloc(IL_MEM_WORKSPACE, text_cap, "detokenized text");
   il_detok *dt = NULL;
-  il_status st = batch && logits ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
+  il_status st = batch && logits && text ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
   if (st == IL_OK) {
+    il_detok_skip(dt, prompt, (size_t)n_prompt); /* the caller shows the prompt as typed */
     for (int32_t i = 0; i < n_prompt; i++) {
       batch[i] = (il_batch_entry){prompt[i], 0, i, i == n_prompt - 1};
       il_sampler_accept(s, prompt[i]);
     }
     double t0 = il_time_now();
     st = il_engine_decode(e, batch, n_prompt, logits);
+    if (st == IL_OK) st = il_logits_check_finite(logits, nv, n_prompt - 1);
+    if (st == IL_ERR_RANGE) st = il__locate_nonfinite(e, batch, n_prompt, st);
     stats->prompt_seconds = il_time_now() - t0;
     stats->n_prompt = n_prompt;
   }
   double t1 = il_time_now();
-  char text[256];
   /* the token for position pos is sampled from the logits of pos - 1, so the last one the
    * context allows is pos == n_ctx: it is emitted but not decoded (as llama2.c does) */
   for (int32_t pos = n_prompt; st == IL_OK && pos <= e->n_ctx && (n_predict < 0 || stats->n_gen < n_predict); pos++) {
@@ -361,19 +668,20 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
       stats->stopped_eog = true;
       break;
     }
-    size_t len = il_detok_push(dt, tok, text, sizeof text);
-    if (fn && !fn(ud, tok, text, len < sizeof text ? len : sizeof text)) break;
+    size_t len = il_detok_push(dt, tok, text, text_cap);
+    if (fn && !fn(ud, tok, text, len)) break;
     if (n_predict >= 0 && stats->n_gen >= n_predict) break;
     if (pos >= e->n_ctx) break;
     il_batch_entry one = {tok, 0, pos, true};
     st = il_engine_decode(e, &one, 1, logits);
+    if (st == IL_OK) st = il_logits_check_finite(logits, nv, pos);
+    if (st == IL_ERR_RANGE) st = il__locate_nonfinite(e, &one, 1, st);
   }
   stats->gen_seconds = il_time_now() - t1;
-  if (st == IL_OK && dt && fn) {
-    size_t len = il_detok_flush(dt, text, sizeof text);
-    if (len) fn(ud, -1, text, len < sizeof text ? len : sizeof text);
-  }
+  if (st == IL_OK && dt && fn)
+    for (size_t len; (len = il_detok_flush(dt, text, text_cap)) > 0;) fn(ud, -1, text, len);
   il_detok_free(dt);
+  il_mem_free(text);
   il_mem_free(batch);
   il_mem_free(logits);
   return st;

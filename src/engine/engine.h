@@ -24,12 +24,21 @@
 
 typedef struct {
   il_config cfg;
-  il_backend *backend;
-  il_backend_info info;   /* the backend's facts (kind, threads, kernel level) */
+  il_backend *backend;    /* the device (--device) */
+  il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
+                             itself when it is the CPU */
+  il_backend_info info;   /* the device's facts (kind, threads, kernel level) */
+  uint8_t *layer_dev;     /* [n_layer]: 1 = on the device */
+  il_backend **layer_b;   /* [n_layer]: the backend of each layer */
+  bool embd_dev, out_dev, auto_layers;
+  bool auto_retry;        /* auto's first choice did not open: this is a smaller count */
+  int32_t n_dev_layers;
   il_model *model;        /* host side: metadata, tokenizer data, weights in the mmap */
   il_model_dev weights;   /* the weights as the backend reads them */
   il_vocab *vocab;
   il_kv_cache kv;
+  il_kv_opts kv_opts;     /* cell type and layout from the config */
+  il_dtype act_type;      /* --dtype: activations stored at f32, f16 or bf16 */
   il_forward_state fs;
   const il_attn_kernel *attn; /* the attention kernel in use */
   char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */
@@ -51,6 +60,12 @@ void il_engine_free(il_engine *e);
  * entry with .logits set, n_vocab floats are downloaded to logits_out in batch order
  * (logits_out may be NULL: then nothing is downloaded). */
 il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
+
+/* Sequence operations on the KV cache (see engine/kv.h): forget a sequence, keep its first
+ * n_pos positions, or make dst a copy of src (paged: shared blocks, copy-on-write). */
+il_status il_engine_seq_remove(il_engine *e, int32_t seq);
+il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos);
+il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst);
 
 /* Tokenizes text with the model's vocabulary: BOS/EOS as the vocabulary's metadata says when
  * add_special, control-token text ("<|im_start|>") as those tokens unless the config says

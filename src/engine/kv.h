@@ -2,39 +2,84 @@
  * maps (sequence, position) to a cell.
  *
  * The cache is the seam's one layout (backend/backend.h il_kv_view): cells [n_cells x kv_dim]
- * and cell(seq, pos) = table[seq][pos / block] * block + pos % block. Contiguous, today's only
- * mode, is one block of n_ctx cells per sequence (table[seq] = seq), so a sequence's history
- * is one run that attention streams through. The host keeps a copy of the table and computes
- * each batch entry's slot, so the model uploads slots with the batch and the device writes K/V
- * there (kv_store) with no host access to cache memory. Allocated once under the kv category.
+ * and cell(seq, pos) = table[seq][pos / block] * block + pos % block.
+ *   contiguous  one block of n_ctx cells per sequence (table[seq] = seq): a sequence's history
+ *               is one run; memory is reserved for every sequence's whole context.
+ *   paged       a pool of blocks of `block` positions (engine/kvpages, vLLM's PagedAttention):
+ *               a sequence takes blocks as it grows and gives them back when it shrinks or ends;
+ *               fork shares a prefix (copy-on-write), so n samples of one prompt store it once.
+ * The host keeps the table and computes each batch entry's slot, so the model uploads slots with
+ * the batch and the device writes K/V there (kv_store) with no host access to cache memory; a
+ * changed table is uploaded before the pass that needs it. Cells are F32 or F16 (--kv-type).
+ * Writing position p of a sequence discards its positions from p on (as generation restarting
+ * a sequence at 0 does).
  * Not for: attention itself (backend/), scheduling sequences (engine/engine).
  */
 #ifndef IL_ENGINE_KV_H
 #define IL_ENGINE_KV_H
 
 #include "backend/backend.h"
+#include "engine/kvpages.h"
 #include "model/llama.h"
 
 typedef struct {
   il_backend *backend;
   int32_t n_layer, n_seq, n_ctx, kv_dim;
-  int32_t block, max_blocks;
-  il_dtype type;        /* cell type (F32) */
-  il_tensor *k, *v;     /* [n_layer], each [n_seq * n_ctx x kv_dim] */
-  il_tensor table;      /* I32 [n_seq x max_blocks] on the backend */
+  int32_t block, max_blocks, n_blocks; /* contiguous: block = n_ctx, max_blocks = 1, n_blocks = n_seq */
+  il_dtype type;        /* cell type: F32 or F16 */
+  bool paged;
+  il_kvpages *pages;    /* paged only */
+  il_tensor *k, *v;     /* [n_layer], each [n_blocks * block x kv_dim] */
+  il_backend **layer_b; /* [n_layer]: where each layer's cells live */
+  il_backend *const *opt_layer_b; /* the placement given at init (borrowed during init only) */
+  il_backend *table_b[2];
+  il_tensor table[2];   /* I32 [n_seq x max_blocks], one per backend the layers use */
   int32_t *host_table;  /* the same, on the host */
+  bool table_dirty;     /* host_table changed since the last upload */
+  int32_t *seq_len;     /* [n_seq]: positions written (contiguous: highest + 1) */
   il_kv_view *views;    /* [n_layer], host memory */
 } il_kv_cache;
 
-/* Bytes the cache needs on the backend for these sizes (cells and table). */
-size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq);
+typedef struct {
+  il_dtype type;        /* F32 (default) or F16 */
+  int32_t block;        /* 0: contiguous; else paged with this many positions per block */
+  il_backend *const *layer_b; /* NULL: every layer on the cache's backend; else one per layer */
+} il_kv_opts;
+
+/* Bytes the cache needs for these sizes (cells and table), all layers on one backend; and one
+ * layer's cells. */
+size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
+size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
 /* Allocates the cache; IL_ERR_OOM with the memory report when it does not fit (nothing left
- * allocated). */
-il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp, int32_t n_ctx, int32_t n_seq);
+ * allocated), IL_ERR_UNSUPPORTED for a cell type the backend's kernels cannot read. */
+il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp, int32_t n_ctx, int32_t n_seq,
+                           const il_kv_opts *o);
 void il_kv_cache_free(il_kv_cache *kv);
-/* The cell of (seq, pos); both must be in range (the model checks entries first). */
-static inline int32_t il_kv_cache_slot(const il_kv_cache *kv, int32_t seq, int32_t pos) {
-  return kv->host_table[(size_t)seq * (size_t)kv->max_blocks + (size_t)(pos / kv->block)] * kv->block + pos % kv->block;
-}
+
+/* Makes position pos of seq writable (paged: takes blocks, copies a shared block first) and
+ * gives its cell. IL_ERR_RANGE outside the cache; IL_ERR_OOM when the pool has no free block. */
+il_status il_kv_cache_prepare(il_kv_cache *kv, int32_t seq, int32_t pos, int32_t *slot);
+/* Uploads the block table when it changed. */
+il_status il_kv_cache_sync(il_kv_cache *kv);
+
+/* Sequence operations (a server's requests come and go; n samples share a prompt). */
+/* Forgets a sequence: its blocks return to the pool (contiguous: nothing to free). */
+il_status il_kv_cache_seq_remove(il_kv_cache *kv, int32_t seq);
+/* Keeps the first n_pos positions. */
+il_status il_kv_cache_seq_truncate(il_kv_cache *kv, int32_t seq, int32_t n_pos);
+/* dst becomes a copy of src's positions: paged shares the blocks (copy-on-write); contiguous
+ * copies the cells on the device. */
+il_status il_kv_cache_seq_fork(il_kv_cache *kv, int32_t src, int32_t dst);
+/* Positions held by seq (0 when empty). */
+int32_t il_kv_cache_seq_len(const il_kv_cache *kv, int32_t seq);
+
+/* Occupancy: bytes reserved by the cache, bytes of live tokens, internal waste, shared blocks,
+ * and how many more sequences of fit_len positions would fit. */
+typedef struct {
+  size_t bytes_reserved, bytes_used, bytes_waste, bytes_shared_saved;
+  int32_t blocks_total, blocks_free, blocks_shared;
+  int64_t fit_seqs;
+} il_kv_cache_stats;
+void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_stats *out);
 
 #endif

@@ -57,12 +57,15 @@ void il_sampler_accept(il_sampler *s, int32_t token) {
   if (s->hist_n < s->p.repeat_last_n) s->hist_n++;
 }
 
-/* Descending by logit, ties by ascending id: a total order, so results never depend on the
- * sort algorithm. */
+/* Descending by logit, NaN after every number, ties by ascending id: a total order even with
+ * NaN, so the quickselect's scans stop inside the array and results never depend on the sort
+ * algorithm. */
 static int il__cand_cmp(const void *a, const void *b) {
   const il__cand *x = a, *y = b;
-  if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
-  return x->id - y->id;
+  bool xn = isnan(x->logit), yn = isnan(y->logit);
+  if (xn != yn) return xn ? 1 : -1;
+  if (!xn && x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
 }
 
 static float il__uniform(il_sampler *s) {
@@ -93,6 +96,19 @@ static void il__select_top(il__cand *c, int32_t n, int32_t k) {
   }
 }
 
+il_status il_logits_check_finite(const float *logits, int32_t n, int32_t pos) {
+  for (int32_t i = 0; i < n; i++)
+    if (!isfinite(logits[i])) {
+      int32_t bad = 0;
+      for (int32_t j = i; j < n; j++) bad += !isfinite(logits[j]);
+      return il_error(IL_ERR_RANGE,
+                      "position %d: the model produced %d non-finite logit%s (first: token %d = %s); the "
+                      "weights hold NaN/Inf or the computation overflowed, so no token can be sampled",
+                      pos, bad, bad == 1 ? "" : "s", i, isnan(logits[i]) ? "NaN" : logits[i] > 0 ? "+Inf" : "-Inf");
+    }
+  return IL_OK;
+}
+
 int32_t il_sampler_sample(il_sampler *s, const float *logits) {
   const il_sampler_params *p = &s->p;
   int32_t n = s->n_vocab;
@@ -112,7 +128,7 @@ int32_t il_sampler_sample(il_sampler *s, const float *logits) {
   if (p->temp <= 0) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
-      if (s->cand[i].logit > s->cand[best].logit) best = i;
+      if (il__cand_cmp(&s->cand[i], &s->cand[best]) < 0) best = i;
     return s->cand[best].id;
   }
   if (p->top_k > 0 && p->top_k < n) {
@@ -122,6 +138,12 @@ int32_t il_sampler_sample(il_sampler *s, const float *logits) {
   qsort(s->cand, (size_t)n, sizeof *s->cand, il__cand_cmp);
   /* probabilities at temperature 1 for the top-p / min-p cuts */
   float mx = s->cand[0].logit;
+  /* Non-finite logits (the engine refuses them before sampling; this keeps a direct caller
+   * safe): with no finite maximum, or a +Inf one, the draw is the first candidate. NaN
+   * candidates sort last and get probability 0. */
+  if (!isfinite(mx)) return s->cand[0].id;
+  for (int32_t i = 0; i < n; i++)
+    if (isnan(s->cand[i].logit)) s->cand[i].logit = -INFINITY;
   double sum = 0;
   for (int32_t i = 0; i < n; i++) sum += s->prob[i] = expf(s->cand[i].logit - mx);
   if (p->top_p < 1.0f) {

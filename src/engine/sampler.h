@@ -31,7 +31,14 @@ il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler
 void il_sampler_free(il_sampler *s);
 /* Records a token (prompt or generated) in the penalty history. */
 void il_sampler_accept(il_sampler *s, int32_t token);
-/* Picks a token from logits[n_vocab] (not modified). Can't fail. */
+/* Picks a token from logits[n_vocab] (not modified). Can't fail. NaN logits are never picked
+ * while a number is present (NaN orders below -Inf); when the largest logit is not finite the
+ * result is the first in the order (+Inf, else the lowest id). The engine refuses non-finite
+ * logits before sampling (il_logits_check_finite), so this rule only protects direct callers. */
 int32_t il_sampler_sample(il_sampler *s, const float *logits);
+
+/* IL_ERR_RANGE naming the position, the first token and how many logits of logits[n] are NaN
+ * or infinite; IL_OK when all are finite. */
+il_status il_logits_check_finite(const float *logits, int32_t n, int32_t pos);
 
 #endif

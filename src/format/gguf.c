@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/outfile.h"
 #include "memory/mem.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -796,13 +797,61 @@ typedef struct {
   uint64_t nbytes;
 } il__wtensor;
 
+/* Open-addressing index of the names already added (indices into kv or t; -1 = empty), so a
+ * duplicate check is O(1) instead of a scan: 8000 layers' tensors no longer take seconds. */
+typedef struct {
+  int64_t *tab;
+  uint64_t cap; /* power of two, at least twice the count; 0 before the first insert */
+} il__wset;
+
 struct il_gguf_writer {
   il__wkv *kv;
   uint64_t n_kv, cap_kv;
   il__wtensor *t;
   uint64_t n_t, cap_t;
   uint32_t alignment;
+  il__wset kset, tset;
 };
+
+static const char *il__wname(const il_gguf_writer *w, bool tensors, int64_t i) {
+  return tensors ? w->t[i].name : w->kv[i].key;
+}
+
+/* Index of the key or tensor called s, or -1. */
+static int64_t il__wfind(const il_gguf_writer *w, bool tensors, const char *s) {
+  const il__wset *h = tensors ? &w->tset : &w->kset;
+  if (!h->cap) return -1;
+  for (uint64_t b = il__hash(s, strlen(s)) & (h->cap - 1);; b = (b + 1) & (h->cap - 1)) {
+    if (h->tab[b] < 0) return -1;
+    if (!strcmp(il__wname(w, tensors, h->tab[b]), s)) return h->tab[b];
+  }
+}
+
+/* Indexes entry i (the last one added; its name is stored), growing the table when needed. */
+static il_status il__winsert(il_gguf_writer *w, bool tensors, int64_t i) {
+  il__wset *h = tensors ? &w->tset : &w->kset;
+  uint64_t need = 2 * (uint64_t)(i + 1);
+  if (need > h->cap) {
+    uint64_t cap = h->cap ? h->cap : 16;
+    while (cap < need) cap *= 2;
+    int64_t *tab = il_mem_alloc(IL_MEM_OTHER, cap * sizeof *tab, "gguf writer name index");
+    if (!tab) return IL_ERR_OOM;
+    memset(tab, 0xff, cap * sizeof *tab);
+    il_mem_free(h->tab);
+    h->tab = tab;
+    h->cap = cap;
+    for (int64_t j = 0; j < i; j++) {
+      uint64_t b = il__hash(il__wname(w, tensors, j), strlen(il__wname(w, tensors, j))) & (cap - 1);
+      while (tab[b] >= 0) b = (b + 1) & (cap - 1);
+      tab[b] = j;
+    }
+  }
+  const char *s = il__wname(w, tensors, i);
+  uint64_t b = il__hash(s, strlen(s)) & (h->cap - 1);
+  while (h->tab[b] >= 0) b = (b + 1) & (h->cap - 1);
+  h->tab[b] = i;
+  return IL_OK;
+}
 
 il_status il_gguf_writer_new(il_gguf_writer **out) {
   if (!out) return il_error(IL_ERR_INVALID_ARG, "il_gguf_writer_new: out is NULL");
@@ -821,6 +870,8 @@ void il_gguf_writer_free(il_gguf_writer *w) {
   for (uint64_t i = 0; i < w->n_t; i++) il_mem_free(w->t[i].name);
   il_mem_free(w->kv);
   il_mem_free(w->t);
+  il_mem_free(w->kset.tab);
+  il_mem_free(w->tset.tab);
   il_mem_free(w);
 }
 
@@ -850,9 +901,8 @@ static il_status il__check_wname(const char *s, size_t max, const char *kind) {
  * on failure). */
 static il_status il__wadd(il_gguf_writer *w, const char *key, uint32_t type, uint8_t *val, uint64_t size) {
   il_status st = il__check_wname(key, IL__GGUF_MAX_KEY, "key");
-  for (uint64_t i = 0; st == IL_OK && i < w->n_kv; i++) {
-    if (strcmp(w->kv[i].key, key) == 0) st = il_error(IL_ERR_INVALID_ARG, "gguf writer: duplicate key '%s'", key);
-  }
+  if (st == IL_OK && il__wfind(w, false, key) >= 0)
+    st = il_error(IL_ERR_INVALID_ARG, "gguf writer: duplicate key '%s'", key);
   if (st == IL_OK) st = il__grow((void **)&w->kv, &w->cap_kv, w->n_kv + 1, sizeof(il__wkv), "gguf writer keys");
   char *k = NULL;
   if (st == IL_OK && !(k = il__strdup(key, strlen(key), "gguf writer key"))) st = IL_ERR_OOM;
@@ -861,6 +911,12 @@ static il_status il__wadd(il_gguf_writer *w, const char *key, uint32_t type, uin
     return st;
   }
   w->kv[w->n_kv++] = (il__wkv){k, type, val, size};
+  if (il__winsert(w, false, (int64_t)w->n_kv - 1) != IL_OK) {
+    w->n_kv--;
+    il_mem_free(k);
+    il_mem_free(val);
+    return IL_ERR_OOM;
+  }
   return IL_OK;
 }
 
@@ -870,6 +926,24 @@ static il_status il__wadd_scalar(il_gguf_writer *w, const char *key, uint32_t ty
   if (!val) return IL_ERR_OOM;
   memcpy(val, v, il__vsize[type]);
   return il__wadd(w, key, type, val, il__vsize[type]);
+}
+
+bool il_gguf_writer_remove_key(il_gguf_writer *w, const char *key) {
+  for (uint64_t i = 0; w && i < w->n_kv; i++) {
+    if (strcmp(w->kv[i].key, key) != 0) continue;
+    il_mem_free(w->kv[i].key);
+    il_mem_free(w->kv[i].val);
+    memmove(&w->kv[i], &w->kv[i + 1], (size_t)(w->n_kv - i - 1) * sizeof w->kv[0]);
+    w->n_kv--;
+    /* the index holds positions, which moved: rebuild it (on OOM it stays empty, and duplicate
+     * keys are then simply not detected) */
+    il_mem_free(w->kset.tab);
+    w->kset.tab = NULL;
+    w->kset.cap = 0;
+    if (w->n_kv && il__winsert(w, false, (int64_t)w->n_kv - 1) != IL_OK) il_error_clear();
+    return true;
+  }
+  return false;
 }
 
 il_status il_gguf_writer_set_u32(il_gguf_writer *w, const char *key, uint32_t v) {
@@ -979,10 +1053,7 @@ il_status il_gguf_writer_add_tensor(il_gguf_writer *w, const char *name, il_dtyp
                                     const int64_t *ne, const void *data, uint64_t nbytes) {
   if (!w || !ne) return il_error(IL_ERR_INVALID_ARG, "gguf writer: NULL writer or shape");
   IL_TRY(il__check_wname(name, IL__GGUF_MAX_NAME, "tensor name"));
-  for (uint64_t i = 0; i < w->n_t; i++) {
-    if (strcmp(w->t[i].name, name) == 0)
-      return il_error(IL_ERR_INVALID_ARG, "gguf writer: duplicate tensor name '%s'", name);
-  }
+  if (il__wfind(w, true, name) >= 0) return il_error(IL_ERR_INVALID_ARG, "gguf writer: duplicate tensor name '%s'", name);
   if (n_dims < 1 || n_dims > IL_GGUF_MAX_DIMS)
     return il_error(IL_ERR_INVALID_ARG, "gguf writer: tensor '%s': n_dims %" PRIu32 " is outside 1..4", name, n_dims);
   const il_dtype_info *ti = il_dtype_get((uint32_t)type);
@@ -1014,6 +1085,11 @@ il_status il_gguf_writer_add_tensor(il_gguf_writer *w, const char *name, il_dtyp
   t->data = data;
   t->nbytes = nbytes;
   w->n_t++;
+  if (il__winsert(w, true, (int64_t)w->n_t - 1) != IL_OK) {
+    w->n_t--;
+    il_mem_free(t->name);
+    return IL_ERR_OOM;
+  }
   return IL_OK;
 }
 
@@ -1050,18 +1126,9 @@ static void il__pad(il__out *o, uint32_t alignment) {
 
 il_status il_gguf_writer_write(il_gguf_writer *w, const char *path) {
   if (!w || !path) return il_error(IL_ERR_INVALID_ARG, "gguf writer: NULL writer or path");
-  size_t plen = strlen(path);
-  char *tmp = il_mem_alloc(IL_MEM_OTHER, plen + 5, "gguf temporary path");
-  if (!tmp) return IL_ERR_OOM;
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  il__out o = {fopen(tmp, "wb"), 0, 0};
-  if (!o.f) {
-    int e = errno;
-    il_status st = il_error(IL_ERR_IO, "%s: cannot create: %s", tmp, strerror(e));
-    il_mem_free(tmp);
-    return st;
-  }
+  il_outfile of;
+  IL_TRY(il_outfile_open(&of, "output", path, NULL, 0));
+  il__out o = {of.f, 0, 0};
   il__put32(&o, IL__GGUF_MAGIC);
   il__put32(&o, 3);
   il__put64(&o, w->n_t);
@@ -1090,16 +1157,9 @@ il_status il_gguf_writer_write(il_gguf_writer *w, const char *path) {
     il__put(&o, w->t[i].data, w->t[i].nbytes);
     il__pad(&o, w->alignment);
   }
-  if (fflush(o.f) != 0 && !o.err) o.err = errno ? errno : EIO;
-  if (fclose(o.f) != 0 && !o.err) o.err = errno ? errno : EIO;
-  il_status st = IL_OK;
   if (o.err) {
-    st = il_error(IL_ERR_IO, "%s: write failed after %" PRIu64 " bytes: %s", tmp, o.pos, strerror(o.err));
-  } else if (rename(tmp, path) != 0) {
-    int e = errno;
-    st = il_error(IL_ERR_IO, "%s: cannot rename to '%s': %s", tmp, path, strerror(e));
+    il_outfile_discard(&of);
+    return il_error(IL_ERR_OUTPUT, "%s: write failed after %" PRIu64 " bytes: %s", path, o.pos, strerror(o.err));
   }
-  if (st != IL_OK) remove(tmp);
-  il_mem_free(tmp);
-  return st;
+  return il_outfile_close(&of);
 }

@@ -118,8 +118,9 @@ const il_gguf_tensor *il_gguf_find_tensor(const il_gguf *g, const char *name);
 /* ---- writer ----
  * Collects metadata and tensors in insertion order and writes a GGUF v3 file. Tensor data is
  * borrowed until il_gguf_writer_write returns. Keys and names are copied. Adding a duplicate key
- * or tensor name is IL_ERR_INVALID_ARG. Writing goes to "<path>.tmp" then renames, so a failed
- * write never leaves a truncated model behind. */
+ * or tensor name is IL_ERR_INVALID_ARG. The file is written through core/outfile (an exclusive
+ * temporary file renamed over the path; devices and FIFOs written directly), so a failed write
+ * never leaves a truncated model behind; write errors are IL_ERR_OUTPUT. */
 typedef struct il_gguf_writer il_gguf_writer;
 
 il_status il_gguf_writer_new(il_gguf_writer **out);
@@ -141,6 +142,9 @@ il_status il_gguf_writer_set_arr_str(il_gguf_writer *w, const char *key, const c
  * file (IL_ERR_INVALID_ARG naming the key when they do not parse to exactly `size` bytes). */
 il_status il_gguf_writer_set_raw(il_gguf_writer *w, const char *key, il_gguf_type type, const void *value,
                                  size_t size);
+/* Removes key if present (later keys keep their order); true when it was there. Can't fail.
+ * With a set_* after it, a key moves to the end, as llama.cpp's gguf_set_val_* does. */
+bool il_gguf_writer_remove_key(il_gguf_writer *w, const char *key);
 /* Copies entry i of a reader verbatim (any type, nested arrays included). */
 il_status il_gguf_writer_copy_kv(il_gguf_writer *w, const il_gguf *g, int64_t i);
 /* Adds a tensor; nbytes must equal the size implied by type and shape. */

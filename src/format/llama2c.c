@@ -134,6 +134,11 @@ static il_status il__parse_config(const char *path, const il__map *m, il_llama2c
     return il_error(IL_ERR_FORMAT, "%s: n_heads = %d does not divide dim = %d", path, c->n_heads, c->dim);
   if (c->n_kv_heads > c->n_heads || c->n_heads % c->n_kv_heads)
     return il_error(IL_ERR_FORMAT, "%s: n_kv_heads = %d must divide n_heads = %d", path, c->n_kv_heads, c->n_heads);
+  /* the limits the model loader applies (model/llama.c), so a converted file is never one that
+   * `run` then refuses (and 8000 tiny layers are refused in microseconds, not written) */
+  if (c->n_layers > 4096 || c->dim > (1 << 20) || c->hidden_dim > (1 << 22))
+    return il_error(IL_ERR_FORMAT, "%s: implausible model size (%d layers, dim %d, hidden_dim %d; the limits are 4096, "
+                                   "%d, %d)", path, c->n_layers, c->dim, c->hidden_dim, 1 << 20, 1 << 22);
   int32_t hs = c->dim / c->n_heads;
   if (hs % 2) return il_error(IL_ERR_FORMAT, "%s: head size dim / n_heads = %d is odd; RoPE needs pairs", path, hs);
 
@@ -391,6 +396,39 @@ static bool il__is_byte_piece(const uint8_t *s, int32_t n) {
   return n == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && s[3] && s[4] && strchr(hex, s[3]) && strchr(hex, s[4]);
 }
 
+/* Two pieces that are equal after the conversion (" a" and "\xe2\x96\x81a", or a piece "<s>" next
+ * to the fixed BOS) make a vocabulary the loader refuses (duplicate token): found here, before
+ * anything is written, with a hash set (O(n)). */
+static il_status il__check_unique(const char *path, const il__vocab *v, int32_t n) {
+  uint64_t cap = 16;
+  while (cap < 2 * (uint64_t)n) cap *= 2;
+  int32_t *tab = il_mem_alloc(IL_MEM_WORKSPACE, cap * sizeof *tab, "llama2c vocab check");
+  if (!tab) return IL_ERR_OOM;
+  memset(tab, 0xff, cap * sizeof *tab);
+  il_status st = IL_OK;
+  for (int32_t i = 0; i < n && st == IL_OK; i++) {
+    uint64_t h = 1469598103934665603ull;
+    for (uint64_t k = 0; k < v->lens[i]; k++) h = (h ^ (uint8_t)v->strs[i][k]) * 1099511628211ull;
+    for (uint64_t b = h & (cap - 1);; b = (b + 1) & (cap - 1)) {
+      int32_t o = tab[b];
+      if (o < 0) {
+        tab[b] = i;
+        break;
+      }
+      if (v->lens[o] == v->lens[i] && !memcmp(v->strs[o], v->strs[i], v->lens[i])) {
+        int shown = v->lens[i] > 64 ? 64 : (int)v->lens[i];
+        st = il_error(IL_ERR_FORMAT,
+                      "%s: tokens %d and %d are both '%.*s' after conversion (spaces become U+2581; ids 0-2 are "
+                      "<unk> <s> </s>): the GGUF would hold a duplicate token",
+                      path, (int)o, (int)i, shown, v->strs[i]);
+        break;
+      }
+    }
+  }
+  il_mem_free(tab);
+  return st;
+}
+
 /* Reads tokenizer.bin for `n` tokens and applies llama.cpp's llama2.c vocabulary rules. */
 static il_status il__read_vocab(const char *path, const il__map *m, int32_t n, il__vocab *v) {
   memset(v, 0, sizeof *v);
@@ -449,7 +487,7 @@ static il_status il__read_vocab(const char *path, const il__map *m, int32_t n, i
     }
     v->lens[i] = (uint64_t)(a - v->strs[i]);
   }
-  return IL_OK;
+  return il__check_unique(path, v, n);
 }
 
 /* ---- metadata + driver ---- */

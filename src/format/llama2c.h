@@ -64,7 +64,8 @@ il_status il_llama2c_read_config(const char *ckpt_path, il_llama2c_config *out);
  * out_path. out_type: F32, F16, BF16 (2-D weights; norms stay f32, as llama.cpp keeps them) or
  * Q8_0, Q4_0, Q4_1 (2-D weights whose row length is a multiple of 32; the others stay f32 and
  * one note line per such tensor is printed to stderr). Any other type: IL_ERR_UNSUPPORTED.
- * The output is written to "<out_path>.tmp" and renamed; nothing is left behind on failure. */
+ * The output is written through core/outfile (a new temporary file renamed over out_path);
+ * nothing is left behind on failure. */
 il_status il_llama2c_convert(const char *ckpt_path, const char *tokenizer_path, il_dtype out_type,
                              const char *out_path);
 /* Same, with the notes sent to `notes` (NULL: none) and counts returned in `stats` (may be

@@ -57,6 +57,22 @@ il_status il_experiment_parse_change(const char *text, il_experiment_change *out
   return IL_OK;
 }
 
+/* The value an option takes effect with: "" for isa is the level in use (best detected, or
+ * IL_ISA), 0 threads is one per online CPU; other options are what they say. */
+static void il__effective(const il_sweep_point *p, const char *name, char *buf, size_t n) {
+  il_sweep_get(p, name, buf, n);
+  const char *key = il_sweep_key(name);
+  if (!key) return;
+  if (!strcmp(key, "isa") && !*buf) {
+    il_env e;
+    il_env_collect(&e, NULL, true);
+    snprintf(buf, n, "%s", e.isa_used);
+  } else if (!strcmp(key, "threads") && !strcmp(buf, "0")) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(buf, n, "%ld", cpus > 0 ? cpus : 1);
+  }
+}
+
 static void il__engine_metrics(il_experiment *x) {
   x->n_metrics = IL_BM_COUNT;
   for (int m = 0; m < IL_BM_COUNT; m++) x->metrics[m] = *il_bench_metric_info_of((il_bench_metric)m);
@@ -97,6 +113,14 @@ il_status il_experiment_set_changes(il_experiment *x, const il_sweep_point *base
                       "--change %s: the baseline already has %s = %s, so both arms would be the same; set the "
                       "baseline with --%s (or --config) and the variant with --change",
                       changes[i], c.name, before, c.name);
+    char eff_before[IL_CONFIG_STR_MAX], eff_after[IL_CONFIG_STR_MAX];
+    il__effective(&x->baseline, c.name, eff_before, sizeof eff_before);
+    il__effective(&x->variant, c.name, eff_after, sizeof eff_after);
+    if (!strcmp(eff_before, eff_after))
+      return il_error(IL_ERR_INVALID_ARG,
+                      "--change %s: the baseline's %s = %s%s already runs as %s, so both arms would be the same; "
+                      "set the baseline with --%s and the variant with --change",
+                      changes[i], c.name, *before ? "" : "\"\"", before, eff_before, c.name);
     x->changes[x->n_changes++] = c;
   }
   il__engine_metrics(x);
@@ -177,7 +201,13 @@ static il_status il__run_engine(void *ud, il_experiment *x, int arm, int run, do
       x->steps[arm].threads = r.threads;
     }
   } else {
+    /* a failed run is not a sample: it is counted, its first message kept, and the experiment
+     * goes on (the verdict needs enough successful runs on both arms) */
+    if (!x->failures[arm] && !x->first_error[arm][0])
+      snprintf(x->first_error[arm], sizeof x->first_error[arm], "%s", *r.error ? r.error : il_error_detail());
     x->failures[arm]++;
+    for (int m = 0; m < x->n_metrics; m++) vals[m] = NAN;
+    st = IL_OK;
   }
   il_bench_result_free(&r);
   return st;
@@ -196,7 +226,12 @@ static il_status il__run_cmd(void *ud, il_experiment *x, int arm, int run, doubl
   char *argv[] = {"/bin/sh", "-c", arm ? x->cmd_b : x->cmd_a, NULL};
   il_watch_result r;
   IL_TRY(il_watch_run(&wo, argv, &r));
-  if (il_watch_exit_code(&r) != 0) x->failures[arm]++;
+  bool failed = il_watch_exit_code(&r) != 0;
+  if (failed) {
+    if (!x->failures[arm])
+      snprintf(x->first_error[arm], sizeof x->first_error[arm], "run %d exited with %d", run, il_watch_exit_code(&r));
+    x->failures[arm]++;
+  }
   vals[0] = r.seconds;
   vals[1] = r.user_s + r.sys_s;
   vals[2] = (double)r.peak_rss;
@@ -217,6 +252,10 @@ static il_status il__run_cmd(void *ud, il_experiment *x, int arm, int run, doubl
     vals[4] = util / r.usage.n_gpus;
     if (have_energy) vals[5] = energy;
   }
+  double logged[IL_EXP_MAX_METRICS];
+  memcpy(logged, vals, sizeof logged);
+  if (failed) /* the evidence keeps the failed run's numbers; the analysis does not use them */
+    for (int m = 0; m < x->n_metrics; m++) vals[m] = NAN;
   if (x->samples) {
     il_jsonw w;
     il_jsonw_init(&w, x->samples, false);
@@ -225,7 +264,7 @@ static il_status il__run_cmd(void *ud, il_experiment *x, int arm, int run, doubl
     il_jsonw_kint(&w, "run", run);
     il_jsonw_kstr(&w, "command", r.command);
     il_jsonw_kint(&w, "exit_code", il_watch_exit_code(&r));
-    for (int m = 0; m < x->n_metrics; m++) il_jsonw_knum(&w, x->metrics[m].key, vals[m]);
+    for (int m = 0; m < x->n_metrics; m++) il_jsonw_knum(&w, x->metrics[m].key, logged[m]);
     il_jsonw_kstr(&w, "gpu_reason", r.usage.gpu_available ? NULL : r.usage.gpu_reason);
     il_jsonw_obj_end(&w);
     fputc('\n', x->samples);
@@ -291,7 +330,8 @@ il_status il_experiment_effect_of(const il_experiment *x, int m, il_experiment_e
   il_mem_free(col[0]);
   il_mem_free(col[1]);
   if (st != IL_OK) return st;
-  if (isnan(out->ratio.ratio) || isnan(out->ratio.lo)) out->verdict = "n/a";
+  if (n[0] < IL_EXP_MIN_RUNS || n[1] < IL_EXP_MIN_RUNS) out->verdict = n[0] && n[1] ? "too few runs" : "n/a";
+  else if (isnan(out->ratio.ratio) || isnan(out->ratio.lo)) out->verdict = "n/a";
   else if (!out->ratio.significant) out->verdict = "no significant change";
   else if (out->metric->better == 0) out->verdict = "changed";
   else out->verdict = (out->ratio.ratio > 1) == (out->metric->better > 0) ? "better" : "worse";
@@ -307,11 +347,11 @@ static il_status il__mkdirs(const char *path) {
     if (*p != '/') continue;
     *p = 0;
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return il_error(IL_ERR_IO, "%s: cannot create the directory: %s", buf, strerror(errno));
+      return il_error(IL_ERR_OUTPUT, "%s: cannot create the directory: %s", buf, strerror(errno));
     *p = '/';
   }
   if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return il_error(IL_ERR_IO, "%s: cannot create the directory: %s", buf, strerror(errno));
+    return il_error(IL_ERR_OUTPUT, "%s: cannot create the directory: %s", buf, strerror(errno));
   return IL_OK;
 }
 
@@ -319,7 +359,7 @@ static FILE *il__open_in(const il_experiment *x, const char *name, il_status *st
   char path[2300];
   snprintf(path, sizeof path, "%s/%s", x->dir, name);
   FILE *f = fopen(path, "w");
-  if (!f) *st = il_error(IL_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  if (!f) *st = il_error(IL_ERR_OUTPUT, "%s: cannot write: %s", path, strerror(errno));
   return f;
 }
 
@@ -348,7 +388,7 @@ static il_status il__write_conf(const il_experiment *x, const char *name, const 
   fprintf(f, "# workload: prompt = %d tokens per sequence (bench --prompt), batch = n-seq, gen = n-predict\n",
           p->prompt);
   il_config_write(&p->cfg, f);
-  if (fclose(f) != 0) return il_error(IL_ERR_IO, "%s/%s: write failed", x->dir, name);
+  if (fclose(f) != 0) return il_error(IL_ERR_OUTPUT, "%s/%s: write failed", x->dir, name);
   return IL_OK;
 }
 
@@ -387,7 +427,7 @@ il_status il_experiment_prepare_dir(il_experiment *x, const char *out_parent) {
     il_jsonw_obj_end(&w);
     il_jsonw_finish(&w);
   }
-  if (fclose(f) != 0) return il_error(IL_ERR_IO, "%s/env.json: write failed", x->dir);
+  if (fclose(f) != 0) return il_error(IL_ERR_OUTPUT, "%s/env.json: write failed", x->dir);
   if (x->is_cmd) {
     const char *names[2] = {"baseline.cmd", "variant.cmd"};
     const char *cmds[2] = {x->cmd_a, x->cmd_b};
@@ -438,6 +478,16 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
   }
   fprintf(f, "runs:       %d per arm, interleaved A B A B ...; %d warm-up per run; failures: baseline %d, variant %d\n",
           x->repeat, x->is_cmd ? 0 : x->bench.warmup, x->failures[0], x->failures[1]);
+  for (int a = 0; a < 2; a++)
+    if (x->failures[a])
+      fprintf(f, "            %s failed %d of %d runs (not counted as samples); first: %s\n", a ? "variant" : "baseline",
+              x->failures[a], x->repeat, x->first_error[a]);
+  int ok_runs[2];
+  for (int a = 0; a < 2; a++) ok_runs[a] = x->repeat - x->failures[a];
+  if (ok_runs[0] < IL_EXP_MIN_RUNS || ok_runs[1] < IL_EXP_MIN_RUNS)
+    fprintf(f, "            too few runs for a verdict: a bootstrap interval needs at least %d successful runs per arm "
+               "(baseline %d, variant %d); raise --repeat\n",
+            IL_EXP_MIN_RUNS, ok_runs[0], ok_runs[1]);
   fprintf(f, "ratios:     variant / baseline of the means, %.0f%% bootstrap interval (%d resamples, seed %llu)\n\n",
           x->level * 100, x->n_boot, (unsigned long long)x->seed);
   fprintf(f, "%-36s %14s %14s %8s %20s  %s\n", "metric", "baseline", "variant", "ratio", "interval", "verdict");
@@ -449,7 +499,8 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
     il__fmt(e->metric, e->b.mean, b, sizeof b);
     if (isfinite(e->ratio.ratio)) snprintf(ratio, sizeof ratio, "x%.3f", e->ratio.ratio);
     else snprintf(ratio, sizeof ratio, "-");
-    if (isfinite(e->ratio.lo)) snprintf(ci, sizeof ci, "[%.3f, %.3f]", e->ratio.lo, e->ratio.hi);
+    if (isfinite(e->ratio.lo) && strcmp(e->verdict, "too few runs"))
+      snprintf(ci, sizeof ci, "[%.3f, %.3f]", e->ratio.lo, e->ratio.hi);
     else snprintf(ci, sizeof ci, "-");
     fprintf(f, "%-36s %14s %14s %8s %20s  %s\n", e->metric->label, a, b, ratio, ci, e->verdict);
   }
@@ -544,7 +595,7 @@ il_status il_experiment_write_summary(il_experiment *x, FILE *show) {
   il_jsonw_arr_end(&w);
   il_jsonw_obj_end(&w);
   st = il_jsonw_finish(&w);
-  if (fclose(f) != 0 && st == IL_OK) st = il_error(IL_ERR_IO, "%s/summary.json: write failed", x->dir);
+  if (fclose(f) != 0 && st == IL_OK) st = il_error(IL_ERR_OUTPUT, "%s/summary.json: write failed", x->dir);
   return st;
 }
 

@@ -30,6 +30,9 @@
 
 #define IL_EXP_MAX_CHANGES 16
 #define IL_EXP_MAX_METRICS 24
+/* Successful runs per arm a verdict needs: with fewer, the bootstrap interval is (nearly) zero
+ * wide and would call any difference significant; the verdict is "too few runs" instead. */
+#define IL_EXP_MIN_RUNS 3
 
 typedef struct {
   char name[48];                /* lab name as given: "batch" */
@@ -62,7 +65,8 @@ typedef struct {
   il_bench_metric_info metrics[IL_EXP_MAX_METRICS];
   int n_runs[2];
   double *v[2];                 /* [run * IL_EXP_MAX_METRICS + metric], owned */
-  int failures[2];              /* command runs with a non-zero exit (or engine runs that failed) */
+  int failures[2];              /* command runs with a non-zero exit, engine runs that failed: not samples */
+  char first_error[2][512];       /* the first failure's message per arm */
   il_bench_result steps[2];     /* engine mode: every run's samples and decode steps per arm */
 } il_experiment;
 
@@ -72,7 +76,9 @@ void il_experiment_init(il_experiment *x);
 il_status il_experiment_parse_change(const char *text, il_experiment_change *out);
 /* Engine mode: baseline = base; variant = base with every change applied. Refuses (with a
  * message saying why) more than one change unless allow_multi, an unknown option or bad
- * value, and a change that leaves the variant equal to the baseline. IL_ERR_INVALID_ARG. */
+ * value, and a change that leaves the variant equal to the baseline, literally or in effect
+ * (isa=avx2 when the baseline's default already uses avx2; threads=N when 0 means N CPUs).
+ * IL_ERR_INVALID_ARG. */
 il_status il_experiment_set_changes(il_experiment *x, const il_sweep_point *base, const char *const *changes,
                                     int n_changes, bool allow_multi);
 /* Command mode: a template with {} and a comma list of exactly two values (baseline first,
@@ -94,17 +100,18 @@ typedef struct {
   const il_bench_metric_info *metric;
   il_stats_summary a, b;
   il_stats_ratio ratio;
-  const char *verdict;          /* "better", "worse", "changed" (neutral metric), "no significant change", "n/a" */
+  const char *verdict;          /* "better", "worse", "changed" (neutral metric), "no significant change",
+                                 * "too few runs" (under IL_EXP_MIN_RUNS successful runs on an arm), "n/a" */
 } il_experiment_effect;
 
 /* Effect of metric m. IL_ERR_OOM. */
 il_status il_experiment_effect_of(const il_experiment *x, int m, il_experiment_effect *out);
 /* Creates the evidence folder under out_parent (NULL = "runs") and writes env.json,
- * baseline/variant files and command.txt; x->dir receives the folder. IL_ERR_IO naming the
+ * baseline/variant files and command.txt; x->dir receives the folder. IL_ERR_OUTPUT naming the
  * path. */
 il_status il_experiment_prepare_dir(il_experiment *x, const char *out_parent);
 /* Writes summary.txt and summary.json into x->dir and the text summary to `show` (may be
- * NULL). IL_ERR_IO / IL_ERR_OOM. */
+ * NULL). IL_ERR_OUTPUT / IL_ERR_OOM. */
 il_status il_experiment_write_summary(il_experiment *x, FILE *show);
 /* Prints DIR/summary.txt to f. IL_ERR_NOT_FOUND when DIR is not an evidence folder. */
 il_status il_experiment_show(const char *dir, FILE *f);

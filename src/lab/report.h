@@ -41,6 +41,12 @@ extern const int il_report_n_chart_metrics;
 /* Human table with a header naming model, environment and roofline, then per-combination
  * memory by category and the GPU view. IL_ERR_IO when writing fails. */
 il_status il_report_table_write(const il_report *r, FILE *f);
+/* The same table in three parts, so rows can be printed as each combination finishes:
+ * begin (environment and column header; needs r->env, r->opt, r->sweep), one row per result
+ * i (flushed), end (model line, percentiles, memory, notes; over r->n_results results). */
+void il_report_table_begin(const il_report *r, FILE *f);
+void il_report_table_row(const il_report *r, int i, FILE *f);
+il_status il_report_table_end(const il_report *r, FILE *f);
 /* The JSON document. IL_ERR_IO. */
 il_status il_report_json_write(const il_report *r, FILE *f);
 /* One line per repetition: {"label", the axis values, "rep", every metric, memory}. `arm`

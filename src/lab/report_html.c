@@ -2,9 +2,11 @@
  *
  * Charts, one <svg id="chart-KEY"> each: every metric of il_report_chart_metrics against the
  * swept option with the most values (one line per combination of the other swept options,
- * whiskers at ± one standard deviation), "latency-percentiles" (p50/p90/p99 of the time per
- * output token over every decode step, and of the time to first token, per combination) and
- * "memory" (peak bytes per category as stacked bars per combination). Colours, fonts and
+ * whiskers at ± one standard deviation; only when an option is swept: one point is not a
+ * chart), "latency-percentiles" (p50/p90/p99 of the time per output token over every decode
+ * step, per combination), "ttft-percentiles" (the same for the time to first token, on its own
+ * axis) and "memory" (peak bytes per category as stacked bars per combination). The results
+ * table scrolls inside its box and wraps its headers (units in them) so the page keeps its width. Colours, fonts and
  * layout are inline CSS; nothing is fetched, so the file can be mailed or archived.
  */
 #include <math.h>
@@ -82,13 +84,16 @@ static void il__xlabel(FILE *f, double x, const char *text) {
   fprintf(f, "</text>\n");
 }
 
-static void il__legend(FILE *f, int i, const char *name) {
+/* Legend entry i (its place) in colour c. */
+static void il__legend_c(FILE *f, int i, int c, const char *name) {
   int x = IL__ML + (i % 4) * 150, y = IL__H - 18 + (i / 4) * 12;
   fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" class=\"lg\">", x,
-          y - 9, il__colors[i % 8], x + 14, y);
+          y - 9, il__colors[c % 8], x + 14, y);
   il__esc(f, name);
   fprintf(f, "</text>\n");
 }
+
+static void il__legend(FILE *f, int i, const char *name) { il__legend_c(f, i, i, name); }
 
 /* Index of result i's value on axis a (results are in sweep order, last axis fastest). */
 static int il__axis_index(const il_sweep *s, int i, int a) {
@@ -179,36 +184,45 @@ static void il__metric_chart(FILE *f, const il_report *r, il_bench_metric m) {
   fprintf(f, "</svg>\n");
 }
 
-static void il__percentile_chart(FILE *f, const il_report *r) {
+/* p50/p90/p99 bars per combination of one latency: the time per output token over every
+ * decode step (ttft = false) or the time to first token (ttft = true). Two charts, because a
+ * first token often takes a hundred times one step: on a shared axis TPOT would be flat. */
+static void il__percentile_chart(FILE *f, const il_report *r, bool ttft) {
   double vmax = 0;
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];
     if (res->status != IL_OK) continue;
-    if (res->tpot_steps.n && res->tpot_steps.p99 * 1e3 > vmax) vmax = res->tpot_steps.p99 * 1e3;
-    if (res->sum[IL_BM_TTFT_S].n && res->sum[IL_BM_TTFT_S].p99 * 1e3 > vmax) vmax = res->sum[IL_BM_TTFT_S].p99 * 1e3;
+    if (!ttft && res->tpot_steps.n && res->tpot_steps.p99 * 1e3 > vmax) vmax = res->tpot_steps.p99 * 1e3;
+    if (ttft && res->sum[IL_BM_TTFT_S].n && res->sum[IL_BM_TTFT_S].p99 * 1e3 > vmax) vmax = res->sum[IL_BM_TTFT_S].p99 * 1e3;
   }
   double top;
-  il__frame(f, "latency-percentiles", "latency percentiles: time per output token (over steps) and time to first token",
+  il__frame(f, ttft ? "ttft-percentiles" : "latency-percentiles",
+            ttft ? "time to first token: p50, p90, p99 over repetitions"
+                 : "time per output token: p50, p90, p99 over every decode step",
             "ms", vmax, &top);
   int pw = IL__W - IL__ML - IL__MR, ph = IL__H - IL__MT - IL__MB;
   int n = r->n_results > 0 ? r->n_results : 1;
-  double gw = (double)pw / n, bw = gw * 0.8 / 6;
+  double gw = (double)pw / n, bw = gw * 0.6 / 3;
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];
     il__xlabel(f, IL__ML + gw * (i + 0.5), *res->label ? res->label : "all");
     if (res->status != IL_OK) continue;
-    double vals[6] = {res->tpot_steps.p50, res->tpot_steps.p90, res->tpot_steps.p99, res->sum[IL_BM_TTFT_S].p50,
-                      res->sum[IL_BM_TTFT_S].p90, res->sum[IL_BM_TTFT_S].p99};
-    for (int b = 0; b < 6; b++) {
+    double vals[3] = {res->tpot_steps.p50, res->tpot_steps.p90, res->tpot_steps.p99};
+    if (ttft) {
+      vals[0] = res->sum[IL_BM_TTFT_S].p50;
+      vals[1] = res->sum[IL_BM_TTFT_S].p90;
+      vals[2] = res->sum[IL_BM_TTFT_S].p99;
+    }
+    for (int b = 0; b < 3; b++) {
       double v = vals[b] * 1e3;
       if (!isfinite(v)) continue;
-      double h = v / top * ph, x = IL__ML + gw * i + gw * 0.1 + bw * b;
+      double h = v / top * ph, x = IL__ML + gw * i + gw * 0.2 + bw * b;
       fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%.4g ms</title></rect>\n", x,
-              IL__MT + ph - h, bw * 0.9, h, il__colors[b], v);
+              IL__MT + ph - h, bw * 0.9, h, il__colors[b + (ttft ? 3 : 0)], v);
     }
   }
-  const char *names[6] = {"TPOT p50", "TPOT p90", "TPOT p99", "TTFT p50", "TTFT p90", "TTFT p99"};
-  for (int b = 0; b < 6; b++) il__legend(f, b, names[b]);
+  const char *names[3] = {"p50", "p90", "p99"};
+  for (int b = 0; b < 3; b++) il__legend_c(f, b, b + (ttft ? 3 : 0), names[b]);
   fprintf(f, "</svg>\n");
 }
 
@@ -267,7 +281,9 @@ il_status il_report_html_write(const il_report *r, FILE *f) {
              "<title>inferlab bench report</title>\n<style>\n"
              "body{font-family:sans-serif;margin:24px;color:#222}\n"
              "table{border-collapse:collapse;font-size:13px;margin:8px 0 16px 0}\n"
+             ".tw{max-width:100%%;overflow-x:auto;margin:8px 0 16px 0}\n.tw table{margin:0}\n"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\n"
+             ".tw td{white-space:nowrap}\n.tw th{white-space:normal;min-width:5em;max-width:8em;vertical-align:bottom}\n"
              "th{background:#f0f0f0}\n.chart{margin:8px 8px 8px 0;border:1px solid #ddd;background:#fff}\n"
              ".grid{stroke:#e4e4e4;stroke-width:1}\n.ln{fill:none;stroke-width:2}\n.wh{stroke-width:1.5}\n"
              ".ct{font-size:14px;text-anchor:middle;font-weight:bold}\n.yt{font-size:11px;text-anchor:end}\n"
@@ -294,13 +310,16 @@ il_status il_report_html_write(const il_report *r, FILE *f) {
     }
     fprintf(f, "<tr><th>logical CPUs</th><td>%d</td></tr>\n<tr><th>RAM</th><td>%s</td></tr>\n", e->logical_cpus,
             e->ram_bytes >= 0 ? il_mem_format_bytes((size_t)e->ram_bytes, ram, sizeof ram) : "unknown");
-    if (r->opt)
-      fprintf(f, "<tr><th>roofline</th><td>%.2f GB/s read bandwidth (measured)</td></tr>\n"
-                 "<tr><th>repetitions</th><td>%d after %d warm-up</td></tr>\n",
-              r->opt->roofline_gbps, r->opt->reps, r->opt->warmup);
+    if (r->opt) {
+      if (r->opt->roofline_gbps > 0)
+        fprintf(f, "<tr><th>roofline</th><td>%.2f GB/s read bandwidth (measured)</td></tr>\n", r->opt->roofline_gbps);
+      else
+        fprintf(f, "<tr><th>roofline</th><td>not measured</td></tr>\n");
+      fprintf(f, "<tr><th>repetitions</th><td>%d after %d warm-up</td></tr>\n", r->opt->reps, r->opt->warmup);
+    }
     fputs("</table>\n", f);
   }
-  fputs("<h2>results</h2>\n<table>\n<tr><th>combination</th><th>model</th><th>batch</th><th>prompt</th><th>gen</th>"
+  fputs("<h2>results</h2>\n<div class=\"tw\"><table>\n<tr><th>combination</th><th>model</th><th>batch</th><th>prompt</th><th>gen</th>"
         "<th>threads</th>",
         f);
   for (int m = 0; m < IL_BM_COUNT; m++) {
@@ -332,9 +351,13 @@ il_status il_report_html_write(const il_report *r, FILE *f) {
     }
     fputs("</tr>\n", f);
   }
-  fputs("</table>\n<h2>charts</h2>\n<div>\n", f);
-  for (int c = 0; c < il_report_n_chart_metrics; c++) il__metric_chart(f, r, il_report_chart_metrics[c]);
-  il__percentile_chart(f, r);
+  fputs("</table></div>\n<h2>charts</h2>\n<div>\n", f);
+  /* a metric against the swept option needs two values of it: with no sweep the table says it all */
+  int ma = r->sweep ? il_sweep_main_axis(r->sweep) : -1;
+  bool swept = ma >= 0 ? r->sweep->axes[ma].n > 1 : r->n_results > 1;
+  for (int c = 0; swept && c < il_report_n_chart_metrics; c++) il__metric_chart(f, r, il_report_chart_metrics[c]);
+  il__percentile_chart(f, r, false);
+  il__percentile_chart(f, r, true);
   il__memory_chart(f, r);
   fputs("</div>\n<p>Generated by inferlab bench; every number above is also in <code>--json</code> with its raw "
         "samples.</p>\n</body>\n</html>\n",

@@ -35,7 +35,9 @@ void il_report_format_metric(const il_stats_summary *s, il_bench_metric m, bool 
   double k = il_report_display_scale(m, &unit);
   double v = s->mean * k, sd = s->stddev * k;
   int prec = fabs(v) >= 100 ? 1 : fabs(v) >= 1 ? 2 : 3;
-  if (with_sd && s->n > 1) snprintf(buf, n, "%.*f ± %.*f", prec, v, prec, sd);
+  /* no "± 0.00": one measurement, a value measured once per combination and repeated in every
+   * sample (load time), or a spread below the printed precision has no spread to show */
+  if (with_sd && s->n > 1 && sd >= 0.5 * pow(10, -prec)) snprintf(buf, n, "%.*f ± %.*f", prec, v, prec, sd);
   else snprintf(buf, n, "%.*f", prec, v);
 }
 
@@ -63,15 +65,8 @@ static const char *il__short_label(il_bench_metric m) {
   }
 }
 
-il_status il_report_table_write(const il_report *r, FILE *f) {
-  const il_bench_result *first = NULL;
-  for (int i = 0; i < r->n_results && !first; i++)
-    if (r->results[i].status == IL_OK) first = &r->results[i];
-  char a[32], b[32];
-  if (first) {
-    fprintf(f, "model: %s (%s, %.1fM params, %s weights), ctx %d\n", first->model, first->model_type,
-            (double)first->n_params / 1e6, il_mem_format_bytes(first->weight_bytes, a, sizeof a), first->n_ctx);
-  }
+/* The environment lines and the column header: everything known before the first result. */
+void il_report_table_begin(const il_report *r, FILE *f) {
   if (r->env)
     fprintf(f, "env:   %s; %d CPUs; kernels %s (detected %s); %s build; %s\n", *r->env->cpu ? r->env->cpu : "unknown CPU",
             r->env->logical_cpus, r->env->isa_used, r->env->isa_detected, r->env->build, r->env->gpu);
@@ -82,7 +77,6 @@ il_status il_report_table_write(const il_report *r, FILE *f) {
     else fprintf(f, "roofline: not measured\n");
   }
   fprintf(f, "\n");
-  /* header */
   const char *fixed[] = {"batch", "prompt", "gen", "threads"};
   fprintf(f, "|");
   for (int c = 0; c < 4; c++) fprintf(f, " %s |", fixed[c]);
@@ -96,29 +90,52 @@ il_status il_report_table_write(const il_report *r, FILE *f) {
     if (!il__is_fixed_col(r->sweep->axes[a2].name) && r->sweep->axes[a2].n > 1) fprintf(f, " --- |");
   for (int m = 0; m < nm; m++) fprintf(f, " ---: |");
   fprintf(f, "\n");
-  for (int i = 0; i < r->n_results; i++) {
-    const il_bench_result *res = &r->results[i];
-    fprintf(f, "| %d | %d | %d | %d |", res->point.cfg.n_seq, res->point.prompt, res->point.cfg.n_predict,
-            res->threads ? res->threads : res->point.cfg.threads);
-    for (int a2 = 0; r->sweep && a2 < r->sweep->n_axes; a2++) {
-      if (il__is_fixed_col(r->sweep->axes[a2].name) || r->sweep->axes[a2].n < 2) continue;
-      char v[256];
-      il_sweep_get(&res->point, r->sweep->axes[a2].name, v, sizeof v);
-      fprintf(f, " %s |", v);
-    }
-    if (res->status != IL_OK) {
-      fprintf(f, " error: %s |\n", res->error);
-      continue;
-    }
-    for (int m = 0; m < nm; m++) {
-      char v[64];
-      il_report_format_metric(&res->sum[il__table_metrics[m]], il__table_metrics[m], true, v, sizeof v);
-      fprintf(f, " %s |", v);
-    }
-    fprintf(f, "\n");
+  fflush(f);
+}
+
+/* One combination's row, written (and flushed) as soon as it is measured. */
+void il_report_table_row(const il_report *r, int i, FILE *f) {
+  int nm = (int)(sizeof il__table_metrics / sizeof il__table_metrics[0]);
+  const il_bench_result *res = &r->results[i];
+  fprintf(f, "| %d | %d | %d | %d |", res->point.cfg.n_seq, res->point.prompt, res->point.cfg.n_predict,
+          res->threads ? res->threads : res->point.cfg.threads);
+  for (int a2 = 0; r->sweep && a2 < r->sweep->n_axes; a2++) {
+    if (il__is_fixed_col(r->sweep->axes[a2].name) || r->sweep->axes[a2].n < 2) continue;
+    char v[256];
+    il_sweep_get(&res->point, r->sweep->axes[a2].name, v, sizeof v);
+    fprintf(f, " %s |", v);
   }
-  /* latency percentiles and memory per combination */
+  if (res->status != IL_OK) {
+    fprintf(f, " error: %s |\n", res->error);
+    fflush(f);
+    return;
+  }
+  for (int m = 0; m < nm; m++) {
+    char v[64];
+    il_report_format_metric(&res->sum[il__table_metrics[m]], il__table_metrics[m], true, v, sizeof v);
+    fprintf(f, " %s |", v);
+  }
   fprintf(f, "\n");
+  fflush(f);
+}
+
+il_status il_report_table_write(const il_report *r, FILE *f) {
+  il_report_table_begin(r, f);
+  for (int i = 0; i < r->n_results; i++) il_report_table_row(r, i, f);
+  return il_report_table_end(r, f);
+}
+
+/* After the table: the model, percentiles and memory per combination, notes. */
+il_status il_report_table_end(const il_report *r, FILE *f) {
+  const il_bench_result *first = NULL;
+  for (int i = 0; i < r->n_results && !first; i++)
+    if (r->results[i].status == IL_OK) first = &r->results[i];
+  char a[32], b[32];
+  fprintf(f, "\n");
+  if (first)
+    fprintf(f, "model: %s (%s, %.1fM params, %s weights), ctx %d\n", first->model, first->model_type,
+            (double)first->n_params / 1e6, il_mem_format_bytes(first->weight_bytes, a, sizeof a), first->n_ctx);
+  /* latency percentiles and memory per combination */
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];
     if (res->status != IL_OK) continue;

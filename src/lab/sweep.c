@@ -41,13 +41,8 @@ il_status il_sweep_set(il_sweep_point *p, const char *name, const char *value, c
     return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s' (engine options, or the lab's batch, prompt, gen, ubatch)",
                     where, name);
   if (!strcmp(key, "prompt")) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (end == value || *end || errno)
-      return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not a token count", where, value);
-    if (v < 1 || v > (1 << 22))
-      return il_error(IL_ERR_INVALID_ARG, "%s: %ld prompt tokens is out of range [1, %d]", where, v, 1 << 22);
+    long long v;
+    IL_TRY(il_config_parse_int(value, 1, 1 << 22, where, &v));
     p->prompt = (int)v;
     return IL_OK;
   }

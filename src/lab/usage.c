@@ -1,6 +1,7 @@
 /* lab/usage: background sampling of RSS and NVML. See usage.h. */
 #include "lab/usage.h"
 
+#include <limits.h>
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -89,7 +90,7 @@ static long long il__rss_of(pid_t pid) {
       break;
     }
   fclose(f);
-  return kb < 0 ? -1 : kb * 1024;
+  return kb < 0 || kb > LLONG_MAX / 1024 ? -1 : kb * 1024;
 }
 
 long long il_usage_tree_rss(pid_t root) {

@@ -1,6 +1,7 @@
 /* lab/watch: fork/exec, sample, wait4, report. See watch.h. */
 #include "lab/watch.h"
 
+#include <limits.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/text.h"
 #include "core/timer.h"
 #include "core/jsonw.h"
 #include "memory/mem.h"
@@ -24,12 +26,12 @@ typedef struct {
 static void il__tick(void *ud, const il_usage_result *now) {
   il__progress *p = ud;
   char a[32], line[256];
-  int n = snprintf(line, sizeof line, "watch: %.1f s  rss %s", il_time_now() - p->t0,
-                   il_mem_format_bytes((size_t)(now->rss_peak > 0 ? now->rss_peak : 0), a, sizeof a));
-  for (int i = 0; i < now->n_gpus && n > 0 && (size_t)n < sizeof line; i++) {
+  snprintf(line, sizeof line, "watch: %.1f s  rss %s", il_time_now() - p->t0,
+           il_mem_format_bytes((size_t)(now->rss_peak > 0 ? now->rss_peak : 0), a, sizeof a));
+  for (int i = 0; i < now->n_gpus; i++) {
     char b[32];
-    n += snprintf(line + n, sizeof line - (size_t)n, "  gpu%d %s %d%%", now->gpus[i].index,
-                  il_mem_format_bytes((size_t)now->gpus[i].mem_peak, b, sizeof b), now->gpus[i].util_max);
+    il_appendf(line, sizeof line, "  gpu%d %s %d%%", now->gpus[i].index,
+               il_mem_format_bytes((size_t)now->gpus[i].mem_peak, b, sizeof b), now->gpus[i].util_max);
   }
   fprintf(p->f, "\r%s\033[K", line);
   fflush(p->f);
@@ -121,7 +123,7 @@ il_status il_watch_run(const il_watch_options *o, char *const argv[], il_watch_r
   }
   if (WIFEXITED(status)) r->exit_status = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) r->term_signal = WTERMSIG(status);
-  r->peak_rss = (long long)ru.ru_maxrss * 1024;
+  r->peak_rss = ru.ru_maxrss >= 0 && ru.ru_maxrss <= LLONG_MAX / 1024 ? (long long)ru.ru_maxrss * 1024 : -1;
   r->user_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6;
   r->sys_s = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
   return IL_OK;
@@ -149,15 +151,41 @@ void il_watch_print(const il_watch_result *r, FILE *f) {
   il_usage_print_gpu(&r->usage, f);
 }
 
+/* Writes key: s with every byte that is not part of valid UTF-8 (raw bytes of a non-UTF-8
+ * argv, a name cut mid-character) replaced by U+FFFD, so the document is always valid JSON
+ * text. s is at most a few KiB here (command lines, names, messages). */
+static void il__kstr_utf8(il_jsonw *w, const char *key, const char *s) {
+  if (!s) {
+    il_jsonw_kstr(w, key, NULL);
+    return;
+  }
+  char buf[3 * 1024 + 8];
+  size_t o = 0, n = strlen(s);
+  for (size_t i = 0; i < n && o + 4 < sizeof buf;) {
+    size_t l = il_utf8_char_len(s + i, n - i);
+    if (l) {
+      memcpy(buf + o, s + i, l);
+      o += l;
+      i += l;
+    } else {
+      memcpy(buf + o, "\xef\xbf\xbd", 3);
+      o += 3;
+      i++;
+    }
+  }
+  buf[o] = 0;
+  il_jsonw_kstr(w, key, buf);
+}
+
 il_status il_watch_json(const il_watch_result *r, FILE *f) {
   il_jsonw w;
   il_jsonw_init(&w, f, true);
   il_jsonw_obj(&w);
   il_jsonw_kint(&w, "schema_version", 1);
   il_jsonw_kstr(&w, "tool", "inferlab watch");
-  il_jsonw_kstr(&w, "command", r->command);
+  il__kstr_utf8(&w, "command", r->command);
   il_jsonw_kbool(&w, "exec_failed", r->exec_failed);
-  il_jsonw_kstr(&w, "exec_error", r->exec_failed ? r->exec_error : NULL);
+  il__kstr_utf8(&w, "exec_error", r->exec_failed ? r->exec_error : NULL);
   il_jsonw_key(&w, "exit_status");
   if (r->exit_status >= 0) il_jsonw_int(&w, r->exit_status);
   else il_jsonw_null(&w);
@@ -177,15 +205,15 @@ il_status il_watch_json(const il_watch_result *r, FILE *f) {
   il_jsonw_key(&w, "gpu");
   il_jsonw_obj(&w);
   il_jsonw_kbool(&w, "available", r->usage.gpu_available);
-  il_jsonw_kstr(&w, "reason", r->usage.gpu_available ? NULL : r->usage.gpu_reason);
-  il_jsonw_kstr(&w, "driver", r->usage.gpu_available ? r->usage.nvml_driver : NULL);
+  il__kstr_utf8(&w, "reason", r->usage.gpu_available ? NULL : r->usage.gpu_reason);
+  il__kstr_utf8(&w, "driver", r->usage.gpu_available ? r->usage.nvml_driver : NULL);
   il_jsonw_key(&w, "devices");
   il_jsonw_arr(&w);
   for (int i = 0; i < r->usage.n_gpus; i++) {
     const il_usage_gpu *g = &r->usage.gpus[i];
     il_jsonw_obj(&w);
     il_jsonw_kint(&w, "index", g->index);
-    il_jsonw_kstr(&w, "name", g->name);
+    il__kstr_utf8(&w, "name", g->name);
     il_jsonw_knum(&w, "memory_total_bytes", g->mem_total >= 0 ? (double)g->mem_total : (double)NAN);
     il_jsonw_knum(&w, "memory_used_peak_bytes", g->mem_n ? (double)g->mem_peak : (double)NAN);
     il_jsonw_knum(&w, "memory_used_mean_bytes", g->mem_n ? g->mem_mean : (double)NAN);

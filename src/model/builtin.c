@@ -80,6 +80,7 @@ static void il__gen_worker(void *p, int ith, int nth) {
 
 static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
                                 int64_t ne0, int64_t ne1, float amp) {
+  const bool values = pool != NULL; /* NULL pool: shapes only (the buffers stay untouched zero pages) */
   char *nm = il_mem_alloc(IL_MEM_OTHER, strlen(name) + 1, "tensor name");
   if (!nm) return IL_ERR_OOM;
   strcpy(nm, name);
@@ -90,9 +91,14 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
     return il_error(IL_ERR_UNSUPPORTED, "builtin: tensor '%s' with rows of %lld cannot be stored as %s", name,
                     (long long)ne0, il_dtype_name(type));
   size_t bytes = row * (size_t)(ne1 ? ne1 : 1);
-  void *data = il_mem_alloc(IL_MEM_WEIGHTS, bytes, name);
+  void *data = values ? il_mem_alloc(IL_MEM_WEIGHTS, bytes, name) : il_mem_calloc(IL_MEM_WEIGHTS, ne1 ? 64 : bytes, name);
   if (!data) return IL_ERR_OOM;
   IL_TRY(il_model_own(m, data));
+  if (!values) { /* 1-D tensors are read at bind (zeros); 2-D ones never are: one small buffer stands in */
+    *t = (il_gguf_tensor){.name = nm, .n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1, 1, 1}, .type = type,
+                          .nbytes = bytes, .data = data};
+    return IL_OK;
+  }
   *t = (il_gguf_tensor){.name = nm, .n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1, 1, 1}, .type = type,
                         .nbytes = bytes, .data = data};
   il__gen_task g = {t, amp, IL__SEED ^ il__hash(name), 0};
@@ -133,6 +139,10 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
 }
 
 il_status il_builtin_open(const char *spec, const char *wtype, int n_threads, il_model **out) {
+  return il_builtin_open_ex(spec, wtype, n_threads, true, out);
+}
+
+il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads, bool values, il_model **out) {
   *out = NULL;
   const char *name = spec + 8;
   const il__builtin_spec *sp = il_builtin_is(spec) ? il__spec_of(name) : NULL;
@@ -163,7 +173,7 @@ il_status il_builtin_open(const char *spec, const char *wtype, int n_threads, il
   hp->rope_base = sp->rope_base;
   hp->rope_scale = 1.0f;
   il_pool *pool = NULL;
-  if (st == IL_OK) st = il_pool_new(n_threads, &pool);
+  if (st == IL_OK && values) st = il_pool_new(n_threads, &pool);
   if (st == IL_OK) st = il__generate(m, sp, type, pool);
   il_pool_free(pool);
   if (st != IL_OK) {

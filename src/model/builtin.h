@@ -28,6 +28,9 @@ bool il_builtin_is(const char *spec);
  * an unknown name (listing the known ones), IL_ERR_UNSUPPORTED for a type that cannot be
  * generated, IL_ERR_OOM. */
 il_status il_builtin_open(const char *spec, const char *wtype, int n_threads, il_model **out);
+/* The same; with values = false only shapes are real (the planner's dry runs): 2-D tensors
+ * point at a small zero buffer that must never be read, which a dry device never does. */
+il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads, bool values, il_model **out);
 /* The model's vocabulary. Caller frees with il_vocab_free. */
 il_status il_builtin_vocab(const il_model *m, il_vocab **out);
 /* The vocabulary of a model spec (a GGUF path or builtin:NAME) without loading its weights;

@@ -281,109 +281,143 @@ void il_model_free(il_model *m) {
   il_mem_free(m);
 }
 
-/* ---- weights on a backend ---- */
+/* ---- weights on their backends ---- */
 
 static size_t il__w_span(const il_weight *w) { return (size_t)w->n_out * w->row_stride; }
 
-size_t il_model_dev_bytes(const il_model *m) {
+size_t il_model_embd_bytes(const il_model *m) { return il__w_span(&m->tok_embd); }
+
+size_t il_model_out_bytes(const il_model *m) { return il__w_span(&m->output) + 4 * (size_t)m->hp.n_embd; }
+
+size_t il_model_layer_bytes(const il_model *m, int l) {
   const il_hparams *hp = &m->hp;
-  size_t n = il__w_span(&m->tok_embd) + (m->tied_output ? 0 : il__w_span(&m->output)) + 4 * (size_t)hp->n_embd;
+  const il_layer *L = &m->layers[l];
   const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-  for (int l = 0; l < hp->n_layer; l++) {
-    const il_layer *L = &m->layers[l];
-    n += il__w_span(&L->wq) + il__w_span(&L->wk) + il__w_span(&L->wv) + il__w_span(&L->wo) + il__w_span(&L->w_gate) +
-         il__w_span(&L->w_up) + il__w_span(&L->w_down) + 8 * (size_t)hp->n_embd;
-    if (L->bq) n += 4 * (q_dim + 2 * kv_dim);
-  }
+  size_t n = il__w_span(&L->wq) + il__w_span(&L->wk) + il__w_span(&L->wv) + il__w_span(&L->wo) +
+             il__w_span(&L->w_gate) + il__w_span(&L->w_up) + il__w_span(&L->w_down) + 8 * (size_t)hp->n_embd;
+  if (L->bq) n += 4 * (q_dim + 2 * kv_dim);
   return n;
 }
 
-static il_status il__place_w(il_model_dev *d, const il_weight *w, il_tensor *out) {
-  IL_TRY(il_backend_tensor_from_host(d->b, IL_MEM_WEIGHTS, w->data, w->n_out, w->n_in, w->row_stride, w->type, w->name,
-                                     out));
-  if (!d->b->ops->buffer_wrap_host) d->uploaded_bytes += il__w_span(w);
+size_t il_model_dev_bytes(const il_model *m) {
+  size_t n = il_model_embd_bytes(m) + il_model_out_bytes(m) - (m->tied_output ? il__w_span(&m->output) : 0);
+  for (int l = 0; l < m->hp.n_layer; l++) n += il_model_layer_bytes(m, l);
+  return n;
+}
+
+static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *out) {
+  IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, w->data, w->n_out, w->n_in, w->row_stride, w->type, w->name, out));
+  if (!b->ops->buffer_wrap_host) d->uploaded_bytes += il__w_span(w);
   return IL_OK;
 }
 
-static il_status il__place_v(il_model_dev *d, const float *v, int64_t n, const char *name, il_tensor *out) {
+static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int64_t n, const char *name, il_tensor *out) {
   if (!v) return IL_OK;
-  IL_TRY(il_backend_tensor_from_host(d->b, IL_MEM_WEIGHTS, v, 1, n, 0, IL_DTYPE_F32, name, out));
-  if (!d->b->ops->buffer_wrap_host) d->uploaded_bytes += (size_t)n * 4;
+  IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, v, 1, n, 0, IL_DTYPE_F32, name, out));
+  if (!b->ops->buffer_wrap_host) d->uploaded_bytes += (size_t)n * 4;
   return IL_OK;
 }
 
 static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
   const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-  IL_TRY(il__place_w(d, &m->tok_embd, &d->tok_embd));
-  IL_TRY(il__place_v(d, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
-  if (m->tied_output) d->output = d->tok_embd;
-  else IL_TRY(il__place_w(d, &m->output, &d->output));
+  IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
+  IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
+  d->output_shared = m->tied_output && d->out_b == d->embd_b;
+  if (d->output_shared) d->output = d->tok_embd;
+  else IL_TRY(il__place_w(d, d->out_b, &m->output, &d->output));
   d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
   if (!d->layers) return IL_ERR_OOM;
   for (int l = 0; l < hp->n_layer; l++) {
     const il_layer *L = &m->layers[l];
     il_layer_dev *D = &d->layers[l];
-    IL_TRY(il__place_v(d, L->attn_norm, hp->n_embd, "attn_norm.weight", &D->attn_norm));
-    IL_TRY(il__place_v(d, L->ffn_norm, hp->n_embd, "ffn_norm.weight", &D->ffn_norm));
-    IL_TRY(il__place_w(d, &L->wq, &D->wq));
-    IL_TRY(il__place_w(d, &L->wk, &D->wk));
-    IL_TRY(il__place_w(d, &L->wv, &D->wv));
-    IL_TRY(il__place_w(d, &L->wo, &D->wo));
-    IL_TRY(il__place_v(d, L->bq, q_dim, "attn_q.bias", &D->bq));
-    IL_TRY(il__place_v(d, L->bk, kv_dim, "attn_k.bias", &D->bk));
-    IL_TRY(il__place_v(d, L->bv, kv_dim, "attn_v.bias", &D->bv));
-    IL_TRY(il__place_w(d, &L->w_gate, &D->w_gate));
-    IL_TRY(il__place_w(d, &L->w_up, &D->w_up));
-    IL_TRY(il__place_w(d, &L->w_down, &D->w_down));
+    il_backend *b = d->layer_b[l];
+    IL_TRY(il__place_v(d, b, L->attn_norm, hp->n_embd, "attn_norm.weight", &D->attn_norm));
+    IL_TRY(il__place_v(d, b, L->ffn_norm, hp->n_embd, "ffn_norm.weight", &D->ffn_norm));
+    IL_TRY(il__place_w(d, b, &L->wq, &D->wq));
+    IL_TRY(il__place_w(d, b, &L->wk, &D->wk));
+    IL_TRY(il__place_w(d, b, &L->wv, &D->wv));
+    IL_TRY(il__place_w(d, b, &L->wo, &D->wo));
+    IL_TRY(il__place_v(d, b, L->bq, q_dim, "attn_q.bias", &D->bq));
+    IL_TRY(il__place_v(d, b, L->bk, kv_dim, "attn_k.bias", &D->bk));
+    IL_TRY(il__place_v(d, b, L->bv, kv_dim, "attn_v.bias", &D->bv));
+    IL_TRY(il__place_w(d, b, &L->w_gate, &D->w_gate));
+    IL_TRY(il__place_w(d, b, &L->w_up, &D->w_up));
+    IL_TRY(il__place_w(d, b, &L->w_down, &D->w_down));
   }
   return IL_OK;
 }
 
-il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b) {
+il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
   memset(d, 0, sizeof *d);
   d->model = m;
-  d->b = b;
+  d->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
+  if (!d->layer_b) return IL_ERR_OOM;
+  d->embd_b = p && p->embd ? p->embd : b;
+  d->out_b = p && p->out ? p->out : b;
+  for (int l = 0; l < m->hp.n_layer; l++) d->layer_b[l] = p && p->layer && p->layer[l] ? p->layer[l] : b;
   il_status st = il__dev_init(d, m);
   if (st != IL_OK) il_model_dev_free(d);
   return st;
 }
 
 void il_model_dev_free(il_model_dev *d) {
-  if (!d->b) return;
-  il_backend *b = d->b;
+  if (!d->layer_b) return;
   if (d->layers) {
     for (int l = 0; l < d->model->hp.n_layer; l++) {
       il_tensor *ts = &d->layers[l].attn_norm;
-      for (size_t i = 0; i < sizeof(il_layer_dev) / sizeof(il_tensor); i++) il_backend_tensor_free(b, &ts[i]);
+      for (size_t i = 0; i < sizeof(il_layer_dev) / sizeof(il_tensor); i++) il_backend_tensor_free(d->layer_b[l], &ts[i]);
     }
     il_mem_free(d->layers);
   }
-  if (d->output.buf == d->tok_embd.buf) memset(&d->output, 0, sizeof d->output);
-  il_backend_tensor_free(b, &d->output);
-  il_backend_tensor_free(b, &d->tok_embd);
-  il_backend_tensor_free(b, &d->out_norm);
+  if (d->output_shared) memset(&d->output, 0, sizeof d->output);
+  il_backend_tensor_free(d->out_b, &d->output);
+  il_backend_tensor_free(d->out_b, &d->out_norm);
+  il_backend_tensor_free(d->embd_b, &d->tok_embd);
+  il_mem_free(d->layer_b);
   memset(d, 0, sizeof *d);
 }
 
 /* ---- forward pass ---- */
 
-size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits) {
+size_t il_forward_lane_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits, bool layers, bool output) {
   const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
                kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff;
-  return 4 * (T * (3 * dim + 2 * q_dim + 2 * kv_dim + 2 * ff) + (size_t)max_logits * (size_t)hp->n_vocab + 4 * T);
+  size_t n = T * 3 * dim + 4 * T;
+  if (layers) n += T * (2 * q_dim + 2 * kv_dim + 2 * ff);
+  if (output) n += (size_t)max_logits * (size_t)hp->n_vocab;
+  return 4 * n;
 }
 
-il_attn_args il_forward_attn_args(const il_model *m, const il_forward_state *st, int32_t n, const il_kv_view *kv) {
+size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits) {
+  return il_forward_lane_bytes(hp, max_tokens, max_logits, true, true);
+}
+
+il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b) {
+  for (int i = 0; i < st->n_lanes; i++)
+    if (st->lane[i].b == b) return &st->lane[i];
+  return NULL;
+}
+
+static il_forward_lane *il__lane_add(il_forward_state *st, il_backend *b) {
+  il_forward_lane *ln = il_forward_lane_of(st, b);
+  if (ln || st->n_lanes == IL_MAX_LANES) return ln;
+  ln = &st->lane[st->n_lanes++];
+  ln->b = b;
+  return ln;
+}
+
+il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv) {
   const il_hparams *hp = &m->hp;
-  il_tensor ids = st->batch;
+  il_tensor ids = ln->batch;
   ids.cols = n;
+  ids.stride = (size_t)n * 4;
   il_tensor pos = ids, seq = ids;
   pos.off += (size_t)n * 4;
   seq.off += (size_t)n * 8;
   return (il_attn_args){
-      .out = il_tensor_rows(st->att, 0, n),
-      .q = il_tensor_rows(st->q, 0, n),
+      .out = il_tensor_rows(ln->att, 0, n),
+      .q = il_tensor_rows(ln->q, 0, n),
       .seq = seq,
       .pos = pos,
       .kv = kv,
@@ -394,69 +428,141 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_state *st,
   };
 }
 
-il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens,
-                                int32_t max_logits, const il_attn_kernel *attn, const il_kv_view *kv) {
-  memset(st, 0, sizeof *st);
+static il_status il__lane_init(il_forward_lane *ln, const il_model *m, int32_t T, int32_t max_logits) {
   const il_hparams *hp = &m->hp;
-  const int64_t T = max_tokens, dim = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
+  const int64_t dim = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
                 kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
-  if (max_tokens < 1 || max_logits < 1 || max_logits > max_tokens)
-    return il_error(IL_ERR_INVALID_ARG, "forward state: %d tokens with %d logits rows", max_tokens, max_logits);
-  st->b = b;
-  st->max_tokens = max_tokens;
-  st->max_logits = max_logits;
-  st->attn = attn;
   const struct {
     il_tensor *t;
     int64_t rows, cols;
     il_dtype type;
     const char *name;
+    bool need;
   } bufs[] = {
-      {&st->x, T, dim, IL_DTYPE_F32, "activations: residual"},   {&st->xb, T, dim, IL_DTYPE_F32, "activations: normed"},
-      {&st->xo, T, dim, IL_DTYPE_F32, "activations: block out"}, {&st->q, T, q_dim, IL_DTYPE_F32, "activations: q"},
-      {&st->att, T, q_dim, IL_DTYPE_F32, "activations: attention"}, {&st->k, T, kv_dim, IL_DTYPE_F32, "activations: k"},
-      {&st->v, T, kv_dim, IL_DTYPE_F32, "activations: v"},       {&st->hb, T, ff, IL_DTYPE_F32, "activations: ffn gate"},
-      {&st->hb2, T, ff, IL_DTYPE_F32, "activations: ffn up"},
-      {&st->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits"},
-      {&st->batch, 1, 4 * T, IL_DTYPE_I32, "activations: batch ids"},
+      {&ln->x, T, dim, IL_DTYPE_F32, "activations: residual", true},
+      {&ln->xb, T, dim, IL_DTYPE_F32, "activations: normed", true},
+      {&ln->xo, T, dim, IL_DTYPE_F32, "activations: block out", true},
+      {&ln->q, T, q_dim, IL_DTYPE_F32, "activations: q", ln->has_layers},
+      {&ln->att, T, q_dim, IL_DTYPE_F32, "activations: attention", ln->has_layers},
+      {&ln->k, T, kv_dim, IL_DTYPE_F32, "activations: k", ln->has_layers},
+      {&ln->v, T, kv_dim, IL_DTYPE_F32, "activations: v", ln->has_layers},
+      {&ln->hb, T, ff, IL_DTYPE_F32, "activations: ffn gate", ln->has_layers},
+      {&ln->hb2, T, ff, IL_DTYPE_F32, "activations: ffn up", ln->has_layers},
+      {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
+      {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
   };
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i].need)
+      IL_TRY(il_backend_tensor_new(ln->b, IL_MEM_ACTIVATIONS, bufs[i].rows, bufs[i].cols, bufs[i].type, bufs[i].name,
+                                   bufs[i].t));
+  return IL_OK;
+}
+
+il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int32_t max_tokens, int32_t max_logits,
+                                const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b), void *ctx,
+                                const il_kv_view *kv) {
+  memset(st, 0, sizeof *st);
+  const il_model *m = d->model;
+  const il_hparams *hp = &m->hp;
+  if (max_tokens < 1 || max_logits < 1 || max_logits > max_tokens)
+    return il_error(IL_ERR_INVALID_ARG, "forward state: %d tokens with %d logits rows", max_tokens, max_logits);
+  st->max_tokens = max_tokens;
+  st->max_logits = max_logits;
+  st->act_type = IL_DTYPE_F32;
+  st->bad_layer = -1;
+  il__lane_add(st, d->embd_b);
+  for (int l = 0; l < hp->n_layer; l++) {
+    il_forward_lane *ln = il__lane_add(st, d->layer_b[l]);
+    if (!ln) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
+    ln->has_layers = true;
+  }
+  il_forward_lane *lo = il__lane_add(st, d->out_b);
+  if (!lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
+  lo->has_output = true;
   il_status s = IL_OK;
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && s == IL_OK; i++)
-    s = il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, bufs[i].rows, bufs[i].cols, bufs[i].type, bufs[i].name, bufs[i].t);
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) s = il__lane_init(&st->lane[i], m, max_tokens, max_logits);
   if (s == IL_OK) {
-    st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)T * 4 * sizeof(int32_t), "batch staging");
+    st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * 4 * sizeof(int32_t), "batch staging");
     if (!st->host_batch) s = IL_ERR_OOM;
   }
-  if (s == IL_OK && attn) {
-    il_attn_args a = il_forward_attn_args(m, st, max_tokens, kv);
-    size_t ws = attn->workspace(b, &a);
+  if (s == IL_OK && st->n_lanes > 1) {
+    st->staging = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * (size_t)hp->n_embd * 4, "residual staging");
+    if (!st->staging) s = IL_ERR_OOM;
+  }
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
+    il_forward_lane *ln = &st->lane[i];
+    if (!ln->has_layers) continue;
+    int l = 0;
+    while (d->layer_b[l] != ln->b) l++;
+    ln->attn = attn_for ? attn_for(ctx, ln->b) : NULL;
+    if (!ln->attn) {
+      s = il_error(IL_ERR_UNSUPPORTED, "forward state: no attention kernel for a backend");
+      break;
+    }
+    il_attn_args a = il_forward_attn_args(m, ln, max_tokens, &kv[l]);
+    size_t ws = ln->attn->workspace(ln->b, &a);
     if (ws)
-      s = il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, (int64_t)((ws + 3) / 4), IL_DTYPE_F32, "attention workspace",
-                                &st->attn_ws);
+      s = il_backend_tensor_new(ln->b, IL_MEM_WORKSPACE, 1, (int64_t)((ws + 3) / 4), IL_DTYPE_F32, "attention workspace",
+                                &ln->attn_ws);
   }
   if (s != IL_OK) il_forward_state_free(st);
   return s;
 }
 
 void il_forward_state_free(il_forward_state *st) {
-  if (!st->b) return;
-  il_tensor *ts[] = {&st->x, &st->xb, &st->xo, &st->q, &st->att, &st->k, &st->v, &st->hb, &st->hb2, &st->logits, &st->batch,
-                     &st->attn_ws};
-  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) il_backend_tensor_free(st->b, ts[i]);
+  for (int i = 0; i < st->n_lanes; i++) {
+    il_forward_lane *ln = &st->lane[i];
+    il_tensor *ts[] = {&ln->x, &ln->xb, &ln->xo, &ln->q, &ln->att, &ln->k, &ln->v, &ln->hb, &ln->hb2, &ln->logits,
+                       &ln->batch, &ln->attn_ws};
+    for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) il_backend_tensor_free(ln->b, ts[j]);
+  }
   il_mem_free(st->host_batch);
+  il_mem_free(st->staging);
   memset(st, 0, sizeof *st);
+}
+
+/* With check_numerics: counts inf/nan in t and records the first place they appear. */
+static il_status il__check(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *block) {
+  if (!st->check_numerics || st->bad_layer >= 0) return IL_OK;
+  int64_t n = 0;
+  IL_TRY(b->ops->count_nonfinite(b, t, &n));
+  if (n) st->bad_layer = layer, st->bad_block = block, st->bad_count = n;
+  return IL_OK;
+}
+
+/* An activation just produced by op `op` of layer `layer`: with a check, its largest magnitude
+ * before rounding; then stored at act_type (F16 turns |x| > 65504 into inf); then, with a check,
+ * inf/nan counted so the first op that made them is named. Nothing at all for F32 without a
+ * check (the fast path). */
+static il_status il__act(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *op) {
+  if (st->act_type == IL_DTYPE_F32 && !st->check_numerics) return IL_OK;
+  if (st->check_numerics) {
+    int64_t n = 0;
+    float m = 0;
+    IL_TRY(b->ops->value_stats(b, t, &n, &m));
+    if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = layer, st->max_abs_op = op;
+  }
+  if (st->act_type != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, t, st->act_type));
+  return il__check(st, b, t, layer, op);
+}
+
+/* Moves rows [0, n) of the residual from lane a to lane b through host staging. */
+static il_status il__move(il_forward_state *st, const il_forward_lane *a, const il_forward_lane *b, int32_t n) {
+  const il_tensor src = il_tensor_rows(a->x, 0, n), dst = il_tensor_rows(b->x, 0, n);
+  const size_t bytes = il_tensor_span(&src);
+  IL_TRY(a->b->ops->download(a->b, st->staging, src, bytes));
+  IL_TRY(b->b->ops->upload(b->b, dst, st->staging, bytes));
+  st->bytes_moved += 2 * (uint64_t)bytes;
+  return IL_OK;
 }
 
 il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
   const il_model *m = d->model;
   const il_hparams *hp = &m->hp;
-  il_backend *b = d->b;
-  const il_backend_ops *ops = b->ops;
   *n_logits = 0;
   if (n <= 0 || n > st->max_tokens)
     return il_error(IL_ERR_INVALID_ARG, "forward: batch of %d entries (must be 1..%d)", n, st->max_tokens);
-  if (!st->attn) return il_error(IL_ERR_INVALID_ARG, "forward: no attention kernel chosen");
   int32_t n_out = 0;
   int32_t *ids = st->host_batch, *pos = ids + n, *seq = ids + 2 * n, *slot = ids + 3 * n;
   for (int32_t i = 0; i < n; i++) {
@@ -476,27 +582,36 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
   }
   if (n_out > st->max_logits)
     return il_error(IL_ERR_INVALID_ARG, "forward: %d entries want logits; the buffers hold %d", n_out, st->max_logits);
-  /* one upload per pass: ids, positions, sequences, KV slots */
-  IL_TRY(ops->upload(b, st->batch, st->host_batch, (size_t)n * 4 * sizeof(int32_t)));
+  /* one upload per backend per pass: ids, positions, sequences, KV slots */
+  for (int i = 0; i < st->n_lanes; i++)
+    IL_TRY(st->lane[i].b->ops->upload(st->lane[i].b, st->lane[i].batch, st->host_batch, (size_t)n * 4 * sizeof(int32_t)));
 
   const int64_t hd = hp->head_dim;
-  const il_attn_args a0 = il_forward_attn_args(m, st, n, &kv[0]);
-  const il_tensor tid = il_tensor_make(st->batch.buf, st->batch.off, 1, n, IL_DTYPE_I32, "token ids");
-  il_tensor tslot = tid;
-  tslot.off += (size_t)n * 12;
-  tslot.name = "kv slots";
-  const il_tensor X = il_tensor_rows(st->x, 0, n), XB = il_tensor_rows(st->xb, 0, n), XO = il_tensor_rows(st->xo, 0, n),
-                  Q = il_tensor_rows(st->q, 0, n), K = il_tensor_rows(st->k, 0, n), V = il_tensor_rows(st->v, 0, n),
-                  ATT = il_tensor_rows(st->att, 0, n), HB = il_tensor_rows(st->hb, 0, n),
-                  HB2 = il_tensor_rows(st->hb2, 0, n);
   const il_rope_params rq = {hp->n_head, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
   const il_rope_params rk = {hp->n_head_kv, hd, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
 
-  IL_TRY(ops->get_rows(b, X, d->tok_embd, tid));
+  il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
+  {
+    const il_tensor tid = il_tensor_make(cur->batch.buf, cur->batch.off, 1, n, IL_DTYPE_I32, "token ids");
+    IL_TRY(d->embd_b->ops->get_rows(d->embd_b, il_tensor_rows(cur->x, 0, n), d->tok_embd, tid));
+    IL_TRY(il__act(st, d->embd_b, il_tensor_rows(cur->x, 0, n), 0, "token_embd"));
+  }
   for (int l = 0; l < hp->n_layer; l++) {
+    il_forward_lane *ln = il_forward_lane_of(st, d->layer_b[l]);
+    if (ln != cur) IL_TRY(il__move(st, cur, ln, n));
+    cur = ln;
+    il_backend *b = ln->b;
+    const il_backend_ops *ops = b->ops;
     const il_layer_dev *L = &d->layers[l];
+    const il_attn_args a0 = il_forward_attn_args(m, ln, n, &kv[l]);
+    il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
+    const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
+                    Q = il_tensor_rows(ln->q, 0, n), K = il_tensor_rows(ln->k, 0, n), V = il_tensor_rows(ln->v, 0, n),
+                    ATT = il_tensor_rows(ln->att, 0, n), HB = il_tensor_rows(ln->hb, 0, n),
+                    HB2 = il_tensor_rows(ln->hb2, 0, n);
     /* attention block */
     IL_TRY(ops->rmsnorm(b, XB, X, L->attn_norm, hp->norm_eps));
+    IL_TRY(il__act(st, b, XB, l, "attn_norm"));
     const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V};
     IL_TRY(ops->matmul_multi(b, 3, yqkv, wqkv, XB));
     if (L->bq.buf) {
@@ -504,32 +619,50 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
       IL_TRY(ops->add_bias(b, K, L->bk));
       IL_TRY(ops->add_bias(b, V, L->bv));
     }
+    IL_TRY(il__act(st, b, Q, l, "attn_q"));
+    IL_TRY(il__act(st, b, K, l, "attn_k"));
+    IL_TRY(il__act(st, b, V, l, "attn_v"));
     IL_TRY(ops->rope(b, Q, a0.pos, &rq));
     IL_TRY(ops->rope(b, K, a0.pos, &rk));
     IL_TRY(ops->kv_store(b, &kv[l], K, V, tslot));
     il_attn_args a = a0;
-    a.kv = &kv[l];
-    IL_TRY(st->attn->run(b, &a, st->attn_ws));
+    a.slice = st->attn_slice;
+    IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
+    IL_TRY(il__act(st, b, ATT, l, "attention"));
     IL_TRY(ops->matmul(b, XO, L->wo, ATT));
+    IL_TRY(il__act(st, b, XO, l, "attn_output"));
     IL_TRY(ops->add(b, X, XO));
+    IL_TRY(il__act(st, b, X, l, "attention residual"));
     /* feed-forward block */
     IL_TRY(ops->rmsnorm(b, XB, X, L->ffn_norm, hp->norm_eps));
+    IL_TRY(il__act(st, b, XB, l, "ffn_norm"));
     const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
     IL_TRY(ops->matmul_multi(b, 2, ygu, wgu, XB));
+    IL_TRY(il__act(st, b, HB, l, "ffn_gate"));
+    IL_TRY(il__act(st, b, HB2, l, "ffn_up"));
     IL_TRY(ops->swiglu(b, HB, HB2));
+    IL_TRY(il__act(st, b, HB, l, "ffn_swiglu"));
     IL_TRY(ops->matmul(b, XO, L->w_down, HB));
+    IL_TRY(il__act(st, b, XO, l, "ffn_down"));
     IL_TRY(ops->add(b, X, XO));
+    IL_TRY(il__act(st, b, X, l, "feed-forward residual"));
   }
+  il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
+  if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
+  il_backend *b = lo->b;
   /* output head only for the rows that want logits, moved together first */
   int32_t j = 0;
   for (int32_t i = 0; i < n; i++)
     if (batch[i].logits) {
-      if (j != i) IL_TRY(ops->copy(b, il_tensor_rows(st->x, j, 1), il_tensor_rows(st->x, i, 1)));
+      if (j != i) IL_TRY(b->ops->copy(b, il_tensor_rows(lo->x, j, 1), il_tensor_rows(lo->x, i, 1)));
       j++;
     }
   *n_logits = n_out;
   if (n_out == 0) return IL_OK;
-  const il_tensor XN = il_tensor_rows(st->xb, 0, n_out);
-  IL_TRY(ops->rmsnorm(b, XN, il_tensor_rows(st->x, 0, n_out), d->out_norm, hp->norm_eps));
-  return ops->matmul(b, il_tensor_rows(st->logits, 0, n_out), d->output, XN);
+  const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out);
+  IL_TRY(b->ops->rmsnorm(b, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps));
+  IL_TRY(il__act(st, b, XN, hp->n_layer, "output_norm"));
+  IL_TRY(b->ops->matmul(b, il_tensor_rows(lo->logits, 0, n_out), d->output, XN));
+  /* logits are downloaded as F32: checked, not rounded */
+  return il__check(st, b, il_tensor_rows(lo->logits, 0, n_out), hp->n_layer, "output");
 }

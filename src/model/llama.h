@@ -108,8 +108,15 @@ typedef struct {
   bool logits; /* compute logits for this entry */
 } il_batch_entry;
 
-/* The model's weights as tensors on one backend: read in place from host memory where the
- * backend can (cpu: no copy), else uploaded once at init under the weights category. */
+/* Where each component computes: the embedding lookup, each layer, and the output head (final
+ * norm + logits). A model placed on one backend has every entry equal. */
+typedef struct {
+  il_backend *embd, *out;
+  il_backend **layer; /* [n_layer] */
+} il_placement;
+
+/* The model's weights as tensors on their components' backends: read in place from host memory
+ * where the backend can (cpu: no copy), else uploaded once at init under the weights category. */
 typedef struct {
   il_tensor attn_norm, ffn_norm;      /* F32 [1 x n_embd] */
   il_tensor wq, wk, wv, wo;           /* storage type */
@@ -119,53 +126,92 @@ typedef struct {
 
 typedef struct {
   const il_model *model;
-  il_backend *b;
-  il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied */
+  il_backend *embd_b, *out_b;           /* as placed */
+  il_backend **layer_b;                 /* [n_layer], owned copy of the placement */
+  il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */
+  bool output_shared;
   il_layer_dev *layers;                 /* [n_layer] */
-  size_t uploaded_bytes;                /* bytes copied to the device (0 when read in place) */
+  size_t uploaded_bytes;                /* bytes copied to devices (0 when read in place) */
 } il_model_dev;
 
-/* Places the model's weights on b. On failure (IL_ERR_OOM from the device) nothing is left
- * allocated. Free with il_model_dev_free before the model or the backend. */
-il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b);
+/* Places the model's weights as p says (NULL: everything on b). On failure (IL_ERR_OOM from a
+ * device) nothing is left allocated. Free with il_model_dev_free before the model or the
+ * backends. */
+il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
 void il_model_dev_free(il_model_dev *d);
-/* Bytes il_model_dev_init allocates on a backend that cannot read host memory. */
+/* Bytes il_model_dev_init allocates on a backend that cannot read host memory: the whole model
+ * (everything on one device), and each component. */
 size_t il_model_dev_bytes(const il_model *m);
+size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
+size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
+size_t il_model_layer_bytes(const il_model *m, int l);
 
-/* Activation buffers on the backend for batches of up to max_tokens entries, of which at most
- * max_logits want logits, and the host staging of one batch (ids, positions, sequences, KV
- * slots: one upload per forward pass). */
+/* One backend's share of the activation buffers. */
 typedef struct {
   il_backend *b;
-  int32_t max_tokens, max_logits;
   il_tensor x, xb, xo;           /* F32 [max_tokens x n_embd] */
-  il_tensor q, att;              /* F32 [max_tokens x n_head*head_dim] */
+  il_tensor q, att;              /* F32 [max_tokens x n_head*head_dim] (lanes with layers) */
   il_tensor k, v;                /* F32 [max_tokens x kv_dim] */
   il_tensor hb, hb2;             /* F32 [max_tokens x n_ff] */
-  il_tensor logits;              /* F32 [max_logits x n_vocab] */
-  il_tensor batch;               /* I32 [1 x 4*max_tokens] */
-  int32_t *host_batch;           /* host staging of batch */
-  const il_attn_kernel *attn;    /* chosen by the engine */
+  il_tensor logits;              /* F32 [max_logits x n_vocab] (the output's lane) */
+  il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots */
+  const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
+  bool has_layers, has_output;
+} il_forward_lane;
+
+#define IL_MAX_LANES 2
+
+/* Activation buffers on every backend the placement uses, for batches of up to max_tokens
+ * entries of which at most max_logits want logits; the host staging of one batch (one upload
+ * per backend per pass) and of the residual where it crosses from one backend to the next. */
+typedef struct {
+  int32_t max_tokens, max_logits;
+  il_forward_lane lane[IL_MAX_LANES];
+  int n_lanes;
+  int32_t *host_batch;           /* [4 x max_tokens] */
+  float *staging;                /* [max_tokens x n_embd]: the residual between backends */
+  int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
+  uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
+  /* Mixed precision: activations are stored at act_type between ops (F32 buffers rounded to
+   * F16 or BF16 after every op that produces one); compute and accumulation stay F32. */
+  il_dtype act_type;
+  /* Numerics check (off by default): inf/nan counted after every op (with act_type != F32) or
+   * every block, and the largest magnitude seen. The first place is kept until the caller
+   * resets bad_layer to -1. */
+  bool check_numerics;
+  int32_t bad_layer;             /* first layer where inf/nan appeared (-1: none; n_layer: the output head) */
+  const char *bad_block;         /* "embedding", "attention", "feed-forward", "output", or the op */
+  int64_t bad_count;
+  float max_abs;                 /* largest finite magnitude seen before rounding */
+  int32_t max_abs_layer;
+  const char *max_abs_op;
 } il_forward_state;
 
-/* Bytes of the activation buffers for these sizes (what il_forward_state_init allocates on
- * the backend, attention workspace excluded). */
+/* Bytes of one lane's activation buffers for these sizes (what il_forward_state_init allocates
+ * on that backend, attention workspace excluded). */
+size_t il_forward_lane_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits, bool layers, bool output);
+/* All lanes of a single-backend placement. */
 size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits);
-/* Allocates the buffers on b and the workspace of attention kernel `attn` for batches of
- * max_tokens over the caches `kv` (one view per layer, all of one shape). On failure nothing
- * is left allocated. */
-il_status il_forward_state_init(il_forward_state *st, const il_model *m, il_backend *b, int32_t max_tokens,
-                                int32_t max_logits, const il_attn_kernel *attn, const il_kv_view *kv);
+/* Allocates the lanes of d's placement and the workspace of the attention kernel each lane's
+ * backend uses (attn_for(backend) -> kernel, chosen by the engine) for batches of max_tokens
+ * over the caches kv (one view per layer, on that layer's backend). On failure nothing is left
+ * allocated. */
+il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int32_t max_tokens, int32_t max_logits,
+                                const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b), void *ctx,
+                                const il_kv_view *kv);
 void il_forward_state_free(il_forward_state *st);
-/* The attention arguments of a batch of n tokens (views into st) over one layer's cache. */
-il_attn_args il_forward_attn_args(const il_model *m, const il_forward_state *st, int32_t n, const il_kv_view *kv);
+/* The lane of backend b, or NULL. */
+il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b);
+/* The attention arguments of a batch of n tokens (views into lane ln) over one layer's cache. */
+il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv);
 
 /* Runs the batch: stores each entry's K and V at KV cell slots[i] of every layer (kv[layer])
- * and writes logits [n_vocab] for every entry with .logits set, in batch order, to rows
- * 0.. of st->logits; *n_logits is set to their count (at most st->max_logits). Entries attend
- * to positions 0..pos of their own sequence, so earlier positions must already be in the
- * cache or earlier in the same batch. 1 <= n <= st->max_tokens. */
+ * and writes logits [n_vocab] for every entry with .logits set, in batch order, to rows 0.. of
+ * the output lane's logits; *n_logits is set to their count (at most st->max_logits). Entries
+ * attend to positions 0..pos of their own sequence, so earlier positions must already be in the
+ * cache or earlier in the same batch. 1 <= n <= st->max_tokens. Where consecutive components
+ * sit on different backends the residual moves through host staging (counted in bytes_moved). */
 il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
 

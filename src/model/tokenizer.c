@@ -82,7 +82,10 @@ static void il__vocab_free_derived(il_vocab *v) {
   il_mem_free(v->trie_next);
   il_mem_free(v->trie_byte);
   il_mem_free(v->trie_tok);
+  il_mem_free(v->trie_fail);
+  il_mem_free(v->trie_out);
   v->special = v->special_rank = v->trie_child = v->trie_next = v->trie_tok = NULL;
+  v->trie_fail = v->trie_out = NULL;
   v->trie_byte = NULL;
 }
 
@@ -252,6 +255,52 @@ static void il__vocab_make_piece(il_vocab *v, int32_t id) {
   v->piece_len[id] = (uint32_t)dl;
 }
 
+typedef struct {
+  uint32_t len;
+  int32_t id;
+} il__len_id;
+
+static int il__len_id_cmp(const void *a, const void *b) {
+  const il__len_id *x = a, *y = b;
+  if (x->len != y->len) return x->len > y->len ? -1 : 1;
+  return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Child of node (-1 = the root) along byte c, or -1. */
+static int32_t il__trie_step(const il_vocab *v, int32_t node, uint8_t c) {
+  int32_t k = node < 0 ? v->trie_root[c] : v->trie_child[node];
+  if (node < 0) return k;
+  while (k >= 0 && v->trie_byte[k] != c) k = v->trie_next[k];
+  return k;
+}
+
+/* Aho-Corasick links over the trie, breadth first: fail(child of u along c) = the deepest node
+ * reached by c from fail(u), fail(fail(u)), ..., the root; out(u) = the nearest node on u's
+ * failure chain that ends a token. A node's failure target is shallower, so it is done first. */
+static il_status il__trie_links(il_vocab *v) {
+  int32_t *queue = il_mem_alloc(IL_MEM_WORKSPACE, ((size_t)v->n_trie + 1) * sizeof *queue, "special token trie");
+  if (!queue) return IL_ERR_OOM;
+  int32_t head = 0, tail = 0;
+  for (int c = 0; c < 256; c++)
+    if (v->trie_root[c] >= 0) {
+      v->trie_fail[v->trie_root[c]] = -1;
+      queue[tail++] = v->trie_root[c];
+    }
+  while (head < tail) {
+    int32_t u = queue[head++];
+    int32_t fu = v->trie_fail[u];
+    v->trie_out[u] = fu < 0 ? -1 : v->trie_tok[fu] >= 0 ? fu : v->trie_out[fu];
+    for (int32_t c = v->trie_child[u]; c >= 0; c = v->trie_next[c]) {
+      int32_t f = fu, g;
+      while ((g = il__trie_step(v, f, v->trie_byte[c])) < 0 && f >= 0) f = v->trie_fail[f];
+      v->trie_fail[c] = g;
+      queue[tail++] = c;
+    }
+  }
+  il_mem_free(queue);
+  return IL_OK;
+}
+
 /* Special-token list (length desc, then id) and the byte trie over their texts. */
 static il_status il__vocab_build_specials(il_vocab *v) {
   il__vocab_free_derived(v);
@@ -269,8 +318,10 @@ static il_status il__vocab_build_specials(il_vocab *v) {
   v->trie_next = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_next, "special token trie");
   v->trie_byte = il_mem_alloc(IL_MEM_OTHER, nodes, "special token trie");
   v->trie_tok = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_tok, "special token trie");
+  v->trie_fail = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_fail, "special token trie");
+  v->trie_out = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_out, "special token trie");
   if (!v->special || !v->special_rank || !v->trie_child || !v->trie_next || !v->trie_byte ||
-      !v->trie_tok)
+      !v->trie_tok || !v->trie_fail || !v->trie_out)
     return IL_ERR_OOM;
   ns = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -278,17 +329,12 @@ static il_status il__vocab_build_specials(il_vocab *v) {
     if (v->attr[i] & (IL__ATTR_CONTROL | IL__ATTR_USER_DEFINED | IL__ATTR_UNKNOWN))
       v->special[ns++] = i;
   }
-  /* insertion sort is too slow for big lists: a simple merge-free approach, counting by length */
-  uint32_t maxl = 0;
-  for (int32_t k = 0; k < ns; k++)
-    if (v->len[v->special[k]] > maxl) maxl = v->len[v->special[k]];
-  int32_t *sorted = il_mem_alloc(IL_MEM_WORKSPACE, ((size_t)ns + 1) * sizeof *sorted, "special tokens");
+  /* longest first, then by id: O(ns log ns) (one 256 KiB token must not cost a pass per length) */
+  il__len_id *sorted = il_mem_alloc(IL_MEM_WORKSPACE, ((size_t)ns + 1) * sizeof *sorted, "special tokens");
   if (!sorted) return IL_ERR_OOM;
-  int32_t m = 0;
-  for (int64_t l = maxl; l >= 0 && m < ns; l--) /* O(maxl * ns); both are small */
-    for (int32_t k = 0; k < ns; k++)
-      if (v->len[v->special[k]] == (uint32_t)l) sorted[m++] = v->special[k];
-  memcpy(v->special, sorted, (size_t)ns * sizeof *sorted);
+  for (int32_t k = 0; k < ns; k++) sorted[k] = (il__len_id){v->len[v->special[k]], v->special[k]};
+  if (ns > 1) qsort(sorted, (size_t)ns, sizeof *sorted, il__len_id_cmp);
+  for (int32_t k = 0; k < ns; k++) v->special[k] = sorted[k].id;
   il_mem_free(sorted);
   v->n_special = ns;
   for (int32_t k = 0; k < ns; k++) v->special_rank[v->special[k]] = k;
@@ -317,7 +363,7 @@ static il_status il__vocab_build_specials(il_vocab *v) {
     }
     if (node >= 0 && v->trie_tok[node] < 0) v->trie_tok[node] = id;
   }
-  return IL_OK;
+  return il__trie_links(v);
 }
 
 /* EOG flags: bit 1 by text (fixed), bit 0 by id (recomputed when ids change). */
@@ -460,13 +506,20 @@ static il_status il__gguf_opt_bool(const il_gguf *g, const char *key, bool *val)
   return il_gguf_get_bool(g, key, val);
 }
 
-/* Special id keys: absent keeps the default; a value outside the vocabulary keeps it too
- * (llama.cpp warns "bad special token" and does the same). */
+/* Special id keys, all treated alike: absent keeps the default; an integer of any width and
+ * signedness outside the vocabulary keeps it too (llama.cpp warns "bad special token" and does
+ * the same; a u64 beyond INT64_MAX is just another value out of range); a key that is not an
+ * integer is IL_ERR_FORMAT naming it. */
 static il_status il__gguf_opt_id(const il_gguf *g, const char *key, int32_t n, int32_t *id) {
   if (*id >= n) *id = -1;
   if (il_gguf_find_key(g, key) < 0) return IL_OK;
-  int64_t x = 0;
-  IL_TRY(il_gguf_get_i64(g, key, &x));
+  int64_t x = -1;
+  il_status st = il_gguf_get_i64(g, key, &x);
+  if (st == IL_ERR_RANGE) { /* does not fit int64: out of any vocabulary's range */
+    il_error_clear();
+    return IL_OK;
+  }
+  IL_TRY(st);
   if (x >= 0 && x < n) *id = (int32_t)x;
   return IL_OK;
 }
@@ -764,11 +817,22 @@ static int il__hit_cmp(const void *a, const void *b) {
   return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
+/* Fenwick tree over [0, n): count of taken bytes before position i, and marking byte i. */
+static uint32_t il__fen_sum(const uint32_t *f, size_t i) {
+  uint32_t s = 0;
+  for (; i > 0; i -= i & (~i + 1)) s += f[i];
+  return s;
+}
+static void il__fen_add(uint32_t *f, size_t n, size_t i) {
+  for (i++; i <= n; i += i & (~i + 1)) f[i]++;
+}
+
 /* Finds the special tokens llama.cpp's tokenizer_st_partition would cut out, with the same
  * result: tokens are taken longest first; each takes its leftmost non-overlapping occurrences
  * inside the text not yet taken; lstrip/rstrip tokens also remove adjacent ASCII whitespace.
- * One trie pass collects every occurrence, then each token's are accepted in order, so the
- * cost is O(len * trie depth + occurrences * log) instead of O(len * number of specials).
+ * One Aho-Corasick pass over the trie collects every occurrence, then each token's are accepted
+ * in order, so the cost is O(len + occurrences * log len): neither a long special token nor a
+ * long prompt multiplies the work (a 64 KiB prompt against a 256 KiB token is linear).
  * taken[i]: 0 free text, 1 removed whitespace, 2 inside a special token. */
 static il_status il__partition(const il_vocab *v, const char *text, size_t len, bool parse_special,
                                uint8_t *taken, il__vec *hits) {
@@ -778,25 +842,30 @@ static il_status il__partition(const il_vocab *v, const char *text, size_t len, 
   il__vec occ;
   il__vec_init(&occ, sizeof(il__occ));
   const uint8_t *t = (const uint8_t *)text;
+  int32_t state = -1; /* Aho-Corasick: the longest trie path that is a suffix of text[0..p] */
   for (size_t p = 0; p < len; p++) {
-    int32_t node = v->trie_root[t[p]];
-    for (size_t q = p; node >= 0;) {
+    int32_t g;
+    while ((g = il__trie_step(v, state, t[p])) < 0 && state >= 0) state = v->trie_fail[state];
+    state = g;
+    int32_t node = state >= 0 && v->trie_tok[state] >= 0 ? state : state >= 0 ? v->trie_out[state] : -1;
+    for (; node >= 0; node = v->trie_out[node]) { /* every token ending at p */
       int32_t id = v->trie_tok[node];
-      if (id >= 0 && (v->attr[id] & allowed)) {
-        il__occ o = {v->special_rank[id], 0, p};
-        il_status s = il__vec_push(&occ, &o);
-        if (s != IL_OK) {
-          il__vec_free(&occ);
-          return s;
-        }
+      if (!(v->attr[id] & allowed)) continue;
+      il__occ o = {v->special_rank[id], 0, p + 1 - v->len[id]};
+      il_status s = il__vec_push(&occ, &o);
+      if (s != IL_OK) {
+        il__vec_free(&occ);
+        return s;
       }
-      if (++q >= len) break;
-      int32_t c = v->trie_child[node];
-      while (c >= 0 && v->trie_byte[c] != t[q]) c = v->trie_next[c];
-      node = c;
     }
   }
   if (occ.n > 1) qsort(occ.p, occ.n, sizeof(il__occ), il__occ_cmp);
+  /* taken bytes counted in a Fenwick tree: "is this span still free" is O(log len), not O(span) */
+  uint32_t *fen = il_mem_calloc(IL_MEM_WORKSPACE, (len + 1) * sizeof *fen, "tokenizer partition");
+  if (!fen) {
+    il__vec_free(&occ);
+    return IL_ERR_OOM;
+  }
   il_status s = IL_OK;
   size_t last_end = 0;
   int32_t last_rank = -1;
@@ -809,20 +878,25 @@ static il_status il__partition(const il_vocab *v, const char *text, size_t len, 
       last_end = 0;
     }
     if (o.pos < last_end) continue;
-    bool free_span = true;
-    for (size_t j = 0; j < l && free_span; j++) free_span = taken[o.pos + j] == 0;
-    if (!free_span) continue;
+    if (il__fen_sum(fen, o.pos + l) != il__fen_sum(fen, o.pos)) continue; /* some byte already taken */
     memset(taken + o.pos, 2, l);
+    for (size_t j = o.pos; j < o.pos + l; j++) il__fen_add(fen, len, j);
     last_end = o.pos + l;
     if (v->attr[id] & IL__ATTR_LSTRIP)
-      for (size_t j = o.pos; j > 0 && taken[j - 1] == 0 && il__is_space(t[j - 1]); j--) taken[j - 1] = 1;
+      for (size_t j = o.pos; j > 0 && taken[j - 1] == 0 && il__is_space(t[j - 1]); j--) {
+        taken[j - 1] = 1;
+        il__fen_add(fen, len, j - 1);
+      }
     if (v->attr[id] & IL__ATTR_RSTRIP)
-      for (; last_end < len && taken[last_end] == 0 && il__is_space(t[last_end]); last_end++)
+      for (; last_end < len && taken[last_end] == 0 && il__is_space(t[last_end]); last_end++) {
         taken[last_end] = 1;
+        il__fen_add(fen, len, last_end);
+      }
     il__hit h = {o.pos, id};
     s = il__vec_push(hits, &h);
   }
   il__vec_free(&occ);
+  il_mem_free(fen);
   if (s == IL_OK && hits->n > 1) qsort(hits->p, hits->n, sizeof(il__hit), il__hit_cmp);
   return s;
 }
@@ -972,6 +1046,11 @@ il_status il_detok_new(const il_vocab *v, bool special, il_detok **out) {
   }
   *out = d;
   return IL_OK;
+}
+
+void il_detok_skip(il_detok *d, const int32_t *ids, size_t n) {
+  for (size_t i = 0; i < n && d->strip; i++)
+    if (ids[i] != d->v->bos) d->strip = false;
 }
 
 void il_detok_free(il_detok *d) {

@@ -142,6 +142,10 @@ size_t il_token_to_piece(const il_vocab *v, int32_t id, bool special, char *buf,
  * il_detok_flush: writes what is left (an incomplete sequence at the end included). */
 typedef struct il_detok il_detok;
 il_status il_detok_new(const il_vocab *v, bool special, il_detok **out);
+/* Tells the detokenizer that the text of ids[0..n) was already shown (a prompt echoed as
+ * typed), so what follows is decoded as their continuation: the leading-space rule above then
+ * applies only when nothing but BOS came before. Writes nothing; can't fail. */
+void il_detok_skip(il_detok *d, const int32_t *ids, size_t n);
 size_t il_detok_push(il_detok *d, int32_t id, char *buf, size_t cap);
 size_t il_detok_flush(il_detok *d, char *buf, size_t cap);
 void il_detok_free(il_detok *d);

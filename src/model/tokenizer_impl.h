@@ -89,6 +89,8 @@ struct il_vocab {
   int32_t *trie_next;    /* [nodes] next sibling */
   uint8_t *trie_byte;    /* [nodes] edge byte into the node */
   int32_t *trie_tok;     /* [nodes] token ending here, -1 */
+  int32_t *trie_fail;    /* [nodes] Aho-Corasick failure link: longest proper suffix node, -1 = root */
+  int32_t *trie_out;     /* [nodes] nearest node on the failure chain with a token, -1 */
   int32_t trie_root[256];
   int32_t n_trie;
 

@@ -4,21 +4,28 @@
 #include "probe/checks.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/cudamod.h"
 #include "core/text.h"
+#include "core/timer.h"
 #include "sys/membw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 
 /* ---- report building ---------------------------------------------------------------- */
 
-il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
+static il_check *il__check_addv(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, va_list ap) {
   if (dr->n_checks == dr->cap) {
     int ncap = dr->cap ? dr->cap * 2 : 32;
     il_check *nc = il_mem_calloc(IL_MEM_OTHER, sizeof *nc * (size_t)ncap, "doctor checks");
@@ -37,10 +44,24 @@ il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenari
   il_sysfs_copy(c->id, sizeof c->id, id);
   c->verdict = v;
   c->scenario = scenario;
+  vsnprintf(c->summary, sizeof c->summary, fmt, ap);
+  return c;
+}
+
+il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->summary, sizeof c->summary, fmt, ap);
+  il_check *c = il__check_addv(dr, id, v, scenario, fmt, ap);
   va_end(ap);
+  return c;
+}
+
+il_check *il__check_na(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  il_check *c = il__check_addv(dr, id, v, scenario, fmt, ap);
+  va_end(ap);
+  c->na = true;
   return c;
 }
 
@@ -149,9 +170,9 @@ static const char *il__driver_version(const il_doctor *dr) {
 
 /* ---- driver.nvml, driver.version_match ------------------------------------------------ */
 
-static void il__fix_install_driver(il_check *c) {
-  il__check_fix(c, "Install the NVIDIA driver for this kernel and reboot: sudo ubuntu-drivers install   "
-                   "(or: sudo apt install nvidia-driver-<branch> nvidia-dkms-<branch>; RHEL: sudo dnf install nvidia-driver)");
+static void il__fix_install_driver(const il_doctor *dr, il_check *c) {
+  char cmd[400];
+  il__check_fix(c, "Install the NVIDIA driver for this kernel: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
 }
 
 static void il__check_driver(il_doctor *dr) {
@@ -165,10 +186,10 @@ static void il__check_driver(il_doctor *dr) {
     } else if (dr->in_container && dr->gpu_expected) {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 21,
                         "libnvidia-ml.so.1 not found inside the container: the NVIDIA runtime did not inject the driver");
-      il__check_fix(c, "Start the container with GPUs: docker run --gpus all IMAGE ...   (or --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all; podman: --device nvidia.com/gpu=all)");
+      il__fix_request_gpus(dr, c);
     } else if (dr->gpu_expected) {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "an NVIDIA GPU is present but the driver library cannot be loaded: %s", dr->nvml_error);
-      il__fix_install_driver(c);
+      il__fix_install_driver(dr, c);
     } else {
       c = il__check_add(dr, "driver.nvml", IL_VERDICT_WARN, 0,
                         "no NVIDIA driver and no NVIDIA GPU on the PCI bus: inferlab will use the CPU backend (%s)",
@@ -189,29 +210,48 @@ static void il__check_driver(il_doctor *dr) {
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 3,
                           "Failed to initialize NVML: Driver/library version mismatch (kernel module %s, library %s)",
                           dr->kmod_version[0] ? dr->kmod_version : "unknown", libver[0] ? libver : "unknown");
-        il__check_fix(c, "Reboot (simplest: loads the kernel module that matches the installed libraries)");
-        il__check_fix(c, "Or, with no process using the GPU: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
-        il__check_fix(c, "Keep it from recurring: hold the driver packages (sudo apt-mark hold 'nvidia-*' 'libnvidia-*') or exclude them from unattended-upgrades");
+        if (libver[0] && dr->kmod_version[0] && il_sysfs_vercmp(libver, dr->kmod_version) < 0) {
+          /* Libraries older than the module: an old copy earlier on the loader's path, or a
+           * half-finished install. Reloading the module would not make them match. */
+          il__check_fix(c, "The library %s is older than the kernel module %s, so a reboot cannot help: see cuda.loader for where it comes from, "
+                           "and remove it (or reinstall the user-space driver %s)", dr->nvml_loaded, dr->kmod_version, dr->kmod_version);
+        } else {
+          il__check_fix(c, "Reboot (simplest: loads the kernel module that matches the installed libraries)");
+          il__check_fix(c, "Or, with no process using the GPU: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
+          char hold[200];
+          il__check_fix(c, "Keep it from recurring: hold the driver packages: %s", il__distro_cmd(dr, IL_CMD_HOLD, NULL, hold, sizeof hold));
+        }
         break;
       case IL_NVML_ERROR_DRIVER_NOT_LOADED:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "NVIDIA driver is not loaded (%s): the kernel module is missing", name);
-        il__check_fix(c, "sudo modprobe nvidia   (if it says 'Module nvidia not found': sudo apt install linux-headers-$(uname -r) dkms && sudo dkms autoinstall, then reboot)");
+        {
+          char cmd[400];
+          il__check_fix(c, "sudo modprobe nvidia   (if it says 'Module nvidia not found': %s)",
+                        il__distro_cmd(dr, IL_CMD_REBUILD_MODULE, dr->host.kernel[0] ? dr->host.kernel : "$(uname -r)", cmd, sizeof cmd));
+        }
         break;
       case IL_NVML_ERROR_NO_PERMISSION:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 17, "Failed to initialize NVML: Insufficient Permissions (%s)", name);
-        il__check_fix(c, "Give this user access to /dev/nvidia*: sudo usermod -aG <group of /dev/nvidiactl> $USER and log in again (see devnodes)");
+      {
+        il_sysfs_stat_t st;
+        char grp[64] = "video";
+        il_sysfs_stat(&dr->fs, "/dev/nvidiactl", true, &st);
+        if (st.exists) il_sysfs_group_name(&dr->fs, st.gid, grp, sizeof grp);
+        il__check_fix(c, "Give this user access to /dev/nvidia*: sudo usermod -aG %s $USER and log in again (see devnodes)", grp);
+      }
         break;
       case IL_NVML_ERROR_OPERATING_SYSTEM:
         c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, dr->wsl ? 24 : 22, "GPU access blocked by the operating system/cgroups (%s)", name);
         if (dr->wsl) il__check_fix(c, "WSL: use WDDM mode (not TCC) on Windows, remove Linux NVIDIA driver packages inside WSL, then: wsl --shutdown");
-        else il__check_fix(c, "Recreate the container (docker rm -f NAME && docker run --gpus all ...); prevent it: sudo nvidia-ctk system create-dev-char-symlinks --create-all");
+        else il__check_fix(c, "Recreate the container (%s); prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all",
+                           il__engine_recreate(dr));
         break;
       default:
         if (dr->in_container && rc == IL_NVML_ERROR_UNKNOWN) {
           c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 22,
                             "Failed to initialize NVML: Unknown Error inside a container (the container lost its device access)");
-          il__check_fix(c, "Recreate the container; prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all "
-                           "(or set docker's cgroup driver to cgroupfs)");
+          il__check_fix(c, "Recreate the container (%s); prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all "
+                           "(or set docker's cgroup driver to cgroupfs)", il__engine_recreate(dr));
         } else {
           c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 0, "nvmlInit failed: %s (%d: %s)", name, rc, s->init_error);
           il__check_fix(c, "Look at the kernel log for the cause: sudo dmesg | grep -i nvrm");
@@ -234,7 +274,8 @@ static void il__check_driver(il_doctor *dr) {
     char names[300] = "";
     for (int i = 0; i < s->n_devices; i++) {
       size_t l = strlen(names);
-      il_appendf(names, sizeof names, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
+      if (s->devices[i].handle_rc) il_appendf(names, sizeof names, "%s%d (%s, see gpu.health)", l ? ", " : "", i, il_nvml_code_name(s->devices[i].handle_rc));
+      else il_appendf(names, sizeof names, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
     }
     c = il__check_add(dr, "driver.nvml", IL_VERDICT_OK, 0, "driver %s (supports CUDA %s), %d GPU%s: %s", s->driver_version,
                       cv, n, n == 1 ? "" : "s", names);
@@ -249,9 +290,19 @@ static void il__check_driver(il_doctor *dr) {
 static void il__check_version_match(il_doctor *dr) {
   char libver[64];
   il__lib_version(dr->nvml_loaded, libver, sizeof libver);
+  char libfile[512] = "";
+  if (!libver[0]) {
+    /* NVML did not load (or its path has no version): the file the loader would pick still
+     * names its version, so a mismatch is found without loading anything. */
+    il_lib_candidate cand[1];
+    if (il__loader_search(dr, "libnvidia-ml.so.1", cand, 1) == 1 && cand[0].version[0]) {
+      il_sysfs_copy(libver, sizeof libver, cand[0].version);
+      il_sysfs_copy(libfile, sizeof libfile, cand[0].target);
+    }
+  }
   const char *nv = dr->nvml.init_rc == 0 ? dr->nvml.driver_version : "";
   if (!dr->kmod_version[0] || (!libver[0] && !nv[0])) {
-    il_check *c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
+    il_check *c = il__check_na(dr, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
                                 dr->kmod_version[0] ? "driver library version unknown" : "no NVIDIA kernel module loaded");
     if (dr->kmod_version[0]) il__check_ev(c, "kernel_module", "%s", dr->kmod_version);
     return;
@@ -262,12 +313,22 @@ static void il__check_version_match(il_doctor *dr) {
     c = il__check_add(dr, "driver.version_match", IL_VERDICT_FAIL, 3,
                       "kernel module %s but user-space driver library %s: the driver was upgraded without reloading the module",
                       dr->kmod_version, other);
-    il__check_fix(c, "Reboot, or with no GPU users: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
+    if (il_sysfs_vercmp(other, dr->kmod_version) > 0)
+      il__check_fix(c, "Reboot, or with no GPU users: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo nvidia-modprobe -u -c 0");
+    else
+    {
+      char cmd[300];
+      il__check_fix(c, "The libraries are older than the running module, so a reboot cannot help: install the user-space driver %s "
+                       "(%s) or remove the stale %s and run sudo ldconfig",
+                    dr->kmod_version, il__distro_cmd(dr, IL_CMD_REINSTALL_USERSPACE, dr->kmod_version, cmd, sizeof cmd),
+                    libfile[0] ? libfile : "libnvidia-ml.so.* (see cuda.loader)");
+    }
   } else {
     c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "kernel module and driver libraries are both %s", dr->kmod_version);
   }
   il__check_ev(c, "kernel_module", "%s", dr->kmod_version);
   if (libver[0]) il__check_ev(c, "libnvidia_ml", "%s", libver);
+  if (libfile[0]) il__check_ev(c, "libnvidia_ml_file", "%s", libfile);
   if (nv[0]) il__check_ev(c, "nvml_driver_version", "%s", nv);
 }
 
@@ -289,12 +350,16 @@ static void il__check_cuda_init(il_doctor *dr) {
       if (dr->in_container)
         il__check_fix(c, "Restart the container with the compute capability: -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
       else
-        il__check_fix(c, "Install the CUDA driver library of the same version as the driver (Debian/Ubuntu: sudo apt install libnvidia-compute-<branch>)");
+      {
+        char cmd[300];
+        il__check_fix(c, "Install the CUDA driver library of the same version as the driver: %s",
+                      il__distro_cmd(dr, IL_CMD_REINSTALL_USERSPACE, il__driver_version(dr), cmd, sizeof cmd));
+      }
     } else if (dr->gpu_expected) {
       c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 4, "libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
       il__check_fix(c, "Install the NVIDIA driver (it ships libcuda.so.1); see driver.nvml");
     } else {
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_OK, 0, "libcuda.so.1 not present (no NVIDIA driver): nothing to initialize");
+      c = il__check_na(dr, "cuda.init", IL_VERDICT_OK, 0, "libcuda.so.1 not present (no NVIDIA driver): nothing to initialize");
     }
     il__check_ev(c, "library", "%s", dr->cuda_path);
     il__check_ev(c, "dlopen_error", "%s", dr->cuda_error);
@@ -311,12 +376,15 @@ static void il__check_cuda_init(il_doctor *dr) {
     case IL_CUDA_ERROR_INSUFFICIENT_DRIVER:
       if (dr->in_container && !dr->nvml.loaded) {
         c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 21, "cuInit: %s: no driver was injected into this container", s->init_name);
-        il__check_fix(c, "Run the container with GPUs: docker run --gpus all IMAGE ...");
+        il__fix_request_gpus(dr, c);
       } else {
         c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 1, "cuInit: %s: the driver is older than this CUDA driver library (driver API CUDA %s)",
                           s->init_name, dv);
-        il__check_fix(c, "Upgrade the NVIDIA driver (sudo ubuntu-drivers install, or a newer nvidia-driver-<branch>) and reboot; "
-                         "if the driver was just upgraded, reboot to load the new kernel module");
+      {
+        char cmd[400];
+        il__check_fix(c, "Upgrade the NVIDIA driver: %s; if the driver was just upgraded, reboot to load the new kernel module",
+                      il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
+      }
       }
       break;
     case IL_CUDA_ERROR_NO_DEVICE:
@@ -326,7 +394,11 @@ static void il__check_cuda_init(il_doctor *dr) {
         il__check_fix(c, "CUDA_VISIBLE_DEVICES hides every GPU (see visibility.cuda): unset CUDA_VISIBLE_DEVICES or list GPU UUIDs from nvidia-smi -L");
       } else if (il__mig_without_instances(dr)) {
         c->scenario = 13;
-        il__check_fix(c, "MIG is enabled without instances (see gpu.mig): create them, e.g. sudo nvidia-smi mig -cgi <profile> -C, or disable MIG");
+        int mg = 0;
+        for (int i = 0; i < dr->nvml.n_devices; i++)
+          if (dr->nvml.devices[i].mig_current == 1 && dr->nvml.devices[i].mig_devices == 0) { mg = i; break; }
+        il__check_fix(c, "MIG is enabled on GPU %d without instances (see gpu.mig): sudo nvidia-smi mig -i %d -cgi 0 -C (profile 0: one instance "
+                         "spanning the GPU), or disable MIG: sudo nvidia-smi -i %d -mig 0", mg, mg, mg);
       } else {
         c->scenario = 0;
         il__check_fix(c, "Check the visibility.* and gpu.* lines; the kernel log says more: sudo dmesg | grep -i nvrm");
@@ -337,8 +409,12 @@ static void il__check_cuda_init(il_doctor *dr) {
                         "cuInit: %s (802): system not yet initialized: on an NVSwitch system the Fabric Manager is not running", s->init_name);
       bool sock = il_sysfs_exists(&dr->fs, "/var/run/nvidia-fabricmanager/socket") || il_sysfs_exists(&dr->fs, "/run/nvidia-fabricmanager/socket");
       il__check_ev(c, "fabricmanager_socket", "%s", sock ? "present" : "missing");
-      il__check_fix(c, "sudo apt install nvidia-fabricmanager-%.3s   (same driver branch as %s) && sudo systemctl enable --now nvidia-fabricmanager",
-                    il__driver_version(dr)[0] ? il__driver_version(dr) : "<branch>", il__driver_version(dr)[0] ? il__driver_version(dr) : "the driver");
+      {
+        char cmd[300];
+        const char *dv0 = il__driver_version(dr);
+        if (dv0[0]) il__check_fix(c, "Install the Fabric Manager of exactly the driver's version %s: %s", dv0, il__distro_cmd(dr, IL_CMD_FABRICMANAGER, dv0, cmd, sizeof cmd));
+        else il__check_fix(c, "Install the Fabric Manager of exactly the driver's version (nvidia-smi shows it) and start it: sudo systemctl enable --now nvidia-fabricmanager");
+      }
       break;
     }
     case IL_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
@@ -391,7 +467,7 @@ static void il__check_cuda_compat(il_doctor *dr) {
   bool failed804 = dr->cuda.loaded && dr->cuda.init_rc == IL_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE;
   il_check *c;
   if (!dr->cuda.loaded) {
-    il__check_add(dr, "cuda.compat", IL_VERDICT_OK, 0, "no libcuda loaded: nothing to check");
+    il__check_na(dr, "cuda.compat", IL_VERDICT_OK, 0, "no libcuda loaded: nothing to check");
     return;
   }
   if (!in_compat_dir && !newer && !failed804) {
@@ -477,10 +553,21 @@ static void il__check_runtime_build(il_doctor *dr) {
   char text[400], fix[400];
   il_check *c;
   int threads = o->cpu_threads > 0 ? o->cpu_threads : dr->host.logical_cpus;
+  int gpus = il__doctor_gpu_count(dr);
+  if (!gpus) gpus = dr->cuda.loaded && dr->cuda.init_rc == 0 ? dr->cuda.n_devices : 0;
   if (!o->build_have_cuda || !o->build_cuda_version || !o->build_cuda_version[0]) {
-    c = il__check_add(dr, "runtime.build", IL_VERDICT_OK, 0,
-                      "CPU-only build: no CUDA kernels compiled in; the CPU backend will be used (%s, %d thread%s)",
-                      dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
+    if (gpus > 0) {
+      /* A usable GPU that this binary cannot use: the job silently runs on the CPU. */
+      c = il__check_add(dr, "runtime.build", IL_VERDICT_WARN, 0,
+                        "CPU-only build on a machine with %d usable NVIDIA GPU%s: inference will run on the CPU (%s, %d thread%s), not on the GPU",
+                        gpus, gpus == 1 ? "" : "s", dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
+      il__check_fix(c, "Use a build with the CUDA backend: configure where nvcc is installed (cmake --preset release; -DIL_CUDA=ON is the default and "
+                       "CUDA is detected automatically), then check that inferlab --version lists CUDA");
+    } else {
+      c = il__check_add(dr, "runtime.build", IL_VERDICT_OK, 0,
+                        "CPU-only build: no CUDA kernels compiled in; the CPU backend will be used (%s, %d thread%s)",
+                        dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
+    }
     il__check_ev(c, "cuda_backend", "not built");
     il__check_ev(c, "cpu_backend", "%s", dr->host.cpu_backend);
     if (o->build_have_cuda) il__check_ev(c, "cuda_compiler_at_build", "found (%s), CUDA backend not compiled", IL_BUILD_CUDA_COMPILER);
@@ -592,7 +679,7 @@ static void il__check_runtime_arch(il_doctor *dr) {
   const char *archs = dr->opt.build_cuda_archs;
   il_check *c;
   if (!dr->opt.build_have_cuda || !archs || !archs[0]) {
-    c = il__check_add(dr, "runtime.arch", IL_VERDICT_OK, 0, "CPU-only build: no GPU kernels to match against %d device%s", n, n == 1 ? "" : "s");
+    c = il__check_na(dr, "runtime.arch", IL_VERDICT_OK, 0, "CPU-only build: no GPU kernels to match against %d device%s", n, n == 1 ? "" : "s");
     return;
   }
   il__archs a;
@@ -603,7 +690,7 @@ static void il__check_runtime_arch(il_doctor *dr) {
   }
   il_verdict worst = IL_VERDICT_OK;
   char text[400] = "";
-  int bad_cc = 0;
+  int bad_cc = 0, no_image = 0;
   for (int i = 0; i < n; i++) {
     bool sass = false;
     int ptx_from = 0;
@@ -621,11 +708,13 @@ static void il__check_runtime_arch(il_doctor *dr) {
       if (!bad_cc) bad_cc = cc[i];
     } else {
       il_appendf(text, sizeof text, "%sGPU %d %s sm_%d: no kernel image (no SASS or PTX)", l ? "; " : "", i, names[i], cc[i]);
-      worst = IL_VERDICT_FAIL;
+      worst = IL_VERDICT_WARN;
       bad_cc = cc[i];
+      no_image++;
     }
   }
-  c = il__check_add(dr, "runtime.arch", worst, worst == IL_VERDICT_OK ? 0 : 15, "kernels for %s; %s", archs, text);
+  c = il__check_add(dr, "runtime.arch", worst, worst == IL_VERDICT_OK ? 0 : 15, "kernels for %s; %s%s", archs, text,
+                    no_image == n ? ": no GPU here can run this build's kernels, so inference will run on the CPU" : "");
   il__check_ev(c, "compiled_archs", "%s", archs);
   if (worst != IL_VERDICT_OK)
     il__check_fix(c, "Rebuild with this GPU's architecture: cmake -B build -DIL_CUDA_ARCHS=\"%s;%d\" && cmake --build build -j",
@@ -637,7 +726,7 @@ static void il__check_runtime_features(il_doctor *dr) {
   char names[16][96];
   int n = il__device_ccs(dr, cc, names, 16);
   if (n == 0) {
-    il__check_add(dr, "runtime.features", IL_VERDICT_OK, 0, "no GPU: FP32/BF16/FP16 run on the CPU backend");
+    il__check_na(dr, "runtime.features", IL_VERDICT_OK, 0, "no GPU: FP32/BF16/FP16 run on the CPU backend");
     return;
   }
   char text[400] = "";
@@ -645,7 +734,7 @@ static void il__check_runtime_features(il_doctor *dr) {
     size_t l = strlen(text);
     il_appendf(text, sizeof text, "%sGPU %d sm_%d: FP16%s%s%s%s", l ? "; " : "", i, cc[i], cc[i] >= 70 ? ", tensor cores" : "",
              cc[i] >= 80 ? ", BF16" : ", no BF16 (needs 8.0)", cc[i] >= 89 ? ", FP8" : ", no FP8 (needs 8.9)",
-             cc[i] < 80 ? ": use --dtype f16" : "");
+             cc[i] < 80 ? ": prefer F16 over BF16 weights" : "");
   }
   il_check *c = il__check_add(dr, "runtime.features", IL_VERDICT_OK, 0, "%s", text);
   for (int i = 0; i < n && i < IL_CHECK_MAX_EVIDENCE; i++) {
@@ -653,6 +742,59 @@ static void il__check_runtime_features(il_doctor *dr) {
     snprintf(key, sizeof key, "gpu%d_cc", i);
     il__check_ev(c, key, "%d.%d", cc[i] / 10, cc[i] % 10);
   }
+}
+
+/* Runs argv[0] (a path, not searched) with argv, no shell, stdin and stderr on /dev/null,
+ * and captures up to n-1 bytes of its stdout into buf. Gives up after timeout_ms (the child
+ * is killed and reaped). True when the program ran and exited with status 0. */
+static bool il__run_capture(char *const argv[], char *buf, size_t n, int timeout_ms) {
+  buf[0] = 0;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return false;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  extern char **environ;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return false;
+  }
+  size_t got = 0;
+  bool timed_out = false;
+  double deadline = il_time_now() + timeout_ms / 1000.0;
+  for (;;) {
+    int left = (int)((deadline - il_time_now()) * 1000.0);
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    struct pollfd pfd = {fds[0], POLLIN, 0};
+    int pr = poll(&pfd, 1, left);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    char tmp[1024];
+    ssize_t r = read(fds[0], tmp, sizeof tmp);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    size_t take = (size_t)r < n - 1 - got ? (size_t)r : n - 1 - got;
+    memcpy(buf + got, tmp, take);
+    got += take;
+  }
+  buf[got] = 0;
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  return !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 static void il__check_nvcc(il_doctor *dr) {
@@ -664,7 +806,7 @@ static void il__check_nvcc(il_doctor *dr) {
     found = true;
   }
   if (!found) {
-    il__check_add(dr, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc not found (only needed to build the CUDA backend)");
+    il__check_na(dr, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc not found (only needed to build the CUDA backend)");
     return;
   }
   /* The toolkit root is two levels above bin/nvcc; version.json (CUDA >= 11.1) or version.txt. */
@@ -689,13 +831,10 @@ static void il__check_nvcc(il_doctor *dr) {
     }
   }
   if (!ver[0] && dr->opt.allow_exec && il_sysfs_is_real(&dr->fs)) {
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", path);
-    FILE *p = popen(cmd, "r");
-    if (p) {
-      size_t got = fread(text, 1, sizeof text - 1, p);
-      text[got] = 0;
-      pclose(p);
+    /* Executed directly (no shell), so a quote or `$(...)` in a PATH directory is just part
+     * of a file name. */
+    char *const argv[] = {path, (char *)"--version", NULL};
+    if (il__run_capture(argv, text, sizeof text, 5000)) {
       /* "Cuda compilation tools, release 13.0, V13.0.88": the V token has the patch level. */
       const char *v = strstr(text, ", V");
       if (v) sscanf(v + 3, "%31[0-9.]", ver);
@@ -737,7 +876,7 @@ static void il__check_visibility(il_doctor *dr) {
   il_check *c;
   if (!cvd) {
     if (n) c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset: all %d GPU%s visible", n, n == 1 ? "" : "s");
-    else c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset; no GPU to select from");
+    else c = il__check_na(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset; no GPU to select from");
   } else if (n == 0) {
     c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES=\"%s\" but there is no GPU to select from", cvd);
   } else {
@@ -765,7 +904,14 @@ static void il__check_visibility(il_doctor *dr) {
   }
   /* Mixed GPU models: CUDA's default FASTEST_FIRST order can differ from nvidia-smi's. */
   bool mixed = false;
-  for (int i = 1; i < n; i++) mixed |= strcmp(dr->nvml.devices[i].name, dr->nvml.devices[0].name) != 0;
+  /* Only GPUs with a handle have a name: a lost GPU (empty name) is not "another model". */
+  const char *first_name = NULL;
+  for (int i = 0; i < dr->nvml.n_devices; i++) {
+    const il_nvml_device *d = &dr->nvml.devices[i];
+    if (d->handle_rc || !d->name[0]) continue;
+    if (!first_name) first_name = d->name;
+    else mixed |= strcmp(d->name, first_name) != 0;
+  }
   if (order) il__check_ev(c, "CUDA_DEVICE_ORDER", "%s", order);
   if (mixed && (!order || strcmp(order, "PCI_BUS_ID"))) {
     if (c->verdict == IL_VERDICT_OK) {
@@ -791,10 +937,9 @@ static void il__check_visibility(il_doctor *dr) {
       c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_FAIL, 21,
                         "NVIDIA_VISIBLE_DEVICES %s: the NVIDIA runtime behaved like runc and injected neither GPUs nor driver libraries",
                         nv->mode == IL_NVVIS_VOID ? "is void" : "is unset or empty");
-      il__check_fix(c, "Start the container with GPUs: docker run --gpus all IMAGE ...   or --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all "
-                       "(Kubernetes: resources.limits nvidia.com/gpu: 1)");
+      il__fix_request_gpus(dr, c);
     } else {
-      c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
+      c = il__check_na(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
     }
   } else if (nv->mode == IL_NVVIS_NONE) {
     c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_WARN, 21, "NVIDIA_VISIBLE_DEVICES=none: driver libraries injected but no GPU");
@@ -848,9 +993,10 @@ static void il__check_gpus(il_doctor *dr) {
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "MIG disabled or not supported on every GPU" : "no GPU");
     c = il__check_add(dr, "gpu.mig", v, v ? 13 : 0, "%s", text);
+    if (!n && v == IL_VERDICT_OK) c->na = true;
     if (v == IL_VERDICT_FAIL) {
-      il__check_fix(c, "Create instances: sudo nvidia-smi mig -i %d -cgi <profile> -C   (profiles: nvidia-smi mig -i %d -lgip), "
-                       "or disable MIG: sudo nvidia-smi -i %d -mig 0", gpu, gpu, gpu);
+      il__check_fix(c, "Create instances: sudo nvidia-smi mig -i %d -cgi 0 -C   (profile 0 spans the GPU; nvidia-smi mig -i %d -lgip lists the "
+                       "smaller ones), or disable MIG: sudo nvidia-smi -i %d -mig 0", gpu, gpu, gpu);
       il__check_fix(c, "MIG instances do not survive a reboot: apply the layout at boot (nvidia-mig-parted)");
     } else if (v == IL_VERDICT_WARN) {
       il__check_fix(c, "Reset the GPU when idle: sudo nvidia-smi -i %d -r   (or reboot)", gpu);
@@ -861,7 +1007,7 @@ static void il__check_gpus(il_doctor *dr) {
   {
     char text[400] = "", fixpids[200] = "";
     il_verdict v = IL_VERDICT_OK;
-    int idle_gpu = -1;
+    int idle_gpu = -1, mode_gpu = -1;
     char idle_uuid[96] = "";
     for (int i = 0; i < s->n_devices; i++) {
       const il_nvml_device *d = &s->devices[i];
@@ -889,31 +1035,40 @@ static void il__check_gpus(il_doctor *dr) {
       if (d->compute_mode == 2) {
         il_appendf(text, sizeof text, "%sGPU %d: compute mode Prohibited (no CUDA contexts allowed)", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
+        if (mode_gpu < 0) mode_gpu = i;
       } else if (d->compute_mode == 3 && d->n_procs > 0) {
         il_appendf(text, sizeof text, "%sGPU %d: compute mode Exclusive_Process and already in use", l ? "; " : "", i);
         v = IL_VERDICT_FAIL;
+        if (mode_gpu < 0) mode_gpu = i;
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "GPU memory free on every GPU" : "no GPU");
     c = il__check_add(dr, "gpu.memory", v, v ? 25 : 0, "%s", text);
+    if (!n && v == IL_VERDICT_OK) c->na = true;
     if (fixpids[0]) {
-      il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or lower --gpu-memory / pick another GPU", fixpids);
-      if (idle_gpu >= 0) il__check_fix(c, "A GPU with free memory: export CUDA_VISIBLE_DEVICES=%s", idle_uuid[0] ? idle_uuid : "N");
+      il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or make the job smaller "
+                       "(inferlab --ctx / --n-seq; vLLM --gpu-memory-utilization), or pick another GPU", fixpids);
+      if (idle_gpu >= 0) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", idle_gpu);
+        il__check_fix(c, "A GPU with free memory: export CUDA_VISIBLE_DEVICES=%s", idle_uuid[0] ? idle_uuid : idx);
+      }
     }
-    if (strstr(text, "compute mode")) il__check_fix(c, "Set the compute mode back to Default: sudo nvidia-smi -i <gpu> -c DEFAULT");
+    if (mode_gpu >= 0) il__check_fix(c, "Set the compute mode back to Default: sudo nvidia-smi -i %d -c DEFAULT", mode_gpu);
     for (int i = 0; i < s->n_devices && c->n_evidence < IL_CHECK_MAX_EVIDENCE; i++) {
       const il_nvml_device *d = &s->devices[i];
       if (d->handle_rc || d->mem_total <= 0) continue;
       char key[40];
       snprintf(key, sizeof key, "gpu%d_used_bytes", i);
-      il__check_ev(c, key, "%lld of %lld", d->mem_used, d->mem_total);
+      if (d->mem_used >= 0) il__check_ev(c, key, "%lld of %lld", d->mem_used, d->mem_total);
+      else il__check_ev(c, key, "unknown of %lld", d->mem_total);
     }
   }
   /* Health: GPU lost, ECC, pending retirement. */
   {
     char text[400] = "";
     il_verdict v = IL_VERDICT_OK;
-    int scen = 0;
+    int scen = 0, ecc_gpu = -1;
     for (int i = 0; i < s->n_devices; i++) {
       const il_nvml_device *d = &s->devices[i];
       size_t l = strlen(text);
@@ -930,14 +1085,16 @@ static void il__check_gpus(il_doctor *dr) {
                  d->retired_pending == 1 ? ", page retirement pending (needs reset)" : "");
         if (v < IL_VERDICT_WARN) v = IL_VERDICT_WARN;
         if (!scen) scen = 11;
+        if (ecc_gpu < 0) ecc_gpu = i;
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "no lost GPU, no uncorrectable ECC errors" : "no GPU");
     c = il__check_add(dr, "gpu.health", v, scen, "%s", text);
+    if (!n && v == IL_VERDICT_OK) c->na = true;
     if (scen == 10)
       il__check_fix(c, "Drain the node and power-cycle it; check cooling, power cables and SBIOS; RMA if it repeats (kernel log: sudo dmesg | grep -i xid)");
     else if (scen == 11)
-      il__check_fix(c, "Reset the GPU (sudo nvidia-smi -i <gpu> -r) or reboot to activate row remapping/page retirement; RMA on repeats");
+      il__check_fix(c, "Reset the GPU when idle (sudo nvidia-smi -i %d -r) or reboot to activate row remapping/page retirement; RMA on repeats", ecc_gpu);
     else if (v == IL_VERDICT_FAIL)
       il__check_fix(c, "See the kernel log: sudo dmesg | grep -i -e nvrm -e xid");
   }
@@ -979,6 +1136,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   }
   il_host_probe(&dr->fs, &dr->host);
   if (opt->bandwidth_ms > 0) il_cpu_read_bandwidth(0, IL_MEMBW_DEFAULT_BYTES, opt->bandwidth_ms, &dr->host.read_gbps);
+  il__distro_facts(dr);
   il__platform_facts(dr);
   il__container_facts(dr);
 
@@ -1027,6 +1185,8 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   dr->n_checks = vis_at;
   il__check_cuda_init(dr);
   il__check_cuda_compat(dr);
+  il__check_loader(dr);
+  il__check_wsl_driver(dr);
   il__check_runtime_build(dr);
   il__check_runtime_arch(dr);
   il__check_runtime_features(dr);
@@ -1036,6 +1196,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__container_checks(dr);
   il__platform_checks_virt(dr);
   il__check_gpus(dr);
+  il__health_checks(dr);
   il__platform_checks_host(dr);
   if (dr->oom) {
     il_doctor_free(dr);

@@ -8,7 +8,8 @@
  * docker's daemon.json ("runtimes": {"nvidia": ...}, "default-runtime"), containerd's
  * config.toml, and CDI specs in /etc/cdi and /var/run/cdi (present, and not stale: the driver
  * version in their library paths and their device nodes must match this machine).
- * daemon.json is read with a small JSON scanner (below); the TOML files by line.
+ * daemon.json is parsed with jansson (a real JSON parser: what dockerd refuses, doctor calls
+ * invalid, and the reverse); the TOML files by line.
  * Not for: starting or configuring anything; fixes are printed as commands. Declared in checks.h.
  */
 #include <ctype.h>
@@ -16,86 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "core/text.h"
 #include "memory/mem.h"
 #include "probe/checks.h"
 
-/* ---- a minimal JSON scanner: enough to find members of objects ------------------------ */
-
-static const char *il__ws(const char *p) {
-  while (*p && isspace((unsigned char)*p)) p++;
-  return p;
-}
-
-/* Returns the first character after the JSON value at p, or NULL when malformed. */
-static const char *il__skip_value(const char *p, int depth) {
-  p = il__ws(p);
-  if (depth > 64) return NULL;
-  if (*p == '"') {
-    for (p++; *p && *p != '"'; p++)
-      if (*p == '\\' && p[1]) p++;
-    return *p == '"' ? p + 1 : NULL;
-  }
-  if (*p == '{' || *p == '[') {
-    char close = *p == '{' ? '}' : ']';
-    p = il__ws(p + 1);
-    if (*p == close) return p + 1;
-    for (;;) {
-      if (close == '}') {
-        p = il__skip_value(p, depth + 1); /* key */
-        if (!p) return NULL;
-        p = il__ws(p);
-        if (*p != ':') return NULL;
-        p++;
-      }
-      p = il__skip_value(p, depth + 1);
-      if (!p) return NULL;
-      p = il__ws(p);
-      if (*p == ',') {
-        p = il__ws(p + 1);
-        continue;
-      }
-      return *p == close ? p + 1 : NULL;
-    }
-  }
-  if (!*p) return NULL;
-  while (*p && (isalnum((unsigned char)*p) || *p == '-' || *p == '+' || *p == '.')) p++;
-  return p;
-}
-
-/* Finds member `key` of the object starting at obj ('{'); returns its value or NULL. */
-static const char *il__json_member(const char *obj, const char *key) {
-  const char *p = il__ws(obj);
-  if (*p != '{') return NULL;
-  p = il__ws(p + 1);
-  size_t kl = strlen(key);
-  while (*p == '"') {
-    const char *k = p + 1;
-    const char *ke = il__skip_value(p, 0);
-    if (!ke) return NULL;
-    p = il__ws(ke);
-    if (*p != ':') return NULL;
-    const char *val = il__ws(p + 1);
-    if ((size_t)(ke - 1 - k) == kl && !strncmp(k, key, kl)) return val;
-    p = il__skip_value(val, 0);
-    if (!p) return NULL;
-    p = il__ws(p);
-    if (*p == ',') p = il__ws(p + 1);
-  }
-  return NULL;
-}
-
-/* Copies a JSON string value (no unescaping beyond dropping backslashes) into buf. */
-static bool il__json_string(const char *v, char *buf, size_t n) {
-  if (!v || *v != '"' || !n) return false;
-  size_t o = 0;
-  for (v++; *v && *v != '"' && o + 1 < n; v++) {
-    if (*v == '\\' && v[1]) v++;
-    buf[o++] = *v;
-  }
-  buf[o] = 0;
-  return true;
-}
+/* dockerd reads daemon.json whole; 1 MiB is far above any real one (they are a few KiB). */
+#define IL__DAEMON_JSON_MAX ((size_t)1 << 20)
 
 /* ---- facts ---------------------------------------------------------------------------- */
 
@@ -132,14 +61,12 @@ static void il__check_inside(il_doctor *dr) {
   bool nvml = dr->nvml.loaded, cuda = dr->cuda.loaded;
   il_check *c;
   if (!dr->gpu_expected && !nvml && !cuda) {
-    c = il__check_add(dr, "container.injection", IL_VERDICT_OK, 0,
-                      "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
+    c = il__check_na(dr, "container.injection", IL_VERDICT_OK, 0,
+                     "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
   } else if (!nvml && !cuda && !nodes) {
     c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
                       "container started without the NVIDIA runtime: no driver libraries, no /dev/nvidia* nodes");
-    il__check_fix(c, "docker run --gpus all IMAGE ...   (one GPU: --gpus '\"device=0\"'; without --gpus: --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all)");
-    il__check_fix(c, "podman: podman run --device nvidia.com/gpu=all ... (needs a CDI spec on the host); Kubernetes: resources.limits nvidia.com/gpu: 1 "
-                     "and a node whose containerd uses the nvidia runtime");
+    il__fix_request_gpus(dr, c);
   } else if (!compute || (nvml && !cuda)) {
     c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
                       "NVIDIA_DRIVER_CAPABILITIES=\"%s\" lacks compute: libcuda.so.1 was not injected", eff);
@@ -231,14 +158,15 @@ static void il__check_toolkit(il_doctor *dr, il__tools *t) {
     c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
                       "a container engine is installed but the NVIDIA Container Toolkit is not: containers cannot use the GPU "
                       "('could not select device driver \"\" with capabilities: [[gpu]]')");
-    il__check_fix(c, "Install it: sudo apt install nvidia-container-toolkit (after adding NVIDIA's apt repository), then "
-                     "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker");
+    char cmd[200];
+    il__check_fix(c, "Install it: %s, then sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+                  il__distro_cmd(dr, IL_CMD_INSTALL_TOOLKIT, NULL, cmd, sizeof cmd));
   } else if (any_tool && t->docker && !t->hook) {
     c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
                       "nvidia-container-runtime-hook is not on PATH: dockerd registers its GPU device driver only when it finds it (--gpus fails)");
     il__check_fix(c, "Reinstall the toolkit (sudo apt install --reinstall nvidia-container-toolkit) and restart docker: sudo systemctl restart docker");
   } else if (!any_tool) {
-    c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
+    c = il__check_na(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
                       engine ? "no GPU here" : "no container engine either");
   } else {
     c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit: %s%s%s", tools,
@@ -254,39 +182,65 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
   const il_sysfs *fs = &dr->fs;
   il_check *c;
   if (!t->docker) {
-    il__check_add(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
+    il__check_na(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
     return;
   }
-  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "daemon.json");
-  if (!text) return;
+  char *text = il_mem_alloc(IL_MEM_OTHER, IL__DAEMON_JSON_MAX + 1, "daemon.json");
+  if (!text) {
+    dr->oom = true;
+    return;
+  }
   const char *file = "/etc/docker/daemon.json";
-  il_status rs = il_sysfs_read(fs, file, text, 65536, NULL);
+  size_t len = 0;
+  il_status rs = il_sysfs_read(fs, file, text, IL__DAEMON_JSON_MAX + 1, &len);
   const char *home = il_sysfs_getenv(fs, "HOME");
   char rootless[600];
-  if (rs != IL_OK && home) {
+  if (rs == IL_ERR_NOT_FOUND && home) {
     /* Rootless docker reads $HOME/.config/docker/daemon.json. */
     snprintf(rootless, sizeof rootless, "%s/.config/docker/daemon.json", home);
-    if (il_sysfs_read(fs, rootless, text, 65536, NULL) == IL_OK) {
+    if (il_sysfs_read(fs, rootless, text, IL__DAEMON_JSON_MAX + 1, &len) == IL_OK) {
       rs = IL_OK;
       file = rootless;
     }
   }
-  bool has_nvidia = false, is_default = false, malformed = false;
-  char deflt[64] = "runc", rpath[256] = "";
-  if (rs == IL_OK) {
-    const char *end = il__skip_value(text, 0);
-    malformed = !end || *il__ws(end);
-    if (!malformed) {
-      const char *rts = il__json_member(text, "runtimes");
-      const char *nv = rts ? il__json_member(rts, "nvidia") : NULL;
-      has_nvidia = nv != NULL;
-      if (nv) il__json_string(il__json_member(nv, "path"), rpath, sizeof rpath);
-      il__json_string(il__json_member(text, "default-runtime"), deflt, sizeof deflt);
+  bool has_nvidia = false, is_default = false, malformed = false, too_big = false, unreadable = false;
+  char deflt[64] = "runc", rpath[256] = "", why[240] = "";
+  if (rs == IL_OK && len > IL__DAEMON_JSON_MAX) {
+    too_big = true;
+  } else if (rs == IL_OK) {
+    json_error_t err;
+    /* JSON_REJECT_DUPLICATES: dockerd's Go decoder keeps the last duplicate silently, so a
+     * duplicate "runtimes" key is a real trap worth naming. */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root || !json_is_object(root)) {
+      malformed = true;
+      if (root) snprintf(why, sizeof why, "the top level is not an object");
+      else snprintf(why, sizeof why, "line %d column %d: %s", err.line, err.column, err.text);
+    } else {
+      json_t *rts = json_object_get(root, "runtimes");
+      json_t *nv = json_is_object(rts) ? json_object_get(rts, "nvidia") : NULL;
+      has_nvidia = json_is_object(nv);
+      const char *ps = has_nvidia ? json_string_value(json_object_get(nv, "path")) : NULL;
+      if (ps) il_sysfs_copy(rpath, sizeof rpath, ps);
+      const char *ds = json_string_value(json_object_get(root, "default-runtime"));
+      if (ds) il_sysfs_copy(deflt, sizeof deflt, ds);
       is_default = !strcmp(deflt, "nvidia");
     }
+    json_decref(root);
+  } else if (rs != IL_ERR_NOT_FOUND) {
+    unreadable = true;
+    il_sysfs_copy(why, sizeof why, il_error_detail());
+  }
+  if (too_big || unreadable) {
+    c = il__check_add(dr, "container.docker", IL_VERDICT_WARN, 0, "%s %s: not checked", file,
+                      too_big ? "is larger than 1 MiB" : why);
+    il__check_fix(c, "Check the file by hand: python3 -m json.tool %s", file);
+    il__check_ev(c, "daemon_json", "%s", file);
+    il_mem_free(text);
+    return;
   }
   if (malformed) {
-    c = il__check_add(dr, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON: dockerd will not start with it", file);
+    c = il__check_add(dr, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON (%s): dockerd will not start with it", file, why);
     il__check_fix(c, "Fix the syntax (python3 -m json.tool %s shows where), then sudo systemctl restart docker", file);
   } else if (!has_nvidia) {
     bool toolkit = t->runtime || t->ctk;
@@ -326,7 +280,7 @@ static void il__check_containerd(il_doctor *dr, const il__tools *t) {
   if (!text) return;
   il_check *c;
   if (il_sysfs_read(&dr->fs, "/etc/containerd/config.toml", text, 65536, NULL) != IL_OK) {
-    il__check_add(dr, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
+    il__check_na(dr, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
     il_mem_free(text);
     return;
   }
@@ -351,6 +305,65 @@ static void il__check_containerd(il_doctor *dr, const il__tools *t) {
   il__check_ev(c, "runtimes.nvidia", "%s", has ? "present" : "absent");
   il__check_ev(c, "default_runtime_name", "%s", deflt[0] ? deflt : "(unset)");
   il_mem_free(text);
+}
+
+/* CRI-O: /etc/crio/crio.conf plus the drop-ins of /etc/crio/crio.conf.d (where
+ * `nvidia-ctk runtime configure --runtime=crio` writes [crio.runtime.runtimes.nvidia]); a node
+ * whose CRI-O lacks the runtime leaves the device plugin without GPUs ("Incompatible strategy
+ * detected auto ... did you configure the NVIDIA Container Toolkit?", on CRI-O:
+ * https://github.com/NVIDIA/k8s-device-plugin/issues/1134). */
+static void il__check_crio(il_doctor *dr) {
+  const il_sysfs *fs = &dr->fs;
+  char p[512];
+  bool installed = il_sysfs_which(fs, "crio", p, sizeof p) || il_sysfs_exists(fs, "/etc/crio");
+  if (!installed) {
+    il__check_na(dr, "container.crio", IL_VERDICT_OK, 0, "CRI-O not installed");
+    return;
+  }
+  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "CRI-O config");
+  if (!text) {
+    dr->oom = true;
+    return;
+  }
+  bool has = false;
+  char deflt[64] = "", where[300] = "";
+  char files[17][300];
+  int nf = 0;
+  il_sysfs_copy(files[nf++], sizeof files[0], "/etc/crio/crio.conf");
+  char **names;
+  int n;
+  if (il_sysfs_list(fs, "/etc/crio/crio.conf.d", &names, &n) == IL_OK) {
+    for (int i = 0; i < n && nf < 17; i++) snprintf(files[nf++], sizeof files[0], "/etc/crio/crio.conf.d/%.200s", names[i]);
+    il_sysfs_list_free(names, n);
+  }
+  /* Later drop-ins override earlier ones: the last default_runtime wins. */
+  for (int i = 0; i < nf; i++) {
+    if (il_sysfs_read(fs, files[i], text, 65536, NULL) != IL_OK) continue;
+    if (strstr(text, "runtimes.nvidia]") || strstr(text, "runtimes.\"nvidia\"]")) {
+      has = true;
+      il_sysfs_copy(where, sizeof where, files[i]);
+    }
+    char d[64];
+    if (il__toml_string(text, "default_runtime", d, sizeof d)) il_sysfs_copy(deflt, sizeof deflt, d);
+  }
+  il_mem_free(text);
+  bool kube = il_sysfs_which(fs, "kubelet", p, sizeof p);
+  il_check *c;
+  if (!has && dr->gpu_expected) {
+    c = il__check_add(dr, "container.crio", IL_VERDICT_WARN, 19,
+                      "CRI-O has no 'nvidia' runtime: pods on this node get no GPU and the device plugin reports 'Incompatible strategy detected'");
+    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=crio --set-as-default && sudo systemctl restart crio");
+  } else if (has && strcmp(deflt, "nvidia") && kube) {
+    c = il__check_add(dr, "container.crio", IL_VERDICT_WARN, 19,
+                      "CRI-O has the 'nvidia' runtime (%s) but the default is \"%s\": pods need runtimeClassName: nvidia", where, deflt[0] ? deflt : "crun/runc");
+    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=crio --set-as-default && sudo systemctl restart crio   "
+                     "(or a RuntimeClass 'nvidia' and runtimeClassName in the pod spec)");
+  } else {
+    c = il__check_add(dr, "container.crio", IL_VERDICT_OK, 0, "CRI-O: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
+                      deflt[0] ? ", default " : "", deflt);
+  }
+  il__check_ev(c, "runtimes.nvidia", "%s", has ? where : "absent");
+  il__check_ev(c, "default_runtime", "%s", deflt[0] ? deflt : "(unset)");
 }
 
 static void il__check_cdi(il_doctor *dr, const il__tools *t) {
@@ -387,6 +400,18 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
           il_appendf(stale, sizeof stale, "%s%s was generated for driver %s (running %s)", l ? "; " : "", rel, ver, drv);
         }
       }
+      /* Stale: the nvidia-uvm major in the spec differs from /proc/devices (its major is
+       * dynamic; nvidia-container-toolkit#1934: spec said 510, kernel 509, cuInit 999). */
+      int uvm_major = il__proc_devices_major(fs, "nvidia-uvm");
+      const char *u = strstr(text, "path: /dev/nvidia-uvm\n");
+      const char *mj = u ? strstr(u, "major:") : NULL;
+      if (mj && uvm_major >= 0 && mj - u < 200) {
+        int spec_major = atoi(mj + 6);
+        if (spec_major != uvm_major) {
+          l = strlen(stale);
+          il_appendf(stale, sizeof stale, "%s%s gives /dev/nvidia-uvm major %d but /proc/devices says %d", l ? "; " : "", rel, spec_major, uvm_major);
+        }
+      }
       /* Stale: a device node the spec injects that does not exist. */
       for (const char *p = text; (p = strstr(p, "path: /dev/nvidia")) != NULL; p++) {
         char node[128];
@@ -406,12 +431,20 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
     c = il__check_add(dr, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s", stale);
     il__check_fix(c, "Regenerate it: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml   (and remove stale copies in /var/run/cdi); "
                      "regenerate after every driver or MIG change");
-  } else if (n_specs == 0 && t->ctk && dr->gpu_expected) {
+  } else if (n_specs == 0 && (t->ctk || t->podman) && dr->gpu_expected) {
+    /* Podman asks for GPUs through CDI (--device nvidia.com/gpu=all): without a spec it fails
+     * with "unresolvable CDI devices" (research scenario 23). */
     c = il__check_add(dr, "container.cdi", IL_VERDICT_WARN, 23,
-                      "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: podman/CDI requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'");
-    il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
+                      "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: %s requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'",
+                      t->podman ? "podman" : "CDI");
+    if (t->ctk) il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
+    else {
+      char cmd[200];
+      il__check_fix(c, "Install the NVIDIA Container Toolkit (%s), then sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+                    il__distro_cmd(dr, IL_CMD_INSTALL_TOOLKIT, NULL, cmd, sizeof cmd));
+    }
   } else if (n_specs == 0) {
-    c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
+    c = il__check_na(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
   } else {
     c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s", n_specs == 1 ? "" : "s", specs, drv[0] ? drv : "(unknown)");
   }
@@ -424,6 +457,7 @@ void il__container_checks(il_doctor *dr) {
     c = il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "running inside a %s container", dr->container_engine);
     il__check_ev(c, "engine", "%s", dr->container_engine);
     il__check_inside(dr);
+    il__check_cgroup_devices(dr);
     return;
   }
   il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "not in a container (no /.dockerenv, /run/.containerenv or container cgroup)");
@@ -432,5 +466,9 @@ void il__container_checks(il_doctor *dr) {
   il__check_toolkit(dr, &t);
   il__check_docker(dr, &t);
   il__check_containerd(dr, &t);
+  il__check_crio(dr);
   il__check_cdi(dr, &t);
+  il__check_rootless(dr);
+  il__check_lxc_configs(dr);
+  il__check_systemd_units(dr);
 }

@@ -18,6 +18,7 @@ static void *il__first_sym(void *lib, const char *a, const char *b) {
 il_status il_cudadrv_open(il_cudadrv *cu, const char *path) {
   memset(cu, 0, sizeof *cu);
   il_sysfs_copy(cu->path, sizeof cu->path, path && *path ? path : "libcuda.so.1");
+  if (!il_sysfs_loadable(cu->path, cu->error, sizeof cu->error)) return il_error(IL_ERR_NOT_FOUND, "%s", cu->error);
   dlerror();
   cu->lib = dlopen(cu->path, RTLD_NOW | RTLD_LOCAL);
   if (!cu->lib) {

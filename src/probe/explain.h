@@ -8,6 +8,10 @@
  * scores by the length of the fragments found, so the most specific scenario comes first.
  * Old runtimes used other numbers (pre-CUDA-10.1: 30 unknown, 38 no device, 48 no kernel
  * image), so "error=38" style codes are in the table too.
+ * Out-of-memory messages are split by cause from their own numbers (PyTorch's capacity, free
+ * and per-process figures; llama.cpp's buffer size; vLLM's startup check; the host OOM
+ * killer): this process's model + KV does not fit (110), other processes hold the memory
+ * (25), the host OOM killer (112), allocator fragmentation (113), each with its own fix.
  * Not for: looking at the machine (that is il_doctor_run).
  */
 #ifndef IL_PROBE_EXPLAIN_H
@@ -25,6 +29,7 @@ typedef struct {
   const char *checks;  /* doctor check ids that confirm it, space separated */
   int score;
   const char *matched; /* the longest fragment that matched */
+  char detail[240];    /* what the message's own numbers say (OOM family), "" otherwise */
 } il_explain_match;
 
 /* Matches text against the table; writes up to max matches, best first, and returns how many
@@ -33,7 +38,7 @@ int il_explain(const char *text, il_explain_match *out, int max);
 /* Prints the matches for text (or a "not recognised" note listing what to run instead).
  * Returns the number of matches. */
 int il_explain_print_text(const char *text, FILE *out);
-/* JSON: {"schema_version":1,"input":...,"matches":[{scenario,title,causes,fix,checks[],matched}]} */
+/* JSON: {"schema_version":1,"input":...,"matches":[{scenario,title,causes,fix,matched,detail,checks[]}]} */
 int il_explain_print_json(const char *text, FILE *out);
 
 #endif

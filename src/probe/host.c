@@ -1,6 +1,7 @@
 /* probe/host: CPU, memory, huge pages, kernel and a read-bandwidth measurement. See host.h. */
 #include "probe/host.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +23,8 @@ static bool il__has_flag(const char *flags, const char *f) {
 static long long il__meminfo_kb(const char *text, const char *key) {
   char v[64];
   if (!il_sysfs_field(text, key, v, sizeof v)) return -1;
-  return strtoll(v, NULL, 10);
+  long long kb = strtoll(v, NULL, 10);
+  return kb >= 0 && kb <= LLONG_MAX / 1024 ? kb : -1; /* callers multiply by 1024 */
 }
 
 void il_host_probe(const il_sysfs *fs, il_host_info *h) {
@@ -30,9 +32,9 @@ void il_host_probe(const il_sysfs *fs, il_host_info *h) {
   h->ram_total = h->ram_available = h->hugepages_total = -1;
   /* cpuinfo is repeated per CPU; the first block gives model and flags, "processor" lines count. */
   const size_t cap = (size_t)1 << 20;
-  char *cpuinfo = il_mem_alloc(IL_MEM_OTHER, cap, "/proc/cpuinfo");
-  if (cpuinfo) il_sysfs_read(fs, "/proc/cpuinfo", cpuinfo, cap, NULL);
-  else cpuinfo = (char *)"";
+  char *owned = il_mem_alloc(IL_MEM_OTHER, cap, "/proc/cpuinfo");
+  const char *cpuinfo = owned ? owned : "";
+  if (owned) il_sysfs_read(fs, "/proc/cpuinfo", owned, cap, NULL); /* absent or empty: "" */
   il_sysfs_field(cpuinfo, "model name", h->cpu_model, sizeof h->cpu_model);
   char flags[4096];
   if (!il_sysfs_field(cpuinfo, "flags", flags, sizeof flags)) il_sysfs_field(cpuinfo, "Features", flags, sizeof flags);
@@ -53,7 +55,7 @@ void il_host_probe(const il_sysfs *fs, il_host_info *h) {
     strcpy(h->cpu_backend, "scalar");
   for (const char *p = cpuinfo; (p = strstr(p, "processor")) != NULL; p++)
     if (p == cpuinfo || p[-1] == '\n') h->logical_cpus++;
-  if (*cpuinfo) il_mem_free(cpuinfo);
+  il_mem_free(owned); /* freed whether or not the file had content */
 
   char meminfo[8192];
   if (il_sysfs_read(fs, "/proc/meminfo", meminfo, sizeof meminfo, NULL) == IL_OK) {

@@ -28,6 +28,7 @@ static void *il__sym(void *lib, const char *const *names) {
 il_status il_nvml_open(il_nvml *nv, const char *path) {
   memset(nv, 0, sizeof *nv);
   il_sysfs_copy(nv->path, sizeof nv->path, path && *path ? path : "libnvidia-ml.so.1");
+  if (!il_sysfs_loadable(nv->path, nv->error, sizeof nv->error)) return il_error(IL_ERR_NOT_FOUND, "%s", nv->error);
   dlerror();
   nv->lib = dlopen(nv->path, RTLD_NOW | RTLD_LOCAL);
   if (!nv->lib) {
@@ -60,6 +61,7 @@ il_status il_nvml_open(il_nvml *nv, const char *path) {
   IL__SYM(DeviceGetRetiredPagesPendingStatus, "nvmlDeviceGetRetiredPagesPendingStatus");
   IL__SYM(DeviceGetComputeMode, "nvmlDeviceGetComputeMode");
   IL__SYM(DeviceGetPersistenceMode, "nvmlDeviceGetPersistenceMode");
+  IL__SYM(DeviceGetRemappedRows, "nvmlDeviceGetRemappedRows");
   /* Only the _v3/_v2 variants use the 24-byte nvmlProcessInfo_v2_t layout of the table. */
   IL__SYM(DeviceGetComputeRunningProcesses, "nvmlDeviceGetComputeRunningProcesses_v3",
           "nvmlDeviceGetComputeRunningProcesses_v2");
@@ -153,6 +155,7 @@ static void il__device_defaults(il_nvml_device *d, int index) {
   d->mig_current = d->mig_pending = d->mig_devices = -1;
   d->ecc_uncorrected_volatile = d->ecc_uncorrected_aggregate = -1;
   d->retired_pending = d->compute_mode = d->persistence = -1;
+  d->remap_corr = d->remap_unc = d->remap_pending = d->remap_failure = -1;
 }
 
 static void il__read_device(il_nvml *nv, unsigned i, il_nvml_device *d) {
@@ -196,6 +199,13 @@ static void il__read_device(il_nvml *nv, unsigned i, il_nvml_device *d) {
   if (nv->DeviceGetRetiredPagesPendingStatus && nv->DeviceGetRetiredPagesPendingStatus(h, &iv) == 0) d->retired_pending = iv;
   if (nv->DeviceGetComputeMode && nv->DeviceGetComputeMode(h, &iv) == 0) d->compute_mode = iv;
   if (nv->DeviceGetPersistenceMode && nv->DeviceGetPersistenceMode(h, &iv) == 0) d->persistence = iv;
+  unsigned rc_, ru, rp, rf;
+  if (nv->DeviceGetRemappedRows && nv->DeviceGetRemappedRows(h, &rc_, &ru, &rp, &rf) == 0) {
+    d->remap_corr = (int)rc_;
+    d->remap_unc = (int)ru;
+    d->remap_pending = (int)rp;
+    d->remap_failure = (int)rf;
+  }
   if (nv->DeviceGetComputeRunningProcesses) {
     unsigned n = IL_NVML_MAX_PROCS;
     /* Twice the room the count allows: a driver whose process struct were larger than the

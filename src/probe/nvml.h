@@ -91,6 +91,8 @@ typedef struct {
   int (*DeviceGetRetiredPagesPendingStatus)(il_nvml_handle, int *);
   int (*DeviceGetComputeMode)(il_nvml_handle, int *);
   int (*DeviceGetPersistenceMode)(il_nvml_handle, int *);
+  /* (corrected rows, uncorrected rows, remap pending, remap failure occurred); A100 and later. */
+  int (*DeviceGetRemappedRows)(il_nvml_handle, unsigned *, unsigned *, unsigned *, unsigned *);
   int (*DeviceGetComputeRunningProcesses)(il_nvml_handle, unsigned *, il_nvml_process_info *);
 } il_nvml;
 
@@ -115,6 +117,7 @@ typedef struct {
   int retired_pending;      /* -1 unsupported */
   int compute_mode;         /* 0 default, 2 prohibited, 3 exclusive process; -1 unknown */
   int persistence;          /* -1 unknown */
+  int remap_corr, remap_unc, remap_pending, remap_failure; /* row remapping; -1 unsupported */
   int n_procs;
   il_nvml_process_info procs[IL_NVML_MAX_PROCS];
 } il_nvml_device;

@@ -119,11 +119,11 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
     return;
   }
   if (dr->wsl) {
-    il__check_add(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
+    il__check_na(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
     return;
   }
   if (dr->n_pci == 0) {
-    il__check_add(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
+    il__check_na(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
     return;
   }
   char kver[128], dir[256];
@@ -155,17 +155,22 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
   } else if (!for_running && other[0]) {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4,
                       "nvidia kernel module not loaded: it was built for kernel %s but kernel %s is running (DKMS did not rebuild it)", other, kver);
-    il__check_fix(c, "sudo apt install linux-headers-%s dkms && sudo dkms autoinstall -k %s && sudo reboot   (or reinstall the nvidia-dkms package)", kver, kver);
+    char cmd[400];
+    il__check_fix(c, "%s", il__distro_cmd(dr, IL_CMD_REBUILD_MODULE, kver, cmd, sizeof cmd));
   } else if (for_running && secure_boot) {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 5,
                       "nvidia kernel module installed for %s but not loaded, and Secure Boot is on: the unsigned module was likely rejected", kver);
-    il__check_fix(c, "Enroll the DKMS signing key: sudo mokutil --import /var/lib/dkms/mok.pub, reboot and confirm in MokManager (or disable Secure Boot)");
+    char cmd[400];
+    il__check_fix(c, "Enroll the module signing key: %s (or disable Secure Boot)", il__distro_cmd(dr, IL_CMD_ENROLL_KEY, NULL, cmd, sizeof cmd));
   } else if (for_running) {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4, "nvidia kernel module installed for %s but not loaded", kver);
-    il__check_fix(c, "sudo modprobe nvidia   (the error it prints names the cause; 'Key was rejected by service' = Secure Boot: sudo mokutil --import /var/lib/dkms/mok.pub)");
+    char cmd[400];
+    il__check_fix(c, "sudo modprobe nvidia   (the error it prints names the cause; 'Key was rejected by service' = Secure Boot: %s)",
+                  il__distro_cmd(dr, IL_CMD_ENROLL_KEY, NULL, cmd, sizeof cmd));
   } else {
     c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4, "NVIDIA GPU present but no nvidia kernel module installed for kernel %s", kver[0] ? kver : "(unknown)");
-    il__check_fix(c, "Install the driver with DKMS for the running kernel: sudo apt install linux-headers-$(uname -r) && sudo ubuntu-drivers install && sudo reboot");
+    char cmd[400];
+    il__check_fix(c, "Install the driver for the running kernel: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
   }
   il__check_ev(c, "running_kernel", "%s", kver);
   il__check_ev(c, "module_for_running_kernel", "%s", for_running ? "yes" : "no");
@@ -176,29 +181,39 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
 static void il__check_kmod_flavor(il_doctor *dr) {
   il_check *c;
   if (!dr->kmod_loaded || dr->n_pci == 0) {
-    il__check_add(dr, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
+    il__check_na(dr, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
     return;
   }
-  /* PCI device ids below 0x1E00 are Volta and older (no GSP); 0x2900 and up are Blackwell,
-   * which needs the open module. Both thresholds are inferred from NVIDIA's supported-GPU
-   * lists (TU102 = 0x1E02 is the first open-module GPU), not from one documented rule. */
+  /* Volta and older have no GSP, so the open module cannot drive them; Blackwell requires it
+   * (probe/gpufamily has the id table and its sources). */
   for (int i = 0; i < dr->n_pci; i++) {
     const il_pci_gpu *g = &dr->pci[i];
-    if (dr->kmod_open && g->device_id && g->device_id < 0x1E00) {
+    il_gpu_family fam = il_gpu_family_of(g->device_id);
+    if (dr->kmod_open && fam != IL_GPU_UNKNOWN && fam <= IL_GPU_VOLTA) {
       c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
                         "open kernel module on GPU 10de:%04x at %s, which has no GSP (Volta or older): the open module cannot drive it",
                         g->device_id, g->bdf);
-      il__check_fix(c, "Install the proprietary module flavour and reboot (Ubuntu: sudo apt install nvidia-driver-<branch> instead of nvidia-driver-<branch>-open; "
-                       "negativo17: sudo sed -i -e 's/kernel-open$/kernel/g' /etc/nvidia/kernel.conf && sudo akmods --rebuild)");
+      char br[8];
+      snprintf(br, sizeof br, "%.3s", dr->kmod_version[0] ? dr->kmod_version : "580");
+      il__check_fix(c, "Install the proprietary module flavour and reboot (Ubuntu: sudo apt install nvidia-driver-%s instead of nvidia-driver-%s-open; "
+                       "negativo17: sudo sed -i -e 's/kernel-open$/kernel/g' /etc/nvidia/kernel.conf && sudo akmods --rebuild)", br, br);
       il__check_ev(c, "pci_device", "10de:%04x", g->device_id);
       il__check_ev(c, "flavor", "open");
       return;
     }
-    if (!dr->kmod_open && g->device_id >= 0x2900) {
-      c = il__check_add(dr, "kmod.flavor", IL_VERDICT_WARN, 8,
-                        "proprietary kernel module on GPU 10de:%04x at %s (Blackwell or newer [inferred from the PCI id]), which requires the open module",
+    if (!dr->kmod_open && fam == IL_GPU_BLACKWELL) {
+      c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
+                        "proprietary kernel module on GPU 10de:%04x at %s (Blackwell, from the PCI id), which requires the NVIDIA open kernel modules",
                         g->device_id, g->bdf);
-      il__check_fix(c, "Install the open module flavour (e.g. sudo apt install nvidia-driver-<branch>-open) and reboot");
+      char br[8];
+      snprintf(br, sizeof br, "%.3s", dr->kmod_version);
+      if (dr->distro.family == IL_DISTRO_UBUNTU || dr->distro.family == IL_DISTRO_UNKNOWN)
+        il__check_fix(c, "Install the open module flavour and reboot: sudo apt install nvidia-driver-%s-open && sudo reboot", br[0] ? br : "570");
+      else if (dr->distro.family == IL_DISTRO_FEDORA)
+        il__check_fix(c, "Build the open module flavour and reboot: sudo sh -c 'echo %%_with_kmod_nvidia_open 1 > /etc/rpm/macros.nvidia-kmod' && sudo akmods --kernels $(uname -r) --rebuild && sudo reboot");
+      else
+        il__check_fix(c, "Install the open kernel module flavour of driver %s and reboot (RHEL: sudo dnf install nvidia-open; Arch: sudo pacman -S nvidia-open)",
+                      dr->kmod_version[0] ? dr->kmod_version : "570 or newer");
       il__check_ev(c, "pci_device", "10de:%04x", g->device_id);
       il__check_ev(c, "flavor", "proprietary");
       return;
@@ -221,8 +236,9 @@ static void il__check_nouveau(il_doctor *dr) {
     c = il__check_add(dr, "kmod.nouveau", IL_VERDICT_FAIL, 6, "nouveau owns the NVIDIA GPU at %s, so the nvidia driver cannot probe it", bound);
   else
     c = il__check_add(dr, "kmod.nouveau", IL_VERDICT_WARN, 6, "nouveau is loaded (it may claim the GPU before nvidia at next boot)");
+  char ini[64];
   il__check_fix(c, "printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
-                   "sudo update-initramfs -u -k all && sudo reboot");
+                   "%s && sudo reboot", il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini));
   il__check_ev(c, "nouveau_loaded", "%s", dr->nouveau_loaded ? "yes" : "no");
   if (bound) il__check_ev(c, "bound_to", "%s", bound);
   il__check_ev(c, "blacklist_file", "%s", il_sysfs_exists(&dr->fs, "/etc/modprobe.d/blacklist-nouveau.conf") ? "present" : "missing");
@@ -232,11 +248,11 @@ static void il__check_uvm(il_doctor *dr) {
   il_check *c;
   bool node = il_sysfs_exists(&dr->fs, "/dev/nvidia-uvm");
   if (dr->wsl) {
-    il__check_add(dr, "kmod.uvm", IL_VERDICT_OK, 0, "WSL2: unified memory goes through /dev/dxg");
+    il__check_na(dr, "kmod.uvm", IL_VERDICT_OK, 0, "WSL2: unified memory goes through /dev/dxg");
     return;
   }
   if (!dr->kmod_loaded) {
-    il__check_add(dr, "kmod.uvm", IL_VERDICT_OK, 0, "not checked: the nvidia module is not loaded%s", dr->n_pci ? " (see kmod.nvidia)" : "");
+    il__check_na(dr, "kmod.uvm", IL_VERDICT_OK, 0, "not checked: the nvidia module is not loaded%s", dr->n_pci ? " (see kmod.nvidia)" : "");
     return;
   }
   if (!dr->uvm_loaded && !node) {
@@ -272,7 +288,7 @@ static void il__check_devnodes(il_doctor *dr) {
   il_check *c;
   if (dr->wsl) {
     bool dxg = il_sysfs_exists(fs, "/dev/dxg");
-    if (dxg) il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "WSL2: /dev/dxg present (no /dev/nvidia* nodes are used)");
+    if (dxg) il__check_na(dr, "devnodes", IL_VERDICT_OK, 0, "WSL2: /dev/dxg present (no /dev/nvidia* nodes are used)");
     else {
       c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, 24, "WSL2 kernel but /dev/dxg is missing: no GPU paravirtualization");
       il__check_fix(c, "Update WSL and the Windows NVIDIA driver (PowerShell: wsl --update; wsl --shutdown)");
@@ -280,7 +296,7 @@ static void il__check_devnodes(il_doctor *dr) {
     return;
   }
   if (!dr->gpu_expected) {
-    il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
+    il__check_na(dr, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
     return;
   }
   int n = il__doctor_gpu_count(dr);
@@ -328,7 +344,7 @@ static void il__check_devnodes(il_doctor *dr) {
   }
   if (missing[0]) {
     c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, dr->in_container ? 21 : 4, "device nodes missing: %s", missing);
-    if (dr->in_container) il__check_fix(c, "Restart the container with the NVIDIA runtime: docker run --gpus all ...");
+    if (dr->in_container) il__fix_request_gpus(dr, c);
     else il__check_fix(c, "sudo nvidia-modprobe -c 0 -u   (creates the nodes; if it fails, the nvidia module is not loaded: see kmod.nvidia)");
   } else if (deny_any) {
     char grp[64];
@@ -337,8 +353,11 @@ static void il__check_devnodes(il_doctor *dr) {
     if (strcmp(grp, "root") && strcmp(grp, "0") && (denied_st.mode & 060) == 060)
       il__check_fix(c, "sudo usermod -aG %s $USER   then log out and in (or: newgrp %s)", grp, grp);
     else
+    {
+      char ini[64];
       il__check_fix(c, "Restore the driver default (root:root 0666): remove NVreg_DeviceFileMode/NVreg_DeviceFileGID from /etc/modprobe.d/*nvidia*.conf, "
-                       "then sudo update-initramfs -u && sudo reboot");
+                       "then %s && sudo reboot", il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini));
+    }
     if (dr->in_container) il__check_fix(c, "Rootless containers: sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups=true --in-place, or use CDI");
   } else {
     c = il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "%d device node%s present and usable by uid %u", nn, nn == 1 ? "" : "s", (unsigned)fs->uid);
@@ -349,6 +368,7 @@ static void il__check_devnodes(il_doctor *dr) {
 void il__platform_checks_kmod(il_doctor *dr) {
   il__check_kmod_nvidia(dr);
   il__check_kmod_flavor(dr);
+  il__check_branch(dr);
   il__check_nouveau(dr);
   il__check_uvm(dr);
   il__check_devnodes(dr);
@@ -374,7 +394,7 @@ void il__platform_checks_virt(il_doctor *dr) {
   il__check_ev(c, "iommu_groups", "%d", ngroups);
 
   if (dr->n_pci == 0) {
-    c = il__check_add(dr, "virt.pci", IL_VERDICT_OK, 0, "no NVIDIA display function (vendor 0x10de, class 0x03) on the PCI bus");
+    c = il__check_na(dr, "virt.pci", IL_VERDICT_OK, 0, "no NVIDIA display function (vendor 0x10de, class 0x03) on the PCI bus");
     return;
   }
   char list[400] = "", vfio[200] = "", none[200] = "";
@@ -411,12 +431,15 @@ void il__platform_checks_virt(il_doctor *dr) {
   }
   c = il__check_add(dr, "virt.pci", v, scen, "%s", list);
   if (n_vfio) {
+    char ini[64];
     char cmdline[1024] = "";
     il_sysfs_read_line(fs, "/proc/cmdline", cmdline, sizeof cmdline);
     const char *ids = strstr(cmdline, "vfio-pci.ids=");
     if (ids) il__check_ev(c, "kernel_cmdline", "%.*s", (int)strcspn(ids, " "), ids);
     il__check_fix(c, "GPU %s is reserved for passthrough: remove its id from 'vfio-pci.ids=' in /etc/default/grub and from 'options vfio-pci ids=' "
-                     "in /etc/modprobe.d/*.conf, then sudo update-initramfs -u && sudo update-grub && sudo reboot", vfio);
+                     "in /etc/modprobe.d/*.conf, then %s && %s && sudo reboot", vfio, il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini),
+                  dr->distro.family == IL_DISTRO_FEDORA || dr->distro.family == IL_DISTRO_RHEL || dr->distro.family == IL_DISTRO_SUSE
+                      ? "sudo grub2-mkconfig -o /boot/grub2/grub.cfg" : "sudo update-grub");
     char first[16];
     il_sysfs_copy(first, sizeof first, vfio);
     il__check_fix(c, "Or now, if no VM uses it: echo %s | sudo tee /sys/bus/pci/devices/%s/driver/unbind && echo %s | sudo tee /sys/bus/pci/drivers/nvidia/bind",
@@ -442,19 +465,26 @@ void il__platform_checks_host(il_doctor *dr) {
   il__check_ev(c, "logical_cpus", "%d", h->logical_cpus);
   il__check_ev(c, "cpu_backend", "%s", h->cpu_backend);
 
-  char total[32] = "?", avail[32] = "?", bw[48] = "not measured";
+  char total[32] = "unknown", avail[32] = "unknown", bw[48] = "not measured";
   if (h->ram_total >= 0) il_mem_format_bytes((size_t)h->ram_total, total, sizeof total);
   if (h->ram_available >= 0) il_mem_format_bytes((size_t)h->ram_available, avail, sizeof avail);
   if (h->read_gbps > 0) snprintf(bw, sizeof bw, "%.1f GB/s", h->read_gbps);
   c = il__check_add(dr, "host.memory", IL_VERDICT_OK, 0, "%s RAM (%s available); read bandwidth %s; transparent huge pages: %s; %lld explicit huge page%s",
                     total, avail, bw, h->thp[0] ? h->thp : "unknown", h->hugepages_total > 0 ? h->hugepages_total : 0,
                     h->hugepages_total == 1 ? "" : "s");
-  il__check_ev(c, "ram_total_bytes", "%lld", h->ram_total);
-  il__check_ev(c, "ram_available_bytes", "%lld", h->ram_available);
-  il__check_ev(c, "read_bandwidth_gbps", "%.2f", h->read_gbps);
-  il__check_ev(c, "thp", "%s", h->thp);
-  il__check_ev(c, "hugepages_total", "%lld", h->hugepages_total);
+  /* Unknown values read "unknown", never -1. */
+  char v1[32], v2[32], v3[32];
+  snprintf(v1, sizeof v1, h->ram_total >= 0 ? "%lld" : "unknown", h->ram_total);
+  snprintf(v2, sizeof v2, h->ram_available >= 0 ? "%lld" : "unknown", h->ram_available);
+  snprintf(v3, sizeof v3, h->hugepages_total >= 0 ? "%lld" : "unknown", h->hugepages_total);
+  il__check_ev(c, "ram_total_bytes", "%s", v1);
+  il__check_ev(c, "ram_available_bytes", "%s", v2);
+  if (h->read_gbps > 0) il__check_ev(c, "read_bandwidth_gbps", "%.2f", h->read_gbps);
+  else il__check_ev(c, "read_bandwidth_gbps", "not measured");
+  il__check_ev(c, "thp", "%s", h->thp[0] ? h->thp : "unknown");
+  il__check_ev(c, "hugepages_total", "%s", v3);
 
   c = il__check_add(dr, "host.kernel", IL_VERDICT_OK, 0, "Linux %s%s", h->kernel[0] ? h->kernel : "(release unknown)", dr->wsl ? " (WSL2)" : "");
   il__check_ev(c, "release", "%s", h->kernel);
+  il__check_distro(dr);
 }

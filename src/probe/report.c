@@ -3,37 +3,100 @@
 
 #include <string.h>
 
-#include "core/jsonw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates,
+ * nothing above U+10FFFF), 0 when the bytes there are not one. */
+static size_t il__utf8_len(const unsigned char *p) {
+  unsigned c = p[0];
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) return (p[1] & 0xc0) == 0x80 ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    unsigned lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    unsigned lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80 ? 4 : 0;
+  }
+  return 0;
+}
+
 void il_report_json_string(FILE *out, const char *s) {
-  if (s) il_jsonw_escape(out, s);
-  else fputs("null", out);
+  if (!s) {
+    fputs("null", out);
+    return;
+  }
+  /* Text in a report comes from files, environment variables and library answers, and is cut
+   * to fixed buffers: any byte that does not start a well-formed UTF-8 sequence (including a
+   * sequence cut by truncation) is written as U+FFFD, so the document is always valid UTF-8. */
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    size_t l = il__utf8_len(p);
+    if (l == 0) {
+      fputs("\\ufffd", out);
+      p++;
+      continue;
+    }
+    if (l > 1) {
+      fwrite(p, 1, l, out);
+      p += l;
+      continue;
+    }
+    switch (*p) {
+      case '"': fputs("\\\"", out); break;
+      case '\\': fputs("\\\\", out); break;
+      case '\n': fputs("\\n", out); break;
+      case '\r': fputs("\\r", out); break;
+      case '\t': fputs("\\t", out); break;
+      default:
+        if (*p < 0x20 || *p == 0x7f) fprintf(out, "\\u%04x", *p);
+        else fputc(*p, out);
+    }
+    p++;
+  }
+  fputc('"', out);
 }
 
 /* ---- text ----------------------------------------------------------------------------- */
 
+/* "%d<unit>" or "unknown" for a value NVML did not report (-1). */
+static const char *il__num(int v, const char *unit, char *buf, size_t n) {
+  if (v < 0) snprintf(buf, n, "unknown");
+  else snprintf(buf, n, "%d%s", v, unit);
+  return buf;
+}
+
 static void il__text_devices(const il_doctor *dr, FILE *out) {
   const il_nvml_snapshot_t *s = &dr->nvml;
   if (il__doctor_gpu_count(dr) == 0) return;
-  fprintf(out, "\nDevices (driver %s)\n", s->driver_version);
+  fprintf(out, "\nDevices (driver %s)\n", s->driver_version[0] ? s->driver_version : "unknown");
   for (int i = 0; i < s->n_devices; i++) {
     const il_nvml_device *d = &s->devices[i];
     if (d->handle_rc) {
       fprintf(out, "  %d  (no handle: %s)\n", i, il_nvml_code_name(d->handle_rc));
       continue;
     }
-    char used[32] = "?", total[32] = "?", freeb[32] = "?";
+    char used[32] = "unknown", total[32] = "unknown", freeb[32] = "unknown", cc[16] = "sm_unknown";
     if (d->mem_used >= 0) il_mem_format_bytes((size_t)d->mem_used, used, sizeof used);
     if (d->mem_total >= 0) il_mem_format_bytes((size_t)d->mem_total, total, sizeof total);
     if (d->mem_free >= 0) il_mem_format_bytes((size_t)d->mem_free, freeb, sizeof freeb);
-    fprintf(out, "  %d  %s  %s  %s  sm_%d%d\n", i, d->name, d->uuid, d->pci_bus_id, d->cc_major, d->cc_minor);
-    fprintf(out, "     memory %s used / %s total (%s free); util gpu %d%% mem %d%%; %d C; %.0f / %.0f W; sm %d MHz, mem %d MHz\n", used,
-            total, freeb, d->util_gpu, d->util_mem, d->temp_c, d->power_mw / 1000.0, d->power_limit_mw / 1000.0, d->clock_sm_mhz,
-            d->clock_mem_mhz);
-    fprintf(out, "     MIG %s; ECC uncorrected (volatile) %lld; processes %d", d->mig_current == 1 ? "enabled" : d->mig_current == 0 ? "disabled" : "n/a",
-            d->ecc_uncorrected_volatile, d->n_procs);
+    if (d->cc_major >= 0) snprintf(cc, sizeof cc, "sm_%d%d", d->cc_major, d->cc_minor);
+    fprintf(out, "  %d  %s  %s  %s  %s\n", i, d->name[0] ? d->name : "unknown", d->uuid[0] ? d->uuid : "unknown",
+            d->pci_bus_id[0] ? d->pci_bus_id : "unknown", cc);
+    char ug[16], um[16], t[16], p[24], pl[24], sm[16], mm[16], ecc[24];
+    if (d->power_mw >= 0) snprintf(p, sizeof p, "%.0f", d->power_mw / 1000.0);
+    else snprintf(p, sizeof p, "unknown");
+    if (d->power_limit_mw >= 0) snprintf(pl, sizeof pl, "%.0f W", d->power_limit_mw / 1000.0);
+    else snprintf(pl, sizeof pl, "unknown W");
+    if (d->ecc_uncorrected_volatile >= 0) snprintf(ecc, sizeof ecc, "%lld", d->ecc_uncorrected_volatile);
+    else snprintf(ecc, sizeof ecc, "unknown");
+    fprintf(out, "     memory %s used / %s total (%s free); util gpu %s mem %s; %s; %s / %s; sm %s, mem %s\n", used, total, freeb,
+            il__num(d->util_gpu, "%", ug, sizeof ug), il__num(d->util_mem, "%", um, sizeof um), il__num(d->temp_c, " C", t, sizeof t), p, pl,
+            il__num(d->clock_sm_mhz, " MHz", sm, sizeof sm), il__num(d->clock_mem_mhz, " MHz", mm, sizeof mm));
+    fprintf(out, "     MIG %s; ECC uncorrected (volatile) %s; processes %d", d->mig_current == 1 ? "enabled" : d->mig_current == 0 ? "disabled" : "n/a",
+            ecc, d->n_procs);
     for (int k = 0; k < d->n_procs; k++) {
       char b[32];
       il_mem_format_bytes((size_t)d->procs[k].used_gpu_memory, b, sizeof b);
@@ -43,12 +106,27 @@ static void il__text_devices(const il_doctor *dr, FILE *out) {
   }
 }
 
-il_status il_report_text(const il_doctor *dr, FILE *out) {
-  int counts[3] = {0, 0, 0};
+il_status il_report_text(const il_doctor *dr, FILE *out) { return il_report_text_ex(dr, out, false); }
+
+il_status il_report_text_ex(const il_doctor *dr, FILE *out, bool show_all) {
+  int counts[3] = {0, 0, 0}, n_na = 0;
   for (int i = 0; i < dr->n_checks; i++) {
     const il_check *c = &dr->checks[i];
     counts[c->verdict]++;
+    if (c->na && c->verdict == IL_VERDICT_OK) {
+      n_na++;
+      if (!show_all) continue;
+      fprintf(out, "n/a   %s: %s\n", c->id, c->summary);
+      continue;
+    }
     fprintf(out, "%-4s  %s: %s\n", il_verdict_name(c->verdict), c->id, c->summary);
+  }
+  if (n_na && !show_all) {
+    /* "Not applicable" checks on one line: nothing to check here (no GPU, no docker, ...). */
+    fprintf(out, "n/a   %d check%s not applicable here:", n_na, n_na == 1 ? "" : "s");
+    for (int i = 0; i < dr->n_checks; i++)
+      if (dr->checks[i].na && dr->checks[i].verdict == IL_VERDICT_OK) fprintf(out, " %s", dr->checks[i].id);
+    fputs("   (--all shows them)\n", out);
   }
   il__text_devices(dr, out);
   if (counts[1] + counts[2]) {
@@ -71,8 +149,8 @@ il_status il_report_text(const il_doctor *dr, FILE *out) {
         fputc('\n', out);
       }
   }
-  fprintf(out, "\n%d OK, %d WARN, %d FAIL -> exit code %d (0 all OK, 1 warnings, 2 failures)\n", counts[0], counts[1], counts[2],
-          il_doctor_exit_code(dr));
+  fprintf(out, "\n%d OK (%d not applicable), %d WARN, %d FAIL -> exit code %d (0 all OK, 1 warnings, 2 failures)\n", counts[0], n_na, counts[1],
+          counts[2], il_doctor_exit_code(dr));
   return ferror(out) ? il_error(IL_ERR_IO, "doctor: writing the report failed") : IL_OK;
 }
 
@@ -139,8 +217,11 @@ static void il__json_device(FILE *out, const il_nvml_device *d) {
 }
 
 il_status il_report_json(const il_doctor *dr, FILE *out) {
-  int counts[3] = {0, 0, 0};
-  for (int i = 0; i < dr->n_checks; i++) counts[dr->checks[i].verdict]++;
+  int counts[3] = {0, 0, 0}, n_na = 0;
+  for (int i = 0; i < dr->n_checks; i++) {
+    counts[dr->checks[i].verdict]++;
+    n_na += dr->checks[i].na && dr->checks[i].verdict == IL_VERDICT_OK;
+  }
   char buf[64];
   fputc('{', out);
   il__jint(out, "schema_version", IL_REPORT_SCHEMA_VERSION, true);
@@ -148,7 +229,7 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
   il__jstr(out, "inferlab_version", IL_VERSION_STRING, true);
   il__jstr(out, "sysroot", dr->fs.root[0] ? dr->fs.root : "/", true);
   il__jint(out, "exit_code", il_doctor_exit_code(dr), true);
-  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d},", counts[0], counts[1], counts[2]);
+  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d,\"not_applicable\":%d},", counts[0], counts[1], counts[2], n_na);
 
   fputs("\"build\":{", out);
   bool cpu_only = !dr->opt.build_have_cuda || !dr->opt.build_cuda_version || !dr->opt.build_cuda_version[0];
@@ -239,6 +320,7 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
     fprintf(out, "%s{", i ? "," : "");
     il__jstr(out, "id", c->id, true);
     il__jstr(out, "verdict", il_verdict_name(c->verdict), true);
+    il__jbool(out, "applicable", !c->na, true);
     il__jint(out, "scenario", c->scenario ? c->scenario : -1, true);
     il__jstr(out, "summary", c->summary, true);
     fputs("\"evidence\":{", out);

@@ -53,10 +53,17 @@ il_status il_sysfs_read(const il_sysfs *fs, const char *rel, char *buf, size_t n
   if (len) *len = 0;
   if (n) buf[0] = 0;
   if (!il_sysfs_path(fs, rel, path, sizeof path)) return il_error(IL_ERR_INVALID_ARG, "%s: path too long", rel);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO (or a device) planted at a probed path must not block the doctor;
+   * only regular files are read. O_NONBLOCK has no effect on a regular file's reads. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     if (errno == ENOENT || errno == ENOTDIR) return il_error(IL_ERR_NOT_FOUND, "%s: not found", path);
     return il_error(IL_ERR_IO, "%s: %s", path, strerror(errno));
+  }
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    close(fd);
+    return il_error(IL_ERR_IO, "%s: not a regular file", path);
   }
   size_t got = 0;
   while (n && got < n - 1) {
@@ -84,6 +91,13 @@ bool il_sysfs_read_line(const il_sysfs *fs, const char *rel, char *buf, size_t n
   }
   buf[strcspn(buf, "\r\n")] = 0;
   return true;
+}
+
+bool il_sysfs_loadable(const char *path, char *why, size_t n) {
+  struct stat sb;
+  if (!path || !strchr(path, '/') || stat(path, &sb) != 0 || S_ISREG(sb.st_mode)) return true;
+  snprintf(why, n, "%s: not a regular file (refusing to load it)", path);
+  return false;
 }
 
 bool il_sysfs_exists(const il_sysfs *fs, const char *rel) {

@@ -53,7 +53,8 @@ bool il_sysfs_is_real(const il_sysfs *fs);
 const char *il_sysfs_path(const il_sysfs *fs, const char *rel, char *buf, size_t n);
 
 /* Reads up to n-1 bytes of file rel into buf and NUL-terminates it. IL_ERR_NOT_FOUND when the
- * file is absent, IL_ERR_IO on other errors (the detail names the path). Sets *len when not
+ * file is absent, IL_ERR_IO on other errors and for anything but a regular file (a FIFO,
+ * socket or device at the path is refused without blocking; the detail names the path). Sets *len when not
  * NULL. A file longer than the buffer is truncated silently (callers size the buffer). */
 il_status il_sysfs_read(const il_sysfs *fs, const char *rel, char *buf, size_t n, size_t *len);
 /* First line of file rel without the newline, "" when absent. Returns true when read. */
@@ -82,6 +83,11 @@ void il_sysfs_group_name(const il_sysfs *fs, gid_t gid, char *buf, size_t n);
  * /usr/sbin:/usr/bin:/sbin:/bin) for an executable file `prog`; writes its path relative to
  * the sysroot into buf. Returns false when none is found. */
 bool il_sysfs_which(const il_sysfs *fs, const char *prog, char *buf, size_t n);
+
+/* For a path given to dlopen: when `path` names a file (has a '/') that exists and is not a
+ * regular file (FIFO, socket, device, directory), writes why into why and returns false;
+ * dlopen would block on a FIFO. True otherwise (bare sonames are searched by the loader). */
+bool il_sysfs_loadable(const char *path, char *why, size_t n);
 
 /* Small text helpers shared by the probes. */
 /* Copies src into dst (size n), truncating; always NUL-terminates. Returns dst. */

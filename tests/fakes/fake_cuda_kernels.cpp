@@ -213,16 +213,51 @@ extern "C" cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs,
 }
 
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                                       const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, size_t row_bytes,
-                                       const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
+                                       bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
+                                       int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
   for (int64_t i = 0; i < n; i++) {
     if (slots[i] < 0 || slots[i] >= n_cells) {
       fake_fault(fault, IL__CU_FAULT_SLOT, launch, i, slots[i], n_cells);
       continue;
     }
-    memcpy(kc + (size_t)slots[i] * kcs, k + i * ks, row_bytes);
-    memcpy(vc + (size_t)slots[i] * vcs, v + i * vs, row_bytes);
+    for (int side = 0; side < 2; side++) {
+      const float *src = (const float *)((side ? v : k) + i * (side ? vs : ks));
+      uint8_t *dst = (side ? vc : kc) + (size_t)slots[i] * (side ? vcs : kcs);
+      for (int64_t j = 0; j < cols; j++) {
+        if (f16_cells) {
+          const uint16_t h = il_f32_to_fp16(src[j]);
+          memcpy(dst + 2 * j, &h, 2);
+        } else {
+          memcpy(dst + 4 * j, &src[j], 4);
+        }
+      }
+    }
   }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      float *p = (float *)((uint8_t *)x + r * xs) + c;
+      *p = bf16 ? il_bf16_to_f32(il_f32_to_bf16(*p)) : il_fp16_to_f32(il_f32_to_fp16(*p));
+    }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
+                                          unsigned long long *stats) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
+      if (!isfinite(v)) stats[0]++;
+      else {
+        uint32_t bits;
+        const float a = fabsf(v);
+        memcpy(&bits, &a, 4);
+        if (bits > stats[1]) stats[1] = bits;
+      }
+    }
   return cudaSuccess;
 }
 

@@ -191,6 +191,13 @@ int nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t h, int *p) { return fake
 int nvmlDeviceGetComputeMode(nvmlDevice_t h, int *m) { return fake_int_field(h, "compute_mode", m); }
 int nvmlDeviceGetPersistenceMode(nvmlDevice_t h, int *m) { return fake_int_field(h, "persistence", m); }
 
+/* devN.remap=CORR,UNC,PENDING,FAILURE */
+int nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned *corr, unsigned *unc, unsigned *pending, unsigned *failure) {
+  const char *v = FAKE_DEV_FIELD(h, "remap");
+  if (!v || sscanf(v, "%u,%u,%u,%u", corr, unc, pending, failure) != 4) return NVML_ERROR_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
 int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
   const char *v = FAKE_DEV_FIELD(h, "procs");
   unsigned n = 0;

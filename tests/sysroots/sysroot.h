@@ -215,19 +215,28 @@ static inline const char *sr_fake_lib(const char *which) {
   return access(path[k], R_OK) == 0 ? path[k] : NULL;
 }
 
-/* Installs the fake NVML as root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.<ver>; returns path. */
+/* Installs the fake NVML as root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.<ver> with its soname
+ * link libnvidia-ml.so.1; returns the versioned path. */
 static inline const char *sr_install_nvml(const char *root, const char *ver, char *out, size_t n) {
   char rel[256];
   snprintf(rel, sizeof rel, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.%s", ver);
   snprintf(out, n, "%s", sr_copy(root, rel, sr_fake_lib("nvml")));
+  char target[128];
+  snprintf(target, sizeof target, "libnvidia-ml.so.%s", ver);
+  sr_link(root, "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", target); /* the soname link ldconfig makes */
   return out;
 }
 
-/* Installs the fake libcuda at root/<rel_dir>/libcuda.so.<ver>; returns path. */
+/* Installs the fake libcuda at root/<rel_dir>/libcuda.so.<ver> with the soname link
+ * libcuda.so.1 beside it; returns the versioned path. */
 static inline const char *sr_install_cuda(const char *root, const char *rel_dir, const char *ver, char *out, size_t n) {
   char rel[256];
   snprintf(rel, sizeof rel, "%s/libcuda.so.%s", rel_dir, ver);
   snprintf(out, n, "%s", sr_copy(root, rel, sr_fake_lib("cuda")));
+  char target[128], link[256];
+  snprintf(target, sizeof target, "libcuda.so.%s", ver);
+  snprintf(link, sizeof link, "%s/libcuda.so.1", rel_dir);
+  sr_link(root, link, target);
   return out;
 }
 

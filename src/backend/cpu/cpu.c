@@ -2,9 +2,9 @@
  *
  * Matmul goes to backend/cpu/matmul (SIMD, the kernel table chosen at open); weights that share
  * an input go through matmul_multi as one task. The other ops are a few percent of a token's
- * time, so they are plain C, except attention and SwiGLU, whose dot products and expf the
- * compiler cannot vectorise under strict FP: on AVX-512 CPUs they use backend/cpu/ops_avx512
- * (about 3% of a Q4_0 token's time saved, and most of a 512-token prompt's attention time).
+ * time, so they are plain C, except SwiGLU, whose expf the compiler cannot vectorise under
+ * strict FP (backend/cpu/ops_avx512 on AVX-512 CPUs), and attention, whose kernels (flash,
+ * memeff, sliced, naive) are backend/cpu/attn with per-ISA micro-kernels.
  * With one token the elementwise ops run on the calling thread because a pool round trip would
  * cost more than the op, and with many tokens they are split by rows over the pool.
  * Every op checks that its views lie inside their buffers and have the types it computes on,
@@ -13,6 +13,7 @@
 #include "backend/cpu/cpu.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -153,7 +154,7 @@ static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype a
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
   case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32; /* the KV cache type */
+  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16; /* the KV cache type */
   default: return true;
   }
 }
@@ -330,9 +331,21 @@ static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const i
 
 /* ---------------------------------------------------------------- KV store */
 
+/* One row into a cell of the cache's type (F32 copied, F16 rounded to nearest even). */
+static void il__store_row(uint8_t *dst, il_dtype t, const float *src, int64_t n) {
+  if (t == IL_DTYPE_F32) {
+    memcpy(dst, src, (size_t)n * 4);
+    return;
+  }
+  uint16_t *h = (uint16_t *)dst;
+  for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_fp16(src[i]);
+}
+
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
-  IL_TRY(il__check("kv_store", &k, kv->k.type));
-  IL_TRY(il__check("kv_store", &v, kv->v.type));
+  IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
+  IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
+  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) || kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32 or f16)", il_dtype_name(kv->k.type));
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
   IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
@@ -340,89 +353,51 @@ static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor
     return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
                     (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
   const int32_t *sl = il__cpu_ptr(slots);
-  const size_t row = il_tensor_row_bytes(k.type, k.cols);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
   for (int64_t i = 0; i < k.rows; i++) {
     if (sl[i] < 0 || sl[i] >= kv->k.rows)
       return il_error(IL_ERR_RANGE, "kv_store: slot %d of row %lld outside the %lld cells of '%s'", sl[i], (long long)i,
                       (long long)kv->k.rows, il__nm(&kv->k));
-    memcpy(kd + (size_t)sl[i] * kv->k.stride, ks + (size_t)i * k.stride, row);
-    memcpy(vd + (size_t)sl[i] * kv->v.stride, vs + (size_t)i * v.stride, row);
+    il__store_row(kd + (size_t)sl[i] * kv->k.stride, kv->k.type, (const float *)(ks + (size_t)i * k.stride), k.cols);
+    il__store_row(vd + (size_t)sl[i] * kv->v.stride, kv->v.type, (const float *)(vs + (size_t)i * v.stride), v.cols);
   }
   return IL_OK;
 }
 
-/* ---------------------------------------------------------------- attention: rows */
+/* ---------------------------------------------------------------- attention */
 
-/* The kernel inferlab has run since the start: one (token, head) pair per work item, a full
- * score row per item in a per-thread workspace row of n_ctx floats, softmax, times V. It reads a
- * sequence's keys as one contiguous run, so it needs one block per sequence. */
-typedef struct {
-  il__cpu *cpu;
-  const il_attn_args *a;
-  float *ws;
-  size_t ws_row;
-  const int32_t *seq, *pos, *table;
-} il__attn_ctx;
+/* The seam's attention kernels are the CPU kernels of backend/cpu/attn (flash, memeff, sliced,
+ * naive, in auto's order) over the tensors' host addresses (cpu and sim buffers are both host
+ * memory inside the backend). */
 
-/* One (token, head) pair per work item, split evenly: a query row's cost grows with its
- * position, but in a prompt the rows are interleaved by head so the split stays balanced. */
-static void il__attn_worker(void *p, int ith, int nth) {
-  il__attn_ctx *c = p;
-  const il_attn_args *a = c->a;
+static il_cpu_attn_args il__attn_args(il_backend *b, const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
-  float *scores = c->ws + (size_t)ith * c->ws_row;
-  const int64_t hd = a->head_dim, group = a->n_heads / a->n_kv_heads, n_tok = a->q.rows;
-  const size_t kv_stride = kv->k.stride / sizeof(float);
-  const float *kall = il__cpu_ptr(kv->k), *vall = il__cpu_ptr(kv->v);
-  const int64_t n_items = n_tok * a->n_heads;
-  for (int64_t it = ith; it < n_items; it += nth) {
-    int64_t t = it / a->n_heads, h = it % a->n_heads, kvh = h / group;
-    const float *q = (const float *)((const uint8_t *)il__cpu_ptr(a->q) + (size_t)t * a->q.stride) + h * hd;
-    float *o = (float *)((uint8_t *)il__cpu_ptr(a->out) + (size_t)t * a->out.stride) + h * hd;
-    const int32_t s0 = c->table[(size_t)c->seq[t] * (size_t)kv->max_blocks] * kv->block;
-    const float *kbase = kall + (size_t)s0 * kv_stride + kvh * hd;
-    const float *vbase = vall + (size_t)s0 * kv_stride + kvh * hd;
-    const int32_t n_pos = c->pos[t] + 1;
-    if (c->cpu->ops) {
-      c->cpu->ops->attn_head(o, q, kbase, vbase, kv_stride, hd, n_pos, a->scale, scores);
-      continue;
-    }
-    float mx = -INFINITY;
-    for (int32_t s = 0; s < n_pos; s++) {
-      const float *k = kbase + (size_t)s * kv_stride;
-      float d = 0;
-      for (int64_t i = 0; i < hd; i++) d += q[i] * k[i];
-      scores[s] = d * a->scale;
-      if (scores[s] > mx) mx = scores[s];
-    }
-    float sum = 0;
-    for (int32_t s = 0; s < n_pos; s++) {
-      scores[s] = expf(scores[s] - mx);
-      sum += scores[s];
-    }
-    float norm = 1.0f / sum;
-    for (int64_t i = 0; i < hd; i++) o[i] = 0;
-    for (int32_t s = 0; s < n_pos; s++) {
-      const float *v = vbase + (size_t)s * kv_stride;
-      float w = scores[s] * norm;
-      for (int64_t i = 0; i < hd; i++) o[i] += w * v[i];
-    }
-  }
+  return (il_cpu_attn_args){
+      .out = il__cpu_ptr(a->out),
+      .q = il__cpu_ptr(a->q),
+      .seq = il__cpu_ptr(a->seq),
+      .pos = il__cpu_ptr(a->pos),
+      .n_tok = a->q.rows,
+      .k = il__cpu_ptr(kv->k),
+      .v = il__cpu_ptr(kv->v),
+      .kv_type = kv->k.type,
+      .kv_row_stride = kv->k.stride,
+      .n_cells = kv->k.rows,
+      .block_table = il__cpu_ptr(kv->block_table),
+      .block = kv->block,
+      .max_blocks = kv->max_blocks,
+      .n_seq = kv->n_seq,
+      .n_heads = a->n_heads,
+      .n_kv_heads = a->n_kv_heads,
+      .head_dim = a->head_dim,
+      .scale = a->scale,
+      .slice = a->slice,
+      .isa = il__c(b)->isa,
+  };
 }
 
-static const char *il__rows_why_not(il_backend *b, const il_attn_args *a) {
-  if (a->kv->k.type != IL_DTYPE_F32 || a->kv->v.type != IL_DTYPE_F32) return "reads an F32 cache only";
-  if (a->kv->max_blocks != 1) return "needs one block per sequence (a contiguous cache)";
-  return NULL;
-}
-
-static size_t il__rows_workspace(il_backend *b, const il_attn_args *a) {
-  return (size_t)il_pool_size(il__c(b)->pool) * (size_t)a->kv->n_ctx * sizeof(float);
-}
-
-/* Checks every kernel relies on: shapes, heads, positions inside the sequence's table. */
+/* Checks every kernel relies on before it reads device memory: buffers, types, shapes. */
 static il_status il__attn_check(const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
   IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
@@ -430,56 +405,114 @@ static il_status il__attn_check(const il_attn_args *a) {
   IL_TRY(il__check("attention", &a->seq, IL_DTYPE_I32));
   IL_TRY(il__check("attention", &a->pos, IL_DTYPE_I32));
   IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("attention", &kv->v, IL_DTYPE_COUNT));
+  IL_TRY(il__check("attention", &kv->v, kv->k.type));
   IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
-  if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
-    return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
-                    (long long)a->n_kv_heads);
   if (a->q.cols != a->n_heads * a->head_dim || a->out.rows != a->q.rows || a->out.cols != a->q.cols ||
-      kv->k.cols != a->n_kv_heads * a->head_dim || a->seq.cols < a->q.rows || a->pos.cols < a->q.rows)
+      kv->k.cols != a->n_kv_heads * a->head_dim || kv->v.rows != kv->k.rows || kv->v.stride != kv->k.stride ||
+      a->seq.cols < a->q.rows || a->pos.cols < a->q.rows || kv->block_table.rows * kv->block_table.cols <
+      (int64_t)kv->n_seq * kv->max_blocks || il__dense("attention", &a->q) || il__dense("attention", &a->out))
     return il_error(IL_ERR_INVALID_ARG, "attention: q [%lld x %lld] and cache rows of %lld do not match %lld/%lld heads of %lld",
                     (long long)a->q.rows, (long long)a->q.cols, (long long)kv->k.cols, (long long)a->n_heads,
                     (long long)a->n_kv_heads, (long long)a->head_dim);
-  const int32_t *seq = il__cpu_ptr(a->seq), *pos = il__cpu_ptr(a->pos), *table = il__cpu_ptr(kv->block_table);
-  for (int64_t t = 0; t < a->q.rows; t++) {
-    if (seq[t] < 0 || seq[t] >= kv->n_seq)
-      return il_error(IL_ERR_RANGE, "attention: row %lld: sequence %d outside [0, %d)", (long long)t, seq[t], kv->n_seq);
-    if (pos[t] < 0 || pos[t] >= kv->n_ctx)
-      return il_error(IL_ERR_RANGE, "attention: row %lld: position %d outside the context of %d", (long long)t, pos[t],
-                      kv->n_ctx);
-    for (int32_t bl = 0; bl <= pos[t] / kv->block; bl++) {
-      int32_t cell = table[(size_t)seq[t] * (size_t)kv->max_blocks + (size_t)bl];
-      if (cell < 0 || ((int64_t)cell + 1) * kv->block > kv->k.rows)
-        return il_error(IL_ERR_RANGE, "attention: sequence %d: block %d maps to %d, outside the %lld cells", seq[t], bl,
-                        cell, (long long)kv->k.rows);
-    }
+  return IL_OK;
+}
+
+static const il_cpu_attn_kernel *il__attn_cpu_kernel(const il_attn_kernel *k);
+
+static const char *il__attn_why_not(il_backend *b, const il_attn_kernel *k, const il_attn_args *a) {
+  il_cpu_attn_args ca = il__attn_args(b, a);
+  /* a shapes-only call (no buffers yet): why_not reads shapes, never memory, so any address will do */
+  static int32_t none[1];
+  if (!ca.out) ca.out = (float *)none;
+  if (!ca.q) ca.q = (const float *)none;
+  if (!ca.seq) ca.seq = none;
+  if (!ca.pos) ca.pos = none;
+  if (!ca.k) ca.k = none;
+  if (!ca.v) ca.v = none;
+  if (!ca.block_table) ca.block_table = none;
+  return il__attn_cpu_kernel(k)->why_not(&ca);
+}
+
+/* An upper bound for any call with at most q.rows tokens over this cache, computed without
+ * reading device memory (the engine sizes the workspace once, before any batch exists): the
+ * worst case is one sequence's prefill of q.rows tokens ending at the last position. */
+static size_t il__attn_workspace(il_backend *b, const il_attn_kernel *k, const il_attn_args *a) {
+  const il_kv_view *kv = a->kv;
+  const int64_t n = a->q.rows < kv->n_ctx ? a->q.rows : kv->n_ctx;
+  if (n <= 0 || kv->max_blocks <= 0 || kv->block <= 0) return 0;
+  int32_t *seq = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n),
+          *table = malloc(sizeof(int32_t) * (size_t)kv->max_blocks);
+  size_t ws = 0;
+  if (seq && pos && table) {
+    for (int64_t i = 0; i < n; i++) seq[i] = 0, pos[i] = (int32_t)(kv->n_ctx - n + i);
+    for (int32_t i = 0; i < kv->max_blocks; i++) table[i] = i;
+    il_cpu_attn_args ca = il__attn_args(b, a);
+    ca.seq = seq, ca.pos = pos, ca.block_table = table, ca.n_seq = 1, ca.n_tok = n;
+    ca.n_cells = (int64_t)kv->max_blocks * kv->block;
+    ws = il__attn_cpu_kernel(k)->workspace(&ca, il_pool_size(il__c(b)->pool));
+    il_error_clear();
   }
-  return IL_OK;
+  free(seq), free(pos), free(table);
+  return ws;
 }
 
-static il_status il__rows_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
-  il__cpu *c = il__c(b);
+static il_status il__attn_run(il_backend *b, const il_attn_kernel *k, const il_attn_args *a, il_tensor ws) {
   IL_TRY(il__attn_check(a));
-  const char *why = il__rows_why_not(b, a);
-  if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel 'rows': %s", why);
-  IL_TRY(il__check("attention", &ws, IL_DTYPE_COUNT));
-  const size_t need = il__rows_workspace(b, a);
-  if (ws.buf->size - ws.off < need)
-    return il_error(IL_ERR_INVALID_ARG, "attention kernel 'rows': workspace of %zu bytes, needs %zu",
-                    ws.buf->size - ws.off, need);
-  il__attn_ctx ctx = {c, a, il__cpu_ptr(ws), (size_t)a->kv->n_ctx, il__cpu_ptr(a->seq), il__cpu_ptr(a->pos),
-                      il__cpu_ptr(a->kv->block_table)};
-  if (a->q.rows * a->n_heads < 2) il__attn_worker(&ctx, 0, 1);
-  else il_pool_run(c->pool, il__attn_worker, &ctx);
+  if (ws.buf) IL_TRY(il__check("attention workspace", &ws, IL_DTYPE_COUNT));
+  il_cpu_attn_args ca = il__attn_args(b, a);
+  const size_t have = ws.buf ? ws.buf->size - ws.off : 0;
+  il_status st = il__attn_cpu_kernel(k)->run(il__c(b)->pool, &ca, ws.buf ? il__cpu_ptr(ws) : NULL, have);
+  if (st != IL_OK) return il_error_wrap(st, "attention (%s): ", k->name);
   return IL_OK;
 }
 
-static const il_attn_kernel il__cpu_attn[] = {
-    {"rows", il__rows_why_not, il__rows_workspace, il__rows_run},
+/* One thin adapter per CPU kernel, in the list's order (flash, memeff, sliced, naive). */
+#define IL__ATTN_ADAPT(i)                                                                              \
+  static const char *il__attn_why_##i(il_backend *b, const il_attn_args *a);                          \
+  static size_t il__attn_ws_##i(il_backend *b, const il_attn_args *a);                                \
+  static il_status il__attn_run_##i(il_backend *b, const il_attn_args *a, il_tensor w);
+IL__ATTN_ADAPT(0)
+IL__ATTN_ADAPT(1)
+IL__ATTN_ADAPT(2)
+IL__ATTN_ADAPT(3)
+
+static il_attn_kernel il__cpu_attn[4] = {
+    {NULL, il__attn_why_0, il__attn_ws_0, il__attn_run_0},
+    {NULL, il__attn_why_1, il__attn_ws_1, il__attn_run_1},
+    {NULL, il__attn_why_2, il__attn_ws_2, il__attn_run_2},
+    {NULL, il__attn_why_3, il__attn_ws_3, il__attn_run_3},
 };
 
+static const il_cpu_attn_kernel *il__attn_cpu_kernel(const il_attn_kernel *k) {
+  return &il_cpu_attn_kernels(NULL)[k - il__cpu_attn];
+}
+
+#define IL__ATTN_BODY(i)                                                                               \
+  static const char *il__attn_why_##i(il_backend *b, const il_attn_args *a) {                         \
+    return il__attn_why_not(b, &il__cpu_attn[i], a);                                                   \
+  }                                                                                                    \
+  static size_t il__attn_ws_##i(il_backend *b, const il_attn_args *a) {                               \
+    return il__attn_workspace(b, &il__cpu_attn[i], a);                                                 \
+  }                                                                                                    \
+  static il_status il__attn_run_##i(il_backend *b, const il_attn_args *a, il_tensor w) {              \
+    return il__attn_run(b, &il__cpu_attn[i], a, w);                                                    \
+  }
+IL__ATTN_BODY(0)
+IL__ATTN_BODY(1)
+IL__ATTN_BODY(2)
+IL__ATTN_BODY(3)
+
+static pthread_once_t il__attn_once = PTHREAD_ONCE_INIT;
+static void il__attn_names(void) {
+  int n = 0;
+  const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&n);
+  IL_ASSERT(n == 4);
+  for (int i = 0; i < 4; i++) il__cpu_attn[i].name = ks[i].name;
+}
+
 static const il_attn_kernel *il__cpu_attn_kernels(il_backend *b, int *n) {
-  *n = (int)(sizeof il__cpu_attn / sizeof il__cpu_attn[0]);
+  pthread_once(&il__attn_once, il__attn_names);
+  *n = 4;
   return il__cpu_attn;
 }
 
@@ -539,6 +572,37 @@ static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *ou
     for (int64_t i = 0; i < x.cols; i++) n += !isfinite(row[i]);
   }
   *out = n;
+  return IL_OK;
+}
+
+static il_status il__cpu_round_to(il_backend *b, il_tensor x, il_dtype type) {
+  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  if (type == IL_DTYPE_F32) return IL_OK;
+  if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
+    return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
+  for (int64_t t = 0; t < x.rows; t++) {
+    float *row = (float *)((uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
+    if (type == IL_DTYPE_F16)
+      for (int64_t i = 0; i < x.cols; i++) row[i] = il_fp16_to_f32(il_f32_to_fp16(row[i]));
+    else
+      for (int64_t i = 0; i < x.cols; i++) row[i] = il_bf16_to_f32(il_f32_to_bf16(row[i]));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
+  *nonfinite = 0, *absmax = 0;
+  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  int64_t n = 0;
+  float m = 0;
+  for (int64_t t = 0; t < x.rows; t++) {
+    const float *row = (const float *)((const uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
+    for (int64_t i = 0; i < x.cols; i++) {
+      if (!isfinite(row[i])) n++;
+      else if (fabsf(row[i]) > m) m = fabsf(row[i]);
+    }
+  }
+  *nonfinite = n, *absmax = m;
   return IL_OK;
 }
 
@@ -606,7 +670,6 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
 void il__cpu_fini(il__cpu *c) {
   il_pool_free(c->pool);
   il_mem_free(c->work);
-  il_mem_free(c->scores);
   memset(c, 0, sizeof *c);
 }
 
@@ -645,6 +708,8 @@ const il_backend_ops il__cpu_ops_template = {
     .event_elapsed = il__cpu_event_elapsed,
     .event_free = il__cpu_event_free,
     .destroy = il__cpu_destroy,
+    .round_to = il__cpu_round_to,
+    .value_stats = il__cpu_value_stats,
 };
 
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {

@@ -14,6 +14,7 @@
 #define IL_BACKEND_CPU_CPU_H
 
 #include "backend/backend.h"
+#include "backend/cpu/attn.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 #include "sys/pool.h"
@@ -31,11 +32,9 @@ typedef struct {
   il_pool *pool;
   il_isa isa;
   const il__kernels *kernels; /* matmul table for isa on this CPU */
-  const il__ops *ops;         /* SIMD attention/swiglu, NULL for the portable C */
+  const il__ops *ops;         /* SIMD swiglu, NULL for the portable C */
   void *work;                 /* matmul activation workspace (host scratch) */
   size_t work_size;
-  float *scores;              /* attention scores, n_threads x scores_cap */
-  size_t scores_cap;
   char name[64];
 } il__cpu;
 

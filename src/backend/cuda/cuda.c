@@ -486,10 +486,13 @@ static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_ro
   return IL_OK;
 }
 
+/* Rows are F32 activations; cells F32 or F16 (--kv-type), converted on the way in. */
 static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("kv_store", &k, kv->k.type));
-  IL_TRY(il__check("kv_store", &v, kv->v.type));
+  IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
+  IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
+  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) || kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32 or f16)", il_dtype_name(kv->k.type));
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
   IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
@@ -497,12 +500,16 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
     return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
                     (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
   IL_TRY(il__aligned("kv_store", &slots, 4));
+  IL_TRY(il__aligned("kv_store", &k, 4));
+  IL_TRY(il__aligned("kv_store", &v, 4));
+  IL_TRY(il__aligned("kv_store", &kv->k, kv->k.type == IL_DTYPE_F16 ? 2 : 1));
+  IL_TRY(il__aligned("kv_store", &kv->v, kv->v.type == IL_DTYPE_F16 ? 2 : 1));
   if (!k.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "kv_store", il__nm(&kv->k));
-  const size_t row = il_tensor_row_bytes(k.type, k.cols);
   const int id = il__note(c, "kv_store into", &kv->k);
   IL_CUDA_CHECK(c, il__cu_kv_store(c->compute, il__ptr(kv->k), kv->k.stride, il__ptr(kv->v), kv->v.stride, kv->k.rows,
-                                   il__ptr(k), k.stride, il__ptr(v), v.stride, row, il__ptr(slots), k.rows, c->fault, id),
+                                   kv->k.type == IL_DTYPE_F16, il__ptr(k), k.stride, il__ptr(v), v.stride, k.cols,
+                                   il__ptr(slots), k.rows, c->fault, id),
                 "kv_store", il__nm(&kv->k));
   return IL_OK;
 }
@@ -562,6 +569,39 @@ static il_status il__count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
                 "count_nonfinite", nm);
   IL_TRY(il__drain(c, "count_nonfinite", nm));
   *out = (int64_t)*c->count_host;
+  return IL_OK;
+}
+
+/* Activations stored at F16/BF16 precision between ops (--dtype): F32 values rounded in place. */
+static il_status il__round_to(il_backend *b, il_tensor x, il_dtype type) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  if (type == IL_DTYPE_F32) return IL_OK;
+  if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
+    return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
+  IL_TRY(il__aligned("round_to", &x, 4));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "round_to", il__nm(&x));
+  IL_CUDA_CHECK(c, il__cu_round_to(c->compute, il__ptr(x), x.stride, x.rows, x.cols, type == IL_DTYPE_BF16), "round_to",
+                il__nm(&x));
+  return IL_OK;
+}
+
+/* Synchronous, like count_nonfinite: the numbers are what the caller waits for. */
+static il_status il__value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
+  il__cu *c = il__cu_of(b);
+  *nonfinite = 0, *absmax = 0;
+  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  IL_TRY(il__aligned("value_stats", &x, 4));
+  const char *nm = il__nm(&x);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "value_stats", nm);
+  IL_CUDA_CHECK(c, cudaMemsetAsync(c->count, 0, 2 * sizeof *c->count, c->compute), "value_stats", nm);
+  IL_CUDA_CHECK(c, il__cu_value_stats(c->compute, il__ptr(x), x.stride, x.rows, x.cols, c->count), "value_stats", nm);
+  IL_CUDA_CHECK(c, cudaMemcpyAsync(c->count_host, c->count, 2 * sizeof *c->count, cudaMemcpyDeviceToHost, c->compute),
+                "value_stats", nm);
+  IL_TRY(il__drain(c, "value_stats", nm));
+  *nonfinite = (int64_t)c->count_host[0];
+  const uint32_t bits = (uint32_t)c->count_host[1];
+  memcpy(absmax, &bits, 4);
   return IL_OK;
 }
 
@@ -776,6 +816,8 @@ static const il_backend_ops il__cuda_ops = {
     .allocator_stats = il__allocator_stats,
     .allocator_snapshot = il__snapshot,
     .empty_cache = il__empty_cache,
+    .round_to = il__round_to,
+    .value_stats = il__value_stats,
 };
 
 /* "cuda" or "cuda:N" */
@@ -834,7 +876,7 @@ static il_status il__open_device(il__cu *c, size_t mem_limit) {
   }
   IL_CUDA_CHECK(c, cudaMalloc((void **)&c->fault, sizeof *c->fault), "open", "fault record");
   IL_CUDA_CHECK(c, cudaMemset(c->fault, 0, sizeof *c->fault), "open", "fault record");
-  IL_CUDA_CHECK(c, cudaMalloc((void **)&c->count, sizeof *c->count), "open", "counter");
+  IL_CUDA_CHECK(c, cudaMalloc((void **)&c->count, 2 * sizeof *c->count), "open", "counter");
   /* one pinned page holds the fault mirror and the counter */
   void *page = NULL;
   IL_CUDA_CHECK(c, cudaHostAlloc(&page, 256, cudaHostAllocDefault), "open", "pinned fault record");

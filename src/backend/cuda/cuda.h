@@ -92,13 +92,20 @@ cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, i
 /* *count (device) += number of inf/nan elements of x [rows x cols], rows xs bytes apart. */
 cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                    unsigned long long *count);
+/* x rounded in place to the values F16 (bf16 false) or BF16 can hold (F16 overflows to inf). */
+cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16);
+/* stats[0] (device) += number of inf/nan elements of x; stats[1] = max(stats[1], bits of the
+ * largest finite |x|) (a non-negative float's bits order as the float does). */
+cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
+                               unsigned long long *stats);
 /* out = x as F16 (bf16 false) or BF16, packed [rows x cols]; x rows xs bytes apart. */
 cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out, bool bf16);
 
-/* Row i of k and v (row_bytes each, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs
- * bytes apart, n_cells cells). A slot outside [0, n_cells) is recorded in fault. */
+/* Row i of k and v (cols floats, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs bytes
+ * apart, n_cells cells, F32 or, with f16_cells, F16). A slot outside [0, n_cells) is recorded
+ * in fault. */
 cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                            const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, size_t row_bytes,
+                            bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
                             const int32_t *slots, int64_t n, il__cu_fault *fault, int launch);
 
 /* Everything il__cu_attn_naive reads. */

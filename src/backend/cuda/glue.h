@@ -49,8 +49,8 @@ typedef struct {
   il_caching *alloc;
   il__cu_fault *fault;             /* device */
   il__cu_fault *fault_host;        /* pinned mirror */
-  unsigned long long *count;       /* device scratch for count_nonfinite */
-  unsigned long long *count_host;  /* pinned */
+  unsigned long long *count;       /* device scratch [2] for count_nonfinite and value_stats */
+  unsigned long long *count_host;  /* pinned [2] */
   il_buffer *ws;                   /* GEMM workspace (F16 tiles, converted activations) */
   int matvec_version;              /* IL_CUDA_MATVEC=2: matvec_q8.cu where it applies; else 1 */
   bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */

@@ -14,6 +14,8 @@ typedef struct {
   il_mem_space *space;
   size_t budget, ctx_bytes;
   double pcie; /* bytes/s; 0 = unthrottled */
+  bool dry;    /* the planner's dry run: real allocator, no memory behind it, no compute */
+  uintptr_t next_fake; /* dry: the next segment's address (never dereferenced) */
   il_caching *alloc; /* the caching allocator over the budget */
   pthread_mutex_t lock;
   il_transfer_stats xfer;
@@ -22,12 +24,20 @@ typedef struct {
 /* Segments come from host memory: the simulated device's "cudaMalloc". The budget is the
  * allocator's cap, so this only fails when the host itself is out of memory. */
 static il_status il__seg_alloc(void *ctx, size_t bytes, void **base) {
+  il__sim *s = ctx;
+  if (s->dry) { /* addresses only: the caching allocator never touches segment memory */
+    *base = (void *)s->next_fake;
+    s->next_fake += (bytes + 4095) & ~(uintptr_t)4095;
+    return IL_OK;
+  }
   *base = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
   if (!*base) return il_error(IL_ERR_OOM, "sim: the host could not back a segment of %zu bytes", bytes);
   return IL_OK;
 }
 
-static void il__seg_free(void *ctx, void *base, size_t bytes) { free(base); }
+static void il__seg_free(void *ctx, void *base, size_t bytes) {
+  if (!((il__sim *)ctx)->dry) free(base);
+}
 
 static il__sim *il__s(il_backend *b) { return (il__sim *)b->impl; }
 
@@ -97,6 +107,7 @@ static void il__throttle(il__sim *s, size_t bytes, double t0) {
 
 static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
   il__sim *s = il__s(b);
+  if (s->dry) return IL_OK; /* the planner only allocates */
   double t0 = il_time_now();
   IL_TRY(il__cpu_ops_template.upload(b, dst, src, bytes));
   il__throttle(s, bytes, t0);
@@ -110,6 +121,7 @@ static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, s
 
 static il_status il__sim_download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
   il__sim *s = il__s(b);
+  if (s->dry) return il_error(IL_ERR_UNSUPPORTED, "sim,dry: a dry device computes nothing (the planner only sizes)");
   double t0 = il_time_now();
   IL_TRY(il__cpu_ops_template.download(b, dst, src, bytes));
   il__throttle(s, bytes, t0);
@@ -135,6 +147,7 @@ static void il__sim_info(il_backend *b, il_backend_info *out) {
   snprintf(out->kind, sizeof out->kind, "sim");
   snprintf(out->name, sizeof out->name, "%s", s->cpu.name);
   out->host_visible = false;
+  out->dry = s->dry;
   snprintf(out->device, sizeof out->device, "simulated GPU: %s budget, %s context, %s; CPU compute (%d threads, %s)",
            il_mem_format_bytes(s->budget, size, sizeof size), il_mem_format_bytes(s->ctx_bytes, ctx, sizeof ctx),
            s->pcie > 0 ? "throttled copies" : "unthrottled copies", out->threads, out->isa);
@@ -156,7 +169,30 @@ static void il__sim_destroy(il_backend *b) {
   il_mem_free(b);
 }
 
-static il_backend_ops il__sim_ops;
+/* A dry device (the planner's) allocates through the real allocator but has no memory behind
+ * its buffers, so every op that would read or write them refuses. */
+#define IL__DRY "sim,dry: a dry device computes nothing (the planner only sizes)"
+static il_status il__dry_copy(il_backend *b, il_tensor d, il_tensor s) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor i) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
+}
+static il_status il__dry_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
+}
+static il_status il__dry_rope(il_backend *b, il_tensor x, il_tensor p, const il_rope_params *r) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
+}
+static il_status il__dry_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor s) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
+}
+static il_status il__dry_binary(il_backend *b, il_tensor y, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_count(il_backend *b, il_tensor x, int64_t *n) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_round(il_backend *b, il_tensor x, il_dtype t) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+static il_status il__dry_stats(il_backend *b, il_tensor x, int64_t *n, float *m) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
+
+static il_backend_ops il__sim_ops, il__sim_dry_ops;
 static pthread_once_t il__sim_once = PTHREAD_ONCE_INIT;
 
 static void il__sim_ops_init(void) {
@@ -174,15 +210,30 @@ static void il__sim_ops_init(void) {
   il__sim_ops.allocator_stats = il__sim_allocator_stats;
   il__sim_ops.allocator_snapshot = il__sim_snapshot;
   il__sim_ops.empty_cache = il__sim_empty_cache;
+  il__sim_dry_ops = il__sim_ops;
+  il__sim_dry_ops.copy = il__dry_copy;
+  il__sim_dry_ops.get_rows = il__dry_get_rows;
+  il__sim_dry_ops.matmul = il__dry_matmul;
+  il__sim_dry_ops.matmul_multi = il__dry_matmul_multi;
+  il__sim_dry_ops.rmsnorm = il__dry_rmsnorm;
+  il__sim_dry_ops.rope = il__dry_rope;
+  il__sim_dry_ops.kv_store = il__dry_kv_store;
+  il__sim_dry_ops.swiglu = il__dry_binary;
+  il__sim_dry_ops.add = il__dry_binary;
+  il__sim_dry_ops.add_bias = il__dry_binary;
+  il__sim_dry_ops.count_nonfinite = il__dry_count;
+  il__sim_dry_ops.round_to = il__dry_round;
+  il__sim_dry_ops.value_stats = il__dry_stats;
 }
 
-/* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE]". */
-static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, size_t *ctx) {
+/* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE][,dry]". */
+static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, size_t *ctx, bool *dry) {
   char buf[128];
   if (strlen(spec) >= sizeof buf) return il_error(IL_ERR_INVALID_ARG, "--device: '%.40s...' is too long", spec);
   snprintf(buf, sizeof buf, "%s", spec + 4);
   *pcie = 0;
   *ctx = 0;
+  *dry = false;
   char *save = NULL;
   int i = 0;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), i++) {
@@ -192,11 +243,13 @@ static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, 
     } else if (!strncmp(tok, "pcie=", 5)) {
       if (!il_parse_rate(tok + 5, pcie))
         return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a transfer rate (e.g. pcie=16GB/s)", spec, tok);
+    } else if (!strcmp(tok, "dry")) {
+      *dry = true;
     } else if (!strncmp(tok, "ctx=", 4)) {
       if (!il_parse_bytes(tok + 4, ctx))
         return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a size (e.g. ctx=300MiB)", spec, tok);
     } else {
-      return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE)", spec, tok);
+      return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE, dry)", spec, tok);
     }
   }
   if (i == 0) return il_error(IL_ERR_INVALID_ARG, "--device %s: give the device size, e.g. sim:4GiB", spec);
@@ -207,7 +260,8 @@ il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t me
   *out = NULL;
   size_t budget, ctx;
   double pcie;
-  IL_TRY(il__parse_spec(spec, &budget, &pcie, &ctx));
+  bool dry = false;
+  IL_TRY(il__parse_spec(spec, &budget, &pcie, &ctx, &dry));
   if (mem_limit && mem_limit < budget) budget = mem_limit;
   pthread_once(&il__sim_once, il__sim_ops_init);
   il_backend *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "sim backend");
@@ -218,7 +272,9 @@ il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t me
     return IL_ERR_OOM;
   }
   pthread_mutex_init(&s->lock, NULL);
-  *b = (il_backend){.ops = &il__sim_ops, .impl = s};
+  *b = (il_backend){.ops = dry ? &il__sim_dry_ops : &il__sim_ops, .impl = s};
+  s->dry = dry;
+  s->next_fake = (uintptr_t)1 << 40;
   s->budget = budget;
   s->pcie = pcie;
   il_status st = il__cpu_init(&s->cpu, o);

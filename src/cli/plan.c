@@ -1,0 +1,48 @@
+/* cli/plan: `inferlab plan`: the device memory a run will need, before it runs. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "lab/plan.h"
+
+static void il__plan_help(void) {
+  printf("usage: inferlab plan -m MODEL --device sim:SIZE[,ctx=SIZE] [any engine option] [--json]\n\n"
+         "Predicts, per category, the device memory this exact configuration needs at its peak,\n"
+         "by a dry run of the engine's own allocation paths (nothing is computed, no memory is\n"
+         "touched); says whether it fits the device and with what margin; and when it does not,\n"
+         "the single option changes that make it fit, each checked by a dry run of its own, best\n"
+         "first. peak is the smallest sim: device that runs the job (a 3%% smaller one does not).\n"
+         "--fit on run and bench applies the first fix by itself.\n\noptions:\n");
+  printf("  %-24s %s\n", "    --json", "one JSON document (peak_bytes, fits, by_category, fixes, ...)");
+  il_cli_print_options(stdout, "model,wtype,device,ctx,batch,n-seq,kv-type,kv,kv-block,attn,gpu-layers,place,threads");
+  printf("\nexamples:\n"
+         "  inferlab plan -m builtin:1b --wtype q4_0 --device sim:2GiB --ctx 4096\n"
+         "  inferlab plan -m model.gguf --device sim:8GiB,ctx=300MiB -ngl auto --json\n"
+         "\nexit codes: 0 fits, 1 does not fit (fixes printed), 64 usage, 65 malformed model,\n"
+         "            66 model not found, 69 unsupported device\n");
+}
+
+int il_cli_plan(int argc, char **argv) {
+  il_config cfg;
+  il_config_defaults(&cfg);
+  bool help = false, json = false;
+  il_cli_flag flags[] = {
+      {"help", 'h', false, NULL, &help},
+      {"json", 0, false, NULL, &json},
+  };
+  const char *pos[1];
+  int n_pos;
+  int rc = il_cli_parse("plan", argc, argv, &cfg, flags, 2, pos, 0, &n_pos);
+  if (rc) return rc;
+  if (help) {
+    il__plan_help();
+    return IL_EXIT_OK;
+  }
+  il_plan p;
+  il_status st = il_plan_run(&cfg, &p);
+  if (st != IL_OK) return il_cli_fail("plan", st);
+  if (json) il_plan_json(&p, stdout);
+  else il_plan_print(&p, stdout);
+  return p.fits ? IL_EXIT_OK : 1;
+}
