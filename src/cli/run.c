@@ -17,7 +17,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,device,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("\nexamples:\n"
@@ -148,6 +148,9 @@ int il_cli_run(int argc, char **argv) {
             auto_attn ? " (auto)" : "", e->kv.paged ? "paged" : "contiguous", il_dtype_name(e->kv.type));
     if (e->host != e->backend)
       fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)e->fs.bytes_moved / 1024);
+    if (e->weights.stream)
+      fprintf(stderr, "  --offload stream: layer weights stay in host memory; %.1f MiB copied through two device slots\n",
+              (double)e->weights.streamed_bytes / (1 << 20));
     if (auto_attn && *e->attn_why) fprintf(stderr, "  auto skipped: %s\n", e->attn_why);
     if (cfg.check_numerics) {
       if (e->fs.bad_layer >= 0)

@@ -29,3 +29,18 @@ size_t il_utf8_char_len(const char *str, size_t n) {
   if (c == 0xF4 && s[1] > 0x8F) return 0; /* past U+10FFFF */
   return len;
 }
+
+void il_xml_escape(FILE *f, const char *s, bool keep_lines) {
+  for (; *s; s++) {
+    switch (*s) {
+      case '&': fputs("&amp;", f); break;
+      case '<': fputs("&lt;", f); break;
+      case '>': fputs("&gt;", f); break;
+      case '"': fputs("&quot;", f); break;
+      case '\'': fputs("&#39;", f); break;
+      default:
+        if ((unsigned char)*s < 0x20 && !(keep_lines && (*s == '\n' || *s == '\t'))) fputc(' ', f);
+        else fputc(*s, f);
+    }
+  }
+}

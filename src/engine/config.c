@@ -43,6 +43,7 @@ static const il_opt il__options[] = {
     {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false},
     {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block", false},
     {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false},
+    {"offload", 0, IL_OPT_STR, IL__O(offload), 0, 0, "none | stream: weights stay in host memory and stream through two device slots", false},
     {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false},
     {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu", false},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, false},
@@ -68,6 +69,7 @@ void il_config_defaults(il_config *c) {
   snprintf(c->kv, sizeof c->kv, "contiguous");
   c->kv_block = 16;
   snprintf(c->gpu_layers, sizeof c->gpu_layers, "all");
+  snprintf(c->offload, sizeof c->offload, "none");
 }
 
 const il_opt *il_config_options(void) { return il__options; }

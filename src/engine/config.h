@@ -51,6 +51,7 @@ typedef struct {
   char gpu_layers[16]; /* layers on the device: all (default) | auto | N; the rest on the CPU */
   char place[256];     /* component placement: token_embd=cpu,output=cpu,blk.0-3=cpu,... */
   bool fit;            /* when the device is too small, apply the out-of-memory report's first fix */
+  char offload[16];    /* none | stream: device layers' weights stay in host memory, two slots on the device */
   int fit_depth;       /* not an option: fixes --fit has applied so far */
   int auto_from;       /* not an option: --gpu-layers auto is being retried below this count */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass

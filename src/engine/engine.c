@@ -87,6 +87,7 @@ typedef struct {
   il_kv_opts kv;
   const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
   bool embd_dev, out_dev;
+  bool stream;              /* --offload stream: device layers take two slots, not their weights */
 } il__shape;
 
 static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
@@ -104,6 +105,13 @@ static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   if (!e->info.host_visible) {
     n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, &nb);
     n.weights += IL__ALLOC_SLACK * nb;
+    if (s->stream && n_dev) { /* the device layers' weights become two slots of layer 0's size */
+      uint8_t *none = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement mask");
+      size_t nb2 = 0;
+      if (none) n.weights = il__weights_bytes(e->model, s->wtype, none, s->embd_dev, s->out_dev, &nb2) +
+                            IL__ALLOC_SLACK * (nb2 + 24) + 2 * il_model_layer_bytes(e->model, 0);
+      il_mem_free(none);
+    }
   }
   if (n_dev) {
     n.kv = (size_t)n_dev * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv) +
@@ -413,6 +421,9 @@ static il_status il__open(il_engine *e) {
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
     return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
   IL_TRY(il__kv_options(cfg, &e->kv_opts));
+  if (!strcmp(cfg->offload, "stream")) e->stream = true;
+  else if (*cfg->offload && strcmp(cfg->offload, "none"))
+    return il_error(IL_ERR_INVALID_ARG, "--offload: '%s' is not none or stream", cfg->offload);
   if (!*cfg->dtype || !strcmp(cfg->dtype, "f32")) e->act_type = IL_DTYPE_F32;
   else if (!strcmp(cfg->dtype, "f16")) e->act_type = IL_DTYPE_F16;
   else if (!strcmp(cfg->dtype, "bf16")) e->act_type = IL_DTYPE_BF16;
@@ -466,12 +477,14 @@ static il_status il__open(il_engine *e) {
   e->layer_b = il_mem_calloc(IL_MEM_OTHER, sizeof(il_backend *) * ((size_t)hp->n_layer + 1), "placement");
   if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
   IL_TRY(il__placement(e));
-  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts, e->layer_dev, e->embd_dev, e->out_dev};
+  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts, e->layer_dev, e->embd_dev, e->out_dev,
+                     e->stream};
   if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
   e->n_dev_layers = 0;
   for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
-  const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b};
+  const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b,
+                              e->stream};
 
   il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
@@ -588,6 +601,7 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
     written += (size_t)n_logits;
     off += chunk;
   }
+  IL_TRY(il_model_dev_sync(&e->weights)); /* the next pass's first layer, copied while this one ended */
   return b->ops->sync(b);
 }
 

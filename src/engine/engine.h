@@ -32,6 +32,7 @@ typedef struct {
   il_backend **layer_b;   /* [n_layer]: the backend of each layer */
   bool embd_dev, out_dev, auto_layers;
   bool auto_retry;        /* auto's first choice did not open: this is a smaller count */
+  bool stream;            /* --offload stream */
   int32_t n_dev_layers;
   il_model *model;        /* host side: metadata, tokenizer data, weights in the mmap */
   il_model_dev weights;   /* the weights as the backend reads them */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "lab/report.h"
+#include "core/text.h"
 
 #define IL__W 660
 #define IL__H 300
@@ -24,20 +25,7 @@
 static const char *const il__colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                          "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-static void il__esc(FILE *f, const char *s) {
-  for (; *s; s++) {
-    switch (*s) {
-      case '&': fputs("&amp;", f); break;
-      case '<': fputs("&lt;", f); break;
-      case '>': fputs("&gt;", f); break;
-      case '"': fputs("&quot;", f); break;
-      case '\'': fputs("&#39;", f); break;
-      default:
-        if ((unsigned char)*s < 0x20 && *s != '\n' && *s != '\t') fputc(' ', f); /* not allowed in XML 1.0 */
-        else fputc(*s, f);
-    }
-  }
-}
+static void il__esc(FILE *f, const char *s) { il_xml_escape(f, s, true); }
 
 /* A "nice" axis maximum and tick step for values up to vmax. */
 static double il__nice_step(double vmax, double *top) {

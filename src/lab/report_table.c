@@ -37,7 +37,11 @@ void il_report_format_metric(const il_stats_summary *s, il_bench_metric m, bool 
   int prec = fabs(v) >= 100 ? 1 : fabs(v) >= 1 ? 2 : 3;
   /* no "± 0.00": one measurement, a value measured once per combination and repeated in every
    * sample (load time), or a spread below the printed precision has no spread to show */
-  if (with_sd && s->n > 1 && sd >= 0.5 * pow(10, -prec)) snprintf(buf, n, "%.*f ± %.*f", prec, v, prec, sd);
+  char sdt[32];
+  snprintf(sdt, sizeof sdt, "%.*f", prec, sd);
+  /* judged on the printed digits: 0.005 may print as "0.00" or "0.01" */
+  const bool shows = strspn(sdt, "0.") != strlen(sdt);
+  if (with_sd && s->n > 1 && shows) snprintf(buf, n, "%.*f ± %s", prec, v, sdt);
   else snprintf(buf, n, "%.*f", prec, v);
 }
 

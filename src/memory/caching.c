@@ -11,6 +11,7 @@
  * Counters are updated on every change, so stats are O(log n) to read (two tree maxima).
  */
 #include "memory/caching.h"
+#include "core/text.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -749,20 +750,7 @@ il_status il_caching_snapshot_write_json(const il_caching_snapshot *s, FILE *f, 
 static const char *const il__cat_colors[IL_MEM_CATEGORY_COUNT] = {"#1f77b4", "#d62728", "#2ca02c",
                                                                   "#ff7f0e", "#9467bd", "#8c564b"};
 
-static void il__xml(FILE *f, const char *s) {
-  for (; *s; s++) {
-    switch (*s) {
-      case '&': fputs("&amp;", f); break;
-      case '<': fputs("&lt;", f); break;
-      case '>': fputs("&gt;", f); break;
-      case '"': fputs("&quot;", f); break;
-      case '\'': fputs("&#39;", f); break;
-      default:
-        if ((unsigned char)*s < 0x20) fputc(' ', f); /* not allowed in XML 1.0 */
-        else fputc(*s, f);
-    }
-  }
-}
+static void il__xml(FILE *f, const char *s) { il_xml_escape(f, s, false); }
 
 il_status il_caching_snapshot_svg(const il_caching_snapshot *s, FILE *f, const char *id, int max_rows) {
   char sid[64];

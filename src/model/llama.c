@@ -2,6 +2,7 @@
 #include "model/llama.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -318,6 +319,191 @@ static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int
   return IL_OK;
 }
 
+/* ---- model offloading: two slots and a copy thread ---- */
+
+struct il__streamer {
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  il_model_dev *d;
+  int32_t layer, slot;  /* the copy asked for (layer -1: none) */
+  bool busy, quit;
+  il_status err;
+  char msg[512];
+};
+
+/* Copies layer l's weights from host memory into slot s (on the copy thread or the caller's). */
+static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
+  const il_hparams *hp = &d->model->hp;
+  const il_layer *L = &d->model->layers[l];
+  il_layer_dev *D = &d->slot[s];
+  il_backend *b = d->stream_b;
+  const struct {
+    il_tensor *t;
+    const void *src;
+    size_t bytes;
+  } parts[] = {
+      {&D->attn_norm, L->attn_norm, 4 * (size_t)hp->n_embd},
+      {&D->ffn_norm, L->ffn_norm, 4 * (size_t)hp->n_embd},
+      {&D->wq, L->wq.data, il__w_span(&L->wq)},
+      {&D->wk, L->wk.data, il__w_span(&L->wk)},
+      {&D->wv, L->wv.data, il__w_span(&L->wv)},
+      {&D->wo, L->wo.data, il__w_span(&L->wo)},
+      {&D->bq, L->bq, D->bq.buf ? il_tensor_span(&D->bq) : 0},
+      {&D->bk, L->bk, D->bk.buf ? il_tensor_span(&D->bk) : 0},
+      {&D->bv, L->bv, D->bv.buf ? il_tensor_span(&D->bv) : 0},
+      {&D->w_gate, L->w_gate.data, il__w_span(&L->w_gate)},
+      {&D->w_up, L->w_up.data, il__w_span(&L->w_up)},
+      {&D->w_down, L->w_down.data, il__w_span(&L->w_down)},
+  };
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+    if (parts[i].bytes) IL_TRY(b->ops->upload(b, *parts[i].t, parts[i].src, parts[i].bytes));
+  return IL_OK;
+}
+
+static void *il__stream_main(void *p) {
+  il__streamer *st = p;
+  pthread_mutex_lock(&st->lock);
+  for (;;) {
+    while (!st->quit && st->layer < 0) pthread_cond_wait(&st->cond, &st->lock);
+    if (st->quit) break;
+    const int32_t l = st->layer, s = st->slot;
+    pthread_mutex_unlock(&st->lock);
+    il_status e = il__slot_load(st->d, s, l);
+    pthread_mutex_lock(&st->lock);
+    if (e != IL_OK && st->err == IL_OK) {
+      st->err = e;
+      snprintf(st->msg, sizeof st->msg, "%s", il_error_detail());
+    }
+    st->layer = -1;
+    st->busy = false;
+    pthread_cond_broadcast(&st->cond);
+  }
+  pthread_mutex_unlock(&st->lock);
+  return NULL;
+}
+
+/* Waits for the copy in flight; its error, if any, becomes this thread's. */
+static il_status il__stream_wait(il__streamer *st) {
+  pthread_mutex_lock(&st->lock);
+  while (st->busy) pthread_cond_wait(&st->cond, &st->lock);
+  il_status e = st->err;
+  st->err = IL_OK;
+  pthread_mutex_unlock(&st->lock);
+  return e == IL_OK ? IL_OK : il_error(e, "offload stream: %s", st->msg);
+}
+
+static void il__stream_start(il__streamer *st, int32_t layer, int slot) {
+  pthread_mutex_lock(&st->lock);
+  st->layer = layer;
+  st->slot = slot;
+  st->busy = true;
+  pthread_cond_broadcast(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* The slot that holds layer l, ready to compute; starts copying layer l+1 into the other. */
+static il_status il__stream_layer(il_model_dev *d, int32_t l, const il_layer_dev **out) {
+  const int s = l % 2;
+  IL_TRY(il__stream_wait(d->streamer));
+  if (d->slot_layer[s] != l) { /* not prefetched (the first layer of a pass): copy it now */
+    IL_TRY(il__slot_load(d, s, l));
+    d->slot_layer[s] = l;
+    d->streamed_bytes += il_model_layer_bytes(d->model, l);
+  }
+  const int32_t next = (l + 1) % d->model->hp.n_layer;
+  /* layer k always lives in slot k % 2; with an odd layer count the wrap to layer 0 lands in
+   * the slot just used, so that one is copied at the start of the next pass instead */
+  if (next != l && next % 2 == 1 - s && d->slot_layer[1 - s] != next) {
+    d->slot_layer[1 - s] = next;
+    d->streamed_bytes += il_model_layer_bytes(d->model, next);
+    il__stream_start(d->streamer, next, 1 - s);
+  }
+  *out = &d->slot[s];
+  return IL_OK;
+}
+
+/* The slots: tensors shaped like layer 0 (every layer must have its shapes and types). */
+static il_status il__stream_init(il_model_dev *d, const il_model *m) {
+  const il_hparams *hp = &m->hp;
+  const il_layer *L0 = &m->layers[0];
+  for (int l = 1; l < hp->n_layer; l++) {
+    const il_layer *L = &m->layers[l];
+    const il_weight *a[] = {&L0->wq, &L0->wk, &L0->wv, &L0->wo, &L0->w_gate, &L0->w_up, &L0->w_down},
+                    *b[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (int i = 0; i < 7; i++)
+      if (a[i]->type != b[i]->type || a[i]->row_stride != b[i]->row_stride || a[i]->n_out != b[i]->n_out)
+        return il_error(IL_ERR_UNSUPPORTED, "--offload stream: '%s' is %s but '%s' is %s: streamed layers share two "
+                        "slots, so every layer needs the same types and shapes", b[i]->name, il_dtype_name(b[i]->type),
+                        a[i]->name, il_dtype_name(a[i]->type));
+  }
+  const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+  il_backend *b = d->stream_b;
+  for (int s = 0; s < 2; s++) {
+    il_layer_dev *D = &d->slot[s];
+    const struct {
+      il_tensor *t;
+      const il_weight *w; /* NULL: an F32 vector of n */
+      int64_t n;
+      const char *name;
+    } parts[] = {
+        {&D->attn_norm, NULL, hp->n_embd, "slot attn_norm"}, {&D->ffn_norm, NULL, hp->n_embd, "slot ffn_norm"},
+        {&D->wq, &L0->wq, 0, "slot attn_q"},                 {&D->wk, &L0->wk, 0, "slot attn_k"},
+        {&D->wv, &L0->wv, 0, "slot attn_v"},                 {&D->wo, &L0->wo, 0, "slot attn_output"},
+        {&D->bq, NULL, L0->bq ? q_dim : 0, "slot attn_q.bias"}, {&D->bk, NULL, L0->bk ? kv_dim : 0, "slot attn_k.bias"},
+        {&D->bv, NULL, L0->bv ? kv_dim : 0, "slot attn_v.bias"}, {&D->w_gate, &L0->w_gate, 0, "slot ffn_gate"},
+        {&D->w_up, &L0->w_up, 0, "slot ffn_up"},             {&D->w_down, &L0->w_down, 0, "slot ffn_down"},
+    };
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+      if (parts[i].w) {
+        il_buffer *buf;
+        IL_TRY(b->ops->buffer_alloc(b, IL_MEM_WEIGHTS, il__w_span(parts[i].w), parts[i].name, &buf));
+        *parts[i].t = (il_tensor){buf, 0, parts[i].w->row_stride, parts[i].w->n_out, parts[i].w->n_in, parts[i].w->type,
+                                  parts[i].name};
+      } else if (parts[i].n) {
+        IL_TRY(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 1, parts[i].n, IL_DTYPE_F32, parts[i].name, parts[i].t));
+      }
+    }
+    d->slot_layer[s] = -1;
+  }
+  il__streamer *st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "offload stream");
+  if (!st) return IL_ERR_OOM;
+  st->d = d;
+  st->layer = -1;
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_cond_init(&st->cond, NULL);
+  if (pthread_create(&st->thread, NULL, il__stream_main, st) != 0) {
+    pthread_mutex_destroy(&st->lock);
+    pthread_cond_destroy(&st->cond);
+    il_mem_free(st);
+    return il_error(IL_ERR_INTERNAL, "--offload stream: cannot start the copy thread");
+  }
+  d->streamer = st;
+  return IL_OK;
+}
+
+il_status il_model_dev_sync(il_model_dev *d) { return d->streamer ? il__stream_wait(d->streamer) : IL_OK; }
+
+static void il__stream_free(il_model_dev *d) {
+  il__streamer *st = d->streamer;
+  if (st) {
+    pthread_mutex_lock(&st->lock);
+    while (st->busy) pthread_cond_wait(&st->cond, &st->lock);
+    st->quit = true;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->lock);
+    pthread_join(st->thread, NULL);
+    pthread_mutex_destroy(&st->lock);
+    pthread_cond_destroy(&st->cond);
+    il_mem_free(st);
+    d->streamer = NULL;
+  }
+  for (int s = 0; s < 2 && d->stream_b; s++) {
+    il_tensor *ts = &d->slot[s].attn_norm;
+    for (size_t i = 0; i < sizeof(il_layer_dev) / sizeof(il_tensor); i++) il_backend_tensor_free(d->stream_b, &ts[i]);
+  }
+}
+
 static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
   const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
@@ -328,10 +514,12 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   else IL_TRY(il__place_w(d, d->out_b, &m->output, &d->output));
   d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
   if (!d->layers) return IL_ERR_OOM;
+  if (d->stream) IL_TRY(il__stream_init(d, m));
   for (int l = 0; l < hp->n_layer; l++) {
     const il_layer *L = &m->layers[l];
     il_layer_dev *D = &d->layers[l];
     il_backend *b = d->layer_b[l];
+    if (d->stream && b == d->stream_b) continue; /* streamed through the slots */
     IL_TRY(il__place_v(d, b, L->attn_norm, hp->n_embd, "attn_norm.weight", &D->attn_norm));
     IL_TRY(il__place_v(d, b, L->ffn_norm, hp->n_embd, "ffn_norm.weight", &D->ffn_norm));
     IL_TRY(il__place_w(d, b, &L->wq, &D->wq));
@@ -356,6 +544,10 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
   d->embd_b = p && p->embd ? p->embd : b;
   d->out_b = p && p->out ? p->out : b;
   for (int l = 0; l < m->hp.n_layer; l++) d->layer_b[l] = p && p->layer && p->layer[l] ? p->layer[l] : b;
+  if (p && p->stream && !b->ops->buffer_wrap_host) {
+    d->stream = true;
+    d->stream_b = b;
+  }
   il_status st = il__dev_init(d, m);
   if (st != IL_OK) il_model_dev_free(d);
   return st;
@@ -363,6 +555,7 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
 
 void il_model_dev_free(il_model_dev *d) {
   if (!d->layer_b) return;
+  il__stream_free(d);
   if (d->layers) {
     for (int l = 0; l < d->model->hp.n_layer; l++) {
       il_tensor *ts = &d->layers[l].attn_norm;
@@ -603,6 +796,7 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
     il_backend *b = ln->b;
     const il_backend_ops *ops = b->ops;
     const il_layer_dev *L = &d->layers[l];
+    if (d->stream && b == d->stream_b) IL_TRY(il__stream_layer((il_model_dev *)d, l, &L));
     const il_attn_args a0 = il_forward_attn_args(m, ln, n, &kv[l]);
     il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
     const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),

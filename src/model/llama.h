@@ -113,6 +113,8 @@ typedef struct {
 typedef struct {
   il_backend *embd, *out;
   il_backend **layer; /* [n_layer] */
+  bool stream;        /* model offloading: layers on a device that cannot read host memory keep
+                         their weights in host memory and stream through two device slots */
 } il_placement;
 
 /* The model's weights as tensors on their components' backends: read in place from host memory
@@ -124,9 +126,19 @@ typedef struct {
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
+typedef struct il__streamer il__streamer;
+
 typedef struct {
   const il_model *model;
   il_backend *embd_b, *out_b;           /* as placed */
+  /* --offload stream: two device slots, each holding one layer's weights; the next layer is
+   * copied into the other slot by a copy thread while this one computes */
+  bool stream;
+  il_backend *stream_b;
+  il_layer_dev slot[2];
+  int32_t slot_layer[2];                /* the layer each slot holds (-1: none) */
+  il__streamer *streamer;
+  uint64_t streamed_bytes;              /* weight bytes copied into the slots so far */
   il_backend **layer_b;                 /* [n_layer], owned copy of the placement */
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */
   bool output_shared;
@@ -139,6 +151,8 @@ typedef struct {
  * backends. */
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
 void il_model_dev_free(il_model_dev *d);
+/* Waits for a weight copy in flight (--offload stream); its error, if any. */
+il_status il_model_dev_sync(il_model_dev *d);
 /* Bytes il_model_dev_init allocates on a backend that cannot read host memory: the whole model
  * (everything on one device), and each component. */
 size_t il_model_dev_bytes(const il_model *m);
