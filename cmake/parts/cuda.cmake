@@ -10,6 +10,12 @@
 # The module links the CUDA runtime statically (cudart_static) and cuBLAS/cuBLASLt dynamically
 # (RPATH to the toolkit's lib directory). It does not link the inferlab library: the host hands
 # it a table of library functions at load (src/backend/cudamod.h).
+# A build directory configured before this option existed holds the old placeholder
+# `option(IL_CUDA ... ON)` as a BOOL: that was never a user's choice, so it becomes AUTO.
+get_property(il_cuda_type CACHE IL_CUDA PROPERTY TYPE)
+if(il_cuda_type STREQUAL "BOOL")
+  set(IL_CUDA AUTO CACHE STRING "Build the CUDA backend module: AUTO (when nvcc is found), ON (required), OFF" FORCE)
+endif()
 set(IL_CUDA AUTO CACHE STRING "Build the CUDA backend module: AUTO (when nvcc is found), ON (required), OFF")
 set_property(CACHE IL_CUDA PROPERTY STRINGS AUTO ON OFF)
 set(IL_CUDA_ARCHS "80;86;89;90" CACHE STRING "CUDA compute capabilities to compile for (PTX for the newest)")
