@@ -3,11 +3,20 @@
  *
  * Backends under test: cpu with each kernel level this CPU runs (avx2, avx512), sim (the same
  * kernels on a separate budgeted space, reached only through upload/download), and cuda when
- * a device is present (it is not built yet: the case prints a skip line). The oracle is
+ * the module loads and a device is present (otherwise a SKIP (part) line says why). The oracle is
  * `cpu` opened with --isa scalar, whose matmul and attention are the plain-C references.
  * Each case builds host inputs from a fixed seed, uploads them, runs the op, downloads the
  * result and compares by normalized error sqrt(sum (a-b)^2 / sum b^2), with shapes that are
  * not multiples of the block or vector width. sim must equal cpu at the same level bit for bit.
+ *
+ * On cuda: get_rows equals the CPU (the decoders are the reference's arithmetic); matmul is
+ * compared with the exact product instead of the CPU kernels, whose 8-bit activations differ
+ * from the GPU's by design (gpu_mm_tol below: 1e-5 of the terms' magnitude for matvec, 2e-3 to
+ * 1e-2 where cuBLAS rounds to 16 bits); rmsnorm, swiglu, add, rope, kv_store 1e-6 and attention
+ * 1e-5 against the CPU, as on the CPU levels. The matmul tolerances were first written against
+ * the CPU kernels with plain normalized error, and the fake module (tests/fakes, which runs the
+ * glue on the host) showed why that fails: an output of 32 terms that cancels to near zero. Index
+ * errors found on the device (a bad slot or position) come back at the op or at the next sync.
  */
 #include "backend/registry.h"
 #include "core/quant.h"
@@ -18,6 +27,7 @@
 typedef struct {
   const char *label;
   il_backend *b;
+  bool gpu; /* cuda: its own arithmetic, compared with per-type tolerances */
 } bk;
 
 static bk backends[8];
@@ -33,8 +43,57 @@ static void open_backend(const char *label, const char *spec, const char *isa) {
     printf("SKIP (part): backend %s: %s\n", label, il_error_detail());
     return;
   }
-  backends[n_backends++] = (bk){label, b};
+  il_backend_info info;
+  b->ops->info(b, &info);
+  backends[n_backends++] = (bk){label, b, !strcmp(info.kind, "cuda")};
 }
+
+static bool env_on(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && *v && (value ? !strcmp(v, value) : strcmp(v, "0") != 0);
+}
+
+/* How a GPU backend's matmul is judged (see the header): its own arithmetic differs from the
+ * CPU kernels' by design (exact F32 activations, or 16-bit ones in cuBLAS), so it is compared
+ * with the exact product of the dequantized weights and x, in double, and the error is
+ * normalized by the magnitude of the terms (sqrt(sum_r (sum_k |w_rk x_k|)^2)), which stays
+ * meaningful when an output cancels to near zero. Matvec (up to 8 tokens, or every batch with
+ * IL_CUDA_NO_CUBLAS=1) sums F32 products: 1e-5. cuBLAS rounds x (and quantized weights) to
+ * 16 bits: F32 1e-5, F16 and quantized 2e-3, BF16 1e-2. IL_CUDA_MATVEC=2 quantizes the
+ * activations of Q8_0/Q4_0/Q4_1 exactly as the CPU does, so those matvecs are compared with
+ * the CPU instead, at 1e-4 of the same magnitude. */
+static bool gpu_vs_cpu(il_dtype t, int64_t n_tok) {
+  const bool matvec = n_tok <= 8 || env_on("IL_CUDA_NO_CUBLAS", NULL);
+  return env_on("IL_CUDA_MATVEC", "2") && matvec && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1);
+}
+
+static double gpu_mm_tol(il_dtype t, int64_t n_tok) {
+  if (gpu_vs_cpu(t, n_tok)) return 1e-4;
+  if (n_tok <= 8 || env_on("IL_CUDA_NO_CUBLAS", NULL) || t == IL_DTYPE_F32) return 1e-5;
+  return t == IL_DTYPE_BF16 ? 1e-2 : 2e-3;
+}
+
+/* Each GPU backend's output against want, normalized by mag. */
+static void compare_gpu_exact(const char *op, il_dtype t, int64_t n_tok, float *const *outs, const double *exact,
+                              const double *mag, size_t n) {
+  for (int i = 0; i < n_backends; i++) {
+    if (!backends[i].gpu) continue;
+    double num = 0, den = 0;
+    for (size_t k = 0; k < n; k++) {
+      const double want = gpu_vs_cpu(t, n_tok) ? outs[0][k] : exact[k];
+      num += (outs[i + 1][k] - want) * (outs[i + 1][k] - want);
+      den += mag[k] * mag[k];
+    }
+    const double e = den > 0 ? sqrt(num / den) : sqrt(num), tol = gpu_mm_tol(t, n_tok);
+    if (!(e <= tol))
+      fprintf(stderr, "  %s %s [%lld tokens] on %s: error %.3g of the terms' magnitude > %.3g\n", op, il_dtype_name(t),
+              (long long)n_tok, backends[i].label, e, tol);
+    IL_CHECK(e <= tol);
+  }
+}
+
+/* An op's status, or the deferred one from sync when the op itself was queued fine. */
+static il_status run_sync(il_backend *b, il_status st) { return st != IL_OK ? st : b->ops->sync(b); }
 
 /* A tensor on b holding host data (uploaded). */
 static il_tensor put(il_backend *b, const void *data, int64_t rows, int64_t cols, il_dtype t, const char *name) {
@@ -62,16 +121,20 @@ static float *randv(size_t n, float scale) {
   return v;
 }
 
-/* Compares every backend's output with the reference's; sim vs its cpu twin must be exact. */
-static void compare(const char *op, float *const *outs, size_t n, double tol0) {
+/* Compares every backend's output with the reference's; sim vs its cpu twin must be exact;
+ * a GPU backend is held to gpu_tol (negative: skipped here). */
+static void compare_gpu(const char *op, float *const *outs, size_t n, double tol0, double gpu_tol) {
   for (int i = 0; i < n_backends; i++) {
+    if (backends[i].gpu && gpu_tol < 0) continue; /* judged elsewhere */
     double e = nerr(outs[i + 1], outs[0], n);
     /* the same kernels on another memory space or thread count: bit for bit */
-    const double tol = strstr(backends[i].label, "scalar") ? 0 : tol0;
+    const double tol = backends[i].gpu ? gpu_tol : strstr(backends[i].label, "scalar") ? 0 : tol0;
     if (!(e <= tol)) fprintf(stderr, "  %s on %s: normalized error %.3g > %.3g\n", op, backends[i].label, e, tol);
     IL_CHECK(e <= tol);
   }
 }
+
+static void compare(const char *op, float *const *outs, size_t n, double tol0) { compare_gpu(op, outs, n, tol0, tol0); }
 
 #define FOR_ALL(...)                                                                          \
   for (int bi = -1; bi < n_backends; bi++) {                                                   \
@@ -108,6 +171,22 @@ static void test_matmul(void) {
         }
       }
       float *x = randv((size_t)(n_in * n_tok), 2.0f);
+      /* the exact product and the magnitude of its terms, for GPU backends */
+      /* [0, ny): matmul; [ny, 3 ny): matmul_multi's [n_tok x 2 n_out] */
+      double *exact = calloc((size_t)(3 * n_out * n_tok), sizeof(double)), *mag = calloc((size_t)(3 * n_out * n_tok), sizeof(double));
+      float *wrow = malloc((size_t)n_in * 4);
+      for (int64_t r = 0; r < n_out; r++) {
+        IL_CHECK_OK(il_dequantize_row(t, w + (size_t)r * rs, wrow, n_in));
+        for (int64_t tk = 0; tk < n_tok; tk++) {
+          double sum = 0, m = 0;
+          for (int64_t k = 0; k < n_in; k++) sum += (double)wrow[k] * x[tk * n_in + k], m += fabs((double)wrow[k] * x[tk * n_in + k]);
+          exact[tk * n_out + r] = sum, mag[tk * n_out + r] = m;
+          /* matmul_multi's layout: [n_tok x 2 n_out], both halves the same product */
+          exact[n_out * n_tok + tk * 2 * n_out + r] = exact[n_out * n_tok + tk * 2 * n_out + n_out + r] = sum;
+          mag[n_out * n_tok + tk * 2 * n_out + r] = mag[n_out * n_tok + tk * 2 * n_out + n_out + r] = m;
+        }
+      }
+      free(wrow);
       int32_t ids[9];
       for (int i = 0; i < 9; i++) ids[i] = (int32_t)((i * 5 + 3) % n_out);
       const size_t ny = (size_t)(n_out * n_tok), nm = 2 * ny, ng = (size_t)(n_tok * n_in);
@@ -135,8 +214,11 @@ static void test_matmul(void) {
         for (size_t k = 0; k < 6; k++) il_backend_tensor_free(b, all[k]);
       });
       /* SIMD levels read the same quantized activations as scalar: float rounding only */
-      compare("matmul", outs, ny, 1e-5);
-      compare("matmul_multi", multi, nm, 1e-5);
+      compare_gpu("matmul", outs, ny, 1e-5, -1);
+      compare_gpu("matmul_multi", multi, nm, 1e-5, -1);
+      compare_gpu_exact("matmul", t, n_tok, outs, exact, mag, ny);
+      compare_gpu_exact("matmul_multi", t, n_tok, multi, exact + ny, mag + ny, nm);
+      free(exact), free(mag);
       compare("get_rows", rows, ng, 0);
       for (int i = 1; i <= n_backends; i++) IL_CHECK(nerr(multi[i], multi[i], nm) == 0);
       for (int i = 0; i <= n_backends; i++) free(outs[i]), free(multi[i]), free(rows[i]);
@@ -190,7 +272,35 @@ static void test_small_ops(void) {
     IL_CHECK_INT(nf, 3);
     il_backend_tensor_free(b, &X);
   }
-  printf("rmsnorm, swiglu, add, add_bias, copy, count_nonfinite: %zu shapes\n", sizeof shapes / sizeof shapes[0]);
+  /* round_to (F16 overflows to inf past 65504; BF16 keeps the range) and value_stats: exact */
+  float big[40];
+  for (int i = 0; i < 40; i++) big[i] = (i - 20) * 3777.123f + 0.1f * (float)i;
+  big[5] = NAN, big[6] = INFINITY;
+  float rounded[2][10][40];
+  int64_t nf[10];
+  float amax[10];
+  for (int bi = -1; bi < n_backends; bi++) {
+    il_backend *b = bi < 0 ? ref : backends[bi].b;
+    for (int k = 0; k < 2; k++) {
+      il_tensor X = put(b, big, 2, 20, IL_DTYPE_F32, "x");
+      IL_CHECK_OK(b->ops->round_to(b, X, k ? IL_DTYPE_BF16 : IL_DTYPE_F16));
+      get(b, X, rounded[k][bi + 1]);
+      if (k == 0) IL_CHECK_OK(b->ops->value_stats(b, X, &nf[bi + 1], &amax[bi + 1]));
+      il_backend_tensor_free(b, &X);
+    }
+    int differ = 0; /* equal values, or NaN on both sides (NaN payloads differ between devices) */
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; i < 40; i++) {
+        const float a = rounded[k][bi + 1][i], r = rounded[k][0][i];
+        differ += !(a == r || (isnan(a) && isnan(r)));
+      }
+    IL_CHECK_INT(differ, 0);
+    IL_CHECK_INT(nf[bi + 1], nf[0]);
+    IL_CHECK(amax[bi + 1] == amax[0]);
+  }
+  IL_CHECK(nf[0] >= 3); /* NaN, inf, and F16 overflows */
+  printf("rmsnorm, swiglu, add, add_bias, copy, count_nonfinite, round_to, value_stats: %zu shapes\n",
+         sizeof shapes / sizeof shapes[0]);
 }
 
 static void test_rope_kv(void) {
@@ -204,7 +314,7 @@ static void test_rope_kv(void) {
     int32_t pos[7] = {0, 1, 2, 100, 5000, 3, 9}, slots[7] = {19, 0, 4, 5, 6, 13, 1};
     const il_rope_params p = {cs[ci].heads, cs[ci].hd, cs[ci].rot, 10000.0f, 1.0f, cs[ci].mode};
     float *outs[9];
-    const size_t n = (size_t)(T * C) + 2 * (size_t)(cells * C);
+    const size_t n = (size_t)(T * C) + 3 * (size_t)(cells * C);
     for (int i = 0; i <= n_backends; i++) outs[i] = calloc(n, 4);
     FOR_ALL({
       il_tensor X = put(b, x, T, C, IL_DTYPE_F32, "x"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
@@ -221,9 +331,22 @@ static void test_rope_kv(void) {
       IL_CHECK_OK(b->ops->kv_store(b, &kv, X, Xv, S));
       get(b, K, out + T * C);
       get(b, V, out + T * C + cells * C);
+      /* F16 cells: rows converted on the way in */
+      il_tensor K16 = put(b, NULL, cells, C, IL_DTYPE_F16, "k cells f16"), V16 = put(b, NULL, cells, C, IL_DTYPE_F16, "v cells f16");
+      uint16_t *z16 = calloc((size_t)(cells * C), 2), *k16 = calloc((size_t)(cells * C), 2);
+      IL_CHECK_OK(b->ops->upload(b, K16, z16, il_tensor_span(&K16)));
+      IL_CHECK_OK(b->ops->upload(b, V16, z16, il_tensor_span(&V16)));
+      il_kv_view kv16 = {.k = K16, .v = V16, .block = cells, .n_seq = 1, .max_blocks = 1, .n_ctx = (int32_t)cells};
+      IL_CHECK_OK(b->ops->kv_store(b, &kv16, X, Xv, S));
+      get(b, K16, k16);
+      float *o16 = out + T * C + 2 * cells * C;
+      for (int64_t i = 0; i < cells * C; i++) o16[i] = il_fp16_to_f32(k16[i]);
+      free(z16), free(k16);
+      il_backend_tensor_free(b, &K16), il_backend_tensor_free(b, &V16);
       int32_t bad = (int32_t)cells;
       IL_CHECK_OK(b->ops->upload(b, S, &bad, 4));
-      IL_CHECK_INT(b->ops->kv_store(b, &kv, X, Xv, S), IL_ERR_RANGE); /* a slot outside the cells */
+      IL_CHECK_INT(run_sync(b, b->ops->kv_store(b, &kv, X, Xv, S)), IL_ERR_RANGE); /* a slot outside the cells */
+      IL_CHECK(strstr(il_error_detail(), "slot") != NULL);
       il_tensor *all[] = {&X, &P, &S, &K, &V, &Xv};
       for (size_t k = 0; k < 6; k++) il_backend_tensor_free(b, all[k]);
     });
@@ -231,7 +354,7 @@ static void test_rope_kv(void) {
     for (int i = 0; i <= n_backends; i++) free(outs[i]);
     free(x);
   }
-  printf("rope (norm, neox, partial) and kv_store at slots: %zu shapes\n", sizeof cs / sizeof cs[0]);
+  printf("rope (norm, neox, partial) and kv_store at slots (f32 and f16 cells): %zu shapes\n", sizeof cs / sizeof cs[0]);
 }
 
 /* ---- attention: every kernel of every backend against the reference's first kernel ---- */
@@ -284,7 +407,8 @@ static void test_attention(void) {
       il_tensor W = {0};
       size_t wsz = ks[0].workspace(b, &a);
       if (wsz) IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, (int64_t)(wsz + 3) / 4, IL_DTYPE_F32, "ws", &W));
-      IL_CHECK_INT(ks[0].run(b, &a, W), IL_ERR_RANGE);
+      IL_CHECK_INT(run_sync(b, ks[0].run(b, &a, W)), IL_ERR_RANGE);
+      IL_CHECK_OK(b->ops->sync(b)); /* the fault was reported once and cleared */
       il_backend_tensor_free(b, &W);
       il_tensor *all[] = {&Q, &O, &K, &V, &S, &P, &TB};
       for (size_t j = 0; j < 7; j++) il_backend_tensor_free(b, all[j]);
@@ -303,7 +427,7 @@ static void test_seam(void) {
     b->ops->info(b, &info);
     IL_CHECK_INT(b->ops->version, IL_BACKEND_OPS_VERSION);
     il_tensor t = put(b, NULL, 4, 4, IL_DTYPE_F32, "t");
-    if (!strcmp(info.kind, "sim")) {
+    if (!strcmp(info.kind, "sim") || !strcmp(info.kind, "cuda")) {
       IL_CHECK(b->ops->host_ptr(b, t.buf) == NULL); /* device memory is not host memory */
       IL_CHECK(b->ops->buffer_wrap_host == NULL);
       il_transfer_stats xs;
@@ -332,8 +456,35 @@ static void test_seam(void) {
   IL_CHECK_INT(il_backend_open("sim:1GiB,pcie=fast", NULL, &b), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_backend_open("sim:1MiB,ctx=2MiB", NULL, &b), IL_ERR_OOM);
   IL_CHECK_INT(il_backend_open("tpu", NULL, &b), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_backend_open("cuda:0", NULL, &b), IL_ERR_UNSUPPORTED);
   IL_CHECK(b == NULL);
+  bool have_gpu = false;
+  for (int i = 0; i < n_backends; i++) have_gpu = have_gpu || backends[i].gpu;
+  if (!have_gpu) { /* no module or no device: an error that says why, never a backend */
+    IL_CHECK_INT(il_backend_open("cuda:0", NULL, &b), IL_ERR_UNSUPPORTED);
+    IL_CHECK(strstr(il_error_detail(), "cuda:0") != NULL);
+    IL_CHECK(b == NULL);
+  } else {
+    IL_CHECK_INT(il_backend_open("cuda:x", NULL, &b), IL_ERR_INVALID_ARG);
+    IL_CHECK_INT(il_backend_open("cuda:255", NULL, &b), IL_ERR_INVALID_ARG);
+    IL_CHECK(b == NULL);
+    /* the allocator's cap on the real device: the same OOM report as sim's */
+    il_backend_opts lim = {.mem_limit = 4 << 20};
+    IL_CHECK_OK(il_backend_open("cuda:0", &lim, &b));
+    if (b) {
+      il_tensor ok, big;
+      IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_KV, 1, 262144, IL_DTYPE_F32, "fits", &ok));
+      IL_CHECK_INT(il_backend_tensor_new(b, IL_MEM_KV, 1, 1 << 20, IL_DTYPE_F32, "too big", &big), IL_ERR_OOM);
+      il_mem_oom o;
+      IL_CHECK(il_mem_last_oom(&o));
+      IL_CHECK_STR(o.what, "too big");
+      size_t fr, tot;
+      b->ops->memory(b, &fr, &tot);
+      IL_CHECK_INT(tot, 4 << 20);
+      il_backend_tensor_free(b, &ok);
+      b->ops->destroy(b);
+      b = NULL;
+    }
+  }
   /* sim: the budget is hard */
   IL_CHECK_OK(il_backend_open("sim:1MiB", NULL, &b));
   il_tensor big;
@@ -374,7 +525,7 @@ int main(void) {
     il_backend_opts o1 = {.threads = 1, .isa = "scalar"};
     il_backend *b = NULL;
     IL_CHECK_OK(il_backend_open("cpu", &o1, &b));
-    if (b) backends[n_backends++] = (bk){"cpu scalar 1 thread", b};
+    if (b) backends[n_backends++] = (bk){"cpu scalar 1 thread", b, false};
   }
   if (best >= IL_ISA_AVX2) open_backend("cpu avx2", "cpu", "avx2");
   else printf("SKIP (part): no AVX2 on this CPU\n");
@@ -382,7 +533,8 @@ int main(void) {
   else printf("SKIP (part): no AVX-512 on this CPU: its kernels are not checked here\n");
   open_backend("sim (best level)", "sim:512MiB", NULL);
   open_backend("sim scalar", "sim:256MiB,pcie=64GB/s", "scalar");
-  printf("SKIP (part): cuda: %s\n", il_backend_cuda_unavailable());
+  if (il_backend_cuda_unavailable()) printf("SKIP (part): cuda: %s\n", il_backend_cuda_unavailable());
+  else open_backend("cuda", "cuda:0", NULL);
   test_small_ops();
   test_rope_kv();
   test_attention();

@@ -478,7 +478,7 @@ static void test_arch_without_kernels(void) {
   sr_scenario(root, "%sdev0.cc=7.5\ndev0.name=Tesla T4\ndev1.cc=7.5\ndev1.name=Tesla T4\n", SR_TWO_A100);
   s.archs = "80;90";
   il_doctor *dr = sc_run(&s);
-  EXPECT(dr, "runtime.arch", IL_VERDICT_WARN, 15, "-DCMAKE_CUDA_ARCHITECTURES=\"80;90;75\"");
+  EXPECT(dr, "runtime.arch", IL_VERDICT_WARN, 15, "-DIL_CUDA_ARCHS=\"80;90;75\"");
   EXPECT_SUMMARY(dr, "runtime.arch", "inference will run on the CPU"); /* a WARN that says so, not an OK */
   EXPECT_SUMMARY(dr, "runtime.arch", "sm_75: no kernel image");
   EXPECT_SUMMARY(dr, "runtime.features", "no BF16 (needs 8.0)");

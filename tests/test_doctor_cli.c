@@ -6,9 +6,32 @@
 #include <stdbool.h>
 #include <sys/wait.h>
 
+#include "il_build_info.h"
 #include "sysroots/sysroot.h"
 
 static const char *cli;
+
+/* The healthy fixture's driver must be new enough for the CUDA this binary was built with:
+ * a CUDA 13 build needs the 580 branch, so there the fixture's two A100s run driver 580.65.06
+ * (CUDA 13.0); a CPU-only build keeps 535.54.03. */
+#if IL_HAVE_CUDA
+#define DRV "580.65.06"
+#else
+#define DRV "535.54.03"
+#endif
+static char scen[4096];
+static const char *two_a100(void) {
+  const char *src = SR_TWO_A100;
+  size_t o = 0;
+  while (*src && o + 16 < sizeof scen) {
+    if (!strncmp(src, "535.54.03", 9)) o += (size_t)snprintf(scen + o, sizeof scen - o, "%s", DRV), src += 9;
+    else if (IL_HAVE_CUDA && !strncmp(src, "cuda_driver=12020", 17))
+      o += (size_t)snprintf(scen + o, sizeof scen - o, "cuda_driver=13000"), src += 17;
+    else scen[o++] = *src++;
+  }
+  scen[o] = 0;
+  return scen;
+}
 
 static char out[1 << 17];
 
@@ -39,10 +62,10 @@ static void test_fixture_exit_codes(void) {
   char nvml[PATH_MAX], cuda[PATH_MAX], cmd[4 * PATH_MAX];
   sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
   sr_pci_gpu(root, "0000:0b:00.0", 0x20b2, "nvidia");
-  sr_driver(root, "535.54.03", 0, 2, 1);
-  sr_install_nvml(root, "535.54.03", nvml, sizeof nvml);
-  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", "535.54.03", cuda, sizeof cuda);
-  sr_scenario(root, "%s", SR_TWO_A100);
+  sr_driver(root, DRV, 0, 2, 1);
+  sr_install_nvml(root, DRV, nvml, sizeof nvml);
+  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", DRV, cuda, sizeof cuda);
+  sr_scenario(root, "%s", two_a100());
   /* Healthy fixture (env -i: no CUDA_VISIBLE_DEVICES from the caller): no failure; this
    * binary is CPU-only unless built with CUDA, and with GPUs present that is the one WARN. */
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' PATH=/usr/bin:/bin '%s' doctor --sysroot '%s' --nvml-lib '%s' --cuda-lib '%s' --bandwidth-ms 0 2>&1",
@@ -52,7 +75,7 @@ static void test_fixture_exit_codes(void) {
   IL_CHECK_INT(code, cpu_only ? 1 : 0);
   if (code != (cpu_only ? 1 : 0)) fprintf(stderr, "%s\n", out);
   IL_CHECK(strstr(out, cpu_only ? "1 WARN, 0 FAIL" : "0 WARN, 0 FAIL") != NULL);
-  IL_CHECK(strstr(out, "Devices (driver 535.54.03)") != NULL);
+  IL_CHECK(strstr(out, "Devices (driver " DRV ")") != NULL);
   /* Library paths through the environment instead of flags. */
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' INFERLAB_NVML_LIB='%s' INFERLAB_CUDA_LIB='%s' '%s' doctor --sysroot '%s' --bandwidth-ms 0 --json",
            root, nvml, cuda, cli, root);
@@ -77,7 +100,7 @@ static void test_fixture_exit_codes(void) {
     }
   }
   /* A failure -> 2. */
-  sr_scenario(root, "%snvml.init=18\n", SR_TWO_A100);
+  sr_scenario(root, "%snvml.init=18\n", two_a100());
   snprintf(cmd, sizeof cmd, "env -i IL_FAKE_GPU='%s/fake_gpu.txt' '%s' doctor --sysroot '%s' --nvml-lib '%s' --cuda-lib '%s' --bandwidth-ms 0 2>&1",
            root, cli, root, nvml, cuda);
   code = il_test_run(cmd, out, sizeof out);
@@ -85,12 +108,12 @@ static void test_fixture_exit_codes(void) {
   IL_CHECK(strstr(out, "FAIL  driver.nvml: Failed to initialize NVML: Driver/library version mismatch") != NULL);
   IL_CHECK(strstr(out, "What to fix\n  1. [FAIL driver.nvml] (scenario 3)\n     Reboot") != NULL);
   /* A warning only -> 1. */
-  sr_scenario(root, "%sdev0.mem_used=75161927680\n", SR_TWO_A100);
+  sr_scenario(root, "%sdev0.mem_used=75161927680\n", two_a100());
   code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 1);
 
   /* monitor: 3 samples of 2 GPUs as JSON lines. */
-  sr_scenario(root, "%s", SR_TWO_A100);
+  sr_scenario(root, "%s", two_a100());
   snprintf(cmd, sizeof cmd, "IL_FAKE_GPU='%s/fake_gpu.txt' '%s' monitor --nvml-lib '%s' -i 20ms -c 3 --json-lines", root, cli, nvml);
   code = il_test_run(cmd, out, sizeof out);
   IL_CHECK_INT(code, 0);

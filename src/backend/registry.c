@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cudamod.h"
 #include "backend/sim/sim.h"
+#include "il_build_info.h"
 
 const char *il_backend_cpu_isa_compiled(void) { return il_cpu_isa_compiled(); }
 
@@ -19,8 +21,13 @@ const char *il_backend_cpu_isa_default(void) {
 }
 
 const char *il_backend_cuda_unavailable(void) {
+#if IL_HAVE_CUDA
+  if (il_cudamod_get()) return NULL;
+  return il_cudamod_error();
+#else
   return "this inferlab was built without the CUDA backend (CPU-only build: nvcc was not found or "
          "-DIL_CUDA=OFF); use --device cpu or sim:SIZE";
+#endif
 }
 
 il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_backend **out) {
@@ -37,8 +44,13 @@ il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_back
     if (spec[3] == 0) return il_error(IL_ERR_INVALID_ARG, "--device sim: give the device size, e.g. sim:4GiB");
     return il__sim_backend_new(spec, &co, opts->mem_limit, out);
   }
-  if (!strncmp(spec, "cuda", 4) && (spec[4] == ':' || spec[4] == 0))
-    return il_error(IL_ERR_UNSUPPORTED, "--device %s: %s", spec, il_backend_cuda_unavailable());
+  if (!strncmp(spec, "cuda", 4) && (spec[4] == ':' || spec[4] == 0)) {
+    const char *why = il_backend_cuda_unavailable();
+    if (why) return il_error(IL_ERR_UNSUPPORTED, "--device %s: %s", spec, why);
+    il_status st = il_cudamod_get()->open(spec, opts->mem_limit, out);
+    if (st != IL_OK) return il_error_wrap(st, "--device %s: ", spec);
+    return IL_OK;
+  }
   return il_error(IL_ERR_INVALID_ARG, "--device: '%s' is not a device (cpu, sim:SIZE[,pcie=RATE][,ctx=SIZE], cuda[:N])",
                   spec);
 }

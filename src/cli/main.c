@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/cudamod.h"
 #include "backend/registry.h"
 #include "sys/cpuid.h"
 #include "cli/cli.h"
@@ -71,6 +72,26 @@ static void il__print_version(void) {
 #if IL_HAVE_CUDA
   printf("cuda:        built (%s%s%s)\n", IL_BUILD_CUDA_VERSION,
          *IL_BUILD_CUDA_ARCHS ? ", sm " : "", IL_BUILD_CUDA_ARCHS);
+  const il_cudamod_module *m = il_cudamod_get();
+  if (!m) {
+    printf("cuda module: not loaded: %s\n", il_cudamod_error());
+    return;
+  }
+  int rt = 0, drv = 0;
+  m->versions(&rt, &drv);
+  printf("cuda module: %s (runtime %d.%d, driver %s)\n", il_cudamod_path(), rt / 1000, rt % 1000 / 10,
+         drv ? "present" : "none");
+  il_cudamod_device devs[16];
+  char err[256] = "";
+  const int n = m->devices(devs, 16, err, sizeof err);
+  if (n < 0) printf("cuda devices: none usable (%s)\n", err);
+  else if (n == 0) printf("cuda devices: none visible\n");
+  for (int i = 0; i < n && i < 16; i++) {
+    char ptx[48] = "";
+    if (!devs[i].sass && devs[i].ptx) snprintf(ptx, sizeof ptx, "PTX %d, JIT-compiled at first use", devs[i].ptx);
+    printf("cuda device %d: %s sm_%d%d: %s\n", i, devs[i].name, devs[i].cc_major, devs[i].cc_minor,
+           devs[i].sass ? "SASS" : devs[i].ptx ? ptx : "no kernel image (rebuild with -DIL_CUDA_ARCHS including it)");
+  }
 #else
   printf("cuda:        not built (CPU-only build)\n");
 #endif

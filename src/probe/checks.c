@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "backend/cudamod.h"
 #include "core/text.h"
 #include "core/timer.h"
 #include "sys/membw.h"
@@ -576,6 +577,22 @@ static void il__check_runtime_build(il_doctor *dr) {
     if (fix[0]) il__check_fix(c, "%s", fix);
     il__check_ev(c, "build_cuda_version", "%s", o->build_cuda_version);
     il__check_ev(c, "build_cuda_archs", "%s", o->build_cuda_archs ? o->build_cuda_archs : "");
+    /* The kernels live in a module loaded at run time: on the real machine, say whether it
+     * loads and, if not, the loader's reason (fixture sysroots describe other machines). */
+    if (IL_HAVE_CUDA && il_sysfs_is_real(&dr->fs)) {
+      if (il_cudamod_get()) {
+        il__check_ev(c, "cuda_module", "%s (kernels for %s)", il_cudamod_path(), il_cudamod_get()->archs);
+      } else {
+        il__check_ev(c, "cuda_module", "not loaded: %s", il_cudamod_error());
+        if (c->verdict < IL_VERDICT_WARN) {
+          c->verdict = IL_VERDICT_WARN;
+          c->scenario = 1;
+          il_sysfs_copy(c->summary, sizeof c->summary, "built with CUDA, but the CUDA module " IL_CUDAMOD_FILE " does not load");
+          il__check_fix(c, "Install it next to the inferlab binary or set INFERLAB_CUDA_MODULE; the loader says: %.300s",
+                        il_cudamod_error());
+        }
+      }
+    }
   }
   /* Inside a CUDA image the toolkit checked NVIDIA_REQUIRE_CUDA (or CUDA_VERSION for legacy
    * images) at start; the same comparison explains "requirement error: unsatisfied
@@ -700,7 +717,7 @@ static void il__check_runtime_arch(il_doctor *dr) {
                     no_image == n ? ": no GPU here can run this build's kernels, so inference will run on the CPU" : "");
   il__check_ev(c, "compiled_archs", "%s", archs);
   if (worst != IL_VERDICT_OK)
-    il__check_fix(c, "Rebuild with this GPU's architecture: cmake -B build -DCMAKE_CUDA_ARCHITECTURES=\"%s;%d\" && cmake --build build -j",
+    il__check_fix(c, "Rebuild with this GPU's architecture: cmake -B build -DIL_CUDA_ARCHS=\"%s;%d\" && cmake --build build -j",
                   archs, bad_cc);
 }
 

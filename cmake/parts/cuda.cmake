@@ -1,0 +1,168 @@
+# cuda: the CUDA backend, built as the module libinferlab-cuda.so next to the executable.
+#
+#   -DIL_CUDA=AUTO   (default) build it when nvcc is found, else a CPU-only build
+#   -DIL_CUDA=ON     build it; fail when nvcc (or cuBLAS) is missing
+#   -DIL_CUDA=OFF    CPU-only build
+#   -DIL_CUDA_ARCHS="80;86;89;90"   compute capabilities: SASS for each, and PTX for the
+#                    newest so newer GPUs JIT-compile it ("90" becomes "80-real;...;90").
+#                    "native" is not accepted: scripts/gpu-check.sh passes the present GPU's.
+#
+# The module links the CUDA runtime statically (cudart_static) and cuBLAS/cuBLASLt dynamically
+# (RPATH to the toolkit's lib directory). It does not link the inferlab library: the host hands
+# it a table of library functions at load (src/backend/cudamod.h).
+# A build directory configured before this option existed holds the old placeholder
+# `option(IL_CUDA ... ON)` as a BOOL: that was never a user's choice, so it becomes AUTO.
+get_property(il_cuda_type CACHE IL_CUDA PROPERTY TYPE)
+if(il_cuda_type STREQUAL "BOOL")
+  set(IL_CUDA AUTO CACHE STRING "Build the CUDA backend module: AUTO (when nvcc is found), ON (required), OFF" FORCE)
+endif()
+set(IL_CUDA AUTO CACHE STRING "Build the CUDA backend module: AUTO (when nvcc is found), ON (required), OFF")
+set_property(CACHE IL_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(IL_CUDA_ARCHS "80;86;89;90" CACHE STRING "CUDA compute capabilities to compile for (PTX for the newest)")
+string(TOUPPER "${IL_CUDA}" il_cuda_mode)
+if(il_cuda_mode STREQUAL "TRUE" OR il_cuda_mode STREQUAL "1" OR il_cuda_mode STREQUAL "YES")
+  set(il_cuda_mode ON)
+elseif(il_cuda_mode STREQUAL "FALSE" OR il_cuda_mode STREQUAL "0" OR il_cuda_mode STREQUAL "NO")
+  set(il_cuda_mode OFF)
+endif()
+if(NOT il_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "-DIL_CUDA=${IL_CUDA}: expected AUTO, ON or OFF")
+endif()
+
+set(il_cuda_build OFF)
+if(NOT il_cuda_mode STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(il_cuda_build ON)
+  elseif(il_cuda_mode STREQUAL "ON")
+    message(FATAL_ERROR "-DIL_CUDA=ON but no CUDA compiler (nvcc) was found: put nvcc on PATH or set "
+                        "CMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc, or configure with -DIL_CUDA=AUTO")
+  else()
+    message(STATUS "CUDA backend: nvcc not found, CPU-only build (-DIL_CUDA=AUTO)")
+  endif()
+endif()
+
+if(il_cuda_build)
+  # Validate the list before CMake's own check sees it; build the SASS+PTX spelling.
+  set(il_archs_in "$CACHE{IL_CUDA_ARCHS}")
+  if(il_archs_in STREQUAL "")
+    message(FATAL_ERROR "-DIL_CUDA_ARCHS is empty: give compute capabilities, e.g. \"80;90\"")
+  endif()
+  set(il_archs_num "")
+  foreach(a ${il_archs_in})
+    string(REGEX REPLACE "^sm_|-(real|virtual)$" "" a "${a}") # doctor's fix repeats the built list
+    if(NOT a MATCHES "^[0-9][0-9][0-9]?[af]?$")
+      message(FATAL_ERROR "-DIL_CUDA_ARCHS: '${a}' is not a compute capability like 80, 86, 90 or 90a")
+    endif()
+    list(APPEND il_archs_num ${a})
+  endforeach()
+  list(REMOVE_DUPLICATES il_archs_num)
+  list(SORT il_archs_num COMPARE NATURAL)
+  list(GET il_archs_num -1 il_newest)
+  set(il_archs_cmake "")
+  foreach(a ${il_archs_num})
+    if(a STREQUAL il_newest)
+      list(APPEND il_archs_cmake "${a}")
+    else()
+      list(APPEND il_archs_cmake "${a}-real")
+    endif()
+  endforeach()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES ${il_archs_cmake})
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  if(NOT TARGET CUDA::cublas OR NOT TARGET CUDA::cudart_static)
+    if(il_cuda_mode STREQUAL "ON")
+      message(FATAL_ERROR "-DIL_CUDA=ON: cuBLAS or the static CUDA runtime was not found in ${CUDAToolkit_LIBRARY_DIR}")
+    endif()
+    message(STATUS "CUDA backend: cuBLAS or cudart_static missing, CPU-only build")
+    set(il_cuda_build OFF)
+  endif()
+endif()
+
+if(il_cuda_build)
+  set(IL_HAVE_CUDA 1)
+  set(IL_CUDA_ARCHS_BUILT "${il_archs_cmake}")
+  string(REPLACE ";" "," il_archs_text "${il_archs_cmake}")
+  set(IL_CUDA_VERSION "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
+  message(STATUS "CUDA backend: module libinferlab-cuda.so for ${IL_CUDA_ARCHS_BUILT} (CUDA ${IL_CUDA_VERSION})")
+
+  file(GLOB il_cuda_c CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.c)
+  file(GLOB il_cuda_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
+  add_library(inferlab_cuda MODULE ${il_cuda_c} ${il_cuda_cu})
+  set_target_properties(inferlab_cuda PROPERTIES
+    OUTPUT_NAME inferlab-cuda
+    PREFIX lib
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}
+    CUDA_ARCHITECTURES "${il_archs_cmake}"
+    CUDA_STANDARD 17
+    CUDA_STANDARD_REQUIRED ON
+    C_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
+    LINKER_LANGUAGE C
+    BUILD_RPATH "${CUDAToolkit_LIBRARY_DIR}"
+    INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
+  target_include_directories(inferlab_cuda PRIVATE ${IL_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(inferlab_cuda PRIVATE
+    IL_CUDA_MODULE=1
+    "IL_CUDA_ARCHS_TEXT=\"${il_archs_text}\""
+    "IL_CUDA_VERSION_TEXT=\"${IL_CUDA_VERSION}\"")
+  target_compile_options(inferlab_cuda PRIVATE
+    $<$<COMPILE_LANGUAGE:C>:${IL_WARN}>
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  # cudart_static keeps libcudart out of the loader's way; cuBLAS comes from the toolkit's
+  # directory through the RPATH. --exclude-libs and -Bsymbolic: the module's symbols (and
+  # cudart's) bind inside the module and do not leak into the process.
+  target_link_libraries(inferlab_cuda PRIVATE CUDA::cudart_static CUDA::cublas CUDA::cublasLt Threads::Threads
+                        ${CMAKE_DL_LIBS} m rt)
+  target_link_options(inferlab_cuda PRIVATE -Wl,--exclude-libs,ALL -Wl,-Bsymbolic -Wl,--no-undefined)
+
+  # The fake module: the same glue (cuda.c, gemm.c, host.c) over a host-memory stand-in for the
+  # CUDA runtime and cuBLAS and host versions of the kernels (tests/fakes/fake_cuda*), so the
+  # glue runs end to end in CI without a GPU. Host compilers only: no nvcc objects, no cudart.
+  enable_language(CXX)
+  add_library(inferlab_cuda_fake MODULE
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
+    ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp)
+  set_target_properties(inferlab_cuda_fake PROPERTIES
+    OUTPUT_NAME inferlab-cuda-fake
+    PREFIX lib
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fakes
+    CXX_STANDARD 17
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden)
+  target_include_directories(inferlab_cuda_fake PRIVATE ${IL_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_definitions(inferlab_cuda_fake PRIVATE
+    "IL_CUDA_ARCHS_TEXT=\"${il_archs_text}\""
+    "IL_CUDA_VERSION_TEXT=\"${IL_CUDA_VERSION}\"")
+  target_compile_options(inferlab_cuda_fake PRIVATE $<$<COMPILE_LANGUAGE:C>:${IL_WARN}>
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
+  target_link_libraries(inferlab_cuda_fake PRIVATE Threads::Threads m)
+  target_link_options(inferlab_cuda_fake PRIVATE -Wl,-Bsymbolic -Wl,--no-undefined)
+
+  # Tests and benchmarks load the module from their own directory: build it with them.
+  function(il_cuda_wire_targets)
+    file(GLOB il_t ${CMAKE_SOURCE_DIR}/tests/test_*.c ${CMAKE_SOURCE_DIR}/bench/bench_*.c)
+    foreach(t ${il_t})
+      get_filename_component(name ${t} NAME_WE)
+      if(TARGET ${name})
+        add_dependencies(${name} inferlab_cuda)
+      endif()
+    endforeach()
+    add_dependencies(inferlab inferlab_cuda)
+    # The glue end to end on the fake module: the op test, the engine test, the module test.
+    foreach(t test_backend_ops test_cuda_engine test_cuda_module test_cuda_glue)
+      if(TARGET ${t})
+        add_dependencies(${t} inferlab_cuda_fake)
+        add_test(NAME ${t}_fakecuda COMMAND ${t})
+        set_tests_properties(${t}_fakecuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+          ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
+      endif()
+    endforeach()
+  endfunction()
+  cmake_language(DEFER CALL il_cuda_wire_targets)
+endif()

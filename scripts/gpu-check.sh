@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh: the CUDA backend's whole GPU check in one run, sized for one H200 in
+# under 8 minutes (a 15-minute device lease with room to rerun).
+#
+#   scripts/gpu-check.sh [OUTDIR]       OUTDIR defaults to $OUT, else ./gpu-check-out
+#   GPU_CHECK_BUILD=build/release scripts/gpu-check.sh [OUTDIR]
+#                                       use a build made elsewhere (a device machine without
+#                                       nvcc: carry the build directory there)
+#
+# 1. facts: nvidia-smi (name, compute capability, driver, memory), nvcc --version;
+# 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
+#    (nvidia-smi --query-gpu=compute_cap), timed;
+# 3. tests: test_cuda_module, test_cuda_glue (transfers, copies, events, a device OOM),
+#    test_backend_ops (every op on cuda vs the scalar CPU; again with
+#    IL_CUDA_NO_CUBLAS=1, which sends batches through the matvec fallback, and with IL_CUDA_MATVEC=2,
+#    the dp4a matvec for Q8_0/Q4_0/Q4_1, held to 1e-4 of the CPU), test_cuda_engine
+#    (logits vs cpu, --mem-limit OOM on the device), test_sim, each with a timeout; then
+#    test_backend_ops under compute-sanitizer memcheck when the toolkit has it;
+# 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
+# 5. benchmarks: bench_cuda (copy roofline, matvec GB/s per type on Llama-3-8B shapes, 512-token
+#    GEMM TFLOP/s, builtin:1b prompt and generation tokens/s).
+# Writes OUTDIR/gpu-check.txt (everything printed, in order), OUTDIR/gpu-check.json (facts,
+# timings, each step's exit code) and OUTDIR/bench_cuda.json. Exit code: 0 when every step
+# passed, 1 when one failed (the report says which), 2 when there is no GPU or no nvcc.
+set -u
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-gpu-check-out}}
+mkdir -p "$out"
+txt=$out/gpu-check.txt
+json=$out/gpu-check.json
+: > "$txt"
+t_start=$(date +%s)
+steps=()   # "name rc seconds"
+failed=0
+
+say() { echo "$*" | tee -a "$txt"; }
+# step NAME TIMEOUT CMD...: runs CMD with a timeout, output into the report; 77 counts as a skip.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  say ""
+  say "==== $name: $*"
+  local t0 rc ms dt
+  t0=$(date +%s%N)
+  timeout --kill-after=10 "$limit" "$@" >> "$txt" 2>&1
+  rc=$?
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  dt=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
+  say "==== $name: exit $rc after ${dt}s"
+  steps+=("$name $rc $dt")
+  if [ "$rc" != 0 ] && [ "$rc" != 77 ] && [ -z "${INFO_ONLY:-}" ]; then failed=1; fi
+  return 0
+}
+# info NAME TIMEOUT CMD...: the same, but its exit code is reported, never a failure (doctor
+# exits 1 for any warning about the machine).
+info() { INFO_ONLY=1 step "$@"; }
+
+write_json() {
+  {
+    echo "{"
+    echo "  \"gpu\": \"${gpu_name:-}\", \"compute_cap\": \"${cc:-}\", \"driver\": \"${driver:-}\","
+    echo "  \"nvcc\": \"${nvcc_version:-}\", \"archs\": \"${cc:-}\", \"total_seconds\": $(( $(date +%s) - t_start )),"
+    echo "  \"failed\": $failed,"
+    echo "  \"steps\": ["
+    local first=1
+    for s in "${steps[@]}"; do
+      set -- $s
+      [ $first = 1 ] || echo ","
+      first=0
+      printf '    {"name": "%s", "exit": %s, "seconds": %s}' "$1" "$2" "${3:-0}"
+    done
+    echo ""
+    echo "  ],"
+    if [ -s "$out/bench_cuda.json" ]; then
+      echo "  \"bench_cuda\": $(cat "$out/bench_cuda.json")"
+    else
+      echo "  \"bench_cuda\": null"
+    fi
+    echo "}"
+  } > "$json"
+}
+
+say "inferlab gpu-check $(date -u +%FT%TZ) on $(hostname)"
+if ! command -v nvidia-smi > /dev/null; then
+  say "no nvidia-smi: this machine has no NVIDIA driver; nothing to check"
+  write_json
+  exit 2
+fi
+nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv | tee -a "$txt"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+if [ -n "${GPU_CHECK_BUILD:-}" ]; then
+  # A build made elsewhere (e.g. carried to a device machine without the toolkit); its
+  # architectures must include this GPU's (the default list does for sm_80/86/89/90).
+  bdir=$GPU_CHECK_BUILD
+  nvcc_version="(prebuilt: $bdir)"
+  say "using the prebuilt $bdir (GPU_CHECK_BUILD); not building"
+  [ -x "$bdir/inferlab" ] && [ -f "$bdir/libinferlab-cuda.so" ] || { say "$bdir lacks inferlab or libinferlab-cuda.so"; write_json; exit 2; }
+else
+  if [ ! -x "$nvcc" ]; then
+    say "no nvcc (looked on PATH and /usr/local/cuda/bin): the CUDA module cannot be built here;"
+    say "build elsewhere and pass the build directory in GPU_CHECK_BUILD"
+    write_json
+    exit 2
+  fi
+  nvcc_version=$("$nvcc" --version | tail -2 | head -1)
+  say "nvcc: $nvcc ($nvcc_version); building for sm_$cc only"
+  bdir=build/gpu-check
+  jobs=$(nproc)
+  step configure 120 cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release -DIL_CUDA=ON -DIL_CUDA_ARCHS="$cc" \
+    -DCMAKE_CUDA_COMPILER="$nvcc"
+  step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
+  step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_cuda_glue \
+    test_backend_ops test_cuda_engine test_sim bench_cuda
+fi
+
+case $bdir in /*) ;; *) bdir=$PWD/$bdir ;; esac
+export IL_CLI=$bdir/inferlab IL_SRC=$PWD IL_FIXTURES=$PWD/../shared/fixtures
+step version 30 "$bdir/inferlab" --version
+info doctor 60 "$bdir/inferlab" doctor --bandwidth-ms 0
+step test_cuda_module 60 "$bdir/test_cuda_module"
+step test_cuda_glue 60 "$bdir/test_cuda_glue"
+step test_backend_ops 120 "$bdir/test_backend_ops"
+if grep -q "SKIP (part): backend cuda" "$txt"; then
+  # the op test ran on the CPU backends only: cuda did not open (driver too old for this CUDA,
+  # module not loadable, ...); its reason is in the report just above
+  say "==== cuda did not open on this machine: the GPU tests below only skip (reason above)"
+  steps+=("cuda_open 1 0")
+  failed=1
+fi
+step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
+step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
+step test_cuda_engine 180 "$bdir/test_cuda_engine"
+step test_sim 120 "$bdir/test_sim"
+step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
+sanitizer=$(command -v compute-sanitizer || echo "$(dirname "$nvcc")/compute-sanitizer")
+[ -x "$sanitizer" ] || sanitizer=$(dirname "$(dirname "$nvcc")")/compute-sanitizer/compute-sanitizer
+if [ -x "$sanitizer" ]; then
+  step memcheck_backend_ops 150 "$sanitizer" --tool memcheck --error-exitcode 3 "$bdir/test_backend_ops"
+else
+  say "compute-sanitizer not found (PATH, next to nvcc, the toolkit's compute-sanitizer/): memcheck skipped"
+fi
+step bench_cuda 300 "$bdir/bench_cuda" --json "$out/bench_cuda.json"
+
+write_json
+say ""
+say "summary ($(( $(date +%s) - t_start ))s):"
+for s in "${steps[@]}"; do say "  $s"; done
+say "report: $txt, $json"
+exit $failed

@@ -1,0 +1,1010 @@
+/* backend/cuda/cuda: the CUDA backend's ops table: device memory, transfers, ops, events.
+ *
+ * Memory: buffers come from the caching allocator (memory/caching.h, the same one sim uses)
+ * over cudaMalloc/cudaFree segments: never managed memory, so a buffer is where the report says
+ * it is. Each buffer is also counted per category in the backend's memory space ("cuda:0"),
+ * which is what fault injection and the OOM report read. A refused cudaMalloc is IL_ERR_OOM
+ * with the allocator's report (reserved, largest free block, fragmentation), recorded as the
+ * thread's last OOM exactly as sim records it, so the engine's advice is the same on both.
+ * Transfers and streams: see glue.h. Ops check their views on the host (types, shapes,
+ * buffer bounds: the same checks and messages as the cpu backend), resolve them to device
+ * pointers and call one launcher each (cuda.h). Index checks that need device data run in the
+ * kernels and come back through the fault record at the next sync or download.
+ * Every CUDA and cuBLAS call is checked (IL_CUDA_CHECK / IL_CUBLAS_CHECK): an error is a
+ * value naming the device, op, tensor, call and file:line; nothing here exits.
+ * Not for: kernels (the .cu files) or the cuBLAS path of matmul (gemm.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/glue.h"
+#include "core/quant.h"
+#include "core/timer.h"
+
+#ifndef IL_CUDA_ARCHS_TEXT
+#define IL_CUDA_ARCHS_TEXT ""
+#endif
+#ifndef IL_CUDA_VERSION_TEXT
+#define IL_CUDA_VERSION_TEXT ""
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+il_status il__cu_fail(il__cu *c, cudaError_t e, const char *op, const char *what, const char *call, const char *file,
+                      int line) {
+  const char *name = cudaGetErrorName(e), *text = cudaGetErrorString(e);
+  const char *dev = c ? c->spec : "cuda";
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError(); /* not sticky: clear it so the next call does not see it */
+    if (c) il_mem_record_oom(c->space, IL_MEM_OTHER, 0, what ? what : op, "device", 0);
+    return il_error(IL_ERR_OOM, "%s: %s%s%s%s: the device is out of memory (%s in %s at %s:%d)", dev, op,
+                    what ? " '" : "", what ? what : "", what ? "'" : "", name, call, file, line);
+  }
+  return il_error(IL_ERR_DEVICE, "%s: %s%s%s%s: %s (%s) in %s at %s:%d", dev, op, what ? " '" : "", what ? what : "",
+                  what ? "'" : "", name, text, call, file, line);
+}
+
+il_status il__cu_blas_fail(il__cu *c, cublasStatus_t e, const char *op, const char *what, const char *call,
+                           const char *file, int line) {
+  const char *dev = c ? c->spec : "cuda";
+  if (e == CUBLAS_STATUS_ALLOC_FAILED) {
+    if (c) il_mem_record_oom(c->space, IL_MEM_WORKSPACE, 0, "cuBLAS workspace", "device", 0);
+    return il_error(IL_ERR_OOM, "%s: %s '%s': cuBLAS could not allocate its workspace (%s at %s:%d)", dev, op,
+                    what ? what : "?", call, file, line);
+  }
+  return il_error(IL_ERR_DEVICE, "%s: %s '%s': %s (%s) in %s at %s:%d", dev, op, what ? what : "?",
+                  cublasGetStatusName(e), cublasGetStatusString(e), call, file, line);
+}
+
+/* ---------------------------------------------------------------- view checks (as cpu.c) */
+
+static const char *il__nm(const il_tensor *t) { return t->name ? t->name : "tensor"; }
+
+static il_status il__check(const char *op, const il_tensor *t, il_dtype type) {
+  if (!t->buf) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has no buffer", op, il__nm(t));
+  if (type != IL_DTYPE_COUNT && t->type != type)
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' is %s; this op computes on %s", op, il__nm(t), il_dtype_name(t->type),
+                    il_dtype_name(type));
+  if (t->rows < 0 || t->cols < 0) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has a negative shape", op, il__nm(t));
+  size_t row = il_tensor_row_bytes(t->type, t->cols);
+  if (t->cols && !row)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s': %lld columns is not a whole number of %s blocks", op, il__nm(t),
+                    (long long)t->cols, il_dtype_name(t->type));
+  if (t->rows > 1 && t->stride < row)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s': row stride %zu below the row size %zu", op, il__nm(t), t->stride, row);
+  if (t->off > t->buf->size || il_tensor_span(t) > t->buf->size - t->off)
+    return il_error(IL_ERR_RANGE, "%s: '%s' [%lld x %lld] at offset %zu runs past its buffer of %zu bytes", op,
+                    il__nm(t), (long long)t->rows, (long long)t->cols, t->off, t->buf->size);
+  return IL_OK;
+}
+
+static il_status il__same_shape(const char *op, const il_tensor *a, const il_tensor *ref) {
+  if (a->rows != ref->rows || a->cols != ref->cols)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is [%lld x %lld] but '%s' is [%lld x %lld]", op, il__nm(a),
+                    (long long)a->rows, (long long)a->cols, il__nm(ref), (long long)ref->rows, (long long)ref->cols);
+  return IL_OK;
+}
+
+static il_status il__dense(const char *op, const il_tensor *t) {
+  if (t->rows > 1 && t->stride != (size_t)t->cols * 4)
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld floats)", op, il__nm(t),
+                    t->stride, (long long)t->cols);
+  return IL_OK;
+}
+
+/* F32 rows must be float-aligned on the device. */
+static il_status il__aligned(const char *op, const il_tensor *t, size_t a) {
+  if (((uintptr_t)t->buf->base + t->off) % a || (t->rows > 1 && t->stride % a))
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' at offset %zu, stride %zu is not %zu-byte aligned", op, il__nm(t),
+                    t->off, t->stride, a);
+  return IL_OK;
+}
+
+static void *il__ptr(il_tensor t) { return (uint8_t *)t.buf->base + t.off; }
+
+/* Names a launch that can fault, so a fault found later can say which op and tensor it was. */
+static int il__note(il__cu *c, const char *op, const il_tensor *t) {
+  c->launch++;
+  snprintf(c->launch_what[c->launch % IL__CU_LAUNCH_RING], sizeof c->launch_what[0], "%s '%s'", op, il__nm(t));
+  return c->launch;
+}
+
+/* After the compute stream synchronized with the fault record copied to fault_host: turns a
+ * recorded fault into IL_ERR_RANGE and clears it. */
+static il_status il__faults(il__cu *c) {
+  il__cu_fault f = *c->fault_host;
+  if (f.kind == IL__CU_FAULT_NONE) return IL_OK;
+  memset(c->fault_host, 0, sizeof *c->fault_host);
+  IL_CUDA_CHECK(c, cudaMemsetAsync(c->fault, 0, sizeof *c->fault, c->compute), "sync", "fault record");
+  const char *what = c->launch - f.launch < IL__CU_LAUNCH_RING ? c->launch_what[f.launch % IL__CU_LAUNCH_RING]
+                                                                : "an earlier op";
+  switch (f.kind) {
+  case IL__CU_FAULT_ROW_ID:
+    return il_error(IL_ERR_RANGE, "%s: %s: token id %lld of row %lld out of range [0, %lld) (found on the device)",
+                    c->spec, what, f.b, f.a, f.c);
+  case IL__CU_FAULT_SLOT:
+    return il_error(IL_ERR_RANGE, "%s: %s: slot %lld of row %lld outside the %lld cells (found on the device)", c->spec,
+                    what, f.b, f.a, f.c);
+  case IL__CU_FAULT_SEQ:
+    return il_error(IL_ERR_RANGE, "%s: %s: row %lld: sequence %lld outside [0, %lld) (found on the device)", c->spec,
+                    what, f.a, f.b, f.c);
+  case IL__CU_FAULT_POS:
+    return il_error(IL_ERR_RANGE, "%s: %s: row %lld: position %lld outside the context of %lld (found on the device)",
+                    c->spec, what, f.a, f.b, f.c);
+  default:
+    return il_error(IL_ERR_RANGE, "%s: %s: sequence %lld: block-table entry %lld outside the %lld cells (found on the device)",
+                    c->spec, what, f.a, f.b, f.c);
+  }
+}
+
+/* ---------------------------------------------------------------- memory */
+
+static il_status il__seg_alloc(void *ctx, size_t bytes, void **base) {
+  il__cu *c = ctx;
+  *base = NULL;
+  cudaError_t e = cudaMalloc(base, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    char sz[32];
+    return il_error(IL_ERR_OOM, "cudaMalloc of %s on %s: out of device memory", il_mem_format_bytes(bytes, sz, sizeof sz),
+                    c->spec);
+  }
+  if (e != cudaSuccess) return il__cu_fail(c, e, "cudaMalloc", "segment", "cudaMalloc(base, bytes)", __FILE__, __LINE__);
+  return IL_OK;
+}
+
+/* cudaFree waits for the device; the allocator calls this only for segments it no longer
+ * hands out (empty_cache, a retry after a refusal, destroy). */
+static void il__seg_free(void *ctx, void *base, size_t bytes) { (void)cudaFree(base); }
+
+static il_status il__alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
+  il__cu *c = il__cu_of(b);
+  *out = NULL;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "alloc", what);
+  il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
+  if (!buf) return IL_ERR_OOM;
+  il_caching_block *blk = NULL;
+  il_status st = il_caching_alloc(c->alloc, cat, bytes, what, &blk);
+  if (st == IL_ERR_OOM) {
+    il_caching_oom o;
+    il_mem_record_oom(c->space, cat, bytes, what, c->cap ? "limit" : "device", 0);
+    if (il_caching_last_oom(c->alloc, &o)) il_mem_record_oom_device(o.reserved, o.largest_free, o.fragmentation);
+  }
+  if (st == IL_OK) st = il_mem_space_reserve(c->space, cat, il_caching_block_size(blk), what);
+  if (st != IL_OK) {
+    il_caching_free(c->alloc, blk);
+    il_mem_free(buf);
+    return st;
+  }
+  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .cat = cat, .blk = blk};
+  *out = buf;
+  return IL_OK;
+}
+
+/* Frees at once: every later use of the memory is a later op on the same stream (uploads wait
+ * for the compute stream first), so stream order keeps reuse safe. */
+static void il__free(il_backend *b, il_buffer *buf) {
+  if (!buf) return;
+  il__cu *c = il__cu_of(b);
+  il_mem_space_release(c->space, buf->cat, il_caching_block_size(buf->blk));
+  il_caching_free(c->alloc, buf->blk);
+  il_mem_free(buf);
+}
+
+il_status il__cu_workspace(il_backend *b, size_t bytes, void **out) {
+  il__cu *c = il__cu_of(b);
+  if (!c->ws || c->ws->size < bytes) {
+    il__free(b, c->ws);
+    c->ws = NULL;
+    IL_TRY(il__alloc(b, IL_MEM_WORKSPACE, bytes, "cuda matmul workspace", &c->ws));
+  }
+  *out = c->ws->base;
+  return IL_OK;
+}
+
+static void *il__host_ptr(il_backend *b, il_buffer *buf) { return NULL; }
+
+static void il__memory(il_backend *b, size_t *free_b, size_t *total) {
+  il__cu *c = il__cu_of(b);
+  size_t f = 0, t = 0;
+  if (cudaSetDevice(c->dev) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
+    (void)cudaGetLastError();
+    f = 0, t = c->total_mem;
+  }
+  if (c->cap) { /* --mem-limit: the cap binds like a smaller device */
+    il_caching_stats st;
+    il_caching_stats_get(c->alloc, &st);
+    const size_t left = c->cap > st.total.reserved ? c->cap - st.total.reserved : 0;
+    if (left < f) f = left;
+    if (c->cap < t) t = c->cap;
+  }
+  *free_b = f;
+  *total = t;
+}
+
+static void il__allocator_stats(il_backend *b, il_caching_stats *out) { il_caching_stats_get(il__cu_of(b)->alloc, out); }
+static il_status il__snapshot(il_backend *b, il_caching_snapshot *out) {
+  return il_caching_snapshot_take(il__cu_of(b)->alloc, out);
+}
+static size_t il__empty_cache(il_backend *b) { return il_caching_empty_cache(il__cu_of(b)->alloc); }
+
+/* ---------------------------------------------------------------- transfers */
+
+static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("upload", &dst, IL_DTYPE_COUNT));
+  if (bytes > dst.buf->size - dst.off)
+    return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
+                    il__nm(&dst), dst.off, dst.buf->size);
+  const double t0 = il_time_now();
+  const char *nm = il__nm(&dst);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "upload", nm);
+  /* the copy stream waits for the ops queued so far (they may still read this buffer) */
+  IL_CUDA_CHECK(c, cudaEventRecord(c->join, c->compute), "upload", nm);
+  IL_CUDA_CHECK(c, cudaStreamWaitEvent(c->copy, c->join, 0), "upload", nm);
+  uint8_t *d = il__ptr(dst);
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = bytes - done < IL__CU_STAGE_BYTES ? bytes - done : IL__CU_STAGE_BYTES;
+    const int i = c->stage_next;
+    if (c->stage_used[i]) IL_CUDA_CHECK(c, cudaEventSynchronize(c->stage_done[i]), "upload", nm);
+    memcpy(c->stage[i], (const uint8_t *)src + done, n);
+    IL_CUDA_CHECK(c, cudaMemcpyAsync(d + done, c->stage[i], n, cudaMemcpyHostToDevice, c->copy), "upload", nm);
+    IL_CUDA_CHECK(c, cudaEventRecord(c->stage_done[i], c->copy), "upload", nm);
+    c->stage_used[i] = true;
+    c->stage_next = 1 - i;
+    done += n;
+  }
+  /* and the ops queued after this upload wait for it */
+  IL_CUDA_CHECK(c, cudaEventRecord(c->join, c->copy), "upload", nm);
+  IL_CUDA_CHECK(c, cudaStreamWaitEvent(c->compute, c->join, 0), "upload", nm);
+  pthread_mutex_lock(&c->lock);
+  c->xfer.upload_bytes += bytes;
+  c->xfer.n_uploads++;
+  c->xfer.upload_seconds += il_time_now() - t0;
+  pthread_mutex_unlock(&c->lock);
+  return IL_OK;
+}
+
+/* Waits for the compute stream, with the fault record copied back at its end. */
+static il_status il__drain(il__cu *c, const char *op, const char *what) {
+  IL_CUDA_CHECK(c, cudaMemcpyAsync(c->fault_host, c->fault, sizeof *c->fault, cudaMemcpyDeviceToHost, c->compute), op,
+                what);
+  IL_CUDA_CHECK(c, cudaStreamSynchronize(c->compute), op, what);
+  return il__faults(c);
+}
+
+static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("download", &src, IL_DTYPE_COUNT));
+  if (bytes > src.buf->size - src.off)
+    return il_error(IL_ERR_RANGE, "download: %zu bytes from '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
+                    il__nm(&src), src.off, src.buf->size);
+  const double t0 = il_time_now();
+  const char *nm = il__nm(&src);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "download", nm);
+  const uint8_t *s = il__ptr(src);
+  size_t done = 0;
+  do {
+    const size_t n = bytes - done < IL__CU_STAGE_BYTES ? bytes - done : IL__CU_STAGE_BYTES;
+    const int i = c->stage_next;
+    if (c->stage_used[i]) IL_CUDA_CHECK(c, cudaEventSynchronize(c->stage_done[i]), "download", nm);
+    c->stage_used[i] = false;
+    if (n) IL_CUDA_CHECK(c, cudaMemcpyAsync(c->stage[i], s + done, n, cudaMemcpyDeviceToHost, c->compute), "download", nm);
+    IL_TRY(il__drain(c, "download", nm));
+    if (n) memcpy((uint8_t *)dst + done, c->stage[i], n);
+    done += n;
+  } while (done < bytes);
+  pthread_mutex_lock(&c->lock);
+  c->xfer.download_bytes += bytes;
+  c->xfer.n_downloads++;
+  c->xfer.download_seconds += il_time_now() - t0;
+  pthread_mutex_unlock(&c->lock);
+  return IL_OK;
+}
+
+static il_status il__copy(il_backend *b, il_tensor dst, il_tensor src) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("copy", &dst, src.type));
+  IL_TRY(il__check("copy", &src, IL_DTYPE_COUNT));
+  IL_TRY(il__same_shape("copy", &dst, &src));
+  const size_t row = il_tensor_row_bytes(src.type, src.cols);
+  if (!src.rows || !row) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "copy", il__nm(&dst));
+  if (src.rows == 1)
+    IL_CUDA_CHECK(c, cudaMemcpyAsync(il__ptr(dst), il__ptr(src), row, cudaMemcpyDeviceToDevice, c->compute), "copy",
+                  il__nm(&dst));
+  else
+    IL_CUDA_CHECK(c, cudaMemcpy2DAsync(il__ptr(dst), dst.stride, il__ptr(src), src.stride, row, (size_t)src.rows,
+                                       cudaMemcpyDeviceToDevice, c->compute),
+                  "copy", il__nm(&dst));
+  return IL_OK;
+}
+
+static il_status il__sync(il_backend *b) {
+  il__cu *c = il__cu_of(b);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "sync", NULL);
+  IL_CUDA_CHECK(c, cudaStreamSynchronize(c->copy), "sync", NULL);
+  return il__drain(c, "sync", NULL);
+}
+
+static void il__transfers(il_backend *b, il_transfer_stats *out) {
+  il__cu *c = il__cu_of(b);
+  pthread_mutex_lock(&c->lock);
+  *out = c->xfer;
+  pthread_mutex_unlock(&c->lock);
+}
+
+/* ---------------------------------------------------------------- capabilities */
+
+static bool il__weight_type(il_dtype t) {
+  switch (t) {
+  case IL_DTYPE_F32: case IL_DTYPE_F16: case IL_DTYPE_BF16: case IL_DTYPE_Q8_0: case IL_DTYPE_Q4_0:
+  case IL_DTYPE_Q4_1: case IL_DTYPE_Q4_K: case IL_DTYPE_Q5_K: case IL_DTYPE_Q6_K: return true;
+  default: return false;
+  }
+}
+
+static bool il__supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype) {
+  if (atype != IL_DTYPE_F32) return false;
+  switch (op) {
+  case IL_OP_MATMUL:
+  case IL_OP_GET_ROWS: return il__weight_type(wtype);
+  case IL_OP_KV_STORE:
+  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16; /* the KV cache type */
+  default: return true;
+  }
+}
+
+static void il__info(il_backend *b, il_backend_info *out) {
+  il__cu *c = il__cu_of(b);
+  memset(out, 0, sizeof *out);
+  char mem[32];
+  snprintf(out->kind, sizeof out->kind, "cuda");
+  snprintf(out->name, sizeof out->name, "%s", c->spec);
+  snprintf(out->device, sizeof out->device, "%s, sm_%d%d, %s, kernels %s %d", c->device_name, c->cc_major, c->cc_minor,
+           il_mem_format_bytes(c->total_mem, mem, sizeof mem), c->binary_version ? "SASS" : "PTX",
+           c->binary_version ? c->binary_version : c->ptx_version);
+  out->threads = 0;
+  out->host_visible = false;
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_tensor *x) {
+  IL_TRY(il__check("matmul", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check("matmul", x, IL_DTYPE_F32));
+  IL_TRY(il__check("matmul", y, IL_DTYPE_F32));
+  IL_TRY(il__dense("matmul", x));
+  if (!il__weight_type(w->type))
+    return il_error(IL_ERR_UNSUPPORTED, "matmul '%s': no CUDA kernel for %s weights", il__nm(w), il_dtype_name(w->type));
+  if (x->cols != w->cols || y->rows != x->rows || y->cols != w->rows || (y->stride % 4 && y->rows > 1))
+    return il_error(IL_ERR_INVALID_ARG, "matmul '%s' [%lld x %lld]: input [%lld x %lld] and output [%lld x %lld] do not fit",
+                    il__nm(w), (long long)w->rows, (long long)w->cols, (long long)x->rows, (long long)x->cols,
+                    (long long)y->rows, (long long)y->cols);
+  IL_TRY(il__aligned("matmul", w, 2));
+  IL_TRY(il__aligned("matmul", x, 4));
+  return il__aligned("matmul", y, 4);
+}
+
+static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->stride / 4) : y->cols; }
+
+/* Generation (up to 8 tokens) reads the weights once in matvec; a batch goes to cuBLAS, or
+ * to matvec in groups of 8 tokens where cuBLAS cannot take the operands (or IL_CUDA_NO_CUBLAS=1
+ * in the environment asks for it: gpu-check runs the op test that way too, so the fallback is
+ * tested). IL_CUDA_MATVEC=2 picks matvec_q8.cu for the weight types it covers. */
+static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__mm_check(&y, &w, &x));
+  if (!x.rows || !w.rows) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w));
+  if (x.rows > IL__CU_MV_MAX_TOK && !c->no_blas) {
+    il_status st = il__cu_gemm(b, y, w, x);
+    if (st != IL_ERR_UNSUPPORTED) return st;
+  }
+  const int64_t ldy = il__ldy(&y);
+  const bool v2 = c->matvec_version == 2 && il__cu_matvec_q8_supports(w.type) && w.cols % 32 == 0;
+  void *work = NULL;
+  if (v2) IL_TRY(il__cu_workspace(b, il__cu_matvec_q8_work(w.cols, x.rows < IL__CU_MV_MAX_TOK ? x.rows : IL__CU_MV_MAX_TOK), &work));
+  for (int64_t t0 = 0; t0 < x.rows; t0 += IL__CU_MV_MAX_TOK) {
+    const int64_t nt = x.rows - t0 < IL__CU_MV_MAX_TOK ? x.rows - t0 : IL__CU_MV_MAX_TOK;
+    if (v2) {
+      IL_CUDA_CHECK(c, il__cu_matvec_q8(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols,
+                                        (const float *)il__ptr(x) + t0 * x.cols, nt, (float *)il__ptr(y) + t0 * ldy, ldy,
+                                        work),
+                    "matmul", il__nm(&w));
+      continue;
+    }
+    IL_CUDA_CHECK(c, il__cu_matvec(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols,
+                                   (const float *)il__ptr(x) + t0 * x.cols, nt, (float *)il__ptr(y) + t0 * ldy, ldy),
+                  "matmul", il__nm(&w));
+  }
+  return IL_OK;
+}
+
+static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+  for (int i = 0; i < n; i++) IL_TRY(il__matmul(b, y[i], w[i], x));
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- the other ops */
+
+static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("get_rows", &y, IL_DTYPE_F32));
+  IL_TRY(il__check("get_rows", &w, IL_DTYPE_COUNT));
+  IL_TRY(il__check("get_rows", &ids, IL_DTYPE_I32));
+  if (y.cols != w.cols || ids.cols < y.rows)
+    return il_error(IL_ERR_INVALID_ARG, "get_rows: '%s' rows of %lld into [%lld x %lld] with %lld ids", il__nm(&w),
+                    (long long)w.cols, (long long)y.rows, (long long)y.cols, (long long)ids.cols);
+  if (!il__weight_type(w.type))
+    return il_error(IL_ERR_UNSUPPORTED, "get_rows '%s': no CUDA decoder for %s", il__nm(&w), il_dtype_name(w.type));
+  IL_TRY(il__aligned("get_rows", &w, 2));
+  IL_TRY(il__aligned("get_rows", &y, 4));
+  IL_TRY(il__aligned("get_rows", &ids, 4));
+  if (!y.rows) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "get_rows", il__nm(&w));
+  const int id = il__note(c, "get_rows from", &w);
+  IL_CUDA_CHECK(c, il__cu_dequant(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols, il__ptr(ids), y.rows,
+                                  il__ptr(y), y.rows > 1 ? y.stride : il_tensor_row_bytes(y.type, y.cols), false, c->fault, id),
+                "get_rows", il__nm(&w));
+  return IL_OK;
+}
+
+static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("rmsnorm", &y, IL_DTYPE_F32));
+  IL_TRY(il__check("rmsnorm", &x, IL_DTYPE_F32));
+  IL_TRY(il__check("rmsnorm", &g, IL_DTYPE_F32));
+  IL_TRY(il__same_shape("rmsnorm", &y, &x));
+  if (g.cols != x.cols || g.rows < 1)
+    return il_error(IL_ERR_INVALID_ARG, "rmsnorm: weight '%s' has %lld elements; rows have %lld", il__nm(&g),
+                    (long long)g.cols, (long long)x.cols);
+  IL_TRY(il__aligned("rmsnorm", &y, 4));
+  IL_TRY(il__aligned("rmsnorm", &x, 4));
+  IL_TRY(il__aligned("rmsnorm", &g, 4));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rmsnorm", il__nm(&x));
+  IL_CUDA_CHECK(c, il__cu_rmsnorm(c->compute, il__ptr(y), y.stride, il__ptr(x), x.stride, il__ptr(g), x.rows, x.cols, eps),
+                "rmsnorm", il__nm(&x));
+  return IL_OK;
+}
+
+static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("rope", &x, IL_DTYPE_F32));
+  IL_TRY(il__check("rope", &pos, IL_DTYPE_I32));
+  if (pos.cols < x.rows || x.cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
+    return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
+                    il__nm(&x), (long long)x.rows, (long long)x.cols, (long long)p->n_heads, (long long)p->head_dim,
+                    (long long)p->n_rot, (long long)pos.cols);
+  IL_TRY(il__aligned("rope", &x, 4));
+  IL_TRY(il__aligned("rope", &pos, 4));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope", il__nm(&x));
+  IL_CUDA_CHECK(c, il__cu_rope(c->compute, il__ptr(x), x.stride, x.rows, il__ptr(pos), p->n_heads, p->head_dim, p->n_rot,
+                               p->base, p->scale > 0 ? p->scale : 1.0f, (int)p->mode),
+                "rope", il__nm(&x));
+  return IL_OK;
+}
+
+/* Rows are F32 activations; cells F32 or F16 (--kv-type), converted on the way in. */
+static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
+  IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
+  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) || kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32 or f16)", il_dtype_name(kv->k.type));
+  IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
+  IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
+  if (k.cols != kv->k.cols || v.cols != kv->v.cols || k.rows != v.rows || slots.cols < k.rows || kv->k.rows != kv->v.rows)
+    return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
+                    (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
+  IL_TRY(il__aligned("kv_store", &slots, 4));
+  IL_TRY(il__aligned("kv_store", &k, 4));
+  IL_TRY(il__aligned("kv_store", &v, 4));
+  IL_TRY(il__aligned("kv_store", &kv->k, kv->k.type == IL_DTYPE_F16 ? 2 : 1));
+  IL_TRY(il__aligned("kv_store", &kv->v, kv->v.type == IL_DTYPE_F16 ? 2 : 1));
+  if (!k.rows) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "kv_store", il__nm(&kv->k));
+  const int id = il__note(c, "kv_store into", &kv->k);
+  IL_CUDA_CHECK(c, il__cu_kv_store(c->compute, il__ptr(kv->k), kv->k.stride, il__ptr(kv->v), kv->v.stride, kv->k.rows,
+                                   kv->k.type == IL_DTYPE_F16, il__ptr(k), k.stride, il__ptr(v), v.stride, k.cols,
+                                   il__ptr(slots), k.rows, c->fault, id),
+                "kv_store", il__nm(&kv->k));
+  return IL_OK;
+}
+
+static il_status il__elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
+  IL_TRY(il__check(op, y, IL_DTYPE_F32));
+  IL_TRY(il__check(op, x, IL_DTYPE_F32));
+  IL_TRY(il__same_shape(op, y, x));
+  IL_TRY(il__dense(op, y));
+  IL_TRY(il__dense(op, x));
+  IL_TRY(il__aligned(op, y, 4));
+  return il__aligned(op, x, 4);
+}
+
+static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__elementwise_check("swiglu", &gate, &up));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "swiglu", il__nm(&gate));
+  IL_CUDA_CHECK(c, il__cu_swiglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "swiglu", il__nm(&gate));
+  return IL_OK;
+}
+
+static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__elementwise_check("add", &y, &x));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add", il__nm(&y));
+  IL_CUDA_CHECK(c, il__cu_add(c->compute, il__ptr(y), il__ptr(x), y.rows * y.cols), "add", il__nm(&y));
+  return IL_OK;
+}
+
+static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("add_bias", &y, IL_DTYPE_F32));
+  IL_TRY(il__check("add_bias", &bias, IL_DTYPE_F32));
+  if (bias.cols != y.cols)
+    return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(&bias),
+                    (long long)bias.cols, (long long)y.cols);
+  IL_TRY(il__aligned("add_bias", &y, 4));
+  IL_TRY(il__aligned("add_bias", &bias, 4));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add_bias", il__nm(&y));
+  IL_CUDA_CHECK(c, il__cu_add_bias(c->compute, il__ptr(y), y.stride, y.rows, y.cols, il__ptr(bias)), "add_bias",
+                il__nm(&y));
+  return IL_OK;
+}
+
+/* Synchronous: the count is the answer the caller waits for. */
+static il_status il__count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
+  il__cu *c = il__cu_of(b);
+  *out = 0;
+  IL_TRY(il__check("count_nonfinite", &x, IL_DTYPE_F32));
+  IL_TRY(il__aligned("count_nonfinite", &x, 4));
+  const char *nm = il__nm(&x);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "count_nonfinite", nm);
+  IL_CUDA_CHECK(c, cudaMemsetAsync(c->count, 0, sizeof *c->count, c->compute), "count_nonfinite", nm);
+  IL_CUDA_CHECK(c, il__cu_count_nonfinite(c->compute, il__ptr(x), x.stride, x.rows, x.cols, c->count), "count_nonfinite", nm);
+  IL_CUDA_CHECK(c, cudaMemcpyAsync(c->count_host, c->count, sizeof *c->count, cudaMemcpyDeviceToHost, c->compute),
+                "count_nonfinite", nm);
+  IL_TRY(il__drain(c, "count_nonfinite", nm));
+  *out = (int64_t)*c->count_host;
+  return IL_OK;
+}
+
+/* Activations stored at F16/BF16 precision between ops (--dtype): F32 values rounded in place. */
+static il_status il__round_to(il_backend *b, il_tensor x, il_dtype type) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  if (type == IL_DTYPE_F32) return IL_OK;
+  if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
+    return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
+  IL_TRY(il__aligned("round_to", &x, 4));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "round_to", il__nm(&x));
+  IL_CUDA_CHECK(c, il__cu_round_to(c->compute, il__ptr(x), x.stride, x.rows, x.cols, type == IL_DTYPE_BF16), "round_to",
+                il__nm(&x));
+  return IL_OK;
+}
+
+/* Synchronous, like count_nonfinite: the numbers are what the caller waits for. */
+static il_status il__value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
+  il__cu *c = il__cu_of(b);
+  *nonfinite = 0, *absmax = 0;
+  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  IL_TRY(il__aligned("value_stats", &x, 4));
+  const char *nm = il__nm(&x);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "value_stats", nm);
+  IL_CUDA_CHECK(c, cudaMemsetAsync(c->count, 0, 2 * sizeof *c->count, c->compute), "value_stats", nm);
+  IL_CUDA_CHECK(c, il__cu_value_stats(c->compute, il__ptr(x), x.stride, x.rows, x.cols, c->count), "value_stats", nm);
+  IL_CUDA_CHECK(c, cudaMemcpyAsync(c->count_host, c->count, 2 * sizeof *c->count, cudaMemcpyDeviceToHost, c->compute),
+                "value_stats", nm);
+  IL_TRY(il__drain(c, "value_stats", nm));
+  *nonfinite = (int64_t)c->count_host[0];
+  const uint32_t bits = (uint32_t)c->count_host[1];
+  memcpy(absmax, &bits, 4);
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- attention: naive */
+
+static const char *il__naive_why_not(il_backend *b, const il_attn_args *a) {
+  const il_kv_view *kv = a->kv;
+  if (kv->k.type != kv->v.type) return "needs K and V of one type";
+  if (kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) return "reads an F32 or F16 cache only";
+  return NULL;
+}
+
+static size_t il__naive_workspace(il_backend *b, const il_attn_args *a) {
+  return (size_t)il__cu_attn_naive_rows(a->q.rows * a->n_heads) * (size_t)(a->kv->n_ctx > 0 ? a->kv->n_ctx : 0) *
+         sizeof(float);
+}
+
+/* Checks every kernel relies on (the cpu backend's, except the index checks that need device
+ * data: those run in the kernels) and fills the launcher's arguments. `kernel` names the caller,
+ * `need` is its workspace size. */
+static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tensor ws, const char *kernel,
+                                  const char *why, size_t need, il__cu_attn *x) {
+  il__cu *c = il__cu_of(b);
+  const il_kv_view *kv = a->kv;
+  IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
+  IL_TRY(il__check("attention", &a->out, IL_DTYPE_F32));
+  IL_TRY(il__check("attention", &a->seq, IL_DTYPE_I32));
+  IL_TRY(il__check("attention", &a->pos, IL_DTYPE_I32));
+  IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check("attention", &kv->v, IL_DTYPE_COUNT));
+  IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
+  if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
+  if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
+    return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
+                    (long long)a->n_kv_heads);
+  if (a->q.cols != a->n_heads * a->head_dim || a->out.rows != a->q.rows || a->out.cols != a->q.cols ||
+      kv->k.cols != a->n_kv_heads * a->head_dim || kv->v.cols != kv->k.cols || kv->v.rows != kv->k.rows ||
+      a->seq.cols < a->q.rows || a->pos.cols < a->q.rows)
+    return il_error(IL_ERR_INVALID_ARG, "attention: q [%lld x %lld] and cache rows of %lld do not match %lld/%lld heads of %lld",
+                    (long long)a->q.rows, (long long)a->q.cols, (long long)kv->k.cols, (long long)a->n_heads,
+                    (long long)a->n_kv_heads, (long long)a->head_dim);
+  if (kv->block <= 0 || kv->max_blocks <= 0 || kv->n_ctx > (int64_t)kv->block * kv->max_blocks ||
+      kv->block_table.cols * kv->block_table.rows < (int64_t)kv->n_seq * kv->max_blocks ||
+      (kv->block_table.rows > 1 && kv->block_table.stride != (size_t)kv->block_table.cols * 4))
+    return il_error(IL_ERR_INVALID_ARG, "attention: block table '%s' [%lld x %lld] does not hold %d sequences of %d blocks of %d",
+                    il__nm(&kv->block_table), (long long)kv->block_table.rows, (long long)kv->block_table.cols, kv->n_seq,
+                    kv->max_blocks, kv->block);
+  IL_TRY(il__aligned("attention", &a->q, 4));
+  IL_TRY(il__aligned("attention", &a->out, 4));
+  IL_TRY(il__aligned("attention", &kv->k, kv->k.type == IL_DTYPE_F16 ? 2 : 4));
+  IL_TRY(il__aligned("attention", &kv->v, kv->v.type == IL_DTYPE_F16 ? 2 : 4));
+  if (need) {
+    IL_TRY(il__check("attention", &ws, IL_DTYPE_COUNT));
+    IL_TRY(il__aligned("attention", &ws, 4));
+    if (ws.buf->size - ws.off < need)
+      return il_error(IL_ERR_INVALID_ARG, "attention kernel '%s': workspace of %zu bytes, needs %zu", kernel,
+                      ws.buf->size - ws.off, need);
+  }
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "attention", il__nm(&kv->k));
+  *x = (il__cu_attn){
+      .out = il__ptr(a->out), .q = il__ptr(a->q), .out_stride = a->out.stride, .q_stride = a->q.stride,
+      .seq = il__ptr(a->seq), .pos = il__ptr(a->pos), .table = il__ptr(kv->block_table),
+      .k = il__ptr(kv->k), .v = il__ptr(kv->v), .k_stride = kv->k.stride, .v_stride = kv->v.stride,
+      .kv_f16 = kv->k.type == IL_DTYPE_F16, .n_tok = a->q.rows, .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads,
+      .head_dim = a->head_dim, .n_cells = kv->k.rows, .block = kv->block, .n_seq = kv->n_seq,
+      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
+      .fault = c->fault, .launch = il__note(c, "attention over", &kv->k)};
+  return IL_OK;
+}
+
+static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cu *c = il__cu_of(b);
+  il__cu_attn x;
+  IL_TRY(il__attn_prepare(b, a, ws, "naive", il__naive_why_not(b, a), il__naive_workspace(b, a), &x));
+  if (!x.n_tok) return IL_OK;
+  IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &x), "attention", il__nm(&a->kv->k));
+  return IL_OK;
+}
+
+static const char *il__memeff_why_not(il_backend *b, const il_attn_args *a) {
+  const char *why = il__naive_why_not(b, a);
+  if (why) return why;
+  if (a->head_dim > il__cu_attn_memeff_max_head_dim()) return "head sizes above 256";
+  return NULL;
+}
+
+static size_t il__memeff_workspace(il_backend *b, const il_attn_args *a) { return 0; }
+
+static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cu *c = il__cu_of(b);
+  il__cu_attn x;
+  IL_TRY(il__attn_prepare(b, a, ws, "memeff", il__memeff_why_not(b, a), 0, &x));
+  if (!x.n_tok) return IL_OK;
+  IL_CUDA_CHECK(c, il__cu_attn_memeff(c->compute, &x), "attention", il__nm(&a->kv->k));
+  return IL_OK;
+}
+
+/* naive first: the reference, and the only one whose results have been reasoned about without a
+ * GPU run; memeff moves up once gpu-check shows it equal and faster. */
+static const il_attn_kernel il__attn[] = {
+    {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
+    {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
+};
+
+static const il_attn_kernel *il__attn_kernels(il_backend *b, int *n) {
+  *n = (int)(sizeof il__attn / sizeof il__attn[0]);
+  return il__attn;
+}
+
+/* ---------------------------------------------------------------- events */
+
+struct il_event {
+  cudaEvent_t e;
+};
+
+static il_status il__event_record(il_backend *b, il_event **out) {
+  il__cu *c = il__cu_of(b);
+  *out = NULL;
+  il_event *ev = il_mem_alloc(IL_MEM_OTHER, sizeof *ev, "event");
+  if (!ev) return IL_ERR_OOM;
+  cudaError_t e = cudaSetDevice(c->dev);
+  if (e == cudaSuccess) e = cudaEventCreate(&ev->e);
+  if (e == cudaSuccess) {
+    e = cudaEventRecord(ev->e, c->compute);
+    if (e != cudaSuccess) (void)cudaEventDestroy(ev->e);
+  }
+  if (e != cudaSuccess) {
+    il_mem_free(ev);
+    return il__cu_fail(c, e, "event_record", NULL, "cudaEventCreate/cudaEventRecord", __FILE__, __LINE__);
+  }
+  *out = ev;
+  return IL_OK;
+}
+
+static il_status il__event_elapsed(il_backend *b, il_event *a, il_event *e, double *seconds) {
+  il__cu *c = il__cu_of(b);
+  *seconds = 0;
+  float ms = 0;
+  IL_CUDA_CHECK(c, cudaEventSynchronize(e->e), "event_elapsed", NULL);
+  IL_CUDA_CHECK(c, cudaEventElapsedTime(&ms, a->e, e->e), "event_elapsed", NULL);
+  *seconds = ms * 1e-3;
+  return IL_OK;
+}
+
+static void il__event_free(il_backend *b, il_event *e) {
+  if (!e) return;
+  (void)cudaEventDestroy(e->e);
+  il_mem_free(e);
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static void il__destroy(il_backend *b) {
+  if (!b) return;
+  il__cu *c = il__cu_of(b);
+  if (c) {
+    (void)cudaSetDevice(c->dev);
+    if (c->compute) (void)cudaStreamSynchronize(c->compute);
+    if (c->copy) (void)cudaStreamSynchronize(c->copy);
+    if (c->ws) il__free(b, c->ws);
+    if (c->blas) (void)cublasDestroy(c->blas);
+    il_caching_destroy(c->alloc);
+    for (int i = 0; i < 2; i++) {
+      if (c->stage_done[i]) (void)cudaEventDestroy(c->stage_done[i]);
+      if (c->stage[i]) {
+        (void)cudaFreeHost(c->stage[i]);
+        il_mem_space_release(il_mem_host(), IL_MEM_STAGING, IL__CU_STAGE_BYTES);
+      }
+    }
+    if (c->join) (void)cudaEventDestroy(c->join);
+    if (c->fault) (void)cudaFree(c->fault);
+    if (c->count) (void)cudaFree(c->count);
+    if (c->fault_host) (void)cudaFreeHost(c->fault_host);
+    if (c->compute) (void)cudaStreamDestroy(c->compute);
+    if (c->copy) (void)cudaStreamDestroy(c->copy);
+    if (c->space) il_mem_space_free(c->space);
+    pthread_mutex_destroy(&c->lock);
+    il_mem_free(c);
+  }
+  il_mem_free(b);
+}
+
+static const il_backend_ops il__cuda_ops = {
+    .version = IL_BACKEND_OPS_VERSION,
+    .buffer_alloc = il__alloc,
+    .buffer_free = il__free,
+    .buffer_wrap_host = NULL,
+    .host_ptr = il__host_ptr,
+    .memory = il__memory,
+    .upload = il__upload,
+    .download = il__download,
+    .copy = il__copy,
+    .sync = il__sync,
+    .supports = il__supports,
+    .attn_kernels = il__attn_kernels,
+    .info = il__info,
+    .get_rows = il__get_rows,
+    .matmul = il__matmul,
+    .matmul_multi = il__matmul_multi,
+    .rmsnorm = il__rmsnorm,
+    .rope = il__rope,
+    .kv_store = il__kv_store,
+    .swiglu = il__swiglu,
+    .add = il__add,
+    .add_bias = il__add_bias,
+    .count_nonfinite = il__count_nonfinite,
+    .event_record = il__event_record,
+    .event_elapsed = il__event_elapsed,
+    .event_free = il__event_free,
+    .destroy = il__destroy,
+    .transfers = il__transfers,
+    .allocator_stats = il__allocator_stats,
+    .allocator_snapshot = il__snapshot,
+    .empty_cache = il__empty_cache,
+    .round_to = il__round_to,
+    .value_stats = il__value_stats,
+};
+
+/* "cuda" or "cuda:N" */
+static il_status il__parse_spec(const char *spec, int *dev) {
+  *dev = 0;
+  if (!strcmp(spec, "cuda")) return IL_OK;
+  const char *p = spec + 5;
+  char *end = NULL;
+  long v = strtol(p, &end, 10);
+  if (strncmp(spec, "cuda:", 5) || !*p || *end || v < 0 || v > 255)
+    return il_error(IL_ERR_INVALID_ARG, "'%s' is not a CUDA device (cuda or cuda:N with N a device index)", spec);
+  *dev = (int)v;
+  return IL_OK;
+}
+
+/* The rest of open, on c already zeroed and attached to b; b is destroyed by the caller on error. */
+static il_status il__open_device(il__cu *c, size_t mem_limit) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return il_error(IL_ERR_UNSUPPORTED, "no usable CUDA driver: cudaGetDeviceCount says %s (%s); run 'inferlab doctor'",
+                    cudaGetErrorName(e), cudaGetErrorString(e));
+  }
+  if (n == 0) return il_error(IL_ERR_UNSUPPORTED, "no CUDA device is visible (check CUDA_VISIBLE_DEVICES; run 'inferlab doctor')");
+  if (c->dev >= n)
+    return il_error(IL_ERR_INVALID_ARG, "device %d does not exist: %d CUDA device%s visible (0..%d)", c->dev, n,
+                    n == 1 ? " is" : "s are", n - 1);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "open", NULL);
+  struct cudaDeviceProp prop;
+  IL_CUDA_CHECK(c, cudaGetDeviceProperties(&prop, c->dev), "open", NULL);
+  snprintf(c->device_name, sizeof c->device_name, "%.95s", prop.name);
+  c->cc_major = prop.major;
+  c->cc_minor = prop.minor;
+  c->total_mem = prop.totalGlobalMem;
+  e = il__cu_probe_image(&c->binary_version, &c->ptx_version);
+  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
+    (void)cudaGetLastError();
+    return il_error(IL_ERR_UNSUPPORTED, "%s (sm_%d%d) has no kernel image in this module (compiled for %s): rebuild with "
+                    "-DIL_CUDA_ARCHS=\"%d%d\"", c->device_name, c->cc_major, c->cc_minor, IL_CUDA_ARCHS_TEXT, c->cc_major,
+                    c->cc_minor);
+  }
+  if (e != cudaSuccess) return il__cu_fail(c, e, "open", NULL, "cudaFuncGetAttributes", __FILE__, __LINE__);
+  IL_CUDA_CHECK(c, cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking), "open", "compute stream");
+  IL_CUDA_CHECK(c, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "open", "copy stream");
+  IL_CUDA_CHECK(c, cudaEventCreateWithFlags(&c->join, cudaEventDisableTiming), "open", "events");
+  for (int i = 0; i < 2; i++) {
+    IL_CUDA_CHECK(c, cudaEventCreateWithFlags(&c->stage_done[i], cudaEventDisableTiming), "open", "events");
+    IL_TRY(il_mem_space_reserve(il_mem_host(), IL_MEM_STAGING, IL__CU_STAGE_BYTES, "cuda pinned staging"));
+    e = cudaHostAlloc(&c->stage[i], IL__CU_STAGE_BYTES, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+      c->stage[i] = NULL;
+      il_mem_space_release(il_mem_host(), IL_MEM_STAGING, IL__CU_STAGE_BYTES);
+      return il__cu_fail(c, e, "open", "pinned staging", "cudaHostAlloc", __FILE__, __LINE__);
+    }
+  }
+  IL_CUDA_CHECK(c, cudaMalloc((void **)&c->fault, sizeof *c->fault), "open", "fault record");
+  IL_CUDA_CHECK(c, cudaMemset(c->fault, 0, sizeof *c->fault), "open", "fault record");
+  IL_CUDA_CHECK(c, cudaMalloc((void **)&c->count, 2 * sizeof *c->count), "open", "counter");
+  /* one pinned page holds the fault mirror and the counter */
+  void *page = NULL;
+  IL_CUDA_CHECK(c, cudaHostAlloc(&page, 256, cudaHostAllocDefault), "open", "pinned fault record");
+  memset(page, 0, 256);
+  c->fault_host = page;
+  c->count_host = (unsigned long long *)((uint8_t *)page + 128);
+  IL_CUBLAS_CHECK(c, cublasCreate(&c->blas), "open", "cuBLAS handle");
+  IL_CUBLAS_CHECK(c, cublasSetStream(c->blas, c->compute), "open", "cuBLAS handle");
+  const char *mv = getenv("IL_CUDA_MATVEC");
+  c->matvec_version = mv && !strcmp(mv, "2") ? 2 : 1;
+  const char *nb = getenv("IL_CUDA_NO_CUBLAS");
+  c->no_blas = nb && *nb && strcmp(nb, "0");
+  c->cap = mem_limit;
+  c->space = il_mem_space_new(c->spec, mem_limit);
+  if (!c->space) return IL_ERR_OOM;
+  il_caching_opts co = {.name = c->spec, .cap = mem_limit, .seg_alloc = il__seg_alloc, .seg_free = il__seg_free, .ctx = c};
+  return il_caching_new(&co, &c->alloc);
+}
+
+static il_status il__open(const char *spec, size_t mem_limit, il_backend **out) {
+  *out = NULL;
+  int dev;
+  IL_TRY(il__parse_spec(spec, &dev));
+  il_backend *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "cuda backend");
+  il__cu *c = il_mem_calloc(IL_MEM_OTHER, sizeof *c, "cuda backend");
+  if (!b || !c) {
+    il_mem_free(b);
+    il_mem_free(c);
+    return IL_ERR_OOM;
+  }
+  pthread_mutex_init(&c->lock, NULL);
+  c->dev = dev;
+  snprintf(c->spec, sizeof c->spec, "cuda:%d", dev);
+  *b = (il_backend){.ops = &il__cuda_ops, .impl = c};
+  il_status st = il__open_device(c, mem_limit);
+  if (st != IL_OK) {
+    il__destroy(b);
+    return st;
+  }
+  b->space = c->space;
+  *out = b;
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- the module's table */
+
+/* Whether the compiled list (IL_CUDA_ARCHS_TEXT: "80-real,86-real,90") has SASS for cc, or
+ * else the newest PTX at or below it; the rule doctor applies too. */
+static void il__image_for(int cc, bool *sass, int *ptx) {
+  *sass = false;
+  *ptx = 0;
+  const char *p = IL_CUDA_ARCHS_TEXT;
+  while (*p) {
+    char *end;
+    long a = strtol(p, &end, 10);
+    if (end == p) {
+      p++;
+      continue;
+    }
+    while (*end >= 'a' && *end <= 'z') end++;
+    bool real = !strncmp(end, "-real", 5), virt = !strncmp(end, "-virtual", 8);
+    if (!virt && a / 10 == cc / 10 && a <= cc) *sass = true;
+    if (!real && a <= cc && a > *ptx) *ptx = (int)a;
+    p = end;
+  }
+}
+
+static int il__devices(il_cudamod_device *out, int max, char *err, size_t nerr) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    snprintf(err, nerr, "cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
+    return -1;
+  }
+  for (int i = 0; i < n && i < max; i++) {
+    struct cudaDeviceProp prop;
+    il_cudamod_device *d = &out[i];
+    memset(d, 0, sizeof *d);
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      (void)cudaGetLastError();
+      snprintf(d->name, sizeof d->name, "(device %d: properties unavailable)", i);
+      continue;
+    }
+    snprintf(d->name, sizeof d->name, "%.95s", prop.name);
+    d->cc_major = prop.major;
+    d->cc_minor = prop.minor;
+    d->total_mem = prop.totalGlobalMem;
+    il__image_for(prop.major * 10 + prop.minor, &d->sass, &d->ptx);
+    d->sm_count = prop.multiProcessorCount;
+    d->mem_bus_bits = prop.memoryBusWidth;
+    if (cudaDeviceGetAttribute(&d->clock_khz, cudaDevAttrClockRate, i) != cudaSuccess) d->clock_khz = 0;
+    if (cudaDeviceGetAttribute(&d->mem_clock_khz, cudaDevAttrMemoryClockRate, i) != cudaSuccess) d->mem_clock_khz = 0;
+    (void)cudaGetLastError();
+  }
+  return n;
+}
+
+static void il__versions(int *runtime, int *driver) {
+  *runtime = *driver = 0;
+  if (cudaRuntimeGetVersion(runtime) != cudaSuccess) *runtime = 0;
+  if (cudaDriverGetVersion(driver) != cudaSuccess) *driver = 0;
+  (void)cudaGetLastError();
+}
+
+static int il__ref(il_dtype t, const void *src, float *dst, int64_t n) { return il_dequantize_row(t, src, dst, n) != IL_OK; }
+
+static il_status il__selftest(void) {
+  char err[256] = "";
+  if (il__cu_selftest(il__ref, err, sizeof err))
+    return il_error(IL_ERR_INTERNAL, "cuda module self-test: %s", err);
+  return IL_OK;
+}
+
+static const il_cudamod_module il__module = {
+    .abi = IL_CUDAMOD_ABI,
+    .size = sizeof(il_cudamod_module),
+    .ops_version = IL_BACKEND_OPS_VERSION,
+    .archs = IL_CUDA_ARCHS_TEXT,
+    .cuda_version = IL_CUDA_VERSION_TEXT,
+    .open = il__open,
+    .devices = il__devices,
+    .versions = il__versions,
+    .selftest = il__selftest,
+};
+
+__attribute__((visibility("default"))) const il_cudamod_module *il_cudamod_entry_v1(const il_cudamod_host *host,
+                                                                                     char *err, size_t nerr) {
+  if (!il__cu_host_accept(host, err, nerr)) return NULL;
+  return &il__module;
+}

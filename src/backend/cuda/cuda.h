@@ -1,0 +1,150 @@
+/* backend/cuda/cuda: what the module's C glue and its kernels share.
+ *
+ * The glue (cuda.c: ops table, streams, events, allocator, transfers; gemm.c: cuBLAS) checks
+ * views, resolves them to device pointers and calls one host launcher per op family, each in
+ * its own .cu file:
+ *
+ *   matvec.cu     il__cu_matvec            y = x W^T for up to 8 tokens, every weight type
+ *   matvec_q8.cu  il__cu_matvec_q8         version 2 for Q8_0/Q4_0/Q4_1: 8-bit activations, dp4a
+ *   dequant.cu    il__cu_dequant           weight rows -> F32 (get_rows) or F16 (GEMM tiles)
+ *   norm.cu       il__cu_rmsnorm
+ *   rope.cu       il__cu_rope
+ *   elementwise.cu il__cu_swiglu, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
+ *                 il__cu_to_half (activations -> F16/BF16 for cuBLAS)
+ *   kv.cu         il__cu_kv_store          rows to cells at slots
+ *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view;
+ *                 il__cu_attn_memeff       online softmax, no score matrix
+ *   selftest.cu   il__cu_selftest          the decoders of decode.cuh run on the host
+ *
+ * Launchers take raw device pointers and the stream, launch, and return cudaGetLastError();
+ * asynchronous faults surface at the next synchronizing call. Index checks that need device
+ * data (token ids, slots, positions, block-table entries) run in the kernels: the first bad
+ * value is written to the backend's fault record (il__cu_fault) and sync/download turn it
+ * into IL_ERR_RANGE naming the op and tensor, so a bad id is an error value, never a stray
+ * read or write.
+ * Not for: anything outside the module (the host sees only backend/cudamod.h).
+ */
+#ifndef IL_BACKEND_CUDA_CUDA_H
+#define IL_BACKEND_CUDA_CUDA_H
+
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "core/dtype.h"
+
+/* ---- the first bad index a kernel met ---- */
+typedef enum {
+  IL__CU_FAULT_NONE = 0,
+  IL__CU_FAULT_ROW_ID,   /* get_rows: a = row, b = id, c = rows of w */
+  IL__CU_FAULT_SLOT,     /* kv_store: a = row, b = slot, c = cells */
+  IL__CU_FAULT_SEQ,      /* attention: a = row, b = sequence, c = n_seq */
+  IL__CU_FAULT_POS,      /* attention: a = row, b = position, c = n_ctx */
+  IL__CU_FAULT_BLOCK,    /* attention: a = sequence, b = block-table entry, c = cells */
+} il__cu_fault_kind;
+
+typedef struct {
+  int kind;      /* il__cu_fault_kind; set first with atomicCAS */
+  int launch;    /* the launch id the host gave (names the op and tensor) */
+  long long a, b, c;
+} il__cu_fault;
+
+#define IL__CU_MV_MAX_TOK 8 /* tokens one matvec launch reads per weight row */
+
+/* y[t * ldy + r] = W[r] . x[t] for t < n_tok (1..IL__CU_MV_MAX_TOK), r < n_out.
+ * w: n_out rows of n_in elements of type t, w_stride bytes apart (even); x: n_tok packed rows
+ * of n_in floats. One warp per row; each lane decodes 32-element units of the row. */
+cudaError_t il__cu_matvec(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                          const float *x, int64_t n_tok, float *y, int64_t ldy);
+
+/* Version 2 for Q8_0/Q4_0/Q4_1 (matvec_q8.cu): activations quantized to 8 bits like the CPU's,
+ * then dp4a. work: il__cu_matvec_q8_work(n_in, n_tok) bytes of device memory, 256-aligned. */
+bool il__cu_matvec_q8_supports(il_dtype t);
+size_t il__cu_matvec_q8_work(int64_t n_in, int64_t n_tok);
+cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
+                             const float *x, int64_t n_tok, float *y, int64_t ldy, void *work);
+
+/* Decodes rows of w into floats (out_f16 false: float, row r at out + r * out_stride bytes)
+ * or F16 (packed rows of n_in halves). ids (may be NULL: rows 0..n-1) picks the rows; an id
+ * outside [0, w_rows) is recorded in fault (launch id `launch`) and its row left unwritten. */
+cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows, int64_t n_in,
+                           const int32_t *ids, int64_t n, void *out, size_t out_stride, bool out_f16,
+                           il__cu_fault *fault, int launch);
+
+/* y[t] = x[t] / rms(x[t]) * g, rows of `cols` floats; y may be x. Sum of squares in double,
+ * as the CPU reference. */
+cudaError_t il__cu_rmsnorm(cudaStream_t s, float *y, size_t ys, const float *x, size_t xs, const float *g,
+                           int64_t rows, int64_t cols, float eps);
+
+/* Rotates x [rows x n_heads*head_dim] (rows xs bytes apart) in place at positions pos. */
+cudaError_t il__cu_rope(cudaStream_t s, float *x, size_t xs, int64_t rows, const int32_t *pos, int64_t n_heads,
+                        int64_t head_dim, int64_t n_rot, float base, float scale, int mode);
+
+/* gate = silu(gate) * up; y += x; y[t] += bias (rows ys bytes apart), all F32. */
+cudaError_t il__cu_swiglu(cudaStream_t s, float *gate, const float *up, int64_t n);
+cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n);
+cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *bias);
+/* *count (device) += number of inf/nan elements of x [rows x cols], rows xs bytes apart. */
+cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
+                                   unsigned long long *count);
+/* x rounded in place to the values F16 (bf16 false) or BF16 can hold (F16 overflows to inf). */
+cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16);
+/* stats[0] (device) += number of inf/nan elements of x; stats[1] = max(stats[1], bits of the
+ * largest finite |x|) (a non-negative float's bits order as the float does). */
+cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
+                               unsigned long long *stats);
+/* out = x as F16 (bf16 false) or BF16, packed [rows x cols]; x rows xs bytes apart. */
+cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out, bool bf16);
+
+/* Row i of k and v (cols floats, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs bytes
+ * apart, n_cells cells, F32 or, with f16_cells, F16). A slot outside [0, n_cells) is recorded
+ * in fault. */
+cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
+                            bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
+                            const int32_t *slots, int64_t n, il__cu_fault *fault, int launch);
+
+/* Everything il__cu_attn_naive reads. */
+typedef struct {
+  float *out;
+  const float *q;
+  size_t out_stride, q_stride;               /* bytes */
+  const int32_t *seq, *pos, *table;
+  const void *k, *v;                         /* cells, F32 or F16 */
+  size_t k_stride, v_stride;                 /* bytes */
+  bool kv_f16;
+  int64_t n_tok, n_heads, n_kv_heads, head_dim, n_cells;
+  int32_t block, n_seq, max_blocks, n_ctx;
+  float scale;
+  float *scores;                             /* workspace: il__cu_attn_naive_rows() rows of n_ctx */
+  il__cu_fault *fault;
+  int launch;
+} il__cu_attn;
+
+/* Score rows of workspace the naive kernel uses for n_items (token, head) pairs. */
+int64_t il__cu_attn_naive_rows(int64_t n_items);
+cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a);
+/* The online-softmax kernel: no workspace (scores unused), head_dim up to
+ * il__cu_attn_memeff_max_head_dim(). */
+int64_t il__cu_attn_memeff_max_head_dim(void);
+cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a);
+
+/* Runs the decoders of decode.cuh on the host for every weight type and compares them with
+ * ref (the library's dequantize_row) bit for bit. 0 when they agree; else nonzero with a
+ * message in err. */
+typedef int (*il__cu_ref_fn)(il_dtype t, const void *src, float *dst, int64_t n);
+int il__cu_selftest(il__cu_ref_fn ref, char *err, size_t nerr);
+
+/* cudaFuncGetAttributes of one kernel: cudaErrorNoKernelImageForDevice when the module has
+ * neither SASS nor PTX for the current device. binary/ptx: the versions it will run. */
+cudaError_t il__cu_probe_image(int *binary, int *ptx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,95 @@
+/* backend/cuda/glue: the state of one opened CUDA backend, shared by the module's C files
+ * (cuda.c: memory, transfers, the ops; gemm.c: the cuBLAS path of matmul).
+ *
+ * Streams: ops and downloads run in order on `compute`; uploads run on `copy` (pinned staging
+ * buffers, so a caller's host memory may be reused as soon as upload returns), and the two
+ * streams are joined by events in both directions at every upload, which keeps the seam's
+ * "transfers in order with the ops" while leaving the copy stream ready for the offloading
+ * work (prefetching layer l+1 while layer l computes).
+ * Not for: the host side (backend/cudamod.h) or kernels (cuda.h).
+ */
+#ifndef IL_BACKEND_CUDA_GLUE_H
+#define IL_BACKEND_CUDA_GLUE_H
+
+#include <cublas_v2.h>
+#include <pthread.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cudamod.h"
+
+extern const il_cudamod_host *il__cu_host;
+/* Keeps the host table when its ABI and size fit; else false with the reason in err. */
+bool il__cu_host_accept(const il_cudamod_host *h, char *err, size_t nerr);
+
+struct il_buffer {
+  void *base; /* device address */
+  size_t size;
+  il_mem_category cat;
+  il_caching_block *blk;
+};
+
+#define IL__CU_STAGE_BYTES ((size_t)8 << 20) /* each of the two pinned staging buffers */
+#define IL__CU_LAUNCH_RING 64                /* launches whose names a device fault can cite */
+
+typedef struct {
+  int dev;
+  char spec[32];
+  char device_name[96];
+  int cc_major, cc_minor;
+  size_t total_mem, cap;
+  int binary_version, ptx_version; /* the kernel image chosen for this device */
+  cudaStream_t compute, copy;
+  cudaEvent_t stage_done[2];       /* the copy out of staging[i] has finished */
+  cudaEvent_t join;                /* ordering between the two streams */
+  bool stage_used[2];
+  int stage_next;
+  void *stage[2];                  /* pinned host, IL__CU_STAGE_BYTES each */
+  cublasHandle_t blas;
+  il_mem_space *space;
+  il_caching *alloc;
+  il__cu_fault *fault;             /* device */
+  il__cu_fault *fault_host;        /* pinned mirror */
+  unsigned long long *count;       /* device scratch [2] for count_nonfinite and value_stats */
+  unsigned long long *count_host;  /* pinned [2] */
+  il_buffer *ws;                   /* GEMM workspace (F16 tiles, converted activations) */
+  int matvec_version;              /* IL_CUDA_MATVEC=2: matvec_q8.cu where it applies; else 1 */
+  bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */
+  int launch;                      /* id of the last launch that can fault */
+  char launch_what[IL__CU_LAUNCH_RING][96];
+  pthread_mutex_t lock;            /* transfer counters */
+  il_transfer_stats xfer;
+} il__cu;
+
+static inline il__cu *il__cu_of(il_backend *b) { return (il__cu *)b->impl; }
+
+/* Turns a failed CUDA call into an error value naming the device, the op, the tensor, the
+ * call and file:line. cudaErrorMemoryAllocation becomes IL_ERR_OOM and is recorded as the
+ * thread's last OOM in the backend's space; everything else is IL_ERR_DEVICE. */
+il_status il__cu_fail(il__cu *c, cudaError_t e, const char *op, const char *what, const char *call, const char *file,
+                      int line);
+il_status il__cu_blas_fail(il__cu *c, cublasStatus_t e, const char *op, const char *what, const char *call,
+                           const char *file, int line);
+
+#define IL_CUDA_CHECK(c, call, op, what)                                               \
+  do {                                                                                 \
+    cudaError_t il__e = (call);                                                        \
+    if (il__e != cudaSuccess) return il__cu_fail((c), il__e, (op), (what), #call, __FILE__, __LINE__); \
+  } while (0)
+
+#define IL_CUBLAS_CHECK(c, call, op, what)                                             \
+  do {                                                                                 \
+    cublasStatus_t il__e = (call);                                                     \
+    if (il__e != CUBLAS_STATUS_SUCCESS)                                                \
+      return il__cu_blas_fail((c), il__e, (op), (what), #call, __FILE__, __LINE__);    \
+  } while (0)
+
+/* A device workspace of at least `bytes` (grown through the caching allocator under
+ * IL_MEM_WORKSPACE; the old one is freed in stream order). */
+il_status il__cu_workspace(il_backend *b, size_t bytes, void **out);
+
+/* The cuBLAS path of matmul: y = x W^T for n_tok > IL__CU_MV_MAX_TOK. Returns
+ * IL_ERR_UNSUPPORTED (nothing launched) when cuBLAS cannot take these operands (BF16 before
+ * sm_80, a row stride that is not a whole number of elements); the caller then runs matvec. */
+il_status il__cu_gemm(il_backend *b, il_tensor y, il_tensor w, il_tensor x);
+
+#endif

@@ -1,0 +1,340 @@
+/* tests/fakes/fake_cuda_kernels: host versions of the CUDA backend's kernel launchers (cuda.h),
+ * for the fake module (see fake_cudart.c). Each does what its kernel's header says, on host
+ * memory, in plain loops; the weight decoders and matvec v2's block arithmetic are the real
+ * ones from decode.cuh (compiled for the host), the rest is restated here. Index faults go to
+ * the fault record the same way the kernels write them. Compiled by the host C++ compiler.
+ */
+#include <cuda_runtime.h> /* __host__, __device__ for a host compiler */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/decode.cuh"
+
+static void fake_fault(il__cu_fault *f, int kind, int launch, long long a, long long b, long long c) {
+  if (f->kind) return;
+  f->kind = kind, f->launch = launch, f->a = a, f->b = b, f->c = c;
+}
+
+template <int T>
+static void fake_row(const uint8_t *row, int64_t n_in, float *out) {
+  for (int64_t u = 0; u < il__n_units(n_in); u++) {
+    float v[32];
+    const int n = il__unit<T>(row, u, n_in, v);
+    for (int j = 0; j < n; j++) out[u * 32 + j] = v[j];
+  }
+}
+
+static bool fake_decode(il_dtype t, const uint8_t *row, int64_t n_in, float *out) {
+  switch (t) {
+  case IL_DTYPE_F32: fake_row<IL_DTYPE_F32>(row, n_in, out); return true;
+  case IL_DTYPE_F16: fake_row<IL_DTYPE_F16>(row, n_in, out); return true;
+  case IL_DTYPE_BF16: fake_row<IL_DTYPE_BF16>(row, n_in, out); return true;
+  case IL_DTYPE_Q8_0: fake_row<IL_DTYPE_Q8_0>(row, n_in, out); return true;
+  case IL_DTYPE_Q4_0: fake_row<IL_DTYPE_Q4_0>(row, n_in, out); return true;
+  case IL_DTYPE_Q4_1: fake_row<IL_DTYPE_Q4_1>(row, n_in, out); return true;
+  case IL_DTYPE_Q4_K: fake_row<IL_DTYPE_Q4_K>(row, n_in, out); return true;
+  case IL_DTYPE_Q5_K: fake_row<IL_DTYPE_Q5_K>(row, n_in, out); return true;
+  case IL_DTYPE_Q6_K: fake_row<IL_DTYPE_Q6_K>(row, n_in, out); return true;
+  default: return false;
+  }
+}
+
+extern "C" cudaError_t il__cu_matvec(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out,
+                                     int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy) {
+  if (n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  float *row = new float[n_in];
+  for (int64_t r = 0; r < n_out; r++) {
+    if (!fake_decode(t, (const uint8_t *)w + (size_t)r * w_stride, n_in, row)) {
+      delete[] row;
+      return cudaErrorInvalidValue;
+    }
+    for (int64_t tk = 0; tk < n_tok; tk++) {
+      float acc = 0;
+      for (int64_t i = 0; i < n_in; i++) acc += row[i] * x[tk * n_in + i];
+      y[tk * ldy + r] = acc;
+    }
+  }
+  delete[] row;
+  return cudaSuccess;
+}
+
+extern "C" bool il__cu_matvec_q8_supports(il_dtype t) {
+  return t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1;
+}
+
+extern "C" size_t il__cu_matvec_q8_work(int64_t n_in, int64_t n_tok) {
+  const size_t nb = (size_t)(n_in / 32) * (size_t)n_tok;
+  return ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256 + nb * 8 + 256;
+}
+
+template <int T>
+static void fake_q8(const uint8_t *w, size_t w_stride, int64_t n_out, int64_t n_in, const int8_t *xq, const float *xd,
+                    const int *xs, int64_t n_tok, float *y, int64_t ldy) {
+  const int64_t nb = n_in / 32;
+  const size_t bs = T == IL_DTYPE_Q8_0 ? sizeof(il_block_q8_0) : T == IL_DTYPE_Q4_0 ? sizeof(il_block_q4_0)
+                                                                                     : sizeof(il_block_q4_1);
+  for (int64_t r = 0; r < n_out; r++)
+    for (int64_t t = 0; t < n_tok; t++) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; b++) {
+        int wq[8], xw[8];
+        float mw;
+        const float dw = il__block_words<T>(w + (size_t)r * w_stride + (size_t)b * bs, wq, &mw);
+        memcpy(xw, xq + t * n_in + b * 32, 32);
+        acc += il__block_dot<T>(wq, dw, mw, xw, xd[t * nb + b], xs[t * nb + b]);
+      }
+      y[t * ldy + r] = acc;
+    }
+}
+
+extern "C" cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out,
+                                        int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy, void *work) {
+  if (!il__cu_matvec_q8_supports(t) || n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  const int64_t nb = n_in / 32, n_blocks = nb * n_tok;
+  int8_t *xq = (int8_t *)work;
+  float *xd = (float *)((uint8_t *)work + ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256);
+  int *xs = (int *)(xd + n_blocks);
+  for (int64_t blk = 0; blk < n_blocks; blk++) {
+    const float *v = x + (blk / nb) * n_in + (blk % nb) * 32;
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; j++) {
+      const int q = il__quant_one(v[j], id);
+      xq[(blk / nb) * n_in + (blk % nb) * 32 + j] = (int8_t)q;
+      sum += q;
+    }
+    xd[blk] = d, xs[blk] = sum;
+  }
+  const uint8_t *wp = (const uint8_t *)w;
+  if (t == IL_DTYPE_Q8_0) fake_q8<IL_DTYPE_Q8_0>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
+  else if (t == IL_DTYPE_Q4_0) fake_q8<IL_DTYPE_Q4_0>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
+  else fake_q8<IL_DTYPE_Q4_1>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows,
+                                      int64_t n_in, const int32_t *ids, int64_t n, void *out, size_t out_stride,
+                                      bool out_f16, il__cu_fault *fault, int launch) {
+  float *row = new float[n_in];
+  for (int64_t r = 0; r < n; r++) {
+    int64_t src = r;
+    if (ids) {
+      src = ids[r];
+      if (src < 0 || src >= w_rows) {
+        fake_fault(fault, IL__CU_FAULT_ROW_ID, launch, r, src, w_rows);
+        continue;
+      }
+    }
+    if (!fake_decode(t, (const uint8_t *)w + (size_t)src * w_stride, n_in, row)) {
+      delete[] row;
+      return cudaErrorInvalidValue;
+    }
+    for (int64_t i = 0; i < n_in; i++) {
+      if (out_f16) {
+        const uint16_t h = il_f32_to_fp16(row[i]);
+        memcpy((uint8_t *)out + ((size_t)r * n_in + i) * 2, &h, 2);
+      } else {
+        ((float *)((uint8_t *)out + (size_t)r * out_stride))[i] = row[i];
+      }
+    }
+  }
+  delete[] row;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, float *y, size_t ys, const float *x, size_t xs, const float *g,
+                                      int64_t rows, int64_t cols, float eps) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = (const float *)((const uint8_t *)x + r * xs);
+    float *yr = (float *)((uint8_t *)y + r * ys);
+    double ss = 0;
+    for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
+    const float scale = (float)(1.0 / sqrt(ss / (double)cols + eps));
+    for (int64_t i = 0; i < cols; i++) yr[i] = xr[i] * scale * g[i];
+  }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_rope(cudaStream_t s, float *x, size_t xs, int64_t rows, const int32_t *pos, int64_t n_heads,
+                                   int64_t head_dim, int64_t n_rot, float base, float scale, int mode) {
+  for (int64_t t = 0; t < rows; t++) {
+    float *row = (float *)((uint8_t *)x + t * xs);
+    const float p = (float)pos[t] / scale;
+    for (int64_t i = 0; i < n_rot; i += 2) {
+      const double theta = (double)p * pow((double)base, -(double)i / (double)n_rot);
+      const float cs = (float)cos(theta), sn = (float)sin(theta);
+      const int64_t a = mode == 2 ? i / 2 : i, b = mode == 2 ? i / 2 + n_rot / 2 : i + 1;
+      for (int64_t h = 0; h < n_heads; h++) {
+        float *v = row + h * head_dim;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x0 * sn + x1 * cs;
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, float *g, const float *u, int64_t n) {
+  for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *b) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) ((float *)((uint8_t *)y + r * ys))[c] += b[c];
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
+                                              unsigned long long *count) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) *count += !isfinite(((const float *)((const uint8_t *)x + r * xs))[c]);
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out,
+                                      bool bf16) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
+      const uint16_t h = bf16 ? il_f32_to_bf16(v) : il_f32_to_fp16(v);
+      memcpy((uint8_t *)out + ((size_t)r * cols + c) * 2, &h, 2);
+    }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
+                                       bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
+                                       int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
+  for (int64_t i = 0; i < n; i++) {
+    if (slots[i] < 0 || slots[i] >= n_cells) {
+      fake_fault(fault, IL__CU_FAULT_SLOT, launch, i, slots[i], n_cells);
+      continue;
+    }
+    for (int side = 0; side < 2; side++) {
+      const float *src = (const float *)((side ? v : k) + i * (side ? vs : ks));
+      uint8_t *dst = (side ? vc : kc) + (size_t)slots[i] * (side ? vcs : kcs);
+      for (int64_t j = 0; j < cols; j++) {
+        if (f16_cells) {
+          const uint16_t h = il_f32_to_fp16(src[j]);
+          memcpy(dst + 2 * j, &h, 2);
+        } else {
+          memcpy(dst + 4 * j, &src[j], 4);
+        }
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      float *p = (float *)((uint8_t *)x + r * xs) + c;
+      *p = bf16 ? il_bf16_to_f32(il_f32_to_bf16(*p)) : il_fp16_to_f32(il_f32_to_fp16(*p));
+    }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
+                                          unsigned long long *stats) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
+      if (!isfinite(v)) stats[0]++;
+      else {
+        uint32_t bits;
+        const float a = fabsf(v);
+        memcpy(&bits, &a, 4);
+        if (bits > stats[1]) stats[1] = bits;
+      }
+    }
+  return cudaSuccess;
+}
+
+static float fake_kv(const void *base, size_t stride, bool f16, int64_t cell, int64_t i) {
+  const uint8_t *row = (const uint8_t *)base + (size_t)cell * stride;
+  if (!f16) return ((const float *)row)[i];
+  uint16_t h;
+  memcpy(&h, row + 2 * i, 2);
+  return il_fp16_to_f32(h);
+}
+
+/* Both attention kernels: the same arithmetic on the host (scores in the workspace when there is one). */
+static cudaError_t fake_attn(const il__cu_attn *a) {
+  const int64_t group = a->n_heads / a->n_kv_heads;
+  float *sc = new float[a->n_ctx > 0 ? a->n_ctx : 1];
+  for (int64_t t = 0; t < a->n_tok; t++) {
+    const int32_t seq = a->seq[t], pos = a->pos[t];
+    if (seq < 0 || seq >= a->n_seq) {
+      fake_fault(a->fault, IL__CU_FAULT_SEQ, a->launch, t, seq, a->n_seq);
+      continue;
+    }
+    if (pos < 0 || pos >= a->n_ctx) {
+      fake_fault(a->fault, IL__CU_FAULT_POS, a->launch, t, pos, a->n_ctx);
+      continue;
+    }
+    const int32_t *tab = a->table + (size_t)seq * a->max_blocks;
+    for (int64_t h = 0; h < a->n_heads; h++) {
+      const float *q = (const float *)((const uint8_t *)a->q + t * a->q_stride) + h * a->head_dim;
+      const int64_t koff = (h / group) * a->head_dim;
+      float mx = -INFINITY;
+      for (int32_t p = 0; p <= pos; p++) {
+        const int32_t blk = tab[p / a->block];
+        if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) {
+          fake_fault(a->fault, IL__CU_FAULT_BLOCK, a->launch, seq, blk, a->n_cells);
+          sc[p] = -INFINITY;
+          continue;
+        }
+        const int64_t cell = (int64_t)blk * a->block + p % a->block;
+        float d = 0;
+        for (int64_t i = 0; i < a->head_dim; i++) d += q[i] * fake_kv(a->k, a->k_stride, a->kv_f16, cell, koff + i);
+        sc[p] = d * a->scale;
+        mx = sc[p] > mx ? sc[p] : mx;
+      }
+      float sum = 0;
+      for (int32_t p = 0; p <= pos; p++) sum += sc[p] = sc[p] == -INFINITY ? 0.0f : expf(sc[p] - mx);
+      float *o = (float *)((uint8_t *)a->out + t * a->out_stride) + h * a->head_dim;
+      for (int64_t i = 0; i < a->head_dim; i++) {
+        float acc = 0;
+        for (int32_t p = 0; p <= pos; p++) {
+          const int32_t blk = tab[p / a->block];
+          if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) continue;
+          acc += sc[p] / sum * fake_kv(a->v, a->v_stride, a->kv_f16, (int64_t)blk * a->block + p % a->block, koff + i);
+        }
+        o[i] = acc;
+      }
+    }
+  }
+  delete[] sc;
+  return cudaSuccess;
+}
+
+extern "C" int64_t il__cu_attn_naive_rows(int64_t n_items) { return n_items < 1024 ? n_items : 1024; }
+
+extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
+  if (!a->scores) return cudaErrorInvalidValue; /* the glue must hand naive its workspace */
+  return fake_attn(a);
+}
+
+extern "C" int64_t il__cu_attn_memeff_max_head_dim(void) { return 256; }
+
+extern "C" cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a) {
+  if (a->head_dim > 256) return cudaErrorInvalidValue;
+  return fake_attn(a);
+}
+
+extern "C" cudaError_t il__cu_probe_image(int *binary, int *ptx) {
+  *binary = 90;
+  *ptx = 90;
+  return cudaSuccess;
+}

@@ -1,0 +1,248 @@
+/* tests/fakes/fake_cudart: a host-memory stand-in for the parts of the CUDA runtime and cuBLAS
+ * the CUDA backend's glue calls, so the module's C code (src/backend/cuda/cuda.c, gemm.c, host.c)
+ * runs end to end on a machine without a GPU.
+ *
+ * It is linked, with fake_cuda_kernels.cpp (host versions of the kernel launchers), into a
+ * second module, libinferlab-cuda-fake.so, that test_backend_ops and test_cuda_engine load
+ * through INFERLAB_CUDA_MODULE (CTest entries *_fakecuda). What that checks: the glue's view
+ * checks, pointer and stride arithmetic, the staging loops of upload/download, stream and event
+ * bookkeeping, the fault record's path to IL_ERR_RANGE, the caching allocator on "device"
+ * memory, the OOM path, and the cuBLAS argument mapping (cublasGemmEx here is a plain
+ * column-major GEMM written from cuBLAS's documented semantics, so a wrong transpose, leading
+ * dimension or offset gives wrong numbers). What it cannot check: the real kernels, real
+ * asynchrony, or anything the hardware does.
+ * "Device" memory is host memory from malloc; streams run everything at once. One device of
+ * 1 GiB named "inferlab fake GPU", compute capability 9.0; FAKE_CUDA_FAIL_MALLOC_OVER (bytes)
+ * makes larger cudaMalloc calls fail with cudaErrorMemoryAllocation.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/dtype.h"
+
+#define FAKE_TOTAL ((size_t)1 << 30)
+
+static _Atomic size_t fake_used;
+static __thread cudaError_t fake_last;
+
+static cudaError_t fake_ret(cudaError_t e) {
+  if (e != cudaSuccess) fake_last = e;
+  return e;
+}
+
+const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess: return "cudaSuccess";
+  case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+  case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  default: return "cudaErrorUnknown";
+  }
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory" : "fake CUDA error";
+}
+
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = fake_last;
+  fake_last = cudaSuccess;
+  return e;
+}
+
+/* A header in front of each allocation keeps its size for cudaFree's accounting. */
+cudaError_t cudaMalloc(void **p, size_t n) {
+  const char *lim = getenv("FAKE_CUDA_FAIL_MALLOC_OVER");
+  *p = NULL;
+  if ((lim && n > (size_t)strtoull(lim, NULL, 10)) || fake_used + n > FAKE_TOTAL) return fake_ret(cudaErrorMemoryAllocation);
+  uint8_t *b = aligned_alloc(256, 256 + ((n + 255) & ~(size_t)255));
+  if (!b) return fake_ret(cudaErrorMemoryAllocation);
+  memcpy(b, &n, sizeof n);
+  memset(b + 256, 0xA5, n); /* device memory starts as garbage, not zeros */
+  fake_used += n;
+  *p = b + 256;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+  if (!p) return cudaSuccess;
+  uint8_t *b = (uint8_t *)p - 256;
+  size_t n;
+  memcpy(&n, b, sizeof n);
+  fake_used -= n;
+  free(b);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags) {
+  *p = malloc(n ? n : 1);
+  return *p ? cudaSuccess : fake_ret(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *p) {
+  free(p);
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fake_ret(cudaErrorInvalidValue); }
+
+cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d) {
+  memset(prop, 0, sizeof *prop);
+  snprintf(prop->name, sizeof prop->name, "inferlab fake GPU");
+  prop->major = 9;
+  prop->minor = 0;
+  prop->totalGlobalMem = FAKE_TOTAL;
+  prop->multiProcessorCount = 2;
+  prop->memoryBusWidth = 64;
+  return d == 0 ? cudaSuccess : fake_ret(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
+  *v = 1000000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *f, size_t *t) {
+  *t = FAKE_TOTAL;
+  *f = FAKE_TOTAL - fake_used;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v) {
+  *v = 13000;
+  return cudaSuccess;
+}
+
+/* Streams run everything at once; a stream is a token. */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
+  *s = (cudaStream_t)malloc(1);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  free((void *)s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) { return cudaSuccess; }
+
+typedef struct {
+  double t;
+} fake_event;
+
+static double fake_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = (cudaEvent_t)calloc(1, sizeof(fake_event));
+  return *e ? cudaSuccess : fake_ret(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags) { return cudaEventCreate(e); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  free((void *)e);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  ((fake_event *)(void *)e)->t = fake_now();
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaSuccess; }
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = (float)((((fake_event *)(void *)b)->t - ((fake_event *)(void *)a)->t) * 1e3);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
+  memmove(d, s, n);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,
+                              cudaStream_t st) {
+  if (w > dp || w > sp) return fake_ret(cudaErrorInvalidValue); /* cudaErrorInvalidPitchValue in the real one */
+  for (size_t r = 0; r < h; r++) memmove((uint8_t *)d + r * dp, (const uint8_t *)s + r * sp, w);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s) {
+  memset(d, v, n);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *d, int v, size_t n) {
+  memset(d, v, n);
+  return cudaSuccess;
+}
+
+/* ---- cuBLAS ---- */
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+  *h = (cublasHandle_t)malloc(1);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+  free((void *)h);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { return CUBLAS_STATUS_SUCCESS; }
+const char *cublasGetStatusName(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE"; }
+const char *cublasGetStatusString(cublasStatus_t s) { return "fake cuBLAS status"; }
+
+static float fake_elem(const void *p, cudaDataType t, size_t i) {
+  uint16_t h;
+  switch (t) {
+  case CUDA_R_32F: return ((const float *)p)[i];
+  case CUDA_R_16F: memcpy(&h, (const uint8_t *)p + 2 * i, 2); return il_fp16_to_f32(h);
+  case CUDA_R_16BF: memcpy(&h, (const uint8_t *)p + 2 * i, 2); return il_bf16_to_f32(h);
+  default: return NAN;
+  }
+}
+
+/* C = alpha op(A) op(B) + beta C, column-major: op(A) is m x k, op(B) k x n, C m x n. */
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                            const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
+                            int ldb, const void *beta, void *C, cudaDataType ct, int ldc, cublasComputeType_t comp,
+                            cublasGemmAlgo_t algo) {
+  if (ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F || m < 0 || n < 0 || k < 0 || ldc < m ||
+      lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *(const float *)alpha, be = *(const float *)beta;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      double s = 0;
+      for (int l = 0; l < k; l++) {
+        const size_t ai = ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * lda : (size_t)l + (size_t)i * lda;
+        const size_t bi = tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * ldb : (size_t)j + (size_t)l * ldb;
+        s += (double)fake_elem(A, at, ai) * fake_elem(B, bt, bi);
+      }
+      float *c = (float *)C + (size_t)i + (size_t)j * ldc;
+      *c = (float)(al * s + (be != 0 ? be * *c : 0));
+    }
+  return CUBLAS_STATUS_SUCCESS;
+}

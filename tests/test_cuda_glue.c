@@ -1,0 +1,123 @@
+/* tests/test_cuda_glue: the CUDA backend's memory, transfers and events, on a device or on the
+ * fake module (CTest's test_cuda_glue_fakecuda); skips (77) when cuda cannot be opened.
+ *
+ * - uploads and downloads larger than the two 8 MiB pinned staging buffers, at odd sizes and
+ *   offsets, come back byte for byte, and are counted in transfers();
+ * - copy between views with different row strides;
+ * - events: elapsed time is >= 0 and grows across work;
+ * - a request larger than the device is IL_ERR_OOM from cudaMalloc itself (not the cap), with the
+ *   thread's OOM record naming the buffer, and the backend still works afterwards;
+ * - buffers are counted per category in the backend's space and released on free.
+ */
+#include <string.h>
+
+#include "backend/registry.h"
+#include "harness.h"
+#include "memory/mem.h"
+
+int main(void) {
+  const char *why = il_backend_cuda_unavailable();
+  if (why) {
+    printf("SKIP: cuda: %s\n", why);
+    return 77;
+  }
+  il_backend *b = NULL;
+  if (il_backend_open("cuda", NULL, &b) != IL_OK) {
+    printf("SKIP: %s\n", il_error_detail());
+    return 77;
+  }
+  const il_backend_ops *o = b->ops;
+  il_backend_info info;
+  o->info(b, &info);
+  printf("device: %s\n", info.device);
+
+  /* 1. large, odd transfers through the staging buffers */
+  const size_t n = (size_t)20 * 1024 * 1024 + 12345;
+  uint8_t *src = malloc(n), *back = malloc(n);
+  for (size_t i = 0; i < n; i++) src[i] = (uint8_t)(i * 2654435761u >> 13);
+  il_tensor t;
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, (int64_t)(n / 4 + 2), IL_DTYPE_I32, "big", &t));
+  il_transfer_stats x0, x1;
+  o->transfers(b, &x0);
+  il_tensor at3 = t;
+  at3.off = 3;
+  at3.cols = (int64_t)n / 4;
+  IL_CHECK_OK(o->upload(b, at3, src, n));
+  memset(back, 0, n);
+  IL_CHECK_OK(o->download(b, back, at3, n));
+  IL_CHECK(memcmp(src, back, n) == 0);
+  o->transfers(b, &x1);
+  IL_CHECK_INT(x1.upload_bytes - x0.upload_bytes, n);
+  IL_CHECK_INT(x1.download_bytes - x0.download_bytes, n);
+  /* an upload right after another one reuses staging buffers that may still be in flight */
+  for (int rep = 0; rep < 3; rep++) {
+    src[rep] ^= 0xFF;
+    IL_CHECK_OK(o->upload(b, at3, src, n));
+  }
+  IL_CHECK_OK(o->download(b, back, at3, n));
+  IL_CHECK(memcmp(src, back, n) == 0);
+  printf("transfers: %zu bytes up and back at offset 3, byte for byte\n", n);
+
+  /* 2. copy between strided views */
+  float host[6 * 10], got[6 * 10];
+  for (int i = 0; i < 60; i++) host[i] = (float)i;
+  il_tensor wide, narrow;
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 6, 10, IL_DTYPE_F32, "wide", &wide));
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 6, 4, IL_DTYPE_F32, "narrow", &narrow));
+  IL_CHECK_OK(o->upload(b, wide, host, sizeof host));
+  il_tensor mid = wide; /* columns 3..6 of each row */
+  mid.off = 3 * 4, mid.cols = 4;
+  IL_CHECK_OK(o->copy(b, narrow, mid));
+  IL_CHECK_OK(o->download(b, got, narrow, 6 * 4 * 4));
+  int bad = 0;
+  for (int r = 0; r < 6; r++)
+    for (int c = 0; c < 4; c++) bad += got[r * 4 + c] != host[r * 10 + 3 + c];
+  IL_CHECK_INT(bad, 0);
+
+  /* 3. events */
+  il_event *e0 = NULL, *e1 = NULL, *e2 = NULL;
+  il_tensor u;
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, (int64_t)(n / 4 + 2), IL_DTYPE_I32, "big copy", &u));
+  IL_CHECK_OK(o->event_record(b, &e0));
+  IL_CHECK_OK(o->event_record(b, &e1));
+  for (int rep = 0; rep < 4; rep++) IL_CHECK_OK(o->copy(b, u, t));
+  IL_CHECK_OK(o->event_record(b, &e2));
+  double s01 = -1, s02 = -1;
+  if (e0 && e1 && e2) {
+    IL_CHECK_OK(o->event_elapsed(b, e0, e1, &s01));
+    IL_CHECK_OK(o->event_elapsed(b, e0, e2, &s02));
+    IL_CHECK(s01 >= 0 && s02 >= s01);
+    printf("events: 4 copies of %zu bytes in %.3f ms\n", n, (s02 - s01) * 1e3);
+  }
+  o->event_free(b, e0), o->event_free(b, e1), o->event_free(b, e2);
+
+  /* 4. more than the device holds: cudaMalloc refuses, an OOM value, not a crash */
+  size_t fr, tot;
+  o->memory(b, &fr, &tot);
+  il_mem_stats before, after;
+  il_mem_space_stats(b->space, &before);
+  IL_CHECK(before.current[IL_MEM_ACTIVATIONS] >= n);
+  il_tensor huge;
+  il_status st = il_backend_tensor_new(b, IL_MEM_KV, 1, (int64_t)(tot / 4 + (64 << 20)), IL_DTYPE_F32, "more than the device", &huge);
+  IL_CHECK_INT(st, IL_ERR_OOM);
+  printf("device of %zu bytes asked for more: %s\n", tot, il_error_detail());
+  il_mem_oom oom;
+  IL_CHECK(il_mem_last_oom(&oom));
+  IL_CHECK_STR(oom.what, "more than the device");
+  IL_CHECK(strstr(il_error_detail(), "cudaMalloc") != NULL);
+  /* still usable */
+  IL_CHECK_OK(o->download(b, back, at3, 1024));
+  IL_CHECK(memcmp(src, back, 1024) == 0);
+
+  /* 5. accounting returns to where it was */
+  il_backend_tensor_free(b, &t);
+  il_backend_tensor_free(b, &u);
+  il_backend_tensor_free(b, &wide);
+  il_backend_tensor_free(b, &narrow);
+  il_mem_space_stats(b->space, &after);
+  IL_CHECK_INT(after.current[IL_MEM_ACTIVATIONS], 0);
+  IL_CHECK_OK(o->sync(b));
+  o->destroy(b);
+  free(src), free(back);
+  return il_test_finish();
+}
