@@ -20,6 +20,7 @@ echo
 echo "| placement | layers on device | gen tok/s | vs all on device | MiB copied per token | predicted peak | measured peak |"
 echo "|---|---:|---:|---:|---:|---:|---:|"
 base=""
+rm -f "$work/rows.md"
 for cfg in "--gpu-layers all" "--gpu-layers 12" "--gpu-layers 8" "--gpu-layers 4" "--gpu-layers 0" "--offload stream"; do
   out=$(eval "$B run $common $cfg" 2>&1 >/dev/null)
   plan=$(eval "$B plan -m $model --ctx 512 --device $dev $cfg --json" 2>/dev/null || true)
@@ -43,4 +44,33 @@ print(f"| `{cfg}` | {layers} | {tps:.2f} | {tps / b:.2f}x | {(float(streamed.gro
 PY
   [ -z "$base" ] && base=$(head -1 "$work/row.txt")
   tail -1 "$work/row.txt"
+  tail -1 "$work/row.txt" >> "$work/rows.md"
 done
+# the chart (SVG): device peak predicted by the planner and measured, per placement
+python3 - "$work/rows.md" "${OFFLOAD_SVG:-$work/offload.svg}" <<'PY'
+import re, sys
+rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("|")]
+data = [(r[0].strip().strip("`"), float(r[5].split()[0]), float(r[6].split()[0]), float(r[4])) for r in rows]
+W, H, L, B = 760, 300, 70, 60
+top = max(max(p, m) for _, p, m, _ in data) * 1.1 or 1
+bw = (W - L - 20) / len(data)
+out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H + 40}" font-family="sans-serif" font-size="11">',
+       f'<text x="{W / 2}" y="16" text-anchor="middle" font-size="14" font-weight="bold">device peak per placement: predicted (plan) and measured</text>']
+for i in range(5):
+    v = top * i / 4
+    y = H - B - (H - B - 30) * i / 4
+    out.append(f'<line x1="{L}" x2="{W - 20}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e4e4e4"/><text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{v:.0f}</text>')
+out.append(f'<text x="16" y="{(H - B + 30) / 2}" transform="rotate(-90 16 {(H - B + 30) / 2})" text-anchor="middle">MiB</text>')
+for i, (name, p, m, up) in enumerate(data):
+    x = L + i * bw + bw * 0.15
+    for j, (v, c) in enumerate(((p, "#1f77b4"), (m, "#ff7f0e"))):
+        h = (H - B - 30) * v / top
+        out.append(f'<rect x="{x + j * bw * 0.35:.1f}" y="{H - B - h:.1f}" width="{bw * 0.33:.1f}" height="{h:.1f}" fill="{c}"><title>{name}: {v:.1f} MiB</title></rect>')
+    out.append(f'<text x="{L + i * bw + bw / 2:.1f}" y="{H - B + 16}" text-anchor="middle">{name.replace("--", "")}</text>')
+    out.append(f'<text x="{L + i * bw + bw / 2:.1f}" y="{H - B + 30}" text-anchor="middle" fill="#555">{up:.1f} MiB/tok</text>')
+out.append(f'<rect x="{L}" y="{H + 8}" width="10" height="10" fill="#1f77b4"/><text x="{L + 14}" y="{H + 17}">predicted peak (inferlab plan)</text>')
+out.append(f'<rect x="{L + 220}" y="{H + 8}" width="10" height="10" fill="#ff7f0e"/><text x="{L + 234}" y="{H + 17}">measured peak (allocator reserved)</text>')
+out.append("</svg>")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+print(f"chart: {sys.argv[2]}")
+PY
