@@ -1,5 +1,6 @@
 /* lab/bench: one point measured: load, warm-up, repetitions. See bench.h. */
 #include "lab/bench.h"
+#include "lab/plan.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -242,6 +243,15 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     il_usage_options uo = {o->nvml_lib, o->no_gpu, o->interval_ms, 0, NULL, NULL};
     il_status ust = il_usage_start(&uo, &u);
     if (ust != IL_OK) return il__fail(r, ust);
+  }
+  if (!strncmp(cfg.device, "sim:", 4)) {
+    /* the planner's prediction for this exact combination, beside what the run will measure */
+    il_plan plan;
+    if (il_plan_run(&cfg, &plan) == IL_OK && plan.fits) {
+      r->predicted_reserved = plan.reserved_bytes;
+      r->predicted_min = plan.peak_bytes;
+    }
+    il_error_clear();
   }
   il__work w;
   memset(&w, 0, sizeof w);

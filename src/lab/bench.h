@@ -123,6 +123,8 @@ typedef struct {
   char device[64];
   bool has_device;
   il_caching_stats device_stats;
+  size_t predicted_reserved; /* lab/plan's dry run: what the allocator will reserve on this device */
+  size_t predicted_min;      /* and the smallest device that runs the combination (0: not planned) */
   char *memory_map_svg;
 } il_bench_result;
 

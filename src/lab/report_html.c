@@ -353,7 +353,8 @@ il_status il_report_html_write(const il_report *r, FILE *f) {
   for (int i = 0; i < r->n_results; i++) any_map |= r->results[i].memory_map_svg != NULL;
   if (any_map) {
     fputs("<h2>device memory</h2>\n<div class=\"tw\"><table>\n<tr><th>combination</th><th>device</th>"
-          "<th>peak reserved</th><th>peak allocated</th><th>fragmentation at the end</th><th>device allocations</th></tr>\n",
+          "<th>peak reserved</th><th>predicted by plan</th><th>smallest device (plan)</th><th>peak allocated</th>"
+          "<th>fragmentation at the end</th><th>device allocations</th></tr>\n",
           f);
     for (int i = 0; i < r->n_results; i++) {
       const il_bench_result *res = &r->results[i];
@@ -363,7 +364,10 @@ il_status il_report_html_write(const il_report *r, FILE *f) {
       il__td(f, *res->label ? res->label : "all");
       il__td(f, res->device);
       snprintf(c, sizeof c, "%.1f%%", 100 * res->device_stats.fragmentation);
+      char d[32], e2[32];
       il__td(f, il_mem_format_bytes(res->device_stats.total.peak_reserved, a, sizeof a));
+      il__td(f, res->predicted_reserved ? il_mem_format_bytes(res->predicted_reserved, d, sizeof d) : "-");
+      il__td(f, res->predicted_min ? il_mem_format_bytes(res->predicted_min, e2, sizeof e2) : "-");
       il__td(f, il_mem_format_bytes(res->device_stats.total.peak_allocated, b, sizeof b));
       il__td(f, c);
       fprintf(f, "<td>%llu</td></tr>\n", (unsigned long long)res->device_stats.total.segment_allocs);

@@ -161,6 +161,18 @@ il_status il_report_json_write(const il_report *r, FILE *f) {
     il_jsonw_kint(&w, "prompt", res->prompt);
     il_jsonw_kint(&w, "gen", res->gen);
     il_jsonw_kbool(&w, "rss_resettable", res->rss_resettable);
+    if (res->has_device) { /* the device's allocator after the run, and the planner's prediction */
+      il_jsonw_key(&w, "device");
+      il_jsonw_obj(&w);
+      il_jsonw_kstr(&w, "name", res->device);
+      il_jsonw_kint(&w, "peak_reserved_bytes", (long long)res->device_stats.total.peak_reserved);
+      il_jsonw_kint(&w, "peak_allocated_bytes", (long long)res->device_stats.total.peak_allocated);
+      il_jsonw_kint(&w, "predicted_reserved_bytes", (long long)res->predicted_reserved);
+      il_jsonw_kint(&w, "predicted_min_device_bytes", (long long)res->predicted_min);
+      il_jsonw_key(&w, "fragmentation");
+      il_jsonw_num(&w, res->device_stats.fragmentation);
+      il_jsonw_obj_end(&w);
+    }
     il_jsonw_key(&w, "summary");
     il_jsonw_obj(&w);
     for (int m = 0; m < IL_BM_COUNT; m++) {
