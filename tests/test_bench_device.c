@@ -38,6 +38,15 @@ int main(void) {
     IL_CHECK_INT(rc, 0);
     IL_CHECK(atoi(out) >= 4);
   }
+  /* --json: the planner's prediction equals what the device's allocator reserved */
+  snprintf(cmd, sizeof cmd,
+           "%s bench --batch 2 --prompt 16 --gen 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu -q --device sim:64MiB --json "
+           "2>/dev/null | python3 -c \"import json,sys; d=json.load(sys.stdin)['results'][0]['device']; "
+           "print(d['predicted_reserved_bytes'] == d['peak_reserved_bytes'] > 0, d['predicted_min_device_bytes'] <= "
+           "d['peak_reserved_bytes'])\"",
+           cli);
+  rc = il_test_run(cmd, out, sizeof out);
+  if (rc != 127) IL_CHECK(rc == 0 && strncmp(out, "True True", 9) == 0);
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();
