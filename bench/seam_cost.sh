@@ -3,6 +3,9 @@
 # (default 7a159c7, the last commit before the seam), and of --device sim against --device cpu,
 # on the same GGUF file and threads, interleaved A B C A B C so both see the same machine.
 # Not part of the tests or CI. Prints the best-of-N prompt and generation tokens/s per binary.
+# On a shared machine tokens/s swing by 2x between identical runs; the deterministic figure is
+# the instruction count per generated token under callgrind (set SEAM_CALLGRIND=1: stories260K
+# from ../shared/fixtures, 1 thread, f32 KV as the base had, n=8 and n=72, the difference / 64).
 # usage: bench/seam_cost.sh [BASE_COMMIT] [ROUNDS (default 5)] [MODEL (default: builtin:1b as q4_0 in the work dir)]
 set -eu
 cd "$(dirname "$0")/.."
@@ -40,3 +43,16 @@ for name, label in (("old", "before"), ("new", "cpu"), ("sim", "sim")):
     pp, tg = best[name]
     print(f"{label:8} {pp:12.2f} {tg:11.2f} {pp / best['old'][0]:9.3f} {tg / best['old'][1]:9.3f}")
 PY
+
+if [ "${SEAM_CALLGRIND:-0}" = 1 ]; then
+  fx=../shared/fixtures/models/stories260K-f32.gguf
+  echo
+  echo "instructions per generated token (callgrind, stories260K, 1 thread):"
+  for b in "$old" "$new"; do
+    extra=""
+    [ "$b" = "$new" ] && extra="--kv-type f32 --ctx 128"
+    c8=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b" run -m "$fx" -p "Once upon a time" -n 8 --temp 0 -t 1 $extra 2>&1 >/dev/null | awk '/Collected/ {print $4}')
+    c72=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$b" run -m "$fx" -p "Once upon a time" -n 72 --temp 0 -t 1 $extra 2>&1 >/dev/null | awk '/Collected/ {print $4}')
+    echo "  $b: $(( (c72 - c8) / 64 ))"
+  done
+fi
