@@ -23,7 +23,8 @@
   X(ERR_NOT_FOUND, 6, "not found")                                                      \
   X(ERR_RANGE, 7, "value out of range")                                                 \
   X(ERR_DEVICE, 8, "device error")                                                      \
-  X(ERR_INTERNAL, 9, "internal error")
+  X(ERR_INTERNAL, 9, "internal error")                                                  \
+  X(ERR_BUSY, 10, "busy: try again later")
 
 typedef enum {
 #define IL__STATUS_ENUM(name, value, msg) IL_##name = value,
