@@ -29,7 +29,7 @@ def need_server():
 
 
 class Server:
-    def __init__(self, *args, model="builtin:tiny", timeout=30):
+    def __init__(self, *args, model="builtin:tiny", timeout=30, wait_ready=True):
         cli = need_server()
         self.args = [cli, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args)
         self.p = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -46,7 +46,8 @@ class Server:
                 self.port = int(m.group(1))
         if self.port is None:
             raise RuntimeError("server did not start: " + "".join(self.log) + self.p.stderr.read())
-        while time.time() < deadline:
+        self.base = "http://127.0.0.1:%d" % self.port
+        while wait_ready and time.time() < deadline:
             try:
                 if self.get("/health")[0] == 200:
                     break
@@ -54,8 +55,8 @@ class Server:
                 pass
             time.sleep(0.05)
         else:
-            raise RuntimeError("server never became healthy")
-        self.base = "http://127.0.0.1:%d" % self.port
+            if wait_ready:
+                raise RuntimeError("server never became healthy")
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
