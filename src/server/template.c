@@ -150,9 +150,10 @@ static void il__render(il_template_kind k, const il_chat_msg *m, int n, bool gen
           il__put_trim(b, m[i].content);
           il__puts(b, " [/INST]");
         } else {
-          il__puts(b, " ");
+          /* Llama 2's template: ' ' + content.strip() + ' ' + eos; Mistral's: content + eos */
+          if (sys_block) il__puts(b, " ");
           il__put_trim(b, m[i].content);
-          il__puts(b, "</s>");
+          il__puts(b, sys_block ? " </s>" : "</s>");
           inside = false;
         }
       }

@@ -2,12 +2,13 @@
  *
  * GGUF files carry the Jinja template of the model's chat format in `tokenizer.chat_template`.
  * Running Jinja is not needed for the common families: each has a distinctive marker, and each
- * is rendered here in C, the way llama.cpp's llama_chat_apply_template renders them:
+ * is rendered here in C as its Jinja template renders it (llama.cpp does the same in
+ * llama_chat_apply_template):
  *
  *   chatml   <|im_start|>ROLE\nCONTENT<|im_end|>\n ... <|im_start|>assistant\n
  *   smollm2  chatml with SmolLM's default system message when the chat has none
- *   llama2   [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ASSISTANT</s><s>[INST] ...
- *   mistral  [INST] SYSTEM\n\nUSER [/INST] ASSISTANT</s>[INST] ...  (no <<SYS>> block)
+ *   llama2   [INST] <<SYS>>\nSYSTEM\n<</SYS>>\n\nUSER [/INST] ASSISTANT </s><s>[INST] ...
+ *   mistral  [INST] SYSTEM\n\nUSER [/INST]ASSISTANT</s>[INST] ...  (no <<SYS>> block)
  *   llama3   <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT<|eot_id|> ... assistant header
  *   phi3     <|ROLE|>\nCONTENT<|end|>\n ... <|assistant|>\n
  *   gemma    <start_of_turn>user\nCONTENT<end_of_turn>\n ... <start_of_turn>model\n (system
