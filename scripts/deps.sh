@@ -30,9 +30,10 @@ if [ -n "$optional" ]; then
 fi
 # Python packages the server tests use (the official openai client).
 req="$(dirname "$0")/../tests/python/requirements.txt"
-if command -v python3 >/dev/null && ! python3 -c "import openai" 2>/dev/null; then
+if command -v python3 >/dev/null && ! python3 -c "import openai, yamllint, check_jsonschema, kubernetes_validate" 2>/dev/null; then
+  echo "deps.sh: pip install -r tests/python/requirements.txt"
   python3 -m pip install -q -r "$req" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages -r "$req" 2>/dev/null ||
-    echo "deps.sh: could not pip install $req; the openai client tests will skip"
+    echo "deps.sh: could not pip install $req; the tests that need them will skip"
 fi
 exit 0
