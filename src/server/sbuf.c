@@ -26,7 +26,7 @@ static bool il__grow(il_sbuf *b, size_t need) {
 
 void il_sbuf_put(il_sbuf *b, const void *s, size_t n) {
   if (!il__grow(b, n)) return;
-  memcpy(b->p + b->len, s, n);
+  if (n) memcpy(b->p + b->len, s, n);
   b->len += n;
   b->p[b->len] = 0;
 }

@@ -18,6 +18,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from serverlib import Checks, Server  # noqa: E402
 
 t = Checks()
+# Under AddressSanitizer (the asan preset sets ASAN_OPTIONS) every forward pass is ~10x slower
+# and freed memory sits in ASan's quarantine, so the run is shorter and RSS is not compared.
+SANITIZED = "ASAN_OPTIONS" in os.environ
+N = 600 if SANITIZED else 2000
 MALFORMED = [
     (b'{"prompt": "x", "max_tokens": 2', 400, "invalid_json"),                 # truncated JSON
     (b'{"prompt": "\xff\xfe", "max_tokens": 2}', 400, "invalid_utf8"),       # invalid UTF-8
@@ -47,7 +51,7 @@ try:
 
     rng = random.Random(1)
     plan = []
-    for i in range(2000):
+    for i in range(N):
         if i % 10 == 3:
             plan.append(MALFORMED[rng.randrange(len(MALFORMED))])
         else:
@@ -89,16 +93,19 @@ try:
             wrong += 1
             if wrong < 5:
                 print("wrong answer to %r: %d %r" % (body[:60], status, data[:200]))
-    t.eq(wrong, 0, "2000 requests: every status and body right")
-    t.check(srv.alive(), "the server is alive after 2000 requests")
-    print("2000 requests (10%% malformed) in %.1f s, 8 clients" % dt)
+    t.eq(wrong, 0, "%d requests: every status and body right" % N)
+    t.check(srv.alive(), "the server is alive after %d requests" % N)
+    print("%d requests (10%% malformed) in %.1f s, 8 clients" % (N, dt))
 
     time.sleep(0.3)
     m = srv.metrics()
     t.eq(m['inferlab_host_memory_bytes{category="other"}'], base_other, "host memory (other) back to baseline")
     rss = srv.rss_kib()
     print("RSS: baseline %d KiB, after %d KiB" % (base_rss, rss))
-    t.check(rss < base_rss + 16 * 1024, "RSS within 16 MiB of the baseline")
+    if SANITIZED:
+        print("note: RSS not compared under AddressSanitizer (its quarantine holds freed memory)")
+    else:
+        t.check(rss < base_rss + 16 * 1024, "RSS within 16 MiB of the baseline")
     t.eq(m['inferlab_num_requests_running{model_name="builtin:tiny"}'], 0, "nothing running")
     t.eq(m['inferlab_num_requests_waiting{model_name="builtin:tiny"}'], 0, "nothing waiting")
 
