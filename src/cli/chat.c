@@ -183,6 +183,7 @@ int il_cli_chat(int argc, char **argv) {
     il_mem_free(tokens);
     while (st == IL_OK && !t.done) st = il_sched_step(s, NULL);
     printf("\n");
+    fflush(stdout);
     if (st != IL_OK) break;
     if (t.failed) {
       st = IL_ERR_OOM;
