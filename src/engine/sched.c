@@ -74,7 +74,6 @@ struct il_sched {
   int32_t *slot_tokens;     /* [n_slots x n_ctx]: the token in each cell */
   int32_t *slot_len;        /* [n_slots]: cells 0..len-1 are valid for slot_tokens */
   il_batch_entry *batch;    /* [step_tokens] */
-  il__choice **batch_owner; /* [step_tokens]: whose entry wants logits */
   float *logits;            /* [n_slots x n_vocab] */
   char *piece;              /* detokenizer output */
   size_t piece_cap;
@@ -119,7 +118,6 @@ il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) 
   s->slot_tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "scheduler slot tokens");
   s->slot_len = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * ns, "scheduler slot lengths");
   s->batch = il_mem_alloc(IL_MEM_STAGING, sizeof *s->batch * st, "scheduler batch");
-  s->batch_owner = il_mem_alloc(IL_MEM_OTHER, sizeof *s->batch_owner * st, "scheduler batch owners");
   s->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * (size_t)s->n_vocab, "scheduler logits");
   s->piece = il_mem_alloc(IL_MEM_OTHER, s->piece_cap, "scheduler piece");
   s->top_ids = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top ids");
@@ -127,7 +125,7 @@ il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) 
   s->snap_cap = s->o.max_queue + 2 * s->n_slots;
   s->snap = il_mem_alloc(IL_MEM_OTHER, sizeof *s->snap * (size_t)s->snap_cap, "scheduler snapshot");
   s->snap_cancel = il_mem_alloc(IL_MEM_OTHER, sizeof *s->snap_cancel * (size_t)s->snap_cap, "scheduler snapshot");
-  if (!s->snap || !s->snap_cancel || !s->slot_owner || !s->slot_tokens || !s->slot_len || !s->batch || !s->batch_owner || !s->logits || !s->piece ||
+  if (!s->snap || !s->snap_cancel || !s->slot_owner || !s->slot_tokens || !s->slot_len || !s->batch || !s->logits || !s->piece ||
       !s->top_ids || !s->top_lps) {
     il_sched_free(s);
     return IL_ERR_OOM;
@@ -343,7 +341,6 @@ static bool il__text(il_sched *s, il__choice *c, int32_t token, const char *piec
   memmove(c->pending, c->pending + emit, len - emit);
   c->pending_len = len - emit;
   if (matched) c->pending_len = 0;
-  (void)s;
   return matched;
 }
 
@@ -386,9 +383,9 @@ static void il__sampled(il_sched *s, il__choice *c, const float *row, double now
   s->st.gen_tokens++;
   pthread_mutex_unlock(&s->mu);
   if (il_vocab_is_eog(s->e->vocab, tok) && !r->p.ignore_eos) {
+    /* what the detokenizer still holds goes out; the choice stops either way */
     size_t n = il_detok_flush(c->detok, s->piece, s->piece_cap);
-    bool stop = il__text(s, c, -1, s->piece, n, 0, 0, true);
-    (void)stop;
+    il__text(s, c, -1, s->piece, n, 0, 0, true);
     il__finish_choice(s, c, IL_FINISH_STOP, NULL, 0);
     return;
   }
@@ -501,8 +498,7 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
   for (int32_t i = 0; i < s->n_slots; i++) {
     il__choice *c = s->slot_owner[i];
     if (!c || c->state != IL__DECODE) continue;
-    s->batch[n] = (il_batch_entry){c->next, c->slot, c->n_past, true};
-    s->batch_owner[n++] = c;
+    s->batch[n++] = (il_batch_entry){c->next, c->slot, c->n_past, true};
   }
   budget -= n;
   int32_t n_prefill_tokens = 0;
@@ -515,8 +511,7 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
       for (int32_t k = 0; k < take; k++) {
         int32_t pos = c->n_past + k;
         bool last = pos == r->n_prompt - 1;
-        s->batch[n] = (il_batch_entry){r->prompt[pos], c->slot, pos, last};
-        s->batch_owner[n++] = last ? c : NULL;
+        s->batch[n++] = (il_batch_entry){r->prompt[pos], c->slot, pos, last};
       }
       budget -= take;
       n_prefill_tokens += take;
@@ -573,8 +568,7 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
   s->st.running = running;
   s->st.kv_cells_used = cells;
   pthread_mutex_unlock(&s->mu);
-  if (st != IL_OK) return st;
-  return IL_OK;
+  return st;
 }
 
 /* ---- the thread ---- */
@@ -637,7 +631,6 @@ void il_sched_free(il_sched *s) {
   il_mem_free(s->slot_tokens);
   il_mem_free(s->slot_len);
   il_mem_free(s->batch);
-  il_mem_free(s->batch_owner);
   il_mem_free(s->logits);
   il_mem_free(s->piece);
   il_mem_free(s->top_ids);

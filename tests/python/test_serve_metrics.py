@@ -1,7 +1,8 @@
 """tests/python/test_serve_metrics: /metrics is valid Prometheus text (promtool check metrics,
 from Debian's prometheus package; skipped visibly without it) with the vLLM-style metrics,
-and the numbers follow the traffic: /health 503 while loading, counters and histograms after
-requests, the chat template note, the tokenize round trip.
+and the numbers follow the traffic: counters and histograms after requests, the chat template
+note, the tokenize round trip; /health 503 while loading (a throttled sim device), device memory
+metrics; exit 71 when the model does not fit, and --fit applying the report's suggested change.
 """
 import json
 import os
@@ -88,4 +89,19 @@ try:
         t.eq(r.returncode, 0, "promtool on the device metrics: " + r.stdout + r.stderr)
 finally:
     t.eq(slow.stop(), 0, "exit code (sim)")
+
+# a configuration that does not fit: exit 71 with the report; --fit applies its suggestion
+cli = os.environ["IL_CLI"]
+r = subprocess.run([cli, "serve", "--port", "0", "-t", "2", "--device", "sim:64MiB", "--ctx", "4096",
+                    "--parallel", "8"], capture_output=True, text=True, timeout=60)
+t.eq(r.returncode, 71, "out of memory at start: exit 71")
+t.check("fix: --n-seq 2" in r.stderr, "the report names the fix")
+fit = Server("--device", "sim:64MiB", "--ctx", "4096", "--parallel", "8", "--fit")
+try:
+    m = fit.metrics()
+    t.eq(m.get('inferlab_kv_cache_blocks{model_name="builtin:tiny",state="free"}'), 2, "--fit: 2 slots")
+    t.eq(fit.post("/v1/completions", {"prompt": "x", "max_tokens": 2})[0], 200, "--fit: serves")
+finally:
+    fit.stop()
+t.check(any("--fit: out of memory; changing --n-seq 8 -> 2" in line for line in fit.log), "--fit says what it changed")
 t.finish()
