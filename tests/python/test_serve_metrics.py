@@ -15,7 +15,7 @@ from serverlib import Checks, Server  # noqa: E402
 
 t = Checks()
 promtool = shutil.which("promtool")
-srv = Server("--parallel", "2", "--alias", "tiny")
+srv = Server("--parallel", "2", "--alias", "tiny", "--ignore-eos")
 try:
     for i in range(3):
         status, data, _ = srv.post("/v1/completions", {"prompt": "Hello %d" % i, "max_tokens": 5, "seed": i})
@@ -23,6 +23,9 @@ try:
     status, data, _ = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}],
                                                         "max_tokens": 4, "model": "tiny"})
     t.eq(status, 200, "chat with the alias as model")
+    status, data, _ = srv.post("/v1/completions", {"prompt": [1, 50, 60], "max_tokens": 2, "seed": 1})
+    t.eq(status, 200, "prompt as token ids")
+    t.eq(json.loads(data)["usage"]["prompt_tokens"], 3, "token-id prompt length")
     status, data, _ = srv.post("/v1/tokenize", {"prompt": "Once upon a time", "with_pieces": True})
     tok = json.loads(data)
     t.eq(status, 200, "tokenize")
@@ -43,10 +46,10 @@ try:
                  "inferlab_time_to_first_token_seconds_count", "inferlab_time_per_output_token_seconds_count",
                  "inferlab_e2e_request_latency_seconds_count", "inferlab_request_queue_time_seconds_count"]:
         t.check(name + lbl in m, "metric " + name)
-    t.eq(m.get("inferlab_generation_tokens_total" + lbl), 19, "generated tokens counted")
-    t.eq(m.get("inferlab_e2e_request_latency_seconds_count" + lbl), 4, "4 requests in the e2e histogram")
-    t.eq(m.get('inferlab_request_success_total{model_name="tiny",finished_reason="length"}'), 4, "finished by length")
-    t.eq(m.get('inferlab_time_to_first_token_seconds_bucket{model_name="tiny",le="+Inf"}'), 4, "+Inf bucket")
+    t.eq(m.get("inferlab_generation_tokens_total" + lbl), 21, "generated tokens counted")
+    t.eq(m.get("inferlab_e2e_request_latency_seconds_count" + lbl), 5, "5 requests in the e2e histogram")
+    t.eq(m.get('inferlab_request_success_total{model_name="tiny",finished_reason="length"}'), 5, "finished by length")
+    t.eq(m.get('inferlab_time_to_first_token_seconds_bucket{model_name="tiny",le="+Inf"}'), 5, "+Inf bucket")
     t.check(m.get('inferlab_host_memory_bytes{category="kv"}', 0) > 0, "kv memory")
     t.check(m.get('inferlab_http_responses_total{code="200"}', 0) >= 6, "responses by code")
     t.check(m.get('inferlab_http_responses_total{code="400"}', 0) >= 1, "400 counted")
