@@ -68,7 +68,14 @@ def pct(v, p):
     return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))]
 
 
+_nonce = [0]
+
+
 def level(url, conc, gen, words, per_client, eos_bias, model):
+    # every request of every level gets a prompt seen nowhere before: no server finds a prefix
+    # of it in its cache (inferlab keeps finished prompts in their slots)
+    _nonce[0] += 1
+    nonce = _nonce[0]
     lock = threading.Lock()
     samples = []
     errors = []
@@ -76,7 +83,7 @@ def level(url, conc, gen, words, per_client, eos_bias, model):
     def client(ci):
         for k in range(per_client):
             i = ci * per_client + k
-            prompt = " ".join("w%d_%d" % (i, j) for j in range(words))
+            prompt = " ".join("w%d_%d_%d" % (nonce, i, j) for j in range(words))
             body = {"prompt": prompt, "max_tokens": gen, "stream": True, "temperature": 0.8, "seed": i,
                     "stream_options": {"include_usage": True}}
             if model:
