@@ -3,8 +3,8 @@
 Every malformed request gets its 4xx with an OpenAI-style error body, every good one a 200,
 the server never dies, and afterwards the bytes it holds through memory/ are back to the
 baseline measured after a warm-up (exactly) and its RSS is within a small margin. Then the
-limits: an oversized body (413), too many connections (429), a missing or wrong API key (401),
-unknown path (404), wrong method (405).
+limits: an oversized body (413), too many connections (429), a full queue (503 with
+Retry-After), a missing or wrong API key (401), unknown path (404), wrong method (405).
 """
 import json
 import os
@@ -130,6 +130,37 @@ try:
     t.eq(status, 200, "served again once connections closed")
 finally:
     t.eq(srv.stop(), 0, "exit code after SIGTERM")
+
+# a full queue: one slot, one waiting place; a third request at the same time gets 503
+busy = Server("--parallel", "1", "--max-queue", "1", "--ignore-eos")
+try:
+    got = []
+    lock = threading.Lock()
+
+    def long_request(i):
+        st, data, headers = busy.post("/v1/completions", {"prompt": "Once %d" % i, "max_tokens": 900, "seed": i})
+        with lock:
+            got.append((st, data, headers))
+
+    ths = []
+    for i in range(3):
+        th = threading.Thread(target=long_request, args=(i,))
+        th.start()
+        ths.append(th)
+        time.sleep(0.1)  # in order: the first runs, the second waits, the third finds the queue full
+    for th in ths:
+        th.join()
+    codes = sorted(g[0] for g in got)
+    t.eq(codes, [200, 200, 503], "one running, one waiting, one refused")
+    refused = [g for g in got if g[0] == 503]
+    if refused:
+        t.eq(json.loads(refused[0][1])["error"]["code"], "server_busy", "503 code")
+        t.check("Retry-After" in refused[0][2], "503 has Retry-After")
+    m = busy.metrics()
+    t.eq(m.get('inferlab_requests_rejected_total{model_name="builtin:tiny",reason="queue_full"}'), 1,
+         "rejection counted")
+finally:
+    busy.stop()
 
 # authentication
 key_srv = Server("--api-key", "s3cret")
