@@ -142,8 +142,13 @@ try:
     s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
     got = b""
+    s.settimeout(30)
     while got.count(b"data:") < 3:
-        got += s.recv(4096)
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        got += chunk
+    t.check(got.count(b"data:") >= 3, "the stream started")
     m = srv.metrics()
     t.eq(m.get('inferlab_num_requests_running{model_name="builtin:tiny"}'), 1, "the stream runs")
     s.close()
