@@ -222,7 +222,7 @@ static enum MHD_Result il__metrics(il_server *s, struct MHD_Connection *c) {
                       .connections_rejected = atomic_load(&s->rejected),
                       .connections = atomic_load(&s->connections),
                       .uptime_seconds = il_time_now() - s->t_start,
-                      .model_id = s->o.model_id};
+                      .model_id = s->api.sched ? s->api.model_id : s->o.model_id};
   il_metrics_write(&b, &in);
   pthread_rwlock_unlock(&s->lock);
   enum MHD_Result r = b.oom ? il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory")
@@ -297,9 +297,13 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
       atomic_fetch_add(&s->rejected, 1);
       cc->too_many = true;
     }
+    /* A body over the limit is read and dropped, then answered 413, so the client gets to
+     * read the answer; only a body announced as huge is answered at once (MHD then closes
+     * the connection without reading it). */
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > s->o.max_body) cc->too_big = true;
-    if (cc->too_big || cc->too_many) goto answer; /* before reading the body: MHD drops the rest */
+    unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+    if (announced > s->o.max_body) cc->too_big = true;
+    if (announced > 16 * (unsigned long long)s->o.max_body || cc->too_many) goto answer;
     return MHD_YES;
   }
   if (*upload_size) {
