@@ -386,6 +386,9 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
       return IL__BAD("response_format", "only {\"type\": \"text\"} is supported");
   }
   if (json_is_array(tools) && json_array_size(tools)) return IL__BAD("tools", "tools are not supported");
+  json_t *bias = json_object_get(o, "logit_bias");
+  if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
+    return IL__BAD("logit_bias", "'logit_bias' is not supported (use --ignore-eos to suppress end of generation)");
   return true;
 }
 

@@ -35,6 +35,7 @@ MALFORMED = [
     (b'{"prompt": "x", "temperature": "hot"}', 400, None),                   # wrong type
     (b'{"prompt": "x", "stop": [1, 2]}', 400, None),                         # wrong type in array
     (b'{"prompt": "x", "n": 1000}', 400, None),                              # n out of range
+    (b'{"prompt": "x", "logit_bias": {"2": -100}}', 400, None),              # unsupported, not ignored
 ]
 srv = Server("--parallel", "4", "--max-queue", "256", "--max-connections", "32")
 try:
