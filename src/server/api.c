@@ -378,6 +378,10 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
     bool echo = false;
     if (!il__bool(o, "echo", &echo, e)) return false;
     if (echo) return IL__BAD("echo", "'echo' is not supported");
+    json_t *suffix = json_object_get(o, "suffix");
+    if (suffix && !json_is_null(suffix) && !(json_is_string(suffix) && json_string_length(suffix) == 0))
+      return IL__BAD("suffix", "'suffix' is not supported");
+    if (!il__int(o, "best_of", 1, 1, &v, &present, e)) return false;
   }
   json_t *rf = json_object_get(o, "response_format"), *tools = json_object_get(o, "tools");
   if (rf && !json_is_null(rf)) {
