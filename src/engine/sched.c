@@ -243,6 +243,25 @@ static void il__hist_add(il_sched_hist *h, double v) {
   h->sum += v;
 }
 
+/* ---- gauges ---- */
+
+/* Recomputes running, slots in use and live KV cells. Engine thread, with mu held: called
+ * whenever a choice or request ends, so a client that has its answer never reads a gauge that
+ * still counts it. */
+static void il__gauges_locked(il_sched *s) {
+  int32_t used = 0, running = 0;
+  int64_t cells = 0;
+  for (int32_t i = 0; i < s->n_slots; i++)
+    if (s->slot_owner[i]) {
+      used++;
+      cells += s->slot_owner[i]->n_past;
+    }
+  for (il__req *r = s->head; r; r = r->next) running += r->admitted && r->n_done < r->p.n;
+  s->st.slots_used = used;
+  s->st.running = running;
+  s->st.kv_cells_used = cells;
+}
+
 /* ---- finishing ---- */
 
 static void il__emit(il__choice *c, int32_t token, const char *text, size_t len, float lp, int32_t n_top,
@@ -278,6 +297,7 @@ static void il__finish_choice(il_sched *s, il__choice *c, il_finish_reason why, 
     s->st.requests_finished++;
     il__hist_add(&s->st.e2e, now - r->t_submit);
   }
+  il__gauges_locked(s);
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -451,6 +471,7 @@ static void il__admit(il_sched *s, il__choice *c) {
   }
   s->st.prompt_tokens += (uint64_t)r->n_prompt;
   s->st.prompt_tokens_cached += (uint64_t)best_k;
+  il__gauges_locked(s);
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -516,15 +537,7 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
       budget -= take;
       n_prefill_tokens += take;
     }
-  if (n == 0) {
-    /* nothing in a slot has work, so no slot is busy */
-    pthread_mutex_lock(&s->mu);
-    s->st.slots_used = 0;
-    s->st.running = 0;
-    s->st.kv_cells_used = 0;
-    pthread_mutex_unlock(&s->mu);
-    return IL_OK;
-  }
+  if (n == 0) return IL_OK; /* nothing in a slot has work */
   if (did_work) *did_work = true;
   /* 4. decode, then advance every entry's choice and sample where logits came back */
   double t0 = il_time_now();
@@ -556,17 +569,7 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
   for (int32_t k = 0; k < nr; k++)
     if (s->snap[k]->n_done == s->snap[k]->p.n) il__retire(s, s->snap[k]);
   pthread_mutex_lock(&s->mu);
-  int32_t used = 0, running = 0;
-  int64_t cells = 0;
-  for (int32_t i = 0; i < s->n_slots; i++)
-    if (s->slot_owner[i]) {
-      used++;
-      cells += s->slot_owner[i]->n_past;
-    }
-  for (il__req *r = s->head; r; r = r->next) running += r->admitted;
-  s->st.slots_used = used;
-  s->st.running = running;
-  s->st.kv_cells_used = cells;
+  il__gauges_locked(s);
   pthread_mutex_unlock(&s->mu);
   return st;
 }
