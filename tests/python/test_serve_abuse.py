@@ -98,8 +98,13 @@ try:
     t.check(srv.alive(), "the server is alive after %d requests" % N)
     print("%d requests (10%% malformed) in %.1f s, 8 clients" % (N, dt))
 
-    time.sleep(0.3)
-    m = srv.metrics()
+    # a request's last bytes are freed just after its answer is sent: give them a moment
+    deadline = time.time() + 10
+    while True:
+        m = srv.metrics()
+        if m['inferlab_host_memory_bytes{category="other"}'] == base_other or time.time() > deadline:
+            break
+        time.sleep(0.1)
     t.eq(m['inferlab_host_memory_bytes{category="other"}'], base_other, "host memory (other) back to baseline")
     rss = srv.rss_kib()
     print("RSS: baseline %d KiB, after %d KiB" % (base_rss, rss))
