@@ -45,9 +45,14 @@ try:
     # warm-up, then the baseline
     for i in range(20):
         srv.post("/v1/completions", good_body(i))
-    time.sleep(0.2)
-    base = srv.metrics()
-    base_other = base['inferlab_host_memory_bytes{category="other"}']
+    # the baseline: the same value twice in a row, 0.2 s apart
+    base_other = None
+    for _ in range(50):
+        time.sleep(0.2)
+        v = srv.metrics()['inferlab_host_memory_bytes{category="other"}']
+        if v == base_other:
+            break
+        base_other = v
     base_rss = srv.rss_kib()
 
     rng = random.Random(1)
