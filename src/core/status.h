@@ -24,7 +24,8 @@
   X(ERR_RANGE, 7, "value out of range")                                                 \
   X(ERR_DEVICE, 8, "device error")                                                      \
   X(ERR_INTERNAL, 9, "internal error")                                                  \
-  X(ERR_OUTPUT, 10, "cannot write the output file")
+  X(ERR_OUTPUT, 10, "cannot write the output file")                                    \
+  X(ERR_BUSY, 11, "busy: try again later")
 
 typedef enum {
 #define IL__STATUS_ENUM(name, value, msg) IL_##name = value,

@@ -1,0 +1,53 @@
+# Server: `inferlab serve` needs libmicrohttpd (HTTP) and jansson (JSON), found through
+# pkg-config (Debian: libmicrohttpd-dev, libjansson-dev). Without them the build goes on
+# without the HTTP layer: src/server/template.c and the scheduler still build (for `chat`),
+# and `inferlab serve` says how to get the server.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(IL_MHD IMPORTED_TARGET libmicrohttpd)
+pkg_check_modules(IL_JANSSON IMPORTED_TARGET jansson)
+set(IL_SERVER_NET_SOURCES
+  ${CMAKE_SOURCE_DIR}/src/server/server.c
+  ${CMAKE_SOURCE_DIR}/src/server/api.c)
+
+# The chat page: src/server/page.html embedded as bytes (no build step for the page itself).
+set(IL_PAGE_HTML ${CMAKE_SOURCE_DIR}/src/server/page.html)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${IL_PAGE_HTML})
+file(READ ${IL_PAGE_HTML} IL_PAGE_HEX HEX)
+string(LENGTH "${IL_PAGE_HEX}" IL_PAGE_HEX_LEN)
+math(EXPR IL_PAGE_LEN "${IL_PAGE_HEX_LEN} / 2")
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," IL_PAGE_BYTES "${IL_PAGE_HEX}")
+file(WRITE ${CMAKE_BINARY_DIR}/generated/il_page_data.c.tmp
+  "/* generated from src/server/page.html by cmake/parts/server.cmake */\n"
+  "#include <stddef.h>\n"
+  "static const unsigned char il__page[] = {${IL_PAGE_BYTES} 0};\n"
+  "const char *const il_page_html = (const char *)il__page;\n"
+  "const size_t il_page_html_len = ${IL_PAGE_LEN};\n")
+configure_file(${CMAKE_BINARY_DIR}/generated/il_page_data.c.tmp ${CMAKE_BINARY_DIR}/generated/il_page_data.c COPYONLY)
+
+if(IL_MHD_FOUND AND IL_JANSSON_FOUND)
+  message(STATUS "inferlab: building the server (libmicrohttpd ${IL_MHD_VERSION}, jansson ${IL_JANSSON_VERSION})")
+  target_sources(inferlab_obj PRIVATE ${CMAKE_BINARY_DIR}/generated/il_page_data.c)
+  target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_MHD PkgConfig::IL_JANSSON)
+  target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_MHD PkgConfig::IL_JANSSON)
+  target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_MHD PkgConfig::IL_JANSSON)
+  target_compile_definitions(inferlab PRIVATE IL_HAVE_SERVER=1)
+  set(IL_HAVE_SERVER 1)
+else()
+  message(STATUS "inferlab: libmicrohttpd or jansson not found: building WITHOUT `inferlab serve` "
+                 "(install libmicrohttpd-dev and libjansson-dev, or run scripts/deps.sh)")
+  set_source_files_properties(${IL_SERVER_NET_SOURCES} PROPERTIES HEADER_FILE_ONLY ON)
+  set(IL_HAVE_SERVER 0)
+endif()
+
+enable_testing()
+# Integration tests: each starts `inferlab serve` on a free loopback port (tests/python/).
+find_program(IL_PYTHON3 python3)
+if(IL_PYTHON3)
+  file(GLOB IL_PY_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/python/test_*.py)
+  foreach(t ${IL_PY_TESTS})
+    get_filename_component(name ${t} NAME_WE)
+    add_test(NAME py_${name} COMMAND ${IL_PYTHON3} ${t})
+    set_tests_properties(py_${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+      ENVIRONMENT "IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR};IL_HAVE_SERVER=${IL_HAVE_SERVER};IL_FIXTURES=${CMAKE_SOURCE_DIR}/../shared/fixtures")
+  endforeach()
+endif()

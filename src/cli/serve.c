@@ -1,0 +1,200 @@
+/* cli/serve: `inferlab serve`: the OpenAI-compatible server (server/server.h) until SIGINT or
+ * SIGTERM. It listens first (so /health says 503 while the model loads), then loads the model
+ * with every engine option, then serves. --fit applies the out-of-memory report's suggested
+ * change and tries again, so a server that starts never meets an OOM in flight. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "engine/oom.h"
+#include "memory/mem.h"
+
+#if IL_HAVE_SERVER
+#include <pthread.h>
+
+#include "server/server.h"
+#include "server/template.h"
+#endif
+
+static void il__serve_help(void) {
+  printf("usage: inferlab serve [-m MODEL] [--host ADDR] [--port N] [--parallel N] [--api-key KEY]\n"
+         "                      [server options] [engine options]\n\n"
+         "Serves MODEL over an OpenAI-compatible HTTP API with continuous batching:\n"
+         "/v1/chat/completions, /v1/completions (streaming or not), /v1/models, /v1/tokenize,\n"
+         "/v1/detokenize, /health (503 while loading), /metrics (Prometheus) and a chat page at /.\n"
+         "Stop it with Ctrl-C or SIGTERM. TLS: put a reverse proxy in front (docs/serve.md).\n\n"
+         "server options:\n"
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
+         "    --port N", "TCP port [8080]; 0 = any free port (printed)",
+         "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
+         "    --api-key KEY", "require 'Authorization: Bearer KEY' on /v1/*",
+         "    --api-key-file F", "read the key from the first line of F (keeps it out of ps)",
+         "    --alias NAME", "model name in /v1/models and requests [the file's base name]",
+         "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
+         "    --max-body BYTES", "largest request body [1048576]",
+         "    --max-connections N", "open connections before 429 [64]",
+         "    --max-tokens N", "largest max_tokens a request may ask [the context]",
+         "    --max-queue N", "requests waiting for a slot before 503 [4 x parallel]",
+         "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]",
+         "    --fit", "on out of memory, apply the report's suggested change and retry");
+  printf("\nengine options (-n/--n-predict is the default max_tokens of a request):\n");
+  il_cli_print_options(stdout, NULL);
+  printf("\nexamples:\n"
+         "  inferlab serve -m model.gguf --parallel 8 --port 8080\n"
+         "  inferlab serve -m builtin:tiny --port 0 --api-key-file /run/secrets/key\n"
+         "  curl http://127.0.0.1:8080/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+         "       -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16}'\n"
+         "\nexit codes: 0 stopped by a signal, 1 runtime failure (cannot listen), 64 usage,\n"
+         "            65 malformed model, 66 model not found, 69 unsupported (or built without the\n"
+         "            server), 71 out of memory\n");
+}
+
+#if IL_HAVE_SERVER
+/* Reads the first line of path into key (the API key file). */
+static il_status il__read_key(const char *path, char *key, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return il_error(IL_ERR_IO, "--api-key-file %s: cannot open", path);
+  bool ok = fgets(key, (int)cap, f) != NULL;
+  fclose(f);
+  if (!ok) return il_error(IL_ERR_INVALID_ARG, "--api-key-file %s: empty", path);
+  key[strcspn(key, "\r\n")] = 0;
+  if (!*key) return il_error(IL_ERR_INVALID_ARG, "--api-key-file %s: the first line is empty", path);
+  return IL_OK;
+}
+
+static int il__int_flag(const char *flag, const char *v, long lo, long hi, long *out) {
+  char *end = NULL;
+  long x = strtol(v, &end, 10);
+  if (!*v || *end || x < lo || x > hi) return il_cli_usage_error("serve", "%s: '%s' is not an integer in [%ld, %ld]", flag, v, lo, hi);
+  *out = x;
+  return 0;
+}
+
+/* Opens the engine; with fit, applies up to 4 suggested changes from OOM reports. */
+static il_status il__open_fit(il_config *cfg, bool fit, il_engine **e) {
+  for (int tries = 0;; tries++) {
+    il_status st = il_engine_open(cfg, e);
+    il_oom_report r;
+    if (st != IL_ERR_OOM || !fit || tries == 4 || !il_oom_report_last(&r) || r.n_fixes == 0 ||
+        !il_config_find(r.fixes[0].option))
+      return st;
+    char before[64];
+    il_config_format(cfg, il_config_find(r.fixes[0].option), before, sizeof before);
+    IL_TRY(il_config_set(cfg, r.fixes[0].option, r.fixes[0].value, "--fit"));
+    fprintf(stderr, "inferlab serve: --fit: out of memory; changing --%s %s -> %s (%s)\n", r.fixes[0].option, before,
+            r.fixes[0].value, r.fixes[0].effect);
+  }
+}
+#endif
+
+int il_cli_serve(int argc, char **argv) {
+  il_config cfg;
+  il_config_defaults(&cfg);
+  cfg.n_seq = 4;
+  bool help = false, fit = false;
+  const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
+             *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
+             *step_tokens = NULL;
+  il_cli_flag flags[] = {
+      {"help", 'h', false, NULL, &help},
+      {"host", 0, true, &host, NULL},
+      {"port", 0, true, &port, NULL},
+      {"parallel", 0, true, &parallel, NULL},
+      {"api-key", 0, true, &key, NULL},
+      {"api-key-file", 0, true, &key_file, NULL},
+      {"alias", 0, true, &alias, NULL},
+      {"chat-template", 0, true, &tmpl, NULL},
+      {"max-body", 0, true, &max_body, NULL},
+      {"max-connections", 0, true, &max_conn, NULL},
+      {"max-tokens", 0, true, &max_tokens, NULL},
+      {"max-queue", 0, true, &max_queue, NULL},
+      {"step-tokens", 0, true, &step_tokens, NULL},
+      {"fit", 0, false, NULL, &fit},
+  };
+  const char *pos[1];
+  int n_pos;
+  int rc = il_cli_parse("serve", argc, argv, &cfg, flags, (int)(sizeof flags / sizeof flags[0]), pos, 0, &n_pos);
+  if (rc) return rc;
+  if (help) {
+    il__serve_help();
+    return IL_EXIT_OK;
+  }
+#if !IL_HAVE_SERVER
+  (void)fit;
+  fprintf(stderr, "inferlab serve: this build has no HTTP server: install libmicrohttpd-dev and libjansson-dev "
+                  "(scripts/deps.sh) and rebuild\n");
+  return IL_EXIT_UNSUPPORTED;
+#else
+  il_server_opts o;
+  il_server_opts_defaults(&o);
+  long v = 0;
+  if (host) snprintf(o.host, sizeof o.host, "%s", host);
+  if (port && (rc = il__int_flag("--port", port, 0, 65535, &v))) return rc;
+  if (port) o.port = (int)v;
+  if (parallel && (rc = il__int_flag("--parallel", parallel, 1, 4096, &v))) return rc;
+  if (parallel) cfg.n_seq = (int)v;
+  if (max_body && (rc = il__int_flag("--max-body", max_body, 1024, 1L << 30, &v))) return rc;
+  if (max_body) o.max_body = (size_t)v;
+  if (max_conn && (rc = il__int_flag("--max-connections", max_conn, 1, 100000, &v))) return rc;
+  if (max_conn) o.max_connections = (int)v;
+  if (max_tokens && (rc = il__int_flag("--max-tokens", max_tokens, 1, 1 << 22, &v))) return rc;
+  if (max_tokens) o.max_tokens = (int)v;
+  if (max_queue && (rc = il__int_flag("--max-queue", max_queue, 1, 1 << 20, &v))) return rc;
+  if (max_queue) o.sched.max_queue = (int)v;
+  if (step_tokens && (rc = il__int_flag("--step-tokens", step_tokens, 1, 1 << 16, &v))) return rc;
+  if (step_tokens) o.sched.step_tokens = (int)v;
+  if (alias) snprintf(o.model_id, sizeof o.model_id, "%s", alias);
+  if (tmpl) {
+    il_template_kind k;
+    if (il_template_by_name(tmpl, &k) != IL_OK) return il_cli_usage_error("serve", "%s", il_error_detail());
+    snprintf(o.chat_template, sizeof o.chat_template, "%s", tmpl);
+  }
+  if (key && key_file) return il_cli_usage_error("serve", "give --api-key or --api-key-file, not both");
+  if (key) snprintf(o.api_key, sizeof o.api_key, "%s", key);
+  if (key_file) {
+    il_status st = il__read_key(key_file, o.api_key, sizeof o.api_key);
+    if (st != IL_OK) return il_cli_fail("serve", st);
+  }
+  o.default_max_tokens = cfg.n_predict > 0 ? cfg.n_predict : 0;
+
+  /* signals are taken by sigwait below: blocked here, before any thread starts */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  il_server *srv = NULL;
+  il_status st = il_server_start(&o, &srv);
+  if (st != IL_OK) return il_cli_fail("serve", st);
+  fprintf(stderr, "inferlab serve: listening on http://%s%s%s:%d (loading %s)\n", strchr(o.host, ':') ? "[" : "",
+          o.host, strchr(o.host, ':') ? "]" : "", il_server_port(srv), cfg.model);
+  if (!strcmp(o.host, "0.0.0.0") || !strcmp(o.host, "::"))
+    fprintf(stderr, "inferlab serve: note: listening on every interface%s\n",
+            o.api_key[0] ? "" : " without --api-key: anyone who can reach this port can use the model");
+  il_engine *e = NULL;
+  st = il__open_fit(&cfg, fit, &e);
+  if (st == IL_OK) st = il_server_attach(srv, e);
+  if (st != IL_OK) {
+    int code = il_cli_fail("serve", st);
+    il_server_stop(srv);
+    il_engine_free(e);
+    return code;
+  }
+  fprintf(stderr, "inferlab serve: ready: %s on %s, %d slots x %d tokens, %s\n", cfg.model, e->info.name, e->n_seq,
+          e->n_ctx, il_server_template_note(srv));
+  int sig = 0;
+  sigwait(&set, &sig);
+  fprintf(stderr, "inferlab serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  il_server_stop(srv);
+  il_engine_free(e);
+  return IL_EXIT_OK;
+#endif
+}

@@ -1,0 +1,646 @@
+/* engine/sched: admission, chunked prefill, per-choice sampling, stop strings, events. */
+#include "engine/sched.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "memory/mem.h"
+
+const double il_sched_buckets[IL_SCHED_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                     0.25,  0.5,    1.0,   2.5,  5.0,   10.0, 30.0};
+
+const char *il_finish_name(il_finish_reason r) {
+  switch (r) {
+    case IL_FINISH_STOP: return "stop";
+    case IL_FINISH_LENGTH: return "length";
+    case IL_FINISH_CANCELLED: return "cancelled";
+    case IL_FINISH_ERROR: return "error";
+    default: return "";
+  }
+}
+
+typedef enum { IL__WAITING, IL__PREFILL, IL__DECODE, IL__DONE } il__state;
+
+typedef struct il__req il__req;
+
+typedef struct {
+  il__req *req;
+  int32_t index;
+  il__state state;
+  int32_t slot;      /* -1 while waiting */
+  int32_t n_past;    /* cells of the slot that hold this choice's tokens */
+  int32_t next;      /* DECODE: the sampled token to feed at n_past */
+  int32_t n_gen;
+  il_sampler *sampler;
+  il_detok *detok;
+  char *pending;     /* text held back because it may start a stop string */
+  size_t pending_len;
+  double t_first, t_last;
+  il_finish_reason finish;
+} il__choice;
+
+struct il__req {
+  uint64_t id;
+  il_sched_params p;
+  int32_t *prompt, n_prompt, max_tokens;
+  il_sched_fn fn;
+  void *ud;
+  il__choice *choices;
+  int32_t n_done;
+  int32_t n_cached;
+  bool cancelled;    /* under the lock */
+  bool admitted;
+  double t_submit;
+  il__req *next;     /* all live requests, in arrival order */
+};
+
+struct il_sched {
+  il_engine *e;
+  il_sched_opts o;
+  int32_t n_slots, n_ctx, n_vocab;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  pthread_t thread;
+  bool started, stop;
+  il__req *head, *tail; /* under mu: every live request */
+  uint64_t next_id;
+  int32_t n_waiting;    /* under mu: requests not admitted yet */
+  il_sched_stats st;    /* under mu */
+  /* engine-thread state */
+  il__choice **slot_owner;  /* [n_slots] */
+  int32_t *slot_tokens;     /* [n_slots x n_ctx]: the token in each cell */
+  int32_t *slot_len;        /* [n_slots]: cells 0..len-1 are valid for slot_tokens */
+  il_batch_entry *batch;    /* [step_tokens] */
+  float *logits;            /* [n_slots x n_vocab] */
+  char *piece;              /* detokenizer output */
+  size_t piece_cap;
+  int32_t *top_ids;
+  float *top_lps;
+  il__req **snap;           /* [snap_cap]: il__snapshot */
+  bool *snap_cancel;
+  int32_t snap_cap;         /* waiting plus admitted requests: max_queue + 2 x slots */
+};
+
+void il_sched_params_from_config(const il_config *cfg, il_sched_params *p) {
+  memset(p, 0, sizeof *p);
+  p->sampling = (il_sampler_params){cfg->temp, cfg->top_k, cfg->top_p, cfg->min_p,
+                                    cfg->repeat_penalty, cfg->repeat_last_n, cfg->seed};
+  p->n = 1;
+  p->logprobs = -1;
+  p->ignore_eos = cfg->ignore_eos;
+}
+
+const il_engine *il_sched_engine(const il_sched *s) { return s->e; }
+
+il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) {
+  *out = NULL;
+  il_sched *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "scheduler");
+  if (!s) return IL_ERR_OOM;
+  s->e = e;
+  s->o = opts ? *opts : (il_sched_opts){0};
+  s->n_slots = e->n_seq;
+  s->n_ctx = e->n_ctx;
+  s->n_vocab = e->model->hp.n_vocab;
+  if (s->o.max_queue <= 0) s->o.max_queue = 4 * s->n_slots;
+  if (s->o.step_tokens <= 0) s->o.step_tokens = e->n_batch;
+  if (s->o.step_tokens < s->n_slots) s->o.step_tokens = s->n_slots;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->next_id = 1;
+  s->st.n_slots = s->n_slots;
+  s->st.n_ctx = s->n_ctx;
+  s->piece_cap = il_vocab_max_piece(e->vocab) + 8;
+  const size_t ns = (size_t)s->n_slots, st = (size_t)s->o.step_tokens;
+  s->slot_owner = il_mem_calloc(IL_MEM_OTHER, sizeof *s->slot_owner * ns, "scheduler slots");
+  s->slot_tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "scheduler slot tokens");
+  s->slot_len = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * ns, "scheduler slot lengths");
+  s->batch = il_mem_alloc(IL_MEM_STAGING, sizeof *s->batch * st, "scheduler batch");
+  s->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * (size_t)s->n_vocab, "scheduler logits");
+  s->piece = il_mem_alloc(IL_MEM_OTHER, s->piece_cap, "scheduler piece");
+  s->top_ids = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top ids");
+  s->top_lps = il_mem_alloc(IL_MEM_OTHER, sizeof(float) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top logprobs");
+  s->snap_cap = s->o.max_queue + 2 * s->n_slots;
+  s->snap = il_mem_alloc(IL_MEM_OTHER, sizeof *s->snap * (size_t)s->snap_cap, "scheduler snapshot");
+  s->snap_cancel = il_mem_alloc(IL_MEM_OTHER, sizeof *s->snap_cancel * (size_t)s->snap_cap, "scheduler snapshot");
+  if (!s->snap || !s->snap_cancel || !s->slot_owner || !s->slot_tokens || !s->slot_len || !s->batch || !s->logits || !s->piece ||
+      !s->top_ids || !s->top_lps) {
+    il_sched_free(s);
+    return IL_ERR_OOM;
+  }
+  *out = s;
+  return IL_OK;
+}
+
+/* ---- requests ---- */
+
+static void il__req_free(il__req *r) {
+  if (!r) return;
+  if (r->choices)
+    for (int32_t i = 0; i < r->p.n; i++) {
+      il_sampler_free(r->choices[i].sampler);
+      il_detok_free(r->choices[i].detok);
+      il_mem_free(r->choices[i].pending);
+    }
+  il_mem_free(r->choices);
+  il_mem_free(r->prompt);
+  il_mem_free(r);
+}
+
+il_status il_sched_submit(il_sched *s, const int32_t *prompt, int32_t n_prompt, const il_sched_params *p,
+                          il_sched_fn fn, void *ud, uint64_t *id) {
+  if (n_prompt <= 0) return il_error(IL_ERR_INVALID_ARG, "prompt: no tokens");
+  if (p->n < 1 || p->n > IL_SCHED_MAX_N)
+    return il_error(IL_ERR_INVALID_ARG, "n: %d is out of range [1, %d]", p->n, IL_SCHED_MAX_N);
+  if (p->max_tokens < 0) return il_error(IL_ERR_INVALID_ARG, "max_tokens: %d must be at least 1", p->max_tokens);
+  if (p->n_stop < 0 || p->n_stop > IL_SCHED_MAX_STOP)
+    return il_error(IL_ERR_INVALID_ARG, "stop: at most %d strings", IL_SCHED_MAX_STOP);
+  if (p->logprobs > IL_SCHED_MAX_TOP_LOGPROBS)
+    return il_error(IL_ERR_INVALID_ARG, "logprobs: %d is more than %d", p->logprobs, IL_SCHED_MAX_TOP_LOGPROBS);
+  if (n_prompt >= s->n_ctx)
+    return il_error(IL_ERR_INVALID_ARG,
+                    "the prompt has %d tokens, but the context is %d per sequence (leave room for at least one "
+                    "generated token)", n_prompt, s->n_ctx);
+  if (p->max_tokens > 0 && (int64_t)n_prompt + p->max_tokens > s->n_ctx)
+    return il_error(IL_ERR_INVALID_ARG,
+                    "prompt (%d tokens) + max_tokens (%d) = %d is more than the context of %d tokens per sequence; "
+                    "lower max_tokens to at most %d", n_prompt, p->max_tokens, n_prompt + p->max_tokens, s->n_ctx,
+                    s->n_ctx - n_prompt);
+  il__req *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
+  if (!r) return IL_ERR_OOM;
+  r->p = *p;
+  for (int32_t i = 0; i < r->p.n_stop; i++) r->p.stop[i][IL_SCHED_MAX_STOP_LEN - 1] = 0;
+  r->n_prompt = n_prompt;
+  r->max_tokens = p->max_tokens > 0 ? p->max_tokens : s->n_ctx - n_prompt;
+  r->fn = fn;
+  r->ud = ud;
+  r->prompt = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)n_prompt, "request prompt");
+  r->choices = il_mem_calloc(IL_MEM_OTHER, sizeof *r->choices * (size_t)p->n, "request choices");
+  il_status st = r->prompt && r->choices ? IL_OK : IL_ERR_OOM;
+  if (st == IL_OK) memcpy(r->prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
+  size_t max_stop = 0;
+  for (int32_t i = 0; i < r->p.n_stop; i++)
+    if (strlen(r->p.stop[i]) > max_stop) max_stop = strlen(r->p.stop[i]);
+  for (int32_t i = 0; st == IL_OK && i < p->n; i++) {
+    il__choice *c = &r->choices[i];
+    c->req = r;
+    c->index = i;
+    c->slot = -1;
+    il_sampler_params sp = p->sampling;
+    sp.seed += (uint64_t)i;
+    st = il_sampler_new(&sp, s->n_vocab, &c->sampler);
+    if (st == IL_OK) st = il_detok_new(s->e->vocab, false, &c->detok);
+    /* pending holds at most a stop string's length plus one detokenizer output */
+    if (st == IL_OK && !(c->pending = il_mem_alloc(IL_MEM_OTHER, max_stop + s->piece_cap + 1, "stop buffer")))
+      st = IL_ERR_OOM;
+  }
+  if (st != IL_OK) {
+    il__req_free(r);
+    return st;
+  }
+  r->t_submit = il_time_now();
+  pthread_mutex_lock(&s->mu);
+  if (s->n_waiting >= s->o.max_queue) {
+    s->st.rejected_busy++;
+    int32_t q = s->n_waiting;
+    pthread_mutex_unlock(&s->mu);
+    il__req_free(r);
+    return il_error(IL_ERR_BUSY, "all %d sequence slots are busy and %d requests are already waiting (--max-queue)",
+                    s->n_slots, q);
+  }
+  r->id = s->next_id++;
+  if (s->tail) s->tail->next = r;
+  else s->head = r;
+  s->tail = r;
+  s->n_waiting++;
+  s->st.waiting = s->n_waiting;
+  if (id) *id = r->id;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return IL_OK;
+}
+
+void il_sched_cancel(il_sched *s, uint64_t id) {
+  pthread_mutex_lock(&s->mu);
+  for (il__req *r = s->head; r; r = r->next)
+    if (r->id == id) {
+      r->cancelled = true;
+      pthread_cond_signal(&s->cv);
+      break;
+    }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- histograms ---- */
+
+static void il__hist_add(il_sched_hist *h, double v) {
+  int i = 0;
+  while (i < IL_SCHED_NBUCKETS && v > il_sched_buckets[i]) i++;
+  h->count[i]++;
+  h->n++;
+  h->sum += v;
+}
+
+/* ---- gauges ---- */
+
+/* Recomputes running, slots in use and live KV cells. Engine thread, with mu held: called
+ * whenever a choice or request ends, so a client that has its answer never reads a gauge that
+ * still counts it. */
+static void il__gauges_locked(il_sched *s) {
+  int32_t used = 0, running = 0;
+  int64_t cells = 0;
+  for (int32_t i = 0; i < s->n_slots; i++)
+    if (s->slot_owner[i]) {
+      used++;
+      cells += s->slot_owner[i]->n_past;
+    }
+  for (il__req *r = s->head; r; r = r->next) running += r->admitted && r->n_done < r->p.n;
+  s->st.slots_used = used;
+  s->st.running = running;
+  s->st.kv_cells_used = cells;
+}
+
+/* ---- finishing ---- */
+
+static void il__emit(il__choice *c, int32_t token, const char *text, size_t len, float lp, int32_t n_top,
+                     const int32_t *ids, const float *lps) {
+  il_sched_event ev = {.choice = c->index, .token = token, .text = text, .len = len, .logprob = lp,
+                       .n_top = n_top, .top_ids = ids, .top_logprobs = lps, .finish = c->finish};
+  c->req->fn(c->req->ud, &ev);
+}
+
+/* Frees the choice's slot (its cells stay valid for prefix reuse) and sends its last event. */
+static void il__finish_choice(il_sched *s, il__choice *c, il_finish_reason why, const char *text, size_t len) {
+  if (c->state == IL__DONE) return;
+  if (c->slot >= 0) {
+    s->slot_owner[c->slot] = NULL;
+    s->slot_len[c->slot] = c->n_past;
+  }
+  c->state = IL__DONE;
+  c->finish = why;
+  il__emit(c, -1, text, len, 0, 0, NULL, NULL);
+  il__req *r = c->req;
+  r->n_done++;
+  double now = il_time_now();
+  pthread_mutex_lock(&s->mu);
+  s->st.finished[why]++;
+  if (c->n_gen > 1) il__hist_add(&s->st.tpot, (c->t_last - c->t_first) / (c->n_gen - 1));
+  if (!r->admitted) {
+    /* cancelled while waiting */
+    r->admitted = true;
+    s->n_waiting--;
+    s->st.waiting = s->n_waiting;
+  }
+  if (r->n_done == r->p.n) {
+    s->st.requests_finished++;
+    il__hist_add(&s->st.e2e, now - r->t_submit);
+  }
+  il__gauges_locked(s);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* After every choice of r is done: the final event, then r leaves the list and is freed. */
+static void il__retire(il_sched *s, il__req *r) {
+  int32_t n_gen = 0;
+  for (int32_t i = 0; i < r->p.n; i++) n_gen += r->choices[i].n_gen;
+  il_sched_event ev = {.choice = -1, .token = -1, .done = true, .n_prompt = r->n_prompt, .n_gen = n_gen,
+                       .n_cached = r->n_cached};
+  r->fn(r->ud, &ev);
+  pthread_mutex_lock(&s->mu);
+  il__req **pp = &s->head, *prev = NULL;
+  while (*pp && *pp != r) {
+    prev = *pp;
+    pp = &(*pp)->next;
+  }
+  if (*pp) {
+    *pp = r->next;
+    if (s->tail == r) s->tail = prev;
+  }
+  pthread_mutex_unlock(&s->mu);
+  il__req_free(r);
+}
+
+/* ---- text: detokenizer output through the stop-string filter ---- */
+
+/* Appends piece to the choice's pending text and emits what can no longer be part of a stop
+ * string. Returns true when a stop string matched (the text before it was emitted). */
+static bool il__text(il_sched *s, il__choice *c, int32_t token, const char *piece, size_t n, float lp, int32_t n_top,
+                     bool final) {
+  const il__req *r = c->req;
+  memcpy(c->pending + c->pending_len, piece, n);
+  c->pending_len += n;
+  size_t len = c->pending_len, emit = len, cut = len;
+  bool matched = false;
+  for (int32_t i = 0; i < r->p.n_stop; i++) {
+    const char *st = r->p.stop[i];
+    size_t sl = strlen(st);
+    if (!sl) continue;
+    for (size_t at = 0; at + sl <= len; at++)
+      if (!memcmp(c->pending + at, st, sl)) {
+        if (at < cut) cut = at;
+        matched = true;
+        break;
+      }
+  }
+  if (matched) {
+    emit = cut;
+  } else if (!final) {
+    /* hold back the longest tail that is a proper prefix of a stop string */
+    for (int32_t i = 0; i < r->p.n_stop; i++) {
+      size_t sl = strlen(r->p.stop[i]);
+      for (size_t k = sl - 1 < len ? sl - 1 : len; k > 0; k--)
+        if (!memcmp(c->pending + len - k, r->p.stop[i], k)) {
+          if (len - k < emit) emit = len - k;
+          break;
+        }
+    }
+  }
+  if (token >= 0 || emit) il__emit(c, token, c->pending, emit, lp, n_top, s->top_ids, s->top_lps);
+  memmove(c->pending, c->pending + emit, len - emit);
+  c->pending_len = len - emit;
+  if (matched) c->pending_len = 0;
+  return matched;
+}
+
+/* Log-softmax of the chosen token and the n_top best (temperature 1, raw logits). */
+static float il__logprobs(il_sched *s, const float *l, int32_t tok, int32_t n_top) {
+  float mx = l[0];
+  for (int32_t i = 1; i < s->n_vocab; i++)
+    if (l[i] > mx) mx = l[i];
+  double sum = 0;
+  for (int32_t i = 0; i < s->n_vocab; i++) sum += exp((double)(l[i] - mx));
+  const float lse = mx + (float)log(sum);
+  int32_t k = 0;
+  for (int32_t i = 0; i < s->n_vocab && n_top > 0; i++) {
+    if (k == n_top && l[i] <= l[s->top_ids[k - 1]]) continue;
+    int32_t j = k < n_top ? k++ : k - 1;
+    while (j > 0 && l[s->top_ids[j - 1]] < l[i]) {
+      s->top_ids[j] = s->top_ids[j - 1];
+      j--;
+    }
+    s->top_ids[j] = i;
+  }
+  for (int32_t i = 0; i < k; i++) s->top_lps[i] = l[s->top_ids[i]] - lse;
+  return l[tok] - lse;
+}
+
+/* One sampled token for choice c from its logits row. */
+static void il__sampled(il_sched *s, il__choice *c, const float *row, double now) {
+  il__req *r = c->req;
+  int32_t tok = il_sampler_sample(c->sampler, row);
+  il_sampler_accept(c->sampler, tok);
+  c->n_gen++;
+  if (c->n_gen == 1) {
+    c->t_first = now;
+    pthread_mutex_lock(&s->mu);
+    il__hist_add(&s->st.ttft, now - r->t_submit);
+    pthread_mutex_unlock(&s->mu);
+  }
+  c->t_last = now;
+  pthread_mutex_lock(&s->mu);
+  s->st.gen_tokens++;
+  pthread_mutex_unlock(&s->mu);
+  if (il_vocab_is_eog(s->e->vocab, tok) && !r->p.ignore_eos) {
+    /* what the detokenizer still holds goes out; the choice stops either way */
+    size_t n = il_detok_flush(c->detok, s->piece, s->piece_cap);
+    il__text(s, c, -1, s->piece, n, 0, 0, true);
+    il__finish_choice(s, c, IL_FINISH_STOP, NULL, 0);
+    return;
+  }
+  float lp = 0;
+  int32_t n_top = 0;
+  if (r->p.logprobs >= 0) {
+    n_top = r->p.logprobs;
+    lp = il__logprobs(s, row, tok, n_top);
+  }
+  size_t n = il_detok_push(c->detok, tok, s->piece, s->piece_cap);
+  if (il__text(s, c, tok, s->piece, n, lp, n_top, false)) {
+    il__finish_choice(s, c, IL_FINISH_STOP, NULL, 0);
+    return;
+  }
+  if (c->n_gen >= r->max_tokens || c->n_past >= s->n_ctx) {
+    n = il_detok_flush(c->detok, s->piece, s->piece_cap);
+    bool stop = il__text(s, c, -1, s->piece, n, 0, 0, true);
+    il__finish_choice(s, c, stop ? IL_FINISH_STOP : IL_FINISH_LENGTH, NULL, 0);
+    return;
+  }
+  c->next = tok;
+  c->state = IL__DECODE;
+}
+
+/* ---- admission ---- */
+
+/* Where a prompt starts in slot `slot`: the number of leading prompt tokens whose cells the slot
+ * still holds (at most n_prompt - 1: the last prompt token is always decoded for its logits).
+ * This is the prefix-reuse hook: with the paged KV cache, a lookup over the blocks of every
+ * sequence and a fork of the shared blocks goes here instead of this per-slot comparison. */
+static int32_t il__sched_prefix_lookup(const il_sched *s, int32_t slot, const int32_t *prompt, int32_t n_prompt) {
+  const int32_t *t = s->slot_tokens + (size_t)slot * (size_t)s->n_ctx;
+  int32_t n = s->slot_len[slot] < n_prompt - 1 ? s->slot_len[slot] : n_prompt - 1, k = 0;
+  while (k < n && t[k] == prompt[k]) k++;
+  return k;
+}
+
+static void il__admit(il_sched *s, il__choice *c) {
+  il__req *r = c->req;
+  int32_t best = -1, best_k = -1;
+  for (int32_t i = 0; i < s->n_slots; i++) {
+    if (s->slot_owner[i]) continue;
+    int32_t k = il__sched_prefix_lookup(s, i, r->prompt, r->n_prompt);
+    if (k > best_k) {
+      best = i;
+      best_k = k;
+    }
+  }
+  c->slot = best;
+  c->n_past = best_k;
+  c->state = IL__PREFILL;
+  s->slot_owner[best] = c;
+  s->slot_len[best] = best_k;
+  for (int32_t i = 0; i < r->n_prompt; i++) il_sampler_accept(c->sampler, r->prompt[i]);
+  if (c->index == 0) r->n_cached = best_k;
+  double now = il_time_now();
+  pthread_mutex_lock(&s->mu);
+  if (!r->admitted) {
+    r->admitted = true;
+    s->n_waiting--;
+    s->st.waiting = s->n_waiting;
+    il__hist_add(&s->st.queue, now - r->t_submit);
+  }
+  s->st.prompt_tokens += (uint64_t)r->n_prompt;
+  s->st.prompt_tokens_cached += (uint64_t)best_k;
+  il__gauges_locked(s);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the step ---- */
+
+/* The live requests, in arrival order, copied under the lock: only this thread removes
+ * requests, so the pointers stay valid until it retires them. */
+static int32_t il__snapshot(il_sched *s) {
+  int32_t n = 0;
+  pthread_mutex_lock(&s->mu);
+  for (il__req *r = s->head; r && n < s->snap_cap; r = r->next) {
+    s->snap[n] = r;
+    s->snap_cancel[n++] = r->cancelled;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
+il_status il_sched_step(il_sched *s, bool *did_work) {
+  if (did_work) *did_work = false;
+  /* 1. cancellations */
+  int32_t nr = il__snapshot(s);
+  for (int32_t k = 0; k < nr; k++) {
+    if (!s->snap_cancel[k]) continue;
+    il__req *r = s->snap[k];
+    for (int32_t i = 0; i < r->p.n; i++) il__finish_choice(s, &r->choices[i], IL_FINISH_CANCELLED, NULL, 0);
+    il__retire(s, r);
+    if (did_work) *did_work = true;
+  }
+  /* 2. admission, first come first served */
+  nr = il__snapshot(s);
+  int32_t free_slots = 0;
+  for (int32_t i = 0; i < s->n_slots; i++) free_slots += s->slot_owner[i] == NULL;
+  for (int32_t k = 0; k < nr && free_slots > 0; k++) {
+    il__req *r = s->snap[k];
+    for (int32_t i = 0; i < r->p.n && free_slots > 0; i++)
+      if (r->choices[i].state == IL__WAITING) {
+        il__admit(s, &r->choices[i]);
+        free_slots--;
+        if (did_work) *did_work = true;
+      }
+  }
+  /* 3. the batch: decode tokens first, then prompt chunks within the budget */
+  int32_t n = 0, budget = s->o.step_tokens;
+  for (int32_t i = 0; i < s->n_slots; i++) {
+    il__choice *c = s->slot_owner[i];
+    if (!c || c->state != IL__DECODE) continue;
+    s->batch[n++] = (il_batch_entry){c->next, c->slot, c->n_past, true};
+  }
+  budget -= n;
+  int32_t n_prefill_tokens = 0;
+  for (int32_t k = 0; k < nr && budget > 0; k++)
+    for (int32_t ci = 0; ci < s->snap[k]->p.n && budget > 0; ci++) {
+      il__req *r = s->snap[k];
+      il__choice *c = &r->choices[ci];
+      if (c->state != IL__PREFILL) continue;
+      int32_t left = r->n_prompt - c->n_past, take = left < budget ? left : budget;
+      for (int32_t k = 0; k < take; k++) {
+        int32_t pos = c->n_past + k;
+        bool last = pos == r->n_prompt - 1;
+        s->batch[n++] = (il_batch_entry){r->prompt[pos], c->slot, pos, last};
+      }
+      budget -= take;
+      n_prefill_tokens += take;
+    }
+  if (n == 0) return IL_OK; /* nothing in a slot has work */
+  if (did_work) *did_work = true;
+  /* 4. decode, then advance every entry's choice and sample where logits came back */
+  double t0 = il_time_now();
+  il_status st = il_engine_decode(s->e, s->batch, n, s->logits);
+  double t1 = il_time_now();
+  pthread_mutex_lock(&s->mu);
+  s->st.steps++;
+  s->st.busy_seconds += t1 - t0;
+  s->st.prompt_tokens_computed += (uint64_t)n_prefill_tokens;
+  pthread_mutex_unlock(&s->mu);
+  int32_t row = 0;
+  for (int32_t i = 0; i < n; i++) {
+    const il_batch_entry *be = &s->batch[i];
+    il__choice *c = s->slot_owner[be->seq];
+    if (!c) continue;
+    if (st != IL_OK) {
+      il__finish_choice(s, c, IL_FINISH_ERROR, NULL, 0);
+      continue;
+    }
+    s->slot_tokens[(size_t)be->seq * (size_t)s->n_ctx + (size_t)be->pos] = be->token;
+    c->n_past = be->pos + 1;
+    s->slot_len[be->seq] = c->n_past;
+    if (be->logits) {
+      il__sampled(s, c, s->logits + (size_t)row * (size_t)s->n_vocab, t1);
+      row++;
+    }
+  }
+  /* 5. retire finished requests; refresh the gauges */
+  for (int32_t k = 0; k < nr; k++)
+    if (s->snap[k]->n_done == s->snap[k]->p.n) il__retire(s, s->snap[k]);
+  pthread_mutex_lock(&s->mu);
+  il__gauges_locked(s);
+  pthread_mutex_unlock(&s->mu);
+  return st;
+}
+
+/* ---- the thread ---- */
+
+static void *il__sched_main(void *arg) {
+  il_sched *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    if (stop) break;
+    bool work = false;
+    il_status st = il_sched_step(s, &work);
+    if (st != IL_OK) fprintf(stderr, "inferlab: scheduler step failed: %s\n", il_error_detail());
+    if (work) continue;
+    pthread_mutex_lock(&s->mu);
+    bool pending = false;
+    for (il__req *r = s->head; r && !pending; r = r->next) pending = !r->admitted || r->cancelled;
+    /* nothing runs: sleep until a submit or cancel (or a stop) signals */
+    if (!s->stop && !pending) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+  }
+  return NULL;
+}
+
+il_status il_sched_start(il_sched *s) {
+  if (s->started) return IL_OK;
+  s->stop = false;
+  if (pthread_create(&s->thread, NULL, il__sched_main, s))
+    return il_error(IL_ERR_INTERNAL, "scheduler: cannot start its thread");
+  s->started = true;
+  return IL_OK;
+}
+
+void il_sched_stop(il_sched *s) {
+  if (!s->started) return;
+  pthread_mutex_lock(&s->mu);
+  s->stop = true;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL);
+  s->started = false;
+}
+
+void il_sched_stats_get(il_sched *s, il_sched_stats *out) {
+  pthread_mutex_lock(&s->mu);
+  *out = s->st;
+  pthread_mutex_unlock(&s->mu);
+}
+
+void il_sched_free(il_sched *s) {
+  if (!s) return;
+  il_sched_stop(s);
+  while (s->head) {
+    il__req *r = s->head;
+    for (int32_t i = 0; r->choices && i < r->p.n; i++) il__finish_choice(s, &r->choices[i], IL_FINISH_CANCELLED, NULL, 0);
+    il__retire(s, r);
+  }
+  il_mem_free(s->slot_owner);
+  il_mem_free(s->slot_tokens);
+  il_mem_free(s->slot_len);
+  il_mem_free(s->batch);
+  il_mem_free(s->logits);
+  il_mem_free(s->piece);
+  il_mem_free(s->top_ids);
+  il_mem_free(s->top_lps);
+  il_mem_free(s->snap);
+  il_mem_free(s->snap_cancel);
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  il_mem_free(s);
+}

@@ -1,0 +1,91 @@
+/* server/api: the OpenAI API's request and response bodies, independent of the HTTP library.
+ *
+ * il_api_generate validates a /v1/chat/completions or /v1/completions body (JSON through
+ * jansson: wrong types, out-of-range values, unknown model, invalid UTF-8 each get a 400/404
+ * with the parameter named), renders chat messages with the chat template, tokenizes, and
+ * submits the request to the scheduler with an il_api_stream as the event target. The engine
+ * thread then writes the response into the stream: server-sent events ("data: {chunk}\n\n",
+ * "data: [DONE]") when streaming, else the whole JSON body when the request is done.
+ * Not for: sockets, connection limits or authentication (server/server.c).
+ */
+#ifndef IL_SERVER_API_H
+#define IL_SERVER_API_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "engine/sched.h"
+#include "server/sbuf.h"
+#include "server/template.h"
+
+typedef struct {
+  int status;         /* HTTP status */
+  const char *type;   /* "invalid_request_error", "server_error", ... */
+  char param[64];     /* the offending parameter ("" = none) */
+  const char *code;   /* machine-readable code or NULL */
+  char message[512];
+} il_api_error;
+
+void il_api_error_set(il_api_error *e, int status, const char *type, const char *param, const char *code,
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* {"error": {"message", "type", "param", "code"}}; NULL on out of memory. */
+json_t *il_api_error_json(const il_api_error *e);
+
+typedef struct {
+  il_engine *e;            /* borrowed */
+  il_sched *sched;         /* owned by the server */
+  il_template_kind tmpl;
+  char model_id[256];
+  int max_tokens;          /* limit on a request's max_tokens (0: the context) */
+  int default_max_tokens;  /* when absent (0: until the context is full) */
+} il_api;
+
+/* Fills api for engine e (sched left NULL). model_id "" = the model file's base name or the
+ * builtin:NAME. note gets the template line. Errors: --chat-template unknown. */
+il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const char *chat_template, int max_tokens,
+                      int default_max_tokens, char *note, size_t note_cap);
+
+struct il_server;
+
+/* One request's output, shared by the engine thread (writes) and the connection (reads). */
+typedef struct il_api_stream {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int refs;                /* the scheduler's and the connection's */
+  bool done;               /* the request's final event arrived */
+  bool stream;
+  int status;              /* non-streaming: HTTP status of out */
+  uint64_t id;             /* the scheduler's request id */
+  struct il_server *srv;
+  il_sbuf out;             /* bytes to send */
+  size_t out_pos;
+  /* how to write events */
+  const il_api *api;
+  bool chat, include_usage;
+  int logprobs;            /* -1 none; else alternatives per token */
+  int n;
+  char rid[48];
+  long long created;
+  struct il_api_choice *ch;
+} il_api_stream;
+
+/* Drops one reference; the last frees the stream. */
+void il_api_stream_unref(il_api_stream *st);
+
+/* Parses, validates and submits a generation request. On success *out holds a stream with
+ * two references (the scheduler's, dropped at its final event, and the caller's). On failure
+ * returns false with e filled; nothing is left allocated. */
+bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len, il_api_stream **out, il_api_error *e);
+/* GET /v1/models (id NULL) or /v1/models/ID. */
+bool il_api_models(const il_api *api, const char *id, json_t **out, il_api_error *e);
+/* POST /v1/tokenize: {"prompt": TEXT} or {"messages": [...]}, "add_special" (default true),
+ * "with_pieces". Answers {"tokens", "count", "max_model_len"[, "pieces"]}. */
+bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e);
+/* POST /v1/detokenize: {"tokens": [ids]} -> {"prompt": TEXT}. */
+bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e);
+
+/* Index of the first byte that is not part of valid UTF-8 (len when all valid). */
+size_t il_api_utf8_check(const char *s, size_t len);
+
+#endif

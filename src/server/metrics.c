@@ -1,0 +1,125 @@
+/* server/metrics: Prometheus text for the scheduler, memory, GPU and HTTP counters. */
+#include "server/metrics.h"
+
+#include <string.h>
+
+#include "memory/mem.h"
+
+static void il__head(il_sbuf *b, const char *name, const char *type, const char *help) {
+  il_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void il__metric(il_sbuf *b, const char *name, const char *type, const char *help, double v) {
+  il__head(b, name, type, help);
+  il_sbuf_printf(b, "%s %.17g\n", name, v);
+}
+
+static void il__hist(il_sbuf *b, const char *name, const char *help, const il_sched_hist *h, const char *model) {
+  il__head(b, name, "histogram", help);
+  uint64_t cum = 0;
+  for (int i = 0; i < IL_SCHED_NBUCKETS; i++) {
+    cum += h->count[i];
+    il_sbuf_printf(b, "%s_bucket{model_name=\"%s\",le=\"%g\"} %llu\n", name, model, il_sched_buckets[i],
+                   (unsigned long long)cum);
+  }
+  cum += h->count[IL_SCHED_NBUCKETS];
+  il_sbuf_printf(b, "%s_bucket{model_name=\"%s\",le=\"+Inf\"} %llu\n", name, model, (unsigned long long)cum);
+  il_sbuf_printf(b, "%s_sum{model_name=\"%s\"} %.17g\n", name, model, h->sum);
+  il_sbuf_printf(b, "%s_count{model_name=\"%s\"} %llu\n", name, model, (unsigned long long)h->n);
+}
+
+void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
+  const char *m = in->model_id ? in->model_id : "";
+  il__metric(b, "inferlab_ready", "gauge", "1 when the model is loaded and requests are served (/health 200)",
+             in->ready ? 1 : 0);
+  il__metric(b, "inferlab_uptime_seconds", "gauge", "seconds since the server started", in->uptime_seconds);
+  il__metric(b, "inferlab_http_connections", "gauge", "HTTP connections open now", in->connections);
+  il__metric(b, "inferlab_http_connections_rejected_total", "counter",
+             "connections answered 429 because --max-connections were open", (double)in->connections_rejected);
+  il__head(b, "inferlab_http_responses_total", "counter", "HTTP responses by status code");
+  for (int i = 0; i < in->n_http; i++)
+    il_sbuf_printf(b, "inferlab_http_responses_total{code=\"%d\"} %llu\n", in->http[i].code,
+                   (unsigned long long)in->http[i].count);
+
+  il_mem_stats ms;
+  il_mem_stats_get(&ms);
+  il__head(b, "inferlab_host_memory_bytes", "gauge", "host bytes the process allocated through memory/, by category");
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++)
+    il_sbuf_printf(b, "inferlab_host_memory_bytes{category=\"%s\"} %zu\n", il_mem_category_name((il_mem_category)c),
+                   ms.current[c]);
+  il__head(b, "inferlab_host_memory_mapped_bytes", "gauge", "host bytes mapped from files (weights), by category");
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++)
+    if (ms.mapped[c])
+      il_sbuf_printf(b, "inferlab_host_memory_mapped_bytes{category=\"%s\"} %zu\n",
+                     il_mem_category_name((il_mem_category)c), ms.mapped[c]);
+  il__metric(b, "inferlab_host_memory_peak_bytes", "gauge", "peak host bytes allocated through memory/",
+             (double)ms.total_peak);
+
+  if (in->engine && !in->engine->info.host_visible && in->engine->backend->ops->allocator_stats) {
+    il_caching_stats cs;
+    in->engine->backend->ops->allocator_stats(in->engine->backend, &cs);
+    const char *dev = in->engine->info.name;
+    il__head(b, "inferlab_device_memory_allocated_bytes", "gauge", "device bytes in use, by category");
+    for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++)
+      il_sbuf_printf(b, "inferlab_device_memory_allocated_bytes{device=\"%s\",category=\"%s\"} %zu\n", dev,
+                     il_mem_category_name((il_mem_category)c), cs.cat[c].allocated);
+    il__head(b, "inferlab_device_memory_reserved_bytes", "gauge", "device bytes the caching allocator holds");
+    il_sbuf_printf(b, "inferlab_device_memory_reserved_bytes{device=\"%s\"} %zu\n", dev, cs.total.reserved);
+    il__head(b, "inferlab_device_memory_fragmentation_ratio", "gauge",
+             "1 - largest free cached block / free cached bytes (0: none free or one block)");
+    il_sbuf_printf(b, "inferlab_device_memory_fragmentation_ratio{device=\"%s\"} %.6f\n", dev, cs.fragmentation);
+  }
+  if (in->gpu) {
+    il_sample_set ss;
+    il_gpu_sampler_read(in->gpu, &ss);
+    il__head(b, "inferlab_gpu_utilization_ratio", "gauge", "GPU busy fraction over NVML's last sample period");
+    for (int i = 0; i < ss.n_devices; i++)
+      if (ss.dev[i].util_gpu >= 0)
+        il_sbuf_printf(b, "inferlab_gpu_utilization_ratio{gpu=\"%d\"} %.2f\n", ss.dev[i].index, ss.dev[i].util_gpu / 100.0);
+    il__head(b, "inferlab_gpu_memory_used_bytes", "gauge", "GPU memory in use (all processes), from NVML");
+    for (int i = 0; i < ss.n_devices; i++)
+      if (ss.dev[i].mem_used >= 0)
+        il_sbuf_printf(b, "inferlab_gpu_memory_used_bytes{gpu=\"%d\"} %lld\n", ss.dev[i].index, ss.dev[i].mem_used);
+  }
+
+  const il_sched_stats *s = in->sched;
+  if (!s) return;
+  il__head(b, "inferlab_num_requests_running", "gauge", "requests in sequence slots (vllm:num_requests_running)");
+  il_sbuf_printf(b, "inferlab_num_requests_running{model_name=\"%s\"} %d\n", m, s->running);
+  il__head(b, "inferlab_num_requests_waiting", "gauge", "requests waiting for a slot (vllm:num_requests_waiting)");
+  il_sbuf_printf(b, "inferlab_num_requests_waiting{model_name=\"%s\"} %d\n", m, s->waiting);
+  il__head(b, "inferlab_request_success_total", "counter",
+           "finished choices by finish reason (vllm:request_success_total)");
+  for (int r = IL_FINISH_STOP; r < IL_FINISH_COUNT; r++)
+    il_sbuf_printf(b, "inferlab_request_success_total{model_name=\"%s\",finished_reason=\"%s\"} %llu\n", m,
+                   il_finish_name((il_finish_reason)r), (unsigned long long)s->finished[r]);
+  il__head(b, "inferlab_requests_rejected_total", "counter", "requests refused at admission, by reason");
+  il_sbuf_printf(b, "inferlab_requests_rejected_total{model_name=\"%s\",reason=\"queue_full\"} %llu\n", m,
+                 (unsigned long long)s->rejected_busy);
+  il__head(b, "inferlab_prompt_tokens_total", "counter", "prompt tokens of admitted requests (vllm:prompt_tokens_total)");
+  il_sbuf_printf(b, "inferlab_prompt_tokens_total{model_name=\"%s\"} %llu\n", m, (unsigned long long)s->prompt_tokens);
+  il__head(b, "inferlab_generation_tokens_total", "counter", "generated tokens (vllm:generation_tokens_total)");
+  il_sbuf_printf(b, "inferlab_generation_tokens_total{model_name=\"%s\"} %llu\n", m, (unsigned long long)s->gen_tokens);
+  il__head(b, "inferlab_prefix_cache_queries_total", "counter", "prompt tokens looked up in the cache (vllm:prefix_cache_queries)");
+  il_sbuf_printf(b, "inferlab_prefix_cache_queries_total{model_name=\"%s\"} %llu\n", m, (unsigned long long)s->prompt_tokens);
+  il__head(b, "inferlab_prefix_cache_hits_total", "counter", "prompt tokens found in the cache (vllm:prefix_cache_hits)");
+  il_sbuf_printf(b, "inferlab_prefix_cache_hits_total{model_name=\"%s\"} %llu\n", m,
+                 (unsigned long long)s->prompt_tokens_cached);
+  const double cells = (double)s->n_slots * (double)s->n_ctx;
+  il__head(b, "inferlab_kv_cache_usage_perc", "gauge", "fraction of KV cells holding live tokens (vllm:kv_cache_usage_perc)");
+  il_sbuf_printf(b, "inferlab_kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, cells > 0 ? (double)s->kv_cells_used / cells : 0.0);
+  il__head(b, "inferlab_kv_cache_blocks", "gauge",
+           "KV cache blocks by state (contiguous cache: one block of ctx cells per sequence slot)");
+  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"used\"} %d\n", m, s->slots_used);
+  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"free\"} %d\n", m, s->n_slots - s->slots_used);
+  il__head(b, "inferlab_kv_cache_block_size", "gauge", "cells per KV cache block");
+  il_sbuf_printf(b, "inferlab_kv_cache_block_size{model_name=\"%s\"} %d\n", m, s->n_ctx);
+  il__head(b, "inferlab_engine_steps_total", "counter", "scheduler steps that ran a batch");
+  il_sbuf_printf(b, "inferlab_engine_steps_total{model_name=\"%s\"} %llu\n", m, (unsigned long long)s->steps);
+  il__head(b, "inferlab_engine_busy_seconds_total", "counter", "seconds spent in forward passes");
+  il_sbuf_printf(b, "inferlab_engine_busy_seconds_total{model_name=\"%s\"} %.9g\n", m, s->busy_seconds);
+  il__hist(b, "inferlab_time_to_first_token_seconds", "time from arrival to the first generated token (vllm:time_to_first_token_seconds)", &s->ttft, m);
+  il__hist(b, "inferlab_time_per_output_token_seconds", "mean time between generated tokens of a choice (vllm:time_per_output_token_seconds)", &s->tpot, m);
+  il__hist(b, "inferlab_e2e_request_latency_seconds", "time from arrival to the last token (vllm:e2e_request_latency_seconds)", &s->e2e, m);
+  il__hist(b, "inferlab_request_queue_time_seconds", "time from arrival to admission into a slot (vllm:request_queue_time_seconds)", &s->queue, m);
+}

@@ -1,0 +1,438 @@
+/* server/server: connections, limits, authentication, routing, streams. The OpenAI request
+ * and response bodies are in server/api.c. */
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "core/timer.h"
+#include "memory/mem.h"
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/page.h"
+
+#define IL__MAX_CODES 32
+
+struct il_server {
+  il_server_opts o;
+  struct MHD_Daemon *d;
+  int port;
+  pthread_rwlock_t lock; /* guards the pointers below: written by attach and stop only */
+  il_api api;            /* engine, scheduler, template (api.sched NULL until attached) */
+  il_gpu_sampler *gpu;
+  char template_note[192];
+  atomic_int connections;
+  atomic_ullong rejected;
+  pthread_mutex_t mu;    /* the status counters */
+  il_http_count codes[IL__MAX_CODES];
+  int n_codes;
+  double t_start;
+};
+
+/* Per request: the body as it arrives. */
+typedef struct {
+  il_sbuf body;
+  bool too_big;
+  bool too_many;
+} il__conn;
+
+void il_server_opts_defaults(il_server_opts *o) {
+  memset(o, 0, sizeof *o);
+  snprintf(o->host, sizeof o->host, "127.0.0.1");
+  o->port = 8080;
+  o->max_body = (size_t)1 << 20;
+  o->max_connections = 64;
+}
+
+/* ---- jansson's memory through memory/ ---- */
+
+static void *il__json_malloc(size_t n) { return il_mem_alloc(IL_MEM_OTHER, n, "json"); }
+static void il__json_free(void *p) { il_mem_free(p); }
+
+/* ---- responses ---- */
+
+static void il__count(il_server *s, int code) {
+  pthread_mutex_lock(&s->mu);
+  int i = 0;
+  while (i < s->n_codes && s->codes[i].code != code) i++;
+  if (i == s->n_codes && s->n_codes < IL__MAX_CODES) s->codes[s->n_codes++] = (il_http_count){code, 0};
+  if (i < s->n_codes) s->codes[i].count++;
+  pthread_mutex_unlock(&s->mu);
+}
+
+static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code, const char *type, const char *body,
+                                size_t len) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", type);
+  if (code == 503 || code == 429) MHD_add_response_header(r, "Retry-After", "1");
+  if (code == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+  il__count(s, code);
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
+  MHD_destroy_response(r);
+  return ret;
+}
+
+static enum MHD_Result il__send_json(il_server *s, struct MHD_Connection *c, int code, json_t *j) {
+  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!text) return il__send(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of memory\"}}", 38);
+  enum MHD_Result r = il__send(s, c, code, "application/json", text, strlen(text));
+  il_mem_free(text);
+  return r;
+}
+
+static enum MHD_Result il__send_error(il_server *s, struct MHD_Connection *c, const il_api_error *e) {
+  return il__send_json(s, c, e->status, il_api_error_json(e));
+}
+
+static enum MHD_Result il__fail(il_server *s, struct MHD_Connection *c, int status, const char *type,
+                                const char *code, const char *msg) {
+  il_api_error e;
+  il_api_error_set(&e, status, type, NULL, code, "%s", msg);
+  return il__send_error(s, c, &e);
+}
+
+/* ---- streams: bytes the engine thread produces and the connection thread sends ---- */
+
+static ssize_t il__reader(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  il_api_stream *st = cls;
+  pthread_mutex_lock(&st->mu);
+  for (;;) {
+    if (st->out.len > st->out_pos) {
+      size_t n = st->out.len - st->out_pos;
+      if (n > max) n = max;
+      memcpy(buf, st->out.p + st->out_pos, n);
+      st->out_pos += n;
+      if (st->out_pos == st->out.len) {
+        il_sbuf_consume(&st->out, st->out.len);
+        st->out_pos = 0;
+      }
+      pthread_mutex_unlock(&st->mu);
+      return (ssize_t)n;
+    }
+    if (st->done) {
+      pthread_mutex_unlock(&st->mu);
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    /* nothing yet: wait for the engine; every 10 s a comment line keeps proxies (and the
+     * check that the client is still there) going */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    if (pthread_cond_timedwait(&st->cv, &st->mu, &ts) == ETIMEDOUT && !st->done && st->out.len == st->out_pos)
+      il_sbuf_puts(&st->out, ": keep-alive\n\n");
+  }
+}
+
+/* The response is gone: sent, or the client went away. A stream still running is cancelled,
+ * which frees its sequence slot at the next step. */
+static void il__reader_free(void *cls) {
+  il_api_stream *st = cls;
+  pthread_mutex_lock(&st->mu);
+  bool running = !st->done;
+  uint64_t id = st->id;
+  il_server *s = st->srv;
+  pthread_mutex_unlock(&st->mu);
+  if (running) {
+    pthread_rwlock_rdlock(&s->lock);
+    if (s->api.sched) il_sched_cancel(s->api.sched, id);
+    pthread_rwlock_unlock(&s->lock);
+  }
+  il_api_stream_unref(st);
+}
+
+static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool chat, const il__conn *cc) {
+  il_api_error err;
+  il_api_stream *st = NULL;
+  pthread_rwlock_rdlock(&s->lock);
+  bool ok = s->api.sched != NULL;
+  if (ok) ok = il_api_generate(&s->api, chat, cc->body.p, cc->body.len, &st, &err);
+  else il_api_error_set(&err, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
+  if (st) st->srv = s;
+  pthread_rwlock_unlock(&s->lock);
+  if (!ok) return il__send_error(s, c, &err);
+  if (st->stream) {
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, il__reader, st, il__reader_free);
+    if (!r) {
+      il__reader_free(st);
+      return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    il__count(s, 200);
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+  }
+  /* not streaming: this connection's thread waits for the whole answer */
+  pthread_mutex_lock(&st->mu);
+  while (!st->done) pthread_cond_wait(&st->cv, &st->mu);
+  int status = st->status;
+  il_sbuf body = st->out;
+  st->out = (il_sbuf){0};
+  pthread_mutex_unlock(&st->mu);
+  il_api_stream_unref(st);
+  enum MHD_Result ret = body.oom ? il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory building the response")
+                                 : il__send(s, c, status, "application/json", body.p ? body.p : "", body.len);
+  il_sbuf_free(&body);
+  return ret;
+}
+
+/* ---- routing ---- */
+
+static bool il__authorized(il_server *s, struct MHD_Connection *c) {
+  if (!s->o.api_key[0]) return true;
+  const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+  if (!h || strncmp(h, "Bearer ", 7)) return false;
+  const char *k = h + 7, *want = s->o.api_key;
+  size_t kl = strlen(k), wl = strlen(want);
+  unsigned diff = (unsigned)(kl ^ wl);
+  for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
+  return diff == 0; /* compared in time independent of where they differ */
+}
+
+static enum MHD_Result il__metrics(il_server *s, struct MHD_Connection *c) {
+  il_sbuf b = {0};
+  il_http_count codes[IL__MAX_CODES];
+  pthread_mutex_lock(&s->mu);
+  int n = s->n_codes;
+  memcpy(codes, s->codes, sizeof(il_http_count) * (size_t)n);
+  pthread_mutex_unlock(&s->mu);
+  pthread_rwlock_rdlock(&s->lock);
+  il_sched_stats ss;
+  if (s->api.sched) il_sched_stats_get(s->api.sched, &ss);
+  il_metrics_in in = {.ready = s->api.sched != NULL,
+                      .sched = s->api.sched ? &ss : NULL,
+                      .engine = s->api.sched ? s->api.e : NULL,
+                      .gpu = s->gpu,
+                      .http = codes,
+                      .n_http = n,
+                      .connections_rejected = atomic_load(&s->rejected),
+                      .connections = atomic_load(&s->connections),
+                      .uptime_seconds = il_time_now() - s->t_start,
+                      .model_id = s->api.sched ? s->api.model_id : s->o.model_id};
+  il_metrics_write(&b, &in);
+  pthread_rwlock_unlock(&s->lock);
+  enum MHD_Result r = b.oom ? il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory")
+                            : il__send(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+  il_sbuf_free(&b);
+  return r;
+}
+
+static enum MHD_Result il__route(il_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                                 il__conn *cc) {
+  const bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+  if (!strcmp(url, "/health")) {
+    if (!get) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET /health");
+    pthread_rwlock_rdlock(&s->lock);
+    bool ready = s->api.sched != NULL;
+    pthread_rwlock_unlock(&s->lock);
+    return ready ? il__send(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15)
+                 : il__send(s, c, 503, "application/json", "{\"status\":\"loading\"}", 20);
+  }
+  if (!strcmp(url, "/metrics")) {
+    if (!get) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET /metrics");
+    return il__metrics(s, c);
+  }
+  if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
+    if (!get) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET /");
+    return il__send(s, c, 200, "text/html; charset=utf-8", il_page_html, il_page_html_len);
+  }
+  const bool v1 = !strncmp(url, "/v1/", 4);
+  const char *path = v1 ? url + 3 : url;
+  const bool known = !strcmp(path, "/chat/completions") || !strcmp(path, "/completions") ||
+                     !strcmp(path, "/tokenize") || !strcmp(path, "/detokenize") || !strcmp(path, "/models") ||
+                     !strncmp(path, "/models/", 8);
+  if (!known)
+    return il__fail(s, c, 404, "invalid_request_error", "not_found",
+                    "unknown path; see /v1/models, /v1/chat/completions, /v1/completions, /health, /metrics");
+  if (!il__authorized(s, c))
+    return il__fail(s, c, 401, "invalid_request_error", "invalid_api_key",
+                    "missing or wrong API key: send 'Authorization: Bearer KEY' (--api-key)");
+  if (!strcmp(path, "/models") || !strncmp(path, "/models/", 8)) {
+    if (!get) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET");
+    il_api_error err;
+    json_t *j = NULL;
+    pthread_rwlock_rdlock(&s->lock);
+    bool ok = il_api_models(&s->api, path[7] == '/' ? path + 8 : NULL, &j, &err);
+    pthread_rwlock_unlock(&s->lock);
+    return ok ? il__send_json(s, c, 200, j) : il__send_error(s, c, &err);
+  }
+  if (!post) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use POST with a JSON body");
+  if (!strcmp(path, "/chat/completions")) return il__generate(s, c, true, cc);
+  if (!strcmp(path, "/completions")) return il__generate(s, c, false, cc);
+  il_api_error err;
+  json_t *j = NULL;
+  pthread_rwlock_rdlock(&s->lock);
+  bool ok = s->api.sched != NULL;
+  if (!ok) il_api_error_set(&err, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
+  else if (!strcmp(path, "/tokenize")) ok = il_api_tokenize(&s->api, cc->body.p, cc->body.len, &j, &err);
+  else ok = il_api_detokenize(&s->api, cc->body.p, cc->body.len, &j, &err);
+  pthread_rwlock_unlock(&s->lock);
+  return ok ? il__send_json(s, c, 200, j) : il__send_error(s, c, &err);
+}
+
+static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+  (void)version;
+  il_server *s = cls;
+  il__conn *cc = *con_cls;
+  if (!cc) {
+    cc = il_mem_calloc(IL_MEM_OTHER, sizeof *cc, "connection");
+    if (!cc) return MHD_NO;
+    *con_cls = cc;
+    if (atomic_load(&s->connections) > s->o.max_connections) {
+      atomic_fetch_add(&s->rejected, 1);
+      cc->too_many = true;
+    }
+    /* A body over the limit is read and dropped, then answered 413, so the client gets to
+     * read the answer; only a body announced as huge is answered at once (MHD then closes
+     * the connection without reading it). */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    unsigned long long announced = cl ? strtoull(cl, NULL, 10) : 0;
+    if (announced > s->o.max_body) cc->too_big = true;
+    if (announced > 16 * (unsigned long long)s->o.max_body || cc->too_many) goto answer;
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    if (cc->body.len + *upload_size > s->o.max_body) cc->too_big = true;
+    else il_sbuf_put(&cc->body, upload, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+answer:
+  if (cc->too_many) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "too many connections: %d are open (--max-connections %d); try again shortly",
+             atomic_load(&s->connections), s->o.max_connections);
+    return il__fail(s, c, 429, "rate_limit_error", "too_many_connections", msg);
+  }
+  if (cc->too_big) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "request body larger than %zu bytes (--max-body)", s->o.max_body);
+    return il__fail(s, c, 413, "invalid_request_error", "request_too_large", msg);
+  }
+  if (cc->body.oom) return il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory reading the body");
+  return il__route(s, c, url, method, cc);
+}
+
+static void il__completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)c;
+  (void)toe;
+  il__conn *cc = *con_cls;
+  if (!cc) return;
+  il_sbuf_free(&cc->body);
+  il_mem_free(cc);
+  *con_cls = NULL;
+}
+
+static void il__connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                           enum MHD_ConnectionNotificationCode toe) {
+  (void)c;
+  (void)socket_context;
+  il_server *s = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
+  else atomic_fetch_sub(&s->connections, 1);
+}
+
+/* ---- lifecycle ---- */
+
+il_status il_server_start(const il_server_opts *o, il_server **out) {
+  *out = NULL;
+  json_set_alloc_funcs(il__json_malloc, il__json_free);
+  struct sockaddr_storage addr;
+  memset(&addr, 0, sizeof addr);
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+  struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+  if (inet_pton(AF_INET, o->host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)o->port);
+  } else if (inet_pton(AF_INET6, o->host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)o->port);
+    flags |= MHD_USE_IPv6;
+  } else {
+    return il_error(IL_ERR_INVALID_ARG, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
+  }
+  if (o->port < 0 || o->port > 65535) return il_error(IL_ERR_INVALID_ARG, "--port: %d is not a port", o->port);
+  il_server *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "server");
+  if (!s) return IL_ERR_OOM;
+  s->o = *o;
+  if (!s->o.max_body) s->o.max_body = (size_t)1 << 20;
+  if (s->o.max_connections <= 0) s->o.max_connections = 64;
+  pthread_rwlock_init(&s->lock, NULL);
+  pthread_mutex_init(&s->mu, NULL);
+  s->t_start = il_time_now();
+  snprintf(s->template_note, sizeof s->template_note, "loading");
+  s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, il__handler, s, MHD_OPTION_SOCK_ADDR,
+                          (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, il__completed, s,
+                          MHD_OPTION_NOTIFY_CONNECTION, il__connection, s, MHD_OPTION_CONNECTION_LIMIT,
+                          (unsigned)(s->o.max_connections + 16), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                          MHD_OPTION_END);
+  if (!s->d) {
+    int e = errno;
+    pthread_rwlock_destroy(&s->lock);
+    pthread_mutex_destroy(&s->mu);
+    il_mem_free(s);
+    return il_error(IL_ERR_IO, "--host %s --port %d: cannot listen: %s", o->host, o->port,
+                    e ? strerror(e) : "libmicrohttpd refused to start");
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = info ? info->port : o->port;
+  *out = s;
+  return IL_OK;
+}
+
+int il_server_port(const il_server *s) { return s->port; }
+
+const char *il_server_template_note(const il_server *s) { return s->template_note; }
+
+il_status il_server_attach(il_server *s, il_engine *e) {
+  il_api api;
+  IL_TRY(il_api_init(&api, e, s->o.model_id, s->o.chat_template, s->o.max_tokens, s->o.default_max_tokens,
+                     s->template_note, sizeof s->template_note));
+  il_sched *sched = NULL;
+  il_status st = il_sched_new(e, &s->o.sched, &sched);
+  if (st == IL_OK) st = il_sched_start(sched);
+  if (st != IL_OK) {
+    il_sched_free(sched);
+    return st;
+  }
+  api.sched = sched;
+  if (il_gpu_sampler_start(s->o.nvml_path, 1000, &s->gpu) != IL_OK) {
+    s->gpu = NULL;
+    il_error_clear();
+  }
+  pthread_rwlock_wrlock(&s->lock);
+  s->api = api;
+  pthread_rwlock_unlock(&s->lock);
+  return IL_OK;
+}
+
+void il_server_stop(il_server *s) {
+  if (!s) return;
+  pthread_rwlock_wrlock(&s->lock);
+  il_sched *sched = s->api.sched;
+  s->api.sched = NULL;
+  pthread_rwlock_unlock(&s->lock);
+  il_sched_free(sched); /* running streams end ("cancelled"); their connections finish */
+  MHD_stop_daemon(s->d);
+  il_gpu_sampler_stop(s->gpu);
+  pthread_rwlock_destroy(&s->lock);
+  pthread_mutex_destroy(&s->mu);
+  il_mem_free(s);
+}

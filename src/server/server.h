@@ -1,0 +1,62 @@
+/* server/server: the OpenAI-compatible HTTP server over the scheduler.
+ *
+ * HTTP is libmicrohttpd's (a thread per connection; streaming responses block in their
+ * reader until the engine thread has produced the next bytes), JSON is jansson's (its memory
+ * goes through memory/, category other). The server listens before the model is loaded, so
+ * /health answers 503 while loading; il_server_attach hands it an open engine, creates the
+ * scheduler and starts the engine thread. Endpoints:
+ *
+ *   POST /v1/chat/completions, /v1/completions   (stream with server-sent events or not)
+ *   GET  /v1/models, /v1/models/ID
+ *   POST /v1/tokenize, /v1/detokenize             (also without /v1)
+ *   GET  /health, /metrics, /                      (/ is the chat page)
+ *
+ * Every error is an OpenAI-style body {"error": {"message", "type", "param", "code"}} with
+ * the status that fits: 400 malformed JSON, wrong types, invalid UTF-8, bad values; 401 a
+ * missing or wrong API key; 404 unknown model or path; 405 wrong method; 413 a body over
+ * max_body; 429 too many connections; 503 loading or the queue full (with Retry-After).
+ * Not for: TLS (put a reverse proxy in front), scheduling (engine/sched).
+ */
+#ifndef IL_SERVER_SERVER_H
+#define IL_SERVER_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+#include "engine/sched.h"
+
+typedef struct {
+  char host[64];          /* address to bind: 127.0.0.1 (default), 0.0.0.0, ::1, ... */
+  int port;               /* 0: any free port (il_server_port says which) */
+  char api_key[256];      /* "" = no authentication */
+  size_t max_body;        /* bytes per request body (default 1 MiB) */
+  int max_connections;    /* open connections before 429 (default 64) */
+  int max_tokens;         /* most max_tokens a request may ask (0: the context) */
+  int default_max_tokens; /* when a request gives none (0: until the context is full) */
+  char model_id[256];     /* the name /v1/models lists and requests must use */
+  char chat_template[32]; /* --chat-template ("" = the model's) */
+  const char *nvml_path;  /* NULL: libnvidia-ml.so.1 (GPU metrics only when it loads) */
+  il_sched_opts sched;
+} il_server_opts;
+
+typedef struct il_server il_server;
+
+/* Defaults above. Can't fail. */
+void il_server_opts_defaults(il_server_opts *o);
+/* Binds and starts serving (/health 503 until attached). Errors: IL_ERR_INVALID_ARG (bad
+ * host), IL_ERR_IO (cannot bind: the detail says why), IL_ERR_OOM. *out owned by the caller,
+ * released with il_server_stop. */
+il_status il_server_start(const il_server_opts *o, il_server **out);
+/* The port listened on. */
+int il_server_port(const il_server *s);
+/* Serves engine e (borrowed: it must outlive il_server_stop). Errors: IL_ERR_INVALID_ARG
+ * (--chat-template unknown), IL_ERR_OOM. */
+il_status il_server_attach(il_server *s, il_engine *e);
+/* One line saying which chat template is used and why. */
+const char *il_server_template_note(const il_server *s);
+/* Refuses new requests, ends running ones ("cancelled"), stops the threads, frees s (not the
+ * engine). NULL is ignored. */
+void il_server_stop(il_server *s);
+
+#endif

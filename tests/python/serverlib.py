@@ -1,0 +1,132 @@
+"""tests/python/serverlib: start `inferlab serve` on a free loopback port, stop it, read /metrics.
+
+Every server test imports this: Server(...) starts the binary named by $IL_CLI with --port 0,
+reads the port from its "listening on" line, waits for /health 200, and stop() sends SIGTERM
+and returns the exit code. skip(reason) prints "SKIP: reason" and exits 77 (CTest's skip code).
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+def skip(reason):
+    print("SKIP: " + reason)
+    sys.exit(77)
+
+
+def need_server():
+    cli = os.environ.get("IL_CLI")
+    if not cli or not os.path.exists(cli):
+        skip("IL_CLI is not set to the inferlab binary (run through ctest)")
+    if os.environ.get("IL_HAVE_SERVER", "1") == "0":
+        skip("built without the HTTP server (libmicrohttpd-dev / libjansson-dev missing)")
+    return cli
+
+
+class Server:
+    def __init__(self, *args, model="builtin:tiny", timeout=30, wait_ready=True):
+        cli = need_server()
+        self.args = [cli, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args)
+        self.p = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.log = []
+        deadline = time.time() + timeout
+        self.port = None
+        while time.time() < deadline and self.port is None:
+            line = self.p.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            m = re.search(r"listening on http://[^ ]*:(\d+)", line)
+            if m:
+                self.port = int(m.group(1))
+        if self.port is None:
+            raise RuntimeError("server did not start: " + "".join(self.log) + self.p.stderr.read())
+        self.base = "http://127.0.0.1:%d" % self.port
+        while wait_ready and time.time() < deadline:
+            try:
+                if self.get("/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+        else:
+            if wait_ready:
+                raise RuntimeError("server never became healthy")
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, data, dict(r.getheaders())
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body, headers=None):
+        return self.request("POST", path, body, headers)
+
+    def metrics(self):
+        """{name{labels}: value} of the /metrics text."""
+        status, data, _ = self.get("/metrics")
+        assert status == 200, status
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.p.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        rest = self.p.stderr.read()
+        self.log.append(rest)
+        return self.p.returncode
+
+
+class Checks:
+    """Counts assertions; finish() prints 'N passed, N failed' and exits 1 on any failure."""
+
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+
+    def check(self, cond, what):
+        if cond:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print("FAILED: " + what, flush=True)
+
+    def eq(self, a, b, what):
+        self.check(a == b, "%s: %r != %r" % (what, a, b))
+
+    def finish(self):
+        print("%d passed, %d failed" % (self.passed, self.failed))
+        sys.exit(1 if self.failed else 0)
