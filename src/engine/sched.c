@@ -434,8 +434,8 @@ static void il__sampled(il_sched *s, il__choice *c, const float *row, double now
 
 /* Where a prompt starts in slot `slot`: the number of leading prompt tokens whose cells the slot
  * still holds (at most n_prompt - 1: the last prompt token is always decoded for its logits).
- * This is the prefix-reuse hook: with the paged KV cache, a lookup over the blocks of every
- * sequence and a fork of the shared blocks goes here instead of this per-slot comparison. */
+ * il__admit asks it of every slot: its own (the cells are already there) and the others (the
+ * prefix is forked into the chosen slot). */
 static int32_t il__sched_prefix_lookup(const il_sched *s, int32_t slot, const int32_t *prompt, int32_t n_prompt) {
   const int32_t *t = s->slot_tokens + (size_t)slot * (size_t)s->n_ctx;
   int32_t n = s->slot_len[slot] < n_prompt - 1 ? s->slot_len[slot] : n_prompt - 1, k = 0;
@@ -452,6 +452,28 @@ static void il__admit(il_sched *s, il__choice *c) {
     if (k > best_k) {
       best = i;
       best_k = k;
+    }
+  }
+  /* A longer prefix in another slot (a live stream, or a freed slot not chosen: n samples of one
+   * prompt, a shared system prompt): fork its cells into the chosen slot and keep the common
+   * part. Paged cache: the blocks are shared, copy-on-write; contiguous: copied on the device.
+   * Positions below a slot's slot_len are in the cache (admission runs between decodes). */
+  int32_t src = -1, src_k = best_k;
+  for (int32_t j = 0; j < s->n_slots; j++) {
+    if (j == best) continue;
+    const int32_t k = il__sched_prefix_lookup(s, j, r->prompt, r->n_prompt);
+    if (k > src_k) src = j, src_k = k;
+  }
+  if (src >= 0) {
+    if (il_engine_seq_fork(s->e, src, best) == IL_OK && il_engine_seq_truncate(s->e, best, src_k) == IL_OK) {
+      memcpy(s->slot_tokens + (size_t)best * (size_t)s->n_ctx, s->slot_tokens + (size_t)src * (size_t)s->n_ctx,
+             sizeof(int32_t) * (size_t)src_k);
+      best_k = src_k;
+      pthread_mutex_lock(&s->mu);
+      s->st.prefix_forks++;
+      pthread_mutex_unlock(&s->mu);
+    } else {
+      il_error_clear(); /* the slot's own prefix (best_k) still holds: prefill the rest */
     }
   }
   c->slot = best;

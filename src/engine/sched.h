@@ -112,6 +112,7 @@ typedef struct {
   uint64_t requests_finished;
   uint64_t prompt_tokens;        /* prompt tokens of admitted choices (cached ones included) */
   uint64_t prompt_tokens_cached; /* ... of which reused from a slot's cells */
+  uint64_t prefix_forks;         /* admissions that took a longer prefix from another slot (fork) */
   uint64_t prompt_tokens_computed;
   uint64_t gen_tokens;
   uint64_t steps;
