@@ -8,7 +8,8 @@
 # env: THREADS (2), GEN (64 tokens per request), CONC (1,4,16,32), RPC (2 requests per client),
 #      REPS (3), PYTHON (python3)
 # usage: bench/serve_peer.sh [BUILD_DIR (build/release)] [WORK_DIR (/tmp/inferlab-serve-peer)] [MODELS ("tiny")]
-#        MODELS: space-separated from: tiny (builtin:tiny f32), 1b-q4_0 (builtin:1b in q4_0)
+#        MODELS: space-separated from: tiny (builtin:tiny f32), 1b-q4_0 (builtin:1b in q4_0),
+#                smollm2 (SmolLM2-135M-Instruct Q4_1 from PyPI via scripts/fetch_smollm2.sh)
 set -eu
 cd "$(dirname "$0")/.."
 build="${1:-build/release}"
@@ -35,9 +36,11 @@ for m in $models; do
   case "$m" in
     tiny) src=builtin:tiny; type=f32 ;;
     1b-q4_0) src=builtin:1b; type=q4_0 ;;
+    smollm2) src=""; type="" ;;
     *) echo "unknown model $m"; exit 64 ;;
   esac
   f="$work/$m.gguf"
+  if [ "$m" = smollm2 ]; then f=$(scripts/fetch_smollm2.sh); fi
   [ -f "$f" ] || "$build/inferlab" convert "$src" --type "$type" -o "$f" -t "$threads"
   echo "== $m ($f)"
   "$build/inferlab" serve -m "$f" -t "$threads" --port 18080 --parallel 32 --ctx 1024 --batch 512 \
