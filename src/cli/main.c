@@ -5,6 +5,7 @@
 
 #include "backend/cudamod.h"
 #include "backend/registry.h"
+#include "core/log.h"
 #include "sys/cpuid.h"
 #include "cli/cli.h"
 #include "format/llama2c.h"
@@ -114,7 +115,14 @@ static void il__print_help(FILE *f) {
           "docs: docs/cli.md and one page per command in docs/\n");
 }
 
+/* The library's notes, on stderr. */
+static void il__log_stderr(void *ud, il_log_level level, const char *msg) {
+  (void)ud, (void)level;
+  fprintf(stderr, "inferlab: %s\n", msg);
+}
+
 int main(int argc, char **argv) {
+  il_log_set(il__log_stderr, NULL);
   if (argc < 2) {
     il__print_help(stderr);
     return IL_EXIT_USAGE;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend/registry.h"
+#include "core/log.h"
 #include "core/units.h"
 #include "engine/oom.h"
 #include "memory/mem.h"
@@ -459,13 +460,13 @@ static il_status il__open(il_engine *e) {
   static bool warned_ctx, warned_threads;
   if (cfg->ctx > 0 && !cfg->ctx_is_hint && hp->n_ctx_train > 0 && cfg->ctx > hp->n_ctx_train && !warned_ctx) {
     warned_ctx = true;
-    fprintf(stderr, "inferlab: warning: --ctx %d is beyond the model's training context of %d; text past it degrades\n",
+    il_log(IL_LOG_WARN, "warning: --ctx %d is beyond the model's training context of %d; text past it degrades",
             cfg->ctx, hp->n_ctx_train);
   }
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0 && cfg->threads > cpus && !warned_threads) {
     warned_threads = true;
-    fprintf(stderr, "inferlab: warning: -t %d is more threads than the %ld CPUs here; they share cores and run slower\n",
+    il_log(IL_LOG_WARN, "warning: -t %d is more threads than the %ld CPUs here; they share cores and run slower",
             cfg->threads, cpus);
   }
   e->n_seq = cfg->n_seq;
@@ -501,7 +502,7 @@ static il_status il__open(il_engine *e) {
       e->ctx_capped = true;
     }
     if (e->ctx_capped) {
-      fprintf(stderr, "inferlab: context reduced to %d so the KV cache fits in %s memory (set --ctx to override)\n",
+      il_log(IL_LOG_INFO, "context reduced to %d so the KV cache fits in %s memory (set --ctx to override)",
               e->n_ctx, e->info.kind);
       e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
       e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
@@ -547,7 +548,7 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
       if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "--fit") != IL_OK) continue;
       c.fit_depth++;
       il_engine_free(e);
-      fprintf(stderr, "inferlab: --fit: %s does not hold this run (%zu bytes needed); applying --%s %s (%s)\n", r.device,
+      il_log(IL_LOG_INFO, "--fit: %s does not hold this run (%zu bytes needed); applying --%s %s (%s)", r.device,
               r.need_total, r.fixes[i].option, r.fixes[i].value, r.fixes[i].effect);
       return il_engine_open(&c, out);
     }

@@ -1,5 +1,6 @@
 /* engine/sched: admission, chunked prefill, per-choice sampling, stop strings, events. */
 #include "engine/sched.h"
+#include "core/log.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -607,7 +608,7 @@ static void *il__sched_main(void *arg) {
     if (stop) break;
     bool work = false;
     il_status st = il_sched_step(s, &work);
-    if (st != IL_OK) fprintf(stderr, "inferlab: scheduler step failed: %s\n", il_error_detail());
+    if (st != IL_OK) il_log(IL_LOG_WARN, "scheduler step failed: %s", il_error_detail());
     if (work) continue;
     pthread_mutex_lock(&s->mu);
     bool pending = false;
