@@ -31,7 +31,9 @@ static int irand(int n) { return (int)((il_test_randf(&rng) + 1.0f) * 0.5f * (fl
 
 static float kv_get(const il_case *c, const void *base, int64_t cell, int64_t i) {
   const char *row = (const char *)base + (size_t)cell * c->stride;
-  return c->kv_type == IL_DTYPE_F16 ? il_fp16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+  if (c->kv_type == IL_DTYPE_F16) return il_fp16_to_f32(((const uint16_t *)row)[i]);
+  if (c->kv_type == IL_DTYPE_BF16) return il_bf16_to_f32(((const uint16_t *)row)[i]);
+  return ((const float *)row)[i];
 }
 
 /* mode 0: decode (one token per sequence, at its last position); 1: full prefill; 2: the last
@@ -50,7 +52,7 @@ static void make_case(il_case *c, int64_t hd, int64_t n_kv, int64_t G, int n_seq
   c->max_blocks = (maxlen + c->block - 1) / c->block;
   const int n_blocks = n_seq * c->max_blocks;
   c->n_cells = (int64_t)n_blocks * c->block;
-  c->stride = (size_t)(n_kv * hd + (irand(2) ? 8 : 0)) * (t == IL_DTYPE_F16 ? 2 : 4);
+  c->stride = (size_t)(n_kv * hd + (irand(2) ? 8 : 0)) * (t == IL_DTYPE_F32 ? 4 : 2);
   c->table = malloc(sizeof(int32_t) * (size_t)n_blocks);
   for (int b = 0; b < n_blocks; b++) c->table[b] = b;
   if (paged_block)
@@ -67,6 +69,9 @@ static void make_case(il_case *c, int64_t hd, int64_t n_kv, int64_t G, int n_seq
       if (t == IL_DTYPE_F16) {
         ((uint16_t *)((char *)c->k + cell * c->stride))[i] = il_f32_to_fp16(a);
         ((uint16_t *)((char *)c->v + cell * c->stride))[i] = il_f32_to_fp16(b);
+      } else if (t == IL_DTYPE_BF16) {
+        ((uint16_t *)((char *)c->k + cell * c->stride))[i] = il_f32_to_bf16(a);
+        ((uint16_t *)((char *)c->v + cell * c->stride))[i] = il_f32_to_bf16(b);
       } else {
         ((float *)((char *)c->k + cell * c->stride))[i] = a;
         ((float *)((char *)c->v + cell * c->stride))[i] = b;
@@ -182,8 +187,8 @@ static il_status run_exact(const il_cpu_attn_kernel *k, il_pool *pool, const il_
   return st;
 }
 
-static double worst[2][4]; /* [f16][kernel]: largest difference to naive seen */
-static double worst_ref[2];
+static double worst[3][4]; /* [f32, f16, bf16][kernel]: largest difference to naive seen */
+static double worst_ref[3];
 
 static void check_case(const il_case *c, il_pool *const *pools, const char *what) {
   const int64_t n = c->n_tok * c->n_heads * c->hd;
@@ -191,7 +196,7 @@ static void check_case(const il_case *c, il_pool *const *pools, const char *what
         *out = malloc(sizeof(float) * (size_t)n);
   reference(c, ref);
   const il_isa levels[3] = {IL_ISA_SCALAR, IL_ISA_AVX2, IL_ISA_AVX512};
-  const int f16 = c->kv_type == IL_DTYPE_F16;
+  const int f16 = c->kv_type == IL_DTYPE_F16 ? 1 : c->kv_type == IL_DTYPE_BF16 ? 2 : 0;
   int nk;
   const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&nk);
   for (int li = 0; li < 3; li++) {
@@ -235,7 +240,7 @@ static void test_random(il_pool *const *pools) {
   for (int it = 0; it < 40; it++) {
     const int64_t hd = hds[it % 7], G = gqa[(it / 7 + it) % 4], n_kv = 1 + irand(2);
     const int n_seq = 1 + irand(3), mode = it % 3, paged = irand(3) == 0 ? 0 : (irand(2) ? 16 : 7);
-    const il_dtype t = it % 4 == 3 ? IL_DTYPE_F16 : IL_DTYPE_F32;
+    const il_dtype t = it % 4 == 3 ? IL_DTYPE_F16 : it % 4 == 1 ? IL_DTYPE_BF16 : IL_DTYPE_F32;
     int len[3];
     for (int s = 0; s < n_seq; s++) len[s] = 1 + irand(mode == 1 ? 90 : 300);
     il_case c;
@@ -367,7 +372,8 @@ int main(void) {
   const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&nk);
   printf("naive vs double reference: max |diff| f32 %.3g, f16 %.3g\n", worst_ref[0], worst_ref[1]);
   for (int ki = 0; ki < nk; ki++)
-    printf("%-6s vs naive: max |diff| f32 %.3g, f16 %.3g\n", ks[ki].name, worst[0][ki], worst[1][ki]);
+    printf("%-6s vs naive: max |diff| f32 %.3g, f16 %.3g, bf16 %.3g\n", ks[ki].name, worst[0][ki], worst[1][ki],
+           worst[2][ki]);
   il_pool_free(pools[0]);
   il_pool_free(pools[1]);
   return il_test_finish();

@@ -35,7 +35,9 @@
 /* ---- scalar micro-kernels: the reference ---- */
 
 static inline float il__kv_at(const void *row, il_dtype t, int64_t d) {
-  return t == IL_DTYPE_F16 ? il_fp16_to_f32(((const uint16_t *)row)[d]) : ((const float *)row)[d];
+  if (t == IL_DTYPE_F16) return il_fp16_to_f32(((const uint16_t *)row)[d]);
+  if (t == IL_DTYPE_BF16) return il_bf16_to_f32(((const uint16_t *)row)[d]);
+  return ((const float *)row)[d];
 }
 
 static void il__qk_scalar(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
@@ -54,10 +56,10 @@ static void il__pv_scalar(float *const *o, const float *p, size_t ldp, int m, co
     for (int j = 0; j < n; j++) {
       const float w = p[(size_t)i * ldp + j];
       float *oi = o[i];
-      if (vt == IL_DTYPE_F16)
-        for (int64_t d = 0; d < hd; d++) oi[d] += w * il_fp16_to_f32(((const uint16_t *)v[j])[d]);
-      else
+      if (vt == IL_DTYPE_F32)
         for (int64_t d = 0; d < hd; d++) oi[d] += w * ((const float *)v[j])[d];
+      else
+        for (int64_t d = 0; d < hd; d++) oi[d] += w * il__kv_at(v[j], vt, d);
     }
 }
 
@@ -98,7 +100,7 @@ static const il__attn_isa *il__isa_for(const il_cpu_attn_args *a) {
 
 /* ---- shapes, validation ---- */
 
-static size_t il__esize(il_dtype t) { return t == IL_DTYPE_F16 ? 2 : 4; }
+static size_t il__esize(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 ? 2 : 4; }
 
 static _Thread_local char il__why_buf[256];
 
@@ -116,8 +118,8 @@ static const char *il__shape_why(const il_cpu_attn_args *a) {
     return snprintf(b, n, "n_heads %lld is not a multiple of n_kv_heads %lld", (long long)a->n_heads,
                     (long long)a->n_kv_heads),
            b;
-  if (a->kv_type != IL_DTYPE_F32 && a->kv_type != IL_DTYPE_F16)
-    return snprintf(b, n, "KV type %s is not supported (f32, f16)", il_dtype_name(a->kv_type)), b;
+  if (a->kv_type != IL_DTYPE_F32 && a->kv_type != IL_DTYPE_F16 && a->kv_type != IL_DTYPE_BF16)
+    return snprintf(b, n, "KV type %s is not supported (f32, f16, bf16)", il_dtype_name(a->kv_type)), b;
   const size_t row = (size_t)(a->n_kv_heads * a->head_dim) * il__esize(a->kv_type);
   if (a->kv_row_stride < row)
     return snprintf(b, n, "kv_row_stride %zu is below one row of %lld x %lld %s (%zu bytes)", a->kv_row_stride,
@@ -136,7 +138,8 @@ static const char *il__shape_why(const il_cpu_attn_args *a) {
 static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   const char *why = il__shape_why(a);
   if (why)
-    return il_error(a && a->kv_type != IL_DTYPE_F32 && a->kv_type != IL_DTYPE_F16 ? IL_ERR_UNSUPPORTED
+    return il_error(a && a->kv_type != IL_DTYPE_F32 && a->kv_type != IL_DTYPE_F16 && a->kv_type != IL_DTYPE_BF16
+                        ? IL_ERR_UNSUPPORTED
                                                                                   : IL_ERR_INVALID_ARG,
                     "attention %s: %s", kname, why);
   const int64_t cap = (int64_t)a->block * a->max_blocks;

@@ -154,7 +154,7 @@ static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype a
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
   case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16; /* the KV cache type */
+  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16 || wtype == IL_DTYPE_BF16; /* KV cells */
   default: return true;
   }
 }
@@ -331,21 +331,25 @@ static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const i
 
 /* ---------------------------------------------------------------- KV store */
 
-/* One row into a cell of the cache's type (F32 copied, F16 rounded to nearest even). */
+/* One row into a cell of the cache's type (F32 copied, F16 and BF16 rounded to nearest even). */
 static void il__store_row(uint8_t *dst, il_dtype t, const float *src, int64_t n) {
   if (t == IL_DTYPE_F32) {
     memcpy(dst, src, (size_t)n * 4);
     return;
   }
   uint16_t *h = (uint16_t *)dst;
-  for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_fp16(src[i]);
+  if (t == IL_DTYPE_BF16)
+    for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_bf16(src[i]);
+  else
+    for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_fp16(src[i]);
 }
 
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
   IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
-  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) || kv->v.type != kv->k.type)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32 or f16)", il_dtype_name(kv->k.type));
+  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16 && kv->k.type != IL_DTYPE_BF16) ||
+      kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16 or bf16)", il_dtype_name(kv->k.type));
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
   IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
