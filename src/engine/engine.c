@@ -364,6 +364,8 @@ static il_status il__placement(il_engine *e) {
     IL_TRY(il_backend_open("cpu", &bo, &e->host));
   } else {
     e->host = e->backend; /* the device is the CPU: every component is there already */
+    if (e->info.host_visible && (any_cpu || cfg->place[0]))
+      il_log(IL_LOG_INFO, "--gpu-layers/--place: the device is the CPU (%s), so every component runs there", e->info.name);
     if (e->info.host_visible) {
       e->embd_dev = e->out_dev = true;
       memset(e->layer_dev, 1, (size_t)L);
@@ -423,7 +425,7 @@ static il_status il__open(il_engine *e) {
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
     return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
   IL_TRY(il__kv_options(cfg, &e->kv_opts));
-  if (!strcmp(cfg->offload, "stream")) e->stream = true;
+  if (!strcmp(cfg->offload, "stream")) e->stream = true; /* (a device that reads host memory needs none: noted below) */
   else if (*cfg->offload && strcmp(cfg->offload, "none"))
     return il_error(IL_ERR_INVALID_ARG, "--offload: '%s' is not none or stream", cfg->offload);
   if (!*cfg->dtype || !strcmp(cfg->dtype, "f32")) e->act_type = IL_DTYPE_F32;
@@ -492,6 +494,8 @@ static il_status il__open(il_engine *e) {
   const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b,
                               e->stream};
 
+  if (e->stream && e->info.host_visible)
+    il_log(IL_LOG_INFO, "--offload stream: %s reads the weights in place from host memory; nothing to stream", e->info.name);
   il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
