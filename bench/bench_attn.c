@@ -1,7 +1,7 @@
 /* bench/bench_attn: time and workspace of each CPU attention kernel (backend/cpu/attn) on a
  * Llama-sized head configuration (32 query heads, 8 KV heads of 128: Llama-3-8B's attention).
  *
- * For each context length T: one sequence whose cache holds T positions (random K/V, F32 or F16,
+ * For each context length T: one sequence whose cache holds T positions (random K/V: f32, f16, bf16 or q8_0,
  * contiguous or paged with a shuffled block table), and two shapes:
  *   prefill  T_q = T_k = T (every row attends to its causal prefix). Above --full-max only the
  *            last --rows query rows are timed (positions T-rows..T-1: the most expensive rows
@@ -14,7 +14,7 @@
  * compared with naive's (max |diff|).
  * Prints markdown tables: ms per kernel, flash's speed-up over naive, workspace per kernel and
  * flash's workspace over naive's.
- * Usage: bench_attn [--threads N] [--contexts 512,1024,...] [--kv f32|f16] [--block N]
+ * Usage: bench_attn [--threads N] [--contexts 512,1024,...] [--kv f32|f16|bf16|q8_0] [--block N]
  *                   [--full-max N] [--rows N] [--budget S] [--phase prefill|decode|both]
  */
 #include <stdio.h>
@@ -23,6 +23,7 @@
 
 #include "backend/cpu/attn.h"
 #include "backend/cpu/matmul.h"
+#include "core/quant.h"
 #include "core/timer.h"
 #include "memory/mem.h"
 
@@ -52,7 +53,7 @@ static void usage(FILE *f) {
           "usage: bench_attn [options]\n"
           "  --threads N        worker threads (default: all cores)\n"
           "  --contexts LIST    context lengths (default 512,1024,2048,4096,8192,16384)\n"
-          "  --kv f32|f16       K/V cache type (default f32)\n"
+          "  --kv TYPE          K/V cache type: f32 (default), f16, bf16, q8_0\n"
           "  --block N          paged cache with N positions per block, shuffled (default 0: contiguous)\n"
           "  --full-max N       longest context whose whole prefill is timed (default 4096)\n"
           "  --rows N           query rows timed above --full-max: the last N (default 256)\n"
@@ -101,8 +102,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--kv") && v) {
       if (!strcmp(v, "f32")) kvt = IL_DTYPE_F32;
       else if (!strcmp(v, "f16")) kvt = IL_DTYPE_F16;
+      else if (!strcmp(v, "bf16")) kvt = IL_DTYPE_BF16;
+      else if (!strcmp(v, "q8_0")) kvt = IL_DTYPE_Q8_0;
       else {
-        fprintf(stderr, "bench_attn: --kv %s: expected f32 or f16\n", v);
+        fprintf(stderr, "bench_attn: --kv %s: expected f32, f16, bf16 or q8_0\n", v);
         return 2;
       }
       i++;
@@ -146,19 +149,24 @@ int main(int argc, char **argv) {
   for (int ci = 0; ci < n_ctx; ci++) {
     const int T = ctx[ci];
     const int bl = block ? block : T, nb = (T + bl - 1) / bl;
-    const size_t es = kvt == IL_DTYPE_F16 ? 2 : 4, stride = (size_t)N_KV * HD * es;
+    const size_t stride = il_dtype_row_size(kvt, (int64_t)N_KV * HD);
     const int64_t n_cells = (int64_t)nb * bl;
     char *k = xalloc(IL_MEM_KV, stride * (size_t)n_cells, "bench K"), *v = xalloc(IL_MEM_KV, stride * (size_t)n_cells, "bench V");
-    for (int64_t i = 0; i < n_cells * N_KV * HD; i++) {
-      float a = frand(), b = frand();
-      if (kvt == IL_DTYPE_F16) {
-        ((uint16_t *)k)[i] = il_f32_to_fp16(a);
-        ((uint16_t *)v)[i] = il_f32_to_fp16(b);
-      } else {
-        ((float *)k)[i] = a;
-        ((float *)v)[i] = b;
+    float *rk = xalloc(IL_MEM_OTHER, sizeof(float) * N_KV * HD, "bench row"),
+          *rv = xalloc(IL_MEM_OTHER, sizeof(float) * N_KV * HD, "bench row");
+    for (int64_t c = 0; c < n_cells; c++) {
+      for (int i = 0; i < N_KV * HD; i++) {
+        rk[i] = frand();
+        rv[i] = frand();
+      }
+      if (il_quantize_row(kvt, rk, k + (size_t)c * stride, (int64_t)N_KV * HD) != IL_OK ||
+          il_quantize_row(kvt, rv, v + (size_t)c * stride, (int64_t)N_KV * HD) != IL_OK) {
+        fprintf(stderr, "bench_attn: %s\n", il_error_detail());
+        return 1;
       }
     }
+    il_mem_free(rk);
+    il_mem_free(rv);
     int32_t *table = xalloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)nb, "block table");
     for (int b = 0; b < nb; b++) table[b] = b;
     for (int b = nb - 1; b > 0 && block; b--) {

@@ -14,6 +14,7 @@
  */
 #include "backend/cpu/attn.h"
 #include "backend/cpu/matmul.h"
+#include "core/quant.h"
 #include "harness.h"
 
 typedef struct {
@@ -22,6 +23,7 @@ typedef struct {
   il_dtype kv_type;
   size_t stride; /* bytes */
   void *k, *v;
+  float *kd, *vd; /* q8_0: the cells as the quant module dequantizes them, [cell][n_kv * hd] */
   float *q;
   int32_t *seq, *pos, *table;
 } il_case;
@@ -30,6 +32,7 @@ static uint64_t rng = 0x5eed1234abcdULL;
 static int irand(int n) { return (int)((il_test_randf(&rng) + 1.0f) * 0.5f * (float)n) % n; }
 
 static float kv_get(const il_case *c, const void *base, int64_t cell, int64_t i) {
+  if (c->kv_type == IL_DTYPE_Q8_0) return (base == c->k ? c->kd : c->vd)[cell * c->n_kv * c->hd + i];
   const char *row = (const char *)base + (size_t)cell * c->stride;
   if (c->kv_type == IL_DTYPE_F16) return il_fp16_to_f32(((const uint16_t *)row)[i]);
   if (c->kv_type == IL_DTYPE_BF16) return il_bf16_to_f32(((const uint16_t *)row)[i]);
@@ -52,7 +55,8 @@ static void make_case(il_case *c, int64_t hd, int64_t n_kv, int64_t G, int n_seq
   c->max_blocks = (maxlen + c->block - 1) / c->block;
   const int n_blocks = n_seq * c->max_blocks;
   c->n_cells = (int64_t)n_blocks * c->block;
-  c->stride = (size_t)(n_kv * hd + (irand(2) ? 8 : 0)) * (t == IL_DTYPE_F32 ? 4 : 2);
+  c->stride = t == IL_DTYPE_Q8_0 ? il_dtype_row_size(t, n_kv * hd) + (irand(2) ? 34 : 0)
+                                 : (size_t)(n_kv * hd + (irand(2) ? 8 : 0)) * (t == IL_DTYPE_F32 ? 4 : 2);
   c->table = malloc(sizeof(int32_t) * (size_t)n_blocks);
   for (int b = 0; b < n_blocks; b++) c->table[b] = b;
   if (paged_block)
@@ -63,7 +67,24 @@ static void make_case(il_case *c, int64_t hd, int64_t n_kv, int64_t G, int n_seq
     }
   c->k = malloc(c->stride * (size_t)c->n_cells);
   c->v = malloc(c->stride * (size_t)c->n_cells);
-  for (int64_t cell = 0; cell < c->n_cells; cell++)
+  if (t == IL_DTYPE_Q8_0) {
+    const int64_t w = n_kv * hd;
+    c->kd = malloc(sizeof(float) * (size_t)(w * c->n_cells));
+    c->vd = malloc(sizeof(float) * (size_t)(w * c->n_cells));
+    for (int64_t cell = 0; cell < c->n_cells; cell++) {
+      float *kr = c->kd + cell * w, *vr = c->vd + cell * w;
+      for (int64_t i = 0; i < w; i++) {
+        kr[i] = il_test_randf(&rng);
+        vr[i] = il_test_randf(&rng) * 2.0f;
+      }
+      char *kc = (char *)c->k + cell * c->stride, *vc = (char *)c->v + cell * c->stride;
+      IL_CHECK_OK(il_quantize_row(t, kr, kc, w));
+      IL_CHECK_OK(il_quantize_row(t, vr, vc, w));
+      IL_CHECK_OK(il_dequantize_row(t, kc, kr, w));
+      IL_CHECK_OK(il_dequantize_row(t, vc, vr, w));
+    }
+  }
+  for (int64_t cell = 0; cell < c->n_cells && t != IL_DTYPE_Q8_0; cell++)
     for (int64_t i = 0; i < n_kv * hd; i++) {
       float a = il_test_randf(&rng), b = il_test_randf(&rng) * 2.0f;
       if (t == IL_DTYPE_F16) {
@@ -104,6 +125,8 @@ static void make_case(il_case *c, int64_t hd, int64_t n_kv, int64_t G, int n_seq
 }
 
 static void free_case(il_case *c) {
+  free(c->kd);
+  free(c->vd);
   free(c->k);
   free(c->v);
   free(c->q);
@@ -187,8 +210,8 @@ static il_status run_exact(const il_cpu_attn_kernel *k, il_pool *pool, const il_
   return st;
 }
 
-static double worst[3][4]; /* [f32, f16, bf16][kernel]: largest difference to naive seen */
-static double worst_ref[3];
+static double worst[4][4]; /* [f32, f16, bf16, q8_0][kernel]: largest difference to naive seen */
+static double worst_ref[4];
 
 static void check_case(const il_case *c, il_pool *const *pools, const char *what) {
   const int64_t n = c->n_tok * c->n_heads * c->hd;
@@ -196,7 +219,7 @@ static void check_case(const il_case *c, il_pool *const *pools, const char *what
         *out = malloc(sizeof(float) * (size_t)n);
   reference(c, ref);
   const il_isa levels[3] = {IL_ISA_SCALAR, IL_ISA_AVX2, IL_ISA_AVX512};
-  const int f16 = c->kv_type == IL_DTYPE_F16 ? 1 : c->kv_type == IL_DTYPE_BF16 ? 2 : 0;
+  const int f16 = c->kv_type == IL_DTYPE_F16 ? 1 : c->kv_type == IL_DTYPE_BF16 ? 2 : c->kv_type == IL_DTYPE_Q8_0 ? 3 : 0;
   int nk;
   const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&nk);
   for (int li = 0; li < 3; li++) {
@@ -240,7 +263,10 @@ static void test_random(il_pool *const *pools) {
   for (int it = 0; it < 40; it++) {
     const int64_t hd = hds[it % 7], G = gqa[(it / 7 + it) % 4], n_kv = 1 + irand(2);
     const int n_seq = 1 + irand(3), mode = it % 3, paged = irand(3) == 0 ? 0 : (irand(2) ? 16 : 7);
-    const il_dtype t = it % 4 == 3 ? IL_DTYPE_F16 : it % 4 == 1 ? IL_DTYPE_BF16 : IL_DTYPE_F32;
+    const il_dtype t = it % 4 == 3                  ? IL_DTYPE_F16
+                       : it % 4 == 1                ? IL_DTYPE_BF16
+                       : it % 4 == 2 && hd % 32 == 0 ? IL_DTYPE_Q8_0
+                                                    : IL_DTYPE_F32;
     int len[3];
     for (int s = 0; s < n_seq; s++) len[s] = 1 + irand(mode == 1 ? 90 : 300);
     il_case c;
@@ -333,7 +359,11 @@ static void test_bad_input(void) {
     c.table[1] = -1;
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_RANGE);
     c.table[1] = e;
-    a.kv_type = IL_DTYPE_Q8_0;
+    a.kv_type = IL_DTYPE_Q8_0; /* q8_0 cells need whole blocks per head */
+    a.head_dim = 36;
+    IL_CHECK(strstr(ks[ki].why_not(&a), "not a multiple of 32") != NULL);
+    a.head_dim = c.hd;
+    a.kv_type = IL_DTYPE_Q4_0;
     IL_CHECK(ks[ki].why_not(&a) != NULL);
     IL_CHECK_INT(ks[ki].workspace(&a, 1), 0);
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_UNSUPPORTED);
@@ -370,10 +400,11 @@ int main(void) {
   test_random(pools);
   int nk;
   const il_cpu_attn_kernel *ks = il_cpu_attn_kernels(&nk);
-  printf("naive vs double reference: max |diff| f32 %.3g, f16 %.3g\n", worst_ref[0], worst_ref[1]);
+  printf("naive vs double reference: max |diff| f32 %.3g, f16 %.3g, bf16 %.3g, q8_0 %.3g\n", worst_ref[0],
+         worst_ref[1], worst_ref[2], worst_ref[3]);
   for (int ki = 0; ki < nk; ki++)
-    printf("%-6s vs naive: max |diff| f32 %.3g, f16 %.3g, bf16 %.3g\n", ks[ki].name, worst[0][ki], worst[1][ki],
-           worst[2][ki]);
+    printf("%-6s vs naive: max |diff| f32 %.3g, f16 %.3g, bf16 %.3g, q8_0 %.3g\n", ks[ki].name, worst[0][ki],
+           worst[1][ki], worst[2][ki], worst[3][ki]);
   il_pool_free(pools[0]);
   il_pool_free(pools[1]);
   return il_test_finish();

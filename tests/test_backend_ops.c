@@ -357,6 +357,47 @@ static void test_rope_kv(void) {
   printf("rope (norm, neox, partial) and kv_store at slots (f32 and f16 cells): %zu shapes\n", sizeof cs / sizeof cs[0]);
 }
 
+/* q8_0 cells: every backend whose attention reads them stores exactly the bytes of ggml's
+ * reference quantizer; a non-finite row is refused by name, not stored. */
+static void test_kv_q8(void) {
+  const int64_t T = 5, C = 2 * 64, cells = 8;
+  float *x = randv((size_t)(T * C), 3.0f);
+  int32_t slots[5] = {7, 0, 3, 4, 1};
+  const size_t row = il_dtype_row_size(IL_DTYPE_Q8_0, C);
+  uint8_t *want = calloc(row, 1), *got = malloc(row * (size_t)cells);
+  int n_run = 0;
+  float *outs[9] = {0};
+  FOR_ALL({
+    (void)out;
+    if (!b->ops->supports(b, IL_OP_ATTENTION, IL_DTYPE_Q8_0, IL_DTYPE_F32)) {
+      printf("kv_store q8_0: %s does not read q8_0 cells (skipped)\n", bi < 0 ? "reference" : backends[bi].label);
+      continue;
+    }
+    n_run++;
+    il_tensor X = put(b, x, T, C, IL_DTYPE_F32, "k rows"), S = put(b, slots, 1, T, IL_DTYPE_I32, "slots");
+    il_tensor K = put(b, NULL, cells, C, IL_DTYPE_Q8_0, "k cells q8"), V = put(b, NULL, cells, C, IL_DTYPE_Q8_0, "v cells q8");
+    il_kv_view kv = {.k = K, .v = V, .block = cells, .n_seq = 1, .max_blocks = 1, .n_ctx = (int32_t)cells};
+    IL_CHECK_OK(run_sync(b, b->ops->kv_store(b, &kv, X, X, S)));
+    IL_CHECK_OK(b->ops->download(b, got, K, il_tensor_span(&K)));
+    for (int64_t t = 0; t < T; t++) {
+      IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q8_0, x + t * C, want, C));
+      IL_CHECK(memcmp(got + (size_t)slots[t] * K.stride, want, row) == 0);
+    }
+    float *bad = malloc(sizeof(float) * (size_t)(T * C));
+    memcpy(bad, x, sizeof(float) * (size_t)(T * C));
+    bad[3 * C + 70] = NAN;
+    il_tensor Xb = put(b, bad, T, C, IL_DTYPE_F32, "nan rows");
+    IL_CHECK_INT(run_sync(b, b->ops->kv_store(b, &kv, X, Xb, S)), IL_ERR_FORMAT);
+    IL_CHECK(strstr(il_error_detail(), "row 3 of 'nan rows'") != NULL);
+    free(bad);
+    il_tensor *all[] = {&X, &S, &K, &V, &Xb};
+    for (size_t k = 0; k < 5; k++) il_backend_tensor_free(b, all[k]);
+  });
+  IL_CHECK(n_run >= 2); /* the reference cpu and sim */
+  printf("kv_store into q8_0 cells: bytes of the reference quantizer on %d backends; a nan row refused\n", n_run);
+  free(x), free(want), free(got);
+}
+
 /* ---- attention: every kernel of every backend against the reference's first kernel ---- */
 
 static void test_attention(void) {
@@ -537,6 +578,7 @@ int main(void) {
   else open_backend("cuda", "cuda:0", NULL);
   test_small_ops();
   test_rope_kv();
+  test_kv_q8();
   test_attention();
   test_matmul();
   test_seam(); /* last: it checks the transfers the others made */

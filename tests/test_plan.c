@@ -120,6 +120,31 @@ static void test_fixes(void) {
   il_engine_free(e);
 }
 
+/* Where the KV cache dominates, q8_0 cells are among the fixes (after those that cost no
+ * quality), and the run with them holds the device. */
+static void test_kv_q8_fix(void) {
+  il_config c;
+  il_config_defaults(&c);
+  c.ctx = 8192;
+  snprintf(c.device, sizeof c.device, "sim:32MiB");
+  il_plan p;
+  IL_CHECK_OK(il_plan_run(&c, &p));
+  IL_CHECK(!p.fits);
+  int at = -1;
+  for (int i = 0; i < p.n_fixes; i++)
+    if (!strcmp(p.fixes[i].option, "kv-type")) at = i;
+  IL_CHECK(at > 0); /* --batch comes first: it costs only prompt speed */
+  if (at < 0) return;
+  IL_CHECK(!strcmp(p.fixes[at].value, "q8_0"));
+  IL_CHECK(p.fixes[at].peak_bytes <= p.capacity);
+  IL_CHECK_OK(il_config_set(&c, "kv-type", "q8_0", "fix"));
+  size_t measured;
+  IL_CHECK_OK(real_run(&c, "sim:32MiB", &measured));
+  IL_CHECK(measured <= p.capacity);
+  printf("sim:32MiB ctx 8192: needs %zu; fix %d --kv-type q8_0 predicted %zu -> runs (device peak %zu)\n",
+         p.peak_bytes, at, p.fixes[at].peak_bytes, measured);
+}
+
 static void test_errors(void) {
   il_config c;
   il_config_defaults(&c);
@@ -148,6 +173,7 @@ int main(void) {
   IL_CHECK(n_checked >= 60);
   IL_CHECK_INT(n_within, n_checked);
   test_fixes();
+  test_kv_q8_fix();
   test_errors();
   (void)worst_under;
   return il_test_finish();

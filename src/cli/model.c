@@ -99,7 +99,10 @@ int il_cli_model(int argc, char **argv) {
 
   int32_t ctx = cfg.ctx > 0 ? cfg.ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
-  il_kv_opts kvo = {!strcmp(cfg.kv_type, "f32") ? IL_DTYPE_F32 : !strcmp(cfg.kv_type, "bf16") ? IL_DTYPE_BF16 : IL_DTYPE_F16,
+  il_kv_opts kvo = {!strcmp(cfg.kv_type, "f32")    ? IL_DTYPE_F32
+                    : !strcmp(cfg.kv_type, "bf16") ? IL_DTYPE_BF16
+                    : !strcmp(cfg.kv_type, "q8_0") ? IL_DTYPE_Q8_0
+                                                   : IL_DTYPE_F16,
                     0, NULL};
   size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
   /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */

@@ -37,7 +37,7 @@ static const il_opt il__options[] = {
     {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false},
     {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false},
     {"attn-slice", 0, IL_OPT_INT, IL__O(attn_slice), 0, 1 << 20, "sliced attention: query rows per slice (0 = 32)", false},
-    {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | bf16 | f32", false},
+    {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | bf16 | f32 | q8_0", false},
     {"dtype", 0, IL_OPT_STR, IL__O(dtype), 0, 0, "activation type between ops: f32 | f16 | bf16 (accumulation stays f32)", false},
     {"check-numerics", 0, IL_OPT_BOOL, IL__O(check_numerics), 0, 1, "count inf/nan after every op; name the first layer and op", false},
     {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false},

@@ -138,6 +138,12 @@ static void il__fix(il_oom_report *r, const char *opt, const char *value, size_t
   snprintf(f->effect, sizeof f->effect, "%s", effect);
 }
 
+static bool il__has_fix(const il_oom_report *r, const char *opt) {
+  for (int i = 0; i < r->n_fixes; i++)
+    if (!strcmp(r->fixes[i].option, opt)) return true;
+  return false;
+}
+
 /* Tries single changes, least loss first, and keeps those that fit the capacity. */
 static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report *r) {
   const size_t cap = r->capacity;
@@ -202,6 +208,18 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
       }
     }
     il_mem_free(mask);
+  }
+  /* 5b. q8_0 KV cells (half of f16, llama.cpp's -ctk/-ctv q8_0): a quality loss, so after the
+   * changes that only cost speed or capacity, where no kv-type fix came first and the device's
+   * attention kernels read them */
+  s = *cur;
+  if (cur->kv.type != IL_DTYPE_Q8_0 && e->model->hp.head_dim % 32 == 0 &&
+      e->backend->ops->supports(e->backend, IL_OP_ATTENTION, IL_DTYPE_Q8_0, IL_DTYPE_F32) &&
+      !il__has_fix(r, "kv-type")) {
+    s.kv.type = IL_DTYPE_Q8_0;
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap)
+      il__fix(r, "kv-type", "q8_0", il_oom_need_total(&n), "KV cache in q8_0 (quality loss: measure it with eval)");
   }
   /* 6. lower-precision weights (only where the weights are on the device) */
   if (!e->info.host_visible) {
@@ -405,7 +423,8 @@ static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
   if (!strcmp(cfg->kv_type, "f16") || !*cfg->kv_type) o->type = IL_DTYPE_F16;
   else if (!strcmp(cfg->kv_type, "f32")) o->type = IL_DTYPE_F32;
   else if (!strcmp(cfg->kv_type, "bf16")) o->type = IL_DTYPE_BF16;
-  else return il_error(IL_ERR_INVALID_ARG, "--kv-type: '%s' is not a KV cell type (f16, bf16, f32)", cfg->kv_type);
+  else if (!strcmp(cfg->kv_type, "q8_0")) o->type = IL_DTYPE_Q8_0;
+  else return il_error(IL_ERR_INVALID_ARG, "--kv-type: '%s' is not a KV cell type (f16, bf16, f32, q8_0)", cfg->kv_type);
   if (!strcmp(cfg->kv, "contiguous") || !*cfg->kv) o->block = 0;
   else if (!strcmp(cfg->kv, "paged")) o->block = cfg->kv_block > 0 ? cfg->kv_block : 16;
   else return il_error(IL_ERR_INVALID_ARG, "--kv: '%s' is not a KV cache layout (contiguous, paged)", cfg->kv);

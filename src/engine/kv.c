@@ -89,8 +89,12 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
                            const il_kv_opts *op) {
   memset(kv, 0, sizeof *kv);
   const il_kv_opts o = il__opts(op);
-  if (o.type != IL_DTYPE_F32 && o.type != IL_DTYPE_F16 && o.type != IL_DTYPE_BF16)
-    return il_error(IL_ERR_UNSUPPORTED, "--kv-type %s: the cache holds f32, f16 or bf16 cells", il_dtype_name(o.type));
+  if (o.type != IL_DTYPE_F32 && o.type != IL_DTYPE_F16 && o.type != IL_DTYPE_BF16 && o.type != IL_DTYPE_Q8_0)
+    return il_error(IL_ERR_UNSUPPORTED, "--kv-type %s: the cache holds f32, f16, bf16 or q8_0 cells",
+                    il_dtype_name(o.type));
+  if (o.type == IL_DTYPE_Q8_0 && hp->head_dim % 32)
+    return il_error(IL_ERR_UNSUPPORTED, "--kv-type q8_0: head_dim %d is not a multiple of 32, the q8_0 block",
+                    (int)hp->head_dim);
   if (!b->ops->supports(b, IL_OP_ATTENTION, o.type, IL_DTYPE_F32))
     return il_error(IL_ERR_UNSUPPORTED, "--kv-type %s: this device's attention kernels cannot read it",
                     il_dtype_name(o.type));

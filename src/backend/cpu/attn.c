@@ -34,7 +34,14 @@
 
 /* ---- scalar micro-kernels: the reference ---- */
 
+/* Element d of a KV row of type t. A q8_0 row is blocks of 32: an fp16 scale, then 32 int8. */
 static inline float il__kv_at(const void *row, il_dtype t, int64_t d) {
+  if (t == IL_DTYPE_Q8_0) {
+    const uint8_t *blk = (const uint8_t *)row + (size_t)(d / 32) * 34;
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return il_fp16_to_f32(h) * (float)((const int8_t *)blk)[2 + d % 32];
+  }
   if (t == IL_DTYPE_F16) return il_fp16_to_f32(((const uint16_t *)row)[d]);
   if (t == IL_DTYPE_BF16) return il_bf16_to_f32(((const uint16_t *)row)[d]);
   return ((const float *)row)[d];
@@ -100,7 +107,9 @@ static const il__attn_isa *il__isa_for(const il_cpu_attn_args *a) {
 
 /* ---- shapes, validation ---- */
 
-static size_t il__esize(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 ? 2 : 4; }
+static bool il__kv_type_ok(il_dtype t) {
+  return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 || t == IL_DTYPE_Q8_0;
+}
 
 static _Thread_local char il__why_buf[256];
 
@@ -118,9 +127,11 @@ static const char *il__shape_why(const il_cpu_attn_args *a) {
     return snprintf(b, n, "n_heads %lld is not a multiple of n_kv_heads %lld", (long long)a->n_heads,
                     (long long)a->n_kv_heads),
            b;
-  if (a->kv_type != IL_DTYPE_F32 && a->kv_type != IL_DTYPE_F16 && a->kv_type != IL_DTYPE_BF16)
-    return snprintf(b, n, "KV type %s is not supported (f32, f16, bf16)", il_dtype_name(a->kv_type)), b;
-  const size_t row = (size_t)(a->n_kv_heads * a->head_dim) * il__esize(a->kv_type);
+  if (!il__kv_type_ok(a->kv_type))
+    return snprintf(b, n, "KV type %s is not supported (f32, f16, bf16, q8_0)", il_dtype_name(a->kv_type)), b;
+  if (a->kv_type == IL_DTYPE_Q8_0 && a->head_dim % 32)
+    return snprintf(b, n, "head_dim %lld is not a multiple of 32, the q8_0 block", (long long)a->head_dim), b;
+  const size_t row = il_dtype_row_size(a->kv_type, a->n_kv_heads * a->head_dim);
   if (a->kv_row_stride < row)
     return snprintf(b, n, "kv_row_stride %zu is below one row of %lld x %lld %s (%zu bytes)", a->kv_row_stride,
                     (long long)a->n_kv_heads, (long long)a->head_dim, il_dtype_name(a->kv_type), row),
@@ -138,9 +149,7 @@ static const char *il__shape_why(const il_cpu_attn_args *a) {
 static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   const char *why = il__shape_why(a);
   if (why)
-    return il_error(a && a->kv_type != IL_DTYPE_F32 && a->kv_type != IL_DTYPE_F16 && a->kv_type != IL_DTYPE_BF16
-                        ? IL_ERR_UNSUPPORTED
-                                                                                  : IL_ERR_INVALID_ARG,
+    return il_error(a && !il__kv_type_ok(a->kv_type) ? IL_ERR_UNSUPPORTED : IL_ERR_INVALID_ARG,
                     "attention %s: %s", kname, why);
   const int64_t cap = (int64_t)a->block * a->max_blocks;
   for (int64_t t0 = 0; t0 < a->n_tok;) {
@@ -177,7 +186,7 @@ static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
 static void il__kv_rows(const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh, const void **k,
                         const void **v) {
   const int32_t *row = a->block_table + (int64_t)s * a->max_blocks;
-  const size_t hoff = (size_t)(kh * a->head_dim) * il__esize(a->kv_type), stride = a->kv_row_stride;
+  const size_t hoff = il_dtype_row_size(a->kv_type, kh * a->head_dim), stride = a->kv_row_stride;
   int32_t bi = p0 / a->block, off = p0 % a->block;
   int64_t base = (int64_t)row[bi] * a->block;
   for (int j = 0; j < n; j++) {

@@ -18,8 +18,17 @@
 
 #define IL__INLINE static inline __attribute__((always_inline))
 
-/* kind: 0 f32, 1 f16, 2 bf16 (the upper half of an f32: shift the 16 bits into place) */
+/* kind: 0 f32, 1 f16, 2 bf16 (the upper half of an f32: shift the 16 bits into place), 3 q8_0
+ * (blocks of 32: an fp16 scale then 32 int8; d is a multiple of 8, so 8 values never cross a
+ * block) */
 IL__INLINE __m256 il__ld(const void *row, int64_t d, int f16) {
+  if (f16 == 3) {
+    const uint8_t *blk = (const uint8_t *)row + (size_t)(d >> 5) * 34;
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (d & 31)))));
+    return _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(h)));
+  }
   if (f16 == 1) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
   if (f16 == 2)
     return _mm256_castsi256_ps(
@@ -88,7 +97,7 @@ IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const 
 
 static void il__qk(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
                    il_dtype kt, float scale) {
-  const int f16 = kt == IL_DTYPE_F16 ? 1 : kt == IL_DTYPE_BF16 ? 2 : 0;
+  const int f16 = kt == IL_DTYPE_F16 ? 1 : kt == IL_DTYPE_BF16 ? 2 : kt == IL_DTYPE_Q8_0 ? 3 : 0;
   for (int j0 = 0; j0 < n; j0 += 4) {
     const int nk = n - j0 < 4 ? n - j0 : 4;
     int i0 = 0;
@@ -132,7 +141,7 @@ IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const 
 
 static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
                    il_dtype vt) {
-  const int f16 = vt == IL_DTYPE_F16 ? 1 : vt == IL_DTYPE_BF16 ? 2 : 0;
+  const int f16 = vt == IL_DTYPE_F16 ? 1 : vt == IL_DTYPE_BF16 ? 2 : vt == IL_DTYPE_Q8_0 ? 3 : 0;
   for (int i0 = 0; i0 < m; i0 += 2) {
     for (int64_t d0 = 0; d0 < hd; d0 += 32) {
       const int nc = (int)((hd - d0 < 32 ? hd - d0 : 32) / 8);

@@ -14,6 +14,7 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 
 #include <immintrin.h>
+#include <string.h>
 
 #include "backend/cpu/simd_avx512.h"
 
@@ -21,8 +22,17 @@
 
 IL__INLINE __mmask16 il__tail(int64_t left) { return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1); }
 
-/* kind: 0 f32, 1 f16, 2 bf16 (the upper half of an f32: shift the 16 bits into place) */
+/* kind: 0 f32, 1 f16, 2 bf16 (the upper half of an f32: shift the 16 bits into place), 3 q8_0
+ * (blocks of 32: an fp16 scale then 32 int8; d is a multiple of 16 there, as q8_0 heads are
+ * whole blocks, so 16 values never cross a block) */
 IL__INLINE __m512 il__ld(const void *row, int64_t d, __mmask16 m, int f16) {
+  if (f16 == 3) {
+    const uint8_t *blk = (const uint8_t *)row + (size_t)(d >> 5) * 34;
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, blk + 2 + (d & 31))));
+    return _mm512_mul_ps(q, _mm512_set1_ps(_cvtsh_ss(h)));
+  }
   if (f16 == 1) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d));
   if (f16 == 2)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d)), 16));
@@ -77,7 +87,7 @@ IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const 
 
 static void il__qk(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
                    il_dtype kt, float scale) {
-  const int f16 = kt == IL_DTYPE_F16 ? 1 : kt == IL_DTYPE_BF16 ? 2 : 0;
+  const int f16 = kt == IL_DTYPE_F16 ? 1 : kt == IL_DTYPE_BF16 ? 2 : kt == IL_DTYPE_Q8_0 ? 3 : 0;
   for (int j0 = 0; j0 < n; j0 += 4) {
     const int nk = n - j0 < 4 ? n - j0 : 4;
     int i0 = 0;
@@ -128,7 +138,7 @@ IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const 
 
 static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
                    il_dtype vt) {
-  const int f16 = vt == IL_DTYPE_F16 ? 1 : vt == IL_DTYPE_BF16 ? 2 : 0;
+  const int f16 = vt == IL_DTYPE_F16 ? 1 : vt == IL_DTYPE_BF16 ? 2 : vt == IL_DTYPE_Q8_0 ? 3 : 0;
   for (int i0 = 0; i0 < m; i0 += 4) {
     const int R = m - i0 < 4 ? m - i0 : 4;
     for (int64_t d0 = 0; d0 < hd; d0 += 64) {

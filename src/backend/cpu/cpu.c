@@ -154,7 +154,8 @@ static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype a
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
   case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16 || wtype == IL_DTYPE_BF16; /* KV cells */
+  case IL_OP_ATTENTION: /* KV cells */
+    return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16 || wtype == IL_DTYPE_BF16 || wtype == IL_DTYPE_Q8_0;
   default: return true;
   }
 }
@@ -331,25 +332,30 @@ static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const i
 
 /* ---------------------------------------------------------------- KV store */
 
-/* One row into a cell of the cache's type (F32 copied, F16 and BF16 rounded to nearest even). */
-static void il__store_row(uint8_t *dst, il_dtype t, const float *src, int64_t n) {
+/* One row into a cell of the cache's type (F32 copied, F16 and BF16 rounded to nearest even,
+ * Q8_0 quantized as ggml's reference quantizer does; a non-finite element is an error there). */
+static il_status il__store_row(uint8_t *dst, il_dtype t, const float *src, int64_t n) {
+  if (t == IL_DTYPE_Q8_0) return il_quantize_row(t, src, dst, n);
   if (t == IL_DTYPE_F32) {
     memcpy(dst, src, (size_t)n * 4);
-    return;
+    return IL_OK;
   }
   uint16_t *h = (uint16_t *)dst;
   if (t == IL_DTYPE_BF16)
     for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_bf16(src[i]);
   else
     for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_fp16(src[i]);
+  return IL_OK;
 }
 
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
   IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
-  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16 && kv->k.type != IL_DTYPE_BF16) ||
+  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16 && kv->k.type != IL_DTYPE_BF16 &&
+       kv->k.type != IL_DTYPE_Q8_0) ||
       kv->v.type != kv->k.type)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16 or bf16)", il_dtype_name(kv->k.type));
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)",
+                    il_dtype_name(kv->k.type));
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
   IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
@@ -363,8 +369,20 @@ static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor
     if (sl[i] < 0 || sl[i] >= kv->k.rows)
       return il_error(IL_ERR_RANGE, "kv_store: slot %d of row %lld outside the %lld cells of '%s'", sl[i], (long long)i,
                       (long long)kv->k.rows, il__nm(&kv->k));
-    il__store_row(kd + (size_t)sl[i] * kv->k.stride, kv->k.type, (const float *)(ks + (size_t)i * k.stride), k.cols);
-    il__store_row(vd + (size_t)sl[i] * kv->v.stride, kv->v.type, (const float *)(vs + (size_t)i * v.stride), v.cols);
+    const il_tensor *bad = &k;
+    il_status st =
+        il__store_row(kd + (size_t)sl[i] * kv->k.stride, kv->k.type, (const float *)(ks + (size_t)i * k.stride), k.cols);
+    if (st == IL_OK) {
+      bad = &v;
+      st = il__store_row(vd + (size_t)sl[i] * kv->v.stride, kv->v.type, (const float *)(vs + (size_t)i * v.stride),
+                         v.cols);
+    }
+    if (st != IL_OK) {
+      char why[160];
+      snprintf(why, sizeof why, "%s", il_error_detail());
+      return il_error(st, "kv_store: row %lld of '%s' into %s cells: %s", (long long)i, il__nm(bad),
+                      il_dtype_name(kv->k.type), why);
+    }
   }
   return IL_OK;
 }
