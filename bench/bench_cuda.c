@@ -354,9 +354,9 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
   }
   const int batches[] = {1, 8, 32};
   for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
-    const int B = batches[bi], per = B == 1 ? (quick ? 128 : 512) : 64, G = quick ? 32 : 128;
+    const int nb = batches[bi], per = nb == 1 ? (quick ? 128 : 512) : 64, G = quick ? 32 : 128;
     int n = 0;
-    for (int s = 0; s < B; s++)
+    for (int s = 0; s < nb; s++)
       for (int i = 0; i < per; i++) b[n++] = (il_batch_entry){1 + ((s * 31 + i) * 7919) % vm, s, i, i == per - 1};
     double t_prompt = 0;
     for (int pass = 0; pass < 2; pass++) { /* a warm-up pass, then the measured one at the same positions */
@@ -366,23 +366,23 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
     }
     t0 = il_time_now();
     for (int i = 0; i < G; i++) {
-      for (int s = 0; s < B; s++) b[s] = (il_batch_entry){1 + ((i + s) * 104729) % vm, s, per + i, true};
-      CHECK(il_engine_decode(e, b, B, logits));
+      for (int s = 0; s < nb; s++) b[s] = (il_batch_entry){1 + ((i + s) * 104729) % vm, s, per + i, true};
+      CHECK(il_engine_decode(e, b, nb, logits));
     }
     const double t_gen = il_time_now() - t0;
     const double gbs = bytes / (t_gen / G) / 1e9;
     printf("%s %-5s %-10s batch %2d: prompt %d: %.0f tok/s; generation %d x %d: %.1f tok/s (%.2f ms/step, %.0f GB/s of "
            "weights, %.0f%% of copy); open %.1f s\n",
-           engine_model, wtype, variant, B, n, n / t_prompt, B, G, B * G / t_gen, 1e3 * t_gen / G, gbs, 100 * gbs / copy_gbs, t_open);
+           engine_model, wtype, variant, nb, n, n / t_prompt, nb, G, nb * G / t_gen, 1e3 * t_gen / G, gbs, 100 * gbs / copy_gbs, t_open);
     il_jsonw_obj(&J);
     il_jsonw_kstr(&J, "model", engine_model);
     il_jsonw_kstr(&J, "wtype", wtype);
     il_jsonw_kstr(&J, "variant", variant);
-    il_jsonw_kint(&J, "batch", B);
+    il_jsonw_kint(&J, "batch", nb);
     il_jsonw_knum(&J, "prompt_tokens", n);
     il_jsonw_knum(&J, "prompt_tok_per_s", n / t_prompt);
     il_jsonw_knum(&J, "gen_steps", G);
-    il_jsonw_knum(&J, "gen_tok_per_s", B * G / t_gen);
+    il_jsonw_knum(&J, "gen_tok_per_s", nb * G / t_gen);
     il_jsonw_knum(&J, "gen_ms_per_step", 1e3 * t_gen / G);
     il_jsonw_knum(&J, "gen_weight_gb_per_s", gbs);
     il_jsonw_knum(&J, "gen_pct_copy", 100 * gbs / copy_gbs);

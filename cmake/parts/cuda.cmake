@@ -104,7 +104,8 @@ if(il_cuda_build)
     LINKER_LANGUAGE C
     BUILD_RPATH "${CUDAToolkit_LIBRARY_DIR}"
     INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
-  target_include_directories(inferlab_cuda PRIVATE ${IL_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  target_include_directories(inferlab_cuda PRIVATE ${IL_INCLUDES})
+  target_include_directories(inferlab_cuda SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS}) # its headers are not -Wundef clean
   target_compile_definitions(inferlab_cuda PRIVATE
     IL_CUDA_MODULE=1
     "IL_CUDA_ARCHS_TEXT=\"${il_archs_text}\""
@@ -135,7 +136,8 @@ if(il_cuda_build)
     CXX_STANDARD 17
     C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden)
-  target_include_directories(inferlab_cuda_fake PRIVATE ${IL_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  target_include_directories(inferlab_cuda_fake PRIVATE ${IL_INCLUDES})
+  target_include_directories(inferlab_cuda_fake SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_definitions(inferlab_cuda_fake PRIVATE
     "IL_CUDA_ARCHS_TEXT=\"${il_archs_text}\""
     "IL_CUDA_VERSION_TEXT=\"${IL_CUDA_VERSION}\"")

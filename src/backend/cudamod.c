@@ -50,9 +50,10 @@ static const il_cudamod_host il__host = {
     .dequantize_row = il_dequantize_row,
 };
 
-static void il__append(const char *fmt, const char *a, const char *b) {
+/* Appends a then b to the message of why the module did not load. */
+static void il__append(const char *a, const char *b) {
   size_t l = strlen(il__err);
-  if (l < sizeof il__err) snprintf(il__err + l, sizeof il__err - l, fmt, a, b);
+  if (l < sizeof il__err) snprintf(il__err + l, sizeof il__err - l, "%s%s", a, b);
 }
 
 /* Tries one path; true when the module is loaded and accepted. */
@@ -60,14 +61,14 @@ static bool il__try(const char *path) {
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
-    il__append("%s%s", il__err[0] ? "; " : "", e ? e : path);
+    il__append(il__err[0] ? "; " : "", e ? e : path);
     return false;
   }
   il_cudamod_entry_fn entry;
   *(void **)&entry = dlsym(h, IL_CUDAMOD_ENTRY);
   if (!entry) {
     const char *e = dlerror();
-    il__append("%s%s", il__err[0] ? "; " : "", e ? e : "no entry symbol " IL_CUDAMOD_ENTRY);
+    il__append(il__err[0] ? "; " : "", e ? e : "no entry symbol " IL_CUDAMOD_ENTRY);
     dlclose(h);
     return false;
   }
@@ -79,7 +80,7 @@ static bool il__try(const char *path) {
     else
       snprintf(msg, sizeof msg, "%s is module ABI %u with backend ops version %u; this inferlab needs ABI %d, ops %d",
                path, m->abi, m->ops_version, IL_CUDAMOD_ABI, IL_BACKEND_OPS_VERSION);
-    il__append("%s%s", il__err[0] ? "; " : "", msg);
+    il__append(il__err[0] ? "; " : "", msg);
     dlclose(h);
     return false;
   }

@@ -124,12 +124,14 @@ int il_cli_chat(int argc, char **argv) {
   if (st == IL_OK) st = il_sched_new(e, NULL, &s);
   char *line = il_mem_alloc(IL_MEM_OTHER, IL__CHAT_LINE, "chat input line");
   il_chat_msg *msgs = il_mem_calloc(IL_MEM_OTHER, sizeof *msgs * IL__CHAT_MAX_MSGS, "chat history");
-  if (st == IL_OK && (!line || !msgs)) st = IL_ERR_OOM;
+  char **own = il_mem_calloc(IL_MEM_OTHER, sizeof *own * IL__CHAT_MAX_MSGS, "chat history"); /* msgs[i].content */
+  if (st == IL_OK && (!line || !msgs || !own)) st = IL_ERR_OOM;
   int n_msgs = 0;
   const bool tty = isatty(0);
   if (st == IL_OK && system) {
     msgs[n_msgs].role = "system";
-    if (!(msgs[n_msgs++].content = il__dup(system))) st = IL_ERR_OOM;
+    if (!(msgs[n_msgs].content = own[n_msgs] = il__dup(system))) st = IL_ERR_OOM;
+    n_msgs++;
   }
   const int n_fixed = n_msgs;
   if (st == IL_OK && tty)
@@ -144,7 +146,7 @@ int il_cli_chat(int argc, char **argv) {
     if (!line[0]) continue;
     if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
     if (!strcmp(line, "/reset")) {
-      for (int i = n_fixed; i < n_msgs; i++) il_mem_free((char *)msgs[i].content);
+      for (int i = n_fixed; i < n_msgs; i++) il_mem_free(own[i]);
       n_msgs = n_fixed;
       fprintf(stderr, "(conversation cleared)\n");
       continue;
@@ -154,7 +156,7 @@ int il_cli_chat(int argc, char **argv) {
       continue;
     }
     msgs[n_msgs].role = "user";
-    if (!(msgs[n_msgs].content = il__dup(line))) {
+    if (!(msgs[n_msgs].content = own[n_msgs] = il__dup(line))) {
       st = IL_ERR_OOM;
       break;
     }
@@ -175,7 +177,7 @@ int il_cli_chat(int argc, char **argv) {
     if (room < 1) {
       fprintf(stderr, "inferlab chat: the conversation (%zu tokens) fills the context of %d; /reset to go on\n", nt,
               e->n_ctx);
-      il_mem_free((char *)msgs[--n_msgs].content);
+      il_mem_free(own[--n_msgs]);
       il_mem_free(tokens);
       continue;
     }
@@ -195,10 +197,11 @@ int il_cli_chat(int argc, char **argv) {
               t.n_cached, t.n_gen, dt, dt > 0 ? t.n_gen / dt : 0.0, il_finish_name(t.finish));
     }
     msgs[n_msgs].role = "assistant";
-    msgs[n_msgs++].content = t.reply.p ? t.reply.p : il__dup("");
-    if (!msgs[n_msgs - 1].content) st = IL_ERR_OOM;
+    msgs[n_msgs].content = own[n_msgs] = t.reply.p ? t.reply.p : il__dup("");
+    if (!own[n_msgs++]) st = IL_ERR_OOM;
   }
-  for (int i = 0; msgs && i < n_msgs; i++) il_mem_free((char *)msgs[i].content);
+  for (int i = 0; own && i < n_msgs; i++) il_mem_free(own[i]);
+  il_mem_free(own);
   il_mem_free(msgs);
   il_mem_free(line);
   il_sched_free(s);

@@ -5,6 +5,7 @@
 #include "cli/progress.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +46,12 @@ static void *il__ticker(void *arg) {
   return NULL;
 }
 
-void il_cli_progress_start(const char *fmt, const char *arg) {
+void il_cli_progress_start(const char *fmt, ...) {
   if (il__tick.running || !isatty(2)) return;
-  snprintf(il__tick.what, sizeof il__tick.what, fmt, arg);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(il__tick.what, sizeof il__tick.what, fmt, ap);
+  va_end(ap);
   il__tick.t0 = il_time_now();
   il__tick.stop = il__tick.printed = false;
   /* INFERLAB_PROGRESS_DELAY_MS: how long a step runs before the line appears (default 1000;

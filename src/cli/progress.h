@@ -5,8 +5,8 @@
 #ifndef IL_CLI_PROGRESS_H
 #define IL_CLI_PROGRESS_H
 
-/* fmt has one %s, filled with arg ("inferlab run: loading %s"). Can't fail (no thread: no line). */
-void il_cli_progress_start(const char *fmt, const char *arg);
+/* The line's text, printf-style ("inferlab run: loading %s", path). Can't fail (no thread: no line). */
+void il_cli_progress_start(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops the line and erases it. Safe to call when nothing was started. */
 void il_cli_progress_stop(void);
 

@@ -552,8 +552,8 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
       il__choice *c = &r->choices[ci];
       if (c->state != IL__PREFILL) continue;
       int32_t left = r->n_prompt - c->n_past, take = left < budget ? left : budget;
-      for (int32_t k = 0; k < take; k++) {
-        int32_t pos = c->n_past + k;
+      for (int32_t j = 0; j < take; j++) {
+        int32_t pos = c->n_past + j;
         bool last = pos == r->n_prompt - 1;
         s->batch[n++] = (il_batch_entry){r->prompt[pos], c->slot, pos, last};
       }

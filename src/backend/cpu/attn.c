@@ -514,7 +514,7 @@ static void il__flash_worker(void *p, int ith, int nth) {
   float *M = (float *)sc, *L = M + mm;
   sc += il__a64(2 * (size_t)mm * sizeof(float));
   const float **qrow = (const float **)sc;
-  float **orow = (float **)(qrow + mm);
+  float **orow = (float **)(sc + (size_t)mm * sizeof(float *)); /* after qrow */
   sc += il__a64(2 * (size_t)mm * sizeof(float *));
   int32_t *rpos = (int32_t *)sc;
   const void *kp[IL__KT], *vp[IL__KT];

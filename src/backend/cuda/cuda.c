@@ -1003,6 +1003,9 @@ static const il_cudamod_module il__module = {
     .selftest = il__selftest,
 };
 
+/* the module's one exported symbol (IL_CUDAMOD_ENTRY), of type il_cudamod_entry_fn */
+__attribute__((visibility("default"))) const il_cudamod_module *il_cudamod_entry_v1(const il_cudamod_host *host,
+                                                                                     char *err, size_t nerr);
 __attribute__((visibility("default"))) const il_cudamod_module *il_cudamod_entry_v1(const il_cudamod_host *host,
                                                                                      char *err, size_t nerr) {
   if (!il__cu_host_accept(host, err, nerr)) return NULL;

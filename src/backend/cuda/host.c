@@ -13,6 +13,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "core/quant.h"
+
 const il_cudamod_host *il__cu_host;
 
 bool il__cu_host_accept(const il_cudamod_host *h, char *err, size_t nerr) {
