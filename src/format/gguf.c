@@ -140,7 +140,7 @@ typedef struct {
 struct il_gguf {
   const uint8_t *base;
   size_t size;
-  bool mapped;
+  void *map; /* base, when this reader mapped the file (unmapped at close); else NULL */
   char *name;
   uint32_t version, alignment;
   uint64_t data_offset;
@@ -516,7 +516,7 @@ static il_status il__parse(il_gguf *g) {
   return il__check_data(g);
 }
 
-static il_status il__open_image(const void *data, size_t size, const char *name, bool mapped, il_gguf **out) {
+static il_status il__open_image(const void *data, size_t size, const char *name, void *map, il_gguf **out) {
   *out = NULL;
   il_gguf *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "gguf reader");
   if (!g) return IL_ERR_OOM;
@@ -534,7 +534,7 @@ static il_status il__open_image(const void *data, size_t size, const char *name,
     il_gguf_close(g); /* not mapped yet: close leaves the caller's image alone */
     return st;
   }
-  g->mapped = mapped;
+  g->map = map;
   *out = g;
   return IL_OK;
 }
@@ -544,7 +544,7 @@ il_status il_gguf_open_memory(const void *data, size_t size, const char *name, i
   *out = NULL;
   if (!data && size) return il_error(IL_ERR_INVALID_ARG, "il_gguf_open_memory: data is NULL");
   static const uint8_t empty[1];
-  return il__open_image(data ? data : empty, size, name ? name : "(memory)", false, out);
+  return il__open_image(data ? data : empty, size, name ? name : "(memory)", NULL, out);
 }
 
 il_status il_gguf_open(const char *path, il_gguf **out) {
@@ -574,7 +574,7 @@ il_status il_gguf_open(const char *path, il_gguf **out) {
   int e = errno;
   close(fd);
   if (map == MAP_FAILED) return il_error(IL_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
-  il_status st = il__open_image(map, size, path, true, out);
+  il_status st = il__open_image(map, size, path, map, out);
   if (st != IL_OK) {
     munmap(map, size);
     return st;
@@ -592,8 +592,8 @@ void il_gguf_close(il_gguf *g) {
   il_mem_free(g->names);
   il_mem_free(g->kv_hash);
   il_mem_free(g->t_hash);
-  if (g->mapped) {
-    munmap((void *)g->base, g->size);
+  if (g->map) {
+    munmap(g->map, g->size);
     il_mem_note_mapped(IL_MEM_WEIGHTS, -(int64_t)g->size);
   }
   il_mem_free(g->name);

@@ -45,7 +45,7 @@ static uint32_t il__rd32(const uint8_t *p) {
 /* ---- file mapping ---- */
 
 typedef struct {
-  const uint8_t *p;
+  uint8_t *p; /* mapped PROT_READ: only read */
   size_t size;
 } il__map;
 
@@ -78,7 +78,7 @@ static il_status il__map_file(const char *path, il__map *m) {
 }
 
 static void il__unmap(il__map *m) {
-  if (m->p) munmap((void *)m->p, m->size);
+  if (m->p) munmap(m->p, m->size);
   m->p = NULL;
 }
 

@@ -142,8 +142,7 @@ void il_mem_space_free(il_mem_space *s) {
   if (s && s != &il__host) free(s);
 }
 
-void il_mem_space_stats(const il_mem_space *cs, il_mem_stats *out) {
-  il_mem_space *s = (il_mem_space *)cs;
+void il_mem_space_stats(const il_mem_space *s, il_mem_stats *out) {
   memset(out, 0, sizeof *out);
   for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) {
     out->current[c] = atomic_load(&s->current[c]);

@@ -51,7 +51,8 @@ static uint64_t il__hash(const char *s) {
 }
 
 typedef struct {
-  il_gguf_tensor *t;
+  const il_gguf_tensor *t;
+  uint8_t *dst;   /* t's data, which this generator owns */
   float amp;      /* uniform in [-amp, amp); 0 = all ones (norms) */
   uint64_t seed;
   _Atomic int failed; /* set by any thread that could not get its row buffer */
@@ -73,7 +74,7 @@ static void il__gen_worker(void *p, int ith, int nth) {
       if (g->amp == 0) buf[i] = 1.0f;
       else buf[i] = g->amp * ((float)(il__splitmix(&s) >> 40) / (float)(1 << 23) - 1.0f);
     }
-    il_quantize_row(t->type, buf, (char *)t->data + (size_t)r * row_bytes, n_in);
+    il_quantize_row(t->type, buf, g->dst + (size_t)r * row_bytes, n_in);
   }
   il_mem_free(buf);
 }
@@ -101,7 +102,7 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
   }
   *t = (il_gguf_tensor){.name = nm, .n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1, 1, 1}, .type = type,
                         .nbytes = bytes, .data = data};
-  il__gen_task g = {t, amp, IL__SEED ^ il__hash(name), 0};
+  il__gen_task g = {t, data, amp, IL__SEED ^ il__hash(name), 0};
   il_pool_run(pool, il__gen_worker, &g);
   return atomic_load(&g.failed) ? IL_ERR_OOM : IL_OK;
 }

@@ -237,7 +237,7 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   m->main_type = IL_DTYPE_F32;
   for (int t = 0; t < IL_DTYPE_COUNT; t++)
     if (by_type[t] > by_type[m->main_type]) m->main_type = (il_dtype)t;
-  m->tensors = (il_gguf_tensor *)ts;
+  m->tensors = ts;
   m->n_tensors = nt;
   return IL_OK;
 }
@@ -749,7 +749,7 @@ static il_status il__move(il_forward_state *st, const il_forward_lane *a, const 
   return IL_OK;
 }
 
-il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
   const il_model *m = d->model;
   const il_hparams *hp = &m->hp;
@@ -796,7 +796,7 @@ il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il
     il_backend *b = ln->b;
     const il_backend_ops *ops = b->ops;
     const il_layer_dev *L = &d->layers[l];
-    if (d->stream && b == d->stream_b) IL_TRY(il__stream_layer((il_model_dev *)d, l, &L));
+    if (d->stream && b == d->stream_b) IL_TRY(il__stream_layer(d, l, &L));
     const il_attn_args a0 = il_forward_attn_args(m, ln, n, &kv[l]);
     il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
     const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),

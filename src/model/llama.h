@@ -70,7 +70,7 @@ typedef struct il_model {
   uint64_t n_params;
   uint64_t weight_bytes;  /* bytes of all tensors */
   /* tensor table (borrowed names/data) the weights were bound from, for info/convert */
-  il_gguf_tensor *tensors;
+  const il_gguf_tensor *tensors;
   int64_t n_tensors;
   /* owners */
   il_gguf *gguf;          /* when loaded from a file */
@@ -225,8 +225,9 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, 
  * the output lane's logits; *n_logits is set to their count (at most st->max_logits). Entries
  * attend to positions 0..pos of their own sequence, so earlier positions must already be in the
  * cache or earlier in the same batch. 1 <= n <= st->max_tokens. Where consecutive components
- * sit on different backends the residual moves through host staging (counted in bytes_moved). */
-il_status il_model_forward(const il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+ * sit on different backends the residual moves through host staging (counted in bytes_moved).
+ * d is not const: with --offload stream the forward pass refills its layer slots. */
+il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
 
 #endif

@@ -280,7 +280,10 @@ bool il_sysfs_field(const char *text, const char *key, char *buf, size_t n) {
 
 int il_sysfs_vercmp(const char *a, const char *b) {
   while (*a || *b) {
-    long x = strtol(a, (char **)&a, 10), y = strtol(b, (char **)&b, 10);
+    char *ea, *eb;
+    const long x = strtol(a, &ea, 10), y = strtol(b, &eb, 10);
+    a = ea;
+    b = eb;
     if (x != y) return x < y ? -1 : 1;
     if (*a == '.') a++;
     else if (*a) break;
