@@ -73,6 +73,8 @@ int il_cli_model(int argc, char **argv) {
   if (strcmp(pos[0], "info") != 0) return il_cli_usage_error("model", "unknown subcommand '%s' (expected: info)", pos[0]);
   if (n_pos == 2) snprintf(cfg.model, sizeof cfg.model, "%s", pos[1]);
 
+  il_kv_opts kvo = {IL_DTYPE_F16, 0, NULL};
+  if (il_kv_type_parse(cfg.kv_type, &kvo.type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());
   il_model *m = NULL;
   il_cli_progress_start("inferlab model: loading %s", cfg.model);
   il_status st = il_builtin_is(cfg.model) ? il_builtin_open_ex(cfg.model, cfg.wtype, cfg.threads, false, &m) /* shapes only: nothing here reads a weight */
@@ -99,11 +101,6 @@ int il_cli_model(int argc, char **argv) {
 
   int32_t ctx = cfg.ctx > 0 ? cfg.ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
-  il_kv_opts kvo = {!strcmp(cfg.kv_type, "f32")    ? IL_DTYPE_F32
-                    : !strcmp(cfg.kv_type, "bf16") ? IL_DTYPE_BF16
-                    : !strcmp(cfg.kv_type, "q8_0") ? IL_DTYPE_Q8_0
-                                                   : IL_DTYPE_F16,
-                    0, NULL};
   size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
   /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */
   size_t act = il_forward_state_bytes(hp, batch, cfg.n_seq < batch ? cfg.n_seq : batch);

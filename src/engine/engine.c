@@ -420,11 +420,7 @@ static il_status il__auto_layers(il_engine *e, il__shape *shape) {
 }
 
 static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
-  if (!strcmp(cfg->kv_type, "f16") || !*cfg->kv_type) o->type = IL_DTYPE_F16;
-  else if (!strcmp(cfg->kv_type, "f32")) o->type = IL_DTYPE_F32;
-  else if (!strcmp(cfg->kv_type, "bf16")) o->type = IL_DTYPE_BF16;
-  else if (!strcmp(cfg->kv_type, "q8_0")) o->type = IL_DTYPE_Q8_0;
-  else return il_error(IL_ERR_INVALID_ARG, "--kv-type: '%s' is not a KV cell type (f16, bf16, f32, q8_0)", cfg->kv_type);
+  IL_TRY(il_kv_type_parse(cfg->kv_type, &o->type));
   if (!strcmp(cfg->kv, "contiguous") || !*cfg->kv) o->block = 0;
   else if (!strcmp(cfg->kv, "paged")) o->block = cfg->kv_block > 0 ? cfg->kv_block : 16;
   else return il_error(IL_ERR_INVALID_ARG, "--kv: '%s' is not a KV cache layout (contiguous, paged)", cfg->kv);

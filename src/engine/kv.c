@@ -24,6 +24,17 @@ static void il__layout(int32_t n_ctx, int32_t n_seq, const il_kv_opts *o, int32_
   }
 }
 
+static bool il__kv_type_ok(il_dtype t) {
+  return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 || t == IL_DTYPE_Q8_0;
+}
+
+il_status il_kv_type_parse(const char *name, il_dtype *out) {
+  if (!*name) name = "f16";
+  if (!il_dtype_parse(name, out) || !il__kv_type_ok(*out))
+    return il_error(IL_ERR_INVALID_ARG, "--kv-type: '%s' is not a KV cell type (f16, bf16, f32, q8_0)", name);
+  return IL_OK;
+}
+
 size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
   const il_kv_opts o = il__opts(op);
   int32_t block, max_blocks, n_blocks;
@@ -89,7 +100,7 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
                            const il_kv_opts *op) {
   memset(kv, 0, sizeof *kv);
   const il_kv_opts o = il__opts(op);
-  if (o.type != IL_DTYPE_F32 && o.type != IL_DTYPE_F16 && o.type != IL_DTYPE_BF16 && o.type != IL_DTYPE_Q8_0)
+  if (!il__kv_type_ok(o.type))
     return il_error(IL_ERR_UNSUPPORTED, "--kv-type %s: the cache holds f32, f16, bf16 or q8_0 cells",
                     il_dtype_name(o.type));
   if (o.type == IL_DTYPE_Q8_0 && hp->head_dim % 32)

@@ -41,10 +41,14 @@ typedef struct {
 } il_kv_cache;
 
 typedef struct {
-  il_dtype type;        /* F32 (default) or F16 */
+  il_dtype type;        /* the cells: F32 (the struct's zero), F16, BF16 or Q8_0 */
   int32_t block;        /* 0: contiguous; else paged with this many positions per block */
   il_backend *const *layer_b; /* NULL: every layer on the cache's backend; else one per layer */
 } il_kv_opts;
+
+/* --kv-type's value as a cell type ("" is f16, the default); IL_ERR_INVALID_ARG naming the
+ * option and the accepted names otherwise. */
+il_status il_kv_type_parse(const char *name, il_dtype *out);
 
 /* Bytes the cache needs for these sizes (cells and table), all layers on one backend; and one
  * layer's cells. */

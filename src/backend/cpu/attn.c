@@ -37,10 +37,8 @@
 /* Element d of a KV row of type t. A q8_0 row is blocks of 32: an fp16 scale, then 32 int8. */
 static inline float il__kv_at(const void *row, il_dtype t, int64_t d) {
   if (t == IL_DTYPE_Q8_0) {
-    const uint8_t *blk = (const uint8_t *)row + (size_t)(d / 32) * 34;
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    return il_fp16_to_f32(h) * (float)((const int8_t *)blk)[2 + d % 32];
+    const il_block_q8_0 *blk = (const il_block_q8_0 *)row + d / IL_QK;
+    return il_fp16_to_f32(blk->d) * (float)blk->qs[d % IL_QK];
   }
   if (t == IL_DTYPE_F16) return il_fp16_to_f32(((const uint16_t *)row)[d]);
   if (t == IL_DTYPE_BF16) return il_bf16_to_f32(((const uint16_t *)row)[d]);
@@ -107,7 +105,7 @@ static const il__attn_isa *il__isa_for(const il_cpu_attn_args *a) {
 
 /* ---- shapes, validation ---- */
 
-static bool il__kv_type_ok(il_dtype t) {
+bool il_cpu_attn_kv_type_ok(il_dtype t) {
   return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 || t == IL_DTYPE_Q8_0;
 }
 
@@ -127,7 +125,7 @@ static const char *il__shape_why(const il_cpu_attn_args *a) {
     return snprintf(b, n, "n_heads %lld is not a multiple of n_kv_heads %lld", (long long)a->n_heads,
                     (long long)a->n_kv_heads),
            b;
-  if (!il__kv_type_ok(a->kv_type))
+  if (!il_cpu_attn_kv_type_ok(a->kv_type))
     return snprintf(b, n, "KV type %s is not supported (f32, f16, bf16, q8_0)", il_dtype_name(a->kv_type)), b;
   if (a->kv_type == IL_DTYPE_Q8_0 && a->head_dim % 32)
     return snprintf(b, n, "head_dim %lld is not a multiple of 32, the q8_0 block", (long long)a->head_dim), b;
@@ -149,7 +147,7 @@ static const char *il__shape_why(const il_cpu_attn_args *a) {
 static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   const char *why = il__shape_why(a);
   if (why)
-    return il_error(a && !il__kv_type_ok(a->kv_type) ? IL_ERR_UNSUPPORTED : IL_ERR_INVALID_ARG,
+    return il_error(a && !il_cpu_attn_kv_type_ok(a->kv_type) ? IL_ERR_UNSUPPORTED : IL_ERR_INVALID_ARG,
                     "attention %s: %s", kname, why);
   const int64_t cap = (int64_t)a->block * a->max_blocks;
   for (int64_t t0 = 0; t0 < a->n_tok;) {

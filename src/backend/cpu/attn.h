@@ -77,6 +77,9 @@ typedef struct {
 /* The list in dispatch order for auto (best first): flash, memeff, sliced, naive. Static; can't
  * fail. n may be NULL. */
 const il_cpu_attn_kernel *il_cpu_attn_kernels(int *n);
+/* The KV cell types the kernels read: F32, F16, BF16, Q8_0 (blocks of 32: head sizes that are
+ * multiples of 32). */
+bool il_cpu_attn_kv_type_ok(il_dtype t);
 /* The kernel called `name`, or NULL. */
 const il_cpu_attn_kernel *il_cpu_attn_find(const char *name);
 /* auto: the first usable kernel, or NULL when none is. why (may be NULL) gets

@@ -23,11 +23,9 @@
  * block) */
 IL__INLINE __m256 il__ld(const void *row, int64_t d, int f16) {
   if (f16 == 3) {
-    const uint8_t *blk = (const uint8_t *)row + (size_t)(d >> 5) * 34;
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 2 + (d & 31)))));
-    return _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(h)));
+    const il_block_q8_0 *blk = (const il_block_q8_0 *)row + d / IL_QK;
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk->qs + d % IL_QK))));
+    return _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(blk->d)));
   }
   if (f16 == 1) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
   if (f16 == 2)

@@ -14,7 +14,6 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 
 #include <immintrin.h>
-#include <string.h>
 
 #include "backend/cpu/simd_avx512.h"
 
@@ -27,11 +26,9 @@ IL__INLINE __mmask16 il__tail(int64_t left) { return left >= 16 ? (__mmask16)0xf
  * whole blocks, so 16 values never cross a block) */
 IL__INLINE __m512 il__ld(const void *row, int64_t d, __mmask16 m, int f16) {
   if (f16 == 3) {
-    const uint8_t *blk = (const uint8_t *)row + (size_t)(d >> 5) * 34;
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, blk + 2 + (d & 31))));
-    return _mm512_mul_ps(q, _mm512_set1_ps(_cvtsh_ss(h)));
+    const il_block_q8_0 *blk = (const il_block_q8_0 *)row + d / IL_QK;
+    const __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, blk->qs + d % IL_QK)));
+    return _mm512_mul_ps(q, _mm512_set1_ps(_cvtsh_ss(blk->d)));
   }
   if (f16 == 1) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)row + d));
   if (f16 == 2)

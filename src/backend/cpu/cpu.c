@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/check.h"
 #include "core/quant.h"
 #include "core/timer.h"
 
@@ -25,44 +26,7 @@
 
 static il__cpu *il__c(il_backend *b) { return (il__cpu *)b->impl; }
 
-/* ---------------------------------------------------------------- view checks */
-
-static const char *il__nm(const il_tensor *t) { return t->name ? t->name : "tensor"; }
-
-/* t lies inside its buffer and has type `type` (IL_DTYPE_COUNT: any). `op` names the caller. */
-static il_status il__check(const char *op, const il_tensor *t, il_dtype type) {
-  if (!t->buf) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has no buffer", op, il__nm(t));
-  if (type != IL_DTYPE_COUNT && t->type != type)
-    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' is %s; this op computes on %s", op, il__nm(t),
-                    il_dtype_name(t->type), il_dtype_name(type));
-  if (t->rows < 0 || t->cols < 0) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has a negative shape", op, il__nm(t));
-  size_t row = il_tensor_row_bytes(t->type, t->cols);
-  if (t->cols && !row)
-    return il_error(IL_ERR_INVALID_ARG, "%s: '%s': %lld columns is not a whole number of %s blocks", op, il__nm(t),
-                    (long long)t->cols, il_dtype_name(t->type));
-  if (t->rows > 1 && t->stride < row)
-    return il_error(IL_ERR_INVALID_ARG, "%s: '%s': row stride %zu below the row size %zu", op, il__nm(t), t->stride, row);
-  if (t->off > t->buf->size || il_tensor_span(t) > t->buf->size - t->off)
-    return il_error(IL_ERR_RANGE, "%s: '%s' [%lld x %lld] at offset %zu runs past its buffer of %zu bytes", op,
-                    il__nm(t), (long long)t->rows, (long long)t->cols, t->off, t->buf->size);
-  return IL_OK;
-}
-
-/* Same shape as ref. */
-static il_status il__same_shape(const char *op, const il_tensor *a, const il_tensor *ref) {
-  if (a->rows != ref->rows || a->cols != ref->cols)
-    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is [%lld x %lld] but '%s' is [%lld x %lld]", op, il__nm(a),
-                    (long long)a->rows, (long long)a->cols, il__nm(ref), (long long)ref->rows, (long long)ref->cols);
-  return IL_OK;
-}
-
-/* Rows of an F32 tensor are packed (stride = cols * 4) or it has one row. */
-static il_status il__dense(const char *op, const il_tensor *t) {
-  if (t->rows > 1 && t->stride != (size_t)t->cols * 4)
-    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld floats)", op, il__nm(t),
-                    t->stride, (long long)t->cols);
-  return IL_OK;
-}
+/* view checks: backend/check.h */
 
 /* ---------------------------------------------------------------- memory */
 
@@ -154,8 +118,7 @@ static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype a
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
   case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: /* KV cells */
-    return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16 || wtype == IL_DTYPE_BF16 || wtype == IL_DTYPE_Q8_0;
+  case IL_OP_ATTENTION: return il_cpu_attn_kv_type_ok(wtype); /* KV cells */
   default: return true;
   }
 }
@@ -351,9 +314,7 @@ static il_status il__store_row(uint8_t *dst, il_dtype t, const float *src, int64
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
   IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
-  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16 && kv->k.type != IL_DTYPE_BF16 &&
-       kv->k.type != IL_DTYPE_Q8_0) ||
-      kv->v.type != kv->k.type)
+  if (!il_cpu_attn_kv_type_ok(kv->k.type) || kv->v.type != kv->k.type)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)",
                     il_dtype_name(kv->k.type));
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
