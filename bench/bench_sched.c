@@ -70,7 +70,8 @@ static il_status run(il_engine *e, int c, int n_prompt, int n_gen, int step_toke
     /* a different prompt per request: no prefix is shared */
     for (int k = 0; k < n_prompt; k++) prompt[k] = 1 + (int32_t)((i * 7919 + k * 104729) % (e->model->hp.n_vocab - 1));
     il_sched_params p;
-    il_sched_params_from_config(&e->cfg, &p);
+    const il_request_params rp = il_request_default_params();
+    il_sched_params_from_request(&rp, &p);
     p.max_tokens = n_gen;
     p.ignore_eos = true;
     p.sampling.seed = (uint64_t)i;

@@ -15,32 +15,53 @@ static void test_config(void) {
   IL_CHECK_INT(c.threads, 3);
   IL_CHECK_INT(il_config_set(&c, "threads", "3x", "--threads"), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "--threads") != NULL);
-  IL_CHECK_INT(il_config_set(&c, "top-p", "1.5", "--top-p"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_set(&c, "kv-block", "0", "--kv-block"), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "out of range") != NULL);
   IL_CHECK_INT(il_config_set(&c, "nope", "1", "x.conf:3"), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "x.conf:3") != NULL);
-  IL_CHECK_OK(il_config_set(&c, "repeat_penalty", "1.1", "f"));
-  IL_CHECK_NEAR(c.repeat_penalty, 1.1, 1e-6);
-  IL_CHECK_OK(il_config_set(&c, "no-bos", "true", "f"));
-  IL_CHECK(c.no_bos);
-  IL_CHECK_INT(il_config_set(&c, "seed", "-1", "--seed"), IL_ERR_INVALID_ARG);
+  /* request options live in il_request_opts: il_config_set refuses them by name */
+  static il_request_opts r, r2;
+  il_request_opts_defaults(&r);
+  IL_CHECK_INT(il_config_set(&c, "temp", "0.5", "--temp"), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "per-request") != NULL);
+  IL_CHECK_INT(il_config_apply(&c, NULL, "no-bos", "true", "f"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_apply(&c, &r, "top-p", "1.5", "--top-p"), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "out of range") != NULL);
+  IL_CHECK_OK(il_config_apply(&c, &r, "repeat_penalty", "1.1", "f"));
+  IL_CHECK_NEAR(r.p.sampling.repeat_penalty, 1.1, 1e-6);
+  IL_CHECK_OK(il_config_apply(&c, &r, "no-bos", "true", "f"));
+  IL_CHECK(r.p.no_bos);
+  IL_CHECK_OK(il_config_apply(&c, &r, "threads", "4", "f"));
+  IL_CHECK_INT(c.threads, 4);
+  IL_CHECK_INT(il_config_apply(&c, &r, "seed", "-1", "--seed"), IL_ERR_INVALID_ARG);
+  /* the public getter formats engine options and refuses request ones */
+  char got[64];
+  IL_CHECK_OK(il_config_get(&c, "threads", got, sizeof got));
+  IL_CHECK_STR(got, "4");
+  IL_CHECK_INT(il_config_get(&c, "seed", got, sizeof got), IL_ERR_INVALID_ARG);
+  IL_CHECK(sizeof(il_config) < 4096); /* copied into every sweep point: no prompt text in it */
 
   /* write -> load gives the same struct */
   const char *dir = il_test_tmpdir();
   char path[512];
   snprintf(path, sizeof path, "%s/a.conf", dir);
-  snprintf(c.prompt, sizeof c.prompt, "Once upon a time");
+  snprintf(r.prompt, sizeof r.prompt, "Once upon a time");
   FILE *f = fopen(path, "w");
-  il_config_write(&c, f);
+  il_config_write(&c, &r, f);
   fclose(f);
   il_config d;
   il_config_defaults(&d);
-  IL_CHECK_OK(il_config_load(&d, path));
+  il_request_opts_defaults(&r2);
+  IL_CHECK_OK(il_config_load(&d, &r2, path));
   IL_CHECK(memcmp(&c, &d, sizeof c) == 0);
+  IL_CHECK(memcmp(&r, &r2, sizeof r) == 0);
+  /* without a request the same file is refused at its first request option, by line */
+  IL_CHECK_INT(il_config_load(&d, NULL, path), IL_ERR_INVALID_ARG);
+  IL_CHECK(strstr(il_error_detail(), "per-request") != NULL);
   f = fopen(path, "w");
   fprintf(f, "# comment\n\nthreads = 2\nbogus line\n");
   fclose(f);
-  IL_CHECK_INT(il_config_load(&d, path), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_load(&d, NULL, path), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "a.conf:4") != NULL);
   unlink(path);
   rmdir(dir);

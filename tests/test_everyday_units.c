@@ -122,15 +122,14 @@ static void test_long_pieces(void) {
     il_vocab_free(e->vocab);
     e->vocab = v;
     int32_t prompt[] = {5, 6};
-    il_sampler_params sp = {0, 0, 1, 0, 1, 0, 1};
-    il_sampler *s = NULL;
-    IL_CHECK_OK(il_sampler_new(&sp, nv, &s));
+    il_request_params rp = il_request_default_params();
+    rp.sampling = (il_sampler_params){0, 0, 1, 0, 1, 0, 1};
+    rp.n_predict = 6;
     il__sink k = {0, 0};
     il_gen_stats gs;
-    IL_CHECK_OK(il_engine_generate(e, prompt, 2, 6, s, il__sink_fn, &k, &gs));
+    IL_CHECK_OK(il_engine_generate(e, prompt, 2, &rp, il__sink_fn, &k, &gs));
     IL_CHECK_INT(gs.n_gen, 6);
     IL_CHECK_INT(k.bytes, 6 * 300);
-    il_sampler_free(s);
   }
   for (int32_t i = 0; i < nv; i++) free(toks[i]);
   free(toks);
@@ -141,13 +140,15 @@ static void test_long_pieces(void) {
 static void test_option_ints(void) {
   il_config c;
   il_config_defaults(&c);
-  IL_CHECK_OK(il_config_set(&c, "seed", "010", "--seed"));
-  IL_CHECK_INT(c.seed, 10);
-  IL_CHECK_INT(il_config_set(&c, "seed", "0x10", "--seed"), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_config_set(&c, "seed", " -1", "--seed"), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_config_set(&c, "seed", "18446744073709551616", "--seed"), IL_ERR_INVALID_ARG);
-  IL_CHECK_OK(il_config_set(&c, "seed", "18446744073709551615", "--seed"));
-  IL_CHECK(c.seed == UINT64_MAX);
+  static il_request_opts r;
+  il_request_opts_defaults(&r);
+  IL_CHECK_OK(il_config_apply(&c, &r, "seed", "010", "--seed"));
+  IL_CHECK_INT(r.p.sampling.seed, 10);
+  IL_CHECK_INT(il_config_apply(&c, &r, "seed", "0x10", "--seed"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_apply(&c, &r, "seed", " -1", "--seed"), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_apply(&c, &r, "seed", "18446744073709551616", "--seed"), IL_ERR_INVALID_ARG);
+  IL_CHECK_OK(il_config_apply(&c, &r, "seed", "18446744073709551615", "--seed"));
+  IL_CHECK(r.p.sampling.seed == UINT64_MAX);
   IL_CHECK_OK(il_config_set(&c, "threads", "010", "--threads"));
   IL_CHECK_INT(c.threads, 10);
   IL_CHECK_INT(il_config_set(&c, "ctx", "4294967297", "--ctx"), IL_ERR_INVALID_ARG);
@@ -155,8 +156,8 @@ static void test_option_ints(void) {
   IL_CHECK_INT(c.ctx, 0);
   IL_CHECK_INT(il_config_set(&c, "ctx", "99999999999999999999999", "--ctx"), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_config_set(&c, "ctx", "+5", "--ctx"), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_config_set(&c, "repeat-penalty", "0", "--repeat-penalty"), IL_ERR_INVALID_ARG);
-  IL_CHECK_OK(il_config_set(&c, "repeat-penalty", "0.5", "--repeat-penalty"));
+  IL_CHECK_INT(il_config_apply(&c, &r, "repeat-penalty", "0", "--repeat-penalty"), IL_ERR_INVALID_ARG);
+  IL_CHECK_OK(il_config_apply(&c, &r, "repeat-penalty", "0.5", "--repeat-penalty"));
   long long v = 0;
   IL_CHECK_INT(il_config_parse_int("4294967297", 1, 1000, "--reps", &v), IL_ERR_INVALID_ARG);
   IL_CHECK_OK(il_config_parse_int("-3", -5, 5, "x", &v));
@@ -208,45 +209,49 @@ static void test_config_files(void) {
   snprintf(path, sizeof path, "%s/a.conf", dir);
   il_config c, d;
   il_config_defaults(&c);
+  static il_request_opts r, r2; /* the prompt is a request option */
+  il_request_opts_defaults(&r);
   /* a NUL then an over-long line: the part after the NUL must not become a hidden key */
   FILE *f = fopen(path, "wb");
   fputs("prompt = x", f);
   fputc(0, f);
-  for (int i = 0; i < 2 * IL_CONFIG_PROMPT_MAX + 2000; i++) fputc('y', f);
+  for (int i = 0; i < 2 * IL_REQUEST_PROMPT_MAX + 2000; i++) fputc('y', f);
   fputs("\nthreads = 3\n", f);
   fclose(f);
-  IL_CHECK_INT(il_config_load(&c, path), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_load(&c, &r, path), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(c.threads, 0);
   /* a line starting with NUL is not blank */
   f = fopen(path, "wb");
   fputc(0, f);
   fputs("threads = 3\n", f);
   fclose(f);
-  IL_CHECK_INT(il_config_load(&c, path), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_load(&c, &r, path), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "a.conf:1: NUL byte at column 1") != NULL);
   /* a directory */
-  IL_CHECK_INT(il_config_load(&c, dir), IL_ERR_IO);
+  IL_CHECK_INT(il_config_load(&c, &r, dir), IL_ERR_IO);
   IL_CHECK(strstr(il_error_detail(), "is a directory") != NULL);
   /* quotes, backslashes, newlines and tabs round-trip */
-  snprintf(c.prompt, sizeof c.prompt, "say \"hi\"\nthen \\n\tbye\\");
+  snprintf(r.prompt, sizeof r.prompt, "say \"hi\"\nthen \\n\tbye\\");
   snprintf(c.model, sizeof c.model, "/tmp/a \"b\".gguf");
   f = fopen(path, "w");
-  il_config_write(&c, f);
+  il_config_write(&c, &r, f);
   fclose(f);
   il_config_defaults(&d);
-  IL_CHECK_OK(il_config_load(&d, path));
-  IL_CHECK_STR(d.prompt, c.prompt);
+  il_request_opts_defaults(&r2);
+  IL_CHECK_OK(il_config_load(&d, &r2, path));
+  IL_CHECK_STR(r2.prompt, r.prompt);
   IL_CHECK_STR(d.model, c.model);
   IL_CHECK(memcmp(&c, &d, sizeof c) == 0);
+  IL_CHECK(memcmp(&r, &r2, sizeof r) == 0);
   /* malformed quoting is an error, not a literal */
   f = fopen(path, "w");
   fputs("prompt = \"abc\n", f);
   fclose(f);
-  IL_CHECK_INT(il_config_load(&d, path), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_load(&d, &r2, path), IL_ERR_INVALID_ARG);
   f = fopen(path, "w");
   fputs("prompt = \"a\\qb\"\n", f);
   fclose(f);
-  IL_CHECK_INT(il_config_load(&d, path), IL_ERR_INVALID_ARG);
+  IL_CHECK_INT(il_config_load(&d, &r2, path), IL_ERR_INVALID_ARG);
   IL_CHECK(strstr(il_error_detail(), "unknown escape") != NULL);
   unlink(path);
   rmdir(dir);

@@ -110,17 +110,21 @@ static void test_run_and_evidence(const char *tmp) {
   /* the configs load back and differ only in the changed key */
   char path[2400];
   il_config a, b;
+  static il_request_opts ra, rb; /* the conf files carry n-predict (the lab's gen) too */
   il_config_defaults(&a);
   il_config_defaults(&b);
+  il_request_opts_defaults(&ra);
+  il_request_opts_defaults(&rb);
   snprintf(path, sizeof path, "%s/baseline.conf", x.dir);
-  IL_CHECK_OK(il_config_load(&a, path));
+  IL_CHECK_OK(il_config_load(&a, &ra, path));
   snprintf(path, sizeof path, "%s/variant.conf", x.dir);
-  IL_CHECK_OK(il_config_load(&b, path));
+  IL_CHECK_OK(il_config_load(&b, &rb, path));
+  IL_CHECK_INT(ra.p.n_predict, x.baseline.gen);
   int differ = 0;
-  static char va[IL_CONFIG_PROMPT_MAX], vb[IL_CONFIG_PROMPT_MAX];
+  static char va[IL_REQUEST_PROMPT_MAX], vb[IL_REQUEST_PROMPT_MAX];
   for (const il_opt *o = il_config_options(); o->name; o++) {
-    il_config_format(&a, o, va, sizeof va);
-    il_config_format(&b, o, vb, sizeof vb);
+    il_config_format(&a, &ra, o, va, sizeof va);
+    il_config_format(&b, &rb, o, vb, sizeof vb);
     if (strcmp(va, vb)) {
       differ++;
       IL_CHECK_STR(o->name, "n-seq");

@@ -153,12 +153,13 @@ static void test_sweep(void) {
   IL_CHECK_STR(il_sweep_key("batch"), "n-seq");
   IL_CHECK_STR(il_sweep_key("gen"), "n-predict");
   IL_CHECK_STR(il_sweep_key("ubatch"), "batch");
-  IL_CHECK_STR(il_sweep_key("repeat_penalty"), "repeat-penalty");
+  IL_CHECK_STR(il_sweep_key("kv_block"), "kv-block");
+  IL_CHECK(il_sweep_key("repeat_penalty") == NULL); /* a sampling option: the lab never samples */
   IL_CHECK(il_sweep_key("nonsense") == NULL);
   IL_CHECK_OK(il_sweep_set(&p, "ubatch", "64", "x"));
   IL_CHECK_INT(p.cfg.batch, 64);
   IL_CHECK_OK(il_sweep_set(&p, "gen", "7", "x"));
-  IL_CHECK_INT(p.cfg.n_predict, 7);
+  IL_CHECK_INT(p.gen, 7);
   char v[64];
   il_sweep_get(&p, "gen", v, sizeof v);
   IL_CHECK_STR(v, "7");

@@ -83,13 +83,15 @@ static int32_t prompt_of(il_engine *e, int i, int32_t **out) {
   int len = snprintf(text, sizeof text, "Once upon a time %d", i);
   for (int k = 0; k < i % 4; k++) len += snprintf(text + len, sizeof text - (size_t)len, " there was a dog %d", k);
   int32_t n = 0;
-  if (il_engine_tokenize(e, text, true, out, &n) != IL_OK) return 0;
+  if (il_engine_tokenize(e, text, true, true, out, &n) != IL_OK) return 0;
   return n;
 }
 
 static il_sched_params params(il_engine *e, uint64_t seed, int32_t max_tokens) {
+  (void)e;
   il_sched_params p;
-  il_sched_params_from_config(&e->cfg, &p);
+  const il_request_params rp = il_request_default_params();
+  il_sched_params_from_request(&rp, &p);
   p.sampling.seed = seed;
   p.sampling.temp = 0.9f;
   p.max_tokens = max_tokens;
@@ -171,16 +173,16 @@ static void test_matches_run_loop(void) {
   IL_CHECK_OK(il_sched_submit(s, prompt, n, &p, on_event, &a, NULL));
   run_all(s, &a, 1);
   il_sched_free(s);
-  il_sampler *smp = NULL;
-  IL_CHECK_OK(il_sampler_new(&p.sampling, e->model->hp.n_vocab, &smp));
   il_gen_stats gs;
-  e->cfg.ignore_eos = true;
-  IL_CHECK_OK(il_engine_generate(e, prompt, n, 30, smp, gen_collect, &b, &gs));
+  il_request_params rp = il_request_default_params();
+  rp.sampling = p.sampling;
+  rp.n_predict = 30;
+  rp.ignore_eos = true;
+  IL_CHECK_OK(il_engine_generate(e, prompt, n, &rp, gen_collect, &b, &gs));
   IL_CHECK_INT(a.n_tokens[0], 30);
   IL_CHECK_INT(b.n_tokens[0], 30);
   IL_CHECK(memcmp(a.tokens[0], b.tokens[0], sizeof(int32_t) * 30) == 0);
   IL_CHECK_INT(a.finish[0], IL_FINISH_LENGTH);
-  il_sampler_free(smp);
   il_mem_free(prompt);
   il_engine_free(e);
 }

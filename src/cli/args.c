@@ -13,9 +13,13 @@ static const il_cli_flag *il__find_flag(const il_cli_flag *flags, int n, const c
   return NULL;
 }
 
-int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const il_cli_flag *flags, int n_flags,
-                 const char **pos, int max_pos, int *n_pos) {
+int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_request_opts *req, const il_cli_flag *flags,
+                 int n_flags, const char **pos, int max_pos, int *n_pos) {
   *n_pos = 0;
+  /* a config file may hold request options (experiment writes n-predict) and still configure a
+   * command that does not generate: they are read into a scratch copy there */
+  static il_request_opts scratch;
+  il_request_opts *file_req = req ? req : &scratch;
   /* pass 1: --config FILE */
   for (int i = 1; cfg && i < argc; i++) {
     if (!strcmp(argv[i], "--")) break;
@@ -27,7 +31,7 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const i
       file = argv[i] + 9;
     }
     if (file) {
-      il_status st = il_config_load(cfg, file);
+      il_status st = il_config_load(cfg, file_req, file);
       if (st != IL_OK) return il_cli_fail(cmd, st);
     }
   }
@@ -81,6 +85,8 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const i
     }
     const il_opt *o = cfg ? (short_flag ? il_config_find_short(short_flag) : il_config_find(name)) : NULL;
     if (!o) return il_cli_usage_error(cmd, "unknown option '%s'", a);
+    if (o->request && !req)
+      return il_cli_usage_error(cmd, "--%s is a generation option; '%s' does not generate text", o->name, cmd);
     char where[160];
     snprintf(where, sizeof where, "--%s", o->name);
     if (o->kind == IL_OPT_BOOL && !inline_val) {
@@ -89,7 +95,7 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const i
       if (i + 1 >= argc) return il_cli_usage_error(cmd, "--%s needs a value", o->name);
       inline_val = argv[++i];
     }
-    il_status st = il_config_set(cfg, o->name, inline_val, where);
+    il_status st = il_config_apply(cfg, req, o->name, inline_val, where);
     if (st != IL_OK) return il_cli_usage_error(cmd, "%s", il_error_detail());
   }
   return 0;
@@ -113,8 +119,11 @@ void il_cli_print_options(FILE *f, const char *names) {
     else snprintf(flag, sizeof flag, "    --%s%s", o->name, arg);
     il_config cfg;
     il_config_defaults(&cfg);
+    il_request_opts req; /* only the fixed-size part is read: the prompt's default is "" */
+    req.p = il_request_default_params();
+    req.prompt[0] = 0;
     char dflt[64], range[64] = "";
-    il_config_format(&cfg, o, dflt, sizeof dflt);
+    il_config_format(&cfg, &req, o, dflt, sizeof dflt);
     /* the default as it would be typed, then the accepted range */
     if (o->kind == IL_OPT_INT)
       snprintf(range, sizeof range, "; %lld..%lld", (long long)o->min, (long long)o->max);

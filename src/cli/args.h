@@ -23,9 +23,10 @@ typedef struct {
 
 /* Parses argv[1..] (argv[0] is the command name). Positional arguments are collected into
  * pos (at most max_pos; more is a usage error). Returns 0 on success, or the exit code to
- * return (usage errors are printed). When cfg is NULL engine options are not accepted. */
-int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, const il_cli_flag *flags, int n_flags,
-                 const char **pos, int max_pos, int *n_pos);
+ * return (usage errors are printed). When cfg is NULL no option of the table is accepted; when
+ * req is NULL the request options (prompt, sampling, n-predict: engine/request.h) are not. */
+int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_request_opts *req, const il_cli_flag *flags,
+                 int n_flags, const char **pos, int max_pos, int *n_pos);
 /* Prints the engine options table (for --help), only those named in `names` (comma list), or
  * all when names is NULL. */
 void il_cli_print_options(FILE *f, const char *names);

@@ -47,7 +47,7 @@ static void il__bench_help(void) {
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "      --interval MS        GPU/RSS sampling interval [200]\n"
          "engine options (each accepts a comma list to sweep; booleans as --NAME=true,false):\n");
-  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,seed,no-bos,ignore-eos,isa");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa");
   printf("\nexamples:\n"
          "  inferlab bench --batch 1,4 --prompt 64 --gen 32\n"
          "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"
@@ -141,9 +141,12 @@ int il_cli_bench(int argc, char **argv) {
   }
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("bench", nargs, args, &base.cfg, flags, n, pos, 0, &n_pos);
+  static il_request_opts req; /* n-predict from --config (the --gen / --n-predict flags are axes) */
+  il_request_opts_defaults(&req);
+  int rc = il_cli_parse("bench", nargs, args, &base.cfg, &req, flags, n, pos, 0, &n_pos);
   il_mem_free(args);
   if (rc) return rc;
+  base.gen = req.p.n_predict;
   if (help) {
     il__bench_help();
     return IL_EXIT_OK;

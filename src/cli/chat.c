@@ -96,7 +96,9 @@ static char *il__dup(const char *s) {
 int il_cli_chat(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
-  cfg.n_predict = 256;
+  static il_request_opts req; /* 64 KiB: not on the stack */
+  il_request_opts_defaults(&req);
+  req.p.n_predict = 256;
   bool help = false, stats = false;
   const char *system = NULL, *tmpl = NULL;
   il_cli_flag flags[] = {
@@ -107,7 +109,7 @@ int il_cli_chat(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("chat", argc, argv, &cfg, flags, 4, pos, 0, &n_pos);
+  int rc = il_cli_parse("chat", argc, argv, &cfg, &req, flags, 4, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__chat_help();
@@ -165,13 +167,13 @@ int il_cli_chat(int argc, char **argv) {
     size_t tl = 0, nt = 0;
     int32_t *tokens = NULL;
     st = il_template_render(kind, msgs, n_msgs, true, &text, &tl);
-    if (st == IL_OK) st = il_tokenize_alloc(e->vocab, text, tl, !cfg.no_bos, true, &tokens, &nt);
+    if (st == IL_OK) st = il_tokenize_alloc(e->vocab, text, tl, !req.p.no_bos, true, &tokens, &nt);
     il_mem_free(text);
     if (st != IL_OK) break;
     il_sched_params p;
-    il_sched_params_from_config(&cfg, &p);
+    il_sched_params_from_request(&req.p, &p);
     int32_t room = e->n_ctx - (int32_t)nt;
-    p.max_tokens = cfg.n_predict > 0 && cfg.n_predict < room ? cfg.n_predict : room;
+    p.max_tokens = req.p.n_predict > 0 && req.p.n_predict < room ? req.p.n_predict : room;
     il__turn t = {0};
     double t0 = il_time_now();
     if (room < 1) {

@@ -45,7 +45,7 @@ int il_cli_convert(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("convert", argc, argv, &cfg, flags, 5, pos, 1, &n_pos);
+  int rc = il_cli_parse("convert", argc, argv, &cfg, NULL, flags, 5, pos, 1, &n_pos);
   if (rc) return rc;
   if (help) {
     il__convert_help();

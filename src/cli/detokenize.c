@@ -79,7 +79,7 @@ int il_cli_detokenize(int argc, char **argv) {
   };
   const char *pos[4096];
   int n_pos = 0;
-  int rc = il_cli_parse("detokenize", argc, argv, NULL, flags, (int)(sizeof flags / sizeof flags[0]),
+  int rc = il_cli_parse("detokenize", argc, argv, NULL, NULL, flags, (int)(sizeof flags / sizeof flags[0]),
                         pos, 4096, &n_pos);
   if (rc) return rc;
   if (help) {

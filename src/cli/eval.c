@@ -63,7 +63,7 @@ int il_cli_eval(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("eval", argc, argv, &cfg, flags, 5, pos, 0, &n_pos);
+  int rc = il_cli_parse("eval", argc, argv, &cfg, NULL, flags, 5, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__eval_help();

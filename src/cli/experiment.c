@@ -45,7 +45,7 @@ static void il__experiment_help(void) {
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "engine options (the baseline):\n");
-  il_cli_print_options(stdout, "model,wtype,threads,ctx,seed,isa");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-predict,isa");
   printf("\nexamples:\n"
          "  inferlab experiment --change batch=8 --repeat 10\n"
          "  inferlab experiment -m model.gguf --threads 2 --change threads=4\n"
@@ -75,8 +75,12 @@ int il_cli_experiment(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("experiment", argc, argv, &base.cfg, flags, (int)(sizeof flags / sizeof flags[0]), pos, 0, &n_pos);
+  static il_request_opts req; /* n-predict (the lab's gen) from flags or --config */
+  il_request_opts_defaults(&req);
+  int rc = il_cli_parse("experiment", argc, argv, &base.cfg, &req, flags, (int)(sizeof flags / sizeof flags[0]), pos, 0,
+                        &n_pos);
   if (rc) return rc;
+  base.gen = req.p.n_predict;
   if (help) {
     il__experiment_help();
     return IL_EXIT_OK;

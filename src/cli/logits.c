@@ -57,6 +57,8 @@ static int il__parse_tokens(const char *list, int32_t **out, int32_t *n_out) {
 int il_cli_logits(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
+  static il_request_opts req; /* -p and --no-bos; 64 KiB: not on the stack */
+  il_request_opts_defaults(&req);
   bool help = false, have_prompt = false;
   const char *tokens = NULL, *output = NULL;
   il_cli_flag flags[] = {
@@ -66,13 +68,13 @@ int il_cli_logits(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("logits", argc, argv, &cfg, flags, 3, pos, 0, &n_pos);
+  int rc = il_cli_parse("logits", argc, argv, &cfg, &req, flags, 3, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__logits_help();
     return IL_EXIT_OK;
   }
-  have_prompt = cfg.prompt[0] != 0;
+  have_prompt = req.prompt[0] != 0;
   if (!output) return il_cli_usage_error("logits", "-o OUT.f32 is required");
   if (!tokens == !have_prompt) return il_cli_usage_error("logits", "give exactly one of --tokens and -p");
   int32_t *ids = NULL, n = 0;
@@ -87,7 +89,7 @@ int il_cli_logits(int argc, char **argv) {
   il_engine *e = NULL;
   cfg.logits_all = true; /* every position's logits: passes of --batch entries, not one row per sequence */
   il_status st = il_engine_open(&cfg, &e);
-  if (st == IL_OK && !ids) st = il_engine_tokenize(e, cfg.prompt, !cfg.no_bos, &ids, &n);
+  if (st == IL_OK && !ids) st = il_engine_tokenize(e, req.prompt, !req.p.no_bos, !req.p.no_parse_special, &ids, &n);
   if (st == IL_OK && n > e->n_ctx)
     st = il_error(IL_ERR_RANGE, "%d tokens do not fit the context of %d (raise --ctx)", n, e->n_ctx);
   const size_t nv = st == IL_OK ? (size_t)e->model->hp.n_vocab : 0;

@@ -64,7 +64,7 @@ int il_cli_model(int argc, char **argv) {
   il_cli_flag flags[] = {{"help", 'h', false, NULL, &help}, {"metadata", 0, false, NULL, &metadata}};
   const char *pos[2];
   int n_pos;
-  int rc = il_cli_parse("model", argc, argv, &cfg, flags, 2, pos, 2, &n_pos);
+  int rc = il_cli_parse("model", argc, argv, &cfg, NULL, flags, 2, pos, 2, &n_pos);
   if (rc) return rc;
   if (help || n_pos == 0) {
     il__model_help();

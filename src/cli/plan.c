@@ -33,7 +33,7 @@ int il_cli_plan(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("plan", argc, argv, &cfg, flags, 2, pos, 0, &n_pos);
+  int rc = il_cli_parse("plan", argc, argv, &cfg, NULL, flags, 2, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__plan_help();

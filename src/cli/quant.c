@@ -163,7 +163,7 @@ int il_cli_quant(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  rc = il_cli_parse("quant", nargc, nargv, &cfg, flags, 6, pos, 0, &n_pos);
+  rc = il_cli_parse("quant", nargc, nargv, &cfg, NULL, flags, 6, pos, 0, &n_pos);
   il_mem_free(nargv);
   if (rc) return rc;
   if (help) {

@@ -101,6 +101,8 @@ static void il__print_memory_totals(FILE *f) {
 int il_cli_run(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
+  static il_request_opts req; /* 64 KiB of prompt text: not on the stack */
+  il_request_opts_defaults(&req);
   bool help = false, no_echo = false;
   const char *file = NULL;
   il_cli_flag flags[] = {
@@ -110,29 +112,29 @@ int il_cli_run(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("run", argc, argv, &cfg, flags, 3, pos, 0, &n_pos);
+  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 3, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__run_help();
     return IL_EXIT_OK;
   }
   if (file) {
-    il_status fst = il__read_file(file, sizeof cfg.prompt, cfg.prompt);
+    il_status fst = il__read_file(file, sizeof req.prompt, req.prompt);
     if (fst != IL_OK) return il_cli_fail("run", fst);
   }
   il_engine *e = NULL;
   il_cli_progress_start("inferlab run: loading %s", cfg.model);
   il_status st = IL_OK;
   int32_t sized_ctx = 0;
-  if (cfg.ctx <= 0 && cfg.n_predict >= 0) {
+  if (cfg.ctx <= 0 && req.p.n_predict >= 0) {
     /* size the KV cache for what this run will hold (prompt + tokens to generate), not for the
      * model's whole context: the same answer in a fraction of the memory */
     il_vocab *v = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
     if (il_vocab_open(cfg.model, NULL, &v) == IL_OK &&
-        il_tokenize_alloc(v, cfg.prompt, strlen(cfg.prompt), !cfg.no_bos, !cfg.no_parse_special, &ids, &n) == IL_OK) {
-      const int64_t need = (int64_t)n + cfg.n_predict + 1;
+        il_tokenize_alloc(v, req.prompt, strlen(req.prompt), !req.p.no_bos, !req.p.no_parse_special, &ids, &n) == IL_OK) {
+      const int64_t need = (int64_t)n + req.p.n_predict + 1;
       sized_ctx = (int32_t)((need + 255) / 256 * 256);
       cfg.ctx = sized_ctx;
       cfg.ctx_is_hint = true; /* at most the model's default context: never a warning */
@@ -145,17 +147,14 @@ int il_cli_run(int argc, char **argv) {
   il_cli_progress_stop();
   if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
   int32_t *prompt = NULL, n_prompt = 0;
-  il_sampler *s = NULL;
   il_gen_stats gs = {0};
-  st = il_engine_tokenize(e, cfg.prompt, !cfg.no_bos, &prompt, &n_prompt);
-  il_sampler_params sp = {cfg.temp, cfg.top_k, cfg.top_p, cfg.min_p, cfg.repeat_penalty, cfg.repeat_last_n, cfg.seed};
-  if (st == IL_OK) st = il_sampler_new(&sp, e->model->hp.n_vocab, &s);
+  st = il_engine_tokenize(e, req.prompt, !req.p.no_bos, !req.p.no_parse_special, &prompt, &n_prompt);
   if (st == IL_OK) {
     if (!no_echo) {
-      fputs(cfg.prompt, stdout);
+      fputs(req.prompt, stdout);
       fflush(stdout);
     }
-    st = il_engine_generate(e, prompt, n_prompt, cfg.n_predict, s, il__emit, NULL, &gs);
+    st = il_engine_generate(e, prompt, n_prompt, &req.p, il__emit, NULL, &gs);
     printf("\n");
   }
   if (st == IL_OK) {
@@ -191,7 +190,6 @@ int il_cli_run(int argc, char **argv) {
     il__print_memory_totals(stderr);
     il__print_device_memory(stderr, e);
   }
-  il_sampler_free(s);
   il_mem_free(prompt);
   il_engine_free(e);
   return st == IL_OK ? IL_EXIT_OK : il_cli_fail("run", st);

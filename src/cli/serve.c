@@ -85,7 +85,7 @@ static il_status il__open_fit(il_config *cfg, bool fit, il_engine **e) {
         !il_config_find(r.fixes[0].option))
       return st;
     char before[64];
-    il_config_format(cfg, il_config_find(r.fixes[0].option), before, sizeof before);
+    il_config_format(cfg, NULL, il_config_find(r.fixes[0].option), before, sizeof before);
     IL_TRY(il_config_set(cfg, r.fixes[0].option, r.fixes[0].value, "--fit"));
     fprintf(stderr, "inferlab serve: --fit: out of memory; changing --%s %s -> %s (%s)\n", r.fixes[0].option, before,
             r.fixes[0].value, r.fixes[0].effect);
@@ -97,6 +97,8 @@ int il_cli_serve(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
   cfg.n_seq = 4;
+  static il_request_opts req; /* defaults for what a request leaves out; 64 KiB: not on the stack */
+  il_request_opts_defaults(&req);
   bool help = false, fit = false;
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
@@ -119,7 +121,7 @@ int il_cli_serve(int argc, char **argv) {
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("serve", argc, argv, &cfg, flags, (int)(sizeof flags / sizeof flags[0]), pos, 0, &n_pos);
+  int rc = il_cli_parse("serve", argc, argv, &cfg, &req, flags, (int)(sizeof flags / sizeof flags[0]), pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__serve_help();
@@ -161,7 +163,7 @@ int il_cli_serve(int argc, char **argv) {
     il_status st = il__read_key(key_file, o.api_key, sizeof o.api_key);
     if (st != IL_OK) return il_cli_fail("serve", st);
   }
-  o.default_max_tokens = cfg.n_predict > 0 ? cfg.n_predict : 0;
+  o.defaults = req.p; /* sampling flags, no-bos, and n-predict as the default max_tokens */
 
   /* signals are taken by sigwait below: blocked here, before any thread starts */
   sigset_t set;

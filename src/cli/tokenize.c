@@ -80,7 +80,7 @@ int il_cli_tokenize(int argc, char **argv) {
   };
   const char *pos[256];
   int n_pos = 0;
-  int rc = il_cli_parse("tokenize", argc, argv, NULL, flags, (int)(sizeof flags / sizeof flags[0]),
+  int rc = il_cli_parse("tokenize", argc, argv, NULL, NULL, flags, (int)(sizeof flags / sizeof flags[0]),
                         pos, 256, &n_pos);
   if (rc) return rc;
   if (help) {

@@ -68,7 +68,7 @@ int il_cli_watch(int argc, char **argv) {
     }
   const char *pos[IL__MAX_ARGS];
   int n_pos = 0;
-  int rc = il_cli_parse("watch", split, argv, NULL, flags, (int)(sizeof flags / sizeof flags[0]), pos, IL__MAX_ARGS,
+  int rc = il_cli_parse("watch", split, argv, NULL, NULL, flags, (int)(sizeof flags / sizeof flags[0]), pos, IL__MAX_ARGS,
                         &n_pos);
   if (rc) return rc;
   if (help) {

@@ -10,14 +10,8 @@
 #ifndef IL_CORE_LOG_H
 #define IL_CORE_LOG_H
 
-typedef enum { IL_LOG_INFO, IL_LOG_WARN } il_log_level;
+#include "inferlab.h" /* il_log_level, il_log_fn, il_log_set */
 
-/* msg is one line without the trailing newline; borrowed for the call. */
-typedef void (*il_log_fn)(void *ud, il_log_level level, const char *msg);
-
-/* Sets the callback (NULL: notes are dropped). Not thread-safe against notes in flight: set it
- * before using the library. */
-void il_log_set(il_log_fn fn, void *ud);
 /* Formats a note and hands it to the callback. Can't fail (long notes are cut at 1 KiB). */
 void il_log(il_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

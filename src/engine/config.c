@@ -12,41 +12,43 @@
 #include "memory/mem.h"
 
 #define IL__O(field) offsetof(il_config, field), sizeof(((il_config *)0)->field)
+/* request options: offsets into il_request_opts (the `request` flag ends their rows) */
+#define IL__R(field) offsetof(il_request_opts, field), sizeof(((il_request_opts *)0)->field)
 
 static const il_opt il__options[] = {
-    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b", false},
-    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)", false},
-    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)", false},
-    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)", false},
-    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass", false},
-    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache", false},
-    {"seed", 's', IL_OPT_U64, IL__O(seed), 0, 0, "sampling seed", false},
-    {"temp", 0, IL_OPT_FLOAT, IL__O(temp), 0, 100, "temperature (0 = greedy)", false},
-    {"top-k", 0, IL_OPT_INT, IL__O(top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)", false},
-    {"top-p", 0, IL_OPT_FLOAT, IL__O(top_p), 0, 1, "nucleus sampling mass (1 = off)", false},
-    {"min-p", 0, IL_OPT_FLOAT, IL__O(min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)", false},
-    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__O(repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)", true},
-    {"repeat-last-n", 0, IL_OPT_INT, IL__O(repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised", false},
-    {"n-predict", 'n', IL_OPT_INT, IL__O(n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)", false},
-    {"prompt", 'p', IL_OPT_STR, IL__O(prompt), 0, 0, "prompt text", false},
-    {"no-bos", 0, IL_OPT_BOOL, IL__O(no_bos), 0, 1, "do not add BOS before the prompt", false},
-    {"no-parse-special", 0, IL_OPT_BOOL, IL__O(no_parse_special), 0, 1, "read control-token text in the prompt as plain text", false},
-    {"ignore-eos", 0, IL_OPT_BOOL, IL__O(ignore_eos), 0, 1, "keep generating after end-of-generation tokens", false},
-    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)", false},
-    {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]", false},
-    {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false},
-    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false},
-    {"attn-slice", 0, IL_OPT_INT, IL__O(attn_slice), 0, 1 << 20, "sliced attention: query rows per slice (0 = 32)", false},
-    {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | bf16 | f32 | q8_0", false},
-    {"dtype", 0, IL_OPT_STR, IL__O(dtype), 0, 0, "activation type between ops: f32 | f16 | bf16 (accumulation stays f32)", false},
-    {"check-numerics", 0, IL_OPT_BOOL, IL__O(check_numerics), 0, 1, "count inf/nan after every op; name the first layer and op", false},
-    {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false},
-    {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block", false},
-    {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false},
-    {"offload", 0, IL_OPT_STR, IL__O(offload), 0, 0, "none | stream: weights stay in host memory and stream through two device slots", false},
-    {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false},
-    {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu", false},
-    {NULL, 0, 0, 0, 0, 0, 0, NULL, false},
+    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b", false, false},
+    {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)", false, false},
+    {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)", false, false},
+    {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)", false, false},
+    {"batch", 'b', IL_OPT_INT, IL__O(batch), 1, 1 << 16, "max tokens per forward pass", false, false},
+    {"n-seq", 0, IL_OPT_INT, IL__O(n_seq), 1, 4096, "sequences held in the KV cache", false, false},
+    {"seed", 's', IL_OPT_U64, IL__R(p.sampling.seed), 0, 0, "sampling seed", false, true},
+    {"temp", 0, IL_OPT_FLOAT, IL__R(p.sampling.temp), 0, 100, "temperature (0 = greedy)", false, true},
+    {"top-k", 0, IL_OPT_INT, IL__R(p.sampling.top_k), 0, 1 << 30, "keep the k most likely tokens (0 = off)", false, true},
+    {"top-p", 0, IL_OPT_FLOAT, IL__R(p.sampling.top_p), 0, 1, "nucleus sampling mass (1 = off)", false, true},
+    {"min-p", 0, IL_OPT_FLOAT, IL__R(p.sampling.min_p), 0, 1, "drop tokens below min-p x the top probability (0 = off)", false, true},
+    {"repeat-penalty", 0, IL_OPT_FLOAT, IL__R(p.sampling.repeat_penalty), 0, 100, "penalty for recent tokens (1 = off)", true, true},
+    {"repeat-last-n", 0, IL_OPT_INT, IL__R(p.sampling.repeat_last_n), 0, 1 << 20, "how many recent tokens are penalised", false, true},
+    {"n-predict", 'n', IL_OPT_INT, IL__R(p.n_predict), -1, 1 << 30, "tokens to generate (-1 = until end or context full)", false, true},
+    {"prompt", 'p', IL_OPT_STR, IL__R(prompt), 0, 0, "prompt text", false, true},
+    {"no-bos", 0, IL_OPT_BOOL, IL__R(p.no_bos), 0, 1, "do not add BOS before the prompt", false, true},
+    {"no-parse-special", 0, IL_OPT_BOOL, IL__R(p.no_parse_special), 0, 1, "read control-token text in the prompt as plain text", false, true},
+    {"ignore-eos", 0, IL_OPT_BOOL, IL__R(p.ignore_eos), 0, 1, "keep generating after end-of-generation tokens", false, true},
+    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)", false, false},
+    {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]", false, false},
+    {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false, false},
+    {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false, false},
+    {"attn-slice", 0, IL_OPT_INT, IL__O(attn_slice), 0, 1 << 20, "sliced attention: query rows per slice (0 = 32)", false, false},
+    {"kv-type", 0, IL_OPT_STR, IL__O(kv_type), 0, 0, "KV cache cell type: f16 | bf16 | f32 | q8_0", false, false},
+    {"dtype", 0, IL_OPT_STR, IL__O(dtype), 0, 0, "activation type between ops: f32 | f16 | bf16 (accumulation stays f32)", false, false},
+    {"check-numerics", 0, IL_OPT_BOOL, IL__O(check_numerics), 0, 1, "count inf/nan after every op; name the first layer and op", false, false},
+    {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false, false},
+    {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block", false, false},
+    {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false, false},
+    {"offload", 0, IL_OPT_STR, IL__O(offload), 0, 0, "none | stream: weights stay in host memory and stream through two device slots", false, false},
+    {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false, false},
+    {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu", false, false},
+    {NULL, 0, 0, 0, 0, 0, 0, NULL, false, false},
 };
 
 void il_config_defaults(il_config *c) {
@@ -54,14 +56,6 @@ void il_config_defaults(il_config *c) {
   snprintf(c->model, sizeof c->model, "builtin:tiny");
   c->batch = 512;
   c->n_seq = 1;
-  c->seed = 42;
-  c->temp = 0.8f;
-  c->top_k = 40;
-  c->top_p = 0.95f;
-  c->min_p = 0.05f;
-  c->repeat_penalty = 1.0f;
-  c->repeat_last_n = 64;
-  c->n_predict = 128;
   snprintf(c->device, sizeof c->device, "cpu");
   snprintf(c->attn, sizeof c->attn, "auto");
   snprintf(c->kv_type, sizeof c->kv_type, "f16");
@@ -110,10 +104,34 @@ il_status il_config_parse_int(const char *text, long long min, long long max, co
   return IL_OK;
 }
 
+il_config *il_config_new(void) {
+  il_config *c = il_mem_alloc(IL_MEM_OTHER, sizeof *c, "config");
+  if (c) il_config_defaults(c);
+  return c;
+}
+
+void il_config_free(il_config *c) { il_mem_free(c); }
+
 il_status il_config_set(il_config *c, const char *name, const char *value, const char *where) {
+  return il_config_apply(c, NULL, name, value, where);
+}
+
+il_status il_config_get(const il_config *c, const char *name, char *buf, size_t n) {
+  const il_opt *o = il_config_find(name);
+  if (n) buf[0] = 0;
+  if (!o) return il_error(IL_ERR_INVALID_ARG, "unknown option '%s'", name);
+  if (o->request) return il_error(IL_ERR_INVALID_ARG, "'%s' is a per-request option, not an engine option", name);
+  il_config_format(c, NULL, o, buf, n);
+  return IL_OK;
+}
+
+il_status il_config_apply(il_config *c, il_request_opts *r, const char *name, const char *value, const char *where) {
   const il_opt *o = il_config_find(name);
   if (!o) return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s'", where, name);
-  char *field = (char *)c + o->offset;
+  if (o->request && !r)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is a per-request option, not an engine option (set it on the request)",
+                    where, o->name);
+  char *field = (o->request ? (char *)r : (char *)c) + o->offset;
   char *end = NULL;
   errno = 0;
   switch (o->kind) {
@@ -194,7 +212,7 @@ static il_status il__unquote(char *value, const char *where) {
   return IL_OK;
 }
 
-il_status il_config_load(il_config *c, const char *path) {
+il_status il_config_load(il_config *c, il_request_opts *r, const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return il_error(IL_ERR_IO, "%s: cannot open config file: %s", path, strerror(errno));
   struct stat sb;
@@ -203,7 +221,7 @@ il_status il_config_load(il_config *c, const char *path) {
     return il_error(IL_ERR_IO, "%s: is a directory, not a config file", path);
   }
   /* the longest value (a quoted prompt with every byte escaped) plus its key */
-  const size_t max_line = 2 * IL_CONFIG_PROMPT_MAX + 1024;
+  const size_t max_line = 2 * IL_REQUEST_PROMPT_MAX + 1024;
   char *line = NULL, where[1100];
   size_t cap = 0;
   int lineno = 0;
@@ -235,7 +253,7 @@ il_status il_config_load(il_config *c, const char *path) {
     *eq = 0;
     char *key = il__trim(s), *value = il__trim(eq + 1);
     if (value[0] == '"') st = il__unquote(value, where);
-    if (st == IL_OK) st = il_config_set(c, key, value, where);
+    if (st == IL_OK) st = il_config_apply(c, r, key, value, where);
   }
   if (st == IL_OK && ferror(f)) st = il_error(IL_ERR_IO, "%s: read error after line %d", path, lineno);
   free(line); /* allocated by getline (libc), not through memory/ */
@@ -243,8 +261,10 @@ il_status il_config_load(il_config *c, const char *path) {
   return st;
 }
 
-void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n) {
-  const char *field = (const char *)c + o->offset;
+void il_config_format(const il_config *c, const il_request_opts *r, const il_opt *o, char *buf, size_t n) {
+  if (n) buf[0] = 0;
+  if (o->request && !r) return;
+  const char *field = (o->request ? (const char *)r : (const char *)c) + o->offset;
   switch (o->kind) {
     case IL_OPT_INT: snprintf(buf, n, "%d", *(const int *)field); break;
     case IL_OPT_U64: snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
@@ -261,26 +281,31 @@ void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n) 
   }
 }
 
-void il_config_write(const il_config *c, FILE *f) {
-  char buf[IL_CONFIG_PROMPT_MAX + 8];
-  for (const il_opt *o = il__options; o->name; o++) {
-    il_config_format(c, o, buf, sizeof buf);
-    if (o->kind != IL_OPT_STR) {
-      fprintf(f, "%s = %s\n", o->name, buf);
-      continue;
-    }
-    /* quoted, with the escapes il_config_load reads back, so any value round-trips */
-    fprintf(f, "%s = \"", o->name);
-    for (const char *p = buf; *p; p++) {
-      switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default: fputc(*p, f);
+void il_config_write(const il_config *c, const il_request_opts *r, FILE *f) {
+  /* engine options first, then the request's: the order of the table within each group */
+  for (int pass = 0; pass < 2; pass++) {
+    for (const il_opt *o = il__options; o->name; o++) {
+      if (o->request != (pass == 1) || (o->request && !r)) continue;
+      if (o->kind != IL_OPT_STR) {
+        char buf[64];
+        il_config_format(c, r, o, buf, sizeof buf);
+        fprintf(f, "%s = %s\n", o->name, buf);
+        continue;
       }
+      /* quoted, with the escapes il_config_load reads back, so any value round-trips */
+      const char *field = (o->request ? (const char *)r : (const char *)c) + o->offset;
+      fprintf(f, "%s = \"", o->name);
+      for (const char *p = field; p < field + o->size && *p; p++) {
+        switch (*p) {
+          case '"': fputs("\\\"", f); break;
+          case '\\': fputs("\\\\", f); break;
+          case '\n': fputs("\\n", f); break;
+          case '\r': fputs("\\r", f); break;
+          case '\t': fputs("\\t", f); break;
+          default: fputc(*p, f);
+        }
+      }
+      fputs("\"\n", f);
     }
-    fputs("\"\n", f);
   }
 }

@@ -4,7 +4,15 @@
  * --config FILE) and programs (experiment, the server) all go through il_config_set with the
  * option's long name, so two configurations can be compared key by key and a config file
  * written by il_config_write can be passed back to reproduce a run.
- * Not for: per-command arguments that are not engine options (output paths, token lists).
+ *
+ * The table describes two groups. Engine options live in il_config: what an engine is opened
+ * with (model, device, threads, ctx, KV and attention choices); it is copied into every sweep
+ * point and bench result, so it holds no large text. Request options (prompt, sampling,
+ * n-predict, no-bos, ignore-eos) live in il_request_opts (engine/request.h): what one
+ * generation asks for. il_config_set takes engine options only; il_config_apply, il_config_load
+ * and il_config_write take both groups, so a config file still reproduces a whole run and an
+ * experiment's "one change" is still a diff of two option lists.
+ * Not for: per-command arguments that are not options (output paths, token lists).
  */
 #ifndef IL_ENGINE_CONFIG_H
 #define IL_ENGINE_CONFIG_H
@@ -15,29 +23,17 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "engine/request.h"
 
 #define IL_CONFIG_STR_MAX 1024
-#define IL_CONFIG_PROMPT_MAX 65536 /* bytes of prompt text, NUL included */
 
-typedef struct {
+struct il_config {
   char model[IL_CONFIG_STR_MAX]; /* GGUF path or builtin:NAME */
   char wtype[16];      /* weight type for built-in models ("" = model default) */
   int threads;         /* 0 = one per core */
   int ctx;             /* context length per sequence; 0 = from the model */
   int batch;           /* max tokens per forward call */
   int n_seq;           /* sequences held in the KV cache */
-  uint64_t seed;
-  float temp;
-  int top_k;           /* 0 = off */
-  float top_p;         /* 1 = off */
-  float min_p;         /* 0 = off */
-  float repeat_penalty; /* 1 = off */
-  int repeat_last_n;
-  int n_predict;       /* tokens to generate; -1 = until end of generation or context */
-  char prompt[IL_CONFIG_PROMPT_MAX];
-  bool no_bos;         /* do not add BOS to the prompt */
-  bool no_parse_special; /* treat control-token text in the prompt ("<|im_start|>") as text */
-  bool ignore_eos;     /* keep generating past end-of-generation tokens */
   char isa[16];        /* "" = best detected; scalar | avx2 | avx512 */
   char device[64];     /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N] */
   char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
@@ -58,7 +54,7 @@ typedef struct {
                           engine takes it, at most the model's default context */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
-} il_config;
+};
 
 typedef enum { IL_OPT_INT, IL_OPT_U64, IL_OPT_FLOAT, IL_OPT_STR, IL_OPT_BOOL } il_opt_kind;
 
@@ -71,6 +67,7 @@ typedef struct {
   double min, max;   /* numeric range (inclusive) */
   const char *help;
   bool min_open;     /* the range excludes min: (min, max] */
+  bool request;      /* a request option: offset is into il_request_opts, not il_config */
 } il_opt;
 
 /* Fills defaults. Can't fail. */
@@ -79,18 +76,22 @@ void il_config_defaults(il_config *c);
 const il_opt *il_config_options(void);
 const il_opt *il_config_find(const char *name);
 const il_opt *il_config_find_short(char c);
-/* Sets option `name` from text. IL_ERR_INVALID_ARG naming `where` (e.g. "--threads" or
- * "run.conf:3") for an unknown key, a malformed number or a value out of range. */
-il_status il_config_set(il_config *c, const char *name, const char *value, const char *where);
+/* il_config_set (engine options only) is public: inferlab.h. Sets option `name` of either group
+ * from text: request options into r (NULL: they are refused, naming `where`). IL_ERR_INVALID_ARG
+ * naming `where` (e.g. "--threads" or "run.conf:3") for an unknown key, a malformed number or a
+ * value out of range. */
+il_status il_config_apply(il_config *c, il_request_opts *r, const char *name, const char *value, const char *where);
 /* Strict decimal integer for every integer option and flag: an optional '-', then digits only
  * (no spaces, '+' or base prefix; "010" is ten), within [min, max] before any narrowing.
  * IL_ERR_INVALID_ARG naming `where` ("--threads") and the text. */
 il_status il_config_parse_int(const char *text, long long min, long long max, const char *where, long long *out);
-/* Reads `key = value` lines ('#' comments, blank lines). Errors name file:line. */
-il_status il_config_load(il_config *c, const char *path);
-/* Writes every option as `key = value` (a file il_config_load reads back). */
-void il_config_write(const il_config *c, FILE *f);
-/* Formats one option's current value. */
-void il_config_format(const il_config *c, const il_opt *o, char *buf, size_t n);
+/* Reads `key = value` lines ('#' comments, blank lines) of both groups (r NULL: a request
+ * option is an error). Errors name file:line. */
+il_status il_config_load(il_config *c, il_request_opts *r, const char *path);
+/* Writes every engine option, then (r not NULL) every request option, as `key = value`: a file
+ * il_config_load reads back to the same values (strings quoted and escaped). */
+void il_config_write(const il_config *c, const il_request_opts *r, FILE *f);
+/* Formats one option's current value (a request option from r; "" when r is NULL). */
+void il_config_format(const il_config *c, const il_request_opts *r, const il_opt *o, char *buf, size_t n);
 
 #endif

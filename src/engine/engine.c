@@ -638,90 +638,36 @@ il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos) {
 
 il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst) { return il_kv_cache_seq_fork(&e->kv, src, dst); }
 
-il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out) {
+il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, bool parse_special, int32_t **out,
+                             int32_t *n_out) {
   size_t n = 0;
   *out = NULL;
-  IL_TRY(il_tokenize_alloc(e->vocab, text, strlen(text), add_bos, !e->cfg.no_parse_special, out, &n));
+  IL_TRY(il_tokenize_alloc(e->vocab, text, strlen(text), add_bos, parse_special, out, &n));
   *n_out = (int32_t)n;
   return IL_OK;
 }
 
-/* After non-finite logits from entries [0, n): runs them again with the numerics check on (the
- * same KV cells are written with the same values) and adds where the inf/nan first appeared
- * to the error. Returns `err`. */
-static il_status il__locate_nonfinite(il_engine *e, const il_batch_entry *batch, int32_t n, il_status err) {
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", il_error_detail());
-  const bool was = e->fs.check_numerics;
-  e->fs.check_numerics = true;
-  e->fs.bad_layer = -1;
-  il_status st = il_engine_decode(e, batch, n, NULL);
-  e->fs.check_numerics = was;
-  if (st != IL_OK || e->fs.bad_layer < 0) return il_error(err, "%s", msg);
-  const char *hint = e->fs.act_type == IL_DTYPE_F16
-                         ? " (f16 activations overflow beyond 65504: --dtype bf16 keeps f32's range)"
-                         : "";
-  if (e->fs.bad_layer >= e->model->hp.n_layer)
-    return il_error(err, "%s; the layers' outputs were finite: the output head (%s) produced them%s", msg,
-                    e->fs.bad_block, hint);
-  return il_error(err, "%s; the first non-finite values (%lld) appear at %s of layer %d (blk.%d)%s", msg,
-                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer, hint);
-}
+const il_model *il_engine_model(const il_engine *e) { return e->model; }
+const il_vocab *il_engine_vocab(const il_engine *e) { return e->vocab; }
+int32_t il_engine_n_ctx(const il_engine *e) { return e->n_ctx; }
 
-il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,
-                             il_sampler *s, il_token_fn fn, void *ud, il_gen_stats *stats) {
+il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
+                             il_token_fn fn, void *ud, il_gen_stats *stats) {
   memset(stats, 0, sizeof *stats);
-  if (n_prompt <= 0) return il_error(IL_ERR_INVALID_ARG, "prompt: no tokens (empty prompt and no BOS)");
-  if (n_prompt >= e->n_ctx)
-    return il_error(IL_ERR_RANGE, "prompt: %d tokens do not fit the context of %d (raise --ctx)", n_prompt, e->n_ctx);
-  const int32_t nv = e->model->hp.n_vocab;
-  il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n_prompt, "prompt batch");
-  float *logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * (size_t)nv, "sampling logits");
-  /* room for the longest piece, so a push never leaves text queued (pieces can be longer than
-   * any fixed buffer) */
-  const size_t text_cap = il_vocab_max_piece(e->vocab) + 8;
-  char *text = il_mem_alloc(IL_MEM_WORKSPACE, text_cap, "detokenized text");
-  il_detok *dt = NULL;
-  il_status st = batch && logits && text ? il_detok_new(e->vocab, false, &dt) : IL_ERR_OOM;
-  if (st == IL_OK) {
-    il_detok_skip(dt, prompt, (size_t)n_prompt); /* the caller shows the prompt as typed */
-    for (int32_t i = 0; i < n_prompt; i++) {
-      batch[i] = (il_batch_entry){prompt[i], 0, i, i == n_prompt - 1};
-      il_sampler_accept(s, prompt[i]);
-    }
-    double t0 = il_time_now();
-    st = il_engine_decode(e, batch, n_prompt, logits);
-    if (st == IL_OK) st = il_logits_check_finite(logits, nv, n_prompt - 1);
-    if (st == IL_ERR_RANGE) st = il__locate_nonfinite(e, batch, n_prompt, st);
-    stats->prompt_seconds = il_time_now() - t0;
-    stats->n_prompt = n_prompt;
-  }
-  double t1 = il_time_now();
-  /* the token for position pos is sampled from the logits of pos - 1, so the last one the
-   * context allows is pos == n_ctx: it is emitted but not decoded (as llama2.c does) */
-  for (int32_t pos = n_prompt; st == IL_OK && pos <= e->n_ctx && (n_predict < 0 || stats->n_gen < n_predict); pos++) {
-    int32_t tok = il_sampler_sample(s, logits);
-    il_sampler_accept(s, tok);
-    stats->n_gen++;
-    if (il_vocab_is_eog(e->vocab, tok) && !e->cfg.ignore_eos) {
-      stats->stopped_eog = true;
+  il_request *r;
+  IL_TRY(il_request_new_tokens(e, prompt, n_prompt, p, &r));
+  il_status st;
+  int32_t tok;
+  const char *text;
+  size_t len;
+  while ((st = il_request_next(r, &tok, &text, &len)) == IL_OK) {
+    if (tok < 0) {
+      if (len && fn) fn(ud, -1, text, len);
       break;
     }
-    size_t len = il_detok_push(dt, tok, text, text_cap);
     if (fn && !fn(ud, tok, text, len)) break;
-    if (n_predict >= 0 && stats->n_gen >= n_predict) break;
-    if (pos >= e->n_ctx) break;
-    il_batch_entry one = {tok, 0, pos, true};
-    st = il_engine_decode(e, &one, 1, logits);
-    if (st == IL_OK) st = il_logits_check_finite(logits, nv, pos);
-    if (st == IL_ERR_RANGE) st = il__locate_nonfinite(e, &one, 1, st);
   }
-  stats->gen_seconds = il_time_now() - t1;
-  if (st == IL_OK && dt && fn)
-    for (size_t len; (len = il_detok_flush(dt, text, text_cap)) > 0;) fn(ud, -1, text, len);
-  il_detok_free(dt);
-  il_mem_free(text);
-  il_mem_free(batch);
-  il_mem_free(logits);
+  il_request_stats(r, stats);
+  il_request_free(r);
   return st;
 }

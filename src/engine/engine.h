@@ -18,11 +18,12 @@
 #include "core/timer.h"
 #include "engine/config.h"
 #include "engine/kv.h"
+#include "engine/request.h"
 #include "engine/sampler.h"
 #include "model/llama.h"
 #include "model/tokenizer.h"
 
-typedef struct {
+struct il_engine {
   il_config cfg;
   il_backend *backend;    /* the device (--device) */
   il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
@@ -48,45 +49,22 @@ typedef struct {
   size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
   double load_seconds;
   bool ctx_capped;        /* the context was reduced to fit memory */
-} il_engine;
+};
 
-/* Loads everything the config names. On failure nothing is left allocated; when a device
- * allocation did not fit (IL_ERR_OOM) the error detail is the out-of-memory report of
- * engine/oom.h, with one suggested change computed from this run's buffer sizes. */
-il_status il_engine_open(const il_config *cfg, il_engine **out);
-void il_engine_free(il_engine *e);
-
-/* Runs n entries (any n >= 1) in forward passes of at most n_batch entries, of which at most
- * n_logits_max want logits (one per sequence, or every entry with cfg.logits_all). For each
- * entry with .logits set, n_vocab floats are downloaded to logits_out in batch order
- * (logits_out may be NULL: then nothing is downloaded). */
-il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
-
-/* Sequence operations on the KV cache (see engine/kv.h): forget a sequence, keep its first
- * n_pos positions, or make dst a copy of src (paged: shared blocks, copy-on-write). */
-il_status il_engine_seq_remove(il_engine *e, int32_t seq);
-il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos);
-il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst);
-
-/* Tokenizes text with the model's vocabulary: BOS/EOS as the vocabulary's metadata says when
- * add_special, control-token text ("<|im_start|>") as those tokens unless the config says
- * no_parse_special (llama.cpp's default for prompts).
- * *out is allocated (workspace); the caller frees it with il_mem_free. */
-il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, int32_t **out, int32_t *n_out);
-
-typedef struct {
-  int32_t n_prompt, n_gen;
-  double prompt_seconds, gen_seconds;
-  bool stopped_eog; /* ended on an end-of-generation token */
-} il_gen_stats;
+/* The public functions (inferlab.h) il_engine_open, il_engine_free, il_engine_decode, the
+ * il_engine_seq_* operations, il_engine_tokenize and the accessors are declared there. Beyond
+ * them: on an IL_ERR_OOM from il_engine_open the error detail is the out-of-memory report of
+ * engine/oom.h, with one suggested change computed from this run's buffer sizes; decode splits
+ * the entries into forward passes of at most n_batch entries, of which at most n_logits_max
+ * want logits (one per sequence, or every entry with cfg.logits_all). */
 
 /* Called with each generated token and its text (possibly empty while a UTF-8 character is
- * incomplete). Return false to stop. */
+ * incomplete), and once with token -1 for text still queued at the end. Return false to stop. */
 typedef bool (*il_token_fn)(void *ud, int32_t token, const char *text, size_t len);
 
-/* Processes the prompt in sequence 0 from position 0, then samples up to n_predict tokens
- * (-1: until end of generation or the context is full). */
-il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, int32_t n_predict,
-                             il_sampler *s, il_token_fn fn, void *ud, il_gen_stats *stats);
+/* The `run` loop: a request (engine/request.h) for the tokenized prompt in sequence 0, each
+ * token handed to fn. *stats is filled even on failure. */
+il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
+                             il_token_fn fn, void *ud, il_gen_stats *stats);
 
 #endif

@@ -14,28 +14,11 @@
 
 #include "core/status.h"
 
-typedef struct {
-  float temp;
-  int32_t top_k;
-  float top_p;
-  float min_p;
-  float repeat_penalty;
-  int32_t repeat_last_n;
-  uint64_t seed;
-} il_sampler_params;
-
-typedef struct il_sampler il_sampler;
-
-/* Allocates a sampler for n_vocab logits (workspace category). Free with il_sampler_free. */
-il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out);
-void il_sampler_free(il_sampler *s);
-/* Records a token (prompt or generated) in the penalty history. */
-void il_sampler_accept(il_sampler *s, int32_t token);
-/* Picks a token from logits[n_vocab] (not modified). Can't fail. NaN logits are never picked
- * while a number is present (NaN orders below -Inf); when the largest logit is not finite the
- * result is the first in the order (+Inf, else the lowest id). The engine refuses non-finite
- * logits before sampling (il_logits_check_finite), so this rule only protects direct callers. */
-int32_t il_sampler_sample(il_sampler *s, const float *logits);
+/* il_sampler_params and il_sampler_new/free/accept/sample are public (inferlab.h). Beyond what
+ * that header says: NaN logits are never picked while a number is present (NaN orders below
+ * -Inf); when the largest logit is not finite the result is the first in the order (+Inf, else
+ * the lowest id). The engine refuses non-finite logits before sampling (il_logits_check_finite),
+ * so this rule only protects direct callers. */
 
 /* IL_ERR_RANGE naming the position, the first token and how many logits of logits[n] are NaN
  * or infinite; IL_OK when all are finite. */

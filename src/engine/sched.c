@@ -85,13 +85,12 @@ struct il_sched {
   int32_t snap_cap;         /* waiting plus admitted requests: max_queue + 2 x slots */
 };
 
-void il_sched_params_from_config(const il_config *cfg, il_sched_params *p) {
+void il_sched_params_from_request(const il_request_params *rp, il_sched_params *p) {
   memset(p, 0, sizeof *p);
-  p->sampling = (il_sampler_params){cfg->temp, cfg->top_k, cfg->top_p, cfg->min_p,
-                                    cfg->repeat_penalty, cfg->repeat_last_n, cfg->seed};
+  p->sampling = rp->sampling;
   p->n = 1;
   p->logprobs = -1;
-  p->ignore_eos = cfg->ignore_eos;
+  p->ignore_eos = rp->ignore_eos;
 }
 
 const il_engine *il_sched_engine(const il_sched *s) { return s->e; }

@@ -63,9 +63,9 @@ typedef struct {
   bool ignore_eos;
 } il_sched_params;
 
-/* Defaults from an engine config (temp, top-k, top-p, min-p, penalties, seed), n = 1,
+/* Defaults from request options (temp, top-k, top-p, min-p, penalties, seed, ignore-eos), n = 1,
  * max_tokens = 0, no stop strings, no logprobs. Can't fail. */
-void il_sched_params_from_config(const il_config *cfg, il_sched_params *p);
+void il_sched_params_from_request(const il_request_params *rp, il_sched_params *p);
 
 typedef struct {
   int32_t choice;          /* 0..n-1; -1 in the request's final event */

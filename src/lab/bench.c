@@ -225,7 +225,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
   r->point = *p;
   r->batch = p->cfg.n_seq;
   r->prompt = p->prompt;
-  r->gen = p->cfg.n_predict;
+  r->gen = p->gen;
   for (int m = 0; m < IL_BM_COUNT; m++) il_stats_summarize(NULL, 0, &r->sum[m]);
   il_stats_summarize(NULL, 0, &r->tpot_steps);
   if (o->reps < 1) return il__fail(r, il_error(IL_ERR_INVALID_ARG, "-r %d: at least one repetition", o->reps));

@@ -387,7 +387,8 @@ static il_status il__write_conf(const il_experiment *x, const char *name, const 
   fprintf(f, "# Reproduce or roll back with: inferlab bench --config %s/%s --prompt %d\n", x->dir, name, p->prompt);
   fprintf(f, "# workload: prompt = %d tokens per sequence (bench --prompt), batch = n-seq, gen = n-predict\n",
           p->prompt);
-  il_config_write(&p->cfg, f);
+  il_config_write(&p->cfg, NULL, f);
+  fprintf(f, "n-predict = %d\n", p->gen); /* the one request option a measurement uses */
   if (fclose(f) != 0) return il_error(IL_ERR_OUTPUT, "%s/%s: write failed", x->dir, name);
   return IL_OK;
 }
@@ -474,7 +475,7 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
       fprintf(f, "%s%s %s -> %s", i ? ", " : "", x->changes[i].name, before, x->changes[i].value);
     }
     fprintf(f, "\nworkload:   %s, batch %d, prompt %d, gen %d, threads %d\n", x->baseline.cfg.model,
-            x->baseline.cfg.n_seq, x->baseline.prompt, x->baseline.cfg.n_predict, x->steps[0].threads);
+            x->baseline.cfg.n_seq, x->baseline.prompt, x->baseline.gen, x->steps[0].threads);
   }
   fprintf(f, "runs:       %d per arm, interleaved A B A B ...; %d warm-up per run; failures: baseline %d, variant %d\n",
           x->repeat, x->is_cmd ? 0 : x->bench.warmup, x->failures[0], x->failures[1]);

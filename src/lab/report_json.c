@@ -16,14 +16,16 @@
 
 void il_report_json_config(const il_sweep_point *p, il_jsonw *w) {
   il_jsonw_obj(w);
-  char buf[IL_CONFIG_PROMPT_MAX + 8];
+  char buf[IL_CONFIG_STR_MAX + 8];
   for (const il_opt *o = il_config_options(); o->name; o++) {
-    il_config_format(&p->cfg, o, buf, sizeof buf);
+    if (o->request) continue; /* of those only n-predict applies: below */
+    il_config_format(&p->cfg, NULL, o, buf, sizeof buf);
     il_jsonw_key(w, o->name);
     if (o->kind == IL_OPT_STR) il_jsonw_str(w, buf);
     else if (o->kind == IL_OPT_BOOL) il_jsonw_bool(w, *((const bool *)((const char *)&p->cfg + o->offset)));
     else il_jsonw_num(w, strtod(buf, NULL));
   }
+  il_jsonw_kint(w, "n-predict", p->gen);
   il_jsonw_kint(w, "prompt", p->prompt);
   il_jsonw_obj_end(w);
 }

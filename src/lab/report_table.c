@@ -101,7 +101,7 @@ void il_report_table_begin(const il_report *r, FILE *f) {
 void il_report_table_row(const il_report *r, int i, FILE *f) {
   int nm = (int)(sizeof il__table_metrics / sizeof il__table_metrics[0]);
   const il_bench_result *res = &r->results[i];
-  fprintf(f, "| %d | %d | %d | %d |", res->point.cfg.n_seq, res->point.prompt, res->point.cfg.n_predict,
+  fprintf(f, "| %d | %d | %d | %d |", res->point.cfg.n_seq, res->point.prompt, res->point.gen,
           res->threads ? res->threads : res->point.cfg.threads);
   for (int a2 = 0; r->sweep && a2 < r->sweep->n_axes; a2++) {
     if (il__is_fixed_col(r->sweep->axes[a2].name) || r->sweep->axes[a2].n < 2) continue;

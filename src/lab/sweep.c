@@ -22,6 +22,7 @@ static const il__alias il__aliases[] = {
 
 void il_sweep_point_defaults(il_sweep_point *p) {
   il_config_defaults(&p->cfg);
+  p->gen = il_request_default_params().n_predict;
   p->prompt = 128;
 }
 
@@ -29,7 +30,7 @@ const char *il_sweep_key(const char *name) {
   for (size_t i = 0; i < sizeof il__aliases / sizeof il__aliases[0]; i++)
     if (!strcmp(name, il__aliases[i].lab)) return il__aliases[i].key;
   const il_opt *o = il_config_find(name);
-  if (!o) return NULL;
+  if (!o || (o->request && strcmp(o->name, "n-predict"))) return NULL; /* nothing samples here */
   /* the engine's own names that the lab reads differently must be reached by their lab name */
   if (!strcmp(o->name, "batch") || !strcmp(o->name, "prompt")) return NULL;
   return o->name;
@@ -46,6 +47,13 @@ il_status il_sweep_set(il_sweep_point *p, const char *name, const char *value, c
     p->prompt = (int)v;
     return IL_OK;
   }
+  if (!strcmp(key, "n-predict")) {
+    const il_opt *o = il_config_find(key);
+    long long v;
+    IL_TRY(il_config_parse_int(value, (long long)o->min, (long long)o->max, where, &v));
+    p->gen = (int)v;
+    return IL_OK;
+  }
   return il_config_set(&p->cfg, key, value, where);
 }
 
@@ -57,7 +65,11 @@ void il_sweep_get(const il_sweep_point *p, const char *name, char *buf, size_t n
     snprintf(buf, n, "%d", p->prompt);
     return;
   }
-  il_config_format(&p->cfg, il_config_find(key), buf, n);
+  if (!strcmp(key, "n-predict")) {
+    snprintf(buf, n, "%d", p->gen);
+    return;
+  }
+  il_config_format(&p->cfg, NULL, il_config_find(key), buf, n);
 }
 
 void il_sweep_init(il_sweep *s) { memset(s, 0, sizeof *s); }

@@ -10,9 +10,11 @@
  *   ubatch  the engine's own `batch` option (max tokens per forward pass), renamed in the lab
  *           because `batch` means parallel sequences here
  * Every other name is an engine option from engine/config.h and is set with il_config_set, so
- * validation and error messages are the engine's own. A point's config is a complete
- * il_config: il_config_write of it is a config file that reproduces the point (the prompt
- * token count, which is not an engine option, is written as a comment by the callers).
+ * validation and error messages are the engine's own; of the request options only n-predict
+ * (gen) means something to a measurement that feeds synthetic tokens and never samples. A
+ * point's config is a complete il_config: il_config_write of it plus an `n-predict` line is a
+ * config file that reproduces the point (the prompt token count, which is not an option, is
+ * written as a comment by the callers).
  * Combinations are enumerated with the first axis varying slowest, like nested loops in the
  * order the options were given.
  * Not for: running anything (lab/bench), or parsing argv (cli/).
@@ -31,7 +33,8 @@
 #define IL_SWEEP_MAX_COMBINATIONS 4096
 
 typedef struct {
-  il_config cfg; /* engine options; n_seq = parallel sequences, n_predict = generated tokens */
+  il_config cfg; /* engine options; n_seq = parallel sequences */
+  int gen;       /* tokens generated per sequence: the request option n-predict */
   int prompt;    /* prompt tokens per sequence (>= 1) */
 } il_sweep_point;
 
@@ -46,7 +49,7 @@ typedef struct {
   il_sweep_axis axes[IL_SWEEP_MAX_AXES];
 } il_sweep;
 
-/* Defaults of a point: il_config_defaults and prompt = 128. Can't fail. */
+/* Defaults of a point: il_config_defaults, gen = 128 (n-predict's default) and prompt = 128. Can't fail. */
 void il_sweep_point_defaults(il_sweep_point *p);
 /* The engine option a lab name sets ("batch" -> "n-seq"), "prompt" for the prompt count, or
  * NULL for an unknown name. Engine option names (and their underscore spellings) map to

@@ -21,29 +21,6 @@
 
 #include "core/status.h"
 
-typedef enum {
-  IL_MEM_WEIGHTS,
-  IL_MEM_KV,
-  IL_MEM_ACTIVATIONS,
-  IL_MEM_WORKSPACE,
-  IL_MEM_STAGING,
-  IL_MEM_OTHER,
-  IL_MEM_CATEGORY_COUNT
-} il_mem_category;
-
-/* "weights", "kv", ... */
-const char *il_mem_category_name(il_mem_category c);
-
-typedef struct {
-  size_t current[IL_MEM_CATEGORY_COUNT];
-  size_t peak[IL_MEM_CATEGORY_COUNT];
-  size_t mapped[IL_MEM_CATEGORY_COUNT]; /* borrowed (mmap), not allocated here */
-  size_t total_current;
-  size_t total_peak;
-  size_t limit; /* 0 = none */
-  uint64_t n_allocs;
-  uint64_t n_failed;
-} il_mem_stats;
 
 /* A counted memory space: the host has one; simulated or real devices have their own. All
  * counters are updated atomically. */

@@ -100,13 +100,6 @@ void il_model_free(il_model *m);
  * model owns it even when this fails (IL_ERR_OOM): it is freed at once. */
 il_status il_model_own(il_model *m, void *buf);
 
-/* One entry of a forward batch. */
-typedef struct {
-  int32_t token;
-  int32_t seq;
-  int32_t pos;
-  bool logits; /* compute logits for this entry */
-} il_batch_entry;
 
 /* Where each component computes: the embedding lookup, each layer, and the output head (final
  * norm + logits). A model placed on one backend has every entry equal. */

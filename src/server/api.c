@@ -99,7 +99,7 @@ static json_t *il__jstr(const char *s, size_t n) {
 /* ---- setup ---- */
 
 il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const char *chat_template, int max_tokens,
-                      int default_max_tokens, char *note, size_t note_cap) {
+                      const il_request_params *defaults, char *note, size_t note_cap) {
   memset(api, 0, sizeof *api);
   api->e = e;
   char how[128];
@@ -112,7 +112,7 @@ il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const cha
     snprintf(api->model_id, sizeof api->model_id, "%.255s", slash ? slash + 1 : m);
   }
   api->max_tokens = max_tokens > 0 && max_tokens < e->n_ctx ? max_tokens : e->n_ctx;
-  api->default_max_tokens = default_max_tokens;
+  api->defaults = *defaults;
   return IL_OK;
 }
 
@@ -271,10 +271,10 @@ static bool il__tokenize(const il_api *api, const char *text, size_t len, bool a
 
 /* The prompt of a completions request: a string, [string], or [token ids]. */
 static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *n, il_api_error *e) {
-  const il_config *cfg = &api->e->cfg;
+  const il_request_params *rp = &api->defaults;
   if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
   if (json_is_string(p))
-    return il__tokenize(api, json_string_value(p), json_string_length(p), !cfg->no_bos, !cfg->no_parse_special,
+    return il__tokenize(api, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special,
                         tokens, n, e);
   if (!json_is_array(p) || json_array_size(p) == 0)
     return IL__BAD("prompt", "'prompt' must be a string or a non-empty array of token ids");
@@ -299,7 +299,7 @@ static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *
 /* Sampling and stopping parameters shared by both endpoints. */
 static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params *p, bool *stream, bool *usage,
                        il_api_error *e) {
-  il_sched_params_from_config(&api->e->cfg, p);
+  il_sched_params_from_request(&api->defaults, p);
   double temp = p->sampling.temp, top_p = p->sampling.top_p, min_p = p->sampling.min_p,
          rp = p->sampling.repeat_penalty, pen = 0;
   long long v = 0;
@@ -594,7 +594,7 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     char *text = NULL;
     size_t tl = 0;
     ok = il__messages(api, json_object_get(o, "messages"), &text, &tl, e) &&
-         il__tokenize(api, text, tl, !api->e->cfg.no_bos, true, &tokens, &n, e);
+         il__tokenize(api, text, tl, !api->defaults.no_bos, true, &tokens, &n, e);
     il_mem_free(text);
   } else if (ok) {
     json_t *pr = json_object_get(o, "prompt");
@@ -609,7 +609,7 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
   }
   if (ok && p.max_tokens < 0) {
     int32_t room = api->e->n_ctx - n;
-    int32_t d = api->default_max_tokens > 0 ? api->default_max_tokens : room;
+    int32_t d = api->defaults.n_predict > 0 ? api->defaults.n_predict : room;
     p.max_tokens = d < room ? d : room;
   }
   il_api_stream *st = NULL;
@@ -693,7 +693,7 @@ bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **o
   } else if (ok) {
     if (!json_is_string(pr)) ok = IL__BAD("prompt", "'prompt' must be a string (or send 'messages')");
     else ok = il__tokenize(api, json_string_value(pr), json_string_length(pr), add_special,
-                           !api->e->cfg.no_parse_special, &tokens, &n, e);
+                           !api->defaults.no_parse_special, &tokens, &n, e);
   }
   json_decref(o);
   if (!ok) return false;

@@ -38,13 +38,13 @@ typedef struct {
   il_template_kind tmpl;
   char model_id[256];
   int max_tokens;          /* limit on a request's max_tokens (0: the context) */
-  int default_max_tokens;  /* when absent (0: until the context is full) */
+  il_request_params defaults; /* what a request leaves out (n_predict <= 0: until the context is full) */
 } il_api;
 
 /* Fills api for engine e (sched left NULL). model_id "" = the model file's base name or the
  * builtin:NAME. note gets the template line. Errors: --chat-template unknown. */
 il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const char *chat_template, int max_tokens,
-                      int default_max_tokens, char *note, size_t note_cap);
+                      const il_request_params *defaults, char *note, size_t note_cap);
 
 struct il_server;
 

@@ -51,6 +51,8 @@ void il_server_opts_defaults(il_server_opts *o) {
   o->port = 8080;
   o->max_body = (size_t)1 << 20;
   o->max_connections = 64;
+  o->defaults = il_request_default_params();
+  o->defaults.n_predict = -1;
 }
 
 /* ---- jansson's memory through memory/ ---- */
@@ -403,7 +405,7 @@ const char *il_server_template_note(const il_server *s) { return s->template_not
 
 il_status il_server_attach(il_server *s, il_engine *e) {
   il_api api;
-  IL_TRY(il_api_init(&api, e, s->o.model_id, s->o.chat_template, s->o.max_tokens, s->o.default_max_tokens,
+  IL_TRY(il_api_init(&api, e, s->o.model_id, s->o.chat_template, s->o.max_tokens, &s->o.defaults,
                      s->template_note, sizeof s->template_note));
   il_sched *sched = NULL;
   il_status st = il_sched_new(e, &s->o.sched, &sched);

@@ -33,7 +33,8 @@ typedef struct {
   size_t max_body;        /* bytes per request body (default 1 MiB) */
   int max_connections;    /* open connections before 429 (default 64) */
   int max_tokens;         /* most max_tokens a request may ask (0: the context) */
-  int default_max_tokens; /* when a request gives none (0: until the context is full) */
+  il_request_params defaults; /* what a request leaves out: sampling, no-bos, no-parse-special,
+                                 ignore-eos, and n_predict as max_tokens (-1: until the context is full) */
   char model_id[256];     /* the name /v1/models lists and requests must use */
   char chat_template[32]; /* --chat-template ("" = the model's) */
   const char *nvml_path;  /* NULL: libnvidia-ml.so.1 (GPU metrics only when it loads) */

@@ -1,0 +1,174 @@
+/* engine/request: one generation on an engine. See request.h. */
+#include "engine/request.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "engine/engine.h"
+#include "memory/mem.h"
+
+struct il_request {
+  il_engine *e;
+  il_request_params p;
+  il_sampler *sampler;
+  il_detok *detok;
+  float *logits;     /* [n_vocab]: the logits the next token is sampled from */
+  char *text;        /* [text_cap]: the text returned by the last il_request_next */
+  size_t text_cap;
+  int32_t pos;       /* position of the next token to sample */
+  int32_t pending;   /* sampled but not yet decoded (-1: none) */
+  bool done;
+  il_gen_stats stats;
+};
+
+il_request_params il_request_default_params(void) {
+  return (il_request_params){
+      .sampling = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
+                   .repeat_last_n = 64, .seed = 42},
+      .n_predict = 128,
+  };
+}
+
+void il_request_opts_defaults(il_request_opts *r) {
+  memset(r, 0, sizeof *r);
+  r->p = il_request_default_params();
+}
+
+/* After non-finite logits from entries [0, n): runs them again with the numerics check on (the
+ * same KV cells are written with the same values) and adds where the inf/nan first appeared
+ * to the error. Returns `err`. */
+static il_status il__locate_nonfinite(il_engine *e, const il_batch_entry *batch, int32_t n, il_status err) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", il_error_detail());
+  const bool was = e->fs.check_numerics;
+  e->fs.check_numerics = true;
+  e->fs.bad_layer = -1;
+  il_status st = il_engine_decode(e, batch, n, NULL);
+  e->fs.check_numerics = was;
+  if (st != IL_OK || e->fs.bad_layer < 0) return il_error(err, "%s", msg);
+  const char *hint = e->fs.act_type == IL_DTYPE_F16
+                         ? " (f16 activations overflow beyond 65504: --dtype bf16 keeps f32's range)"
+                         : "";
+  if (e->fs.bad_layer >= e->model->hp.n_layer)
+    return il_error(err, "%s; the layers' outputs were finite: the output head (%s) produced them%s", msg,
+                    e->fs.bad_block, hint);
+  return il_error(err, "%s; the first non-finite values (%lld) appear at %s of layer %d (blk.%d)%s", msg,
+                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer, hint);
+}
+
+/* Decodes entries and checks that their logits are finite, naming the op that broke them. */
+static il_status il__decode_checked(il_request *r, const il_batch_entry *batch, int32_t n) {
+  il_status st = il_engine_decode(r->e, batch, n, r->logits);
+  if (st == IL_OK) st = il_logits_check_finite(r->logits, r->e->model->hp.n_vocab, batch[n - 1].pos);
+  if (st == IL_ERR_RANGE) st = il__locate_nonfinite(r->e, batch, n, st);
+  return st;
+}
+
+il_status il_request_new_tokens(il_engine *e, const int32_t *ids, int32_t n, const il_request_params *p,
+                                il_request **out) {
+  *out = NULL;
+  if (n <= 0) return il_error(IL_ERR_INVALID_ARG, "prompt: no tokens (empty prompt and no BOS)");
+  if (n >= e->n_ctx)
+    return il_error(IL_ERR_RANGE, "prompt: %d tokens do not fit the context of %d (raise --ctx)", n, e->n_ctx);
+  const int32_t nv = e->model->hp.n_vocab;
+  il_request *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
+  if (!r) return IL_ERR_OOM;
+  r->e = e;
+  r->p = *p;
+  r->pending = -1;
+  /* room for the longest piece, so a push never leaves text queued (pieces can be longer than
+   * any fixed buffer) */
+  r->text_cap = il_vocab_max_piece(e->vocab) + 8;
+  r->text = il_mem_alloc(IL_MEM_WORKSPACE, r->text_cap, "detokenized text");
+  r->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * (size_t)nv, "sampling logits");
+  il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n, "prompt batch");
+  il_status st = r->text && r->logits && batch ? IL_OK : IL_ERR_OOM;
+  if (st == IL_OK) st = il_sampler_new(&p->sampling, nv, &r->sampler);
+  if (st == IL_OK) st = il_detok_new(e->vocab, false, &r->detok);
+  if (st == IL_OK) st = il_engine_seq_remove(e, 0);
+  if (st == IL_OK) {
+    il_detok_skip(r->detok, ids, (size_t)n); /* the caller shows the prompt as typed */
+    for (int32_t i = 0; i < n; i++) {
+      batch[i] = (il_batch_entry){ids[i], 0, i, i == n - 1};
+      il_sampler_accept(r->sampler, ids[i]);
+    }
+    double t0 = il_time_now();
+    st = il__decode_checked(r, batch, n);
+    r->stats.prompt_seconds = il_time_now() - t0;
+    r->stats.n_prompt = n;
+    r->pos = n;
+  }
+  il_mem_free(batch);
+  if (st != IL_OK) {
+    il_request_free(r);
+    return st;
+  }
+  *out = r;
+  return IL_OK;
+}
+
+il_status il_request_new(il_engine *e, const char *prompt, const il_request_params *p, il_request **out) {
+  *out = NULL;
+  int32_t *ids = NULL, n = 0;
+  IL_TRY(il_engine_tokenize(e, prompt, !p->no_bos, !p->no_parse_special, &ids, &n));
+  il_status st = il_request_new_tokens(e, ids, n, p, out);
+  il_mem_free(ids);
+  return st;
+}
+
+/* Ends the request: hands back what the detokenizer still holds (an incomplete UTF-8 tail). */
+static il_status il__request_end(il_request *r, int32_t *token, const char **text, size_t *len) {
+  r->done = true;
+  *token = -1;
+  *text = r->text;
+  *len = il_detok_flush(r->detok, r->text, r->text_cap);
+  return IL_OK;
+}
+
+il_status il_request_next(il_request *r, int32_t *token, const char **text, size_t *len) {
+  *token = -1;
+  *text = r->text;
+  *len = 0;
+  if (r->done) return il__request_end(r, token, text, len);
+  const il_request_params *p = &r->p;
+  if (p->n_predict >= 0 && r->stats.n_gen >= p->n_predict) return il__request_end(r, token, text, len);
+  const double t0 = il_time_now();
+  if (r->pending >= 0) {
+    il_batch_entry one = {r->pending, 0, r->pos - 1, true};
+    r->pending = -1;
+    il_status st = il__decode_checked(r, &one, 1);
+    r->stats.gen_seconds += il_time_now() - t0;
+    if (st != IL_OK) return st;
+  }
+  /* the token for position pos is sampled from the logits of pos - 1, so the last one the
+   * context allows is pos == n_ctx: it is returned but not decoded (as llama2.c does) */
+  if (r->pos > r->e->n_ctx) return il__request_end(r, token, text, len);
+  int32_t tok = il_sampler_sample(r->sampler, r->logits);
+  il_sampler_accept(r->sampler, tok);
+  r->stats.n_gen++;
+  r->stats.gen_seconds += il_time_now() - t0;
+  if (il_vocab_is_eog(r->e->vocab, tok) && !p->ignore_eos) {
+    r->stats.stopped_eog = true;
+    return il__request_end(r, token, text, len);
+  }
+  *token = tok;
+  *len = il_detok_push(r->detok, tok, r->text, r->text_cap);
+  if (r->pos < r->e->n_ctx) r->pending = tok;
+  else r->done = true; /* the next call only flushes */
+  r->pos++;
+  return IL_OK;
+}
+
+int32_t il_request_n_prompt(const il_request *r) { return r->stats.n_prompt; }
+int32_t il_request_n_generated(const il_request *r) { return r->stats.n_gen; }
+void il_request_stats(const il_request *r, il_gen_stats *out) { *out = r->stats; }
+
+void il_request_free(il_request *r) {
+  if (!r) return;
+  il_sampler_free(r->sampler);
+  il_detok_free(r->detok);
+  il_mem_free(r->logits);
+  il_mem_free(r->text);
+  il_mem_free(r);
+}
