@@ -860,3 +860,8 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
   /* logits are downloaded as F32: checked, not rounded */
   return il__check(st, b, il_tensor_rows(lo->logits, 0, n_out), hp->n_layer, "output");
 }
+
+int32_t il_model_n_vocab(const il_model *m) { return m->hp.n_vocab; }
+int32_t il_model_n_layer(const il_model *m) { return m->hp.n_layer; }
+int32_t il_model_n_embd(const il_model *m) { return m->hp.n_embd; }
+int32_t il_model_n_ctx_train(const il_model *m) { return m->hp.n_ctx_train; }
