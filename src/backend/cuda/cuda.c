@@ -196,8 +196,7 @@ static size_t il__empty_cache(il_backend *b) { return il_caching_empty_cache(il_
 
 /* ---------------------------------------------------------------- transfers */
 
-static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
-  il__cu *c = il__cu_of(b);
+static il_status il__upload_locked(il__cu *c, il_tensor dst, const void *src, size_t bytes) {
   IL_TRY(il__check("upload", &dst, IL_DTYPE_COUNT));
   if (bytes > dst.buf->size - dst.off)
     return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
@@ -239,8 +238,7 @@ static il_status il__drain(il__cu *c, const char *op, const char *what) {
   return il__faults(c);
 }
 
-static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
-  il__cu *c = il__cu_of(b);
+static il_status il__download_locked(il__cu *c, void *dst, il_tensor src, size_t bytes) {
   IL_TRY(il__check("download", &src, IL_DTYPE_COUNT));
   if (bytes > src.buf->size - src.off)
     return il_error(IL_ERR_RANGE, "download: %zu bytes from '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
@@ -266,6 +264,25 @@ static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t by
   c->xfer.download_seconds += il_time_now() - t0;
   pthread_mutex_unlock(&c->lock);
   return IL_OK;
+}
+
+/* Transfers may come from two host threads at once (the caller's and model offloading's copy
+ * thread): each runs whole under xfer_lock. The streams keep the device-side order: an upload
+ * waits for the ops queued before it, the ops queued after it wait for the upload. */
+static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
+  il__cu *c = il__cu_of(b);
+  pthread_mutex_lock(&c->xfer_lock);
+  il_status st = il__upload_locked(c, dst, src, bytes);
+  pthread_mutex_unlock(&c->xfer_lock);
+  return st;
+}
+
+static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
+  il__cu *c = il__cu_of(b);
+  pthread_mutex_lock(&c->xfer_lock);
+  il_status st = il__download_locked(c, dst, src, bytes);
+  pthread_mutex_unlock(&c->xfer_lock);
+  return st;
 }
 
 static il_status il__copy(il_backend *b, il_tensor dst, il_tensor src) {
@@ -744,6 +761,7 @@ static void il__destroy(il_backend *b) {
     if (c->copy) (void)cudaStreamDestroy(c->copy);
     if (c->space) il_mem_space_free(c->space);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->xfer_lock);
     il_mem_free(c);
   }
   il_mem_free(b);
@@ -873,6 +891,7 @@ static il_status il__open(const char *spec, size_t mem_limit, il_backend **out) 
     return IL_ERR_OOM;
   }
   pthread_mutex_init(&c->lock, NULL);
+  pthread_mutex_init(&c->xfer_lock, NULL);
   c->dev = dev;
   snprintf(c->spec, sizeof c->spec, "cuda:%d", dev);
   *b = (il_backend){.ops = &il__cuda_ops, .impl = c};

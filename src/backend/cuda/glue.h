@@ -57,6 +57,9 @@ typedef struct {
   int launch;                      /* id of the last launch that can fault */
   char launch_what[IL__CU_LAUNCH_RING][96];
   pthread_mutex_t lock;            /* transfer counters */
+  pthread_mutex_t xfer_lock;       /* one transfer at a time: the staging buffers, stage_next and join
+                                      are shared, and model offloading uploads from its copy thread
+                                      while the caller's thread uploads batches and downloads logits */
   il_transfer_stats xfer;
 } il__cu;
 
