@@ -12,13 +12,18 @@
  * - offloading on cuda as on sim (issue 15): --offload stream gives the all-device logits
  *   bitwise (the same kernels, weights through two slots); --gpu-layers 0..n and --place mixes
  *   of cuda and cpu give them within the F32 bound (the CPU's kernels sum in another order), and
- *   the residual crosses the bus exactly twice per change of backend per token.
+ *   the residual crosses the bus exactly twice per change of backend per token;
+ * - plan on cuda: the dry run on cuda:N,dry=SIZE (the device's facts and measured fixed
+ *   overhead, no memory behind the allocator) predicts the peak; a run capped at exactly that
+ *   (--mem-limit = peak - fixed) opens and decodes a full batch through cuBLAS without growing
+ *   past it (its scratch is reserved at open), and one capped 3% lower is refused at open.
  */
 #include <string.h>
 
 #include "backend/registry.h"
 #include "engine/engine.h"
 #include "engine/oom.h"
+#include "lab/plan.h"
 #include "harness.h"
 
 static void cfg(il_config *c, const char *device, const char *wtype) {
@@ -152,6 +157,44 @@ static void test_offload(void) {
   free(a), free(b);
 }
 
+static void test_plan(const char *wtype) {
+  il_config c;
+  cfg(&c, "cuda", wtype);
+  c.ctx = 256;
+  c.batch = 64;
+  c.logits_all = false;
+  il_plan p;
+  IL_CHECK_OK(il_plan_run(&c, &p));
+  IL_CHECK(p.fits);
+  if (!p.fits) return;
+  const size_t cap = p.peak_bytes - p.fixed_bytes;
+  printf("plan %s on %s: peak %zu B (fixed %zu B, workspace %zu B), %d dry runs\n", wtype, p.device, p.peak_bytes,
+         p.fixed_bytes, p.by_cat[IL_MEM_WORKSPACE], p.dry_runs);
+  IL_CHECK(p.by_cat[IL_MEM_WORKSPACE] > 0);
+  snprintf(c.mem_limit, sizeof c.mem_limit, "%zu", cap);
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&c, &e));
+  if (e) {
+    il_batch_entry b[64];
+    for (int i = 0; i < 64; i++) b[i] = (il_batch_entry){1 + 37 * i % 500, 0, i, i == 63};
+    float *logits = calloc((size_t)e->model->hp.n_vocab, 4);
+    IL_CHECK_OK(il_engine_decode(e, b, 64, logits));
+    il_batch_entry one = {5, 0, 64, true};
+    IL_CHECK_OK(il_engine_decode(e, &one, 1, logits));
+    il_caching_stats cs;
+    e->backend->ops->allocator_stats(e->backend, &cs);
+    printf("  run capped at %zu B: reserved peak %zu B (%.2f%% of the prediction)\n", cap, cs.total.peak_reserved,
+           100.0 * (double)cs.total.peak_reserved / (double)cap);
+    IL_CHECK(cs.total.peak_reserved <= cap);
+    IL_CHECK((double)cs.total.peak_reserved >= 0.97 * (double)cap);
+    free(logits);
+    il_engine_free(e);
+  }
+  snprintf(c.mem_limit, sizeof c.mem_limit, "%zu", cap / 100 * 97);
+  IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_OOM);
+  if (e) il_engine_free(e);
+}
+
 static void test_oom(void) {
   il_config c;
   cfg(&c, "cuda", "f32");
@@ -198,5 +241,7 @@ int main(void) {
   test_logits("q4_1", 5e-2, all / 2);
   test_oom();
   test_offload();
+  test_plan("f32");
+  test_plan("q8_0");
   return il_test_finish();
 }

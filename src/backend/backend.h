@@ -26,7 +26,7 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_BACKEND_OPS_VERSION 2 /* 2: round_to, value_stats */
+#define IL_BACKEND_OPS_VERSION 3 /* 2: round_to, value_stats; 3: reserve */
 
 /* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
  * weight type, so il_dtype_get does not list it). */
@@ -203,6 +203,16 @@ typedef struct il_backend_ops {
   il_status (*round_to)(il_backend *, il_tensor x, il_dtype type);
   /* *nonfinite = inf/nan count, *absmax = largest finite |x| (numerics checks). */
   il_status (*value_stats)(il_backend *, il_tensor x, int64_t *nonfinite, float *absmax);
+
+  /* ---- appended in version 3: memory known at open ---- */
+  /* Allocates now the scratch the ops will need for passes of at most max_tokens rows with the
+   * weights w[0..n) (CUDA: the GEMM's 16-bit staging, the quantized activations of the dp4a
+   * matvec, cuBLAS's own workspace), so it is counted, planned and refused at open rather
+   * than met at the first batch. IL_ERR_OOM with the device's report. reserve_bytes: what
+   * reserve would allocate, from shapes and types alone (w[i].buf may be NULL), for the
+   * out-of-memory report's arithmetic. (optional, both: NULL where ops need no scratch) */
+  il_status (*reserve)(il_backend *, int32_t max_tokens, const il_tensor *w, int n);
+  size_t (*reserve_bytes)(il_backend *, int32_t max_tokens, const il_tensor *w, int n);
 } il_backend_ops;
 
 struct il_backend {

@@ -44,7 +44,7 @@ il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_back
     if (spec[3] == 0) return il_error(IL_ERR_INVALID_ARG, "--device sim: give the device size, e.g. sim:4GiB");
     return il__sim_backend_new(spec, &co, opts->mem_limit, out);
   }
-  if (!strncmp(spec, "cuda", 4) && (spec[4] == ':' || spec[4] == 0)) {
+  if (!strncmp(spec, "cuda", 4) && (spec[4] == ':' || spec[4] == ',' || spec[4] == 0)) {
     const char *why = il_backend_cuda_unavailable();
     if (why) return il_error(IL_ERR_UNSUPPORTED, "--device %s: %s", spec, why);
     il_status st = il_cudamod_get()->open(spec, opts->mem_limit, out);

@@ -97,6 +97,31 @@ static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) 
 }
 
 /* What the device (e->backend) holds for configuration s: the numbers the allocations use. */
+/* The device's own matmul scratch (ops->reserve) for this shape: the device layers' weights and
+ * the output head, as shapes in the shape's weight type. */
+static size_t il__reserve_bytes(const il_engine *e, const il__shape *s, int32_t n_dev) {
+  const il_backend_ops *o = e->backend->ops;
+  if (o->version < 3 || !o->reserve_bytes) return 0;
+  const il_model *m = e->model;
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (7 * (size_t)m->hp.n_layer + 1), "reserve list");
+  if (!w) return 0;
+  int n = 0;
+  const il_dtype force = s->wtype;
+  for (int32_t l = 0; n_dev && l < m->hp.n_layer; l++) {
+    if (!s->layer_dev[l]) continue;
+    const il_layer *L = &m->layers[l];
+    const il_weight *t[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+      w[n++] = (il_tensor){NULL, 0, 0, t[i]->n_out, t[i]->n_in, force != IL_DTYPE_COUNT ? force : t[i]->type, t[i]->name};
+  }
+  if (s->out_dev)
+    w[n++] = (il_tensor){NULL, 0, 0, m->output.n_out, m->output.n_in,
+                         force != IL_DTYPE_COUNT ? force : m->output.type, m->output.name};
+  const size_t bytes = n ? o->reserve_bytes(e->backend, s->n_batch, w, n) : 0;
+  il_mem_free(w);
+  return bytes ? bytes + 2 * IL__ALLOC_SLACK : 0;
+}
+
 static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   const il_hparams *hp = &e->model->hp;
   il_oom_need n = {0};
@@ -120,6 +145,7 @@ static il_oom_need il__need(const il_engine *e, const il__shape *s) {
            IL__ALLOC_SLACK * (2 * (size_t)n_dev + 1);
     n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
   }
+  if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, s, n_dev);
   if (n_dev || s->embd_dev || s->out_dev)
     n.activations = il_forward_lane_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0, s->out_dev) +
                     IL__ALLOC_SLACK * 11;

@@ -6,18 +6,50 @@
 
 #include "core/jsonw.h"
 #include "core/units.h"
+#include "backend/registry.h"
 #include "engine/engine.h"
 
+/* The device planned for: a sim:SIZE (its size is the budget) or a CUDA device (its memory, or
+ * its fixed overhead + --mem-limit when that is smaller). Trial devices of other sizes are dry
+ * versions of it: sim:CAP[,pcie=,ctx=],dry or cuda:N,dry=CAP, the real device's facts and
+ * measured fixed overhead with no memory behind the allocator. */
 typedef struct {
-  char rest[64]; /* the spec's options after the size (pcie=, ctx=), without dry */
+  bool cuda;
+  char head[32]; /* cuda: "cuda:N" */
+  char rest[64]; /* sim: the spec's options after the size (pcie=, ctx=), without dry */
   size_t budget;
 } il__simspec;
 
+/* CUDA: the device's size and fixed overhead, read from a dry open (nothing is allocated). */
+static il_status il__cuda_budget(const il_config *cfg, il__simspec *s) {
+  char spec[48];
+  snprintf(spec, sizeof spec, "%s,dry", s->head);
+  il_backend_opts bo = {0};
+  il_backend *b = NULL;
+  IL_TRY(il_backend_open(spec, &bo, &b));
+  size_t free_b = 0, total = 0;
+  b->ops->memory(b, &free_b, &total);
+  b->ops->destroy(b);
+  s->budget = total;
+  size_t limit = 0;
+  if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &limit))
+    return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
+  if (limit && total - free_b + limit < total) s->budget = total - free_b + limit;
+  return IL_OK;
+}
+
 static il_status il__parse(const char *spec, il__simspec *s) {
   memset(s, 0, sizeof *s);
+  if (!strcmp(spec, "cuda") || !strncmp(spec, "cuda:", 5)) {
+    if (strchr(spec, ',') || strlen(spec) >= sizeof s->head)
+      return il_error(IL_ERR_INVALID_ARG, "plan: --device %s: give cuda or cuda:N (the planner adds its own options)", spec);
+    s->cuda = true;
+    snprintf(s->head, sizeof s->head, "%s", spec);
+    return IL_OK;
+  }
   if (strncmp(spec, "sim:", 4))
-    return il_error(IL_ERR_UNSUPPORTED, "plan: --device %s: the planner runs on sim:SIZE devices (CUDA is not built; "
-                                        "the host is not a budgeted device)", spec);
+    return il_error(IL_ERR_UNSUPPORTED, "plan: --device %s: the planner sizes sim:SIZE and cuda[:N] devices (the host "
+                                        "is not a budgeted device)", spec);
   char buf[128];
   snprintf(buf, sizeof buf, "%s", spec + 4);
   char *save = NULL;
@@ -37,7 +69,9 @@ static il_status il__parse(const char *spec, il__simspec *s) {
 /* One dry open of cfg on sim:cap. On success fills the figures of p that a run measures. */
 static il_status il__dry(const il_config *base, const il__simspec *sp, size_t cap, il_plan *p, il_engine **keep) {
   il_config c = *base;
-  int w = snprintf(c.device, sizeof c.device, "sim:%zu%.*s,dry", cap, (int)(sizeof c.device - 32), sp->rest);
+  int w = sp->cuda ? snprintf(c.device, sizeof c.device, "%s,dry=%zu", sp->head, cap)
+                   : snprintf(c.device, sizeof c.device, "sim:%zu%.*s,dry", cap, (int)(sizeof c.device - 32), sp->rest);
+  if (sp->cuda) c.mem_limit[0] = 0; /* the trial's size is the limit (il__cuda_budget took --mem-limit in) */
   if (w < 0 || (size_t)w >= sizeof c.device) return il_error(IL_ERR_INVALID_ARG, "--device: '%s' is too long", base->device);
   il_engine *e = NULL;
   il_status st = il_engine_open(&c, &e);
@@ -94,6 +128,7 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
   memset(p, 0, sizeof *p);
   il__simspec sp;
   IL_TRY(il__parse(cfg->device, &sp));
+  if (sp.cuda) IL_TRY(il__cuda_budget(cfg, &sp));
   snprintf(p->device, sizeof p->device, "%s", cfg->device);
   p->capacity = sp.budget;
   il_status st = il__dry(cfg, &sp, sp.budget, p, NULL);

@@ -651,6 +651,30 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, int32_t T
   return IL_OK;
 }
 
+/* The scratch a lane's backend needs for the matmuls it will run (ops->reserve): the weights of
+ * its layers (or the stream slots, which are shaped like every layer) and the output head. */
+static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev *d, int32_t max_tokens) {
+  const il_backend_ops *o = ln->b->ops;
+  if (o->version < 3 || !o->reserve) return IL_OK;
+  const int32_t n_layer = d->model->hp.n_layer;
+  /* every layer's weights (a mix such as q4_k_m gives layers different types); streamed
+   * layers are read from host memory here, as the slots will hold them */
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (7 * (size_t)n_layer + 1), "reserve list");
+  if (!w) return IL_ERR_OOM;
+  int n = 0;
+  for (int32_t l = 0; ln->has_layers && l < n_layer; l++) {
+    if (d->layer_b[l] != ln->b) continue;
+    const il_layer_dev *L = &d->layers[l];
+    if (d->stream && ln->b == d->stream_b) L = &d->slot[0]; /* same shapes as every layer */
+    const il_tensor *t[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) w[n++] = *t[i];
+  }
+  if (ln->has_output) w[n++] = d->output;
+  il_status s = n ? o->reserve(ln->b, max_tokens, w, n) : IL_OK;
+  il_mem_free(w);
+  return s;
+}
+
 il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int32_t max_tokens, int32_t max_logits,
                                 const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b), void *ctx,
                                 const il_kv_view *kv) {
@@ -698,6 +722,7 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int
       s = il_backend_tensor_new(ln->b, IL_MEM_WORKSPACE, 1, (int64_t)((ws + 3) / 4), IL_DTYPE_F32, "attention workspace",
                                 &ln->attn_ws);
   }
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) s = il__lane_reserve(&st->lane[i], d, max_tokens);
   if (s != IL_OK) il_forward_state_free(st);
   return s;
 }

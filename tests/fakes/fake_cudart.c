@@ -246,3 +246,5 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasO
     }
   return CUBLAS_STATUS_SUCCESS;
 }
+
+cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *w, size_t n) { return w && n ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE; }

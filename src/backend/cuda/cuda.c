@@ -108,6 +108,11 @@ static il_status il__faults(il__cu *c) {
 static il_status il__seg_alloc(void *ctx, size_t bytes, void **base) {
   il__cu *c = ctx;
   *base = NULL;
+  if (c->dry) { /* addresses only: the caching allocator never touches segment memory */
+    *base = (void *)c->next_fake;
+    c->next_fake += (bytes + 4095) & ~(uintptr_t)4095;
+    return IL_OK;
+  }
   cudaError_t e = cudaMalloc(base, bytes);
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
@@ -121,7 +126,9 @@ static il_status il__seg_alloc(void *ctx, size_t bytes, void **base) {
 
 /* cudaFree waits for the device; the allocator calls this only for segments it no longer
  * hands out (empty_cache, a retry after a refusal, destroy). */
-static void il__seg_free(void *ctx, void *base, size_t bytes) { (void)cudaFree(base); }
+static void il__seg_free(void *ctx, void *base, size_t bytes) {
+  if (!((il__cu *)ctx)->dry) (void)cudaFree(base);
+}
 
 static il_status il__alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
   il__cu *c = il__cu_of(b);
@@ -173,6 +180,14 @@ static void *il__host_ptr(il_backend *b, il_buffer *buf) { return NULL; }
 static void il__memory(il_backend *b, size_t *free_b, size_t *total) {
   il__cu *c = il__cu_of(b);
   size_t f = 0, t = 0;
+  if (c->dry) { /* a device of dry_size with the real fixed overhead; the allocator's cap binds */
+    il_caching_stats st;
+    il_caching_stats_get(c->alloc, &st);
+    const size_t cap = c->cap; /* dry: size - fixed, or --mem-limit when smaller */
+    *total = c->dry_size ? c->dry_size : c->total_mem;
+    *free_b = cap > st.total.reserved ? cap - st.total.reserved : 0;
+    return;
+  }
   if (cudaSetDevice(c->dev) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
     (void)cudaGetLastError();
     f = 0, t = c->total_mem;
@@ -338,6 +353,53 @@ static bool il__supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype
   }
 }
 
+/* cuBLAS's workspace: 32 MiB from Hopper (sm_90) on, 4 MiB before, as the cuBLAS reference
+ * recommends for cublasSetWorkspace (PyTorch sizes it the same way). */
+static size_t il__blas_ws_bytes(const il__cu *c) { return (size_t)(c->cc_major >= 9 ? 32 : 4) << 20; }
+
+/* The matmul workspace for passes of max_tokens rows over w[0..n), and whether cuBLAS runs. */
+static size_t il__reserve_plan(const il__cu *c, int32_t max_tokens, const il_tensor *w, int n, bool *uses_blas) {
+  const int64_t mv_tok = max_tokens < IL__CU_MV_MAX_TOK ? max_tokens : IL__CU_MV_MAX_TOK;
+  size_t need = 0;
+  bool gemm = false;
+  for (int i = 0; i < n; i++) {
+    if (!w[i].rows || !w[i].cols) continue;
+    size_t k = 0;
+    if (max_tokens > IL__CU_MV_MAX_TOK && !c->no_blas) {
+      k = il__cu_gemm_work(&w[i], max_tokens);
+      gemm = true;
+    }
+    if (c->matvec_version == 2 && il__cu_matvec_q8_supports(w[i].type) && w[i].cols % 32 == 0) {
+      const size_t m = il__cu_matvec_q8_work(w[i].cols, mv_tok);
+      if (m > k) k = m;
+    }
+    if (k > need) need = k;
+  }
+  *uses_blas = gemm;
+  return need;
+}
+
+static size_t il__reserve_bytes(il_backend *b, int32_t max_tokens, const il_tensor *w, int n) {
+  const il__cu *c = il__cu_of(b);
+  bool blas = false;
+  const size_t ws = il__reserve_plan(c, max_tokens, w, n, &blas);
+  return ws + (blas && !c->blas_ws ? il__blas_ws_bytes(c) : 0);
+}
+
+static il_status il__reserve(il_backend *b, int32_t max_tokens, const il_tensor *w, int n) {
+  il__cu *c = il__cu_of(b);
+  bool gemm = false;
+  const size_t need = il__reserve_plan(c, max_tokens, w, n, &gemm);
+  void *ws;
+  if (need) IL_TRY(il__cu_workspace(b, need, &ws));
+  if (gemm && !c->blas_ws) {
+    const size_t bytes = il__blas_ws_bytes(c);
+    IL_TRY(il__alloc(b, IL_MEM_WORKSPACE, bytes, "cuBLAS workspace", &c->blas_ws));
+    if (!c->dry) IL_CUBLAS_CHECK(c, cublasSetWorkspace(c->blas, c->blas_ws->base, bytes), "reserve", "cuBLAS workspace");
+  }
+  return IL_OK;
+}
+
 static void il__info(il_backend *b, il_backend_info *out) {
   il__cu *c = il__cu_of(b);
   memset(out, 0, sizeof *out);
@@ -349,6 +411,7 @@ static void il__info(il_backend *b, il_backend_info *out) {
            c->binary_version ? c->binary_version : c->ptx_version);
   out->threads = 0;
   out->host_visible = false;
+  out->dry = c->dry;
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -744,6 +807,7 @@ static void il__destroy(il_backend *b) {
     if (c->compute) (void)cudaStreamSynchronize(c->compute);
     if (c->copy) (void)cudaStreamSynchronize(c->copy);
     if (c->ws) il__free(b, c->ws);
+    if (c->blas_ws) il__free(b, c->blas_ws);
     if (c->blas) (void)cublasDestroy(c->blas);
     il_caching_destroy(c->alloc);
     for (int i = 0; i < 2; i++) {
@@ -801,16 +865,92 @@ static const il_backend_ops il__cuda_ops = {
     .empty_cache = il__empty_cache,
     .round_to = il__round_to,
     .value_stats = il__value_stats,
+    .reserve = il__reserve,
+    .reserve_bytes = il__reserve_bytes,
 };
 
-/* "cuda" or "cuda:N" */
-static il_status il__parse_spec(const char *spec, int *dev) {
+/* The planner's dry device computes nothing: uploads are dropped (only their buffers count),
+ * everything that would read device memory is refused. */
+#define IL__CU_DRY "cuda,dry: a dry device computes nothing (the planner only sizes)"
+static il_status il__dry_upload(il_backend *b, il_tensor d, const void *s, size_t n) { return IL_OK; }
+static il_status il__dry_download(il_backend *b, void *d, il_tensor s, size_t n) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_copy(il_backend *b, il_tensor d, il_tensor s) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_sync(il_backend *b) { return IL_OK; }
+static il_status il__dry_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor i) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
+}
+static il_status il__dry_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
+}
+static il_status il__dry_rope(il_backend *b, il_tensor x, il_tensor p, const il_rope_params *r) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
+}
+static il_status il__dry_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor s) {
+  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
+}
+static il_status il__dry_binary(il_backend *b, il_tensor y, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_count(il_backend *b, il_tensor x, int64_t *n) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_round(il_backend *b, il_tensor x, il_dtype t) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+static il_status il__dry_stats(il_backend *b, il_tensor x, int64_t *n, float *m) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
+
+static il_backend_ops il__cuda_dry;
+static void il__cuda_dry_init(void) {
+  il__cuda_dry = il__cuda_ops;
+  il__cuda_dry.upload = il__dry_upload;
+  il__cuda_dry.download = il__dry_download;
+  il__cuda_dry.copy = il__dry_copy;
+  il__cuda_dry.sync = il__dry_sync;
+  il__cuda_dry.get_rows = il__dry_get_rows;
+  il__cuda_dry.matmul = il__dry_matmul;
+  il__cuda_dry.matmul_multi = il__dry_matmul_multi;
+  il__cuda_dry.rmsnorm = il__dry_rmsnorm;
+  il__cuda_dry.rope = il__dry_rope;
+  il__cuda_dry.kv_store = il__dry_kv_store;
+  il__cuda_dry.swiglu = il__dry_binary;
+  il__cuda_dry.add = il__dry_binary;
+  il__cuda_dry.add_bias = il__dry_binary;
+  il__cuda_dry.count_nonfinite = il__dry_count;
+  il__cuda_dry.round_to = il__dry_round;
+  il__cuda_dry.value_stats = il__dry_stats;
+}
+static const il_backend_ops *il__cuda_dry_ops(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, il__cuda_dry_init);
+  return &il__cuda_dry;
+}
+
+/* "cuda[:N][,dry[=SIZE]]": dry is the planner's device (its size: the real one, or SIZE bytes). */
+static il_status il__parse_spec(const char *spec, int *dev, bool *dry, size_t *dry_size) {
   *dev = 0;
-  if (!strcmp(spec, "cuda")) return IL_OK;
-  const char *p = spec + 5;
+  *dry = false;
+  *dry_size = 0;
+  const char *comma = strchr(spec, ',');
+  const size_t head = comma ? (size_t)(comma - spec) : strlen(spec);
+  if (comma) {
+    const char *o = comma + 1;
+    char *end = NULL;
+    if (!strcmp(o, "dry")) {
+      *dry = true;
+    } else if (!strncmp(o, "dry=", 4) && o[4] >= '0' && o[4] <= '9') {
+      unsigned long long v = strtoull(o + 4, &end, 10);
+      if (*end || !v) return il_error(IL_ERR_INVALID_ARG, "'%s': dry=SIZE takes a size in bytes", spec);
+      *dry = true;
+      *dry_size = (size_t)v;
+    } else {
+      return il_error(IL_ERR_INVALID_ARG, "'%s': unknown option '%s' (cuda[:N] takes none; the planner adds dry)", spec, o);
+    }
+  }
+  if (head == 4 && !strncmp(spec, "cuda", 4)) return IL_OK;
+  char num[16];
+  if (head <= 5 || head - 5 >= sizeof num || strncmp(spec, "cuda:", 5))
+    return il_error(IL_ERR_INVALID_ARG, "'%s' is not a CUDA device (cuda or cuda:N with N a device index)", spec);
+  memcpy(num, spec + 5, head - 5);
+  num[head - 5] = 0;
   char *end = NULL;
-  long v = strtol(p, &end, 10);
-  if (strncmp(spec, "cuda:", 5) || !*p || *end || v < 0 || v > 255)
+  long v = strtol(num, &end, 10);
+  if (*end || v < 0 || v > 255)
     return il_error(IL_ERR_INVALID_ARG, "'%s' is not a CUDA device (cuda or cuda:N with N a device index)", spec);
   *dev = (int)v;
   return IL_OK;
@@ -872,17 +1012,30 @@ static il_status il__open_device(il__cu *c, size_t mem_limit) {
   c->matvec_version = mv && !strcmp(mv, "2") ? 2 : 1;
   const char *nb = getenv("IL_CUDA_NO_CUBLAS");
   c->no_blas = nb && *nb && strcmp(nb, "0");
+  /* what the context, cuBLAS, the records above and other processes hold: measured, not assumed */
+  size_t f = 0, t = 0;
+  IL_CUDA_CHECK(c, cudaMemGetInfo(&f, &t), "open", "memory info");
+  c->fixed = t > f ? t - f : 0;
   c->cap = mem_limit;
-  c->space = il_mem_space_new(c->spec, mem_limit);
+  if (c->dry) { /* a device of dry_size (default: this one) with this fixed overhead */
+    const size_t size = c->dry_size ? c->dry_size : c->total_mem;
+    size_t cap = size > c->fixed ? size - c->fixed : 1; /* 1 byte: nothing fits (0 would mean no cap) */
+    if (mem_limit && mem_limit < cap) cap = mem_limit;
+    c->cap = cap;
+    c->next_fake = (uintptr_t)1 << 40;
+  }
+  c->space = il_mem_space_new(c->spec, c->cap);
   if (!c->space) return IL_ERR_OOM;
-  il_caching_opts co = {.name = c->spec, .cap = mem_limit, .seg_alloc = il__seg_alloc, .seg_free = il__seg_free, .ctx = c};
+  il_caching_opts co = {.name = c->spec, .cap = c->cap, .seg_alloc = il__seg_alloc, .seg_free = il__seg_free, .ctx = c};
   return il_caching_new(&co, &c->alloc);
 }
 
 static il_status il__open(const char *spec, size_t mem_limit, il_backend **out) {
   *out = NULL;
   int dev;
-  IL_TRY(il__parse_spec(spec, &dev));
+  bool dry;
+  size_t dry_size;
+  IL_TRY(il__parse_spec(spec, &dev, &dry, &dry_size));
   il_backend *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "cuda backend");
   il__cu *c = il_mem_calloc(IL_MEM_OTHER, sizeof *c, "cuda backend");
   if (!b || !c) {
@@ -893,8 +1046,10 @@ static il_status il__open(const char *spec, size_t mem_limit, il_backend **out) 
   pthread_mutex_init(&c->lock, NULL);
   pthread_mutex_init(&c->xfer_lock, NULL);
   c->dev = dev;
-  snprintf(c->spec, sizeof c->spec, "cuda:%d", dev);
-  *b = (il_backend){.ops = &il__cuda_ops, .impl = c};
+  c->dry = dry;
+  c->dry_size = dry_size;
+  snprintf(c->spec, sizeof c->spec, "cuda:%d%s", dev, dry ? ",dry" : "");
+  *b = (il_backend){.ops = dry ? il__cuda_dry_ops() : &il__cuda_ops, .impl = c};
   il_status st = il__open_device(c, mem_limit);
   if (st != IL_OK) {
     il__destroy(b);

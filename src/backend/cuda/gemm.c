@@ -20,6 +20,19 @@
 
 static size_t il__align(size_t n) { return (n + 255) & ~(size_t)255; }
 
+/* Rows of decoded weights per tile: at most 64 MiB of them. */
+static int64_t il__tile_rows(int64_t n_out, int64_t n_in) {
+  int64_t r = (int64_t)(IL__TILE_BYTES / ((size_t)n_in * 2));
+  if (r < 1) r = 1;
+  return r > n_out ? n_out : r;
+}
+
+size_t il__cu_gemm_work(const il_tensor *w, int64_t n_tok) {
+  if (w->type == IL_DTYPE_F32) return 0; /* cuBLAS reads F32 operands as they are */
+  const bool wide = w->type == IL_DTYPE_F16 || w->type == IL_DTYPE_BF16;
+  return il__align((size_t)n_tok * (size_t)w->cols * 2) + (wide ? 0 : (size_t)il__tile_rows(w->rows, w->cols) * (size_t)w->cols * 2);
+}
+
 il_status il__cu_gemm(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cu *c = il__cu_of(b);
   const char *nm = w.name ? w.name : "weights";
@@ -45,14 +58,9 @@ il_status il__cu_gemm(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   }
   /* workspace: x in 16 bits, then (quantized weights) one tile of decoded rows */
   const size_t xh_bytes = il__align((size_t)n_tok * (size_t)n_in * 2);
-  int64_t tile_rows = 0;
-  if (!f16w && !bf16w) {
-    tile_rows = (int64_t)(IL__TILE_BYTES / ((size_t)n_in * 2));
-    if (tile_rows < 1) tile_rows = 1;
-    if (tile_rows > n_out) tile_rows = n_out;
-  }
+  const int64_t tile_rows = f16w || bf16w ? 0 : il__tile_rows(n_out, n_in);
   void *ws;
-  IL_TRY(il__cu_workspace(b, xh_bytes + (size_t)tile_rows * (size_t)n_in * 2, &ws));
+  IL_TRY(il__cu_workspace(b, il__cu_gemm_work(&w, n_tok), &ws));
   void *xh = ws, *tile = (uint8_t *)ws + xh_bytes;
   IL_CUDA_CHECK(c, il__cu_to_half(c->compute, xp, x.rows > 1 ? x.stride : (size_t)n_in * 4, n_tok, n_in, xh, bf16w),
                 "matmul", nm);

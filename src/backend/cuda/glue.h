@@ -52,6 +52,12 @@ typedef struct {
   unsigned long long *count;       /* device scratch [2] for count_nonfinite and value_stats */
   unsigned long long *count_host;  /* pinned [2] */
   il_buffer *ws;                   /* GEMM workspace (F16 tiles, converted activations) */
+  il_buffer *blas_ws;              /* cuBLAS's workspace, ours so it is counted (cublasSetWorkspace) */
+  bool dry;                        /* cuda:N,dry: the planner's device: the real device's facts and
+                                      fixed overhead, the real allocator with no memory behind it */
+  size_t dry_size;                 /* dry: the device size it stands for (0: the real one) */
+  size_t fixed;                    /* device memory in use when it opened: context, cuBLAS, others */
+  uintptr_t next_fake;             /* dry: the next segment's address (never dereferenced) */
   int matvec_version;              /* IL_CUDA_MATVEC=2: matvec_q8.cu where it applies; else 1 */
   bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */
   int launch;                      /* id of the last launch that can fault */
@@ -94,5 +100,7 @@ il_status il__cu_workspace(il_backend *b, size_t bytes, void **out);
  * IL_ERR_UNSUPPORTED (nothing launched) when cuBLAS cannot take these operands (BF16 before
  * sm_80, a row stride that is not a whole number of elements); the caller then runs matvec. */
 il_status il__cu_gemm(il_backend *b, il_tensor y, il_tensor w, il_tensor x);
+/* Workspace bytes il__cu_gemm needs for n_tok rows of x against w (0 for F32 weights). */
+size_t il__cu_gemm_work(const il_tensor *w, int64_t n_tok);
 
 #endif
