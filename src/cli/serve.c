@@ -29,7 +29,7 @@ static void il__serve_help(void) {
          "Stop it with Ctrl-C or SIGTERM. TLS: put a reverse proxy in front (docs/serve.md).\n\n"
          "server options:\n"
          "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
@@ -41,8 +41,7 @@ static void il__serve_help(void) {
          "    --max-connections N", "open connections before 429 [64]",
          "    --max-tokens N", "largest max_tokens a request may ask [the context]",
          "    --max-queue N", "requests waiting for a slot before 503 [4 x parallel]",
-         "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]",
-         "    --fit", "on out of memory, apply the report's suggested change and retry");
+         "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]");
   printf("\nengine options (-n/--n-predict is the default max_tokens of a request):\n");
   il_cli_print_options(stdout, NULL);
   printf("\nexamples:\n"
@@ -76,21 +75,6 @@ static int il__int_flag(const char *flag, const char *v, long lo, long hi, long 
   return 0;
 }
 
-/* Opens the engine; with fit, applies up to 4 suggested changes from OOM reports. */
-static il_status il__open_fit(il_config *cfg, bool fit, il_engine **e) {
-  for (int tries = 0;; tries++) {
-    il_status st = il_engine_open(cfg, e);
-    il_oom_report r;
-    if (st != IL_ERR_OOM || !fit || tries == 4 || !il_oom_report_last(&r) || r.n_fixes == 0 ||
-        !il_config_find(r.fixes[0].option))
-      return st;
-    char before[64];
-    il_config_format(cfg, NULL, il_config_find(r.fixes[0].option), before, sizeof before);
-    IL_TRY(il_config_set(cfg, r.fixes[0].option, r.fixes[0].value, "--fit"));
-    fprintf(stderr, "inferlab serve: --fit: out of memory; changing --%s %s -> %s (%s)\n", r.fixes[0].option, before,
-            r.fixes[0].value, r.fixes[0].effect);
-  }
-}
 #endif
 
 int il_cli_serve(int argc, char **argv) {
@@ -99,7 +83,7 @@ int il_cli_serve(int argc, char **argv) {
   cfg.n_seq = 4;
   static il_request_opts req; /* defaults for what a request leaves out; 64 KiB: not on the stack */
   il_request_opts_defaults(&req);
-  bool help = false, fit = false;
+  bool help = false;
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
              *step_tokens = NULL;
@@ -117,7 +101,6 @@ int il_cli_serve(int argc, char **argv) {
       {"max-tokens", 0, true, &max_tokens, NULL},
       {"max-queue", 0, true, &max_queue, NULL},
       {"step-tokens", 0, true, &step_tokens, NULL},
-      {"fit", 0, false, NULL, &fit},
   };
   const char *pos[1];
   int n_pos;
@@ -128,7 +111,6 @@ int il_cli_serve(int argc, char **argv) {
     return IL_EXIT_OK;
   }
 #if !IL_HAVE_SERVER
-  (void)fit;
   fprintf(stderr, "inferlab serve: this build has no HTTP server: install libmicrohttpd-dev and libjansson-dev "
                   "(scripts/deps.sh) and rebuild\n");
   return IL_EXIT_UNSUPPORTED;
@@ -182,7 +164,7 @@ int il_cli_serve(int argc, char **argv) {
     fprintf(stderr, "inferlab serve: note: listening on every interface%s\n",
             o.api_key[0] ? "" : " without --api-key: anyone who can reach this port can use the model");
   il_engine *e = NULL;
-  st = il__open_fit(&cfg, fit, &e);
+  st = il_engine_open(&cfg, &e); /* --fit is the engine option: it applies the report's change and logs it */
   if (st == IL_OK) st = il_server_attach(srv, e);
   if (st != IL_OK) {
     int code = il_cli_fail("serve", st);

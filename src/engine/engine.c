@@ -594,8 +594,11 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
       if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "--fit") != IL_OK) continue;
       c.fit_depth++;
       il_engine_free(e);
-      il_log(IL_LOG_INFO, "--fit: %s does not hold this run (%zu bytes needed); applying --%s %s (%s)", r.device,
-              r.need_total, r.fixes[i].option, r.fixes[i].value, r.fixes[i].effect);
+      char before[64] = "";
+      const il_opt *o = il_config_find(r.fixes[i].option);
+      if (o) il_config_format(cfg, NULL, o, before, sizeof before);
+      il_log(IL_LOG_INFO, "--fit: out of memory on %s (%zu bytes needed); changing --%s %s -> %s (%s)", r.device,
+             r.need_total, r.fixes[i].option, before, r.fixes[i].value, r.fixes[i].effect);
       return il_engine_open(&c, out);
     }
   }

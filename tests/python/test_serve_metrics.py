@@ -109,5 +109,5 @@ try:
     t.eq(fit.post("/v1/completions", {"prompt": "x", "max_tokens": 2})[0], 200, "--fit: serves")
 finally:
     fit.stop()
-t.check(any(("--fit: out of memory; changing --n-seq 8 -> %d" % want_seq) in line for line in fit.log), "--fit says what it changed")
+t.check(any(("--fit: out of memory on sim:64MiB" in line and "changing --n-seq 8 -> %d" % want_seq in line) for line in fit.log), "--fit says what it changed")
 t.finish()
