@@ -45,7 +45,8 @@ int main(void) {
   IL_CHECK(n_notes >= 1);
   IL_CHECK(strstr(got, "--ctx 4096 is beyond the model's training context") != NULL);
   open_fit();
-  IL_CHECK(strstr(got, "--fit: sim:20MiB does not hold this run") != NULL);
+  IL_CHECK(strstr(got, "--fit: out of memory on sim:20MiB") != NULL);
+  IL_CHECK(strstr(got, "; changing --") != NULL); /* what it changed, from what to what */
   IL_CHECK(strchr(got, '\n') && !strstr(got, "\n\n")); /* one line each, no trailing newline of their own */
   /* no callback: nothing reaches stderr */
   il_log_set(NULL, NULL);
