@@ -6,6 +6,7 @@
  * text, and the exit code. Scenario numbers refer to shared/research/gpu-stack-failures.md.
  */
 #include "sysroots/scenario.h"
+#include "probe/driver.h"
 
 /* A healthy host with two A100s and this driver; callers change one thing. */
 static const char *healthy_root(scen *s) {
@@ -575,14 +576,14 @@ static void test_wsl(void) {
 
 static void test_min_driver_table(void) {
   char full[32], mvc[32];
-  IL_CHECK(il_doctor_min_driver("12.4", full, sizeof full, mvc, sizeof mvc));
+  IL_CHECK(il_driver_minimum("12.4", full, sizeof full, mvc, sizeof mvc));
   IL_CHECK_STR(full, "550.54.14");
   IL_CHECK_STR(mvc, "525.60.13");
-  IL_CHECK(il_doctor_min_driver("13.0.1", full, sizeof full, mvc, sizeof mvc));
+  IL_CHECK(il_driver_minimum("13.0.1", full, sizeof full, mvc, sizeof mvc));
   IL_CHECK_STR(full, "580.65.06");
-  IL_CHECK(il_doctor_min_driver("11.8", full, sizeof full, mvc, sizeof mvc));
+  IL_CHECK(il_driver_minimum("11.8", full, sizeof full, mvc, sizeof mvc));
   IL_CHECK_STR(mvc, "450.80.02");
-  IL_CHECK(!il_doctor_min_driver("12.7", full, sizeof full, mvc, sizeof mvc)); /* never released */
+  IL_CHECK(!il_driver_minimum("12.7", full, sizeof full, mvc, sizeof mvc)); /* never released */
   IL_CHECK(il_sysfs_vercmp("535.54.03", "535.104.05") < 0);
   IL_CHECK(il_sysfs_vercmp("570.124.06", "570.26") > 0);
   IL_CHECK(il_sysfs_vercmp("580", "580.65.06") < 0);

@@ -5,6 +5,8 @@
  * precision of the verdicts. --explain wordings are in test_doctor_explain.c.
  */
 #include "sysroots/scenario.h"
+#include "probe/gpufamily.h"
+#include "probe/loader.h"
 
 /* A healthy host with two A100s on 535.54.03; callers change one thing. */
 static const char *healthy(scen *s) {
@@ -494,9 +496,9 @@ static void test_family_vs_branch(void) {
   EXPECT(dr, "kmod.flavor", IL_VERDICT_FAIL, 8, "sudo apt install nvidia-driver-575-open");
   EXPECT(dr, "kmod.branch", IL_VERDICT_OK, 0, NULL);
   il_doctor_free(dr);
-  IL_CHECK(il_gpu_family_of(0x20b2) == IL_GPU_AMPERE && il_gpu_family_of(0x2330) == IL_GPU_HOPPER && il_gpu_family_of(0x2684) == IL_GPU_ADA);
-  IL_CHECK(il_gpu_family_of(0x1db1) == IL_GPU_VOLTA && il_gpu_family_of(0x15f8) == IL_GPU_PASCAL && il_gpu_family_of(0x1e04) == IL_GPU_TURING);
-  IL_CHECK(il_gpu_family_of(0x0010) == IL_GPU_UNKNOWN);
+  IL_CHECK(il_gpufamily_of(0x20b2) == IL_GPU_AMPERE && il_gpufamily_of(0x2330) == IL_GPU_HOPPER && il_gpufamily_of(0x2684) == IL_GPU_ADA);
+  IL_CHECK(il_gpufamily_of(0x1db1) == IL_GPU_VOLTA && il_gpufamily_of(0x15f8) == IL_GPU_PASCAL && il_gpufamily_of(0x1e04) == IL_GPU_TURING);
+  IL_CHECK(il_gpufamily_of(0x0010) == IL_GPU_UNKNOWN);
   sr_destroy(root);
 }
 

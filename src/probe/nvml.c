@@ -241,3 +241,9 @@ void il_nvml_snapshot(il_nvml *nv, il_nvml_snapshot_t *snap) {
   }
   nv->Shutdown();
 }
+
+int il_nvml_usable_count(const il_nvml_snapshot_t *s) {
+  int n = 0;
+  for (int i = 0; i < s->n_devices; i++) n += s->devices[i].handle_rc == 0;
+  return n;
+}

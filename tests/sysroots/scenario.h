@@ -11,7 +11,7 @@
 
 #include "sysroots/sysroot.h"
 
-#include "probe/checks.h"
+#include "probe/doctor.h"
 #include "probe/report.h"
 
 #define SC_MAX_ENV 40
@@ -81,10 +81,10 @@ static inline void expect_at(const char *file, int line, const il_doctor *dr, co
     return;
   }
   il_test_failed++;
-  fprintf(stderr, "%s:%d: FAILED: %s: want %s scenario %d fix containing \"%s\"\n", file, line, id, il_verdict_name(v), scenario,
+  fprintf(stderr, "%s:%d: FAILED: %s: want %s scenario %d fix containing \"%s\"\n", file, line, id, il_check_verdict_name(v), scenario,
           fix_part ? fix_part : "");
   if (!c) fprintf(stderr, "   got: no such check\n");
-  else fprintf(stderr, "   got: %s scenario %d: %s\n   fix: %s\n", il_verdict_name(c->verdict), c->scenario, c->summary, c->fix);
+  else fprintf(stderr, "   got: %s scenario %d: %s\n   fix: %s\n", il_check_verdict_name(c->verdict), c->scenario, c->summary, c->fix);
   dump(dr);
 }
 #define EXPECT(dr, id, v, scen, fix) expect_at(__FILE__, __LINE__, dr, id, v, scen, fix)
