@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/dl.h"
 #include "core/status.h"
 
 #define IL_NVML_MAX_DEVICES 16
@@ -62,7 +63,7 @@ typedef struct {
 
 /* The function table. Names follow NVML without the "nvml" prefix. */
 typedef struct {
-  void *lib;
+  il_dl dl;             /* the library; dl.error keeps the loader's text */
   char path[1024];      /* as requested */
   char loaded[1024];    /* file actually loaded (dladdr + realpath), "" when unknown */
   char error[512];      /* dlopen/dlsym error text when loading failed */
