@@ -28,6 +28,7 @@
 #include "probe/loader.h"
 #include "probe/distro.h"
 #include "probe/doctor.h"
+#include "probe/elfver.h"
 
 /* "535.54.03" from "libcuda.so.535.54.03"; "" for "libcuda.so.1" or another name. */
 static void il__name_version(const char *name, const char *soname, char *buf, size_t n) {
@@ -64,6 +65,27 @@ static void il__resolve_version(const il_sysfs *fs, const char *rel, const char 
   }
   il_sysfs_copy(final, nf, cur);
   il__name_version(cur, soname, ver, n);
+}
+
+/* The version from the library's own bytes when its name has none (probe/elfver). */
+static void il__elf_version(const il_sysfs *fs, il_lib_candidate *c) {
+  char abs[2048];
+  il_elfver_info info;
+  if (!il_sysfs_path(fs, c->target, abs, sizeof abs)) return;
+  if (il_elfver_read(abs, &info) != IL_OK) {
+    /* name the file as the sysroot sees it, not the host path */
+    const char *d = il_error_detail();
+    const char *tail = strstr(d, c->target);
+    il_sysfs_copy(c->elf_note, sizeof c->elf_note, tail ? tail : d);
+    return;
+  }
+  il_sysfs_copy(c->soname, sizeof c->soname, info.soname);
+  if (!info.version[0]) {
+    snprintf(c->elf_note, sizeof c->elf_note, "%.200s: no driver version string in .rodata", c->target);
+    return;
+  }
+  il_sysfs_copy(c->version, sizeof c->version, info.version);
+  c->version_elf = true;
 }
 
 static void il__add_dir(char dirs[][256], char origins[][160], int *n, int max, const char *dir, const char *origin) {
@@ -215,6 +237,7 @@ int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate 
     il_sysfs_copy(c->dir, sizeof c->dir, dirs[i]);
     il__resolve_version(fs, rel, soname, c->version, sizeof c->version, c->target, sizeof c->target);
     c->stub = strstr(c->path, "/stubs") != NULL;
+    if (!c->version[0] && !c->stub) il__elf_version(fs, c);
     c->compat = strstr(c->path, "/compat") != NULL || strstr(c->target, "/compat") != NULL;
   }
   return n;
@@ -304,6 +327,9 @@ void il__loader_check(il_doctor *dr) {
   il__check_ev(c, "picked", "%s", l->path);
   if (strcmp(l->target, l->path)) il__check_ev(c, "resolves_to", "%s", l->target);
   il__check_ev(c, "version", "%s", v[0] ? v : "unknown");
+  if (l->version_elf) il__check_ev(c, "version_from", "the library's ELF data (its name carries no version)");
+  if (l->soname[0]) il__check_ev(c, "soname", "%s", l->soname);
+  if (l->elf_note[0]) il__check_ev(c, "elf", "%s", l->elf_note);
   il__check_ev(c, "origin", "%s", l->origin);
   if (k[0]) il__check_ev(c, "kernel_module", "%s", k);
   if (others[0]) il__check_ev(c, "also_on_path", "%s", others);

@@ -14,7 +14,10 @@ typedef struct {
   char path[512];       /* sysroot-relative: "/opt/old/lib/libcuda.so.1" */
   char dir[256];        /* its directory */
   char target[512];     /* where its symlinks lead: "/opt/old/lib/libcuda.so.470.82.01" */
-  char version[64];     /* from the target's file name, "" when it has none */
+  char version[64];     /* from the target's file name, else from its ELF data (version_elf), "" unknown */
+  bool version_elf;     /* version read from the library's .rodata (probe/elfver), not its name */
+  char soname[64];      /* DT_SONAME when the ELF was read, "" otherwise */
+  char elf_note[240];   /* why the ELF gave no version ("FILE: offset N: ..."), "" when it did or was not read */
   char origin[160];     /* "LD_LIBRARY_PATH", "conda environment (CONDA_PREFIX)", "ld.so cache (FILE)", "system directory" */
   bool stub, compat;    /* in a toolkit stubs/ or a forward-compatibility compat/ directory */
 } il_lib_candidate;
