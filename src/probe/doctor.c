@@ -10,6 +10,7 @@
 #include "probe/container.h"
 #include "probe/driver.h"
 #include "probe/health.h"
+#include "probe/k8s.h"
 #include "probe/loader.h"
 #include "sys/membw.h"
 
@@ -107,6 +108,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__platform_checks_kmod(dr);
   for (int i = 0; i < nvis; i++) *il__check_add(&dr->checks, vis[i].id, vis[i].verdict, vis[i].scenario, "%s", "") = vis[i];
   il__container_checks(dr);
+  il__k8s_check_mig(dr);
   il__platform_checks_virt(dr);
   il__driver_check_gpus(dr);
   il__health_checks(dr);
