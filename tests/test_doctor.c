@@ -10,18 +10,7 @@
 
 /* A healthy host with two A100s and this driver; callers change one thing. */
 static const char *healthy_root(scen *s) {
-  const char *root = sr_new_host();
-  sc_init(s, root);
-  sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
-  sr_pci_gpu(root, "0000:0b:00.0", 0x20b2, "nvidia");
-  sr_driver(root, "535.54.03", 0, 2, 1);
-  sr_install_nvml(root, "535.54.03", s->nvml, sizeof s->nvml);
-  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", "535.54.03", s->cuda, sizeof s->cuda);
-  sr_scenario(root, "%s", SR_TWO_A100);
-  s->have_cuda = true;
-  s->cuda_version = "12.2";
-  s->archs = "80;90";
-  return root;
+  return sc_two_a100(s, "");
 }
 
 static void test_healthy_two_gpus(void) {

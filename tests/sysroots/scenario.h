@@ -67,6 +67,23 @@ static inline il_doctor *sc_run(scen *s) {
   return dr;
 }
 
+/* A healthy host with two A100s on driver 535.54.03 (SR_TWO_A100 plus `extra` scenario lines),
+ * built with CUDA 12.2 for sm_80/90; callers change one thing. Returns the sysroot. */
+static inline const char *sc_two_a100(scen *s, const char *extra) {
+  const char *root = sr_new_host();
+  sc_init(s, root);
+  sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
+  sr_pci_gpu(root, "0000:0b:00.0", 0x20b2, "nvidia");
+  sr_driver(root, "535.54.03", 0, 2, 1);
+  sr_install_nvml(root, "535.54.03", s->nvml, sizeof s->nvml);
+  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", "535.54.03", s->cuda, sizeof s->cuda);
+  sr_scenario(root, "%s%s", SR_TWO_A100, extra);
+  s->have_cuda = true;
+  s->cuda_version = "12.2";
+  s->archs = "80;90";
+  return root;
+}
+
 static inline void dump(const il_doctor *dr) {
   il_report_text(dr, stderr);
 }
