@@ -6,21 +6,11 @@
  * text, and the exit code. Scenario numbers refer to shared/research/gpu-stack-failures.md.
  */
 #include "sysroots/scenario.h"
+#include "probe/driver.h"
 
 /* A healthy host with two A100s and this driver; callers change one thing. */
 static const char *healthy_root(scen *s) {
-  const char *root = sr_new_host();
-  sc_init(s, root);
-  sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
-  sr_pci_gpu(root, "0000:0b:00.0", 0x20b2, "nvidia");
-  sr_driver(root, "535.54.03", 0, 2, 1);
-  sr_install_nvml(root, "535.54.03", s->nvml, sizeof s->nvml);
-  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", "535.54.03", s->cuda, sizeof s->cuda);
-  sr_scenario(root, "%s", SR_TWO_A100);
-  s->have_cuda = true;
-  s->cuda_version = "12.2";
-  s->archs = "80;90";
-  return root;
+  return sc_two_a100(s, "");
 }
 
 static void test_healthy_two_gpus(void) {
@@ -575,14 +565,14 @@ static void test_wsl(void) {
 
 static void test_min_driver_table(void) {
   char full[32], mvc[32];
-  IL_CHECK(il_doctor_min_driver("12.4", full, sizeof full, mvc, sizeof mvc));
+  IL_CHECK(il_driver_minimum("12.4", full, sizeof full, mvc, sizeof mvc));
   IL_CHECK_STR(full, "550.54.14");
   IL_CHECK_STR(mvc, "525.60.13");
-  IL_CHECK(il_doctor_min_driver("13.0.1", full, sizeof full, mvc, sizeof mvc));
+  IL_CHECK(il_driver_minimum("13.0.1", full, sizeof full, mvc, sizeof mvc));
   IL_CHECK_STR(full, "580.65.06");
-  IL_CHECK(il_doctor_min_driver("11.8", full, sizeof full, mvc, sizeof mvc));
+  IL_CHECK(il_driver_minimum("11.8", full, sizeof full, mvc, sizeof mvc));
   IL_CHECK_STR(mvc, "450.80.02");
-  IL_CHECK(!il_doctor_min_driver("12.7", full, sizeof full, mvc, sizeof mvc)); /* never released */
+  IL_CHECK(!il_driver_minimum("12.7", full, sizeof full, mvc, sizeof mvc)); /* never released */
   IL_CHECK(il_sysfs_vercmp("535.54.03", "535.104.05") < 0);
   IL_CHECK(il_sysfs_vercmp("570.124.06", "570.26") > 0);
   IL_CHECK(il_sysfs_vercmp("580", "580.65.06") < 0);

@@ -4,7 +4,7 @@
 #include "sysroots/sysroot.h"
 
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/doctor.h"
 #include "probe/explain.h"
 #include "probe/report.h"
 #include "probe/gpu_sampler.h"
@@ -256,9 +256,9 @@ static void test_report_formats(void) {
   /* One line per applicable check plus one shared "n/a" line for the others. */
   int lines = 0, n_na = 0;
   for (const char *p = buf; p && *p && strncmp(p, "\nDevices", 8); p++) lines += *p == '\n';
-  for (int i = 0; i < dr->n_checks; i++) n_na += dr->checks[i].na;
+  for (int i = 0; i < dr->checks.n; i++) n_na += dr->checks.items[i].na;
   IL_CHECK(n_na > 0);
-  IL_CHECK_INT(lines, dr->n_checks - n_na + 1);
+  IL_CHECK_INT(lines, dr->checks.n - n_na + 1);
   IL_CHECK(buf && strstr(buf, "checks not applicable here: "));
   free(buf);
   /* --all: every check on its own line, the inapplicable ones marked n/a. */
@@ -268,7 +268,7 @@ static void test_report_formats(void) {
   fclose(f);
   lines = 0;
   for (const char *p = buf; p && *p && strncmp(p, "\nDevices", 8); p++) lines += *p == '\n';
-  IL_CHECK_INT(lines, dr->n_checks);
+  IL_CHECK_INT(lines, dr->checks.n);
   IL_CHECK(buf && strstr(buf, "\nn/a   gpu.fabric: no NVSwitch"));
   free(buf);
   il_doctor_free(dr);
@@ -336,7 +336,7 @@ static void test_oom_injection(void) {
     il_mem_fail_after(0);
     if (st == IL_OK) {
       ok++;
-      IL_CHECK(dr != NULL && dr->n_checks > 0);
+      IL_CHECK(dr != NULL && dr->checks.n > 0);
       il_doctor_free(dr);
     } else {
       oom++;

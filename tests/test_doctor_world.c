@@ -5,21 +5,12 @@
  * precision of the verdicts. --explain wordings are in test_doctor_explain.c.
  */
 #include "sysroots/scenario.h"
+#include "probe/gpufamily.h"
+#include "probe/loader.h"
 
 /* A healthy host with two A100s on 535.54.03; callers change one thing. */
 static const char *healthy(scen *s) {
-  const char *root = sr_new_host();
-  sc_init(s, root);
-  sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
-  sr_pci_gpu(root, "0000:0b:00.0", 0x20b2, "nvidia");
-  sr_driver(root, "535.54.03", 0, 2, 1);
-  sr_install_nvml(root, "535.54.03", s->nvml, sizeof s->nvml);
-  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", "535.54.03", s->cuda, sizeof s->cuda);
-  sr_scenario(root, "%s", SR_TWO_A100);
-  s->have_cuda = true;
-  s->cuda_version = "12.2";
-  s->archs = "80;90";
-  return root;
+  return sc_two_a100(s, "");
 }
 
 /* A soname link dir/libcuda.so.1 -> libcuda.so.<ver> (a stand-in file: never loaded). */
@@ -494,9 +485,9 @@ static void test_family_vs_branch(void) {
   EXPECT(dr, "kmod.flavor", IL_VERDICT_FAIL, 8, "sudo apt install nvidia-driver-575-open");
   EXPECT(dr, "kmod.branch", IL_VERDICT_OK, 0, NULL);
   il_doctor_free(dr);
-  IL_CHECK(il_gpu_family_of(0x20b2) == IL_GPU_AMPERE && il_gpu_family_of(0x2330) == IL_GPU_HOPPER && il_gpu_family_of(0x2684) == IL_GPU_ADA);
-  IL_CHECK(il_gpu_family_of(0x1db1) == IL_GPU_VOLTA && il_gpu_family_of(0x15f8) == IL_GPU_PASCAL && il_gpu_family_of(0x1e04) == IL_GPU_TURING);
-  IL_CHECK(il_gpu_family_of(0x0010) == IL_GPU_UNKNOWN);
+  IL_CHECK(il_gpufamily_of(0x20b2) == IL_GPU_AMPERE && il_gpufamily_of(0x2330) == IL_GPU_HOPPER && il_gpufamily_of(0x2684) == IL_GPU_ADA);
+  IL_CHECK(il_gpufamily_of(0x1db1) == IL_GPU_VOLTA && il_gpufamily_of(0x15f8) == IL_GPU_PASCAL && il_gpufamily_of(0x1e04) == IL_GPU_TURING);
+  IL_CHECK(il_gpufamily_of(0x0010) == IL_GPU_UNKNOWN);
   sr_destroy(root);
 }
 

@@ -1,7 +1,6 @@
 /* backend/cudamod: finds and loads the CUDA module, hands it the host table. See cudamod.h. */
 #include "backend/cudamod.h"
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,11 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/dl.h"
 #include "core/quant.h"
 
 static pthread_once_t il__once = PTHREAD_ONCE_INIT;
 static const il_cudamod_module *il__mod;
-static void *il__handle;
+static il_dl il__lib;
 static char il__err[2048];
 static char il__path[PATH_MAX];
 
@@ -58,18 +58,15 @@ static void il__append(const char *a, const char *b) {
 
 /* Tries one path; true when the module is loaded and accepted. */
 static bool il__try(const char *path) {
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char *e = dlerror();
-    il__append(il__err[0] ? "; " : "", e ? e : path);
+  il_dl h;
+  if (il_dl_open(&h, path) != IL_OK) {
+    il__append(il__err[0] ? "; " : "", il_dl_error(&h));
     return false;
   }
   il_cudamod_entry_fn entry;
-  *(void **)&entry = dlsym(h, IL_CUDAMOD_ENTRY);
-  if (!entry) {
-    const char *e = dlerror();
-    il__append(il__err[0] ? "; " : "", e ? e : "no entry symbol " IL_CUDAMOD_ENTRY);
-    dlclose(h);
+  if (il_dl_sym(&h, IL_CUDAMOD_ENTRY, (void **)&entry) != IL_OK) {
+    il__append(il__err[0] ? "; " : "", il_dl_error(&h));
+    il_dl_close(&h);
     return false;
   }
   char why[512] = "";
@@ -81,10 +78,10 @@ static bool il__try(const char *path) {
       snprintf(msg, sizeof msg, "%s is module ABI %u with backend ops version %u; this inferlab needs ABI %d, ops %d",
                path, m->abi, m->ops_version, IL_CUDAMOD_ABI, IL_BACKEND_OPS_VERSION);
     il__append(il__err[0] ? "; " : "", msg);
-    dlclose(h);
+    il_dl_close(&h);
     return false;
   }
-  il__handle = h;
+  il__lib = h;
   il__mod = m;
   snprintf(il__path, sizeof il__path, "%s", path);
   il__err[0] = 0;
@@ -118,8 +115,8 @@ static void il__load(void) {
       if (access(cand, F_OK) == 0 && il__try(cand)) return;
     }
   }
-  Dl_info info;
-  if (dladdr((void *)il_cudamod_get, &info) && info.dli_fname && il__beside(info.dli_fname, cand, sizeof cand) &&
+  char self[PATH_MAX];
+  if (il_dl_name_of((void *)il_cudamod_get, self, sizeof self) && il__beside(self, cand, sizeof cand) &&
       strcmp(cand, tried[0])) {
     snprintf(tried[1], sizeof tried[1], "%s", cand);
     if (access(cand, F_OK) == 0 && il__try(cand)) return;

@@ -12,7 +12,7 @@
 
 #include "cli/cli.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/doctor.h"
 #include "probe/explain.h"
 #include "probe/report.h"
 

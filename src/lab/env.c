@@ -10,7 +10,7 @@
 #include "sys/cpuid.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/doctor.h"
 #include "probe/host.h"
 #include "probe/nvml.h"
 #include "probe/report.h"

@@ -21,7 +21,7 @@
  * fixed in https://github.com/NixOS/nixpkgs/pull/331125; PrivateDevices hid CUDA devices:
  * https://github.com/NixOS/nixpkgs/pull/266167; on WSL the list needs /dev/dxg:
  * https://github.com/NixOS/nixpkgs/issues/363357).
- * Not for: Docker's daemon.json, containerd or CDI specs (container.c). Declared in checks.h.
+ * Not for: Docker's daemon.json, containerd or CDI specs (container.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,9 +29,11 @@
 
 #include "core/text.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/cgroup.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
 
-int il__proc_devices_major(const il_sysfs *fs, const char *name) {
+int il__cgroup_devices_major(const il_sysfs *fs, const char *name) {
   char text[8192];
   if (il_sysfs_read(fs, "/proc/devices", text, sizeof text, NULL) != IL_OK) return -1;
   /* Only the "Character devices:" section; block majors are another namespace. */
@@ -46,7 +48,7 @@ int il__proc_devices_major(const il_sysfs *fs, const char *name) {
   return -1;
 }
 
-void il__fix_request_gpus(const il_doctor *dr, il_check *c) {
+void il__cgroup_fix_request_gpus(const il_doctor *dr, il_check *c) {
   const char *e = dr->container_engine;
   if (!strcmp(e, "kubernetes")) {
     il__check_fix(c, "Request the GPU in the pod spec: resources: limits: nvidia.com/gpu: 1   (the NVIDIA device plugin must run on the node; "
@@ -54,7 +56,7 @@ void il__fix_request_gpus(const il_doctor *dr, il_check *c) {
   } else if (!strcmp(e, "podman")) {
     il__check_fix(c, "podman run --device nvidia.com/gpu=all IMAGE ...   (CDI: on the host, sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)");
   } else if (!strcmp(e, "lxc")) {
-    int uvm = il__proc_devices_major(&dr->fs, "nvidia-uvm");
+    int uvm = il__cgroup_devices_major(&dr->fs, "nvidia-uvm");
     char uvm_rule[128] = " (and c M:* rwm with M the nvidia-uvm major from /proc/devices on the host)";
     if (uvm >= 0) snprintf(uvm_rule, sizeof uvm_rule, " and c %d:* rwm", uvm);
     il__check_fix(c, "On the host, give the container the GPU: LXD: lxc config device add NAME gpu gpu; LXC/Proxmox: lxc.mount.entry for "
@@ -64,7 +66,7 @@ void il__fix_request_gpus(const il_doctor *dr, il_check *c) {
   }
 }
 
-const char *il__engine_recreate(const il_doctor *dr) {
+const char *il__cgroup_engine_recreate(const il_doctor *dr) {
   const char *e = dr->container_engine;
   if (!strcmp(e, "kubernetes")) return "kubectl delete pod POD (its controller recreates it with the GPU)";
   if (!strcmp(e, "podman")) return "podman rm -f NAME && podman run --device nvidia.com/gpu=all ...";
@@ -90,18 +92,18 @@ static bool il__v1_allows(const char *list, int major, int minor) {
   return false;
 }
 
-void il__check_cgroup_devices(il_doctor *dr) {
+void il__cgroup_check_devices(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   il_check *c;
   bool any_node = il_sysfs_exists(fs, "/dev/nvidiactl") || il_sysfs_exists(fs, "/dev/nvidia-uvm");
   if (!any_node) {
-    il__check_na(dr, "container.devices", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes in this container: no device rules to check (see container.injection)");
+    il__check_na(&dr->checks, "container.devices", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes in this container: no device rules to check (see container.injection)");
     return;
   }
-  int nv_major = il__proc_devices_major(fs, "nvidia-frontend");
-  if (nv_major < 0) nv_major = il__proc_devices_major(fs, "nvidia");
+  int nv_major = il__cgroup_devices_major(fs, "nvidia-frontend");
+  if (nv_major < 0) nv_major = il__cgroup_devices_major(fs, "nvidia");
   if (nv_major < 0) nv_major = 195; /* fixed major of the NVIDIA character devices */
-  int uvm_major = il__proc_devices_major(fs, "nvidia-uvm");
+  int uvm_major = il__cgroup_devices_major(fs, "nvidia-uvm");
   /* The devices hierarchy of this process (cgroup v1): "N:devices:/path". */
   char cg[4096] = "", rel[600] = "/sys/fs/cgroup/devices/devices.list";
   il_sysfs_read(fs, "/proc/self/cgroup", cg, sizeof cg, NULL);
@@ -120,7 +122,7 @@ void il__check_cgroup_devices(il_doctor *dr) {
   if (!have_list) have_list = il_sysfs_read(fs, rel, list, sizeof list, NULL) == IL_OK;
   bool v2 = il_sysfs_exists(fs, "/sys/fs/cgroup/cgroup.controllers");
   if (!have_list) {
-    c = il__check_add(dr, "container.devices", IL_VERDICT_OK, 0, "%s: device rules are an eBPF program that cannot be read from inside; "
+    c = il__check_add(&dr->checks, "container.devices", IL_VERDICT_OK, 0, "%s: device rules are an eBPF program that cannot be read from inside; "
                       "judged by their effect (cuda.init, driver.nvml)", v2 ? "cgroup v2" : "no devices.list");
     il__check_ev(c, "cgroup", "%s", v2 ? "v2" : "unknown");
     if (uvm_major >= 0) il__check_ev(c, "nvidia_uvm_major", "%d", uvm_major);
@@ -133,7 +135,7 @@ void il__check_cgroup_devices(il_doctor *dr) {
   if (uvm_major >= 0 && !il__v1_allows(list, uvm_major, 0))
     il_appendf(blocked, sizeof blocked, "%s/dev/nvidia-uvm (c %d:0)", blocked[0] ? ", " : "", uvm_major);
   if (blocked[0]) {
-    c = il__check_add(dr, "container.devices", IL_VERDICT_FAIL, 22,
+    c = il__check_add(&dr->checks, "container.devices", IL_VERDICT_FAIL, 22,
                       "the device cgroup (%s) does not allow %s: opening it fails with EPERM and CUDA cannot initialize", rel, blocked);
     if (!strcmp(dr->container_engine, "lxc")) {
       char uvm[48] = "";
@@ -142,9 +144,9 @@ void il__check_cgroup_devices(il_doctor *dr) {
                        "then restart the container", nv_major, uvm);
     } else
       il__check_fix(c, "Recreate the container with the NVIDIA runtime so it adds the device rules: %s; "
-                       "on a host with the systemd cgroup driver: sudo nvidia-ctk system create-dev-char-symlinks --create-all", il__engine_recreate(dr));
+                       "on a host with the systemd cgroup driver: sudo nvidia-ctk system create-dev-char-symlinks --create-all", il__cgroup_engine_recreate(dr));
   } else {
-    c = il__check_add(dr, "container.devices", IL_VERDICT_OK, 0, "the device cgroup allows the NVIDIA devices (c %d:*%s)", nv_major,
+    c = il__check_add(&dr->checks, "container.devices", IL_VERDICT_OK, 0, "the device cgroup allows the NVIDIA devices (c %d:*%s)", nv_major,
                       uvm_major >= 0 ? " and nvidia-uvm" : "");
   }
   il__check_ev(c, "devices_list", "%s", rel);
@@ -190,18 +192,18 @@ static void il__lxc_config(const char *file, const char *text, int nv_major, int
              !nv_ok && uvm_major >= 0 ? " (and the nvidia-uvm major from /proc/devices)" : "");
 }
 
-void il__check_lxc_configs(il_doctor *dr) {
+void il__cgroup_check_lxc(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   static const char *const dirs[] = {"/etc/pve/lxc", "/var/lib/lxc"};
-  int nv_major = il__proc_devices_major(fs, "nvidia-frontend");
-  if (nv_major < 0) nv_major = il__proc_devices_major(fs, "nvidia");
+  int nv_major = il__cgroup_devices_major(fs, "nvidia-frontend");
+  if (nv_major < 0) nv_major = il__cgroup_devices_major(fs, "nvidia");
   if (nv_major < 0) nv_major = 195;
-  int uvm_major = il__proc_devices_major(fs, "nvidia-uvm");
+  int uvm_major = il__cgroup_devices_major(fs, "nvidia-uvm");
   char bad[600] = "", fixes[600] = "";
   int n_gpu_configs = 0;
   char *text = il_mem_alloc(IL_MEM_OTHER, 16384, "LXC config");
   if (!text) {
-    dr->oom = true;
+    dr->checks.oom = true;
     return;
   }
   for (int d = 0; d < 2; d++) {
@@ -221,15 +223,15 @@ void il__check_lxc_configs(il_doctor *dr) {
   }
   il_mem_free(text);
   if (n_gpu_configs == 0) {
-    il__check_na(dr, "container.lxc", IL_VERDICT_OK, 0, "no LXC/Proxmox container passes NVIDIA devices through");
+    il__check_na(&dr->checks, "container.lxc", IL_VERDICT_OK, 0, "no LXC/Proxmox container passes NVIDIA devices through");
     return;
   }
   il_check *c;
   if (bad[0]) {
-    c = il__check_add(dr, "container.lxc", IL_VERDICT_WARN, 22, "LXC container device rules block the GPU: %s", bad);
+    c = il__check_add(&dr->checks, "container.lxc", IL_VERDICT_WARN, 22, "LXC container device rules block the GPU: %s", bad);
     il__check_fix(c, "Allow the current majors, then restart the container: %s", fixes);
   } else {
-    c = il__check_add(dr, "container.lxc", IL_VERDICT_OK, 0, "%d LXC container config%s pass the NVIDIA devices with matching device rules",
+    c = il__check_add(&dr->checks, "container.lxc", IL_VERDICT_OK, 0, "%d LXC container config%s pass the NVIDIA devices with matching device rules",
                       n_gpu_configs, n_gpu_configs == 1 ? "" : "s");
   }
   il__check_ev(c, "nvidia_major", "%d", nv_major);
@@ -239,7 +241,7 @@ void il__check_lxc_configs(il_doctor *dr) {
 
 /* ---- on a host: rootless engines ---------------------------------------------------------- */
 
-void il__check_rootless(il_doctor *dr) {
+void il__cgroup_check_rootless(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   const char *home = il_sysfs_getenv(fs, "HOME");
   const char *dh = il_sysfs_getenv(fs, "DOCKER_HOST");
@@ -266,16 +268,16 @@ void il__check_rootless(il_doctor *dr) {
   }
   il_check *c;
   if (!rootless_docker) {
-    il__check_na(dr, "container.rootless", IL_VERDICT_OK, 0, "no rootless Docker for this user");
+    il__check_na(&dr->checks, "container.rootless", IL_VERDICT_OK, 0, "no rootless Docker for this user");
     return;
   }
   if (dr->gpu_expected && !no_cgroups) {
-    c = il__check_add(dr, "container.rootless", IL_VERDICT_WARN, 17,
+    c = il__check_add(&dr->checks, "container.rootless", IL_VERDICT_WARN, 17,
                       "rootless Docker, but the toolkit still manages device cgroups: GPU containers fail with 'failed to add device rules'");
     il__check_fix(c, "sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups=true --in-place   (or request GPUs through CDI: "
                      "docker run --device nvidia.com/gpu=all with a spec from nvidia-ctk cdi generate)");
   } else {
-    c = il__check_add(dr, "container.rootless", IL_VERDICT_OK, 0, "rootless Docker%s", no_cgroups ? " with no-cgroups = true in the toolkit config" : "");
+    c = il__check_add(&dr->checks, "container.rootless", IL_VERDICT_OK, 0, "rootless Docker%s", no_cgroups ? " with no-cgroups = true in the toolkit config" : "");
   }
   il__check_ev(c, "no_cgroups", "%s", no_cgroups ? "true" : "false");
   if (dh) il__check_ev(c, "DOCKER_HOST", "%s", dh);
@@ -325,14 +327,14 @@ static bool il__unit_allows(const char *text, const char *cls, const char *node)
   return false;
 }
 
-void il__check_systemd_units(il_doctor *dr) {
+void il__cgroup_check_systemd(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   static const char *const dirs[] = {"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"};
   char bad[500] = "", fixes[700] = "", seen[400] = "";
   int n_units = 0;
   char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "systemd unit");
   if (!text) {
-    dr->oom = true;
+    dr->checks.oom = true;
     return;
   }
   for (int d = 0; d < 3; d++) {
@@ -396,15 +398,15 @@ void il__check_systemd_units(il_doctor *dr) {
   }
   il_mem_free(text);
   if (!n_units) {
-    il__check_na(dr, "service.devices", IL_VERDICT_OK, 0, "no systemd service of a model server (ollama, vllm, llama-server, ...)");
+    il__check_na(&dr->checks, "service.devices", IL_VERDICT_OK, 0, "no systemd service of a model server (ollama, vllm, llama-server, ...)");
     return;
   }
   il_check *c;
   if (bad[0] && dr->gpu_expected) {
-    c = il__check_add(dr, "service.devices", IL_VERDICT_FAIL, 22, "systemd sandboxing keeps the GPU from the service, so it runs on the CPU: %s", bad);
+    c = il__check_add(&dr->checks, "service.devices", IL_VERDICT_FAIL, 22, "systemd sandboxing keeps the GPU from the service, so it runs on the CPU: %s", bad);
     il__check_fix(c, "%s", fixes);
   } else {
-    c = il__check_add(dr, "service.devices", IL_VERDICT_OK, 0, "%d model-server service%s can open the GPU devices", n_units, n_units == 1 ? "" : "s");
+    c = il__check_add(&dr->checks, "service.devices", IL_VERDICT_OK, 0, "%d model-server service%s can open the GPU devices", n_units, n_units == 1 ? "" : "s");
   }
   il__check_ev(c, "units", "%s", seen);
 }

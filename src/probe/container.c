@@ -10,7 +10,7 @@
  * version in their library paths and their device nodes must match this machine).
  * daemon.json is parsed with jansson (a real JSON parser: what dockerd refuses, doctor calls
  * invalid, and the reverse); the TOML files by line.
- * Not for: starting or configuring anything; fixes are printed as commands. Declared in checks.h.
+ * Not for: starting or configuring anything; fixes are printed as commands.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -21,7 +21,10 @@
 
 #include "core/text.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/container.h"
+#include "probe/cgroup.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
 
 /* dockerd reads daemon.json whole; 1 MiB is far above any real one (they are a few KiB). */
 #define IL__DAEMON_JSON_MAX ((size_t)1 << 20)
@@ -61,22 +64,22 @@ static void il__check_inside(il_doctor *dr) {
   bool nvml = dr->nvml.loaded, cuda = dr->cuda.loaded;
   il_check *c;
   if (!dr->gpu_expected && !nvml && !cuda) {
-    c = il__check_na(dr, "container.injection", IL_VERDICT_OK, 0,
+    c = il__check_na(&dr->checks, "container.injection", IL_VERDICT_OK, 0,
                      "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
   } else if (!nvml && !cuda && !nodes) {
-    c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
+    c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_FAIL, 21,
                       "container started without the NVIDIA runtime: no driver libraries, no /dev/nvidia* nodes");
-    il__fix_request_gpus(dr, c);
+    il__cgroup_fix_request_gpus(dr, c);
   } else if (!compute || (nvml && !cuda)) {
-    c = il__check_add(dr, "container.injection", IL_VERDICT_FAIL, 21,
+    c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_FAIL, 21,
                       "NVIDIA_DRIVER_CAPABILITIES=\"%s\" lacks compute: libcuda.so.1 was not injected", eff);
     il__check_fix(c, "Restart with -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
   } else if (!utility || (!nvml && cuda)) {
-    c = il__check_add(dr, "container.injection", IL_VERDICT_WARN, 21,
+    c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_WARN, 21,
                       "NVIDIA_DRIVER_CAPABILITIES=\"%s\" lacks utility: no NVML/nvidia-smi (monitoring will not work)", eff);
     il__check_fix(c, "Restart with -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
   } else {
-    c = il__check_add(dr, "container.injection", IL_VERDICT_OK, 0, "NVIDIA runtime injected the driver (%s libraries, %s device nodes; capabilities %s)",
+    c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_OK, 0, "NVIDIA runtime injected the driver (%s libraries, %s device nodes; capabilities %s)",
                       nvml && cuda ? "NVML and CUDA" : nvml ? "NVML" : "CUDA", nodes ? "with" : "without", eff);
   }
   il__check_ev(c, "engine", "%s", dr->container_engine);
@@ -149,27 +152,27 @@ static void il__check_toolkit(il_doctor *dr, il__tools *t) {
     root_bad = !il_sysfs_exists(fs, root) || (!il_sysfs_exists(fs, lib1) && !il_sysfs_exists(fs, lib2));
   }
   if (root_bad) {
-    c = il__check_add(dr, "container.toolkit", IL_VERDICT_FAIL, 20,
+    c = il__check_add(&dr->checks, "container.toolkit", IL_VERDICT_FAIL, 20,
                       "toolkit config points at driver root \"%s\", which %s: containers fail with 'load library failed: libnvidia-ml.so.1'",
                       root, il_sysfs_exists(fs, root) ? "holds no libnvidia-ml.so.1" : "does not exist");
     il__check_fix(c, "For a driver installed on the host, set root = \"/\" and ldconfig = \"@/sbin/ldconfig.real\" (Debian/Ubuntu; \"@/sbin/ldconfig\" elsewhere): "
                      "sudo nvidia-ctk config --set nvidia-container-cli.root=/ --in-place");
   } else if (!any_tool && engine && dr->gpu_expected) {
-    c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
+    c = il__check_add(&dr->checks, "container.toolkit", IL_VERDICT_WARN, 18,
                       "a container engine is installed but the NVIDIA Container Toolkit is not: containers cannot use the GPU "
                       "('could not select device driver \"\" with capabilities: [[gpu]]')");
     char cmd[200];
     il__check_fix(c, "Install it: %s, then sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
                   il__distro_cmd(dr, IL_CMD_INSTALL_TOOLKIT, NULL, cmd, sizeof cmd));
   } else if (any_tool && t->docker && !t->hook) {
-    c = il__check_add(dr, "container.toolkit", IL_VERDICT_WARN, 18,
+    c = il__check_add(&dr->checks, "container.toolkit", IL_VERDICT_WARN, 18,
                       "nvidia-container-runtime-hook is not on PATH: dockerd registers its GPU device driver only when it finds it (--gpus fails)");
     il__check_fix(c, "Reinstall the toolkit (sudo apt install --reinstall nvidia-container-toolkit) and restart docker: sudo systemctl restart docker");
   } else if (!any_tool) {
-    c = il__check_na(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
+    c = il__check_na(&dr->checks, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit not installed (%s)",
                       engine ? "no GPU here" : "no container engine either");
   } else {
-    c = il__check_add(dr, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit: %s%s%s", tools,
+    c = il__check_add(&dr->checks, "container.toolkit", IL_VERDICT_OK, 0, "NVIDIA Container Toolkit: %s%s%s", tools,
                       have_cfg ? "; config root " : "", have_cfg ? (root[0] ? root : "/ (default)") : "");
   }
   il__check_ev(c, "tools", "%s", tools);
@@ -182,12 +185,12 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
   const il_sysfs *fs = &dr->fs;
   il_check *c;
   if (!t->docker) {
-    il__check_na(dr, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
+    il__check_na(&dr->checks, "container.docker", IL_VERDICT_OK, 0, "docker not installed");
     return;
   }
   char *text = il_mem_alloc(IL_MEM_OTHER, IL__DAEMON_JSON_MAX + 1, "daemon.json");
   if (!text) {
-    dr->oom = true;
+    dr->checks.oom = true;
     return;
   }
   const char *file = "/etc/docker/daemon.json";
@@ -232,7 +235,7 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
     il_sysfs_copy(why, sizeof why, il_error_detail());
   }
   if (too_big || unreadable) {
-    c = il__check_add(dr, "container.docker", IL_VERDICT_WARN, 0, "%s %s: not checked", file,
+    c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_WARN, 0, "%s %s: not checked", file,
                       too_big ? "is larger than 1 MiB" : why);
     il__check_fix(c, "Check the file by hand: python3 -m json.tool %s", file);
     il__check_ev(c, "daemon_json", "%s", file);
@@ -240,22 +243,22 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
     return;
   }
   if (malformed) {
-    c = il__check_add(dr, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON (%s): dockerd will not start with it", file, why);
+    c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON (%s): dockerd will not start with it", file, why);
     il__check_fix(c, "Fix the syntax (python3 -m json.tool %s shows where), then sudo systemctl restart docker", file);
   } else if (!has_nvidia) {
     bool toolkit = t->runtime || t->ctk;
-    c = il__check_add(dr, "container.docker", dr->gpu_expected && toolkit ? IL_VERDICT_WARN : IL_VERDICT_OK, dr->gpu_expected && toolkit ? 19 : 0,
+    c = il__check_add(&dr->checks, "container.docker", dr->gpu_expected && toolkit ? IL_VERDICT_WARN : IL_VERDICT_OK, dr->gpu_expected && toolkit ? 19 : 0,
                       "docker has no 'nvidia' runtime in %s%s", rs == IL_OK ? file : "daemon.json (absent)",
                       toolkit ? ": --runtime=nvidia fails with 'unknown or invalid runtime name: nvidia' (--gpus still works)" : "");
     if (dr->gpu_expected && toolkit)
       il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker   then: docker run --gpus all IMAGE ...");
   } else if (!is_default) {
-    c = il__check_add(dr, "container.docker", IL_VERDICT_WARN, 19,
+    c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_WARN, 19,
                       "docker has the 'nvidia' runtime but the default runtime is %s: containers get no GPU unless started with --gpus or --runtime=nvidia", deflt);
     il__check_fix(c, "Make it the default: sudo nvidia-ctk runtime configure --runtime=docker --set-as-default && sudo systemctl restart docker");
     il__check_fix(c, "Or per container: docker run --gpus all IMAGE ...   or docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all IMAGE ...");
   } else {
-    c = il__check_add(dr, "container.docker", IL_VERDICT_OK, 0, "docker: 'nvidia' runtime registered and default");
+    c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_OK, 0, "docker: 'nvidia' runtime registered and default");
   }
   if (has_nvidia && rpath[0]) {
     char found[512];
@@ -280,7 +283,7 @@ static void il__check_containerd(il_doctor *dr, const il__tools *t) {
   if (!text) return;
   il_check *c;
   if (il_sysfs_read(&dr->fs, "/etc/containerd/config.toml", text, 65536, NULL) != IL_OK) {
-    il__check_na(dr, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
+    il__check_na(&dr->checks, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
     il_mem_free(text);
     return;
   }
@@ -291,15 +294,15 @@ static void il__check_containerd(il_doctor *dr, const il__tools *t) {
   il__toml_string(text, "default_runtime_name", deflt, sizeof deflt);
   bool kube = il_sysfs_which(&dr->fs, "kubelet", (char[512]){0}, 512);
   if (!has && dr->gpu_expected) {
-    c = il__check_add(dr, "container.containerd", IL_VERDICT_WARN, 19, "containerd has no 'nvidia' runtime: Kubernetes pods on this node get no GPU");
+    c = il__check_add(&dr->checks, "container.containerd", IL_VERDICT_WARN, 19, "containerd has no 'nvidia' runtime: Kubernetes pods on this node get no GPU");
     il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default && sudo systemctl restart containerd");
   } else if (has && strcmp(deflt, "nvidia") && kube) {
-    c = il__check_add(dr, "container.containerd", IL_VERDICT_WARN, 19,
+    c = il__check_add(&dr->checks, "container.containerd", IL_VERDICT_WARN, 19,
                       "containerd has the 'nvidia' runtime but default is \"%s\": pods need runtimeClassName: nvidia", deflt[0] ? deflt : "runc");
     il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default && sudo systemctl restart containerd   "
                      "(or create a RuntimeClass 'nvidia' and set runtimeClassName in the pod spec)");
   } else {
-    c = il__check_add(dr, "container.containerd", IL_VERDICT_OK, 0, "containerd: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
+    c = il__check_add(&dr->checks, "container.containerd", IL_VERDICT_OK, 0, "containerd: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
                       deflt[0] ? ", default " : "", deflt);
   }
   il__check_ev(c, "runtimes.nvidia", "%s", has ? "present" : "absent");
@@ -317,12 +320,12 @@ static void il__check_crio(il_doctor *dr) {
   char p[512];
   bool installed = il_sysfs_which(fs, "crio", p, sizeof p) || il_sysfs_exists(fs, "/etc/crio");
   if (!installed) {
-    il__check_na(dr, "container.crio", IL_VERDICT_OK, 0, "CRI-O not installed");
+    il__check_na(&dr->checks, "container.crio", IL_VERDICT_OK, 0, "CRI-O not installed");
     return;
   }
   char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "CRI-O config");
   if (!text) {
-    dr->oom = true;
+    dr->checks.oom = true;
     return;
   }
   bool has = false;
@@ -350,16 +353,16 @@ static void il__check_crio(il_doctor *dr) {
   bool kube = il_sysfs_which(fs, "kubelet", p, sizeof p);
   il_check *c;
   if (!has && dr->gpu_expected) {
-    c = il__check_add(dr, "container.crio", IL_VERDICT_WARN, 19,
+    c = il__check_add(&dr->checks, "container.crio", IL_VERDICT_WARN, 19,
                       "CRI-O has no 'nvidia' runtime: pods on this node get no GPU and the device plugin reports 'Incompatible strategy detected'");
     il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=crio --set-as-default && sudo systemctl restart crio");
   } else if (has && strcmp(deflt, "nvidia") && kube) {
-    c = il__check_add(dr, "container.crio", IL_VERDICT_WARN, 19,
+    c = il__check_add(&dr->checks, "container.crio", IL_VERDICT_WARN, 19,
                       "CRI-O has the 'nvidia' runtime (%s) but the default is \"%s\": pods need runtimeClassName: nvidia", where, deflt[0] ? deflt : "crun/runc");
     il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=crio --set-as-default && sudo systemctl restart crio   "
                      "(or a RuntimeClass 'nvidia' and runtimeClassName in the pod spec)");
   } else {
-    c = il__check_add(dr, "container.crio", IL_VERDICT_OK, 0, "CRI-O: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
+    c = il__check_add(&dr->checks, "container.crio", IL_VERDICT_OK, 0, "CRI-O: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
                       deflt[0] ? ", default " : "", deflt);
   }
   il__check_ev(c, "runtimes.nvidia", "%s", has ? where : "absent");
@@ -402,7 +405,7 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
       }
       /* Stale: the nvidia-uvm major in the spec differs from /proc/devices (its major is
        * dynamic; nvidia-container-toolkit#1934: spec said 510, kernel 509, cuInit 999). */
-      int uvm_major = il__proc_devices_major(fs, "nvidia-uvm");
+      int uvm_major = il__cgroup_devices_major(fs, "nvidia-uvm");
       const char *u = strstr(text, "path: /dev/nvidia-uvm\n");
       const char *mj = u ? strstr(u, "major:") : NULL;
       if (mj && uvm_major >= 0 && mj - u < 200) {
@@ -428,13 +431,13 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
   il_mem_free(text);
   il_check *c;
   if (stale[0]) {
-    c = il__check_add(dr, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s", stale);
+    c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s", stale);
     il__check_fix(c, "Regenerate it: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml   (and remove stale copies in /var/run/cdi); "
                      "regenerate after every driver or MIG change");
   } else if (n_specs == 0 && (t->ctk || t->podman) && dr->gpu_expected) {
     /* Podman asks for GPUs through CDI (--device nvidia.com/gpu=all): without a spec it fails
      * with "unresolvable CDI devices" (research scenario 23). */
-    c = il__check_add(dr, "container.cdi", IL_VERDICT_WARN, 23,
+    c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_WARN, 23,
                       "no NVIDIA CDI spec in /etc/cdi or /var/run/cdi: %s requests fail with 'unresolvable CDI devices nvidia.com/gpu=all'",
                       t->podman ? "podman" : "CDI");
     if (t->ctk) il__check_fix(c, "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml && nvidia-ctk cdi list");
@@ -444,9 +447,9 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
                     il__distro_cmd(dr, IL_CMD_INSTALL_TOOLKIT, NULL, cmd, sizeof cmd));
     }
   } else if (n_specs == 0) {
-    c = il__check_na(dr, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
+    c = il__check_na(&dr->checks, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
   } else {
-    c = il__check_add(dr, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s", n_specs == 1 ? "" : "s", specs, drv[0] ? drv : "(unknown)");
+    c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s", n_specs == 1 ? "" : "s", specs, drv[0] ? drv : "(unknown)");
   }
   il__check_ev(c, "specs", "%s", specs);
 }
@@ -454,13 +457,13 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
 void il__container_checks(il_doctor *dr) {
   il_check *c;
   if (dr->in_container) {
-    c = il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "running inside a %s container", dr->container_engine);
+    c = il__check_add(&dr->checks, "container.detect", IL_VERDICT_OK, 0, "running inside a %s container", dr->container_engine);
     il__check_ev(c, "engine", "%s", dr->container_engine);
     il__check_inside(dr);
-    il__check_cgroup_devices(dr);
+    il__cgroup_check_devices(dr);
     return;
   }
-  il__check_add(dr, "container.detect", IL_VERDICT_OK, 0, "not in a container (no /.dockerenv, /run/.containerenv or container cgroup)");
+  il__check_add(&dr->checks, "container.detect", IL_VERDICT_OK, 0, "not in a container (no /.dockerenv, /run/.containerenv or container cgroup)");
   il__tools t;
   memset(&t, 0, sizeof t);
   il__check_toolkit(dr, &t);
@@ -468,7 +471,7 @@ void il__container_checks(il_doctor *dr) {
   il__check_containerd(dr, &t);
   il__check_crio(dr);
   il__check_cdi(dr, &t);
-  il__check_rootless(dr);
-  il__check_lxc_configs(dr);
-  il__check_systemd_units(dr);
+  il__cgroup_check_rootless(dr);
+  il__cgroup_check_lxc(dr);
+  il__cgroup_check_systemd(dr);
 }

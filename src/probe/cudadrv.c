@@ -1,60 +1,44 @@
 /* probe/cudadrv: dlopen'd CUDA driver API and the cuInit snapshot. See cudadrv.h. */
 #include "probe/cudadrv.h"
 
-#include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "probe/sysfs.h"
 
-static void *il__first_sym(void *lib, const char *a, const char *b) {
-  void *p = dlsym(lib, a);
-  if (!p && b) p = dlsym(lib, b);
-  return p;
+static void *il__first_sym(il_dl *lib, const char *a, const char *b) {
+  const char *const names[] = {a, b, NULL};
+  return il_dl_sym_first(lib, names);
 }
 
 il_status il_cudadrv_open(il_cudadrv *cu, const char *path) {
   memset(cu, 0, sizeof *cu);
   il_sysfs_copy(cu->path, sizeof cu->path, path && *path ? path : "libcuda.so.1");
   if (!il_sysfs_loadable(cu->path, cu->error, sizeof cu->error)) return il_error(IL_ERR_NOT_FOUND, "%s", cu->error);
-  dlerror();
-  cu->lib = dlopen(cu->path, RTLD_NOW | RTLD_LOCAL);
-  if (!cu->lib) {
-    const char *e = dlerror();
-    il_sysfs_copy(cu->error, sizeof cu->error, e ? e : "dlopen failed");
+  if (il_dl_open(&cu->dl, cu->path) != IL_OK) {
+    il_sysfs_copy(cu->error, sizeof cu->error, il_dl_error(&cu->dl));
     return il_error(IL_ERR_NOT_FOUND, "%s", cu->error);
   }
-  *(void **)&cu->Init = il__first_sym(cu->lib, "cuInit", NULL);
-  *(void **)&cu->DriverGetVersion = il__first_sym(cu->lib, "cuDriverGetVersion", NULL);
-  *(void **)&cu->DeviceGetCount = il__first_sym(cu->lib, "cuDeviceGetCount", NULL);
-  *(void **)&cu->DeviceGet = il__first_sym(cu->lib, "cuDeviceGet", NULL);
-  *(void **)&cu->DeviceGetName = il__first_sym(cu->lib, "cuDeviceGetName", NULL);
-  *(void **)&cu->DeviceGetAttribute = il__first_sym(cu->lib, "cuDeviceGetAttribute", NULL);
-  *(void **)&cu->DeviceTotalMem = il__first_sym(cu->lib, "cuDeviceTotalMem_v2", "cuDeviceTotalMem");
-  *(void **)&cu->GetErrorName = il__first_sym(cu->lib, "cuGetErrorName", NULL);
-  *(void **)&cu->GetErrorString = il__first_sym(cu->lib, "cuGetErrorString", NULL);
+  *(void **)&cu->Init = il__first_sym(&cu->dl, "cuInit", NULL);
+  *(void **)&cu->DriverGetVersion = il__first_sym(&cu->dl, "cuDriverGetVersion", NULL);
+  *(void **)&cu->DeviceGetCount = il__first_sym(&cu->dl, "cuDeviceGetCount", NULL);
+  *(void **)&cu->DeviceGet = il__first_sym(&cu->dl, "cuDeviceGet", NULL);
+  *(void **)&cu->DeviceGetName = il__first_sym(&cu->dl, "cuDeviceGetName", NULL);
+  *(void **)&cu->DeviceGetAttribute = il__first_sym(&cu->dl, "cuDeviceGetAttribute", NULL);
+  *(void **)&cu->DeviceTotalMem = il__first_sym(&cu->dl, "cuDeviceTotalMem_v2", "cuDeviceTotalMem");
+  *(void **)&cu->GetErrorName = il__first_sym(&cu->dl, "cuGetErrorName", NULL);
+  *(void **)&cu->GetErrorString = il__first_sym(&cu->dl, "cuGetErrorString", NULL);
   if (!cu->Init) {
     snprintf(cu->error, sizeof cu->error, "%.400s: not a CUDA driver library (no cuInit)", cu->path);
-    dlclose(cu->lib);
-    cu->lib = NULL;
+    il_dl_close(&cu->dl);
     return il_error(IL_ERR_NOT_FOUND, "%s", cu->error);
   }
-  Dl_info info;
-  if (dladdr(*(void **)&cu->Init, &info) && info.dli_fname) {
-    char real[PATH_MAX];
-    const char *so = strstr(info.dli_fname, ".so.");
-    if (so && strchr(so + 4, '.')) il_sysfs_copy(cu->loaded, sizeof cu->loaded, info.dli_fname);
-    else if (realpath(info.dli_fname, real)) il_sysfs_copy(cu->loaded, sizeof cu->loaded, real);
-    else il_sysfs_copy(cu->loaded, sizeof cu->loaded, info.dli_fname);
-  }
+  il_dl_file_of(*(void **)&cu->Init, cu->loaded, sizeof cu->loaded);
   return IL_OK;
 }
 
 void il_cudadrv_close(il_cudadrv *cu) {
-  if (cu->lib) dlclose(cu->lib);
-  cu->lib = NULL;
+  il_dl_close(&cu->dl);
 }
 
 const char *il_cudadrv_code_name(int rc) {
@@ -95,7 +79,7 @@ const char *il_cudadrv_version_text(int v, char *buf, size_t n) {
 void il_cudadrv_snapshot(il_cudadrv *cu, il_cudadrv_snapshot_t *snap) {
   memset(snap, 0, sizeof *snap);
   snap->n_devices = -1;
-  if (!cu->lib) return;
+  if (!cu->dl.handle) return;
   snap->loaded = true;
   /* cuDriverGetVersion works before cuInit and even when cuInit fails. */
   if (cu->DriverGetVersion) cu->DriverGetVersion(&snap->driver_version);

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/dl.h"
 #include "core/status.h"
 
 #define IL_CUDADRV_MAX_DEVICES 16
@@ -32,7 +33,7 @@ enum {
 };
 
 typedef struct {
-  void *lib;
+  il_dl dl;             /* the library; dl.error keeps the loader's text */
   char path[1024];
   char loaded[1024]; /* file actually loaded, "" unknown */
   char error[512];

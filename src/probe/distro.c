@@ -18,12 +18,13 @@
  *   dracut, dnf versionlock.
  * - SUSE: zypper, nvidia-compute-G06, dracut. Arch: pacman, nvidia-open / nvidia-dkms,
  *   mkinitcpio.
- * Not for: deciding verdicts; every check asks here for its command text. Declared in checks.h.
+ * Not for: deciding verdicts; every check asks here for its command text.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "probe/checks.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
 
 static bool il__word_in(const char *list, const char *w) {
   size_t l = strlen(w);
@@ -155,53 +156,19 @@ const char *il__distro_cmd(const il_doctor *dr, il_distro_cmd what, const char *
   return buf;
 }
 
-void il__check_distro(il_doctor *dr) {
+void il__distro_check(il_doctor *dr) {
   const il_distro *d = &dr->distro;
   il_check *c;
   if (d->family == IL_DISTRO_UNKNOWN && !d->id[0]) {
-    c = il__check_add(dr, "host.distro", IL_VERDICT_OK, 0, "no /etc/os-release: fixes use Debian/Ubuntu commands");
+    c = il__check_add(&dr->checks, "host.distro", IL_VERDICT_OK, 0, "no /etc/os-release: fixes use Debian/Ubuntu commands");
   } else {
     char ini[64];
     il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini);
-    c = il__check_add(dr, "host.distro", IL_VERDICT_OK, 0, "%s (fixes for the %s family: initramfs with '%s')", d->pretty[0] ? d->pretty : d->id,
+    c = il__check_add(&dr->checks, "host.distro", IL_VERDICT_OK, 0, "%s (fixes for the %s family: initramfs with '%s')", d->pretty[0] ? d->pretty : d->id,
                       il_distro_family_name(d->family), ini);
   }
   il__check_ev(c, "id", "%s", d->id[0] ? d->id : "unknown");
   if (d->id_like[0]) il__check_ev(c, "id_like", "%s", d->id_like);
   if (d->version_id[0]) il__check_ev(c, "version_id", "%s", d->version_id);
   il__check_ev(c, "family", "%s", il_distro_family_name(d->family));
-}
-
-/* WSL2: the Windows driver provides libcuda and libnvidia-ml in /usr/lib/wsl/lib; a Linux
- * driver package installed inside the distribution shadows them and breaks CUDA (research
- * file scenario 24; https://github.com/microsoft/WSL/issues/9938). */
-void il__check_wsl_driver(il_doctor *dr) {
-  if (!dr->wsl) return;
-  il_lib_candidate cand[4];
-  int n = il__loader_search(dr, "libcuda.so.1", cand, 4);
-  const il_lib_candidate *linux_lib = NULL;
-  for (int i = 0; i < n && !linux_lib; i++)
-    if (strncmp(cand[i].path, "/usr/lib/wsl/", 13)) linux_lib = &cand[i];
-  il_lib_candidate ml[4];
-  int nm = il__loader_search(dr, "libnvidia-ml.so.1", ml, 4);
-  for (int i = 0; i < nm && !linux_lib; i++)
-    if (strncmp(ml[i].path, "/usr/lib/wsl/", 13)) linux_lib = &ml[i];
-  il_check *c;
-  bool wsl_lib = il_sysfs_exists(&dr->fs, "/usr/lib/wsl/lib/libcuda.so.1");
-  if (linux_lib) {
-    c = il__check_add(dr, "wsl.driver", IL_VERDICT_FAIL, 24, "a Linux NVIDIA driver library is installed inside WSL: %s (%s, from %s); "
-                      "the Windows driver's /usr/lib/wsl/lib copies must be the ones loaded", linux_lib->path,
-                      linux_lib->version[0] ? linux_lib->version : "version unknown", linux_lib->origin);
-    if (dr->distro.family == IL_DISTRO_UBUNTU || dr->distro.family == IL_DISTRO_DEBIAN || dr->distro.family == IL_DISTRO_UNKNOWN)
-      il__check_fix(c, "Remove the Linux driver packages inside WSL: sudo apt remove --purge 'nvidia-utils-*' 'libnvidia-compute-*' 'nvidia-driver-*' && sudo ldconfig; "
-                       "then in PowerShell: wsl --shutdown");
-    else
-      il__check_fix(c, "Remove the Linux NVIDIA driver packages inside WSL (the library at %s), run sudo ldconfig, then in PowerShell: wsl --shutdown", linux_lib->path);
-  } else if (!wsl_lib) {
-    c = il__check_add(dr, "wsl.driver", IL_VERDICT_FAIL, 24, "WSL2 without /usr/lib/wsl/lib/libcuda.so.1: the Windows NVIDIA driver did not provide CUDA");
-    il__check_fix(c, "Install or update the NVIDIA driver on Windows, then in PowerShell: wsl --update; wsl --shutdown");
-  } else {
-    c = il__check_add(dr, "wsl.driver", IL_VERDICT_OK, 0, "WSL2: CUDA comes from the Windows driver (/usr/lib/wsl/lib), no Linux driver inside");
-  }
-  il__check_ev(c, "wsl_libcuda", "%s", wsl_lib ? "present" : "missing");
 }

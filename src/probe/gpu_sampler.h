@@ -7,7 +7,7 @@
  * over the whole run). il_gpu_sampler_next blocks until a sample newer than one the caller has
  * seen; il_gpu_sampler_read returns the latest without waiting; il_gpu_sampler_stop joins the thread
  * and frees everything.
- * Not for: diagnosis (probe/checks) or anything that changes GPU state.
+ * Not for: diagnosis (probe/doctor) or anything that changes GPU state.
  */
 #ifndef IL_PROBE_GPU_SAMPLER_H
 #define IL_PROBE_GPU_SAMPLER_H

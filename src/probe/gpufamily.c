@@ -25,7 +25,10 @@
 #include <string.h>
 
 #include "core/text.h"
-#include "probe/checks.h"
+#include "probe/gpufamily.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
+#include "probe/loader.h"
 
 static const struct {
   unsigned lo, hi;
@@ -38,7 +41,7 @@ static const struct {
     {0x2300, 0x23ff, IL_GPU_HOPPER},  {0x2600, 0x28ff, IL_GPU_ADA},     {0x2900, 0x2fff, IL_GPU_BLACKWELL},
 };
 
-il_gpu_family il_gpu_family_of(unsigned device_id) {
+il_gpu_family il_gpufamily_of(unsigned device_id) {
   il_gpu_family f = IL_GPU_UNKNOWN;
   /* Later rows are more specific (0x15f0 GP100 inside Maxwell's 0x1400-0x17ff). */
   for (size_t i = 0; i < sizeof il__ranges / sizeof il__ranges[0]; i++)
@@ -46,7 +49,7 @@ il_gpu_family il_gpu_family_of(unsigned device_id) {
   return f;
 }
 
-const char *il_gpu_family_name(il_gpu_family f) {
+const char *il_gpufamily_name(il_gpu_family f) {
   static const char *const names[] = {"unknown", "Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Ada", "Blackwell"};
   return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "unknown";
 }
@@ -68,36 +71,36 @@ static void il__installed_driver(il_doctor *dr, char *ver, size_t n, const char 
   }
 }
 
-void il__check_branch(il_doctor *dr) {
+void il__gpufamily_check(il_doctor *dr) {
   char ver[64];
   const char *from;
   il__installed_driver(dr, ver, sizeof ver, &from);
   int branch = atoi(ver);
   il_check *c;
   if (dr->n_pci == 0) {
-    il__check_na(dr, "kmod.branch", IL_VERDICT_OK, 0, "no NVIDIA GPU on the PCI bus");
+    il__check_na(&dr->checks, "kmod.branch", IL_VERDICT_OK, 0, "no NVIDIA GPU on the PCI bus");
     return;
   }
   char fams[300] = "";
   for (int i = 0; i < dr->n_pci; i++)
     il_appendf(fams, sizeof fams, "%s%s 10de:%04x %s", fams[0] ? "; " : "", dr->pci[i].bdf, dr->pci[i].device_id,
-               il_gpu_family_name(il_gpu_family_of(dr->pci[i].device_id)));
+               il_gpufamily_name(il_gpufamily_of(dr->pci[i].device_id)));
   if (!branch) {
-    c = il__check_na(dr, "kmod.branch", IL_VERDICT_OK, 0, "no driver installed to match against: %s", fams);
+    c = il__check_na(&dr->checks, "kmod.branch", IL_VERDICT_OK, 0, "no driver installed to match against: %s", fams);
     il__check_ev(c, "gpus", "%s", fams);
     return;
   }
   for (int i = 0; i < dr->n_pci; i++) {
     const il_pci_gpu *g = &dr->pci[i];
-    il_gpu_family f = il_gpu_family_of(g->device_id);
+    il_gpu_family f = il_gpufamily_of(g->device_id);
     const char *need = NULL;
     char cmd[400] = "";
     if (f == IL_GPU_KEPLER && branch > 470) need = "470";
     else if ((f == IL_GPU_MAXWELL || f == IL_GPU_PASCAL || f == IL_GPU_VOLTA) && branch > 580) need = "580";
     if (need) {
-      c = il__check_add(dr, "kmod.branch", IL_VERDICT_FAIL, 0,
+      c = il__check_add(&dr->checks, "kmod.branch", IL_VERDICT_FAIL, 0,
                         "GPU 10de:%04x at %s is %s, which driver %s (%s) no longer supports: it is supported through the NVIDIA %s.xx "
-                        "legacy drivers, and newer drivers ignore it", g->device_id, g->bdf, il_gpu_family_name(f), ver, from, need);
+                        "legacy drivers, and newer drivers ignore it", g->device_id, g->bdf, il_gpufamily_name(f), ver, from, need);
       il_distro_family df = dr->distro.family;
       if (df == IL_DISTRO_UBUNTU || df == IL_DISTRO_UNKNOWN) snprintf(cmd, sizeof cmd, "sudo apt install nvidia-driver-%s && sudo reboot", need);
       else if (df == IL_DISTRO_DEBIAN && !strcmp(need, "470")) snprintf(cmd, sizeof cmd, "sudo apt install nvidia-tesla-470-driver && sudo reboot");
@@ -107,13 +110,13 @@ void il__check_branch(il_doctor *dr) {
       else snprintf(cmd, sizeof cmd, "install the R%s legacy driver branch and reboot", need);
       il__check_fix(c, "Install the last branch that supports this GPU: %s   (or run on the CPU backend / a newer GPU)", cmd);
       il__check_ev(c, "pci_device", "10de:%04x", g->device_id);
-      il__check_ev(c, "family", "%s", il_gpu_family_name(f));
+      il__check_ev(c, "family", "%s", il_gpufamily_name(f));
       il__check_ev(c, "driver", "%s (%s)", ver, from);
       return;
     }
     if (f == IL_GPU_BLACKWELL && branch < 570) {
       char inst[400];
-      c = il__check_add(dr, "kmod.branch", IL_VERDICT_FAIL, 0, "GPU 10de:%04x at %s is Blackwell, which needs driver branch R570 or newer "
+      c = il__check_add(&dr->checks, "kmod.branch", IL_VERDICT_FAIL, 0, "GPU 10de:%04x at %s is Blackwell, which needs driver branch R570 or newer "
                         "(open kernel module); driver %s (%s) predates it", g->device_id, g->bdf, ver, from);
       il__check_fix(c, "Install a current driver with the open kernel module: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, inst, sizeof inst));
       il__check_ev(c, "pci_device", "10de:%04x", g->device_id);
@@ -121,6 +124,6 @@ void il__check_branch(il_doctor *dr) {
       return;
     }
   }
-  c = il__check_add(dr, "kmod.branch", IL_VERDICT_OK, 0, "driver %s (%s) supports every GPU here: %s", ver, from, fams);
+  c = il__check_add(&dr->checks, "kmod.branch", IL_VERDICT_OK, 0, "driver %s (%s) supports every GPU here: %s", ver, from, fams);
   il__check_ev(c, "gpus", "%s", fams);
 }

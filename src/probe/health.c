@@ -22,7 +22,7 @@
  *   and it refuses to start unless its version equals the driver's exactly: "fabric manager
  *   NVIDIA GPU driver interface version 530.30.02 don't match with driver version 530.41.03"
  *   (https://github.com/NVIDIA/gpu-operator/issues/544).
- * Not for: ECC counters and lost GPUs as NVML reports them (checks.c gpu.health).
+ * Not for: ECC counters and lost GPUs as NVML reports them (probe/driver gpu.health).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,7 +34,9 @@
 
 #include "core/text.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/health.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
 
 /* ---- PCIe link width ------------------------------------------------------------------ */
 
@@ -66,16 +68,16 @@ static void il__check_pcie(il_doctor *dr) {
   }
   il_check *c;
   if (n_checked == 0) {
-    il__check_na(dr, "pci.link", IL_VERDICT_OK, 0, "no PCIe link attributes to read%s", dr->n_pci ? "" : " (no NVIDIA GPU on the PCI bus)");
+    il__check_na(&dr->checks, "pci.link", IL_VERDICT_OK, 0, "no PCIe link attributes to read%s", dr->n_pci ? "" : " (no NVIDIA GPU on the PCI bus)");
     return;
   }
   if (v == IL_VERDICT_WARN) {
-    c = il__check_add(dr, "pci.link", v, 0, "PCIe link narrower than the card supports: %s (host<->GPU copies and model loading slow down "
+    c = il__check_add(&dr->checks, "pci.link", v, 0, "PCIe link narrower than the card supports: %s (host<->GPU copies and model loading slow down "
                       "in proportion)", text);
     il__check_fix(c, "Power off, reseat the card(s) at %s in an x16 slot (no x8 riser, check the slot's lanes in the board manual), "
                      "then compare: sudo lspci -vv -s %.12s | grep -e LnkCap -e LnkSta", fixes, fixes);
   } else {
-    c = il__check_add(dr, "pci.link", IL_VERDICT_OK, 0, "PCIe links at full width on %d GPU%s (a lower speed while idle is normal power saving)",
+    c = il__check_add(&dr->checks, "pci.link", IL_VERDICT_OK, 0, "PCIe links at full width on %d GPU%s (a lower speed while idle is normal power saving)",
                       n_checked, n_checked == 1 ? "" : "s");
   }
   for (int i = 0; i < tmp.n_evidence; i++) il__check_ev(c, tmp.evidence[i].key, "%s", tmp.evidence[i].value);
@@ -167,7 +169,7 @@ static void il__check_xid(il_doctor *dr) {
   const size_t cap = (size_t)1 << 20;
   char *log = il_mem_alloc(IL_MEM_OTHER, cap, "kernel log");
   if (!log) {
-    dr->oom = true;
+    dr->checks.oom = true;
     return;
   }
   const char *source = NULL;
@@ -201,7 +203,7 @@ static void il__check_xid(il_doctor *dr) {
   il_mem_free(log);
   il_check *c;
   if (!source) {
-    il__check_add(dr, "gpu.xid", IL_VERDICT_OK, 0, "no NVRM lines in the readable kernel logs%s",
+    il__check_add(&dr->checks, "gpu.xid", IL_VERDICT_OK, 0, "no NVRM lines in the readable kernel logs%s",
                   il_sysfs_is_real(&dr->fs) ? " (reading /dev/kmsg may need root)" : "");
     return;
   }
@@ -212,11 +214,11 @@ static void il__check_xid(il_doctor *dr) {
     il_appendf(text, sizeof text, "%sXid %d %s x%d (%s)", text[0] ? "; " : "", il__xids[i].xid, il__xids[i].meaning, counts[i], last_pci[i]);
   }
   if (!text[0] && !unknown) {
-    c = il__check_add(dr, "gpu.xid", IL_VERDICT_OK, 0, "no Xid events in %s", source);
+    c = il__check_add(&dr->checks, "gpu.xid", IL_VERDICT_OK, 0, "no Xid events in %s", source);
   } else {
     il_verdict v = worst >= 3 ? IL_VERDICT_FAIL : worst == 2 ? IL_VERDICT_WARN : IL_VERDICT_OK;
     if (unknown) il_appendf(text, sizeof text, "%s%d other Xid event%s", text[0] ? "; " : "", unknown, unknown == 1 ? "" : "s");
-    c = il__check_add(dr, "gpu.xid", v, counts[0] ? 10 : 0, "%s", text);
+    c = il__check_add(&dr->checks, "gpu.xid", v, counts[0] ? 10 : 0, "%s", text);
     for (size_t i = 0; i < sizeof il__xids / sizeof il__xids[0]; i++)
       if (counts[i] && il__xids[i].severity >= 2) il__check_fix(c, "Xid %d on %s: %s", il__xids[i].xid, last_pci[i], il__xids[i].action);
     if (v == IL_VERDICT_OK && text[0]) il__check_fix(c, "Application-level Xids only: nothing to repair in the stack; see the application's error");
@@ -248,11 +250,11 @@ static void il__check_remap(il_doctor *dr) {
   }
   il_check *c;
   if (!known) {
-    il__check_na(dr, "gpu.remap", IL_VERDICT_OK, 0, "row remapping not reported (pre-A100 GPU, or no GPU)");
+    il__check_na(&dr->checks, "gpu.remap", IL_VERDICT_OK, 0, "row remapping not reported (pre-A100 GPU, or no GPU)");
     return;
   }
-  if (!text[0]) c = il__check_add(dr, "gpu.remap", IL_VERDICT_OK, 0, "no pending or failed row remaps on %d GPU%s", known, known == 1 ? "" : "s");
-  else c = il__check_add(dr, "gpu.remap", v, 11, "%s", text);
+  if (!text[0]) c = il__check_add(&dr->checks, "gpu.remap", IL_VERDICT_OK, 0, "no pending or failed row remaps on %d GPU%s", known, known == 1 ? "" : "s");
+  else c = il__check_add(&dr->checks, "gpu.remap", v, 11, "%s", text);
   if (v == IL_VERDICT_FAIL)
     il__check_fix(c, "GPU %d has exhausted its spare memory rows: drain it and RMA (nvidia-smi -q -d ROW_REMAPPER -i %d shows the counts)", gpu, gpu);
   else if (v == IL_VERDICT_WARN)
@@ -290,7 +292,7 @@ static bool il__consumer(const char *name) {
 static void il__check_persistence(il_doctor *dr) {
   const il_nvml_snapshot_t *s = &dr->nvml;
   if (dr->wsl) {
-    il__check_na(dr, "gpu.persistence", IL_VERDICT_OK, 0, "WSL2: the Windows driver keeps the GPU initialized");
+    il__check_na(&dr->checks, "gpu.persistence", IL_VERDICT_OK, 0, "WSL2: the Windows driver keeps the GPU initialized");
     return;
   }
   bool daemon = il__process_running(&dr->fs, "nvidia-persistenced");
@@ -304,16 +306,16 @@ static void il__check_persistence(il_doctor *dr) {
   }
   il_check *c;
   if (!known) {
-    il__check_na(dr, "gpu.persistence", IL_VERDICT_OK, 0, "persistence mode not reported (no GPU)");
+    il__check_na(&dr->checks, "gpu.persistence", IL_VERDICT_OK, 0, "persistence mode not reported (no GPU)");
     return;
   }
   if (off[0] && !daemon) {
-    c = il__check_add(dr, "gpu.persistence", IL_VERDICT_WARN, 102,
+    c = il__check_add(&dr->checks, "gpu.persistence", IL_VERDICT_WARN, 102,
                       "persistence mode off on data-center GPU %s and nvidia-persistenced is not running: the driver tears the GPU down "
                       "between clients (slow start, 'driver error: timed out')", off);
     il__check_fix(c, "sudo systemctl enable --now nvidia-persistenced   (legacy: sudo nvidia-smi -i %s -pm 1)", off);
   } else {
-    c = il__check_add(dr, "gpu.persistence", IL_VERDICT_OK, 0, "%s", daemon ? "nvidia-persistenced is running" : "persistence mode on (or a desktop GPU)");
+    c = il__check_add(&dr->checks, "gpu.persistence", IL_VERDICT_OK, 0, "%s", daemon ? "nvidia-persistenced is running" : "persistence mode on (or a desktop GPU)");
   }
   il__check_ev(c, "nvidia_persistenced", "%s", daemon ? "running" : "not running");
 }
@@ -378,7 +380,7 @@ static void il__check_fabric(il_doctor *dr) {
   }
   il_check *c;
   if (!n_switch) {
-    il__check_na(dr, "gpu.fabric", IL_VERDICT_OK, 0, "no NVSwitch: Fabric Manager not needed");
+    il__check_na(&dr->checks, "gpu.fabric", IL_VERDICT_OK, 0, "no NVSwitch: Fabric Manager not needed");
     return;
   }
   char fmv[64], logline[300];
@@ -390,19 +392,19 @@ static void il__check_fabric(il_doctor *dr) {
   else il_sysfs_copy(cmd, sizeof cmd, "install nvidia-fabricmanager of the driver's exact version, then sudo systemctl enable --now nvidia-fabricmanager");
   bool installed = fmv[0] || il_sysfs_exists(fs, "/usr/bin/nv-fabricmanager");
   if (!installed) {
-    c = il__check_add(dr, "gpu.fabric", IL_VERDICT_FAIL, 12, "%d NVSwitch device%s but no Fabric Manager installed: CUDA fails with 802 "
+    c = il__check_add(&dr->checks, "gpu.fabric", IL_VERDICT_FAIL, 12, "%d NVSwitch device%s but no Fabric Manager installed: CUDA fails with 802 "
                       "'system not yet initialized'", n_switch, n_switch == 1 ? "" : "s");
     il__check_fix(c, "%s", cmd);
   } else if ((fmv[0] && drv[0] && strcmp(fmv, drv)) || logline[0]) {
-    c = il__check_add(dr, "gpu.fabric", IL_VERDICT_FAIL, 12, "Fabric Manager %s but driver %s: it starts only with the exact same version%s%s",
+    c = il__check_add(&dr->checks, "gpu.fabric", IL_VERDICT_FAIL, 12, "Fabric Manager %s but driver %s: it starts only with the exact same version%s%s",
                       fmv[0] ? fmv : "(other version)", drv[0] ? drv : "unknown", logline[0] ? "; log: " : "", logline);
     il__check_fix(c, "%s", cmd);
   } else if (!running) {
-    c = il__check_add(dr, "gpu.fabric", IL_VERDICT_FAIL, 12, "Fabric Manager %s installed but not running: CUDA fails with 802 until it does",
+    c = il__check_add(&dr->checks, "gpu.fabric", IL_VERDICT_FAIL, 12, "Fabric Manager %s installed but not running: CUDA fails with 802 until it does",
                       fmv[0] ? fmv : "");
     il__check_fix(c, "sudo systemctl enable --now nvidia-fabricmanager   (if it fails: journalctl -u nvidia-fabricmanager)");
   } else {
-    c = il__check_add(dr, "gpu.fabric", IL_VERDICT_OK, 0, "Fabric Manager %s running for %d NVSwitch device%s", fmv[0] ? fmv : "", n_switch,
+    c = il__check_add(&dr->checks, "gpu.fabric", IL_VERDICT_OK, 0, "Fabric Manager %s running for %d NVSwitch device%s", fmv[0] ? fmv : "", n_switch,
                       n_switch == 1 ? "" : "s");
   }
   il__check_ev(c, "nvswitch_devices", "%d", n_switch);

@@ -14,7 +14,7 @@
  * (https://github.com/NVIDIA/nvidia-docker/issues/1256). The version comes from the name of
  * the file the soname link resolves to (libcuda.so.1 -> libcuda.so.535.54.03), so it is known
  * even when NVML or libcuda will not load.
- * Not for: loading the libraries (probe/nvml, probe/cudadrv). Declared in checks.h.
+ * Not for: loading the libraries (probe/nvml, probe/cudadrv).
  */
 #include <glob.h>
 #include <stdint.h>
@@ -25,7 +25,10 @@
 
 #include "core/text.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/loader.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
+#include "probe/elfver.h"
 
 /* "535.54.03" from "libcuda.so.535.54.03"; "" for "libcuda.so.1" or another name. */
 static void il__name_version(const char *name, const char *soname, char *buf, size_t n) {
@@ -62,6 +65,27 @@ static void il__resolve_version(const il_sysfs *fs, const char *rel, const char 
   }
   il_sysfs_copy(final, nf, cur);
   il__name_version(cur, soname, ver, n);
+}
+
+/* The version from the library's own bytes when its name has none (probe/elfver). */
+static void il__elf_version(const il_sysfs *fs, il_lib_candidate *c) {
+  char abs[2048];
+  il_elfver_info info;
+  if (!il_sysfs_path(fs, c->target, abs, sizeof abs)) return;
+  if (il_elfver_read(abs, &info) != IL_OK) {
+    /* name the file as the sysroot sees it, not the host path */
+    const char *d = il_error_detail();
+    const char *tail = strstr(d, c->target);
+    il_sysfs_copy(c->elf_note, sizeof c->elf_note, tail ? tail : d);
+    return;
+  }
+  il_sysfs_copy(c->soname, sizeof c->soname, info.soname);
+  if (!info.version[0]) {
+    snprintf(c->elf_note, sizeof c->elf_note, "%.200s: no driver version string in .rodata", c->target);
+    return;
+  }
+  il_sysfs_copy(c->version, sizeof c->version, info.version);
+  c->version_elf = true;
 }
 
 static void il__add_dir(char dirs[][256], char origins[][160], int *n, int max, const char *dir, const char *origin) {
@@ -213,6 +237,7 @@ int il__loader_search(const il_doctor *dr, const char *soname, il_lib_candidate 
     il_sysfs_copy(c->dir, sizeof c->dir, dirs[i]);
     il__resolve_version(fs, rel, soname, c->version, sizeof c->version, c->target, sizeof c->target);
     c->stub = strstr(c->path, "/stubs") != NULL;
+    if (!c->version[0] && !c->stub) il__elf_version(fs, c);
     c->compat = strstr(c->path, "/compat") != NULL || strstr(c->target, "/compat") != NULL;
   }
   return n;
@@ -242,13 +267,13 @@ static void il__fix_for_origin(il_check *c, const il_doctor *dr, const il_lib_ca
   }
 }
 
-void il__check_loader(il_doctor *dr) {
+void il__loader_check(il_doctor *dr) {
   il_lib_candidate cand[8];
   int n = il__loader_search(dr, "libcuda.so.1", cand, 8);
   il_check *c;
   const char *k = dr->kmod_version;
   if (n == 0) {
-    c = il__check_na(dr, "cuda.loader", IL_VERDICT_OK, 0, "no libcuda.so.1 on the loader's path%s",
+    c = il__check_na(&dr->checks, "cuda.loader", IL_VERDICT_OK, 0, "no libcuda.so.1 on the loader's path%s",
                       dr->cuda.loaded ? " (loaded from an explicit path)" : "");
     return;
   }
@@ -275,26 +300,26 @@ void il__check_loader(il_doctor *dr) {
     if (!dr->nvml.devices[i].handle_rc && (il_sysfs_stristr(dr->nvml.devices[i].name, "GeForce") || il_sysfs_stristr(dr->nvml.devices[i].name, "TITAN")))
       consumer = dr->nvml.devices[i].name;
   if (l->stub) {
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_FAIL, 0, "the loader picks %s (from %s): the CUDA toolkit's link-time stub, not the driver "
+    c = il__check_add(&dr->checks, "cuda.loader", IL_VERDICT_FAIL, 0, "the loader picks %s (from %s): the CUDA toolkit's link-time stub, not the driver "
                       "(CUDA_ERROR_STUB_LIBRARY)", l->path, l->origin);
     il__fix_for_origin(c, dr, l, k[0] ? k : "the driver's");
   } else if (!v[0] || !k[0] || cmp == 0) {
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks %s (%s, from %s)%s", l->path,
+    c = il__check_add(&dr->checks, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks %s (%s, from %s)%s", l->path,
                       v[0] ? v : "version not in its file name", l->origin, k[0] && cmp == 0 && v[0] ? ", same version as the kernel module" : "");
   } else if (cmp > 0 && l->compat && consumer) {
     /* Forward compatibility is for data-center GPUs only: error 804 on this one. */
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_FAIL, 2, "the loader picks the forward-compatibility %s (%s, from %s) on %s, which does not "
+    c = il__check_add(&dr->checks, "cuda.loader", IL_VERDICT_FAIL, 2, "the loader picks the forward-compatibility %s (%s, from %s) on %s, which does not "
                       "support forward compatibility: CUDA fails with error 804", l->path, v, l->origin, consumer);
     il__fix_for_origin(c, dr, l, k);
   } else if (cmp > 0 && l->compat) {
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks the forward-compatibility %s (%s, from %s) on kernel module %s "
+    c = il__check_add(&dr->checks, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks the forward-compatibility %s (%s, from %s) on kernel module %s "
                       "(see cuda.compat)", l->path, v, l->origin, k);
   } else if (cmp > 0 && strstr(l->origin, "system directory")) {
     /* The driver packages were upgraded and the module not reloaded: driver.version_match. */
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks %s (%s, from %s), newer than kernel module %s: "
+    c = il__check_add(&dr->checks, "cuda.loader", IL_VERDICT_OK, 0, "the loader picks %s (%s, from %s), newer than kernel module %s: "
                       "an upgrade waiting for a reboot (see driver.version_match)", l->path, v, l->origin, k);
   } else {
-    c = il__check_add(dr, "cuda.loader", IL_VERDICT_FAIL, 3,
+    c = il__check_add(&dr->checks, "cuda.loader", IL_VERDICT_FAIL, 3,
                       "the loader picks %s, version %s, from %s, but the kernel module is %s: cuInit fails with 'system has unsupported "
                       "display driver / cuda driver combination' (803), and a reboot does not help", l->path, v, l->origin, k);
     il__fix_for_origin(c, dr, l, k);
@@ -302,7 +327,44 @@ void il__check_loader(il_doctor *dr) {
   il__check_ev(c, "picked", "%s", l->path);
   if (strcmp(l->target, l->path)) il__check_ev(c, "resolves_to", "%s", l->target);
   il__check_ev(c, "version", "%s", v[0] ? v : "unknown");
+  if (l->version_elf) il__check_ev(c, "version_from", "the library's ELF data (its name carries no version)");
+  if (l->soname[0]) il__check_ev(c, "soname", "%s", l->soname);
+  if (l->elf_note[0]) il__check_ev(c, "elf", "%s", l->elf_note);
   il__check_ev(c, "origin", "%s", l->origin);
   if (k[0]) il__check_ev(c, "kernel_module", "%s", k);
   if (others[0]) il__check_ev(c, "also_on_path", "%s", others);
+}
+
+/* WSL2: the Windows driver provides libcuda and libnvidia-ml in /usr/lib/wsl/lib; a Linux
+ * driver package installed inside the distribution shadows them and breaks CUDA (research
+ * file scenario 24; https://github.com/microsoft/WSL/issues/9938). */
+void il__loader_check_wsl(il_doctor *dr) {
+  if (!dr->wsl) return;
+  il_lib_candidate cand[4];
+  int n = il__loader_search(dr, "libcuda.so.1", cand, 4);
+  const il_lib_candidate *linux_lib = NULL;
+  for (int i = 0; i < n && !linux_lib; i++)
+    if (strncmp(cand[i].path, "/usr/lib/wsl/", 13)) linux_lib = &cand[i];
+  il_lib_candidate ml[4];
+  int nm = il__loader_search(dr, "libnvidia-ml.so.1", ml, 4);
+  for (int i = 0; i < nm && !linux_lib; i++)
+    if (strncmp(ml[i].path, "/usr/lib/wsl/", 13)) linux_lib = &ml[i];
+  il_check *c;
+  bool wsl_lib = il_sysfs_exists(&dr->fs, "/usr/lib/wsl/lib/libcuda.so.1");
+  if (linux_lib) {
+    c = il__check_add(&dr->checks, "wsl.driver", IL_VERDICT_FAIL, 24, "a Linux NVIDIA driver library is installed inside WSL: %s (%s, from %s); "
+                      "the Windows driver's /usr/lib/wsl/lib copies must be the ones loaded", linux_lib->path,
+                      linux_lib->version[0] ? linux_lib->version : "version unknown", linux_lib->origin);
+    if (dr->distro.family == IL_DISTRO_UBUNTU || dr->distro.family == IL_DISTRO_DEBIAN || dr->distro.family == IL_DISTRO_UNKNOWN)
+      il__check_fix(c, "Remove the Linux driver packages inside WSL: sudo apt remove --purge 'nvidia-utils-*' 'libnvidia-compute-*' 'nvidia-driver-*' && sudo ldconfig; "
+                       "then in PowerShell: wsl --shutdown");
+    else
+      il__check_fix(c, "Remove the Linux NVIDIA driver packages inside WSL (the library at %s), run sudo ldconfig, then in PowerShell: wsl --shutdown", linux_lib->path);
+  } else if (!wsl_lib) {
+    c = il__check_add(&dr->checks, "wsl.driver", IL_VERDICT_FAIL, 24, "WSL2 without /usr/lib/wsl/lib/libcuda.so.1: the Windows NVIDIA driver did not provide CUDA");
+    il__check_fix(c, "Install or update the NVIDIA driver on Windows, then in PowerShell: wsl --update; wsl --shutdown");
+  } else {
+    c = il__check_add(&dr->checks, "wsl.driver", IL_VERDICT_OK, 0, "WSL2: CUDA comes from the Windows driver (/usr/lib/wsl/lib), no Linux driver inside");
+  }
+  il__check_ev(c, "wsl_libcuda", "%s", wsl_lib ? "present" : "missing");
 }

@@ -1,39 +1,25 @@
 /* probe/nvml: dlopen'd NVML table and device snapshot. See nvml.h. */
 #include "probe/nvml.h"
 
-#include <dlfcn.h>
-#include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "probe/sysfs.h"
 
-/* Resolves the first name of a NULL-terminated list that the library exports. Versioned
- * names come first: the unversioned ones keep old struct layouts. */
-static void *il__sym(void *lib, const char *const *names) {
-  for (; *names; names++) {
-    void *p = dlsym(lib, *names);
-    if (p) return p;
-  }
-  return NULL;
-}
-
+/* Resolves the first name the library exports. Versioned names come first: the unversioned
+ * ones keep old struct layouts. */
 #define IL__SYM(field, ...)                                                         \
   do {                                                                              \
     static const char *const il__n[] = {__VA_ARGS__, NULL};                         \
-    *(void **)&nv->field = il__sym(nv->lib, il__n);                                 \
+    *(void **)&nv->field = il_dl_sym_first(&nv->dl, il__n);                         \
   } while (0)
 
 il_status il_nvml_open(il_nvml *nv, const char *path) {
   memset(nv, 0, sizeof *nv);
   il_sysfs_copy(nv->path, sizeof nv->path, path && *path ? path : "libnvidia-ml.so.1");
   if (!il_sysfs_loadable(nv->path, nv->error, sizeof nv->error)) return il_error(IL_ERR_NOT_FOUND, "%s", nv->error);
-  dlerror();
-  nv->lib = dlopen(nv->path, RTLD_NOW | RTLD_LOCAL);
-  if (!nv->lib) {
-    const char *e = dlerror();
-    il_sysfs_copy(nv->error, sizeof nv->error, e ? e : "dlopen failed");
+  if (il_dl_open(&nv->dl, nv->path) != IL_OK) {
+    il_sysfs_copy(nv->error, sizeof nv->error, il_dl_error(&nv->dl));
     return il_error(IL_ERR_NOT_FOUND, "%s", nv->error);
   }
   IL__SYM(Init, "nvmlInit_v2", "nvmlInit");
@@ -67,28 +53,15 @@ il_status il_nvml_open(il_nvml *nv, const char *path) {
           "nvmlDeviceGetComputeRunningProcesses_v2");
   if (!nv->Init || !nv->Shutdown || !nv->DeviceGetCount || !nv->DeviceGetHandleByIndex) {
     snprintf(nv->error, sizeof nv->error, "%.400s: not an NVML library (nvmlInit_v2/nvmlDeviceGetCount missing)", nv->path);
-    dlclose(nv->lib);
-    nv->lib = NULL;
+    il_dl_close(&nv->dl);
     return il_error(IL_ERR_NOT_FOUND, "%s", nv->error);
   }
-  Dl_info info;
-  if (dladdr(*(void **)&nv->Init, &info) && info.dli_fname) {
-    char real[PATH_MAX];
-    /* Keep the name as loaded when it already carries a version (a symlink such as
-     * compat/libnvidia-ml.so.535.54.03 says more than what it points to). */
-    if (strstr(info.dli_fname, ".so.") && strchr(strstr(info.dli_fname, ".so.") + 4, '.'))
-      il_sysfs_copy(nv->loaded, sizeof nv->loaded, info.dli_fname);
-    else if (realpath(info.dli_fname, real))
-      il_sysfs_copy(nv->loaded, sizeof nv->loaded, real);
-    else
-      il_sysfs_copy(nv->loaded, sizeof nv->loaded, info.dli_fname);
-  }
+  il_dl_file_of(*(void **)&nv->Init, nv->loaded, sizeof nv->loaded);
   return IL_OK;
 }
 
 void il_nvml_close(il_nvml *nv) {
-  if (nv->lib) dlclose(nv->lib);
-  nv->lib = NULL;
+  il_dl_close(&nv->dl);
 }
 
 const char *il_nvml_code_name(int rc) {
@@ -223,7 +196,7 @@ static void il__read_device(il_nvml *nv, unsigned i, il_nvml_device *d) {
 void il_nvml_snapshot(il_nvml *nv, il_nvml_snapshot_t *snap) {
   memset(snap, 0, sizeof *snap);
   snap->count_rc = -1;
-  if (!nv->lib) return;
+  if (!nv->dl.handle) return;
   snap->loaded = true;
   snap->init_rc = nv->Init();
   il_sysfs_copy(snap->init_error, sizeof snap->init_error,
@@ -240,4 +213,10 @@ void il_nvml_snapshot(il_nvml *nv, il_nvml_snapshot_t *snap) {
     for (unsigned i = 0; i < n; i++) il__read_device(nv, i, &snap->devices[i]);
   }
   nv->Shutdown();
+}
+
+int il_nvml_usable_count(const il_nvml_snapshot_t *s) {
+  int n = 0;
+  for (int i = 0; i < s->n_devices; i++) n += s->devices[i].handle_rc == 0;
+  return n;
 }

@@ -8,7 +8,7 @@
  * il_nvml_snapshot reads the driver facts and, per device, everything the doctor and the
  * monitor show. Numeric return codes are kept, because the code (18 = library/kernel module
  * version mismatch, 9 = driver not loaded, 15 = GPU lost) is the diagnosis.
- * Not for: deciding what a result means (probe/checks does that), or changing GPU settings.
+ * Not for: deciding what a result means (the check groups run by probe/doctor do that), or changing GPU settings.
  */
 #ifndef IL_PROBE_NVML_H
 #define IL_PROBE_NVML_H
@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/dl.h"
 #include "core/status.h"
 
 #define IL_NVML_MAX_DEVICES 16
@@ -62,7 +63,7 @@ typedef struct {
 
 /* The function table. Names follow NVML without the "nvml" prefix. */
 typedef struct {
-  void *lib;
+  il_dl dl;             /* the library; dl.error keeps the loader's text */
   char path[1024];      /* as requested */
   char loaded[1024];    /* file actually loaded (dladdr + realpath), "" when unknown */
   char error[512];      /* dlopen/dlsym error text when loading failed */
@@ -150,5 +151,8 @@ void il_nvml_snapshot(il_nvml *nv, il_nvml_snapshot_t *snap);
 /* Reads the fast-changing fields (utilization, memory, power, temperature, clocks) of device
  * `handle` into d. For the monitor, between Init and Shutdown. */
 void il_nvml_sample_device(il_nvml *nv, il_nvml_handle handle, il_nvml_device *d);
+
+/* Number of devices whose handle NVML returned (handle_rc == 0): the usable GPUs. */
+int il_nvml_usable_count(const il_nvml_snapshot_t *s);
 
 #endif

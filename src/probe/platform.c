@@ -3,7 +3,7 @@
  * /dev/nvidia* nodes and who may open them, the hypervisor, and the host (CPU, memory,
  * kernel). Facts come from files under the sysroot: /sys/bus/pci/devices, /proc/driver/nvidia,
  * /proc/modules, /dev, /proc/cpuinfo, /sys/class/dmi/id, /proc/cmdline, /etc/modprobe.d.
- * Not for: NVML/CUDA results (checks.c) or containers (container.c). Declared in checks.h.
+ * Not for: NVML/CUDA results (probe/driver) or containers (probe/container).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -12,7 +12,11 @@
 
 #include "core/text.h"
 #include "memory/mem.h"
-#include "probe/checks.h"
+#include "probe/platform.h"
+#include "probe/cgroup.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
+#include "probe/gpufamily.h"
 
 /* ---- facts ---------------------------------------------------------------------------- */
 
@@ -112,18 +116,18 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   il_check *c;
   if (dr->kmod_loaded) {
-    c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "nvidia kernel module %s loaded (%s)",
+    c = il__check_add(&dr->checks, "kmod.nvidia", IL_VERDICT_OK, 0, "nvidia kernel module %s loaded (%s)",
                       dr->kmod_version[0] ? dr->kmod_version : "(version unknown)", dr->kmod_open ? "open" : "proprietary");
     il__check_ev(c, "version", "%s", dr->kmod_version);
     il__check_ev(c, "flavor", "%s", dr->kmod_open ? "open" : "proprietary");
     return;
   }
   if (dr->wsl) {
-    il__check_na(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
+    il__check_na(&dr->checks, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
     return;
   }
   if (dr->n_pci == 0) {
-    il__check_na(dr, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
+    il__check_na(&dr->checks, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
     return;
   }
   char kver[128], dir[256];
@@ -150,25 +154,25 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
   bool nouveau_bound = false;
   for (int i = 0; i < dr->n_pci; i++) nouveau_bound |= !strcmp(dr->pci[i].driver, "nouveau");
   if (nouveau_bound) {
-    c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 6, "nvidia kernel module not loaded: nouveau owns the GPU (see kmod.nouveau)");
+    c = il__check_add(&dr->checks, "kmod.nvidia", IL_VERDICT_FAIL, 6, "nvidia kernel module not loaded: nouveau owns the GPU (see kmod.nouveau)");
     il__check_fix(c, "Blacklist nouveau (see kmod.nouveau), then reboot");
   } else if (!for_running && other[0]) {
-    c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4,
+    c = il__check_add(&dr->checks, "kmod.nvidia", IL_VERDICT_FAIL, 4,
                       "nvidia kernel module not loaded: it was built for kernel %s but kernel %s is running (DKMS did not rebuild it)", other, kver);
     char cmd[400];
     il__check_fix(c, "%s", il__distro_cmd(dr, IL_CMD_REBUILD_MODULE, kver, cmd, sizeof cmd));
   } else if (for_running && secure_boot) {
-    c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 5,
+    c = il__check_add(&dr->checks, "kmod.nvidia", IL_VERDICT_FAIL, 5,
                       "nvidia kernel module installed for %s but not loaded, and Secure Boot is on: the unsigned module was likely rejected", kver);
     char cmd[400];
     il__check_fix(c, "Enroll the module signing key: %s (or disable Secure Boot)", il__distro_cmd(dr, IL_CMD_ENROLL_KEY, NULL, cmd, sizeof cmd));
   } else if (for_running) {
-    c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4, "nvidia kernel module installed for %s but not loaded", kver);
+    c = il__check_add(&dr->checks, "kmod.nvidia", IL_VERDICT_FAIL, 4, "nvidia kernel module installed for %s but not loaded", kver);
     char cmd[400];
     il__check_fix(c, "sudo modprobe nvidia   (the error it prints names the cause; 'Key was rejected by service' = Secure Boot: %s)",
                   il__distro_cmd(dr, IL_CMD_ENROLL_KEY, NULL, cmd, sizeof cmd));
   } else {
-    c = il__check_add(dr, "kmod.nvidia", IL_VERDICT_FAIL, 4, "NVIDIA GPU present but no nvidia kernel module installed for kernel %s", kver[0] ? kver : "(unknown)");
+    c = il__check_add(&dr->checks, "kmod.nvidia", IL_VERDICT_FAIL, 4, "NVIDIA GPU present but no nvidia kernel module installed for kernel %s", kver[0] ? kver : "(unknown)");
     char cmd[400];
     il__check_fix(c, "Install the driver for the running kernel: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
   }
@@ -181,16 +185,16 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
 static void il__check_kmod_flavor(il_doctor *dr) {
   il_check *c;
   if (!dr->kmod_loaded || dr->n_pci == 0) {
-    il__check_na(dr, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
+    il__check_na(&dr->checks, "kmod.flavor", IL_VERDICT_OK, 0, "nothing to match (%s)", dr->kmod_loaded ? "no NVIDIA PCI function" : "no nvidia module loaded");
     return;
   }
   /* Volta and older have no GSP, so the open module cannot drive them; Blackwell requires it
    * (probe/gpufamily has the id table and its sources). */
   for (int i = 0; i < dr->n_pci; i++) {
     const il_pci_gpu *g = &dr->pci[i];
-    il_gpu_family fam = il_gpu_family_of(g->device_id);
+    il_gpu_family fam = il_gpufamily_of(g->device_id);
     if (dr->kmod_open && fam != IL_GPU_UNKNOWN && fam <= IL_GPU_VOLTA) {
-      c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
+      c = il__check_add(&dr->checks, "kmod.flavor", IL_VERDICT_FAIL, 8,
                         "open kernel module on GPU 10de:%04x at %s, which has no GSP (Volta or older): the open module cannot drive it",
                         g->device_id, g->bdf);
       char br[8];
@@ -202,7 +206,7 @@ static void il__check_kmod_flavor(il_doctor *dr) {
       return;
     }
     if (!dr->kmod_open && fam == IL_GPU_BLACKWELL) {
-      c = il__check_add(dr, "kmod.flavor", IL_VERDICT_FAIL, 8,
+      c = il__check_add(&dr->checks, "kmod.flavor", IL_VERDICT_FAIL, 8,
                         "proprietary kernel module on GPU 10de:%04x at %s (Blackwell, from the PCI id), which requires the NVIDIA open kernel modules",
                         g->device_id, g->bdf);
       char br[8];
@@ -219,7 +223,7 @@ static void il__check_kmod_flavor(il_doctor *dr) {
       return;
     }
   }
-  c = il__check_add(dr, "kmod.flavor", IL_VERDICT_OK, 0, "%s module suits every NVIDIA GPU here", dr->kmod_open ? "open" : "proprietary");
+  c = il__check_add(&dr->checks, "kmod.flavor", IL_VERDICT_OK, 0, "%s module suits every NVIDIA GPU here", dr->kmod_open ? "open" : "proprietary");
   il__check_ev(c, "flavor", "%s", dr->kmod_open ? "open" : "proprietary");
 }
 
@@ -229,13 +233,13 @@ static void il__check_nouveau(il_doctor *dr) {
     if (!strcmp(dr->pci[i].driver, "nouveau")) bound = dr->pci[i].bdf;
   il_check *c;
   if (!bound && !dr->nouveau_loaded) {
-    il__check_add(dr, "kmod.nouveau", IL_VERDICT_OK, 0, "nouveau not loaded");
+    il__check_add(&dr->checks, "kmod.nouveau", IL_VERDICT_OK, 0, "nouveau not loaded");
     return;
   }
   if (bound)
-    c = il__check_add(dr, "kmod.nouveau", IL_VERDICT_FAIL, 6, "nouveau owns the NVIDIA GPU at %s, so the nvidia driver cannot probe it", bound);
+    c = il__check_add(&dr->checks, "kmod.nouveau", IL_VERDICT_FAIL, 6, "nouveau owns the NVIDIA GPU at %s, so the nvidia driver cannot probe it", bound);
   else
-    c = il__check_add(dr, "kmod.nouveau", IL_VERDICT_WARN, 6, "nouveau is loaded (it may claim the GPU before nvidia at next boot)");
+    c = il__check_add(&dr->checks, "kmod.nouveau", IL_VERDICT_WARN, 6, "nouveau is loaded (it may claim the GPU before nvidia at next boot)");
   char ini[64];
   il__check_fix(c, "printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | sudo tee /etc/modprobe.d/blacklist-nouveau.conf && "
                    "%s && sudo reboot", il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini));
@@ -248,26 +252,26 @@ static void il__check_uvm(il_doctor *dr) {
   il_check *c;
   bool node = il_sysfs_exists(&dr->fs, "/dev/nvidia-uvm");
   if (dr->wsl) {
-    il__check_na(dr, "kmod.uvm", IL_VERDICT_OK, 0, "WSL2: unified memory goes through /dev/dxg");
+    il__check_na(&dr->checks, "kmod.uvm", IL_VERDICT_OK, 0, "WSL2: unified memory goes through /dev/dxg");
     return;
   }
   if (!dr->kmod_loaded) {
-    il__check_na(dr, "kmod.uvm", IL_VERDICT_OK, 0, "not checked: the nvidia module is not loaded%s", dr->n_pci ? " (see kmod.nvidia)" : "");
+    il__check_na(&dr->checks, "kmod.uvm", IL_VERDICT_OK, 0, "not checked: the nvidia module is not loaded%s", dr->n_pci ? " (see kmod.nvidia)" : "");
     return;
   }
   if (!dr->uvm_loaded && !node) {
-    c = il__check_add(dr, "kmod.uvm", IL_VERDICT_FAIL, 16,
+    c = il__check_add(&dr->checks, "kmod.uvm", IL_VERDICT_FAIL, 16,
                       "nvidia_uvm is not loaded and /dev/nvidia-uvm is missing: CUDA cannot initialize (cuInit returns CUDA_ERROR_UNKNOWN)");
     if (dr->in_container)
       il__check_fix(c, "On the host: sudo modprobe nvidia_uvm && sudo nvidia-modprobe -c 0 -u; then restart this container with --gpus all");
     else
       il__check_fix(c, "sudo modprobe nvidia_uvm && sudo nvidia-modprobe -c 0 -u   (load at boot: echo nvidia_uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf)");
   } else if (!node) {
-    c = il__check_add(dr, "kmod.uvm", IL_VERDICT_FAIL, 16, "nvidia_uvm is loaded but /dev/nvidia-uvm is missing");
+    c = il__check_add(&dr->checks, "kmod.uvm", IL_VERDICT_FAIL, 16, "nvidia_uvm is loaded but /dev/nvidia-uvm is missing");
     if (dr->in_container) il__check_fix(c, "Restart the container with the NVIDIA runtime (--gpus all) so /dev/nvidia-uvm is injected");
     else il__check_fix(c, "sudo nvidia-modprobe -c 0 -u   (creates /dev/nvidia-uvm and /dev/nvidia-uvm-tools)");
   } else {
-    c = il__check_add(dr, "kmod.uvm", IL_VERDICT_OK, 0, "nvidia_uvm loaded, /dev/nvidia-uvm present");
+    c = il__check_add(&dr->checks, "kmod.uvm", IL_VERDICT_OK, 0, "nvidia_uvm loaded, /dev/nvidia-uvm present");
   }
   il__check_ev(c, "nvidia_uvm_module", "%s", dr->uvm_loaded ? "loaded" : "not listed in /proc/modules");
   il__check_ev(c, "dev_nvidia_uvm", "%s", node ? "present" : "missing");
@@ -288,18 +292,18 @@ static void il__check_devnodes(il_doctor *dr) {
   il_check *c;
   if (dr->wsl) {
     bool dxg = il_sysfs_exists(fs, "/dev/dxg");
-    if (dxg) il__check_na(dr, "devnodes", IL_VERDICT_OK, 0, "WSL2: /dev/dxg present (no /dev/nvidia* nodes are used)");
+    if (dxg) il__check_na(&dr->checks, "devnodes", IL_VERDICT_OK, 0, "WSL2: /dev/dxg present (no /dev/nvidia* nodes are used)");
     else {
-      c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, 24, "WSL2 kernel but /dev/dxg is missing: no GPU paravirtualization");
+      c = il__check_add(&dr->checks, "devnodes", IL_VERDICT_FAIL, 24, "WSL2 kernel but /dev/dxg is missing: no GPU paravirtualization");
       il__check_fix(c, "Update WSL and the Windows NVIDIA driver (PowerShell: wsl --update; wsl --shutdown)");
     }
     return;
   }
   if (!dr->gpu_expected) {
-    il__check_na(dr, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
+    il__check_na(&dr->checks, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
     return;
   }
-  int n = il__doctor_gpu_count(dr);
+  int n = il_nvml_usable_count(&dr->nvml);
   if (n == 0) {
     for (int i = 0; i < dr->n_pci; i++) n += !strcmp(dr->pci[i].driver, "nvidia");
   }
@@ -343,13 +347,13 @@ static void il__check_devnodes(il_doctor *dr) {
     }
   }
   if (missing[0]) {
-    c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, dr->in_container ? 21 : 4, "device nodes missing: %s", missing);
-    if (dr->in_container) il__fix_request_gpus(dr, c);
+    c = il__check_add(&dr->checks, "devnodes", IL_VERDICT_FAIL, dr->in_container ? 21 : 4, "device nodes missing: %s", missing);
+    if (dr->in_container) il__cgroup_fix_request_gpus(dr, c);
     else il__check_fix(c, "sudo nvidia-modprobe -c 0 -u   (creates the nodes; if it fails, the nvidia module is not loaded: see kmod.nvidia)");
   } else if (deny_any) {
     char grp[64];
     il_sysfs_group_name(fs, deny_gid, grp, sizeof grp);
-    c = il__check_add(dr, "devnodes", IL_VERDICT_FAIL, 17, "not readable/writable by uid %u: %s", (unsigned)fs->uid, denied);
+    c = il__check_add(&dr->checks, "devnodes", IL_VERDICT_FAIL, 17, "not readable/writable by uid %u: %s", (unsigned)fs->uid, denied);
     if (strcmp(grp, "root") && strcmp(grp, "0") && (denied_st.mode & 060) == 060)
       il__check_fix(c, "sudo usermod -aG %s $USER   then log out and in (or: newgrp %s)", grp, grp);
     else
@@ -360,7 +364,7 @@ static void il__check_devnodes(il_doctor *dr) {
     }
     if (dr->in_container) il__check_fix(c, "Rootless containers: sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups=true --in-place, or use CDI");
   } else {
-    c = il__check_add(dr, "devnodes", IL_VERDICT_OK, 0, "%d device node%s present and usable by uid %u", nn, nn == 1 ? "" : "s", (unsigned)fs->uid);
+    c = il__check_add(&dr->checks, "devnodes", IL_VERDICT_OK, 0, "%d device node%s present and usable by uid %u", nn, nn == 1 ? "" : "s", (unsigned)fs->uid);
   }
   for (int i = 0; i < tmp.n_evidence; i++) il__check_ev(c, tmp.evidence[i].key, "%s", tmp.evidence[i].value);
 }
@@ -368,7 +372,7 @@ static void il__check_devnodes(il_doctor *dr) {
 void il__platform_checks_kmod(il_doctor *dr) {
   il__check_kmod_nvidia(dr);
   il__check_kmod_flavor(dr);
-  il__check_branch(dr);
+  il__gpufamily_check(dr);
   il__check_nouveau(dr);
   il__check_uvm(dr);
   il__check_devnodes(dr);
@@ -386,7 +390,7 @@ void il__platform_checks_virt(il_doctor *dr) {
   if (il_sysfs_list(fs, "/sys/kernel/iommu_groups", &groups, &ngroups) == IL_OK) il_sysfs_list_free(groups, ngroups);
   char dmi[280] = "";
   if (vendor[0] || product[0]) snprintf(dmi, sizeof dmi, " (%s%s%s)", vendor, vendor[0] && product[0] ? " " : "", product);
-  il_check *c = il__check_add(dr, "virt.hypervisor", IL_VERDICT_OK, 0, "%s%s; IOMMU %s (%d group%s)",
+  il_check *c = il__check_add(&dr->checks, "virt.hypervisor", IL_VERDICT_OK, 0, "%s%s; IOMMU %s (%d group%s)",
                               dr->host.hypervisor_flag ? "virtual machine" : "no hypervisor flag (bare metal)", dmi,
                               ngroups ? "on" : "off or not exposed", ngroups, ngroups == 1 ? "" : "s");
   il__check_ev(c, "hypervisor_flag", "%s", dr->host.hypervisor_flag ? "yes" : "no");
@@ -394,7 +398,7 @@ void il__platform_checks_virt(il_doctor *dr) {
   il__check_ev(c, "iommu_groups", "%d", ngroups);
 
   if (dr->n_pci == 0) {
-    c = il__check_na(dr, "virt.pci", IL_VERDICT_OK, 0, "no NVIDIA display function (vendor 0x10de, class 0x03) on the PCI bus");
+    c = il__check_na(&dr->checks, "virt.pci", IL_VERDICT_OK, 0, "no NVIDIA display function (vendor 0x10de, class 0x03) on the PCI bus");
     return;
   }
   char list[400] = "", vfio[200] = "", none[200] = "";
@@ -429,7 +433,7 @@ void il__platform_checks_virt(il_doctor *dr) {
     v = n_nvidia ? IL_VERDICT_WARN : IL_VERDICT_FAIL;
     scen = dr->kmod_open ? 8 : 9;
   }
-  c = il__check_add(dr, "virt.pci", v, scen, "%s", list);
+  c = il__check_add(&dr->checks, "virt.pci", v, scen, "%s", list);
   if (n_vfio) {
     char ini[64];
     char cmdline[1024] = "";
@@ -457,7 +461,7 @@ void il__platform_checks_virt(il_doctor *dr) {
 void il__platform_checks_host(il_doctor *dr) {
   const il_host_info *h = &dr->host;
   int threads = dr->opt.cpu_threads > 0 ? dr->opt.cpu_threads : h->logical_cpus;
-  il_check *c = il__check_add(dr, "host.cpu", IL_VERDICT_OK, 0, "%s, %d logical CPU%s, SIMD: %s; CPU backend: %s, %d thread%s",
+  il_check *c = il__check_add(&dr->checks, "host.cpu", IL_VERDICT_OK, 0, "%s, %d logical CPU%s, SIMD: %s; CPU backend: %s, %d thread%s",
                               h->cpu_model[0] ? h->cpu_model : "unknown CPU", h->logical_cpus, h->logical_cpus == 1 ? "" : "s",
                               h->simd[0] ? h->simd : "none found", h->cpu_backend, threads, threads == 1 ? "" : "s");
   il__check_ev(c, "model", "%s", h->cpu_model);
@@ -469,7 +473,7 @@ void il__platform_checks_host(il_doctor *dr) {
   if (h->ram_total >= 0) il_mem_format_bytes((size_t)h->ram_total, total, sizeof total);
   if (h->ram_available >= 0) il_mem_format_bytes((size_t)h->ram_available, avail, sizeof avail);
   if (h->read_gbps > 0) snprintf(bw, sizeof bw, "%.1f GB/s", h->read_gbps);
-  c = il__check_add(dr, "host.memory", IL_VERDICT_OK, 0, "%s RAM (%s available); read bandwidth %s; transparent huge pages: %s; %lld explicit huge page%s",
+  c = il__check_add(&dr->checks, "host.memory", IL_VERDICT_OK, 0, "%s RAM (%s available); read bandwidth %s; transparent huge pages: %s; %lld explicit huge page%s",
                     total, avail, bw, h->thp[0] ? h->thp : "unknown", h->hugepages_total > 0 ? h->hugepages_total : 0,
                     h->hugepages_total == 1 ? "" : "s");
   /* Unknown values read "unknown", never -1. */
@@ -484,7 +488,7 @@ void il__platform_checks_host(il_doctor *dr) {
   il__check_ev(c, "thp", "%s", h->thp[0] ? h->thp : "unknown");
   il__check_ev(c, "hugepages_total", "%s", v3);
 
-  c = il__check_add(dr, "host.kernel", IL_VERDICT_OK, 0, "Linux %s%s", h->kernel[0] ? h->kernel : "(release unknown)", dr->wsl ? " (WSL2)" : "");
+  c = il__check_add(&dr->checks, "host.kernel", IL_VERDICT_OK, 0, "Linux %s%s", h->kernel[0] ? h->kernel : "(release unknown)", dr->wsl ? " (WSL2)" : "");
   il__check_ev(c, "release", "%s", h->kernel);
-  il__check_distro(dr);
+  il__distro_check(dr);
 }

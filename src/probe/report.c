@@ -70,7 +70,7 @@ static const char *il__num(int v, const char *unit, char *buf, size_t n) {
 
 static void il__text_devices(const il_doctor *dr, FILE *out) {
   const il_nvml_snapshot_t *s = &dr->nvml;
-  if (il__doctor_gpu_count(dr) == 0) return;
+  if (il_nvml_usable_count(&dr->nvml) == 0) return;
   fprintf(out, "\nDevices (driver %s)\n", s->driver_version[0] ? s->driver_version : "unknown");
   for (int i = 0; i < s->n_devices; i++) {
     const il_nvml_device *d = &s->devices[i];
@@ -110,8 +110,8 @@ il_status il_report_text(const il_doctor *dr, FILE *out) { return il_report_text
 
 il_status il_report_text_ex(const il_doctor *dr, FILE *out, bool show_all) {
   int counts[3] = {0, 0, 0}, n_na = 0;
-  for (int i = 0; i < dr->n_checks; i++) {
-    const il_check *c = &dr->checks[i];
+  for (int i = 0; i < dr->checks.n; i++) {
+    const il_check *c = &dr->checks.items[i];
     counts[c->verdict]++;
     if (c->na && c->verdict == IL_VERDICT_OK) {
       n_na++;
@@ -119,13 +119,13 @@ il_status il_report_text_ex(const il_doctor *dr, FILE *out, bool show_all) {
       fprintf(out, "n/a   %s: %s\n", c->id, c->summary);
       continue;
     }
-    fprintf(out, "%-4s  %s: %s\n", il_verdict_name(c->verdict), c->id, c->summary);
+    fprintf(out, "%-4s  %s: %s\n", il_check_verdict_name(c->verdict), c->id, c->summary);
   }
   if (n_na && !show_all) {
     /* "Not applicable" checks on one line: nothing to check here (no GPU, no docker, ...). */
     fprintf(out, "n/a   %d check%s not applicable here:", n_na, n_na == 1 ? "" : "s");
-    for (int i = 0; i < dr->n_checks; i++)
-      if (dr->checks[i].na && dr->checks[i].verdict == IL_VERDICT_OK) fprintf(out, " %s", dr->checks[i].id);
+    for (int i = 0; i < dr->checks.n; i++)
+      if (dr->checks.items[i].na && dr->checks.items[i].verdict == IL_VERDICT_OK) fprintf(out, " %s", dr->checks.items[i].id);
     fputs("   (--all shows them)\n", out);
   }
   il__text_devices(dr, out);
@@ -133,10 +133,10 @@ il_status il_report_text_ex(const il_doctor *dr, FILE *out, bool show_all) {
     fputs("\nWhat to fix\n", out);
     int step = 1;
     for (int pass = 2; pass >= 1; pass--)
-      for (int i = 0; i < dr->n_checks; i++) {
-        const il_check *c = &dr->checks[i];
+      for (int i = 0; i < dr->checks.n; i++) {
+        const il_check *c = &dr->checks.items[i];
         if ((int)c->verdict != pass || !c->fix[0]) continue;
-        fprintf(out, "  %d. [%s %s]", step++, il_verdict_name(c->verdict), c->id);
+        fprintf(out, "  %d. [%s %s]", step++, il_check_verdict_name(c->verdict), c->id);
         if (c->scenario) fprintf(out, " (scenario %d)", c->scenario);
         /* Each fix line on its own indented line. */
         const char *p = c->fix;
@@ -218,9 +218,9 @@ static void il__json_device(FILE *out, const il_nvml_device *d) {
 
 il_status il_report_json(const il_doctor *dr, FILE *out) {
   int counts[3] = {0, 0, 0}, n_na = 0;
-  for (int i = 0; i < dr->n_checks; i++) {
-    counts[dr->checks[i].verdict]++;
-    n_na += dr->checks[i].na && dr->checks[i].verdict == IL_VERDICT_OK;
+  for (int i = 0; i < dr->checks.n; i++) {
+    counts[dr->checks.items[i].verdict]++;
+    n_na += dr->checks.items[i].na && dr->checks.items[i].verdict == IL_VERDICT_OK;
   }
   char buf[64];
   fputc('{', out);
@@ -315,11 +315,11 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
   fputs("},", out);
 
   fputs("\"checks\":[", out);
-  for (int i = 0; i < dr->n_checks; i++) {
-    const il_check *c = &dr->checks[i];
+  for (int i = 0; i < dr->checks.n; i++) {
+    const il_check *c = &dr->checks.items[i];
     fprintf(out, "%s{", i ? "," : "");
     il__jstr(out, "id", c->id, true);
-    il__jstr(out, "verdict", il_verdict_name(c->verdict), true);
+    il__jstr(out, "verdict", il_check_verdict_name(c->verdict), true);
     il__jbool(out, "applicable", !c->na, true);
     il__jint(out, "scenario", c->scenario ? c->scenario : -1, true);
     il__jstr(out, "summary", c->summary, true);
@@ -337,13 +337,13 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
   fputs("\"fixes\":[", out);
   int step = 0;
   for (int pass = 2; pass >= 1; pass--)
-    for (int i = 0; i < dr->n_checks; i++) {
-      const il_check *c = &dr->checks[i];
+    for (int i = 0; i < dr->checks.n; i++) {
+      const il_check *c = &dr->checks.items[i];
       if ((int)c->verdict != pass || !c->fix[0]) continue;
       fprintf(out, "%s{", step++ ? "," : "");
       il__jint(out, "step", step, true);
       il__jstr(out, "check", c->id, true);
-      il__jstr(out, "verdict", il_verdict_name(c->verdict), true);
+      il__jstr(out, "verdict", il_check_verdict_name(c->verdict), true);
       fputs("\"commands\":[", out);
       const char *p = c->fix;
       bool first = true;

@@ -9,7 +9,7 @@
  * fixes[]. Keys are only ever added, never renamed or removed, within a schema version;
  * unknown numbers are null. Strings are escaped per RFC 8259 (control characters as \u00XX)
  * and the document is always valid UTF-8 (ill-formed or truncated sequences become \ufffd).
- * Not for: deciding verdicts (probe/checks).
+ * Not for: deciding verdicts (the check groups under probe/doctor).
  */
 #ifndef IL_PROBE_REPORT_H
 #define IL_PROBE_REPORT_H
@@ -18,7 +18,7 @@
 #include <stdio.h>
 
 #include "core/status.h"
-#include "probe/checks.h"
+#include "probe/doctor.h"
 
 #define IL_REPORT_SCHEMA_VERSION 1
 

@@ -12,7 +12,7 @@
  * Three details are inferred, not documented, and marked [inferred] where used: an unknown or
  * ambiguous UUID prefix truncates the list like an invalid index; a repeated entry counts as
  * invalid; MIG entries are accepted when some GPU has MIG enabled.
- * Not for: containers or drivers themselves (probe/checks judges the result).
+ * Not for: containers or drivers themselves (probe/driver judges the result).
  */
 #ifndef IL_PROBE_VISIBLE_H
 #define IL_PROBE_VISIBLE_H

@@ -11,7 +11,7 @@
 
 #include "sysroots/sysroot.h"
 
-#include "probe/checks.h"
+#include "probe/doctor.h"
 #include "probe/report.h"
 
 #define SC_MAX_ENV 40
@@ -67,6 +67,23 @@ static inline il_doctor *sc_run(scen *s) {
   return dr;
 }
 
+/* A healthy host with two A100s on driver 535.54.03 (SR_TWO_A100 plus `extra` scenario lines),
+ * built with CUDA 12.2 for sm_80/90; callers change one thing. Returns the sysroot. */
+static inline const char *sc_two_a100(scen *s, const char *extra) {
+  const char *root = sr_new_host();
+  sc_init(s, root);
+  sr_pci_gpu(root, "0000:07:00.0", 0x20b2, "nvidia");
+  sr_pci_gpu(root, "0000:0b:00.0", 0x20b2, "nvidia");
+  sr_driver(root, "535.54.03", 0, 2, 1);
+  sr_install_nvml(root, "535.54.03", s->nvml, sizeof s->nvml);
+  sr_install_cuda(root, "/usr/lib/x86_64-linux-gnu", "535.54.03", s->cuda, sizeof s->cuda);
+  sr_scenario(root, "%s%s", SR_TWO_A100, extra);
+  s->have_cuda = true;
+  s->cuda_version = "12.2";
+  s->archs = "80;90";
+  return root;
+}
+
 static inline void dump(const il_doctor *dr) {
   il_report_text(dr, stderr);
 }
@@ -81,10 +98,10 @@ static inline void expect_at(const char *file, int line, const il_doctor *dr, co
     return;
   }
   il_test_failed++;
-  fprintf(stderr, "%s:%d: FAILED: %s: want %s scenario %d fix containing \"%s\"\n", file, line, id, il_verdict_name(v), scenario,
+  fprintf(stderr, "%s:%d: FAILED: %s: want %s scenario %d fix containing \"%s\"\n", file, line, id, il_check_verdict_name(v), scenario,
           fix_part ? fix_part : "");
   if (!c) fprintf(stderr, "   got: no such check\n");
-  else fprintf(stderr, "   got: %s scenario %d: %s\n   fix: %s\n", il_verdict_name(c->verdict), c->scenario, c->summary, c->fix);
+  else fprintf(stderr, "   got: %s scenario %d: %s\n   fix: %s\n", il_check_verdict_name(c->verdict), c->scenario, c->summary, c->fix);
   dump(dr);
 }
 #define EXPECT(dr, id, v, scen, fix) expect_at(__FILE__, __LINE__, dr, id, v, scen, fix)

@@ -1,7 +1,8 @@
-/* probe/checks: the doctor run, the driver / CUDA / runtime / visibility / GPU checks. The
- * platform (kernel module, device nodes, PCI, host) and container checks live in platform.c
- * and container.c. See checks.h. */
-#include "probe/checks.h"
+/* probe/driver: the checks that judge what NVML and the CUDA driver API report against the
+ * kernel module, the GPUs and this build, and the minimum-driver table. See driver.h.
+ * Not for: gathering the facts (probe/doctor runs the libraries once and keeps snapshots).
+ */
+#include "probe/driver.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,7 +10,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,104 +19,12 @@
 #include "backend/cudamod.h"
 #include "core/text.h"
 #include "core/timer.h"
-#include "sys/membw.h"
 #include "il_build_info.h"
 #include "memory/mem.h"
-
-/* ---- report building ---------------------------------------------------------------- */
-
-static il_check *il__check_addv(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, va_list ap) {
-  if (dr->n_checks == dr->cap) {
-    int ncap = dr->cap ? dr->cap * 2 : 32;
-    il_check *nc = il_mem_calloc(IL_MEM_OTHER, sizeof *nc * (size_t)ncap, "doctor checks");
-    if (!nc) {
-      dr->oom = true;
-      memset(&dr->overflow, 0, sizeof dr->overflow);
-      return &dr->overflow;
-    }
-    if (dr->checks) memcpy(nc, dr->checks, sizeof *nc * (size_t)dr->n_checks);
-    il_mem_free(dr->checks);
-    dr->checks = nc;
-    dr->cap = ncap;
-  }
-  il_check *c = &dr->checks[dr->n_checks++];
-  memset(c, 0, sizeof *c);
-  il_sysfs_copy(c->id, sizeof c->id, id);
-  c->verdict = v;
-  c->scenario = scenario;
-  vsnprintf(c->summary, sizeof c->summary, fmt, ap);
-  return c;
-}
-
-il_check *il__check_add(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  il_check *c = il__check_addv(dr, id, v, scenario, fmt, ap);
-  va_end(ap);
-  return c;
-}
-
-il_check *il__check_na(il_doctor *dr, const char *id, il_verdict v, int scenario, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  il_check *c = il__check_addv(dr, id, v, scenario, fmt, ap);
-  va_end(ap);
-  c->na = true;
-  return c;
-}
-
-void il__check_fix(il_check *c, const char *fmt, ...) {
-  size_t l = strlen(c->fix);
-  if (l && l + 1 < sizeof c->fix) c->fix[l++] = '\n', c->fix[l] = 0;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(c->fix + l, sizeof c->fix - l, fmt, ap);
-  va_end(ap);
-}
-
-void il__check_ev(il_check *c, const char *key, const char *fmt, ...) {
-  if (c->n_evidence >= IL_CHECK_MAX_EVIDENCE) return;
-  il_evidence *e = &c->evidence[c->n_evidence++];
-  il_sysfs_copy(e->key, sizeof e->key, key);
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->value, sizeof e->value, fmt, ap);
-  va_end(ap);
-}
-
-const char *il_verdict_name(il_verdict v) {
-  switch (v) {
-    case IL_VERDICT_OK: return "OK";
-    case IL_VERDICT_WARN: return "WARN";
-    case IL_VERDICT_FAIL: return "FAIL";
-  }
-  return "?";
-}
-
-const il_check *il_doctor_find(const il_doctor *dr, const char *id) {
-  for (int i = 0; i < dr->n_checks; i++)
-    if (!strcmp(dr->checks[i].id, id)) return &dr->checks[i];
-  return NULL;
-}
-
-const char *il_check_evidence(const il_check *c, const char *key) {
-  for (int i = 0; i < c->n_evidence; i++)
-    if (!strcmp(c->evidence[i].key, key)) return c->evidence[i].value;
-  return NULL;
-}
-
-int il_doctor_exit_code(const il_doctor *dr) {
-  int worst = 0;
-  for (int i = 0; i < dr->n_checks; i++)
-    if ((int)dr->checks[i].verdict > worst) worst = (int)dr->checks[i].verdict;
-  return worst;
-}
-
-int il__doctor_gpu_count(const il_doctor *dr) {
-  int n = 0;
-  for (int i = 0; i < dr->nvml.n_devices; i++) n += dr->nvml.devices[i].handle_rc == 0;
-  return n;
-}
+#include "probe/cgroup.h"
+#include "probe/distro.h"
+#include "probe/doctor.h"
+#include "probe/loader.h"
 
 /* ---- minimum drivers (research file section C, CUDA 13.1 release notes table 3) ------- */
 
@@ -131,7 +39,7 @@ static const struct {
     {"10.2", "440.33"},    {"10.1", "418.39"},    {"10.0", "410.48"},
 };
 
-bool il_doctor_min_driver(const char *cuda_version, char *full, size_t nfull, char *mvc, size_t nmvc) {
+bool il_driver_minimum(const char *cuda_version, char *full, size_t nfull, char *mvc, size_t nmvc) {
   int maj = 0, min = 0;
   if (sscanf(cuda_version, "%d.%d", &maj, &min) < 2) return false;
   char key[16];
@@ -175,23 +83,23 @@ static void il__fix_install_driver(const il_doctor *dr, il_check *c) {
   il__check_fix(c, "Install the NVIDIA driver for this kernel: %s", il__distro_cmd(dr, IL_CMD_INSTALL_DRIVER, NULL, cmd, sizeof cmd));
 }
 
-static void il__check_driver(il_doctor *dr) {
+void il__driver_check_nvml(il_doctor *dr) {
   il_check *c;
   const il_nvml_snapshot_t *s = &dr->nvml;
   if (!s->loaded) {
     if (dr->wsl) {
-      c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 24, "WSL2: NVML cannot be loaded (%s)", dr->nvml_error);
+      c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 24, "WSL2: NVML cannot be loaded (%s)", dr->nvml_error);
       il__check_fix(c, "Update the NVIDIA driver on Windows (it provides /usr/lib/wsl/lib/libnvidia-ml.so.1), then in PowerShell: wsl --shutdown");
       il__check_fix(c, "Do not install a Linux NVIDIA driver inside WSL: sudo apt remove 'nvidia-utils-*' 'libnvidia-compute-*'");
     } else if (dr->in_container && dr->gpu_expected) {
-      c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 21,
+      c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 21,
                         "libnvidia-ml.so.1 not found inside the container: the NVIDIA runtime did not inject the driver");
-      il__fix_request_gpus(dr, c);
+      il__cgroup_fix_request_gpus(dr, c);
     } else if (dr->gpu_expected) {
-      c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "an NVIDIA GPU is present but the driver library cannot be loaded: %s", dr->nvml_error);
+      c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 4, "an NVIDIA GPU is present but the driver library cannot be loaded: %s", dr->nvml_error);
       il__fix_install_driver(dr, c);
     } else {
-      c = il__check_add(dr, "driver.nvml", IL_VERDICT_WARN, 0,
+      c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_WARN, 0,
                         "no NVIDIA driver and no NVIDIA GPU on the PCI bus: inferlab will use the CPU backend (%s)",
                         dr->host.cpu_backend);
       il__check_fix(c, "Nothing to repair for CPU inference. To use a GPU, run on a machine with an NVIDIA GPU and driver, then run inferlab doctor again.");
@@ -207,7 +115,7 @@ static void il__check_driver(il_doctor *dr) {
     il__lib_version(dr->nvml_loaded, libver, sizeof libver);
     switch (rc) {
       case IL_NVML_ERROR_LIB_RM_VERSION_MISMATCH:
-        c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 3,
+        c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 3,
                           "Failed to initialize NVML: Driver/library version mismatch (kernel module %s, library %s)",
                           dr->kmod_version[0] ? dr->kmod_version : "unknown", libver[0] ? libver : "unknown");
         if (libver[0] && dr->kmod_version[0] && il_sysfs_vercmp(libver, dr->kmod_version) < 0) {
@@ -223,7 +131,7 @@ static void il__check_driver(il_doctor *dr) {
         }
         break;
       case IL_NVML_ERROR_DRIVER_NOT_LOADED:
-        c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 4, "NVIDIA driver is not loaded (%s): the kernel module is missing", name);
+        c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 4, "NVIDIA driver is not loaded (%s): the kernel module is missing", name);
         {
           char cmd[400];
           il__check_fix(c, "sudo modprobe nvidia   (if it says 'Module nvidia not found': %s)",
@@ -231,7 +139,7 @@ static void il__check_driver(il_doctor *dr) {
         }
         break;
       case IL_NVML_ERROR_NO_PERMISSION:
-        c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 17, "Failed to initialize NVML: Insufficient Permissions (%s)", name);
+        c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 17, "Failed to initialize NVML: Insufficient Permissions (%s)", name);
       {
         il_sysfs_stat_t st;
         char grp[64] = "video";
@@ -241,19 +149,19 @@ static void il__check_driver(il_doctor *dr) {
       }
         break;
       case IL_NVML_ERROR_OPERATING_SYSTEM:
-        c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, dr->wsl ? 24 : 22, "GPU access blocked by the operating system/cgroups (%s)", name);
+        c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, dr->wsl ? 24 : 22, "GPU access blocked by the operating system/cgroups (%s)", name);
         if (dr->wsl) il__check_fix(c, "WSL: use WDDM mode (not TCC) on Windows, remove Linux NVIDIA driver packages inside WSL, then: wsl --shutdown");
         else il__check_fix(c, "Recreate the container (%s); prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all",
-                           il__engine_recreate(dr));
+                           il__cgroup_engine_recreate(dr));
         break;
       default:
         if (dr->in_container && rc == IL_NVML_ERROR_UNKNOWN) {
-          c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 22,
+          c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 22,
                             "Failed to initialize NVML: Unknown Error inside a container (the container lost its device access)");
           il__check_fix(c, "Recreate the container (%s); prevent it on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all "
-                           "(or set docker's cgroup driver to cgroupfs)", il__engine_recreate(dr));
+                           "(or set docker's cgroup driver to cgroupfs)", il__cgroup_engine_recreate(dr));
         } else {
-          c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, 0, "nvmlInit failed: %s (%d: %s)", name, rc, s->init_error);
+          c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 0, "nvmlInit failed: %s (%d: %s)", name, rc, s->init_error);
           il__check_fix(c, "Look at the kernel log for the cause: sudo dmesg | grep -i nvrm");
         }
     }
@@ -264,9 +172,9 @@ static void il__check_driver(il_doctor *dr) {
   }
   char cv[16];
   il_cudadrv_version_text(s->cuda_driver_version, cv, sizeof cv);
-  int n = il__doctor_gpu_count(dr);
+  int n = il_nvml_usable_count(&dr->nvml);
   if (s->count_rc != 0 || n == 0) {
-    c = il__check_add(dr, "driver.nvml", IL_VERDICT_FAIL, dr->n_pci ? 7 : 0,
+    c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, dr->n_pci ? 7 : 0,
                       "driver %s loaded but No devices were found (%d NVIDIA GPU%s on the PCI bus)",
                       s->driver_version, dr->n_pci, dr->n_pci == 1 ? "" : "s");
     il__check_fix(c, "Find out why the driver did not take the GPU: sudo dmesg | grep -i nvrm   (see the kmod.* and virt.pci lines for the usual causes)");
@@ -277,7 +185,7 @@ static void il__check_driver(il_doctor *dr) {
       if (s->devices[i].handle_rc) il_appendf(names, sizeof names, "%s%d (%s, see gpu.health)", l ? ", " : "", i, il_nvml_code_name(s->devices[i].handle_rc));
       else il_appendf(names, sizeof names, "%s%d %s", l ? ", " : "", i, s->devices[i].name);
     }
-    c = il__check_add(dr, "driver.nvml", IL_VERDICT_OK, 0, "driver %s (supports CUDA %s), %d GPU%s: %s", s->driver_version,
+    c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_OK, 0, "driver %s (supports CUDA %s), %d GPU%s: %s", s->driver_version,
                       cv, n, n == 1 ? "" : "s", names);
   }
   il__check_ev(c, "driver_version", "%s", s->driver_version);
@@ -287,7 +195,7 @@ static void il__check_driver(il_doctor *dr) {
   il__check_ev(c, "device_count", "%d", n);
 }
 
-static void il__check_version_match(il_doctor *dr) {
+void il__driver_check_version_match(il_doctor *dr) {
   char libver[64];
   il__lib_version(dr->nvml_loaded, libver, sizeof libver);
   char libfile[512] = "";
@@ -302,7 +210,7 @@ static void il__check_version_match(il_doctor *dr) {
   }
   const char *nv = dr->nvml.init_rc == 0 ? dr->nvml.driver_version : "";
   if (!dr->kmod_version[0] || (!libver[0] && !nv[0])) {
-    il_check *c = il__check_na(dr, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
+    il_check *c = il__check_na(&dr->checks, "driver.version_match", IL_VERDICT_OK, 0, "nothing to compare (%s)",
                                 dr->kmod_version[0] ? "driver library version unknown" : "no NVIDIA kernel module loaded");
     if (dr->kmod_version[0]) il__check_ev(c, "kernel_module", "%s", dr->kmod_version);
     return;
@@ -310,7 +218,7 @@ static void il__check_version_match(il_doctor *dr) {
   const char *other = libver[0] ? libver : nv;
   il_check *c;
   if (strcmp(dr->kmod_version, other) != 0 || (nv[0] && strcmp(dr->kmod_version, nv) != 0)) {
-    c = il__check_add(dr, "driver.version_match", IL_VERDICT_FAIL, 3,
+    c = il__check_add(&dr->checks, "driver.version_match", IL_VERDICT_FAIL, 3,
                       "kernel module %s but user-space driver library %s: the driver was upgraded without reloading the module",
                       dr->kmod_version, other);
     if (il_sysfs_vercmp(other, dr->kmod_version) > 0)
@@ -324,7 +232,7 @@ static void il__check_version_match(il_doctor *dr) {
                     libfile[0] ? libfile : "libnvidia-ml.so.* (see cuda.loader)");
     }
   } else {
-    c = il__check_add(dr, "driver.version_match", IL_VERDICT_OK, 0, "kernel module and driver libraries are both %s", dr->kmod_version);
+    c = il__check_add(&dr->checks, "driver.version_match", IL_VERDICT_OK, 0, "kernel module and driver libraries are both %s", dr->kmod_version);
   }
   il__check_ev(c, "kernel_module", "%s", dr->kmod_version);
   if (libver[0]) il__check_ev(c, "libnvidia_ml", "%s", libver);
@@ -340,13 +248,13 @@ static bool il__mig_without_instances(const il_doctor *dr) {
   return false;
 }
 
-static void il__check_cuda_init(il_doctor *dr) {
+void il__driver_check_cuda_init(il_doctor *dr) {
   const il_cudadrv_snapshot_t *s = &dr->cuda;
   il_check *c;
   if (!s->loaded) {
-    bool nvml_ok = dr->nvml.loaded && dr->nvml.init_rc == 0 && il__doctor_gpu_count(dr) > 0;
+    bool nvml_ok = dr->nvml.loaded && dr->nvml.init_rc == 0 && il_nvml_usable_count(&dr->nvml) > 0;
     if (nvml_ok) {
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 21, "NVML works but libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 21, "NVML works but libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
       if (dr->in_container)
         il__check_fix(c, "Restart the container with the compute capability: -e NVIDIA_DRIVER_CAPABILITIES=compute,utility (or all)");
       else
@@ -356,10 +264,10 @@ static void il__check_cuda_init(il_doctor *dr) {
                       il__distro_cmd(dr, IL_CMD_REINSTALL_USERSPACE, il__driver_version(dr), cmd, sizeof cmd));
       }
     } else if (dr->gpu_expected) {
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 4, "libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 4, "libcuda.so.1 cannot be loaded: %s", dr->cuda_error);
       il__check_fix(c, "Install the NVIDIA driver (it ships libcuda.so.1); see driver.nvml");
     } else {
-      c = il__check_na(dr, "cuda.init", IL_VERDICT_OK, 0, "libcuda.so.1 not present (no NVIDIA driver): nothing to initialize");
+      c = il__check_na(&dr->checks, "cuda.init", IL_VERDICT_OK, 0, "libcuda.so.1 not present (no NVIDIA driver): nothing to initialize");
     }
     il__check_ev(c, "library", "%s", dr->cuda_path);
     il__check_ev(c, "dlopen_error", "%s", dr->cuda_error);
@@ -370,15 +278,15 @@ static void il__check_cuda_init(il_doctor *dr) {
   int rc = s->init_rc;
   switch (rc) {
     case IL_CUDA_SUCCESS:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_OK, 0, "cuInit: CUDA_SUCCESS; driver API CUDA %s; %d device%s", dv,
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_OK, 0, "cuInit: CUDA_SUCCESS; driver API CUDA %s; %d device%s", dv,
                         s->n_devices, s->n_devices == 1 ? "" : "s");
       break;
     case IL_CUDA_ERROR_INSUFFICIENT_DRIVER:
       if (dr->in_container && !dr->nvml.loaded) {
-        c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 21, "cuInit: %s: no driver was injected into this container", s->init_name);
-        il__fix_request_gpus(dr, c);
+        c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 21, "cuInit: %s: no driver was injected into this container", s->init_name);
+        il__cgroup_fix_request_gpus(dr, c);
       } else {
-        c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 1, "cuInit: %s: the driver is older than this CUDA driver library (driver API CUDA %s)",
+        c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 1, "cuInit: %s: the driver is older than this CUDA driver library (driver API CUDA %s)",
                           s->init_name, dv);
       {
         char cmd[400];
@@ -388,7 +296,7 @@ static void il__check_cuda_init(il_doctor *dr) {
       }
       break;
     case IL_CUDA_ERROR_NO_DEVICE:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 14, "cuInit: %s: CUDA sees no GPU", s->init_name);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 14, "cuInit: %s: CUDA sees no GPU", s->init_name);
       if (dr->cudavis.set && dr->cudavis.n_visible == 0) {
         c->scenario = 14;
         il__check_fix(c, "CUDA_VISIBLE_DEVICES hides every GPU (see visibility.cuda): unset CUDA_VISIBLE_DEVICES or list GPU UUIDs from nvidia-smi -L");
@@ -405,7 +313,7 @@ static void il__check_cuda_init(il_doctor *dr) {
       }
       break;
     case IL_CUDA_ERROR_SYSTEM_NOT_READY: {
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 12,
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 12,
                         "cuInit: %s (802): system not yet initialized: on an NVSwitch system the Fabric Manager is not running", s->init_name);
       bool sock = il_sysfs_exists(&dr->fs, "/var/run/nvidia-fabricmanager/socket") || il_sysfs_exists(&dr->fs, "/run/nvidia-fabricmanager/socket");
       il__check_ev(c, "fabricmanager_socket", "%s", sock ? "present" : "missing");
@@ -418,30 +326,30 @@ static void il__check_cuda_init(il_doctor *dr) {
       break;
     }
     case IL_CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 3, "cuInit: %s: display driver and CUDA driver versions differ", s->init_name);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 3, "cuInit: %s: display driver and CUDA driver versions differ", s->init_name);
       il__check_fix(c, "Reboot (or reload the nvidia modules) so the kernel module matches libcuda; see driver.version_match");
       break;
     case IL_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 2,
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 2,
                         "cuInit: %s (804): forward compatibility was attempted on non supported HW (libcuda %s)", s->init_name,
                         dr->cuda_loaded[0] ? dr->cuda_loaded : dr->cuda_path);
       il__check_fix(c, "Remove the forward-compatibility libcuda (see cuda.compat): sudo apt remove 'cuda-compat-*' and drop its directory from LD_LIBRARY_PATH");
       break;
     case IL_CUDA_ERROR_STUB_LIBRARY:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 0, "cuInit: %s: %s is the CUDA toolkit's link-time stub, not the driver", s->init_name,
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 0, "cuInit: %s: %s is the CUDA toolkit's link-time stub, not the driver", s->init_name,
                         dr->cuda_loaded[0] ? dr->cuda_loaded : dr->cuda_path);
       il__check_fix(c, "Remove the toolkit's stubs directory (e.g. /usr/local/cuda/lib64/stubs) from LD_LIBRARY_PATH; the real libcuda.so.1 comes with the driver");
       break;
     case IL_CUDA_ERROR_UNKNOWN:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 16, "cuInit: %s (999): usually nvidia_uvm missing or wedged (often after suspend/resume)", s->init_name);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 16, "cuInit: %s (999): usually nvidia_uvm missing or wedged (often after suspend/resume)", s->init_name);
       il__check_fix(c, "With no GPU users: sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm   (or sudo nvidia-modprobe -c 0 -u); reboot if the module is in use");
       break;
     case IL_CUDA_ERROR_OPERATING_SYSTEM:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 22, "cuInit: %s: device access blocked by the operating system/cgroups", s->init_name);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 22, "cuInit: %s: device access blocked by the operating system/cgroups", s->init_name);
       il__check_fix(c, "Recreate the container; on the host: sudo nvidia-ctk system create-dev-char-symlinks --create-all");
       break;
     default:
-      c = il__check_add(dr, "cuda.init", IL_VERDICT_FAIL, 0, "cuInit: %s (%d)%s%s", s->init_name, rc, s->init_text[0] ? ": " : "", s->init_text);
+      c = il__check_add(&dr->checks, "cuda.init", IL_VERDICT_FAIL, 0, "cuInit: %s (%d)%s%s", s->init_name, rc, s->init_text[0] ? ": " : "", s->init_text);
       il__check_fix(c, "See the kernel log: sudo dmesg | grep -i -e nvrm -e xid");
   }
   il__check_ev(c, "cuInit", "%s (%d)", s->init_name, rc);
@@ -455,7 +363,7 @@ static bool il__consumer_gpu(const char *name) {
   return il_sysfs_stristr(name, "GeForce") || il_sysfs_stristr(name, "TITAN");
 }
 
-static void il__check_cuda_compat(il_doctor *dr) {
+void il__driver_check_cuda_compat(il_doctor *dr) {
   char cver[64];
   il__lib_version(dr->cuda_loaded, cver, sizeof cver);
   bool in_compat_dir = dr->cuda_loaded[0] && strstr(dr->cuda_loaded, "/compat/");
@@ -467,19 +375,19 @@ static void il__check_cuda_compat(il_doctor *dr) {
   bool failed804 = dr->cuda.loaded && dr->cuda.init_rc == IL_CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE;
   il_check *c;
   if (!dr->cuda.loaded) {
-    il__check_na(dr, "cuda.compat", IL_VERDICT_OK, 0, "no libcuda loaded: nothing to check");
+    il__check_na(&dr->checks, "cuda.compat", IL_VERDICT_OK, 0, "no libcuda loaded: nothing to check");
     return;
   }
   if (!in_compat_dir && !newer && !failed804) {
-    if (cver[0]) il__check_add(dr, "cuda.compat", IL_VERDICT_OK, 0, "libcuda is the driver's own (%s)", cver);
-    else il__check_add(dr, "cuda.compat", IL_VERDICT_OK, 0, "libcuda is the driver's own");
+    if (cver[0]) il__check_add(&dr->checks, "cuda.compat", IL_VERDICT_OK, 0, "libcuda is the driver's own (%s)", cver);
+    else il__check_add(&dr->checks, "cuda.compat", IL_VERDICT_OK, 0, "libcuda is the driver's own");
     return;
   }
   const char *consumer = NULL;
   for (int i = 0; i < dr->nvml.n_devices; i++)
     if (il__consumer_gpu(dr->nvml.devices[i].name)) consumer = dr->nvml.devices[i].name;
   if (failed804 || consumer) {
-    c = il__check_add(dr, "cuda.compat", IL_VERDICT_FAIL, 2,
+    c = il__check_add(&dr->checks, "cuda.compat", IL_VERDICT_FAIL, 2,
                       "forward-compatibility libcuda %s (kernel module %s) on %s, which does not support forward compatibility",
                       cver[0] ? cver : dr->cuda_loaded, dr->kmod_version[0] ? dr->kmod_version : "unknown",
                       consumer ? consumer : "this GPU");
@@ -488,7 +396,7 @@ static void il__check_cuda_compat(il_doctor *dr) {
     if (ld && strstr(ld, "compat")) il__check_fix(c, "Drop the compat directory from LD_LIBRARY_PATH (now: %s)", ld);
     il__check_fix(c, "To run newer CUDA on this GPU, upgrade the real driver instead (see runtime.build for the minimum)");
   } else {
-    c = il__check_add(dr, "cuda.compat", IL_VERDICT_OK, 0,
+    c = il__check_add(&dr->checks, "cuda.compat", IL_VERDICT_OK, 0,
                       "forward-compatibility libcuda %s on kernel module %s (supported on data-center GPUs)",
                       cver[0] ? cver : dr->cuda_loaded, dr->kmod_version[0] ? dr->kmod_version : "unknown");
   }
@@ -510,7 +418,7 @@ static il_verdict il__judge_cuda_need(const il_doctor *dr, const char *need, con
   }
   int need_v = maj * 1000 + min * 10;
   char full[32] = "", mvc[32] = "";
-  bool known = il_doctor_min_driver(need, full, sizeof full, mvc, sizeof mvc);
+  bool known = il_driver_minimum(need, full, sizeof full, mvc, sizeof mvc);
   char dv[16];
   il_cudadrv_version_text(drv, dv, sizeof dv);
   if (drv <= 0) {
@@ -548,23 +456,23 @@ static il_verdict il__judge_cuda_need(const il_doctor *dr, const char *need, con
   return IL_VERDICT_FAIL;
 }
 
-static void il__check_runtime_build(il_doctor *dr) {
+void il__driver_check_runtime_build(il_doctor *dr) {
   const il_doctor_options *o = &dr->opt;
   char text[400], fix[400];
   il_check *c;
   int threads = o->cpu_threads > 0 ? o->cpu_threads : dr->host.logical_cpus;
-  int gpus = il__doctor_gpu_count(dr);
+  int gpus = il_nvml_usable_count(&dr->nvml);
   if (!gpus) gpus = dr->cuda.loaded && dr->cuda.init_rc == 0 ? dr->cuda.n_devices : 0;
   if (!o->build_have_cuda || !o->build_cuda_version || !o->build_cuda_version[0]) {
     if (gpus > 0) {
       /* A usable GPU that this binary cannot use: the job silently runs on the CPU. */
-      c = il__check_add(dr, "runtime.build", IL_VERDICT_WARN, 0,
+      c = il__check_add(&dr->checks, "runtime.build", IL_VERDICT_WARN, 0,
                         "CPU-only build on a machine with %d usable NVIDIA GPU%s: inference will run on the CPU (%s, %d thread%s), not on the GPU",
                         gpus, gpus == 1 ? "" : "s", dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
       il__check_fix(c, "Use a build with the CUDA backend: configure where nvcc is installed (cmake --preset release; -DIL_CUDA=ON is the default and "
                        "CUDA is detected automatically), then check that inferlab --version lists CUDA");
     } else {
-      c = il__check_add(dr, "runtime.build", IL_VERDICT_OK, 0,
+      c = il__check_add(&dr->checks, "runtime.build", IL_VERDICT_OK, 0,
                         "CPU-only build: no CUDA kernels compiled in; the CPU backend will be used (%s, %d thread%s)",
                         dr->host.cpu_backend, threads, threads == 1 ? "" : "s");
     }
@@ -573,7 +481,7 @@ static void il__check_runtime_build(il_doctor *dr) {
     if (o->build_have_cuda) il__check_ev(c, "cuda_compiler_at_build", "found (%s), CUDA backend not compiled", IL_BUILD_CUDA_COMPILER);
   } else {
     il_verdict v = il__judge_cuda_need(dr, o->build_cuda_version, "built with", false, text, sizeof text, fix, sizeof fix);
-    c = il__check_add(dr, "runtime.build", v, v == IL_VERDICT_OK ? 0 : 1, "%s", text);
+    c = il__check_add(&dr->checks, "runtime.build", v, v == IL_VERDICT_OK ? 0 : 1, "%s", text);
     if (fix[0]) il__check_fix(c, "%s", fix);
     il__check_ev(c, "build_cuda_version", "%s", o->build_cuda_version);
     il__check_ev(c, "build_cuda_archs", "%s", o->build_cuda_archs ? o->build_cuda_archs : "");
@@ -672,20 +580,20 @@ static int il__device_ccs(const il_doctor *dr, int *cc, char names[][96], int ma
   return n;
 }
 
-static void il__check_runtime_arch(il_doctor *dr) {
+void il__driver_check_runtime_arch(il_doctor *dr) {
   int cc[16];
   char names[16][96];
   int n = il__device_ccs(dr, cc, names, 16);
   const char *archs = dr->opt.build_cuda_archs;
   il_check *c;
   if (!dr->opt.build_have_cuda || !archs || !archs[0]) {
-    c = il__check_na(dr, "runtime.arch", IL_VERDICT_OK, 0, "CPU-only build: no GPU kernels to match against %d device%s", n, n == 1 ? "" : "s");
+    c = il__check_na(&dr->checks, "runtime.arch", IL_VERDICT_OK, 0, "CPU-only build: no GPU kernels to match against %d device%s", n, n == 1 ? "" : "s");
     return;
   }
   il__archs a;
   il__parse_archs(archs, &a);
   if (n == 0) {
-    c = il__check_add(dr, "runtime.arch", IL_VERDICT_OK, 0, "kernels compiled for %s; no GPU to match", archs);
+    c = il__check_add(&dr->checks, "runtime.arch", IL_VERDICT_OK, 0, "kernels compiled for %s; no GPU to match", archs);
     return;
   }
   il_verdict worst = IL_VERDICT_OK;
@@ -713,7 +621,7 @@ static void il__check_runtime_arch(il_doctor *dr) {
       no_image++;
     }
   }
-  c = il__check_add(dr, "runtime.arch", worst, worst == IL_VERDICT_OK ? 0 : 15, "kernels for %s; %s%s", archs, text,
+  c = il__check_add(&dr->checks, "runtime.arch", worst, worst == IL_VERDICT_OK ? 0 : 15, "kernels for %s; %s%s", archs, text,
                     no_image == n ? ": no GPU here can run this build's kernels, so inference will run on the CPU" : "");
   il__check_ev(c, "compiled_archs", "%s", archs);
   if (worst != IL_VERDICT_OK)
@@ -721,12 +629,12 @@ static void il__check_runtime_arch(il_doctor *dr) {
                   archs, bad_cc);
 }
 
-static void il__check_runtime_features(il_doctor *dr) {
+void il__driver_check_runtime_features(il_doctor *dr) {
   int cc[16];
   char names[16][96];
   int n = il__device_ccs(dr, cc, names, 16);
   if (n == 0) {
-    il__check_na(dr, "runtime.features", IL_VERDICT_OK, 0, "no GPU: FP32/BF16/FP16 run on the CPU backend");
+    il__check_na(&dr->checks, "runtime.features", IL_VERDICT_OK, 0, "no GPU: FP32/BF16/FP16 run on the CPU backend");
     return;
   }
   char text[400] = "";
@@ -736,7 +644,7 @@ static void il__check_runtime_features(il_doctor *dr) {
              cc[i] >= 80 ? ", BF16" : ", no BF16 (needs 8.0)", cc[i] >= 89 ? ", FP8" : ", no FP8 (needs 8.9)",
              cc[i] < 80 ? ": prefer F16 over BF16 weights" : "");
   }
-  il_check *c = il__check_add(dr, "runtime.features", IL_VERDICT_OK, 0, "%s", text);
+  il_check *c = il__check_add(&dr->checks, "runtime.features", IL_VERDICT_OK, 0, "%s", text);
   for (int i = 0; i < n && i < IL_CHECK_MAX_EVIDENCE; i++) {
     char key[16];
     snprintf(key, sizeof key, "gpu%d_cc", i);
@@ -797,7 +705,7 @@ static bool il__run_capture(char *const argv[], char *buf, size_t n, int timeout
   return !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-static void il__check_nvcc(il_doctor *dr) {
+void il__driver_check_nvcc(il_doctor *dr) {
   char path[1024];
   il_check *c;
   bool found = il_sysfs_which(&dr->fs, "nvcc", path, sizeof path);
@@ -806,7 +714,7 @@ static void il__check_nvcc(il_doctor *dr) {
     found = true;
   }
   if (!found) {
-    il__check_na(dr, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc not found (only needed to build the CUDA backend)");
+    il__check_na(&dr->checks, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc not found (only needed to build the CUDA backend)");
     return;
   }
   /* The toolkit root is two levels above bin/nvcc; version.json (CUDA >= 11.1) or version.txt. */
@@ -846,13 +754,13 @@ static void il__check_nvcc(il_doctor *dr) {
   if (ver[0] && drv > 0 && maj * 1000 + min * 10 > drv) {
     char dv[16], full[32] = "", mvc[32] = "";
     il_cudadrv_version_text(drv, dv, sizeof dv);
-    il_doctor_min_driver(ver, full, sizeof full, mvc, sizeof mvc);
-    c = il__check_add(dr, "runtime.nvcc", IL_VERDICT_WARN, 1,
+    il_driver_minimum(ver, full, sizeof full, mvc, sizeof mvc);
+    c = il__check_add(&dr->checks, "runtime.nvcc", IL_VERDICT_WARN, 1,
                       "nvcc %s at %s is newer than the driver's CUDA %s: programs built with it need driver >= %s", ver, path, dv,
                       full[0] ? full : "a newer one");
     il__check_fix(c, "Upgrade the driver to >= %s, or build with a CUDA toolkit <= %s", full[0] ? full : "a newer branch", dv);
   } else {
-    c = il__check_add(dr, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc %s at %s", ver[0] ? ver : "(version unknown)", path);
+    c = il__check_add(&dr->checks, "runtime.nvcc", IL_VERDICT_OK, 0, "nvcc %s at %s", ver[0] ? ver : "(version unknown)", path);
   }
   il__check_ev(c, "nvcc", "%s", path);
   if (ver[0]) il__check_ev(c, "nvcc_version", "%s", ver);
@@ -860,7 +768,7 @@ static void il__check_nvcc(il_doctor *dr) {
 
 /* ---- visibility ----------------------------------------------------------------------- */
 
-static void il__check_visibility(il_doctor *dr) {
+void il__driver_check_visibility(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   il_visible_gpu gpus[IL_VISIBLE_MAX];
   int n = 0;
@@ -875,10 +783,10 @@ static void il__check_visibility(il_doctor *dr) {
   const il_cudavis *v = &dr->cudavis;
   il_check *c;
   if (!cvd) {
-    if (n) c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset: all %d GPU%s visible", n, n == 1 ? "" : "s");
-    else c = il__check_na(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset; no GPU to select from");
+    if (n) c = il__check_add(&dr->checks, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset: all %d GPU%s visible", n, n == 1 ? "" : "s");
+    else c = il__check_na(&dr->checks, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES unset; no GPU to select from");
   } else if (n == 0) {
-    c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES=\"%s\" but there is no GPU to select from", cvd);
+    c = il__check_add(&dr->checks, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES=\"%s\" but there is no GPU to select from", cvd);
   } else {
     char map[300] = "";
     for (int i = 0; i < v->n_visible; i++) {
@@ -886,18 +794,18 @@ static void il__check_visibility(il_doctor *dr) {
       il_appendf(map, sizeof map, "%scuda:%d=GPU %d", l ? ", " : "", i, v->phys[i]);
     }
     if (v->n_visible == 0) {
-      c = il__check_add(dr, "visibility.cuda", IL_VERDICT_FAIL, 14, "CUDA_VISIBLE_DEVICES=\"%s\" hides every GPU: %s%s",
+      c = il__check_add(&dr->checks, "visibility.cuda", IL_VERDICT_FAIL, 14, "CUDA_VISIBLE_DEVICES=\"%s\" hides every GPU: %s%s",
                         cvd, v->invalid_at >= 0 ? v->invalid_reason : "the list is empty",
                         v->invalid_at >= 0 ? ", and CUDA ignores the entries after an invalid one" : "");
       il__check_fix(c, "Unset it (unset CUDA_VISIBLE_DEVICES) or list existing GPUs, best by UUID: export CUDA_VISIBLE_DEVICES=%s "
                        "(all UUIDs: nvidia-smi -L). If you meant to force the CPU, this is expected.", gpus[0].uuid[0] ? gpus[0].uuid : "0");
     } else if (v->invalid_at >= 0) {
-      c = il__check_add(dr, "visibility.cuda", IL_VERDICT_WARN, 14,
+      c = il__check_add(&dr->checks, "visibility.cuda", IL_VERDICT_WARN, 14,
                         "CUDA_VISIBLE_DEVICES=\"%s\": entry %d '%s' is invalid (%s), so it and the %d entr%s after it are hidden; visible: %s",
                         cvd, v->invalid_at, v->invalid_entry, v->invalid_reason, v->n_hidden_after, v->n_hidden_after == 1 ? "y" : "ies", map);
       il__check_fix(c, "Remove '%s' from CUDA_VISIBLE_DEVICES (use UUIDs from nvidia-smi -L)", v->invalid_entry);
     } else {
-      c = il__check_add(dr, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES=\"%s\": %s", cvd, map);
+      c = il__check_add(&dr->checks, "visibility.cuda", IL_VERDICT_OK, 0, "CUDA_VISIBLE_DEVICES=\"%s\": %s", cvd, map);
     }
     il__check_ev(c, "CUDA_VISIBLE_DEVICES", "%s", cvd);
     il__check_ev(c, "mapping", "%s", map);
@@ -928,21 +836,21 @@ static void il__check_visibility(il_doctor *dr) {
   bool legacy = il_sysfs_getenv(fs, "CUDA_VERSION") && !il_sysfs_getenv(fs, "NVIDIA_REQUIRE_CUDA");
   il_visible_nvidia(nvd, legacy, &dr->nvvis);
   const il_nvvis *nv = &dr->nvvis;
-  int gpus_here = il__doctor_gpu_count(dr);
+  int gpus_here = il_nvml_usable_count(&dr->nvml);
   if (!dr->in_container) {
-    c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES %s%s%s: only the NVIDIA container runtime reads it, "
+    c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES %s%s%s: only the NVIDIA container runtime reads it, "
                       "when a container starts; it does not affect this process", nvd ? "=\"" : "unset", nvd ? nvd : "", nvd ? "\"" : "");
   } else if ((nv->mode == IL_NVVIS_VOID || nv->mode == IL_NVVIS_UNSET_VOID) && gpus_here == 0) {
     if (nv->mode == IL_NVVIS_VOID || dr->gpu_expected) {
-      c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_FAIL, 21,
+      c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_FAIL, 21,
                         "NVIDIA_VISIBLE_DEVICES %s: the NVIDIA runtime behaved like runc and injected neither GPUs nor driver libraries",
                         nv->mode == IL_NVVIS_VOID ? "is void" : "is unset or empty");
-      il__fix_request_gpus(dr, c);
+      il__cgroup_fix_request_gpus(dr, c);
     } else {
-      c = il__check_na(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
+      c = il__check_na(&dr->checks, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES unset and no NVIDIA GPU on this machine");
     }
   } else if (nv->mode == IL_NVVIS_NONE) {
-    c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_WARN, 21, "NVIDIA_VISIBLE_DEVICES=none: driver libraries injected but no GPU");
+    c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_WARN, 21, "NVIDIA_VISIBLE_DEVICES=none: driver libraries injected but no GPU");
     il__check_fix(c, "Restart the container with -e NVIDIA_VISIBLE_DEVICES=all (or --gpus all)");
   } else {
     char ents[200] = "";
@@ -951,10 +859,10 @@ static void il__check_visibility(il_doctor *dr) {
       il_appendf(ents, sizeof ents, "%s%s (%s)", l ? ", " : "", nv->entries[i], nv->kind[i]);
     }
     if (nv->mode == IL_NVVIS_LIST)
-      c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES=%s: %d GPU%s injected into this container", ents,
+      c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES=%s: %d GPU%s injected into this container", ents,
                         gpus_here, gpus_here == 1 ? "" : "s");
     else
-      c = il__check_add(dr, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES %s: %d GPU%s injected into this container",
+      c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES %s: %d GPU%s injected into this container",
                         il_visible_nvidia_mode_name(nv->mode), gpus_here, gpus_here == 1 ? "" : "s");
   }
   il__check_ev(c, "mode", "%s", il_visible_nvidia_mode_name(nv->mode));
@@ -963,9 +871,9 @@ static void il__check_visibility(il_doctor *dr) {
 
 /* ---- gpu.mig, gpu.memory, gpu.health -------------------------------------------------- */
 
-static void il__check_gpus(il_doctor *dr) {
+void il__driver_check_gpus(il_doctor *dr) {
   const il_nvml_snapshot_t *s = &dr->nvml;
-  int n = il__doctor_gpu_count(dr);
+  int n = il_nvml_usable_count(&dr->nvml);
   il_check *c;
   /* MIG */
   {
@@ -992,7 +900,7 @@ static void il__check_gpus(il_doctor *dr) {
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "MIG disabled or not supported on every GPU" : "no GPU");
-    c = il__check_add(dr, "gpu.mig", v, v ? 13 : 0, "%s", text);
+    c = il__check_add(&dr->checks, "gpu.mig", v, v ? 13 : 0, "%s", text);
     if (!n && v == IL_VERDICT_OK) c->na = true;
     if (v == IL_VERDICT_FAIL) {
       il__check_fix(c, "Create instances: sudo nvidia-smi mig -i %d -cgi 0 -C   (profile 0 spans the GPU; nvidia-smi mig -i %d -lgip lists the "
@@ -1043,7 +951,7 @@ static void il__check_gpus(il_doctor *dr) {
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "GPU memory free on every GPU" : "no GPU");
-    c = il__check_add(dr, "gpu.memory", v, v ? 25 : 0, "%s", text);
+    c = il__check_add(&dr->checks, "gpu.memory", v, v ? 25 : 0, "%s", text);
     if (!n && v == IL_VERDICT_OK) c->na = true;
     if (fixpids[0]) {
       il__check_fix(c, "Stop the other users of the GPU (ps -o pid,user,cmd -p %s; then kill PID), or make the job smaller "
@@ -1089,7 +997,7 @@ static void il__check_gpus(il_doctor *dr) {
       }
     }
     if (!text[0]) snprintf(text, sizeof text, n ? "no lost GPU, no uncorrectable ECC errors" : "no GPU");
-    c = il__check_add(dr, "gpu.health", v, scen, "%s", text);
+    c = il__check_add(&dr->checks, "gpu.health", v, scen, "%s", text);
     if (!n && v == IL_VERDICT_OK) c->na = true;
     if (scen == 10)
       il__check_fix(c, "Drain the node and power-cycle it; check cooling, power cables and SBIOS; RMA if it repeats (kernel log: sudo dmesg | grep -i xid)");
@@ -1100,114 +1008,3 @@ static void il__check_gpus(il_doctor *dr) {
   }
 }
 
-/* ---- the run ---------------------------------------------------------------------------- */
-
-void il_doctor_options_default(il_doctor_options *o, char *const *env) {
-  memset(o, 0, sizeof *o);
-  o->sysroot = "/";
-  o->env = env;
-  o->build_have_cuda = IL_HAVE_CUDA;
-  o->build_cuda_version = IL_BUILD_CUDA_VERSION;
-  o->build_cuda_archs = IL_BUILD_CUDA_ARCHS;
-}
-
-static const char *il__lib_choice(const il_doctor *dr, const char *given, const char *envname, const char *deflt) {
-  if (given && *given) return given;
-  const char *e = il_sysfs_getenv(&dr->fs, envname);
-  if (e && *e) return e;
-  return il_sysfs_is_real(&dr->fs) ? deflt : NULL;
-}
-
-il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
-  *out = NULL;
-  il_doctor *dr = il_mem_calloc(IL_MEM_OTHER, sizeof *dr, "doctor report");
-  if (!dr) return IL_ERR_OOM;
-  dr->opt = *opt;
-  il_status st = il_sysfs_init(&dr->fs, opt->sysroot, opt->env);
-  if (st != IL_OK) {
-    il_mem_free(dr);
-    return st;
-  }
-  if (opt->identity_set) {
-    dr->fs.uid = opt->uid;
-    dr->fs.gid = opt->gid;
-    dr->fs.n_groups = opt->n_groups < IL_SYSFS_MAX_GROUPS ? opt->n_groups : IL_SYSFS_MAX_GROUPS;
-    for (int i = 0; i < dr->fs.n_groups; i++) dr->fs.groups[i] = opt->groups[i];
-  }
-  il_host_probe(&dr->fs, &dr->host);
-  if (opt->bandwidth_ms > 0) il_cpu_read_bandwidth(0, IL_MEMBW_DEFAULT_BYTES, opt->bandwidth_ms, &dr->host.read_gbps);
-  il__distro_facts(dr);
-  il__platform_facts(dr);
-  il__container_facts(dr);
-
-  il_nvml nv;
-  const char *nvpath = il__lib_choice(dr, opt->nvml_lib, "INFERLAB_NVML_LIB", "libnvidia-ml.so.1");
-  if (nvpath) {
-    il_sysfs_copy(dr->nvml_path, sizeof dr->nvml_path, nvpath);
-    if (il_nvml_open(&nv, nvpath) == IL_OK) {
-      il_sysfs_copy(dr->nvml_loaded, sizeof dr->nvml_loaded, nv.loaded);
-      il_nvml_snapshot(&nv, &dr->nvml);
-    } else {
-      il_sysfs_copy(dr->nvml_error, sizeof dr->nvml_error, nv.error);
-    }
-    il_nvml_close(&nv);
-  } else {
-    il_sysfs_copy(dr->nvml_path, sizeof dr->nvml_path, "libnvidia-ml.so.1");
-    il_sysfs_copy(dr->nvml_error, sizeof dr->nvml_error, "no NVML library given for this sysroot (--nvml-lib)");
-  }
-  il_cudadrv cu;
-  const char *cupath = il__lib_choice(dr, opt->cuda_lib, "INFERLAB_CUDA_LIB", "libcuda.so.1");
-  if (cupath) {
-    il_sysfs_copy(dr->cuda_path, sizeof dr->cuda_path, cupath);
-    if (il_cudadrv_open(&cu, cupath) == IL_OK) {
-      il_sysfs_copy(dr->cuda_loaded, sizeof dr->cuda_loaded, cu.loaded);
-      il_cudadrv_snapshot(&cu, &dr->cuda);
-    } else {
-      il_sysfs_copy(dr->cuda_error, sizeof dr->cuda_error, cu.error);
-    }
-    il_cudadrv_close(&cu);
-  } else {
-    il_sysfs_copy(dr->cuda_path, sizeof dr->cuda_path, "libcuda.so.1");
-    il_sysfs_copy(dr->cuda_error, sizeof dr->cuda_error, "no CUDA driver library given for this sysroot (--cuda-lib)");
-  }
-  if (dr->nvml.loaded || dr->cuda.loaded) dr->gpu_expected = true;
-
-  /* Visibility first: cuda.init's fix refers to its result. Reports list checks in the
-   * order of the sections below, so visibility is computed here and added later. */
-  il__check_driver(dr);
-  il__check_version_match(dr);
-  int vis_at = dr->n_checks;
-  il__check_visibility(dr);
-  il_check vis[2];
-  int nvis = dr->n_checks - vis_at;
-  if (nvis > 2) nvis = 2;
-  memcpy(vis, &dr->checks[vis_at], sizeof vis[0] * (size_t)nvis);
-  dr->n_checks = vis_at;
-  il__check_cuda_init(dr);
-  il__check_cuda_compat(dr);
-  il__check_loader(dr);
-  il__check_wsl_driver(dr);
-  il__check_runtime_build(dr);
-  il__check_runtime_arch(dr);
-  il__check_runtime_features(dr);
-  il__check_nvcc(dr);
-  il__platform_checks_kmod(dr);
-  for (int i = 0; i < nvis; i++) *il__check_add(dr, vis[i].id, vis[i].verdict, vis[i].scenario, "%s", "") = vis[i];
-  il__container_checks(dr);
-  il__platform_checks_virt(dr);
-  il__check_gpus(dr);
-  il__health_checks(dr);
-  il__platform_checks_host(dr);
-  if (dr->oom) {
-    il_doctor_free(dr);
-    return il_error(IL_ERR_OOM, "doctor: out of memory while building the report");
-  }
-  *out = dr;
-  return IL_OK;
-}
-
-void il_doctor_free(il_doctor *dr) {
-  if (!dr) return;
-  il_mem_free(dr->checks);
-  il_mem_free(dr);
-}
