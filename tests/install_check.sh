@@ -80,5 +80,9 @@ echo "cmake package: example_cm ran: $(tail -1 "$work/example_cm.out")"
 
 "$prefix/bin/inferlab" --version >"$work/version.out" 2>&1 || { cat "$work/version.out"; fail "installed inferlab --version"; }
 head -1 "$work/version.out"
+if [ -e "$lib/libinferlab-cuda.so" ]; then # the installed binary finds the installed module
+  grep "cuda module:" "$work/version.out"
+  grep -q "cuda module: .*/libinferlab-cuda.so (" "$work/version.out" || fail "installed inferlab does not load lib/libinferlab-cuda.so"
+fi
 rm -rf "$prefix" "$work"
 echo "install_check: ok"

@@ -10,6 +10,7 @@
 
 #include "core/dl.h"
 #include "core/quant.h"
+#include "il_build_info.h"
 
 static pthread_once_t il__once = PTHREAD_ONCE_INIT;
 static const il_cudamod_module *il__mod;
@@ -88,11 +89,12 @@ static bool il__try(const char *path) {
   return true;
 }
 
-/* dir of `file` + "/" IL_CUDAMOD_FILE into out; false when it does not fit. */
-static bool il__beside(const char *file, char *out, size_t n) {
+/* dir of `file` + sub + IL_CUDAMOD_FILE into out (sub: "/" beside it, or "/../lib/" for an
+ * installed bin/inferlab); false when it does not fit. */
+static bool il__beside(const char *file, const char *sub, char *out, size_t n) {
   const char *slash = strrchr(file, '/');
   if (!slash) return false;
-  int w = snprintf(out, n, "%.*s/%s", (int)(slash - file), file, IL_CUDAMOD_FILE);
+  int w = snprintf(out, n, "%.*s%s%s", (int)(slash - file), file, sub, IL_CUDAMOD_FILE);
   return w > 0 && (size_t)w < n;
 }
 
@@ -106,25 +108,31 @@ static void il__load(void) {
     }
     return;
   }
-  char exe[PATH_MAX], cand[PATH_MAX], tried[2][PATH_MAX] = {"", ""};
+  /* beside the executable (the build tree), in the install's library directory next to its bin/
+   * (cmake --install puts the module beside libinferlab.so), beside the library this code is in */
+  char exe[PATH_MAX], cand[PATH_MAX], tried[3][PATH_MAX] = {"", "", ""};
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     exe[n] = 0;
-    if (il__beside(exe, cand, sizeof cand)) {
+    if (il__beside(exe, "/", cand, sizeof cand)) {
       snprintf(tried[0], sizeof tried[0], "%s", cand);
+      if (access(cand, F_OK) == 0 && il__try(cand)) return;
+    }
+    if (il__beside(exe, "/../" IL_INSTALL_LIBDIR "/", cand, sizeof cand)) {
+      snprintf(tried[1], sizeof tried[1], "%s", cand);
       if (access(cand, F_OK) == 0 && il__try(cand)) return;
     }
   }
   char self[PATH_MAX];
-  if (il_dl_name_of((void *)il_cudamod_get, self, sizeof self) && il__beside(self, cand, sizeof cand) &&
+  if (il_dl_name_of((void *)il_cudamod_get, self, sizeof self) && il__beside(self, "/", cand, sizeof cand) &&
       strcmp(cand, tried[0])) {
-    snprintf(tried[1], sizeof tried[1], "%s", cand);
+    snprintf(tried[2], sizeof tried[2], "%s", cand);
     if (access(cand, F_OK) == 0 && il__try(cand)) return;
   }
   if (!il__err[0]) { /* nothing was there to load */
-    snprintf(il__err, sizeof il__err, "the CUDA module %s is not installed (looked for %.900s%s%.900s); set "
+    snprintf(il__err, sizeof il__err, "the CUDA module %s is not installed (looked for %.600s%s%.600s%s%.600s); set "
              "INFERLAB_CUDA_MODULE to its path", IL_CUDAMOD_FILE, tried[0][0] ? tried[0] : "(no executable path)",
-             tried[1][0] ? " and " : "", tried[1]);
+             tried[1][0] ? ", " : "", tried[1], tried[2][0] ? ", " : "", tried[2]);
   }
 }
 
