@@ -726,6 +726,42 @@ static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor w
   return IL_OK;
 }
 
+/* ---------------------------------------------------------------- attention: sliced */
+
+/* The naive kernel over slices of query rows (--attn-slice, default 32 as on the CPU): the
+ * scores workspace holds one slice's rows, not the batch's. */
+static int64_t il__slice_rows(const il_attn_args *a) {
+  const int64_t s = a->slice > 0 ? a->slice : 32;
+  return s < a->q.rows ? s : (a->q.rows > 0 ? a->q.rows : 1);
+}
+
+static const char *il__sliced_why_not(il_backend *b, const il_attn_args *a) {
+  if (a->slice < 0) return "a negative slice";
+  return il__naive_why_not(b, a);
+}
+
+static size_t il__sliced_workspace(il_backend *b, const il_attn_args *a) {
+  return (size_t)il__cu_attn_naive_rows(il__slice_rows(a) * a->n_heads) * (size_t)(a->kv->n_ctx > 0 ? a->kv->n_ctx : 0) *
+         sizeof(float);
+}
+
+static il_status il__sliced_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cu *c = il__cu_of(b);
+  il__cu_attn x;
+  IL_TRY(il__attn_prepare(b, a, ws, "sliced", il__sliced_why_not(b, a), il__sliced_workspace(b, a), &x));
+  const int64_t rows = il__slice_rows(a);
+  for (int64_t t0 = 0; t0 < x.n_tok; t0 += rows) {
+    il__cu_attn y = x;
+    y.n_tok = x.n_tok - t0 < rows ? x.n_tok - t0 : rows;
+    y.q = (const float *)((const uint8_t *)x.q + (size_t)t0 * x.q_stride);
+    y.out = (float *)((uint8_t *)x.out + (size_t)t0 * x.out_stride);
+    y.seq = x.seq + t0;
+    y.pos = x.pos + t0;
+    IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &y), "attention", il__nm(&a->kv->k));
+  }
+  return IL_OK;
+}
+
 static const char *il__memeff_why_not(il_backend *b, const il_attn_args *a) {
   const char *why = il__naive_why_not(b, a);
   if (why) return why;
@@ -748,6 +784,7 @@ static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor 
  * GPU run; memeff moves up once gpu-check shows it equal and faster. */
 static const il_attn_kernel il__attn[] = {
     {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
+    {"sliced", il__sliced_why_not, il__sliced_workspace, il__sliced_run},
     {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
 };
 
