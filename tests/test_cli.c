@@ -197,6 +197,47 @@ static void test_smollm2(void) {
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   printf("SmolLM2 answered: %s", out);
   IL_CHECK(strstr(out, "Paris") != NULL);
+
+  /* through q8_0 and q4_k_m (issue 13): requantized from the cached Q4_1 (the f16 original is
+   * not on PyPI; quant warns that the error compounds). SmolLM2's rows of 576 are not a multiple
+   * of 256, so q4_k_m keeps most tensors in its fallback type. Each file loads, answers the same
+   * question, and stays close to its source on a short English text (eval --ref: KL, top-1). */
+  char text[512];
+  snprintf(text, sizeof text, "%s/text.txt", tmp);
+  f = fopen(text, "w");
+  fputs("The city of Paris is the capital and largest city of France. It sits on the river Seine, in the north "
+        "of the country. Paris is known for its museums and monuments, among them the Louvre, the Eiffel Tower "
+        "and the cathedral of Notre-Dame. Millions of visitors come every year to see the city, to eat in its "
+        "restaurants and to walk along the river. The city is divided into twenty districts, which are numbered "
+        "in a spiral that starts at the centre. Many people who live in Paris travel by metro, bus or bicycle.\n",
+        f);
+  fclose(f);
+  const struct {
+    const char *type;
+    double kl_max_mean, top1_min;
+  } qs[] = {{"q8_0", 0.02, 0.90}, {"q4_k_m", 0.06, 0.85}}; /* seen: KL 0.0051, 0.0143; top-1 0.978, 0.956 */
+  for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+    char q[600];
+    snprintf(q, sizeof q, "%s/smollm2-%s.gguf", tmp, qs[i].type);
+    snprintf(cmd, sizeof cmd, "%s quant -m %s -o %s --type %s 2>%s/quant.log", cli, path, q, qs[i].type, tmp);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "grep -c 'quantizing them again' %s/quant.log", tmp); /* the requantization warning */
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -f %s --temp 0 -n 24 --no-echo 2>/dev/null", cli, q, prompt);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+    printf("SmolLM2 %s answered: %s", qs[i].type, out);
+    IL_CHECK(strstr(out, "Paris") != NULL);
+    snprintf(cmd, sizeof cmd, "%s eval -m %s --ref %s --text %s --ctx 32 --json 2>/dev/null", cli, q, path, text);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+    const char *kl = strstr(out, "\"mean\":"), *t1 = strstr(out, "\"top1_agreement\":");
+    IL_CHECK(kl && t1);
+    if (!kl || !t1) continue;
+    const double kl_mean = strtod(kl + 7, NULL), top1 = strtod(t1 + 17, NULL);
+    printf("SmolLM2 %s vs Q4_1: KL mean %.4g (bound %.2g), top-1 %.3f (at least %.2f)\n", qs[i].type, kl_mean,
+           qs[i].kl_max_mean, top1, qs[i].top1_min);
+    IL_CHECK(kl_mean >= 0 && kl_mean <= qs[i].kl_max_mean);
+    IL_CHECK(top1 >= qs[i].top1_min);
+  }
 }
 
 int main(void) {
