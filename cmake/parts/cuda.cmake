@@ -91,7 +91,8 @@ if(il_cuda_build)
 
   file(GLOB il_cuda_c CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.c)
   file(GLOB il_cuda_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
-  add_library(inferlab_cuda MODULE ${il_cuda_c} ${il_cuda_cu})
+  # backend/dry.c: the planner's dry device refusals, shared with sim (the module links no library)
+  add_library(inferlab_cuda MODULE ${il_cuda_c} ${il_cuda_cu} ${CMAKE_SOURCE_DIR}/src/backend/dry.c)
   set_target_properties(inferlab_cuda PROPERTIES
     OUTPUT_NAME inferlab-cuda
     PREFIX lib
@@ -127,7 +128,7 @@ if(il_cuda_build)
   enable_language(CXX)
   add_library(inferlab_cuda_fake MODULE
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
-    ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/src/backend/dry.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
     ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp)
   set_target_properties(inferlab_cuda_fake PROPERTIES
     OUTPUT_NAME inferlab-cuda-fake

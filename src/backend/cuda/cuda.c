@@ -20,6 +20,7 @@
 
 #include "backend/cuda/glue.h"
 #include "backend/check.h"
+#include "backend/dry.h"
 #include "core/quant.h"
 #include "core/timer.h"
 
@@ -906,51 +907,12 @@ static const il_backend_ops il__cuda_ops = {
     .reserve_bytes = il__reserve_bytes,
 };
 
-/* The planner's dry device computes nothing: uploads are dropped (only their buffers count),
- * everything that would read device memory is refused. */
-#define IL__CU_DRY "cuda,dry: a dry device computes nothing (the planner only sizes)"
-static il_status il__dry_upload(il_backend *b, il_tensor d, const void *s, size_t n) { return IL_OK; }
-static il_status il__dry_download(il_backend *b, void *d, il_tensor s, size_t n) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_copy(il_backend *b, il_tensor d, il_tensor s) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_sync(il_backend *b) { return IL_OK; }
-static il_status il__dry_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor i) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
-}
-static il_status il__dry_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
-}
-static il_status il__dry_rope(il_backend *b, il_tensor x, il_tensor p, const il_rope_params *r) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
-}
-static il_status il__dry_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor s) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY);
-}
-static il_status il__dry_binary(il_backend *b, il_tensor y, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_count(il_backend *b, il_tensor x, int64_t *n) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_round(il_backend *b, il_tensor x, il_dtype t) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-static il_status il__dry_stats(il_backend *b, il_tensor x, int64_t *n, float *m) { return il_error(IL_ERR_UNSUPPORTED, IL__CU_DRY); }
-
+/* The planner's dry device: the real device's facts, its allocator with nothing behind it, and
+ * every op refused (backend/dry). */
 static il_backend_ops il__cuda_dry;
 static void il__cuda_dry_init(void) {
   il__cuda_dry = il__cuda_ops;
-  il__cuda_dry.upload = il__dry_upload;
-  il__cuda_dry.download = il__dry_download;
-  il__cuda_dry.copy = il__dry_copy;
-  il__cuda_dry.sync = il__dry_sync;
-  il__cuda_dry.get_rows = il__dry_get_rows;
-  il__cuda_dry.matmul = il__dry_matmul;
-  il__cuda_dry.matmul_multi = il__dry_matmul_multi;
-  il__cuda_dry.rmsnorm = il__dry_rmsnorm;
-  il__cuda_dry.rope = il__dry_rope;
-  il__cuda_dry.kv_store = il__dry_kv_store;
-  il__cuda_dry.swiglu = il__dry_binary;
-  il__cuda_dry.add = il__dry_binary;
-  il__cuda_dry.add_bias = il__dry_binary;
-  il__cuda_dry.count_nonfinite = il__dry_count;
-  il__cuda_dry.round_to = il__dry_round;
-  il__cuda_dry.value_stats = il__dry_stats;
+  il_backend_dry_ops(&il__cuda_dry);
 }
 static const il_backend_ops *il__cuda_dry_ops(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/dry.h"
 #include "core/timer.h"
 #include "core/units.h"
 
@@ -107,7 +108,6 @@ static void il__throttle(il__sim *s, size_t bytes, double t0) {
 
 static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
   il__sim *s = il__s(b);
-  if (s->dry) return IL_OK; /* the planner only allocates */
   double t0 = il_time_now();
   IL_TRY(il__cpu_ops_template.upload(b, dst, src, bytes));
   il__throttle(s, bytes, t0);
@@ -121,7 +121,6 @@ static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, s
 
 static il_status il__sim_download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
   il__sim *s = il__s(b);
-  if (s->dry) return il_error(IL_ERR_UNSUPPORTED, "sim,dry: a dry device computes nothing (the planner only sizes)");
   double t0 = il_time_now();
   IL_TRY(il__cpu_ops_template.download(b, dst, src, bytes));
   il__throttle(s, bytes, t0);
@@ -169,29 +168,6 @@ static void il__sim_destroy(il_backend *b) {
   il_mem_free(b);
 }
 
-/* A dry device (the planner's) allocates through the real allocator but has no memory behind
- * its buffers, so every op that would read or write them refuses. */
-#define IL__DRY "sim,dry: a dry device computes nothing (the planner only sizes)"
-static il_status il__dry_copy(il_backend *b, il_tensor d, il_tensor s) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-static il_status il__dry_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor i) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-static il_status il__dry_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-static il_status il__dry_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
-}
-static il_status il__dry_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
-}
-static il_status il__dry_rope(il_backend *b, il_tensor x, il_tensor p, const il_rope_params *r) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
-}
-static il_status il__dry_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor s) {
-  return il_error(IL_ERR_UNSUPPORTED, IL__DRY);
-}
-static il_status il__dry_binary(il_backend *b, il_tensor y, il_tensor x) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-static il_status il__dry_count(il_backend *b, il_tensor x, int64_t *n) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-static il_status il__dry_round(il_backend *b, il_tensor x, il_dtype t) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-static il_status il__dry_stats(il_backend *b, il_tensor x, int64_t *n, float *m) { return il_error(IL_ERR_UNSUPPORTED, IL__DRY); }
-
 static il_backend_ops il__sim_ops, il__sim_dry_ops;
 static pthread_once_t il__sim_once = PTHREAD_ONCE_INIT;
 
@@ -211,19 +187,7 @@ static void il__sim_ops_init(void) {
   il__sim_ops.allocator_snapshot = il__sim_snapshot;
   il__sim_ops.empty_cache = il__sim_empty_cache;
   il__sim_dry_ops = il__sim_ops;
-  il__sim_dry_ops.copy = il__dry_copy;
-  il__sim_dry_ops.get_rows = il__dry_get_rows;
-  il__sim_dry_ops.matmul = il__dry_matmul;
-  il__sim_dry_ops.matmul_multi = il__dry_matmul_multi;
-  il__sim_dry_ops.rmsnorm = il__dry_rmsnorm;
-  il__sim_dry_ops.rope = il__dry_rope;
-  il__sim_dry_ops.kv_store = il__dry_kv_store;
-  il__sim_dry_ops.swiglu = il__dry_binary;
-  il__sim_dry_ops.add = il__dry_binary;
-  il__sim_dry_ops.add_bias = il__dry_binary;
-  il__sim_dry_ops.count_nonfinite = il__dry_count;
-  il__sim_dry_ops.round_to = il__dry_round;
-  il__sim_dry_ops.value_stats = il__dry_stats;
+  il_backend_dry_ops(&il__sim_dry_ops); /* the planner's: allocates, computes nothing */
 }
 
 /* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE][,dry]". */
