@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "harness.h"
 #include "memory/mem.h"
 #include "model/tokenizer.h"
