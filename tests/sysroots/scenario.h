@@ -33,8 +33,10 @@ static inline void sc_init(scen *s, const char *root) {
   s->env[s->n_env++] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
 }
 
-static inline void sc_env(scen *s, const char *kv) {
-  if (s->n_env < SC_MAX_ENV - 1) s->env[s->n_env++] = (char *)kv;
+/* Adds "NAME=value" (borrowed: a string literal or storage that outlives the scen). Not const:
+ * env is environ-shaped (il_doctor_options_default takes char *const *), as the literals are. */
+static inline void sc_env(scen *s, char *kv) {
+  if (s->n_env < SC_MAX_ENV - 1) s->env[s->n_env++] = kv;
 }
 
 /* Drops the last variable added with sc_env. */
