@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "harness.h"
 
 static const char *cli;

@@ -7,6 +7,7 @@
 #include "core/timer.h"
 #include "engine/config.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "harness.h"

@@ -314,9 +314,15 @@ static void check_multi_sequence(void) {
   il_engine_free(e);
 }
 
+/* A copy of the model's f32 tensor `name` (its weights are const; the reference model owns
+ * what it points at), freed by the caller; NULL when missing. */
 static float *tensor_f32(const il_model *m, const char *name) {
   for (int64_t i = 0; i < m->n_tensors; i++)
-    if (!strcmp(m->tensors[i].name, name) && m->tensors[i].type == IL_DTYPE_F32) return (float *)m->tensors[i].data;
+    if (!strcmp(m->tensors[i].name, name) && m->tensors[i].type == IL_DTYPE_F32) {
+      float *p = malloc((size_t)m->tensors[i].nbytes);
+      if (p) memcpy(p, m->tensors[i].data, (size_t)m->tensors[i].nbytes);
+      return p;
+    }
   fprintf(stderr, "tensor %s missing or not f32\n", name);
   return NULL;
 }
@@ -371,7 +377,11 @@ static void check_builtin_tiny(void) {
   }
   printf("%-28s max |logit - reference| = %.3g\n", "builtin:tiny (f32)", max_err);
   IL_CHECK_NEAR(max_err, 0, 1e-4);
-  for (int f = 0; f < 9; f++) free(arr[f]);
+  for (int f = 0; f < 9; f++) {
+    for (int l = 0; l < L; l++) free(arr[f][l]);
+    free(arr[f]);
+  }
+  free(rm.emb), free(rm.out_norm), free(rm.out);
   for (int l = 0; l < L; l++) free(rm.kc[l]), free(rm.vc[l]);
   free(rm.kc), free(rm.vc), free(got), free(want);
   il_engine_free(e);

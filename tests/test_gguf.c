@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "harness.h"
 #include "memory/mem.h"
 

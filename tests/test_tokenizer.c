@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "harness.h"
 #include "memory/mem.h"
 #include "model/tokenizer.h"
@@ -176,15 +177,15 @@ static void test_small_spm(void) {
 
   /* pieces */
   char buf[32];
-  IL_CHECK_INT(il_token_to_piece(v, A + 9, false, buf, sizeof buf), 4);
+  IL_CHECK_INT(il_vocab_token_piece(v, A + 9, false, buf, sizeof buf), 4);
   IL_CHECK(memcmp(buf, " abc", 4) == 0);
-  IL_CHECK_INT(il_token_to_piece(v, 3 + 0x41, false, buf, sizeof buf), 1);
+  IL_CHECK_INT(il_vocab_token_piece(v, 3 + 0x41, false, buf, sizeof buf), 1);
   IL_CHECK_INT(buf[0], 'A');
-  IL_CHECK_INT(il_token_to_piece(v, 1, false, buf, sizeof buf), 0);
-  IL_CHECK_INT(il_token_to_piece(v, 1, true, buf, sizeof buf), 3);
-  IL_CHECK_INT(il_token_to_piece(v, A + 10, false, buf, sizeof buf), 5); /* user-defined: text */
-  IL_CHECK_INT(il_token_to_piece(v, 99999, true, buf, sizeof buf), 0);
-  IL_CHECK_INT(il_token_to_piece(v, A + 9, false, buf, 2), 4); /* needed, writes 2 */
+  IL_CHECK_INT(il_vocab_token_piece(v, 1, false, buf, sizeof buf), 0);
+  IL_CHECK_INT(il_vocab_token_piece(v, 1, true, buf, sizeof buf), 3);
+  IL_CHECK_INT(il_vocab_token_piece(v, A + 10, false, buf, sizeof buf), 5); /* user-defined: text */
+  IL_CHECK_INT(il_vocab_token_piece(v, 99999, true, buf, sizeof buf), 0);
+  IL_CHECK_INT(il_vocab_token_piece(v, A + 9, false, buf, 2), 4); /* needed, writes 2 */
 
   /* decoding: BOS then "▁abc" -> "abc"; without BOS the first space goes too */
   int32_t ids[] = {1, A + 9, A + 7};

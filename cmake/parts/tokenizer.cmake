@@ -1,4 +1,4 @@
-# Tokenizer: the byte-level BPE pre-tokenizers match Unicode categories with PCRE2
+# Tokenizer: the byte-level BPE pre-tokenizers (src/model/pretok.c) match Unicode categories with PCRE2
 # (Debian: libpcre2-dev), found through pkg-config.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(IL_PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)

@@ -143,7 +143,7 @@ int il_cli_tokenize(int argc, char **argv) {
       printf(i ? " %d" : "%d", (int)ids[i]);
       continue;
     }
-    size_t pl = il_token_to_piece(v, ids[i], true, piece, il_vocab_max_piece(v) + 1);
+    size_t pl = il_vocab_token_piece(v, ids[i], true, piece, il_vocab_max_piece(v) + 1);
     const char *shown = piece;
     if (il_vocab_token_type(v, ids[i]) == IL_TOKEN_BYTE) shown = il_vocab_token_text(v, ids[i], &pl); /* "<0x0A>" */
     if (pieces_only) {

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "core/outfile.h"
 #include "lab/watch.h"
+#include "memory/mem.h"
 
 #define IL__MAX_ARGS 1024
 
@@ -50,6 +51,27 @@ static int il__parse_interval(const char *s) {
   return (int)(ms + 0.5);
 }
 
+/* il_watch_run on copies of cmd[0..nc) that this function owns: execvp takes char *const
+ * argv[], and the option parser hands positionals back as const char *. Errors: IL_ERR_OOM and
+ * il_watch_run's. */
+static il_status il__watch_run(const il_watch_options *o, const char *const *cmd, int nc,
+                               il_watch_result *r) {
+  size_t total = 1;
+  for (int i = 0; i < nc; i++) total += strlen(cmd[i]) + 1;
+  char *buf = il_mem_alloc(IL_MEM_OTHER, total, "watch command"), *p = buf;
+  if (!buf) return IL_ERR_OOM;
+  char *argv[IL__MAX_ARGS + 1];
+  for (int i = 0; i < nc; i++) {
+    size_t n = strlen(cmd[i]) + 1;
+    argv[i] = memcpy(p, cmd[i], n);
+    p += n;
+  }
+  argv[nc] = NULL;
+  il_status st = il_watch_run(o, argv, r);
+  il_mem_free(buf);
+  return st;
+}
+
 int il_cli_watch(int argc, char **argv) {
   bool help = false, json = false, quiet = false, no_gpu = false, live = false;
   const char *interval = NULL, *output = NULL, *nvml = NULL;
@@ -75,9 +97,9 @@ int il_cli_watch(int argc, char **argv) {
     il__watch_help();
     return IL_EXIT_OK;
   }
-  char *cmd[IL__MAX_ARGS + 1];
+  const char *cmd[IL__MAX_ARGS + 1];
   int nc = 0;
-  for (int i = 0; i < n_pos; i++) cmd[nc++] = (char *)pos[i];
+  for (int i = 0; i < n_pos; i++) cmd[nc++] = pos[i];
   for (int i = split + 1; i < argc && nc < IL__MAX_ARGS; i++) cmd[nc++] = argv[i];
   cmd[nc] = NULL;
   if (nc == 0) return il_cli_usage_error("watch", "no command given (inferlab watch [options] -- COMMAND [ARGS...])");
@@ -90,12 +112,12 @@ int il_cli_watch(int argc, char **argv) {
   FILE *out = stderr;
   il_outfile out_file;
   if (output) {
-    il_status ost = il_outfile_open(&out_file, "-o", output, (const char *const *)cmd, nc);
+    il_status ost = il_outfile_open(&out_file, "-o", output, cmd, nc);
     if (ost != IL_OK) return il_cli_fail("watch", ost);
     out = out_file.f;
   }
   il_watch_result r;
-  il_status st = il_watch_run(&o, cmd, &r);
+  il_status st = il__watch_run(&o, cmd, nc, &r);
   if (st == IL_OK) {
     if (json) st = il_watch_json(&r, out);
     else il_watch_print(&r, out);

@@ -19,6 +19,7 @@
 
 #include "core/quant.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "memory/mem.h"
 
 #define IL__AK42 0x616b3432u /* "ak42" as written by export.py's struct.pack('I', ...) */

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "model/llama.h"
 #include "model/tokenizer.h"
 

@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "model/llama.h"
 
 typedef struct {

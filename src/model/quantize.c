@@ -9,6 +9,7 @@
 
 #include "core/quant.h"
 #include "core/timer.h"
+#include "format/gguf_writer.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
 

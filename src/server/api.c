@@ -416,7 +416,7 @@ void il_api_stream_unref(il_api_stream *st) {
 
 static json_t *il__piece(const il_api *api, int32_t id, json_t **bytes) {
   char buf[256];
-  size_t n = il_token_to_piece(api->e->vocab, id, true, buf, sizeof buf);
+  size_t n = il_vocab_token_piece(api->e->vocab, id, true, buf, sizeof buf);
   if (n > sizeof buf) n = sizeof buf;
   if (bytes) {
     *bytes = json_array();

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -73,8 +74,17 @@ static void il__count(il_server *s, int code) {
 
 static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code, const char *type, const char *body,
                                 size_t len) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-  if (!r) return MHD_NO;
+  /* libmicrohttpd 0.9.75 takes void * even to copy the body (MUST_COPY), so it gets a copy of
+   * ours to free() (MUST_FREE): the same malloc and memcpy MUST_COPY makes, and no cast. A
+   * failed create leaves the buffer with us. */
+  void *copy = malloc(len ? len : 1);
+  if (!copy) return MHD_NO;
+  if (len) memcpy(copy, body, len);
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, copy, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(copy);
+    return MHD_NO;
+  }
   MHD_add_response_header(r, "Content-Type", type);
   if (code == 503 || code == 429) MHD_add_response_header(r, "Retry-After", "1");
   if (code == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");

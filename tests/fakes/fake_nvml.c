@@ -203,9 +203,12 @@ int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned *count, nvm
   unsigned n = 0;
   nvmlProcessInfo_t tmp[32];
   for (const char *p = v; p && *p && n < 32;) {
-    tmp[n].pid = (unsigned)strtoul(p, (char **)&p, 10);
+    char *end; /* strtoul's end pointer is char ** even for a const string */
+    tmp[n].pid = (unsigned)strtoul(p, &end, 10);
+    p = end;
     if (*p == ':') p++;
-    tmp[n].usedGpuMemory = strtoull(p, (char **)&p, 10);
+    tmp[n].usedGpuMemory = strtoull(p, &end, 10);
+    p = end;
     tmp[n].gpuInstanceId = tmp[n].computeInstanceId = 0xFFFFFFFFu;
     n++;
     if (*p == ',') p++;

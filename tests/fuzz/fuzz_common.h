@@ -41,7 +41,7 @@ static inline void il_fuzz_exercise_vocab(const il_vocab *v, const char *text, s
       il_detok_free(d);
     }
     char piece[64];
-    for (size_t i = 0; i < n && i < 8; i++) il_token_to_piece(v, ids[i], flags & 1, piece, sizeof piece);
+    for (size_t i = 0; i < n && i < 8; i++) il_vocab_token_piece(v, ids[i], flags & 1, piece, sizeof piece);
     free(whole);
     free(stream);
     il_mem_free(ids);

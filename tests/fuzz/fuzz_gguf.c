@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "fuzz_common.h"
 
 static const char *const il__texts[] = {"", " ", "Hello world", "<s>a</s> <|x|>b", "  \n\t x",

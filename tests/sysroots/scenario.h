@@ -18,7 +18,8 @@
 
 typedef struct {
   const char *root;
-  char *env[SC_MAX_ENV];
+  char *env[SC_MAX_ENV]; /* NULL-terminated; sc_env's entries point into env_text */
+  char env_text[SC_MAX_ENV][512];
   int n_env;
   char nvml[PATH_MAX], cuda[PATH_MAX];
   bool have_cuda;
@@ -33,8 +34,19 @@ static inline void sc_init(scen *s, const char *root) {
   s->env[s->n_env++] = (char *)"PATH=/usr/local/bin:/usr/bin:/bin";
 }
 
+/* Adds "NAME=value", copied into the scen: env is environ-shaped (il_doctor_options_default
+ * takes char *const *), so it points at strings the scen owns rather than at casts of the
+ * caller's const ones. A variable longer than a slot is a broken test: it exits. */
 static inline void sc_env(scen *s, const char *kv) {
-  if (s->n_env < SC_MAX_ENV - 1) s->env[s->n_env++] = (char *)kv;
+  if (s->n_env >= SC_MAX_ENV - 1) return;
+  size_t n = strlen(kv);
+  if (n >= sizeof s->env_text[0]) {
+    fprintf(stderr, "sc_env: '%.40s...' is longer than %zu bytes\n", kv, sizeof s->env_text[0] - 1);
+    exit(1);
+  }
+  memcpy(s->env_text[s->n_env], kv, n + 1);
+  s->env[s->n_env] = s->env_text[s->n_env];
+  s->n_env++;
 }
 
 /* Drops the last variable added with sc_env. */

@@ -1,4 +1,4 @@
-/* model/tokenizer_spm: SentencePiece-style merging for "llama" vocabularies.
+/* model/spm: SentencePiece-style merging for "llama" vocabularies.
  *
  * The fragment (spaces already escaped to '▁', the space prefix already added) is cut into
  * UTF-8 characters (a malformed sequence is cut byte by byte, where llama.cpp takes the length
@@ -9,12 +9,17 @@
  * llama.cpp's llm_tokenizer_spm (and llama2.c's encode), in O(n log n) for n characters.
  * A merged symbol is always contiguous in the text, so a pair is (start, length) and no
  * string is built on the hot path.
- * Not for: special tokens or escaping (tokenizer.c).
+ * Not for: special tokens or escaping (tokenizer.c). Sits on vocab (vocab_impl.h), vec.h and
+ * utf8.h; only the encode driver (tokenizer.c) calls it.
  */
+#include "model/spm.h"
+
 #include <string.h>
 
 #include "memory/mem.h"
-#include "model/tokenizer_impl.h"
+#include "model/utf8.h"
+#include "model/vec.h"
+#include "model/vocab_impl.h"
 
 typedef struct {
   int32_t prev, next;
@@ -62,8 +67,7 @@ typedef struct {
   const il_vocab *v;
   const char *text;
   il__sym *sym;
-  il__spm_pair *heap;
-  size_t n_heap, cap_heap;
+  il__vec heap; /* il__spm_pair */
 } il__spm;
 
 static il_status il__spm_try_pair(il__spm *s, int32_t left, int32_t right) {
@@ -72,17 +76,9 @@ static il_status il__spm_try_pair(il__spm *s, int32_t left, int32_t right) {
   if (n > s->v->max_token_len) return IL_OK;
   int32_t id = il__vocab_lookup(s->v, s->text + s->sym[left].start, n);
   if (id < 0) return IL_OK;
-  if (s->n_heap == s->cap_heap) { /* grow: merges add at most two pairs each */
-    size_t cap = s->cap_heap ? s->cap_heap * 2 : 64;
-    il__spm_pair *h = il_mem_alloc(IL_MEM_WORKSPACE, cap * sizeof *h, "tokenizer merge heap");
-    if (!h) return IL_ERR_OOM;
-    if (s->n_heap) memcpy(h, s->heap, s->n_heap * sizeof *h);
-    il_mem_free(s->heap);
-    s->heap = h;
-    s->cap_heap = cap;
-  }
+  IL_TRY(il__vec_reserve(&s->heap, 1));
   il__spm_pair p = {left, right, s->v->score[id], n};
-  il__spm_heap_push(s->heap, &s->n_heap, p);
+  il__spm_heap_push(s->heap.p, &s->heap.n, p);
   return IL_OK;
 }
 
@@ -95,9 +91,10 @@ static il_status il__spm_emit_bytes(const il_vocab *v, const char *p, size_t n, 
   return IL_OK;
 }
 
-il_status il__tokenizer_spm_encode(const il_vocab *v, const char *text, size_t len, il__vec *out) {
+il_status il__spm_encode(const il_vocab *v, const char *text, size_t len, il__vec *out) {
   if (len == 0) return IL_OK;
-  il__spm s = {v, text, NULL, NULL, 0, 0};
+  il__spm s = {v, text, NULL, {0}};
+  il__vec_init(&s.heap, sizeof(il__spm_pair));
   s.sym = il_mem_alloc(IL_MEM_WORKSPACE, len * sizeof *s.sym, "tokenizer symbols");
   if (!s.sym) return IL_ERR_OOM;
   int32_t n_sym = 0;
@@ -111,8 +108,8 @@ il_status il__tokenizer_spm_encode(const il_vocab *v, const char *text, size_t l
   il_status st = IL_OK;
   for (int32_t i = 1; i < n_sym && st == IL_OK; i++) st = il__spm_try_pair(&s, i - 1, i);
 
-  while (st == IL_OK && s.n_heap > 0) {
-    il__spm_pair p = il__spm_heap_pop(s.heap, &s.n_heap);
+  while (st == IL_OK && s.heap.n > 0) {
+    il__spm_pair p = il__spm_heap_pop(s.heap.p, &s.heap.n);
     il__sym *l = &s.sym[p.left], *r = &s.sym[p.right];
     /* stale: one side was merged away or grew since the pair was queued */
     if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue;
@@ -130,7 +127,7 @@ il_status il__tokenizer_spm_encode(const il_vocab *v, const char *text, size_t l
     if (id >= 0) st = il__vec_push(out, &id);
     else st = il__spm_emit_bytes(v, text + y->start, y->n, out);
   }
-  il_mem_free(s.heap);
+  il__vec_free(&s.heap);
   il_mem_free(s.sym);
   return st;
 }

@@ -1,4 +1,4 @@
-/* model/tokenizer_pre: the pre-tokenizers of byte-level BPE vocabularies.
+/* model/pretok: the pre-tokenizers of byte-level BPE vocabularies.
  *
  * A pre-tokenizer cuts text into words before BPE merges run inside each word. Each one is a
  * list of regular expressions applied in turn, as llama.cpp does: every expression splits every
@@ -9,16 +9,18 @@
  * classes are written as \x{...} so no editor normalisation can change them.
  * Invalid UTF-8 never fails: PCRE2_MATCH_INVALID_UTF makes such bytes unmatchable, so they end
  * up in the runs between matches.
- * Not for: merging (tokenizer_bpe.c), special tokens (tokenizer.c).
+ * Not for: merging (bpe.c), special tokens (tokenizer.c).
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include "model/pretok.h"
+
 #include <pcre2.h>
 #include <string.h>
 
 #include "memory/mem.h"
-#include "model/tokenizer_impl.h"
+#include "model/utf8.h"
 
-#define IL__PRE_MAX_RX 6
+#define IL__PRETOK_MAX_RX 6
 
 /* GPT-2's expression without its final "|\s+": runs it would match are kept as unmatched
  * runs anyway, with the same boundaries. */
@@ -68,11 +70,11 @@
 typedef struct {
   const char *canon; /* the name reported back */
   const char *names; /* canonical name first, then aliases, '|'-separated */
-  const char *rx[IL__PRE_MAX_RX];
-  il__pre_flags flags;
-} il__pre_def;
+  const char *rx[IL__PRETOK_MAX_RX];
+  il__pretok_flags flags;
+} il__pretok_def;
 
-static const il__pre_def il__pre_defs[] = {
+static const il__pretok_def il__pretok_defs[] = {
     {"default", "default",
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", IL__RX_GPT2, "\\p{N}+", "[0-9][0-9][0-9]"},
      {false, false}},
@@ -101,12 +103,12 @@ static const il__pre_def il__pre_defs[] = {
     {"tekken", "tekken", {IL__RX_TEKKEN}, {true, true}},
 };
 
-struct il__pre {
+struct il__pretok {
   int n_rx;
-  pcre2_code *rx[IL__PRE_MAX_RX];
+  pcre2_code *rx[IL__PRETOK_MAX_RX];
 };
 
-static bool il__pre_name_in(const char *names, const char *name) {
+static bool il__pretok_name_in(const char *names, const char *name) {
   size_t nl = strlen(name);
   const char *p = names;
   while (*p) {
@@ -118,18 +120,18 @@ static bool il__pre_name_in(const char *names, const char *name) {
   return false;
 }
 
-void il__pre_free(il__pre *p) {
+void il__pretok_free(il__pretok *p) {
   if (!p) return;
   for (int i = 0; i < p->n_rx; i++) pcre2_code_free(p->rx[i]);
   il_mem_free(p);
 }
 
-il_status il__pre_new(const char *name, il__pre **out, il__pre_flags *flags, const char **canon) {
+il_status il__pretok_new(const char *name, il__pretok **out, il__pretok_flags *flags, const char **canon) {
   *out = NULL;
-  const il__pre_def *def = NULL;
-  for (size_t i = 0; i < sizeof il__pre_defs / sizeof il__pre_defs[0]; i++) {
-    if (il__pre_name_in(il__pre_defs[i].names, name)) {
-      def = &il__pre_defs[i];
+  const il__pretok_def *def = NULL;
+  for (size_t i = 0; i < sizeof il__pretok_defs / sizeof il__pretok_defs[0]; i++) {
+    if (il__pretok_name_in(il__pretok_defs[i].names, name)) {
+      def = &il__pretok_defs[i];
       break;
     }
   }
@@ -144,9 +146,9 @@ il_status il__pre_new(const char *name, il__pre **out, il__pre_flags *flags, con
   *canon = def->canon;
   *flags = def->flags;
 
-  il__pre *p = il_mem_calloc(IL_MEM_OTHER, sizeof *p, "pre-tokenizer");
+  il__pretok *p = il_mem_calloc(IL_MEM_OTHER, sizeof *p, "pre-tokenizer");
   if (!p) return IL_ERR_OOM;
-  for (int i = 0; i < IL__PRE_MAX_RX && def->rx[i]; i++) {
+  for (int i = 0; i < IL__PRETOK_MAX_RX && def->rx[i]; i++) {
     int err = 0;
     PCRE2_SIZE erroff = 0;
     pcre2_code *c = pcre2_compile((PCRE2_SPTR)def->rx[i], PCRE2_ZERO_TERMINATED,
@@ -155,7 +157,7 @@ il_status il__pre_new(const char *name, il__pre **out, il__pre_flags *flags, con
     if (!c) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof msg);
-      il__pre_free(p);
+      il__pretok_free(p);
       return il_error(IL_ERR_INTERNAL, "pre-tokenizer '%s': expression %d at %zu: %s", name, i,
                       (size_t)erroff, (const char *)msg);
     }
@@ -172,7 +174,7 @@ typedef struct {
 } il__span;
 
 /* Appends the matches of rx in text[w.off .. w.off+w.len) and the runs between them. */
-static il_status il__pre_split_one(pcre2_code *rx, pcre2_match_data *md, const char *text,
+static il_status il__pretok_split_one(pcre2_code *rx, pcre2_match_data *md, const char *text,
                                    il__span w, il__vec *dst) {
   PCRE2_SPTR subj = (PCRE2_SPTR)(text + w.off);
   size_t start = 0, last = 0;
@@ -209,7 +211,7 @@ static il_status il__pre_split_one(pcre2_code *rx, pcre2_match_data *md, const c
   return IL_OK;
 }
 
-il_status il__pre_split(const il__pre *p, const char *text, size_t len, il__vec *words) {
+il_status il__pretok_split(const il__pretok *p, const char *text, size_t len, il__vec *words) {
   if (len == 0) return IL_OK;
   il__vec a, b;
   il__vec_init(&a, sizeof(il__span));
@@ -225,7 +227,7 @@ il_status il__pre_split(const il__pre *p, const char *text, size_t len, il__vec 
   for (int r = 0; r < p->n_rx && s == IL_OK; r++) {
     b.n = 0;
     for (size_t i = 0; i < a.n && s == IL_OK; i++)
-      s = il__pre_split_one(p->rx[r], md, text, IL__VEC_AT(&a, il__span, i), &b);
+      s = il__pretok_split_one(p->rx[r], md, text, IL__VEC_AT(&a, il__span, i), &b);
     il__vec t = a;
     a = b;
     b = t;
