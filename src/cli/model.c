@@ -28,7 +28,6 @@ static void il__model_help(void) {
 
 static void il__print_metadata(const il_gguf *g) {
   printf("\nmetadata (%lld keys):\n", (long long)il_gguf_kv_count(g));
-  static const char *names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
   for (int64_t i = 0; i < il_gguf_kv_count(g); i++) {
     const char *key = il_gguf_key(g, i);
     il_gguf_type t = il_gguf_kv_type(g, i);
@@ -44,7 +43,7 @@ static void il__print_metadata(const il_gguf *g) {
       uint64_t n;
       const void *d;
       if (il_gguf_get_arr(g, key, &et, &n, &d) == IL_OK)
-        printf("[%llu x %s]\n", (unsigned long long)n, et < IL_GGUF_TYPE_COUNT ? names[et] : "?");
+        printf("[%llu x %s]\n", (unsigned long long)n, il_gguf_type_name(et));
       else printf("[array]\n");
     } else if ((t == IL_GGUF_F32 || t == IL_GGUF_F64) && il_gguf_get_f32(g, key, &fv) == IL_OK)
       printf("%g\n", fv);
@@ -53,7 +52,7 @@ static void il__print_metadata(const il_gguf *g) {
     else if (il_gguf_get_i64(g, key, &iv) == IL_OK)
       printf("%lld\n", (long long)iv);
     else
-      printf("(%s)\n", t < IL_GGUF_TYPE_COUNT ? names[t] : "?");
+      printf("(%s)\n", il_gguf_type_name(t));
   }
 }
 

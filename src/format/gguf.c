@@ -35,6 +35,12 @@
 #define IL__MIN_TENSOR_INFO 33u /* u64 name length + 1 byte + u32 n_dims + 1 x u64 ne + u32 type + u64 offset */
 
 /* GGML type names by id, so a file using a type inferlab lacks is reported by name. */
+const char *il_gguf_type_name(uint32_t t) {
+  static const char *const name[IL_GGUF_TYPE_COUNT] = {
+      "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+  return t < IL_GGUF_TYPE_COUNT ? name[t] : "?";
+}
+
 static const char *const il__ggml_names[] = {
     [0] = "f32",      [1] = "f16",      [2] = "q4_0",     [3] = "q4_1",    [6] = "q5_0",
     [7] = "q5_1",     [8] = "q8_0",     [9] = "q8_1",     [10] = "q2_K",   [11] = "q3_K",
@@ -156,7 +162,7 @@ static il_status il__parse_value(il_gguf *g, uint64_t *pos, uint32_t type, int d
   if (n > left / min)
     return il__bad(g, IL_ERR_FORMAT, at + 4, field,
                    "array of %" PRIu64 " %s elements cannot fit in %" PRIu64 " remaining bytes", n,
-                   il__gguf_type_name(et), left);
+                   il_gguf_type_name(et), left);
   *pos = at + 12;
   if (top) {
     top->elem_type = et;
@@ -437,7 +443,7 @@ static il_status il__parse(il_gguf *g) {
     const il__kv *e = &g->kv[ai];
     if (e->type != IL_GGUF_U32)
       return il__bad(g, IL_ERR_FORMAT, e->val_pos - 4, "key 'general.alignment'", "type is %s, expected u32",
-                     il__gguf_type_name(e->type));
+                     il_gguf_type_name(e->type));
     uint32_t a = il__rd32(g->base + e->val_pos);
     if (!il__gguf_is_pow2(a))
       return il__bad(g, IL_ERR_FORMAT, e->val_pos, "key 'general.alignment'", "%" PRIu32 " is not a nonzero power of two", a);
@@ -595,9 +601,9 @@ static il_status il__get(const il_gguf *g, const char *key, const il__kv **out) 
 static il_status il__wrong_type(const il_gguf *g, const il__kv *e, const char *expected) {
   if (e->type == IL_GGUF_ARRAY)
     return il_error(IL_ERR_FORMAT, "%s: offset %" PRIu64 ": key '%s': expected %s, found array of %s", g->name,
-                    e->key_pos, e->key, expected, il__gguf_type_name(e->elem_type));
+                    e->key_pos, e->key, expected, il_gguf_type_name(e->elem_type));
   return il_error(IL_ERR_FORMAT, "%s: offset %" PRIu64 ": key '%s': expected %s, found %s", g->name, e->key_pos,
-                  e->key, expected, il__gguf_type_name(e->type));
+                  e->key, expected, il_gguf_type_name(e->type));
 }
 
 /* Integer value of e as (negative?, two's complement bits); false when not an integer type. */

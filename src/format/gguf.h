@@ -47,6 +47,9 @@ typedef enum {
   IL_GGUF_TYPE_COUNT
 } il_gguf_type;
 
+/* "u8", "string", ... (GGUF's value type names); "?" for a value outside the table. */
+const char *il_gguf_type_name(uint32_t t);
+
 #define IL_GGUF_DEFAULT_ALIGNMENT 32
 #define IL_GGUF_MAX_DIMS 4
 

@@ -26,13 +26,6 @@ static inline uint32_t il__gguf_value_size(uint32_t type) {
   return size[type];
 }
 
-/* "u8", "string", ... for messages; "?" for an unknown type. */
-static inline const char *il__gguf_type_name(uint32_t t) {
-  static const char *const name[IL_GGUF_TYPE_COUNT] = {
-      "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
-  return t < IL_GGUF_TYPE_COUNT ? name[t] : "?";
-}
-
 /* FNV-1a of s[0..n): the hash of the key and tensor-name indexes. */
 static inline uint64_t il__gguf_hash(const char *s, uint64_t n) {
   uint64_t h = 1469598103934665603ull;

@@ -271,7 +271,7 @@ il_status il_gguf_writer_set_raw(il_gguf_writer *w, const char *key, il_gguf_typ
     return il_error_wrap(IL_ERR_INVALID_ARG, "gguf writer: set_raw: ");
   if (pos != size)
     return il_error(IL_ERR_INVALID_ARG, "gguf writer: key '%s': %s value is %" PRIu64 " bytes, %zu given",
-                    key ? key : "", il__gguf_type_name((uint32_t)type), pos, size);
+                    key ? key : "", il_gguf_type_name((uint32_t)type), pos, size);
   uint8_t *val = il_mem_alloc(IL_MEM_OTHER, size ? size : 1, "gguf writer value");
   if (!val) return IL_ERR_OOM;
   if (size) memcpy(val, value, size);

@@ -75,14 +75,15 @@ static void il__count(il_server *s, int code) {
 static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code, const char *type, const char *body,
                                 size_t len) {
   /* libmicrohttpd 0.9.75 takes void * even to copy the body (MUST_COPY), so it gets a copy of
-   * ours to free() (MUST_FREE): the same malloc and memcpy MUST_COPY makes, and no cast. A
-   * failed create leaves the buffer with us. */
-  void *copy = malloc(len ? len : 1);
+   * ours, counted by memory/ like every allocation, that it frees with il_mem_free when the
+   * response is done: no cast, and no allocation behind the memory layer. A failed create
+   * leaves the buffer with us. */
+  void *copy = il_mem_alloc(IL_MEM_OTHER, len ? len : 1, "HTTP response body");
   if (!copy) return MHD_NO;
   if (len) memcpy(copy, body, len);
-  struct MHD_Response *r = MHD_create_response_from_buffer(len, copy, MHD_RESPMEM_MUST_FREE);
+  struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, copy, il_mem_free);
   if (!r) {
-    free(copy);
+    il_mem_free(copy);
     return MHD_NO;
   }
   MHD_add_response_header(r, "Content-Type", type);
