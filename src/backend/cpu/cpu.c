@@ -427,8 +427,12 @@ static size_t il__attn_workspace(il_backend *b, const il_attn_kernel *k, const i
   const int64_t n = a->q.rows < (int64_t)kv->n_ctx * kv->n_seq ? a->q.rows : (int64_t)kv->n_ctx * kv->n_seq;
   if (n <= 0 || kv->max_blocks <= 0 || kv->block <= 0) return 0;
   const int32_t n_seq = kv->n_seq > 0 ? kv->n_seq : 1;
-  int32_t *seq = malloc(sizeof(int32_t) * (size_t)n), *pos = malloc(sizeof(int32_t) * (size_t)n),
-          *table = malloc(sizeof(int32_t) * (size_t)kv->max_blocks * (size_t)n_seq);
+  /* (out of memory here leaves the bound at 0: the kernel then refuses its too-small workspace
+   * by name at run time, never overruns it) */
+  int32_t *seq = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(int32_t) * (size_t)n, "attention layout"),
+          *pos = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(int32_t) * (size_t)n, "attention layout"),
+          *table = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(int32_t) * (size_t)kv->max_blocks * (size_t)n_seq,
+                                "attention layout");
   size_t best = 0;
   if (seq && pos && table) {
     for (int32_t s = 0; s < n_seq; s++)
@@ -459,7 +463,7 @@ static size_t il__attn_workspace(il_backend *b, const il_attn_kernel *k, const i
     }
     il_error_clear();
   }
-  free(seq), free(pos), free(table);
+  il_mem_free(seq), il_mem_free(pos), il_mem_free(table);
   if (!strcmp(k->name, "flash")) { /* its need grows with the tiles too: the analytic bound */
     il_cpu_attn_args ca = il__attn_args(b, a);
     ca.n_tok = a->q.rows;
