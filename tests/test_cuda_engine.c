@@ -13,6 +13,8 @@
  *   bitwise (the same kernels, weights through two slots); --gpu-layers 0..n and --place mixes
  *   of cuda and cpu give them within the F32 bound (the CPU's kernels sum in another order), and
  *   the residual crosses the bus exactly twice per change of backend per token;
+ * - KV cells in bf16 and q8_0 (--kv-type) give the CPU's logits with the same cells within the
+ *   F32 bound (the cells hold the same bytes; only the attention's summation order differs);
  * - plan on cuda: the dry run on cuda:N,dry=SIZE (the device's facts and measured fixed
  *   overhead, no memory behind the allocator) predicts the peak; a run capped at exactly that
  *   (--mem-limit = peak - fixed) opens and decodes a full batch through cuBLAS without growing
@@ -157,6 +159,29 @@ static void test_offload(void) {
   free(a), free(b);
 }
 
+static void test_kv_type(const char *kv_type) {
+  il_config c;
+  il_engine *cpu = NULL, *gpu = NULL;
+  cfg(&c, "cpu", "f32");
+  snprintf(c.kv_type, sizeof c.kv_type, "%s", kv_type);
+  IL_CHECK_OK(il_engine_open(&c, &cpu));
+  cfg(&c, "cuda", "f32");
+  snprintf(c.kv_type, sizeof c.kv_type, "%s", kv_type);
+  IL_CHECK_OK(il_engine_open(&c, &gpu));
+  if (cpu && gpu) {
+    const size_t nv = (size_t)cpu->model->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
+    float *a = calloc(n, 4), *b = calloc(n, 4);
+    IL_CHECK_OK(decode(cpu, a));
+    IL_CHECK_OK(decode(gpu, b));
+    const double e = nerr(a, b, n);
+    printf("kv %-5s cpu vs cuda logits: normalized error %.3g (bound 1e-4)\n", kv_type, e);
+    IL_CHECK(e <= 1e-4);
+    free(a), free(b);
+  }
+  il_engine_free(cpu);
+  il_engine_free(gpu);
+}
+
 static void test_plan(const char *wtype) {
   il_config c;
   cfg(&c, "cuda", wtype);
@@ -241,6 +266,8 @@ int main(void) {
   test_logits("q4_1", 5e-2, all / 2);
   test_oom();
   test_offload();
+  test_kv_type("bf16");
+  test_kv_type("q8_0");
   test_plan("f32");
   test_plan("q8_0");
   return il_test_finish();

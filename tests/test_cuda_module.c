@@ -75,7 +75,9 @@ int main(void) {
   if (st != IL_OK) fprintf(stderr, "selftest: %s\n", il_error_detail());
   IL_CHECK_OK(st);
   printf("self-test: the kernels' decoders equal the CPU dequantizer for f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q5_k q6_k;\n"
-         "           matvec v2's block dot products (q8_0 q4_0 q4_1) match the reference\n");
+         "           matvec v2's block dot products (q8_0 q4_0 q4_1) match the reference;\n"
+         "           KV cells (f16 bf16 q8_0) are written byte for byte as the reference quantizer and read back\n"
+         "           as the reference dequantizer\n");
   int rt = 0, drv = 0;
   m->versions(&rt, &drv);
   IL_CHECK(rt >= 12000);

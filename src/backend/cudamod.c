@@ -49,6 +49,7 @@ static const il_cudamod_host il__host = {
     .caching_snapshot_take = il_caching_snapshot_take,
     .caching_last_oom = il_caching_last_oom,
     .dequantize_row = il_dequantize_row,
+    .quantize_row = il_quantize_row,
 };
 
 /* Appends a then b to the message of why the module did not load. */

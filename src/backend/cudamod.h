@@ -34,7 +34,7 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_CUDAMOD_ABI 1
+#define IL_CUDAMOD_ABI 2
 #define IL_CUDAMOD_FILE "libinferlab-cuda.so"
 #define IL_CUDAMOD_ENTRY "il_cudamod_entry_v1"
 
@@ -76,6 +76,7 @@ typedef struct {
   bool (*caching_last_oom)(il_caching *a, il_caching_oom *out);
   /* core/quant: the CPU reference the module's self-test compares its decoders with */
   il_status (*dequantize_row)(il_dtype t, const void *src, float *dst, int64_t n);
+  il_status (*quantize_row)(il_dtype t, const float *src, void *dst, int64_t n);
 } il_cudamod_host;
 
 /* One CUDA device as the module sees it. */

@@ -11,6 +11,10 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/decode.cuh"
 
+extern "C" {
+#include "core/quant.h" /* il_quantize_row: the q8_0 cells the kernel must write */
+}
+
 static void fake_fault(il__cu_fault *f, int kind, int launch, long long a, long long b, long long c) {
   if (f->kind) return;
   f->kind = kind, f->launch = launch, f->a = a, f->b = b, f->c = c;
@@ -213,8 +217,11 @@ extern "C" cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs,
 }
 
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                                       bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
+                                       il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
                                        int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
+  if (cells != IL_DTYPE_F32 && cells != IL_DTYPE_F16 && cells != IL_DTYPE_BF16 && cells != IL_DTYPE_Q8_0)
+    return cudaErrorInvalidValue;
+  if (cells == IL_DTYPE_Q8_0 && cols % 32) return cudaErrorInvalidValue;
   for (int64_t i = 0; i < n; i++) {
     if (slots[i] < 0 || slots[i] >= n_cells) {
       fake_fault(fault, IL__CU_FAULT_SLOT, launch, i, slots[i], n_cells);
@@ -223,9 +230,19 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
     for (int side = 0; side < 2; side++) {
       const float *src = (const float *)((side ? v : k) + i * (side ? vs : ks));
       uint8_t *dst = (side ? vc : kc) + (size_t)slots[i] * (side ? vcs : kcs);
+      if (cells == IL_DTYPE_Q8_0) { /* the library's reference quantizer, as the kernel's bytes */
+        int64_t j = 0;
+        while (j < cols && isfinite(src[j])) j++;
+        if (j < cols) {
+          fake_fault(fault, IL__CU_FAULT_NONFINITE, launch, i, side, j);
+          continue;
+        }
+        if (il_quantize_row(IL_DTYPE_Q8_0, src, dst, cols) != IL_OK) return cudaErrorInvalidValue;
+        continue;
+      }
       for (int64_t j = 0; j < cols; j++) {
-        if (f16_cells) {
-          const uint16_t h = il_f32_to_fp16(src[j]);
+        if (cells == IL_DTYPE_F16 || cells == IL_DTYPE_BF16) {
+          const uint16_t h = cells == IL_DTYPE_BF16 ? il_f32_to_bf16(src[j]) : il_f32_to_fp16(src[j]);
           memcpy(dst + 2 * j, &h, 2);
         } else {
           memcpy(dst + 4 * j, &src[j], 4);
@@ -261,12 +278,17 @@ extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t
   return cudaSuccess;
 }
 
-static float fake_kv(const void *base, size_t stride, bool f16, int64_t cell, int64_t i) {
+static float fake_kv(const void *base, size_t stride, il_dtype t, int64_t cell, int64_t i) {
   const uint8_t *row = (const uint8_t *)base + (size_t)cell * stride;
-  if (!f16) return ((const float *)row)[i];
+  if (t == IL_DTYPE_F32) return ((const float *)row)[i];
   uint16_t h;
+  if (t == IL_DTYPE_Q8_0) {
+    const uint8_t *b = row + (i / 32) * 34;
+    memcpy(&h, b, 2);
+    return il_fp16_to_f32(h) * (float)(int8_t)b[2 + i % 32];
+  }
   memcpy(&h, row + 2 * i, 2);
-  return il_fp16_to_f32(h);
+  return t == IL_DTYPE_BF16 ? il_bf16_to_f32(h) : il_fp16_to_f32(h);
 }
 
 /* Both attention kernels: the same arithmetic on the host (scores in the workspace when there is one). */
@@ -297,7 +319,7 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
         }
         const int64_t cell = (int64_t)blk * a->block + p % a->block;
         float d = 0;
-        for (int64_t i = 0; i < a->head_dim; i++) d += q[i] * fake_kv(a->k, a->k_stride, a->kv_f16, cell, koff + i);
+        for (int64_t i = 0; i < a->head_dim; i++) d += q[i] * fake_kv(a->k, a->k_stride, a->kv_type, cell, koff + i);
         sc[p] = d * a->scale;
         mx = sc[p] > mx ? sc[p] : mx;
       }
@@ -309,7 +331,7 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
         for (int32_t p = 0; p <= pos; p++) {
           const int32_t blk = tab[p / a->block];
           if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) continue;
-          acc += sc[p] / sum * fake_kv(a->v, a->v_stride, a->kv_f16, (int64_t)blk * a->block + p % a->block, koff + i);
+          acc += sc[p] / sum * fake_kv(a->v, a->v_stride, a->kv_type, (int64_t)blk * a->block + p % a->block, koff + i);
         }
         o[i] = acc;
       }

@@ -7,7 +7,8 @@
  * the block table: cell = table[seq][p / block] * block + p % block) into its row of the
  * workspace; takes the maximum and the sum of exp(score - max) with block reductions; then
  * each thread forms some output dims as sum_p w_p v_p (neighbouring threads read neighbouring
- * V elements). KV cells are F32 or F16; arithmetic is F32. Sequence, position and block-table
+ * V elements). KV cells are F32, F16, BF16 or Q8_0 (decode.cuh il__kv_elem: each element as the
+ * CPU's kernels read it); arithmetic is F32. Sequence, position and block-table
  * entries are checked on the device; the first bad one goes to the fault record and the item
  * is skipped. Memory: workspace rows of n_ctx floats, one per resident block.
  * CPU reference: backend/cpu/cpu.c il__attn_worker.
@@ -24,9 +25,20 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/decode.cuh"
 
 #define IL__ATTN_THREADS 128
 #define IL__ATTN_GRID 1024
+
+/* Runs CALL(CT) for the cache's cell type; cudaErrorInvalidValue for a type without a reader. */
+#define IL__FOR_KV_TYPE(t, CALL)                     \
+  switch (t) {                                       \
+  case IL_DTYPE_F32: CALL(IL_DTYPE_F32); break;      \
+  case IL_DTYPE_F16: CALL(IL_DTYPE_F16); break;      \
+  case IL_DTYPE_BF16: CALL(IL_DTYPE_BF16); break;    \
+  case IL_DTYPE_Q8_0: CALL(IL_DTYPE_Q8_0); break;    \
+  default: return cudaErrorInvalidValue;             \
+  }
 
 extern "C" int64_t il__cu_attn_naive_rows(int64_t n_items) { return n_items < IL__ATTN_GRID ? n_items : IL__ATTN_GRID; }
 
@@ -43,14 +55,13 @@ __device__ static float il__block_reduce(float v, bool is_max, float *sh) {
   return r;
 }
 
-template <bool F16>
+/* Element i of cell `cell` of a cache of type CT (an il_dtype). */
+template <int CT>
 __device__ static float il__kv_at(const void *base, size_t stride, int64_t cell, int64_t i) {
-  const uint8_t *row = (const uint8_t *)base + (size_t)cell * stride;
-  if (F16) return __half2float(((const __half *)row)[i]);
-  return ((const float *)row)[i];
+  return il__kv_elem<CT>((const uint8_t *)base + (size_t)cell * stride, i);
 }
 
-template <bool F16>
+template <int CT>
 __global__ void il__k_attn_naive(il__cu_attn a) {
   extern __shared__ float q_sh[]; /* head_dim floats */
   __shared__ float red[IL__ATTN_THREADS / 32];
@@ -92,7 +103,7 @@ __global__ void il__k_attn_naive(il__cu_attn a) {
           a.fault->launch = a.launch, a.fault->a = seq, a.fault->b = blk, a.fault->c = a.n_cells;
       } else {
         float d = 0.0f;
-        for (int64_t i = 0; i < a.head_dim; i++) d += q_sh[i] * il__kv_at<F16>(a.k, a.k_stride, cell, koff + i);
+        for (int64_t i = 0; i < a.head_dim; i++) d += q_sh[i] * il__kv_at<CT>(a.k, a.k_stride, cell, koff + i);
         sc = d * a.scale;
       }
       scores[p] = sc;
@@ -115,7 +126,7 @@ __global__ void il__k_attn_naive(il__cu_attn a) {
         const int32_t blk = tab[p / a.block];
         if (blk < 0 || ((int64_t)blk + 1) * a.block > a.n_cells) continue;
         const int64_t cell = (int64_t)blk * a.block + p % a.block;
-        acc += scores[p] * norm * il__kv_at<F16>(a.v, a.v_stride, cell, koff + i);
+        acc += scores[p] * norm * il__kv_at<CT>(a.v, a.v_stride, cell, koff + i);
       }
       o[i] = acc;
     }
@@ -128,8 +139,9 @@ extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
   if (n_items <= 0) return cudaSuccess;
   const unsigned grid = (unsigned)il__cu_attn_naive_rows(n_items);
   const size_t sh = (size_t)a->head_dim * sizeof(float);
-  if (a->kv_f16) il__k_attn_naive<true><<<grid, IL__ATTN_THREADS, sh, s>>>(*a);
-  else il__k_attn_naive<false><<<grid, IL__ATTN_THREADS, sh, s>>>(*a);
+#define IL__NAIVE(CT) il__k_attn_naive<CT><<<grid, IL__ATTN_THREADS, sh, s>>>(*a)
+  IL__FOR_KV_TYPE(a->kv_type, IL__NAIVE);
+#undef IL__NAIVE
   return cudaGetLastError();
 }
 
@@ -138,7 +150,7 @@ extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
 #define IL__ME_WARPS 4
 #define IL__ME_DPL 8 /* head dims per lane: head_dim <= 256 */
 
-template <bool F16>
+template <int CT>
 __global__ void il__k_attn_memeff(il__cu_attn a) {
   __shared__ float m_sh[IL__ME_WARPS], l_sh[IL__ME_WARPS];
   __shared__ float acc_sh[IL__ME_WARPS][32 * IL__ME_DPL];
@@ -181,7 +193,7 @@ __global__ void il__k_attn_memeff(il__cu_attn a) {
 #pragma unroll
     for (int j = 0; j < IL__ME_DPL; j++) {
       const int64_t dd = lane + 32 * j;
-      if (dd < hd) d += qr[j] * il__kv_at<F16>(a.k, a.k_stride, cell, koff + dd);
+      if (dd < hd) d += qr[j] * il__kv_at<CT>(a.k, a.k_stride, cell, koff + dd);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
@@ -191,7 +203,7 @@ __global__ void il__k_attn_memeff(il__cu_attn a) {
 #pragma unroll
     for (int j = 0; j < IL__ME_DPL; j++) {
       const int64_t dd = lane + 32 * j;
-      if (dd < hd) acc[j] = acc[j] * corr + e * il__kv_at<F16>(a.v, a.v_stride, cell, koff + dd);
+      if (dd < hd) acc[j] = acc[j] * corr + e * il__kv_at<CT>(a.v, a.v_stride, cell, koff + dd);
     }
     m = m_new;
   }
@@ -221,7 +233,8 @@ extern "C" cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a) 
   const int64_t n_items = a->n_tok * a->n_heads;
   if (n_items <= 0) return cudaSuccess;
   if (n_items > 0x7fffffff || a->head_dim > 32 * IL__ME_DPL) return cudaErrorInvalidValue;
-  if (a->kv_f16) il__k_attn_memeff<true><<<(unsigned)n_items, 32 * IL__ME_WARPS, 0, s>>>(*a);
-  else il__k_attn_memeff<false><<<(unsigned)n_items, 32 * IL__ME_WARPS, 0, s>>>(*a);
+#define IL__MEMEFF(CT) il__k_attn_memeff<CT><<<(unsigned)n_items, 32 * IL__ME_WARPS, 0, s>>>(*a)
+  IL__FOR_KV_TYPE(a->kv_type, IL__MEMEFF);
+#undef IL__MEMEFF
   return cudaGetLastError();
 }

@@ -73,7 +73,20 @@ static void *il__ptr(il_tensor t) { return (uint8_t *)t.buf->base + t.off; }
 static int il__note(il__cu *c, const char *op, const il_tensor *t) {
   c->launch++;
   snprintf(c->launch_what[c->launch % IL__CU_LAUNCH_RING], sizeof c->launch_what[0], "%s '%s'", op, il__nm(t));
+  c->launch_rows[c->launch % IL__CU_LAUNCH_RING][0][0] = 0;
+  c->launch_rows[c->launch % IL__CU_LAUNCH_RING][1][0] = 0;
   return c->launch;
+}
+
+/* kv_store's K and V rows tensors for launch id (a non-finite row is named by them). */
+static void il__note_rows(il__cu *c, int id, const il_tensor *k, const il_tensor *v) {
+  snprintf(c->launch_rows[id % IL__CU_LAUNCH_RING][0], sizeof c->launch_rows[0][0], "%s", il__nm(k));
+  snprintf(c->launch_rows[id % IL__CU_LAUNCH_RING][1], sizeof c->launch_rows[0][0], "%s", il__nm(v));
+}
+
+/* The KV cell types this backend stores and its attention kernels read. */
+static bool il__kv_type_ok(il_dtype t) {
+  return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 || t == IL_DTYPE_Q8_0;
 }
 
 /* After the compute stream synchronized with the fault record copied to fault_host: turns a
@@ -98,6 +111,12 @@ static il_status il__faults(il__cu *c) {
   case IL__CU_FAULT_POS:
     return il_error(IL_ERR_RANGE, "%s: %s: row %lld: position %lld outside the context of %lld (found on the device)",
                     c->spec, what, f.a, f.b, f.c);
+  case IL__CU_FAULT_NONFINITE: {
+    const char *rows = c->launch - f.launch < IL__CU_LAUNCH_RING ? c->launch_rows[f.launch % IL__CU_LAUNCH_RING][f.b ? 1 : 0]
+                                                                 : "";
+    return il_error(IL_ERR_FORMAT, "%s: %s: row %lld of '%s' into q8_0 cells: element %lld is not finite (found on the "
+                    "device)", c->spec, what, f.a, *rows ? rows : "?", f.c);
+  }
   default:
     return il_error(IL_ERR_RANGE, "%s: %s: sequence %lld: block-table entry %lld outside the %lld cells (found on the device)",
                     c->spec, what, f.a, f.b, f.c);
@@ -349,7 +368,7 @@ static bool il__supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il__weight_type(wtype);
   case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: return wtype == IL_DTYPE_F32 || wtype == IL_DTYPE_F16; /* the KV cache type */
+  case IL_OP_ATTENTION: return il__kv_type_ok(wtype); /* the KV cache type */
   default: return true;
   }
 }
@@ -537,8 +556,11 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
   il__cu *c = il__cu_of(b);
   IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
   IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
-  if ((kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) || kv->v.type != kv->k.type)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32 or f16)", il_dtype_name(kv->k.type));
+  if (!il__kv_type_ok(kv->k.type) || kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)", il_dtype_name(kv->k.type));
+  if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
+                    (long long)k.cols);
   IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
   IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
   IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
@@ -548,14 +570,16 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
   IL_TRY(il__aligned("kv_store", &slots, 4));
   IL_TRY(il__aligned("kv_store", &k, 4));
   IL_TRY(il__aligned("kv_store", &v, 4));
-  IL_TRY(il__aligned("kv_store", &kv->k, kv->k.type == IL_DTYPE_F16 ? 2 : 1));
-  IL_TRY(il__aligned("kv_store", &kv->v, kv->v.type == IL_DTYPE_F16 ? 2 : 1));
+  IL_TRY(il__aligned("kv_store", &kv->k, kv->k.type == IL_DTYPE_F32 ? 1 : 2));
+  IL_TRY(il__aligned("kv_store", &kv->v, kv->v.type == IL_DTYPE_F32 ? 1 : 2));
   if (!k.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "kv_store", il__nm(&kv->k));
   const int id = il__note(c, "kv_store into", &kv->k);
+  /* a q8_0 row that cannot be quantized is named by its rows tensor, as on the CPU */
+  il__note_rows(c, id, &k, &v);
   IL_CUDA_CHECK(c, il__cu_kv_store(c->compute, il__ptr(kv->k), kv->k.stride, il__ptr(kv->v), kv->v.stride, kv->k.rows,
-                                   kv->k.type == IL_DTYPE_F16, il__ptr(k), k.stride, il__ptr(v), v.stride, k.cols,
-                                   il__ptr(slots), k.rows, c->fault, id),
+                                   kv->k.type, il__ptr(k), k.stride, il__ptr(v), v.stride, k.cols, il__ptr(slots),
+                                   k.rows, c->fault, id),
                 "kv_store", il__nm(&kv->k));
   return IL_OK;
 }
@@ -656,7 +680,8 @@ static il_status il__value_stats(il_backend *b, il_tensor x, int64_t *nonfinite,
 static const char *il__naive_why_not(il_backend *b, const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
   if (kv->k.type != kv->v.type) return "needs K and V of one type";
-  if (kv->k.type != IL_DTYPE_F32 && kv->k.type != IL_DTYPE_F16) return "reads an F32 or F16 cache only";
+  if (!il__kv_type_ok(kv->k.type)) return "reads f32, f16, bf16 or q8_0 cells only";
+  if (kv->k.type == IL_DTYPE_Q8_0 && a->head_dim % 32) return "q8_0 cells need a head size that is a multiple of 32";
   return NULL;
 }
 
@@ -697,8 +722,8 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
                     kv->max_blocks, kv->block);
   IL_TRY(il__aligned("attention", &a->q, 4));
   IL_TRY(il__aligned("attention", &a->out, 4));
-  IL_TRY(il__aligned("attention", &kv->k, kv->k.type == IL_DTYPE_F16 ? 2 : 4));
-  IL_TRY(il__aligned("attention", &kv->v, kv->v.type == IL_DTYPE_F16 ? 2 : 4));
+  IL_TRY(il__aligned("attention", &kv->k, kv->k.type == IL_DTYPE_F32 ? 4 : 2));
+  IL_TRY(il__aligned("attention", &kv->v, kv->v.type == IL_DTYPE_F32 ? 4 : 2));
   if (need) {
     IL_TRY(il__check("attention", &ws, IL_DTYPE_COUNT));
     IL_TRY(il__aligned("attention", &ws, 4));
@@ -711,7 +736,7 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
       .out = il__ptr(a->out), .q = il__ptr(a->q), .out_stride = a->out.stride, .q_stride = a->q.stride,
       .seq = il__ptr(a->seq), .pos = il__ptr(a->pos), .table = il__ptr(kv->block_table),
       .k = il__ptr(kv->k), .v = il__ptr(kv->v), .k_stride = kv->k.stride, .v_stride = kv->v.stride,
-      .kv_f16 = kv->k.type == IL_DTYPE_F16, .n_tok = a->q.rows, .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads,
+      .kv_type = kv->k.type, .n_tok = a->q.rows, .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads,
       .head_dim = a->head_dim, .n_cells = kv->k.rows, .block = kv->block, .n_seq = kv->n_seq,
       .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
       .fault = c->fault, .launch = il__note(c, "attention over", &kv->k)};
@@ -1121,10 +1146,11 @@ static void il__versions(int *runtime, int *driver) {
 }
 
 static int il__ref(il_dtype t, const void *src, float *dst, int64_t n) { return il_dequantize_row(t, src, dst, n) != IL_OK; }
+static int il__qref(il_dtype t, const float *src, void *dst, int64_t n) { return il_quantize_row(t, src, dst, n) != IL_OK; }
 
 static il_status il__selftest(void) {
   char err[256] = "";
-  if (il__cu_selftest(il__ref, err, sizeof err))
+  if (il__cu_selftest(il__ref, il__qref, err, sizeof err))
     return il_error(IL_ERR_INTERNAL, "cuda module self-test: %s", err);
   return IL_OK;
 }

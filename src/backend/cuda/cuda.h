@@ -46,6 +46,7 @@ typedef enum {
   IL__CU_FAULT_SEQ,      /* attention: a = row, b = sequence, c = n_seq */
   IL__CU_FAULT_POS,      /* attention: a = row, b = position, c = n_ctx */
   IL__CU_FAULT_BLOCK,    /* attention: a = sequence, b = block-table entry, c = cells */
+  IL__CU_FAULT_NONFINITE, /* kv_store into q8_0 cells: a = row, b = 0 (k) or 1 (v), c = element */
 } il__cu_fault_kind;
 
 typedef struct {
@@ -102,10 +103,10 @@ cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_
 cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out, bool bf16);
 
 /* Row i of k and v (cols floats, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs bytes
- * apart, n_cells cells, F32 or, with f16_cells, F16). A slot outside [0, n_cells) is recorded
- * in fault. */
+ * apart, n_cells cells of type cells: F32, F16, BF16, or Q8_0 with cols a multiple of 32). A slot
+ * outside [0, n_cells), or (Q8_0) a row with a non-finite value, is recorded in fault. */
 cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                            bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
+                            il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
                             const int32_t *slots, int64_t n, il__cu_fault *fault, int launch);
 
 /* Everything il__cu_attn_naive reads. */
@@ -116,7 +117,7 @@ typedef struct {
   const int32_t *seq, *pos, *table;
   const void *k, *v;                         /* cells, F32 or F16 */
   size_t k_stride, v_stride;                 /* bytes */
-  bool kv_f16;
+  il_dtype kv_type;                          /* F32, F16, BF16 or Q8_0 cells */
   int64_t n_tok, n_heads, n_kv_heads, head_dim, n_cells;
   int32_t block, n_seq, max_blocks, n_ctx;
   float scale;
@@ -137,7 +138,8 @@ cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a);
  * ref (the library's dequantize_row) bit for bit. 0 when they agree; else nonzero with a
  * message in err. */
 typedef int (*il__cu_ref_fn)(il_dtype t, const void *src, float *dst, int64_t n);
-int il__cu_selftest(il__cu_ref_fn ref, char *err, size_t nerr);
+typedef int (*il__cu_qref_fn)(il_dtype t, const float *src, void *dst, int64_t n);
+int il__cu_selftest(il__cu_ref_fn ref, il__cu_qref_fn qref, char *err, size_t nerr);
 
 /* cudaFuncGetAttributes of one kernel: cudaErrorNoKernelImageForDevice when the module has
  * neither SASS nor PTX for the current device. binary/ptx: the versions it will run. */

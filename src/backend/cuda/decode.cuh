@@ -253,6 +253,56 @@ IL__HD float il__block_dot(const int *wq, float dw, float mw, const int *xw, flo
 /* Units in a row of n_in elements. */
 IL__HD int64_t il__n_units(int64_t n_in) { return (n_in + 31) / 32; }
 
+/* ---- KV cells (attention.cu reads them, kv.cu writes them) ---- */
+
+/* Element i of a KV cell row of type T (F32, F16, BF16, Q8_0; F32 rows 4-byte aligned, the
+ * others 2-byte): the value the CPU's attention kernels read. Q8_0: d x q of the element's
+ * 34-byte block, as il_dequantize_row computes it. */
+template <int T>
+IL__HD float il__kv_elem(const uint8_t *row, int64_t i) {
+  if (T == IL_DTYPE_F32) return ((const float *)row)[i];
+  if (T == IL_DTYPE_F16) return il__f16(((const uint16_t *)row)[i]);
+  if (T == IL_DTYPE_BF16) return il__bf16(((const uint16_t *)row)[i]);
+  const uint8_t *b = row + (i >> 5) * 34;
+  return il__mul(il__f16(il__ld16(b)), (float)(int8_t)b[2 + (i & 31)]);
+}
+
+/* F32 -> F16 / BF16 bits, round to nearest even (BF16: a NaN stays a quiet NaN), as core/dtype's
+ * il_f32_to_fp16 and il_f32_to_bf16. */
+IL__HD uint16_t il__f16_bits(float f) {
+#ifdef __CUDA_ARCH__
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  return il_f32_to_fp16(f);
+#endif
+}
+
+IL__HD uint16_t il__bf16_bits(float f) {
+#ifdef __CUDA_ARCH__
+  uint32_t x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return (uint16_t)(x >> 16);
+#else
+  return il_f32_to_bf16(f);
+#endif
+}
+
+/* ggml's quantize_row_q8_0_ref, the CPU's il_quantize_row: a block's scale d = amax / 127 (in
+ * float, then stored as F16) and its inverse (0 for an all-zero block)... */
+IL__HD float il__q8_inverse(float amax, float *d) {
+  *d = amax / 127.0f;
+  return *d != 0.0f ? 1.0f / *d : 0.0f;
+}
+
+/* ...and each value: round(x * id) half away from zero; a value out of int range (an infinite
+ * inverse of a subnormal scale, 0 x inf) wraps as x86's conversion does, to the same bytes. */
+IL__HD int8_t il__q8_value(float x, float id) {
+  const float v = roundf(il__mul(x, id));
+  const int i = (v > -2147483648.0f && v < 2147483648.0f) ? (int)v : (-2147483647 - 1);
+  return (int8_t)(uint8_t)((unsigned)i & 0xffu);
+}
+
 /* Calls f<T>() for a runtime type; false for a type without decoder. */
 #define IL__FOR_TYPE(t, CALL)                 \
   switch (t) {                                \

@@ -62,6 +62,7 @@ typedef struct {
   bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */
   int launch;                      /* id of the last launch that can fault */
   char launch_what[IL__CU_LAUNCH_RING][96];
+  char launch_rows[IL__CU_LAUNCH_RING][2][64]; /* kv_store's K and V rows tensors ("" for other launches) */
   pthread_mutex_t lock;            /* transfer counters */
   pthread_mutex_t xfer_lock;       /* one transfer at a time: the staging buffers, stage_next and join
                                       are shared, and model offloading uploads from its copy thread

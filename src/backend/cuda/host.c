@@ -88,3 +88,6 @@ bool il_caching_last_oom(il_caching *a, il_caching_oom *out) { return il__cu_hos
 il_status il_dequantize_row(il_dtype t, const void *src, float *dst, int64_t n) {
   return il__cu_host->dequantize_row(t, src, dst, n);
 }
+il_status il_quantize_row(il_dtype t, const float *src, void *dst, int64_t n) {
+  return il__cu_host->quantize_row(t, src, dst, n);
+}

@@ -1,15 +1,30 @@
 /* backend/cuda/kv: kv_store, rows of K and V written to their cells at slots (the paged
  * layout's slot mapping; a contiguous cache is the same with one block per sequence).
  *
- * The rows are F32 (the activations); the cells F32 or F16. One block per row: it reads its
- * slot and writes the K and V rows: F32 cells as 4-byte words when every address and stride
- * allows it (else byte by byte), F16 cells converted with round to nearest even (as the CPU's
- * il_f32_to_fp16). A slot outside the cells is written to the fault record and the row is
- * skipped. CPU reference: backend/cpu/cpu.c il__cpu_kv_store.
+ * The rows are F32 (the activations); the cells F32, F16, BF16 or Q8_0 (--kv-type). One block of
+ * 128 threads per row: it reads its slot and writes the K and V rows. F32 cells are copied as
+ * 4-byte words when every address and stride allows it (else byte by byte); F16 and BF16 cells
+ * are converted with round to nearest even (decode.cuh il__f16_bits / il__bf16_bits, as the
+ * CPU's il_f32_to_fp16 / il_f32_to_bf16); Q8_0 cells are quantized one 32-value block per warp
+ * exactly as ggml's reference quantizer (decode.cuh il__q8_inverse / il__q8_value, the CPU's
+ * il_quantize_row: the same bytes). A slot outside the cells, or a Q8_0 block with a non-finite
+ * value (the CPU refuses such a row by name), goes to the fault record and is not written.
+ * CPU reference: backend/cpu/cpu.c il__cpu_kv_store.
  */
-#include <cuda_fp16.h>
-
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/decode.cuh"
+
+/* Thread 0's check of row i's slot; false (and the fault recorded) when it is out of range. */
+__device__ static bool il__slot_ok(int64_t i, int64_t slot, int64_t n_cells, il__cu_fault *fault, int launch) {
+  if (slot >= 0 && slot < n_cells) return true;
+  if (threadIdx.x == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_SLOT) == 0) {
+    fault->launch = launch;
+    fault->a = i;
+    fault->b = slot;
+    fault->c = n_cells;
+  }
+  return false;
+}
 
 template <typename W>
 __global__ void il__k_kv_store(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells, const uint8_t *k,
@@ -17,15 +32,7 @@ __global__ void il__k_kv_store(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs,
                                il__cu_fault *fault, int launch) {
   const int64_t i = blockIdx.x;
   const int64_t slot = slots[i];
-  if (slot < 0 || slot >= n_cells) {
-    if (threadIdx.x == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_SLOT) == 0) {
-      fault->launch = launch;
-      fault->a = i;
-      fault->b = slot;
-      fault->c = n_cells;
-    }
-    return;
-  }
+  if (!il__slot_ok(i, slot, n_cells, fault, launch)) return;
   const size_t nw = row_bytes / sizeof(W);
   W *kd = (W *)(kc + (size_t)slot * kcs), *vd = (W *)(vc + (size_t)slot * vcs);
   const W *kr = (const W *)(k + (size_t)i * ks), *vr = (const W *)(v + (size_t)i * vs);
@@ -35,36 +42,78 @@ __global__ void il__k_kv_store(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs,
   }
 }
 
-__global__ void il__k_kv_store_f16(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells, const uint8_t *k,
-                                   size_t ks, const uint8_t *v, size_t vs, int64_t cols, const int32_t *slots,
-                                   il__cu_fault *fault, int launch) {
+/* F16 (BF16 false) or BF16 cells. */
+template <bool BF16>
+__global__ void il__k_kv_store_half(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
+                                    const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
+                                    const int32_t *slots, il__cu_fault *fault, int launch) {
   const int64_t i = blockIdx.x;
   const int64_t slot = slots[i];
-  if (slot < 0 || slot >= n_cells) {
-    if (threadIdx.x == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_SLOT) == 0) {
-      fault->launch = launch;
-      fault->a = i;
-      fault->b = slot;
-      fault->c = n_cells;
-    }
-    return;
-  }
-  __half *kd = (__half *)(kc + (size_t)slot * kcs), *vd = (__half *)(vc + (size_t)slot * vcs);
+  if (!il__slot_ok(i, slot, n_cells, fault, launch)) return;
+  uint16_t *kd = (uint16_t *)(kc + (size_t)slot * kcs), *vd = (uint16_t *)(vc + (size_t)slot * vcs);
   const float *kr = (const float *)(k + (size_t)i * ks), *vr = (const float *)(v + (size_t)i * vs);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    kd[j] = __float2half_rn(kr[j]);
-    vd[j] = __float2half_rn(vr[j]);
+    kd[j] = BF16 ? il__bf16_bits(kr[j]) : il__f16_bits(kr[j]);
+    vd[j] = BF16 ? il__bf16_bits(vr[j]) : il__f16_bits(vr[j]);
+  }
+}
+
+/* Q8_0 cells: warp w quantizes blocks w, w + 4, ... of the K row, then of the V row. */
+__global__ void il__k_kv_store_q8(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells, const uint8_t *k,
+                                  size_t ks, const uint8_t *v, size_t vs, int64_t cols, const int32_t *slots,
+                                  il__cu_fault *fault, int launch) {
+  const int64_t i = blockIdx.x;
+  const int64_t slot = slots[i];
+  if (!il__slot_ok(i, slot, n_cells, fault, launch)) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int64_t nb = cols / 32;
+  for (int side = 0; side < 2; side++) {
+    uint8_t *dst = side ? vc + (size_t)slot * vcs : kc + (size_t)slot * kcs;
+    const float *src = (const float *)(side ? v + (size_t)i * vs : k + (size_t)i * ks);
+    for (int64_t jb = warp; jb < nb; jb += n_warps) {
+      const float x = src[jb * 32 + lane];
+      const unsigned bad = __ballot_sync(0xffffffffu, !isfinite(x));
+      if (bad) {
+        if (lane == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_NONFINITE) == 0) {
+          fault->launch = launch;
+          fault->a = i;
+          fault->b = side;
+          fault->c = jb * 32 + __ffs(bad) - 1;
+        }
+        continue;
+      }
+      float amax = fabsf(x);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      float d;
+      const float id = il__q8_inverse(amax, &d);
+      uint8_t *blk = dst + jb * 34;
+      if (lane == 0) *(uint16_t *)blk = il__f16_bits(d); /* blocks are 34 bytes: 2-byte aligned */
+      blk[2 + lane] = (uint8_t)il__q8_value(x, id);
+    }
   }
 }
 
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                                       bool f16_cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
+                                       il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
                                        int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
   if (n <= 0) return cudaSuccess;
   if (n > 0x7fffffff) return cudaErrorInvalidValue;
-  if (f16_cells) {
-    il__k_kv_store_f16<<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault, launch);
+  switch (cells) {
+  case IL_DTYPE_F16:
+    il__k_kv_store_half<false><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault,
+                                                           launch);
     return cudaGetLastError();
+  case IL_DTYPE_BF16:
+    il__k_kv_store_half<true><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault,
+                                                          launch);
+    return cudaGetLastError();
+  case IL_DTYPE_Q8_0:
+    if (cols % 32) return cudaErrorInvalidValue;
+    il__k_kv_store_q8<<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault, launch);
+    return cudaGetLastError();
+  case IL_DTYPE_F32: break;
+  default: return cudaErrorInvalidValue;
   }
   const size_t row_bytes = (size_t)cols * 4;
   const uintptr_t all = (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)k | (uintptr_t)v | kcs | vcs | ks | vs | row_bytes;

@@ -5,7 +5,10 @@
  * element and bit for bit, with the library's reference il_dequantize_row on rows of random
  * bytes with sane scales (and, for the float types, a length that is not a multiple of 32).
  * It also checks matvec version 2's per-block integer arithmetic (il__block_words, il__block_dot,
- * il__quant_one) against the reference dequantizer for Q8_0, Q4_0 and Q4_1.
+ * il__quant_one) against the reference dequantizer for Q8_0, Q4_0 and Q4_1, and the KV cells'
+ * code: what kv.cu writes (F16/BF16 conversion, Q8_0 quantization: il__f16_bits, il__bf16_bits,
+ * il__q8_inverse, il__q8_value) against the reference quantizer byte for byte, and what the
+ * attention kernels read (il__kv_elem) against the reference dequantizer bit for bit.
  * This is the module's part of the host-side tests (tests/test_cuda_module.c calls it through
  * the module table); the kernels around the decoders are checked by test_backend_ops on a GPU.
  */
@@ -138,7 +141,61 @@ static int il__check_q8_dot(il__cu_ref_fn ref, char *err, size_t nerr) {
   return 0;
 }
 
-extern "C" int il__cu_selftest(il__cu_ref_fn ref, char *err, size_t nerr) {
+/* KV cells of type T: a row of 96 values (three Q8_0 blocks: ordinary values, an all-zero block,
+ * and one with a tiny maximum whose scale is subnormal in F16) written as kv.cu writes it, then
+ * read back as the attention kernels read it. */
+template <int T>
+static int il__check_kv(il__cu_ref_fn ref, il__cu_qref_fn qref, char *err, size_t nerr) {
+  const il_dtype t = (il_dtype)T;
+  enum { N = 96 };
+  for (int trial = 0; trial < 16; trial++) {
+    float x[N], want[N];
+    for (int i = 0; i < N; i++) x[i] = ((int)(il__next() % 200001) - 100000) * 1e-4f * (trial % 4 + 1);
+    for (int i = 32; i < 64; i++) x[i] = 0.0f;
+    for (int i = 64; i < 96; i++) x[i] *= 1e-9f;
+    uint8_t got_row[N * 4], want_row[N * 4];
+    size_t bytes = 0;
+    if (T == IL_DTYPE_Q8_0) {
+      for (int b = 0; b < N / 32; b++) {
+        float amax = 0.0f, d;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        const float id = il__q8_inverse(amax, &d);
+        const uint16_t h = il__f16_bits(d);
+        memcpy(got_row + b * 34, &h, 2);
+        for (int j = 0; j < 32; j++) got_row[b * 34 + 2 + j] = (uint8_t)il__q8_value(x[b * 32 + j], id);
+      }
+      bytes = N / 32 * 34;
+    } else {
+      for (int i = 0; i < N; i++) {
+        const uint16_t h = T == IL_DTYPE_BF16 ? il__bf16_bits(x[i]) : il__f16_bits(x[i]);
+        memcpy(got_row + 2 * i, &h, 2);
+      }
+      bytes = N * 2;
+    }
+    if (qref(t, x, want_row, N) != 0 || ref(t, want_row, want, N) != 0) {
+      snprintf(err, nerr, "%s: the reference refused a KV row", il_dtype_name(t));
+      return 1;
+    }
+    if (memcmp(got_row, want_row, bytes) != 0) {
+      size_t i = 0;
+      while (got_row[i] == want_row[i]) i++;
+      snprintf(err, nerr, "%s KV cells (kv.cu): byte %zu is 0x%02x, the reference quantizer writes 0x%02x (trial %d)",
+               il_dtype_name(t), i, got_row[i], want_row[i], trial);
+      return 1;
+    }
+    for (int i = 0; i < N; i++) {
+      const float v = il__kv_elem<T>(want_row, i);
+      if (memcmp(&v, &want[i], 4) != 0) {
+        snprintf(err, nerr, "%s KV cells (attention): element %d reads %.9g, the reference %.9g (trial %d)",
+                 il_dtype_name(t), i, v, want[i], trial);
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+extern "C" int il__cu_selftest(il__cu_ref_fn ref, il__cu_qref_fn qref, char *err, size_t nerr) {
   int bad = 0;
   bad = bad || il__check_type<IL_DTYPE_F32>(ref, err, nerr);
   bad = bad || il__check_type<IL_DTYPE_F16>(ref, err, nerr);
@@ -152,5 +209,8 @@ extern "C" int il__cu_selftest(il__cu_ref_fn ref, char *err, size_t nerr) {
   bad = bad || il__check_q8_dot<IL_DTYPE_Q8_0>(ref, err, nerr);
   bad = bad || il__check_q8_dot<IL_DTYPE_Q4_0>(ref, err, nerr);
   bad = bad || il__check_q8_dot<IL_DTYPE_Q4_1>(ref, err, nerr);
+  bad = bad || il__check_kv<IL_DTYPE_F16>(ref, qref, err, nerr);
+  bad = bad || il__check_kv<IL_DTYPE_BF16>(ref, qref, err, nerr);
+  bad = bad || il__check_kv<IL_DTYPE_Q8_0>(ref, qref, err, nerr);
   return bad;
 }
