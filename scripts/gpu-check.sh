@@ -113,7 +113,7 @@ else
     -DCMAKE_CUDA_COMPILER="$nvcc"
   step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
   step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_cuda_glue \
-    test_backend_ops test_cuda_engine test_sim bench_cuda
+    test_backend_ops test_cuda_engine test_sim test_doctor_elf bench_cuda
 fi
 
 case $bdir in /*) ;; *) bdir=$PWD/$bdir ;; esac
@@ -134,6 +134,7 @@ step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_
 step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_cuda_engine 180 "$bdir/test_cuda_engine"
 step test_sim 120 "$bdir/test_sim"
+step test_doctor_elf 60 "$bdir/test_doctor_elf" # the real libcuda's ELF: its version string where doctor reads it
 step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
 sanitizer=$(command -v compute-sanitizer || echo "$(dirname "$nvcc")/compute-sanitizer")
 [ -x "$sanitizer" ] || sanitizer=$(dirname "$(dirname "$nvcc")")/compute-sanitizer/compute-sanitizer

@@ -13,10 +13,15 @@
  * among other strings. The scenario: a bare libcuda.so.1 (a regular file, no versioned name)
  * from a 470 install on LD_LIBRARY_PATH in front of a 535 driver, as in
  * https://github.com/NVIDIA/nvidia-docker/issues/1256 (an image's own older libcuda).
+ * On a machine with an NVIDIA driver (scripts/gpu-check.sh runs this test there), the installed
+ * libcuda.so.VERSION files are read too and the version found inside must be the one in the
+ * file name: the check of the layout above on a real library. Without a driver that part says
+ * it did not run.
  * Bad input: every truncation of a valid file, 3000 seeded random corruptions and hand-made
  * bad headers must give an error value naming the file and an offset, never a crash (run under
  * ASan in the sanitizer tier).
  */
+#include <dirent.h>
 #include <stdint.h>
 
 #include "sysroots/scenario.h"
@@ -284,10 +289,38 @@ static void test_loader_bare_file(void) {
   sr_destroy(root);
 }
 
+/* Real libcuda.so.X.Y.Z files in the usual driver directories: the ELF's version string must
+ * equal the file name's. */
+static void test_real_libcuda(void) {
+  static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu",
+                                     "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib"};
+  int n_read = 0;
+  for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+    DIR *dir = opendir(dirs[d]);
+    if (!dir) continue;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+      const char *ver = e->d_name + 11; /* after "libcuda.so.": "535.54.03", not "1" */
+      if (strncmp(e->d_name, "libcuda.so.", 11) || !strchr(ver, '.')) continue;
+      char path[1024];
+      snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+      il_elfver_info info;
+      IL_CHECK_OK(il_elfver_read(path, &info));
+      printf("real %s: SONAME '%s', version in the ELF '%s' (%d distinct)\n", path, info.soname, info.version,
+             info.n_versions);
+      IL_CHECK_STR(info.version, ver);
+      n_read++;
+    }
+    closedir(dir);
+  }
+  if (!n_read) printf("SKIP (part): no real libcuda.so.VERSION on this machine: the layout is checked on synthesized files only\n");
+}
+
 int main(void) {
   test_scan();
   test_read_valid();
   test_read_hostile();
   test_loader_bare_file();
+  test_real_libcuda();
   return il_test_finish();
 }
