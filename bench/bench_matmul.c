@@ -162,7 +162,7 @@ static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y,
 }
 
 int main(int argc, char **argv) {
-  mm_kernels = il_cpu_kernels(il_cpu_isa_best());
+  mm_kernels = il_cpu_isa_kernels(il_cpu_isa_best());
   il_dtype types[16] = {IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
                         IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q6_K};
   int n_types = 7, passes = 5, do_gemm = 1, do_levels = 1, do_bw = 1;
@@ -305,7 +305,7 @@ int main(int argc, char **argv) {
       printf("  %-5s", il_dtype_name(t));
       double base = 0;
       for (int l = 0; l <= (int)det; l++) {
-        mm_kernels = il_cpu_kernels((il_isa)l);
+        mm_kernels = il_cpu_isa_kernels((il_isa)l);
         const int runs = l == 0 ? 5 : 50;
         mm(pool1, t, w, s, x, 1, y, work);
         double t0 = il_time_now();
@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
         printf("  %s %.3f ms (%.2f GB/s, %.1fx)", il_isa_name((il_isa)l), dt * 1e3, (double)mat_bytes(t, s) / dt / 1e9,
                base / dt);
       }
-      mm_kernels = il_cpu_kernels(il_cpu_isa_best());
+      mm_kernels = il_cpu_isa_kernels(il_cpu_isa_best());
       printf("\n");
       il_mem_free(w);
     }

@@ -235,8 +235,8 @@ static void test_isa(void) {
   printf("isa detected %s, best with kernels %s, compiled %s\n", il_isa_name(det), il_isa_name(il_cpu_isa_best()),
          il_cpu_isa_compiled());
   IL_CHECK(strncmp(il_cpu_isa_compiled(), "scalar", 6) == 0);
-  IL_CHECK(il_cpu_kernels(IL_ISA_SCALAR) == &il__kernels_scalar);
-  IL_CHECK((il_cpu_kernels(IL_ISA_AVX512) != NULL) == (det >= IL_ISA_AVX512 && il__kernels_avx512.compiled));
+  IL_CHECK(il_cpu_isa_kernels(IL_ISA_SCALAR) == &il__matmul_scalar);
+  IL_CHECK((il_cpu_isa_kernels(IL_ISA_AVX512) != NULL) == (det >= IL_ISA_AVX512 && il__matmul_avx512.compiled));
   IL_CHECK(il_cpu_isa_best() <= det);
   IL_CHECK_STR(il_isa_name(IL_ISA_AVX2), "avx2");
   il_isa parsed;
@@ -247,13 +247,13 @@ static void test_isa(void) {
 
 int main(void) {
   for (int n = 1; n <= 3; n++) IL_CHECK_OK(il_pool_new(n, &pools[n]));
-  add_table(&il__kernels_scalar, "scalar");
-  if (il_cpu_kernels(IL_ISA_AVX2)) add_table(il_cpu_kernels(IL_ISA_AVX2), "avx2");
-  if (il_cpu_kernels(IL_ISA_AVX512)) {
-    add_table(il_cpu_kernels(IL_ISA_AVX512), "avx512");
+  add_table(&il__matmul_scalar, "scalar");
+  if (il_cpu_isa_kernels(IL_ISA_AVX2)) add_table(il_cpu_isa_kernels(IL_ISA_AVX2), "avx2");
+  if (il_cpu_isa_kernels(IL_ISA_AVX512)) {
+    add_table(il_cpu_isa_kernels(IL_ISA_AVX512), "avx512");
     /* the Q4 kernels for AVX-512 CPUs without VBMI (and without GFNI) run here too */
-    if (il_cpu_features_get()->gfni) add_table(&il__kernels_avx512_gfni, "avx512-gfni");
-    add_table(&il__kernels_avx512, "avx512-plain");
+    if (il_cpu_features_get()->gfni) add_table(&il__matmul_avx512_gfni, "avx512-gfni");
+    add_table(&il__matmul_avx512, "avx512-plain");
   }
   test_isa();
   test_errors();

@@ -669,13 +669,13 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
   } else {
     if (!il_isa_parse(want, &isa))
       return il_error(IL_ERR_INVALID_ARG, "--isa: '%s' is not one of scalar, avx2, avx512", want);
-    if (!il_cpu_kernels(isa))
+    if (!il_cpu_isa_kernels(isa))
       return il_error(IL_ERR_UNSUPPORTED, "--isa: this %s does not support %s (best: %s; compiled: %s)",
                       il_cpu_isa_detected() < isa ? "CPU" : "build", want, il_isa_name(il_cpu_isa_best()),
                       il_cpu_isa_compiled());
   }
   c->isa = isa;
-  c->kernels = il_cpu_kernels(isa);
+  c->kernels = il_cpu_isa_kernels(isa);
   if (isa == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
   return il_pool_new(o->threads, &c->pool);
 }

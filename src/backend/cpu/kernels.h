@@ -98,10 +98,10 @@ static inline void il__k4_scales(const uint8_t *packed, uint64_t *sc, uint64_t *
 
 /* Per-ISA tables. Entries are NULL where a level has no kernel of its own; the driver falls
  * back to the scalar entry. */
-extern const il__kernels il__kernels_scalar;
-extern const il__kernels il__kernels_avx2;
-extern const il__kernels il__kernels_avx512;      /* Q4 without GFNI (Cascade Lake) */
-extern const il__kernels il__kernels_avx512_gfni; /* Q4 with one GFNI instruction */
-extern const il__kernels il__kernels_avx512_vbmi; /* and Q4_0 gathered with VBMI */
+extern const il__kernels il__matmul_scalar;
+extern const il__kernels il__matmul_avx2;
+extern const il__kernels il__matmul_avx512;      /* Q4 without GFNI (Cascade Lake) */
+extern const il__kernels il__matmul_avx512_gfni; /* Q4 with one GFNI instruction */
+extern const il__kernels il__matmul_avx512_vbmi; /* and Q4_0 gathered with VBMI */
 
 #endif

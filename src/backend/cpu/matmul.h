@@ -5,7 +5,7 @@
  * quantized to 8 bits (in the workspace, shared by all threads) and the dot products run in
  * integer arithmetic, as GGUF engines do. The caller passes the kernel table of one
  * instruction-set level (AVX-512 VNNI, AVX2, or scalar; NULL = scalar), which the CPU backend
- * resolves once; the scalar path is also the test oracle.
+ * resolves once (backend/cpu/isa); the scalar path is also the test oracle.
  * Hot path: with one token this is a matrix-vector product and bounded by memory bandwidth.
  * Not for: attention or elementwise ops (backend/cpu/ops).
  */
@@ -15,22 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sys/cpuid.h"
+#include "backend/cpu/isa.h"
 #include "sys/pool.h"
 #include "core/dtype.h"
 #include "core/status.h"
-
-/* One instruction-set level's kernels (backend/cpu/kernels.h); opaque outside backend/cpu. */
-typedef struct il__kernels il__kernels;
-
-/* The kernel table for a level on this CPU (the AVX-512 one with GFNI/VBMI Q4 kernels when the
- * CPU has them), or NULL when the CPU or this binary lacks the level. Resolved once by each CPU
- * backend: nothing is chosen per call. */
-const il__kernels *il_cpu_kernels(il_isa isa);
-/* The highest level both detected and compiled in. */
-il_isa il_cpu_isa_best(void);
-/* Comma list of levels compiled into this binary, e.g. "scalar,avx2,avx512". */
-const char *il_cpu_isa_compiled(void);
 
 /* True when a kernel exists for weights of type t. */
 bool il_cpu_matmul_supported(il_dtype t);

@@ -11,7 +11,7 @@
  *   K-quants: 4/5/6-bit values (at most 2*63*127 = 16002) times the sub-block scale via vpmaddwd.
  * The activation quantizers compute the same bits as the scalar ones (the test compares the
  * workspaces byte for byte).
- * Only AVX2/FMA/F16C instructions are used (no AVX-VNNI), matching the CPUID check in matmul.c.
+ * Only AVX2/FMA/F16C instructions are used (no AVX-VNNI), matching the CPUID check in sys/cpuid.c.
  * Not for: dispatch and threading (matmul.c).
  */
 #include "backend/cpu/kernels.h"
@@ -451,7 +451,7 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
 }
 IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
 
-const il__kernels il__kernels_avx2 = {
+const il__kernels il__matmul_avx2 = {
     .compiled = true,
     .rows =
         {
@@ -477,5 +477,5 @@ const il__kernels il__kernels_avx2 = {
 };
 
 #else
-const il__kernels il__kernels_avx2 = {.compiled = false};
+const il__kernels il__matmul_avx2 = {.compiled = false};
 #endif
