@@ -43,7 +43,7 @@ static void test_matmul_multi(void) {
         const int64_t nt = toks[ki];
         float *x = malloc(sizeof(float) * (size_t)(n_in * nt));
         for (int64_t i = 0; i < n_in * nt; i++) x[i] = cosf((float)i * 0.11f);
-        void *work = malloc(il_cpu_matmul_work_size(t, n_in, nt) + 64);
+        void *work = malloc(il_cpu_matmul_work_size(t, n_in, nt, il_pool_size(pool)) + 64);
         il_cpu_mm_part parts[3];
         float *y1[3], *y2[3];
         for (int p = 0; p < 3; p++) {

@@ -8,6 +8,9 @@
  */
 #include "backend/cpu/isa.h"
 
+#include <pthread.h>
+#include <string.h>
+
 #include "backend/cpu/kernels.h"
 
 const il__kernels *il_cpu_isa_kernels(il_isa isa) {
@@ -15,12 +18,32 @@ const il__kernels *il_cpu_isa_kernels(il_isa isa) {
   if (isa > f->best) return NULL;
   switch (isa) {
   case IL_ISA_SCALAR: return &il__matmul_scalar;
-  case IL_ISA_AVX2: return il__matmul_avx2.compiled ? &il__matmul_avx2 : NULL;
+  case IL_ISA_AVX2:
+    if (!il__matmul_avx2.compiled) return NULL;
+    return f->avxvnni ? &il__matmul_avx2_vnni : &il__matmul_avx2;
   case IL_ISA_AVX512:
     if (!il__matmul_avx512.compiled) return NULL;
     return f->gfni ? (f->vbmi ? &il__matmul_avx512_vbmi : &il__matmul_avx512_gfni) : &il__matmul_avx512;
   }
   return NULL;
+}
+
+static il__kernels il__tiles[IL_ISA_AVX512 + 1];
+static pthread_once_t il__tiles_once = PTHREAD_ONCE_INIT;
+
+static void il__tiles_init(void) {
+  for (int i = IL_ISA_SCALAR; i <= IL_ISA_AVX512; i++) {
+    const il__kernels *k = il_cpu_isa_kernels((il_isa)i);
+    if (!k) continue;
+    il__tiles[i] = *k;
+    memset(il__tiles[i].gemm, 0, sizeof il__tiles[i].gemm);
+  }
+}
+
+const il__kernels *il_cpu_isa_kernels_tiles(il_isa isa) {
+  if (!il_cpu_isa_kernels(isa)) return NULL;
+  pthread_once(&il__tiles_once, il__tiles_init);
+  return &il__tiles[isa];
 }
 
 il_isa il_cpu_isa_best(void) {

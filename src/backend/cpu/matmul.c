@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,10 +36,17 @@ bool il_cpu_matmul_supported(il_dtype t) {
   return (unsigned)t < IL_DTYPE_COUNT && il__matmul_scalar.rows[t] != NULL;
 }
 
-size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok) {
+/* Bytes of one thread's GEMM panel, 0 when this call will not use the GEMM. */
+static size_t il__mm_panel_bytes(il_dtype wtype, int64_t n_in, int64_t n_tok) {
+  return n_tok >= il__gemm_min_tok(wtype) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
+}
+
+size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads) {
   if (!il_cpu_matmul_supported(wtype) || !il_dtype_get(wtype)->quantized) return 0;
   if (n_in <= 0 || n_tok <= 0 || n_in % il_dtype_get(wtype)->blck != 0) return 0;
-  return (size_t)n_tok * il__act_stride(wtype, n_in) + 64; /* + 64: alignment slack */
+  if (n_threads < 1) n_threads = 1;
+  /* + 64: alignment slack */
+  return (size_t)n_tok * il__act_stride(wtype, n_in) + 64 + (size_t)n_threads * il__mm_panel_bytes(wtype, n_in, n_tok);
 }
 
 /* Each thread owns a contiguous range of chunks and takes them from the front; a thread that
@@ -59,11 +67,20 @@ typedef struct {
   int64_t c0, c1;     /* its chunks in the task's list: [c0, c1) */
 } il__mm_part;
 
+/* With the GEMM a chunk is one 32-row panel x one token slice (all tokens unless the panels
+ * are too few to keep every thread busy); the slices of a panel are consecutive chunks, so a
+ * thread that takes them in a row packs the panel once. */
+
 typedef struct {
   il__mm_part part[IL_CPU_MM_MAX_PARTS];
   int n_parts;
   il__mm_rows_fn rows;
   il__mm_quant_fn quant;
+  il__mm_gemm_fn gemm;  /* NULL: the tile kernels (rows) */
+  uint8_t *panels;      /* GEMM: thread ith's panel at panels + ith * panel_bytes */
+  size_t panel_bytes;
+  int64_t n_slices;     /* GEMM: token slices per panel */
+  int64_t slice_tok;    /* tokens per slice */
   il_pool *pool;
   int64_t n_units; /* activation blocks to quantize */
   int64_t n_chunks;
@@ -90,11 +107,28 @@ static const il__mm_part *il__mm_locate(const il__mm_task *task, int64_t c, int6
   int p = 0;
   while (p + 1 < task->n_parts && c >= task->part[p].c1) p++;
   const il__mm_part *pt = &task->part[p];
-  *r0 = (c - pt->c0) * pt->chunk_rows;
+  *r0 = (c - pt->c0) / task->n_slices * pt->chunk_rows;
   return pt;
 }
 
-static void il__mm_chunk(il__mm_task *task, int64_t c) {
+/* What a thread's panel holds: the part's weights and first row (NULL: nothing yet). */
+typedef struct {
+  const uint8_t *w;
+  int64_t r0;
+} il__mm_panel_tag;
+
+static void il__mm_chunk(il__mm_task *task, int64_t c, int ith, il__mm_panel_tag *tag) {
+  if (task->gemm) {
+    int64_t r0;
+    const il__mm_part *pt = il__mm_locate(task, c, &r0);
+    const int64_t t0 = (c - pt->c0) % task->n_slices * task->slice_tok;
+    const int64_t t1 = t0 + task->slice_tok < pt->a.n_tok ? t0 + task->slice_tok : pt->a.n_tok;
+    const bool pack = tag->w != pt->a.w || tag->r0 != r0;
+    tag->w = pt->a.w;
+    tag->r0 = r0;
+    task->gemm(&pt->a, r0, t0, t1, task->panels + (size_t)ith * task->panel_bytes, pack);
+    return;
+  }
   int64_t r0;
   const il__mm_part *pt = il__mm_locate(task, c, &r0);
   int64_t r1 = r0 + pt->chunk_rows;
@@ -126,11 +160,12 @@ static void il__mm_run(void *p, int ith, int nth) {
     if (task->pool) il_pool_barrier(task->pool);
   }
   int64_t c;
+  il__mm_panel_tag tag = {NULL, -1};
   if (ith < nr)
-    while ((c = il__claim(&task->region[ith], true)) >= 0) il__mm_chunk(task, c);
+    while ((c = il__claim(&task->region[ith], true)) >= 0) il__mm_chunk(task, c, ith, &tag);
   for (int k = 1; k <= nr; k++) {
     il__region *rg = &task->region[(ith + k) % nr];
-    while ((c = il__claim(rg, false)) >= 0) il__mm_chunk(task, c);
+    while ((c = il__claim(rg, false)) >= 0) il__mm_chunk(task, c, ith, &tag);
   }
 }
 
@@ -165,15 +200,16 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     total_out += pt->n_out;
   }
   if (total_out == 0 || n_tok == 0) return IL_OK;
+  const int nth = pool ? il_pool_size(pool) : 1;
   if (ti->quantized && !work)
     return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
-                    il_cpu_matmul_work_size(wtype, n_in, n_tok));
+                    il_cpu_matmul_work_size(wtype, n_in, n_tok, nth));
 
-  const int nth = pool ? il_pool_size(pool) : 1;
   static_assert(sizeof(il__region) == 64, "one region per cache line");
   il__mm_task task = {
       .rows = k->rows[wtype] ? k->rows[wtype] : il__matmul_scalar.rows[wtype],
       .pool = nth > 1 ? pool : NULL,
+      .n_slices = 1,
   };
   il__mm_args shared = {.type = wtype, .n_in = n_in, .n_tok = n_tok, .x = x};
   if (ti->quantized) {
@@ -181,24 +217,43 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     shared.act_stride = il__act_stride(wtype, n_in);
     task.n_units = n_tok * (n_in / il__act_blck(wtype));
+    task.panel_bytes = il__mm_panel_bytes(wtype, n_in, n_tok);
+    if (task.panel_bytes && k->gemm[wtype]) {
+      task.gemm = k->gemm[wtype];
+      task.panels = shared.act + (size_t)n_tok * shared.act_stride;
+      /* Token slices only when the panels are too few for 4 chunks per thread; a slice keeps
+       * at least 8 tokens so the micro-kernels run full tiles. */
+      int64_t n_panels = 0;
+      for (int i = 0; i < n_parts; i++) n_panels += (parts[i].n_out + IL__GEMM_ROWS - 1) / IL__GEMM_ROWS;
+      int64_t ns = n_panels >= 4 * nth ? 1 : (4 * nth + n_panels - 1) / n_panels;
+      if (ns > n_tok / 8) ns = n_tok / 8;
+      if (ns < 1) ns = 1;
+      task.slice_tok = (n_tok + ns - 1) / ns;
+      task.n_slices = (n_tok + task.slice_tok - 1) / task.slice_tok;
+    }
   }
   /* Chunk size: about 32 KiB of weights for generation, at least 8 chunks per thread when
    * the matrices together are small; 16 rows when a batch of tokens reuses them. Multiples of
-   * 4 rows, the kernels' row tile. Empty parts are dropped. */
+   * 4 rows, the kernels' row tile. With the GEMM, one panel (times the token slices). Empty
+   * parts are dropped. */
   for (int i = 0; i < n_parts; i++) {
     const il_cpu_mm_part *pt = &parts[i];
     if (pt->n_out == 0) continue;
     int64_t cr;
-    if (n_tok == 1) {
+    if (task.gemm) {
+      cr = IL__GEMM_ROWS;
+    } else if (n_tok == 1) {
       cr = (int64_t)(32768 / pt->w_stride);
       const int64_t small = total_out / (8 * nth);
       if (cr > small) cr = small;
     } else {
       cr = 16;
     }
-    if (cr < total_out / 0x7fffffff + 1) cr = total_out / 0x7fffffff + 1; /* chunk indices fit 32 bits */
-    cr = (cr + 3) & ~(int64_t)3;
-    if (cr < 4) cr = 4;
+    if (!task.gemm) {
+      if (cr < total_out / 0x7fffffff + 1) cr = total_out / 0x7fffffff + 1; /* chunk indices fit 32 bits */
+      cr = (cr + 3) & ~(int64_t)3;
+      if (cr < 4) cr = 4;
+    }
     il__mm_part *tp = &task.part[task.n_parts++];
     tp->a = shared;
     tp->a.w = pt->w;
@@ -208,7 +263,7 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     tp->a.ldy = pt->ldy;
     tp->chunk_rows = cr;
     tp->c0 = task.n_chunks;
-    task.n_chunks += (pt->n_out + cr - 1) / cr;
+    task.n_chunks += (pt->n_out + cr - 1) / cr * task.n_slices;
     tp->c1 = task.n_chunks;
   }
   il__region region[IL__MAX_REGIONS];

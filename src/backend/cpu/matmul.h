@@ -22,12 +22,14 @@
 
 /* True when a kernel exists for weights of type t. */
 bool il_cpu_matmul_supported(il_dtype t);
-/* Bytes of workspace il_cpu_matmul needs for these shapes (quantized activations). */
-size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok);
+/* Bytes of workspace il_cpu_matmul needs for these shapes on a pool of n_threads (quantized
+ * activations, and one weight panel per thread for the batched GEMM); 0 for float weights. */
+size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads);
 
 /* y[t * ldy + r] = sum_k W[r][k] * x[t * n_in + k] for t < n_tok, r < n_out.
  * w_stride is the byte distance between weight rows (il_dtype_row_size(wtype, n_in) for a
- * plain tensor). work must hold il_cpu_matmul_work_size bytes. Runs on all pool threads.
+ * plain tensor). work must hold il_cpu_matmul_work_size bytes for il_pool_size(pool) threads
+ * (1 for a NULL pool). Runs on all pool threads.
  * IL_ERR_UNSUPPORTED for a type without kernel; IL_ERR_INVALID_ARG for n_in not a multiple
  * of the block size. */
 il_status il_cpu_matmul(il_pool *pool, const il__kernels *k, il_dtype wtype, const void *w, size_t w_stride,

@@ -28,6 +28,7 @@
  * this file never needs the separate AVX-VNNI CPUID bit.
  * Not for: dispatch and threading (matmul.c).
  */
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -625,6 +626,7 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
     .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
               [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
+    .gemm = {[IL_DTYPE_Q8_0] = il__gemm_avx512_q8_0, [IL_DTYPE_Q4_0] = il__gemm_avx512_q4_0},      \
   }
 const il__kernels il__matmul_avx512 = IL__AVX512_TABLE(il__rows_q4_0p, il__rows_q4_1p);
 const il__kernels il__matmul_avx512_gfni = IL__AVX512_TABLE(il__rows_q4_0g, il__rows_q4_1g);
