@@ -211,21 +211,22 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
 /* The blocked GEMM (batches of il__gemm_min_tok tokens or more) on every level against the
  * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
  * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
- * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4). */
+ * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4); Q4_K on AVX-512. */
 static void test_gemm_batches(void) {
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
-  for (size_t ti = 0; ti < 2; ti++) {
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K};
+  for (size_t ti = 0; ti < 3; ti++) {
     stats st = {0};
     int cases = 0;
+    const int64_t blck = il_dtype_get(types[ti])->blck;
     for (int64_t n_tok = 1; n_tok <= 70; n_tok++) {
-      const int64_t n_in = 32 * (1 + (int64_t)(fabsf(il_test_randf(&rng)) * 23));
+      const int64_t n_in = blck * (1 + (int64_t)(fabsf(il_test_randf(&rng)) * (blck == 32 ? 23 : 4)));
       const int64_t n_out = 1 + (int64_t)(fabsf(il_test_randf(&rng)) * 99);
       run_case(types[ti], n_in, n_out, n_tok, 1 + (int)(n_tok % 3), (int)n_tok, &st);
       cases++;
     }
     /* a panel count below 4 per thread with many tokens: token slices */
     run_case(types[ti], 256, 40, 64, 2, 1, &st);
-    run_case(types[ti], 96, 7, 70, 3, 2, &st);
+    run_case(types[ti], blck == 32 ? 96 : 512, 7, 70, 3, 2, &st);
     cases += 2;
     printf("%-5s GEMM %3d shapes (batches 1..70), worst SIMD-vs-scalar error %.2e of sum|w*x|\n",
            il_dtype_name(types[ti]), cases, st.max_err_rel);

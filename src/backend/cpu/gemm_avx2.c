@@ -29,17 +29,6 @@
 
 #define IL__INLINE static inline __attribute__((always_inline))
 
-IL__INLINE int32_t il__ld32(const uint8_t *p) {
-  int32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-IL__INLINE float il__ldf(const uint8_t *p) {
-  float v;
-  memcpy(&v, p, 4);
-  return v;
-}
-
 /* ================================================================ packing */
 
 /* 8x8 dword transpose: out[g] = dword g of r[0..7]. */
@@ -147,21 +136,13 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m25
   }
 }
 
-/* The per-block epilogue: f += float(acc) * (d_w * d_x). */
-IL__INLINE void il__block_end(const uint8_t *ps, const il__tile_io *io, const uint8_t *const x[], int64_t b, const int T,
-                              __m256i a0[], __m256i a1[], __m256 f0[], __m256 f1[]) {
-  const __m256 d0 = _mm256_load_ps((const float *)ps), d1 = _mm256_load_ps((const float *)ps + 8);
-  for (int j = 0; j < T; j++) {
-    const __m256 dx = _mm256_set1_ps(il__ldf(x[j] + io->doff + 4 * b));
-    f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(d0, dx), f0[j]);
-    f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(d1, dx), f1[j]);
-  }
-}
-
-/* Q8_0, 16 rows (panel lanes [h, h+16)) x T tokens. */
-IL__INLINE void il__tile_q8_0(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                              const bool vnni) {
-  const __m256i ones = _mm256_set1_epi16(1);
+/* 16 rows (panel lanes [h, h+16)) x T tokens; q4: the panel holds Q4_0 nibbles (else Q8_0
+ * bytes, flipped for vnni). */
+IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                         const bool q4, const bool vnni) {
+  const size_t bb = q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const int64_t nb4 = nb & ~(int64_t)3;
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
   for (int j = 0; j < T; j++) {
@@ -169,84 +150,71 @@ IL__INLINE void il__tile_q8_0(const uint8_t *panel, int64_t nb, const il__tile_i
     f0[j] = f1[j] = _mm256_setzero_ps();
   }
   for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *pb = panel + b * 1152 + 4 * h;
+    const uint8_t *pb = panel + b * bb + 4 * h;
+    /* vnni: the offsets seed the accumulators; AVX2 Q4_0 adds them after the int16 sums;
+     * AVX2 Q8_0 has none (the sign trick needs no offset) */
     __m256i a0[3], a1[3];
     for (int j = 0; j < T; j++)
-      a0[j] = a1[j] = vnni ? _mm256_set1_epi32(il__ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; g++) {
-      const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
-      const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
-      if (vnni) {
-        for (int j = 0; j < T; j++) {
-          const __m256i xb = _mm256_set1_epi32(il__ld32(x[j] + 32 * b + 4 * g));
-          a0[j] = il__dpbusd_vex(a0[j], w0, xb);
-          a1[j] = il__dpbusd_vex(a1[j], w1, xb);
-        }
-      } else {
-        const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
-        for (int j = 0; j < T; j++) {
-          const __m256i xb = _mm256_set1_epi32(il__ld32(x[j] + 32 * b + 4 * g));
-          a0[j] = _mm256_add_epi32(a0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xb, w0)), ones));
-          a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xb, w1)), ones));
-        }
-      }
-    }
-    il__block_end(panel + b * 1152 + 1024 + 4 * h, io, x, b, T, a0, a1, f0, f1);
-  }
-  il__store(io, T, f0, f1);
-}
-
-/* Q4_0, 16 rows x T tokens. */
-IL__INLINE void il__tile_q4_0(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                              const bool vnni) {
-  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const int64_t nb4 = nb & ~(int64_t)3;
-  __m256 f0[2], f1[2];
-  const uint8_t *x[2];
-  for (int j = 0; j < T; j++) {
-    x[j] = io->x0 + j * io->as;
-    f0[j] = f1[j] = _mm256_setzero_ps();
-  }
-  for (int64_t b = 0; b < nb; b++) {
-    const uint8_t *pb = panel + b * 640 + 4 * h;
-    const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
-    const size_t hi = lo + (b < nb4 ? 64 : 16);
-    __m256i a0[2], a1[2];
-    for (int j = 0; j < T; j++) a0[j] = a1[j] = vnni ? _mm256_set1_epi32(il__ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
+      a0[j] = a1[j] = vnni ? _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
+    if (q4) {
+      const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
+      const size_t hi = lo + (b < nb4 ? 64 : 16);
 #pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-      const __m256i q0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
-      const __m256i q1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
-      const __m256i l0 = _mm256_and_si256(q0, m0f), l1 = _mm256_and_si256(q1, m0f);
-      const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(q0, 4), m0f);
-      const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(q1, 4), m0f);
-      for (int j = 0; j < T; j++) {
-        const __m256i xl = _mm256_set1_epi32(il__ld32(x[j] + lo + 4 * g));
-        const __m256i xh = _mm256_set1_epi32(il__ld32(x[j] + hi + 4 * g));
-        if (vnni) {
-          a0[j] = il__dpbusd_vex(il__dpbusd_vex(a0[j], l0, xl), h0, xh);
-          a1[j] = il__dpbusd_vex(il__dpbusd_vex(a1[j], l1, xl), h1, xh);
-        } else { /* int16 sums: at most 8 x 3810, no saturation */
-          a0[j] = _mm256_add_epi16(a0[j], _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh)));
-          a1[j] = _mm256_add_epi16(a1[j], _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh)));
+      for (int g = 0; g < 4; g++) {
+        const __m256i q0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
+        const __m256i q1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
+        const __m256i l0 = _mm256_and_si256(q0, m0f), l1 = _mm256_and_si256(q1, m0f);
+        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(q0, 4), m0f);
+        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(q1, 4), m0f);
+        for (int j = 0; j < T; j++) {
+          const __m256i xl = _mm256_set1_epi32(il__gemm_ld32(x[j] + lo + 4 * g));
+          const __m256i xh = _mm256_set1_epi32(il__gemm_ld32(x[j] + hi + 4 * g));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(il__dpbusd_vex(a0[j], l0, xl), h0, xh);
+            a1[j] = il__dpbusd_vex(il__dpbusd_vex(a1[j], l1, xl), h1, xh);
+          } else { /* int16 sums: at most 8 x 3810, no saturation */
+            a0[j] = _mm256_add_epi16(a0[j], _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh)));
+            a1[j] = _mm256_add_epi16(a1[j], _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh)));
+          }
+        }
+      }
+      if (!vnni)
+        for (int j = 0; j < T; j++) {
+          const __m256i c = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
+          a0[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a0[j], ones));
+          a1[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a1[j], ones));
+        }
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
+        const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
+        const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1); /* |w| (unused by vnni) */
+        for (int j = 0; j < T; j++) {
+          const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + 32 * b + 4 * g));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+            a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+          } else {
+            a0[j] = _mm256_add_epi32(a0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xb, w0)), ones));
+            a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xb, w1)), ones));
+          }
         }
       }
     }
-    if (!vnni)
-      for (int j = 0; j < T; j++) {
-        const __m256i c = _mm256_set1_epi32(il__ld32(x[j] + io->coff + 4 * b));
-        a0[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a0[j], ones));
-        a1[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a1[j], ones));
-      }
-    il__block_end(panel + b * 640 + 512 + 4 * h, io, x, b, T, a0, a1, f0, f1);
+    const __m256 d0 = _mm256_load_ps((const float *)(pb + so)), d1 = _mm256_load_ps((const float *)(pb + so) + 8);
+    for (int j = 0; j < T; j++) {
+      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(d0, dx), f0[j]);
+      f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(d1, dx), f1[j]);
+    }
   }
   il__store(io, T, f0, f1);
 }
 
 /* Each 16-row half of the panel (the second only when it has rows), tokens [t0, t1) in tiles
  * of TM, the last tile shorter. */
-#define IL__GEMM_DRIVER(name, tile, TM, vnni, flip)                                                \
+#define IL__GEMM_DRIVER(name, q4, TM, vnni, flip)                                                \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
     if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                              \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
@@ -259,18 +227,18 @@ IL__INLINE void il__tile_q4_0(const uint8_t *panel, int64_t nb, const il__tile_i
       for (; t + TM <= t1; t += TM) {                                                              \
         io.x0 = a->act + (size_t)t * a->act_stride;                                                \
         io.y = a->y + t * a->ldy + r0 + h;                                                         \
-        tile(panel, nb, &io, h, TM, vnni);                                                         \
+        il__tile(panel, nb, &io, h, TM, q4, vnni);                                                       \
       }                                                                                            \
       io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
       io.y = a->y + t * a->ldy + r0 + h;                                                           \
-      if (t1 - t == 1) tile(panel, nb, &io, h, 1, vnni);                                           \
-      else if (t1 - t == 2 && TM > 2) tile(panel, nb, &io, h, 2, vnni);                            \
+      if (t1 - t == 1) il__tile(panel, nb, &io, h, 1, q4, vnni);                                       \
+      else if (t1 - t == 2 && TM > 2) il__tile(panel, nb, &io, h, 2, q4, vnni);                        \
     }                                                                                              \
   }
 
-IL__GEMM_DRIVER(il__gemm_avx2_q8_0, il__tile_q8_0, 2, false, 0)
-IL__GEMM_DRIVER(il__gemm_avx2_q4_0, il__tile_q4_0, 2, false, 0)
-IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, il__tile_q8_0, 3, true, 0x80)
-IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, il__tile_q4_0, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q8_0, false, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q4_0, true, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, false, 3, true, 0x80)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, true, 2, true, 0)
 
 #endif

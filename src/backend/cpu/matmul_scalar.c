@@ -117,144 +117,137 @@ IL__FLOAT_ROWS(il__rows_f32, il__ld_f32)
 IL__FLOAT_ROWS(il__rows_f16, il__ld_f16)
 IL__FLOAT_ROWS(il__rows_bf16, il__ld_bf16)
 
-static void il__rows_q8_0(const il__mm_args *a, int64_t r0, int64_t r1) {
-  const int64_t nb = a->n_in / IL_QK;
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * sizeof(il_block_q8_0);
-        int32_t is = 0;
-        for (int j = 0; j < IL_QK; j++) is += (int8_t)blk[2 + j] * (int8_t)row[b * IL_QK + j];
-        sum += (float)is * (il__h(blk) * dx[b]);
-      }
-      a->y[t * a->ldy + r] = sum;
-    }
-  }
+/* Every quantized scalar kernel is a dot product of one weight row with one token's quantized
+ * activation row (kernels.h layouts); this runs it for rows [r0, r1) x all tokens. */
+typedef float (*il__dot_fn)(const il__mm_args *a, const uint8_t *w, const uint8_t *row);
+
+static void il__rows_each(const il__mm_args *a, int64_t r0, int64_t r1, il__dot_fn dot) {
+  for (int64_t r = r0; r < r1; r++)
+    for (int64_t t = 0; t < a->n_tok; t++)
+      a->y[t * a->ldy + r] = dot(a, a->w + (size_t)r * a->w_stride, a->act + (size_t)t * a->act_stride);
 }
 
-static void il__rows_q4(const il__mm_args *a, int64_t r0, int64_t r1) {
+static float il__dot_q8_0(const il__mm_args *a, const uint8_t *w, const uint8_t *row) {
+  const int64_t nb = a->n_in / IL_QK;
+  const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = w + b * sizeof(il_block_q8_0);
+    int32_t is = 0;
+    for (int j = 0; j < IL_QK; j++) is += (int8_t)blk[2 + j] * (int8_t)row[b * IL_QK + j];
+    sum += (float)is * (il__h(blk) * dx[b]);
+  }
+  return sum;
+}
+
+static float il__dot_q4(const il__mm_args *a, const uint8_t *w, const uint8_t *row) {
   const int64_t nb = a->n_in / IL_QK;
   const bool q41 = a->type == IL_DTYPE_Q4_1;
   const size_t bsz = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0);
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const int8_t *xq = (const int8_t *)row;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      const uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK);
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * bsz;
-        const uint8_t *qs = blk + (q41 ? 4 : 2);
-        int32_t is = 0;
-        for (int j = 0; j < 16; j++) {
-          is += (qs[j] & 0xF) * xq[il__act_q4_pos(b, j, nb)];
-          is += (qs[j] >> 4) * xq[il__act_q4_pos(b, j + 16, nb)];
-        }
-        if (q41) {
-          float s;
-          memcpy(&s, aux + 4 * b, 4);
-          sum += (float)is * (il__h(blk) * dx[b]) + il__h(blk + 2) * s;
-        } else {
-          int32_t c;
-          memcpy(&c, aux + 4 * b, 4);
-          sum += (float)(is + c) * (il__h(blk) * dx[b]);
-        }
-      }
-      a->y[t * a->ldy + r] = sum;
+  const int8_t *xq = (const int8_t *)row;
+  const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+  const uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = w + b * bsz;
+    const uint8_t *qs = blk + (q41 ? 4 : 2);
+    int32_t is = 0;
+    for (int j = 0; j < 16; j++) {
+      is += (qs[j] & 0xF) * xq[il__act_q4_pos(b, j, nb)];
+      is += (qs[j] >> 4) * xq[il__act_q4_pos(b, j + 16, nb)];
+    }
+    if (q41) {
+      float s;
+      memcpy(&s, aux + 4 * b, 4);
+      sum += (float)is * (il__h(blk) * dx[b]) + il__h(blk + 2) * s;
+    } else {
+      int32_t c;
+      memcpy(&c, aux + 4 * b, 4);
+      sum += (float)(is + c) * (il__h(blk) * dx[b]);
     }
   }
+  return sum;
 }
 
 /* Q4_K and Q5_K: sum over sub-blocks j of sc_j * dot(q_j, x_j), minus the mins times the
  * activation sums of 32, each scaled once per super-block. */
-static void il__rows_q45k(const il__mm_args *a, int64_t r0, int64_t r1) {
+static float il__dot_q45k(const il__mm_args *a, const uint8_t *w, const uint8_t *row) {
   const int64_t nb = a->n_in / IL_QK_K;
   const bool q5 = a->type == IL_DTYPE_Q5_K;
   const size_t bsz = q5 ? sizeof(il_block_q5_K) : sizeof(il_block_q4_K);
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const int8_t *xq = (const int8_t *)row;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      const int16_t *bs32 = (const int16_t *)(row + il__act_bsum32_off(a->n_in));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * bsz;
-        uint64_t sc8, mn8;
-        il__k4_scales(blk + 4, &sc8, &mn8);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) {
-          sc[j] = (int)(sc8 >> (8 * j) & 0xff);
-          mn[j] = (int)(mn8 >> (8 * j) & 0xff);
-        }
-        const uint8_t *qs = blk + (q5 ? offsetof(il_block_q5_K, qs) : offsetof(il_block_q4_K, qs));
-        const uint8_t *qh = q5 ? blk + offsetof(il_block_q5_K, qh) : NULL;
-        const int8_t *x = xq + b * IL_QK_K;
-        int32_t is = 0, im = 0;
-        for (int j = 0; j < 4; j++) {
-          int32_t lo = 0, hi = 0;
-          for (int l = 0; l < 32; l++) {
-            int ql = qs[32 * j + l] & 0xF, qhh = qs[32 * j + l] >> 4;
-            if (q5) {
-              ql += ((qh[l] >> (2 * j)) & 1) << 4;
-              qhh += ((qh[l] >> (2 * j + 1)) & 1) << 4;
-            }
-            lo += ql * x[64 * j + l];
-            hi += qhh * x[64 * j + 32 + l];
-          }
-          is += sc[2 * j] * lo + sc[2 * j + 1] * hi;
-        }
-        for (int j = 0; j < 8; j++) im += mn[j] * bs32[8 * b + j];
-        sum += (float)is * (il__h(blk) * dx[b]) - (float)im * (il__h(blk + 2) * dx[b]);
-      }
-      a->y[t * a->ldy + r] = sum;
+  const int8_t *xq = (const int8_t *)row;
+  const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+  const int16_t *bs32 = (const int16_t *)(row + il__act_bsum32_off(a->n_in));
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = w + b * bsz;
+    uint64_t sc8, mn8;
+    il__k4_scales(blk + 4, &sc8, &mn8);
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+      sc[j] = (int)(sc8 >> (8 * j) & 0xff);
+      mn[j] = (int)(mn8 >> (8 * j) & 0xff);
     }
+    const uint8_t *qs = blk + (q5 ? offsetof(il_block_q5_K, qs) : offsetof(il_block_q4_K, qs));
+    const uint8_t *qh = q5 ? blk + offsetof(il_block_q5_K, qh) : NULL;
+    const int8_t *x = xq + b * IL_QK_K;
+    int32_t is = 0, im = 0;
+    for (int j = 0; j < 4; j++) {
+      int32_t lo = 0, hi = 0;
+      for (int l = 0; l < 32; l++) {
+        int ql = qs[32 * j + l] & 0xF, qhh = qs[32 * j + l] >> 4;
+        if (q5) {
+          ql += ((qh[l] >> (2 * j)) & 1) << 4;
+          qhh += ((qh[l] >> (2 * j + 1)) & 1) << 4;
+        }
+        lo += ql * x[64 * j + l];
+        hi += qhh * x[64 * j + 32 + l];
+      }
+      is += sc[2 * j] * lo + sc[2 * j + 1] * hi;
+    }
+    for (int j = 0; j < 8; j++) im += mn[j] * bs32[8 * b + j];
+    sum += (float)is * (il__h(blk) * dx[b]) - (float)im * (il__h(blk + 2) * dx[b]);
   }
+  return sum;
 }
 
-static void il__rows_q6k(const il__mm_args *a, int64_t r0, int64_t r1) {
+static float il__dot_q6k(const il__mm_args *a, const uint8_t *w, const uint8_t *row) {
   const int64_t nb = a->n_in / IL_QK_K;
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      const int16_t *bs16 = (const int16_t *)(row + il__act_aux_off(a->n_in, IL_QK_K));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const int8_t *x = (const int8_t *)row + b * IL_QK_K;
-        il_block_q6_K blk; /* copied: rows need not be 2-byte aligned */
-        memcpy(&blk, w + b * sizeof blk, sizeof blk);
-        int32_t sub[16] = {0};
-        for (int n = 0; n < 2; n++) {
-          const uint8_t *ql = blk.ql + 64 * n, *qh = blk.qh + 32 * n;
-          const int8_t *xx = x + 128 * n;
-          for (int l = 0; l < 32; l++) {
-            const int q1 = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
-            const int q2 = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-            const int q3 = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-            const int q4 = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-            sub[8 * n + l / 16 + 0] += q1 * xx[l];
-            sub[8 * n + l / 16 + 2] += q2 * xx[l + 32];
-            sub[8 * n + l / 16 + 4] += q3 * xx[l + 64];
-            sub[8 * n + l / 16 + 6] += q4 * xx[l + 96];
-          }
-        }
-        int32_t is = 0;
-        for (int s = 0; s < 16; s++) is += blk.scales[s] * (sub[s] - 32 * bs16[16 * b + s]);
-        sum += (float)is * (il_fp16_to_f32(blk.d) * dx[b]);
+  const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+  const int16_t *bs16 = (const int16_t *)(row + il__act_aux_off(a->n_in, IL_QK_K));
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const int8_t *x = (const int8_t *)row + b * IL_QK_K;
+    il_block_q6_K blk; /* copied: rows need not be 2-byte aligned */
+    memcpy(&blk, w + b * sizeof blk, sizeof blk);
+    int32_t sub[16] = {0};
+    for (int n = 0; n < 2; n++) {
+      const uint8_t *ql = blk.ql + 64 * n, *qh = blk.qh + 32 * n;
+      const int8_t *xx = x + 128 * n;
+      for (int l = 0; l < 32; l++) {
+        const int q1 = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
+        const int q2 = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+        const int q3 = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+        const int q4 = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+        sub[8 * n + l / 16 + 0] += q1 * xx[l];
+        sub[8 * n + l / 16 + 2] += q2 * xx[l + 32];
+        sub[8 * n + l / 16 + 4] += q3 * xx[l + 64];
+        sub[8 * n + l / 16 + 6] += q4 * xx[l + 96];
       }
-      a->y[t * a->ldy + r] = sum;
     }
+    int32_t is = 0;
+    for (int s = 0; s < 16; s++) is += blk.scales[s] * (sub[s] - 32 * bs16[16 * b + s]);
+    sum += (float)is * (il_fp16_to_f32(blk.d) * dx[b]);
   }
+  return sum;
 }
+
+#define IL__QUANT_ROWS(name, dot) \
+  static void name(const il__mm_args *a, int64_t r0, int64_t r1) { il__rows_each(a, r0, r1, dot); }
+IL__QUANT_ROWS(il__rows_q8_0, il__dot_q8_0)
+IL__QUANT_ROWS(il__rows_q4, il__dot_q4)
+IL__QUANT_ROWS(il__rows_q45k, il__dot_q45k)
+IL__QUANT_ROWS(il__rows_q6k, il__dot_q6k)
 
 const il__kernels il__matmul_scalar = {
     .compiled = true,
