@@ -4,14 +4,18 @@
  * (il_cpu_matmul_multi: Q, K and V; gate and up), whose chunks then form one list. Every thread
  * first quantizes an equal share of the activation blocks (quantized weight types only), then
  * all meet at the one barrier, then the output rows are computed in chunks. Each thread owns a
- * contiguous range of chunks and takes them from its front; a thread that finishes early steals single chunks from the back of the others' ranges
- * (one compare-and-swap per chunk on a word the owner rarely shares). Contiguous ranges matter
+ * contiguous range of chunks and takes them from its front; a thread that finishes early
+ * steals single chunks from the back of the others' ranges (one compare-and-swap per chunk on
+ * a word the owner rarely shares). Contiguous ranges matter
  * for generation: a thread streams one long run of weight memory, and the kernels' software
  * prefetch of the next rows lands in rows the same thread will read (with chunks handed out
  * round-robin, a third of the prefetched rows belonged to the other thread: -10% at 2 threads).
  * Chunks hold about 32 KiB of weights for generation (stealing granularity; at least 8 chunks per
  * thread; 64 KiB left the last thread up to a chunk behind at every matmul: -5% Q4_0 tokens/s at
- * 2 threads) and 16 rows for prompt batches (the rows stay in L1/L2 while all tokens sweep them).
+ * 2 threads) and 16 rows for small batches (the rows stay in L1/L2 while all tokens sweep them).
+ * Batches of il__gemm_min_tok tokens or more run the blocked GEMM where the table has one
+ * (backend/cpu/gemm.h): a chunk is a 32-row panel, which the thread packs into its own part of
+ * the workspace, times a token slice when the panels are fewer than 4 per thread.
  *
  * Not for: choosing the kernel table (isa.c), the kernels themselves (matmul_scalar.c,
  * matmul_avx2.c, matmul_avx512.c).
