@@ -211,7 +211,7 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
 /* The blocked GEMM (batches of il__gemm_min_tok tokens or more) on every level against the
  * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
  * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
- * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4); Q4_K on AVX-512. */
+ * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4). */
 static void test_gemm_batches(void) {
   const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K};
   for (size_t ti = 0; ti < 3; ti++) {

@@ -18,6 +18,7 @@
  *       with ones and vpaddd per group: 4 ops per 32 products, T = 2.
  *     Q4_0: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
  *       groups (at most 30480), one vpmaddwd per block: about 2 ops per 32 products, T = 2.
+ *   Q4_K (both): one pass per sub-block of 32, T = 3 (il__tile_q4_k).
  * Not for: the panel layout (gemm.h), AVX-512 (gemm_avx512.c).
  */
 #include "backend/cpu/gemm.h"
@@ -212,14 +213,92 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   il__store(io, T, f0, f1);
 }
 
+/* Q4_K, 16 rows x T tokens: one pass per 32-element sub-block (the low then the high nibbles
+ * of a part's bytes, loaded twice: the panel is in L1/L2), its 2T accumulators (int32 with
+ * AVX-VNNI; int16 sums of at most 8 x 3810 on AVX2) scaled by d * scale_s and the activation
+ * scale at its end; the mins are one vpmaddwd per part against the sums of 32. */
+IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const bool vnni) {
+  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 f0[3], f1[3];
+  const uint8_t *x[3];
+  for (int j = 0; j < T; j++) {
+    x[j] = io->x0 + j * io->as;
+    f0[j] = f1[j] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 5760 + 4 * h;
+    for (int s = 0; s < 8; s++) { /* sub-block s: part s / 2, high nibbles when s is odd */
+      const int p = s / 2, hi = s % 2;
+      __m256i a0[3], a1[3];
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 1024 * p + 128 * g));
+        __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 1024 * p + 128 * g + 32));
+        if (hi) {
+          w0 = _mm256_srli_epi16(w0, 4);
+          w1 = _mm256_srli_epi16(w1, 4);
+        }
+        w0 = _mm256_and_si256(w0, m0f);
+        w1 = _mm256_and_si256(w1, m0f);
+        for (int j = 0; j < T; j++) {
+          const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+            a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+          } else {
+            a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
+            a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
+          }
+        }
+      }
+      const __m256 s0 = _mm256_load_ps((const float *)(pb + 4096 + 128 * s));
+      const __m256 s1 = _mm256_load_ps((const float *)(pb + 4096 + 128 * s) + 8);
+      for (int j = 0; j < T; j++) {
+        if (!vnni) {
+          a0[j] = _mm256_madd_epi16(a0[j], ones);
+          a1[j] = _mm256_madd_epi16(a1[j], ones);
+        }
+        const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+        f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
+        f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
+      }
+    }
+    const __m256 dm0 = _mm256_load_ps((const float *)(pb + 5632)), dm1 = _mm256_load_ps((const float *)(pb + 5632) + 8);
+    for (int j = 0; j < T; j++) {
+      __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+      for (int p = 0; p < 4; p++) {
+        const __m256i bs = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
+        m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p)), bs));
+        m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p + 32)), bs));
+      }
+      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m0), _mm256_mul_ps(dm0, dx), f0[j]);
+      f1[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m1), _mm256_mul_ps(dm1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K */
+IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const int kind, const bool vnni) {
+  if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
+  else il__tile(panel, nb, io, h, T, kind == 1, vnni);
+}
+
 /* Each 16-row half of the panel (the second only when it has rows), tokens [t0, t1) in tiles
  * of TM, the last tile shorter. */
-#define IL__GEMM_DRIVER(name, q4, TM, vnni, flip)                                                \
+#define IL__GEMM_DRIVER(name, kind, TM, vnni, flip)                                                 \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
-    if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                              \
+    if (pack && kind == 2) il__gemm_pack(a, r0, panel, 0);                                         \
+    else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
-    const int64_t nb = a->n_in / IL_QK;                                                            \
-    il__tile_io io = {.as = a->act_stride, .doff = il__act_d_off(a->n_in), .coff = il__act_aux_off(a->n_in, IL_QK), \
+    const int64_t nb = a->n_in / (kind == 2 ? IL_QK_K : IL_QK);                                     \
+    il__tile_io io = {.as = a->act_stride,                                                         \
+                      .doff = il__act_d_off(a->n_in),                                              \
+                      .coff = kind == 2 ? il__act_bsum32_off(a->n_in) : il__act_aux_off(a->n_in, IL_QK), \
                       .ldy = a->ldy};                                                              \
     for (int h = 0; h < nr; h += 16) {                                                             \
       io.nr = nr - h < 16 ? (int)(nr - h) : 16;                                                    \
@@ -227,18 +306,20 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
       for (; t + TM <= t1; t += TM) {                                                              \
         io.x0 = a->act + (size_t)t * a->act_stride;                                                \
         io.y = a->y + t * a->ldy + r0 + h;                                                         \
-        il__tile(panel, nb, &io, h, TM, q4, vnni);                                                       \
+        il__tile_kind(panel, nb, &io, h, TM, kind, vnni);                                          \
       }                                                                                            \
       io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
       io.y = a->y + t * a->ldy + r0 + h;                                                           \
-      if (t1 - t == 1) il__tile(panel, nb, &io, h, 1, q4, vnni);                                       \
-      else if (t1 - t == 2 && TM > 2) il__tile(panel, nb, &io, h, 2, q4, vnni);                        \
+      if (t1 - t == 1) il__tile_kind(panel, nb, &io, h, 1, kind, vnni);                            \
+      else if (t1 - t == 2 && TM > 2) il__tile_kind(panel, nb, &io, h, 2, kind, vnni);             \
     }                                                                                              \
   }
 
-IL__GEMM_DRIVER(il__gemm_avx2_q8_0, false, 2, false, 0)
-IL__GEMM_DRIVER(il__gemm_avx2_q4_0, true, 2, false, 0)
-IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, false, 3, true, 0x80)
-IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, true, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q8_0, 0, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q4_0, 1, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
 
 #endif
