@@ -302,6 +302,15 @@ static void test_isa(void) {
   IL_CHECK(il_isa_parse("avx512", &parsed) && parsed == IL_ISA_AVX512);
   IL_CHECK(!il_isa_parse("avx3", &parsed));
   if (det < IL_ISA_AVX512) printf("note: AVX-512 kernels not exercised on this CPU\n");
+  /* the GEMM-less tables (IL_CPU_GEMM=0): same kernels, no GEMM entries */
+  for (int i = IL_ISA_SCALAR; i <= IL_ISA_AVX512; i++) {
+    const il__kernels *k = il_cpu_isa_kernels((il_isa)i), *tk = il_cpu_isa_kernels_tiles((il_isa)i);
+    IL_CHECK((k == NULL) == (tk == NULL));
+    if (!k) continue;
+    IL_CHECK(memcmp(k->rows, tk->rows, sizeof k->rows) == 0 && memcmp(k->quant, tk->quant, sizeof k->quant) == 0);
+    for (int t = 0; t < IL_DTYPE_COUNT; t++) IL_CHECK(tk->gemm[t] == NULL);
+  }
+  if (il_cpu_isa_kernels(IL_ISA_AVX512)) IL_CHECK(il_cpu_isa_kernels(IL_ISA_AVX512)->gemm[IL_DTYPE_Q8_0] != NULL);
 }
 
 int main(void) {
