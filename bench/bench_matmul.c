@@ -193,44 +193,25 @@ static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y,
   "vpaddd %%ymm" #t ", %%ymm" #k ", %%ymm" #k "\n"
 #define PEAK_REGS(r) r "0", r "1", r "2", r "3", r "4", r "5", r "6", r "7", r "8", r "9", r "10", r "11", r "12", r "13", r "14"
 
-__attribute__((target("avx512f"))) static int64_t peak_vnni512(int64_t n) {
-  int64_t i = n;
-  __asm__ volatile("vpternlogd $0xff, %%zmm12, %%zmm12, %%zmm12\n"
-                   "vpternlogd $0xff, %%zmm13, %%zmm13, %%zmm13\n"
-                   "1:\n" PEAK_DP12("vpdpbusd", "zmm") "dec %0\n"
-                   "jnz 1b\n"
-                   : "+r"(i)
-                   :
-                   : PEAK_REGS("zmm"), "cc");
-  return n + i;
-}
-__attribute__((target("avx2"))) static int64_t peak_avxvnni(int64_t n) {
-  int64_t i = n;
-  __asm__ volatile("vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n"
-                   "vpcmpeqd %%ymm13, %%ymm13, %%ymm13\n"
-                   "1:\n" PEAK_DP12("%{vex%} vpdpbusd", "ymm") "dec %0\n"
-                   "jnz 1b\n"
-                   : "+r"(i)
-                   :
-                   : PEAK_REGS("xmm"), "cc");
-  return n + i;
-}
+#define PEAK_FN(name, tgt, init, body, r)                                                             \
+  __attribute__((target(tgt))) static int64_t name(int64_t n) {                                       \
+    int64_t i = n;                                                                                    \
+    __asm__ volatile(init "1:\n" body "dec %0\n"                                                     \
+                          "jnz 1b\n"                                                                  \
+                     : "+r"(i)                                                                        \
+                     :                                                                                \
+                     : PEAK_REGS(r), "cc");                                                           \
+    return n + i;                                                                                     \
+  }
+PEAK_FN(peak_vnni512, "avx512f", "vpternlogd $0xff, %%zmm12, %%zmm12, %%zmm12\n vpternlogd $0xff, %%zmm13, %%zmm13, %%zmm13\n",
+        PEAK_DP12("vpdpbusd", "zmm"), "zmm")
+PEAK_FN(peak_avxvnni, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpcmpeqd %%ymm13, %%ymm13, %%ymm13\n",
+        PEAK_DP12("%{vex%} vpdpbusd", "ymm"), "xmm")
 /* AVX2 has no int8 dot product into int32: vpmaddubsw (u8 x s8 pairs to int16), vpmaddwd with
  * ones (to int32), vpaddd, the sequence every AVX2 int8 kernel runs (6 chains, 12 temporaries
  * would not fit in 16 registers). */
-__attribute__((target("avx2"))) static int64_t peak_avx2(int64_t n) {
-  int64_t i = n;
-  __asm__ volatile("vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n"
-                   "vpabsb %%ymm12, %%ymm13\n"
-                   "vpabsw %%ymm12, %%ymm14\n"
-                   "1:\n" PEAK_MADD(0, 6) PEAK_MADD(1, 7) PEAK_MADD(2, 8) PEAK_MADD(3, 9) PEAK_MADD(4, 10)
-                       PEAK_MADD(5, 11) "dec %0\n"
-                   "jnz 1b\n"
-                   : "+r"(i)
-                   :
-                   : PEAK_REGS("xmm"), "cc");
-  return n + i;
-}
+PEAK_FN(peak_avx2, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpabsb %%ymm12, %%ymm13\n vpabsw %%ymm12, %%ymm14\n",
+        PEAK_MADD(0, 6) PEAK_MADD(1, 7) PEAK_MADD(2, 8) PEAK_MADD(3, 9) PEAK_MADD(4, 10) PEAK_MADD(5, 11), "xmm")
 #endif
 
 enum { PEAK_VNNI512, PEAK_AVXVNNI, PEAK_AVX2, PEAK_KINDS };

@@ -122,6 +122,14 @@ IL__INLINE __m256i il__dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
   return acc;
 }
 
+/* The T tokens' activation rows and zeroed float accumulators. */
+IL__INLINE void il__tile_begin(const il__tile_io *io, const int T, const uint8_t *x[], __m256 f0[], __m256 f1[]) {
+  for (int j = 0; j < T; j++) {
+    x[j] = io->x0 + j * io->as;
+    f0[j] = f1[j] = _mm256_setzero_ps();
+  }
+}
+
 IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m256 f1[]) {
   for (int j = 0; j < T; j++) {
     float *y = io->y + j * io->ldy;
@@ -146,10 +154,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   const int64_t nb4 = nb & ~(int64_t)3;
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
-  for (int j = 0; j < T; j++) {
-    x[j] = io->x0 + j * io->as;
-    f0[j] = f1[j] = _mm256_setzero_ps();
-  }
+  il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb + 4 * h;
     /* vnni: the offsets seed the accumulators; AVX2 Q4_0 adds them after the int16 sums;
@@ -222,10 +227,7 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
   const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
-  for (int j = 0; j < T; j++) {
-    x[j] = io->x0 + j * io->as;
-    f0[j] = f1[j] = _mm256_setzero_ps();
-  }
+  il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 5760 + 4 * h;
     for (int s = 0; s < 8; s++) { /* sub-block s: part s / 2, high nibbles when s is odd */

@@ -1,4 +1,5 @@
-/* backend/cpu/gemm_avx512: AVX-512 VNNI micro-kernels of the blocked GEMM (Q8_0, Q4_0). Hot path.
+/* backend/cpu/gemm_avx512: AVX-512 VNNI micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K).
+ * Hot path.
  *
  * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
  * 4-element group, two zmm of weights (rows 0-15, 16-31) against one broadcast 4-byte group of
@@ -6,11 +7,12 @@
  * term (-128 or -8 times the activation block sum); per 32-element block, one vcvtdq2ps, one
  * multiply (weight scales x activation scale) and one FMA per accumulator. That is 8 vpdpbusd
  * per 3 float ops for Q8_0 (plus 6 unpack ops per group shared by the T tokens for Q4_0);
- * the activation broadcasts are memory operands of vpdpbusd ({1to16}). Registers: 2T int +
+ * the activation broadcasts are vpbroadcastd loads (an inline-asm variant with {1to16} memory
+ * operands of vpdpbusd measured the same on Zen 5, so the intrinsics stay). Registers: 2T int +
  * 2T float accumulators + weights, so T = 6 for Q8_0 (28 zmm) and T = 5 for Q4_0 (4 unpacked
  * weight vectors live at once).
  * The float sum runs over the blocks in order with one product of the two scales per block,
- * like the scalar kernel, so results differ from it only by FMA rounding.
+ * like the scalar kernel, so results differ from it only by FMA rounding. Q4_K: il__tile_q4_k.
  * Not for: packing (gemm_avx2.c), the single-token path (matmul_avx512.c).
  */
 #include "backend/cpu/gemm.h"
@@ -29,6 +31,22 @@ typedef struct {
   __mmask16 m0, m1; /* valid rows in each half of the panel */
 } il__tile_io;
 
+/* The T tokens' activation rows and zeroed float accumulators. */
+IL__INLINE void il__tile_begin(const il__tile_io *io, const int T, const uint8_t *x[], __m512 f0[], __m512 f1[]) {
+  for (int j = 0; j < T; j++) {
+    x[j] = io->x0 + j * io->as;
+    f0[j] = f1[j] = _mm512_setzero_ps();
+  }
+}
+
+/* The panel's valid rows of each token's output. */
+IL__INLINE void il__store(const il__tile_io *io, const int T, __m512 f0[], __m512 f1[]) {
+  for (int j = 0; j < T; j++) {
+    _mm512_mask_storeu_ps(io->y + j * io->ldy, io->m0, f0[j]);
+    if (io->m1) _mm512_mask_storeu_ps(io->y + j * io->ldy + 16, io->m1, f1[j]);
+  }
+}
+
 /* 32 rows x T tokens; q4: the panel holds Q4_0 nibbles (else Q8_0 bytes, flipped). */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const bool q4) {
   const size_t bb = q4 ? 640 : 1152, so = q4 ? 512 : 1024;
@@ -36,10 +54,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   const int64_t nb4 = nb & ~(int64_t)3;
   __m512 f0[6], f1[6];
   const uint8_t *x[6];
-  for (int j = 0; j < T; j++) {
-    x[j] = io->x0 + j * io->as;
-    f0[j] = f1[j] = _mm512_setzero_ps();
-  }
+  il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb;
     __m512i a0[6], a1[6];
@@ -79,10 +94,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
       f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(d1, dx), f1[j]);
     }
   }
-  for (int j = 0; j < T; j++) {
-    _mm512_mask_storeu_ps(io->y + j * io->ldy, io->m0, f0[j]);
-    if (io->m1) _mm512_mask_storeu_ps(io->y + j * io->ldy + 16, io->m1, f1[j]);
-  }
+  il__store(io, T, f0, f1);
 }
 
 /* Q4_K, 32 rows x T tokens: per part p (64 elements) the low and high nibbles of one load
@@ -94,10 +106,7 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   __m512 f0[3], f1[3];
   const uint8_t *x[3];
-  for (int j = 0; j < T; j++) {
-    x[j] = io->x0 + j * io->as;
-    f0[j] = f1[j] = _mm512_setzero_ps();
-  }
+  il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 5760;
     for (int p = 0; p < 4; p++) {
@@ -142,10 +151,7 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
       f1[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m1), _mm512_mul_ps(dm1, dx), f1[j]);
     }
   }
-  for (int j = 0; j < T; j++) {
-    _mm512_mask_storeu_ps(io->y + j * io->ldy, io->m0, f0[j]);
-    if (io->m1) _mm512_mask_storeu_ps(io->y + j * io->ldy + 16, io->m1, f1[j]);
-  }
+  il__store(io, T, f0, f1);
 }
 
 void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
