@@ -12,7 +12,17 @@
  * 3. GEMM (512 tokens) on one layer: GFLOP/s and time per token against the GEMV time per
  *    token on the same layer.
  * 4. Each SIMD level against scalar on one 2048x2048 matrix (1 thread).
+ * 5. The int8 dot-product peak of this machine per ISA level (a tight loop of independent
+ *    vpdpbusd zmm, vpdpbusd ymm (AVX-VNNI), or vpmaddubsw + vpmaddwd + vpaddd, on 1 thread and
+ *    on all), and in the same run the batched matmul of one Llama-3.2-1B layer (512 tokens,
+ *    and batches of 4, 16, 64) with the blocked GEMM and with the tile kernels it replaced
+ *    (the same table without its GEMM entries), as GOPS (2 ops per multiply-add) and as a
+ *    fraction of the peak of the level that runs it. The peak is the sum of each thread's rate
+ *    over its own CPU time; 1-thread GEMM times are the thread's CPU time, multi-thread ones wall
+ *    time (on a shared machine the latter are only as good as the machine is idle).
  * Usage: bench_matmul [--types f16,q4_0,...] [--no-gemm] [--no-levels] [--no-bw] [--passes N]
+ *                     [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain]
+ * --avx2-plain: the AVX2 table without AVX-VNNI, on a CPU that has AVX-VNNI.
  * Run it on an idle machine (`uptime` load < 0.5) and repeat: VMs are noisy.
  */
 #include <stdio.h>
@@ -21,6 +31,7 @@
 #include <time.h>
 
 #include "core/timer.h"
+#include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul.h"
 #include "sys/membw.h"
 #include "core/quant.h"
@@ -136,6 +147,8 @@ static void model_free(model *m) {
 }
 
 static const il__kernels *mm_kernels; /* the level under test (default: the best) */
+static il_isa mm_isa;
+static int no_avxvnni; /* --avx2-plain */
 
 static void mm(il_pool *pool, il_dtype t, const uint8_t *w, shape s, const float *x, int64_t n_tok, float *y,
                void *work) {
@@ -161,11 +174,187 @@ static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y,
   return il_time_now() - t0;
 }
 
+/* ---------------------------------------------------------------- int8 peak */
+
+#if defined(__x86_64__)
+/* The loops are written in assembly: compiled from intrinsics, GCC kept part of the
+ * accumulator array on the stack and stored it every iteration, which halved the AVX-VNNI
+ * figure. 12 independent chains (6 for AVX2, whose chain is the 1-cycle vpaddd) cover latency
+ * x throughput on current cores. Returns n so the call is not dropped. */
+#define PEAK_DP(ins, r, k) ins " %%" r "13, %%" r "12, %%" r #k "\n"
+#define PEAK_DP12(ins, r)                                                                             \
+  PEAK_DP(ins, r, 0) PEAK_DP(ins, r, 1) PEAK_DP(ins, r, 2) PEAK_DP(ins, r, 3) PEAK_DP(ins, r, 4)       \
+  PEAK_DP(ins, r, 5) PEAK_DP(ins, r, 6) PEAK_DP(ins, r, 7) PEAK_DP(ins, r, 8) PEAK_DP(ins, r, 9)       \
+  PEAK_DP(ins, r, 10) PEAK_DP(ins, r, 11)
+/* chain k: ymm(6+k) = maddubs, maddwd with ones; ymm k += it */
+#define PEAK_MADD(k, t)                                                                               \
+  "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #t "\n"                                                        \
+  "vpmaddwd %%ymm14, %%ymm" #t ", %%ymm" #t "\n"                                                       \
+  "vpaddd %%ymm" #t ", %%ymm" #k ", %%ymm" #k "\n"
+#define PEAK_REGS(r) r "0", r "1", r "2", r "3", r "4", r "5", r "6", r "7", r "8", r "9", r "10", r "11", r "12", r "13", r "14"
+
+#define PEAK_FN(name, tgt, init, body, r)                                                             \
+  __attribute__((target(tgt))) static int64_t name(int64_t n) {                                       \
+    int64_t i = n;                                                                                    \
+    __asm__ volatile(init "1:\n" body "dec %0\n"                                                     \
+                          "jnz 1b\n"                                                                  \
+                     : "+r"(i)                                                                        \
+                     :                                                                                \
+                     : PEAK_REGS(r), "cc");                                                           \
+    return n + i;                                                                                     \
+  }
+PEAK_FN(peak_vnni512, "avx512f", "vpternlogd $0xff, %%zmm12, %%zmm12, %%zmm12\n vpternlogd $0xff, %%zmm13, %%zmm13, %%zmm13\n",
+        PEAK_DP12("vpdpbusd", "zmm"), "zmm")
+PEAK_FN(peak_avxvnni, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpcmpeqd %%ymm13, %%ymm13, %%ymm13\n",
+        PEAK_DP12("%{vex%} vpdpbusd", "ymm"), "xmm")
+/* AVX2 has no int8 dot product into int32: vpmaddubsw (u8 x s8 pairs to int16), vpmaddwd with
+ * ones (to int32), vpaddd, the sequence every AVX2 int8 kernel runs (6 chains, 12 temporaries
+ * would not fit in 16 registers). */
+PEAK_FN(peak_avx2, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpabsb %%ymm12, %%ymm13\n vpabsw %%ymm12, %%ymm14\n",
+        PEAK_MADD(0, 6) PEAK_MADD(1, 7) PEAK_MADD(2, 8) PEAK_MADD(3, 9) PEAK_MADD(4, 10) PEAK_MADD(5, 11), "xmm")
+#endif
+
+enum { PEAK_VNNI512, PEAK_AVXVNNI, PEAK_AVX2, PEAK_KINDS };
+static const char *const peak_names[PEAK_KINDS] = {"vpdpbusd zmm (AVX-512 VNNI)", "vpdpbusd ymm (AVX-VNNI)",
+                                                   "vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)"};
+static const double peak_ops_per_iter[PEAK_KINDS] = {12 * 128.0, 12 * 64.0, 6 * 64.0};
+
+typedef struct {
+  int kind;
+  int64_t n;
+  volatile int64_t sink;
+  double cpu[64]; /* each thread's CPU seconds for its loop */
+} peak_ctx;
+
+static double thread_cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void peak_run(void *p, int ith, int nth) {
+  peak_ctx *c = p;
+  int64_t r = 0;
+  const double t0 = thread_cpu_now();
+#if defined(__x86_64__)
+  if (c->kind == PEAK_VNNI512) r = peak_vnni512(c->n);
+  else if (c->kind == PEAK_AVXVNNI) r = peak_avxvnni(c->n);
+  else r = peak_avx2(c->n);
+#endif
+  if (ith < 64) c->cpu[ith] = thread_cpu_now() - t0;
+  if (ith == 0) c->sink = r;
+}
+
+/* The clock for the GEMM figures: on one thread the calling thread's CPU time (the pool of 1
+ * runs on the caller), so time the scheduler gives to other tenants of a shared machine is not
+ * counted; on several threads wall time. */
+static double bench_clock(const il_pool *pool) { return il_pool_size(pool) > 1 ? il_time_now() : thread_cpu_now(); }
+
+/* GOPS (2 ops per multiply-add) of all the pool's threads: the sum of each thread's rate over
+ * its own CPU time (a thread another tenant delays does not lower the machine's peak), best of
+ * 5 runs of 20-80 ms. */
+static double measure_peak(il_pool *pool, int kind) {
+  peak_ctx c = {.kind = kind, .n = 1000};
+  const int nth = il_pool_size(pool) < 64 ? il_pool_size(pool) : 64;
+  for (;;) { /* grow the loop to about 20-80 ms of CPU time */
+    il_pool_run(pool, peak_run, &c);
+    if (c.cpu[0] > 0.02 || c.n > ((int64_t)1 << 40)) break;
+    c.n *= 4;
+  }
+  double best = 0;
+  for (int r = 0; r < 5; r++) {
+    il_pool_run(pool, peak_run, &c);
+    double gops = 0;
+    for (int i = 0; i < nth; i++) gops += peak_ops_per_iter[kind] * (double)c.n / c.cpu[i] / 1e9;
+    if (gops > best) best = gops;
+  }
+  return best;
+}
+
+static bool peak_available(int kind) {
+  const il_cpu_features *f = il_cpu_features_get();
+  if (kind == PEAK_VNNI512) return f->best >= IL_ISA_AVX512;
+  if (kind == PEAK_AVXVNNI) return f->best >= IL_ISA_AVX2 && f->avxvnni;
+  return f->best >= IL_ISA_AVX2;
+}
+
+/* The peak that binds a level's int8 GEMM: the instruction its micro-kernel is built on. */
+static int peak_kind_for(il_isa isa) {
+  if (isa == IL_ISA_AVX512) return PEAK_VNNI512;
+  return il_cpu_features_get()->avxvnni && !no_avxvnni ? PEAK_AVXVNNI : PEAK_AVX2;
+}
+
+/* ---------------------------------------------------------------- batched GEMM vs peak */
+
+static double time_layer(il_pool *pool, const il__kernels *k, il_dtype t, uint8_t *const w[N_SHAPES], const float *x,
+                         int64_t nt, float *y, void *work) {
+  const double t0 = bench_clock(pool);
+  for (int s = 0; s < N_SHAPES; s++) {
+    il_status st = il_cpu_matmul(pool, k, t, w[s], il_dtype_row_size(t, layer_shapes[s].n_in), layer_shapes[s].n_out,
+                                 layer_shapes[s].n_in, x, nt, y, layer_shapes[s].n_out, work);
+    if (st != IL_OK) {
+      fprintf(stderr, "bench_matmul: %s: %s\n", il_status_name(st), il_error_detail());
+      exit(1);
+    }
+  }
+  return bench_clock(pool) - t0;
+}
+
+/* One layer's matmuls at several batch sizes, GEMM and tile kernels alternating (best of
+ * `reps` each), on 1 thread and on all. */
+static void bench_gemm(il_pool *pool1, il_pool *pooln, const il__kernels *k, il_isa isa, const il_dtype *types,
+                       int n_types, const float *x, float *y, void *work, int reps) {
+  const int kind = peak_kind_for(isa);
+  double peak[2] = {0};
+  if (isa >= IL_ISA_AVX2 && peak_available(kind)) {
+    peak[0] = measure_peak(pool1, kind);
+    peak[1] = measure_peak(pooln, kind);
+  }
+  il__kernels tiles = *k;
+  memset(tiles.gemm, 0, sizeof tiles.gemm);
+  printf("\nbatched matmul, one layer (q,k,v,o,gate,up,down), %s kernels; GOPS and %% of the %s peak\n"
+         "(1T %.0f, %dT %.0f GOPS, measured just before); tiles = the same table without the GEMM;\n"
+         "1T figures from the thread's CPU time, %dT from wall time\n",
+         il_isa_name(isa), peak_names[kind], peak[0], il_pool_size(pooln), peak[1], il_pool_size(pooln));
+  const int64_t toks[] = {512, 4, 16, 32, 64};
+  for (int ti = 0; ti < n_types; ti++) {
+    const il_dtype t = types[ti];
+    if (!k->gemm[t]) continue;
+    uint8_t *w[N_SHAPES];
+    double ops1 = 0;
+    for (int s = 0; s < N_SHAPES; s++) {
+      w[s] = xalloc(mat_bytes(t, layer_shapes[s]), "weights");
+      fill_weights(t, w[s], mat_bytes(t, layer_shapes[s]));
+      ops1 += 2.0 * (double)layer_shapes[s].n_out * (double)layer_shapes[s].n_in;
+    }
+    for (int pi = 0; pi < 2; pi++) {
+      il_pool *pool = pi == 0 ? pool1 : pooln;
+      for (size_t bi = 0; bi < sizeof toks / sizeof *toks; bi++) {
+        const int64_t nt = toks[bi];
+        double best_g = 1e30, best_t = 1e30;
+        time_layer(pool, k, t, w, x, nt, y, work);
+        for (int r = 0; r < reps; r++) {
+          const double a = time_layer(pool, &tiles, t, w, x, nt, y, work);
+          const double b = time_layer(pool, k, t, w, x, nt, y, work);
+          if (a < best_t) best_t = a;
+          if (b < best_g) best_g = b;
+        }
+        const double gg = ops1 * (double)nt / best_g / 1e9, gt = ops1 * (double)nt / best_t / 1e9;
+        printf("  %-5s %dT %3lld tok: GEMM %7.1f GOPS (%4.1f%% of peak, %.3f ms/token)  tiles %7.1f GOPS (%4.1f%%)  %.2fx\n",
+               il_dtype_name(t), il_pool_size(pool), (long long)nt, gg, peak[pi] > 0 ? 100 * gg / peak[pi] : 0,
+               best_g / (double)nt * 1e3, gt, peak[pi] > 0 ? 100 * gt / peak[pi] : 0, best_t / best_g);
+      }
+    }
+    for (int s = 0; s < N_SHAPES; s++) il_mem_free(w[s]);
+  }
+}
+
 int main(int argc, char **argv) {
-  mm_kernels = il_cpu_kernels(il_cpu_isa_best());
+  mm_isa = il_cpu_isa_best();
+  mm_kernels = il_cpu_isa_kernels(mm_isa);
   il_dtype types[16] = {IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
                         IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q6_K};
-  int n_types = 7, passes = 5, do_gemm = 1, do_levels = 1, do_bw = 1;
+  int n_types = 7, passes = 5, do_gemm = 1, do_levels = 1, do_bw = 1, gemm_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--types") && i + 1 < argc) {
       n_types = 0;
@@ -179,8 +368,24 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-gemm")) do_gemm = 0;
     else if (!strcmp(argv[i], "--no-levels")) do_levels = 0;
     else if (!strcmp(argv[i], "--no-bw")) do_bw = 0;
+    else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
+    else if (!strcmp(argv[i], "--avx2-plain") && il__matmul_avx2.compiled && il_cpu_isa_kernels(IL_ISA_AVX2)) {
+      mm_isa = IL_ISA_AVX2; /* the AVX2 table without AVX-VNNI, on a CPU that has it */
+      mm_kernels = &il__matmul_avx2;
+      no_avxvnni = 1;
+    }
+    else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+      il_isa isa;
+      if (!il_isa_parse(argv[++i], &isa) || !il_cpu_isa_kernels(isa)) {
+        fprintf(stderr, "bench_matmul: --isa %s: not available here\n", argv[i]);
+        return 2;
+      }
+      mm_isa = isa;
+      mm_kernels = il_cpu_isa_kernels(isa);
+    }
     else {
-      fprintf(stderr, "usage: bench_matmul [--types f16,q4_0,...] [--passes N] [--no-gemm] [--no-levels] [--no-bw]\n");
+      fprintf(stderr, "usage: bench_matmul [--types f16,q4_0,...] [--passes N] [--no-gemm] [--no-levels] [--no-bw]\n"
+                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain]\n");
       return 2;
     }
   }
@@ -194,7 +399,29 @@ int main(int argc, char **argv) {
   const int nth = il_pool_default_threads();
   il_pool *pool1, *pooln;
   if (il_pool_new(1, &pool1) != IL_OK || il_pool_new(nth, &pooln) != IL_OK) return 1;
-  printf("isa %s (compiled %s), %d threads, loadavg %s\n", il_isa_name(il_cpu_isa_best()), il_cpu_isa_compiled(), nth, load);
+  printf("isa %s (compiled %s), %d threads, loadavg %s\n", il_isa_name(mm_isa), il_cpu_isa_compiled(), nth, load);
+  if (gemm_only) {
+    printf("int8 dot-product peak of this machine, GOPS (2 ops per multiply-add):\n");
+    for (int kind = 0; kind < PEAK_KINDS; kind++)
+      if (peak_available(kind))
+        printf("  %-38s 1T %7.0f  %dT %7.0f\n", peak_names[kind], measure_peak(pool1, kind), nth, measure_peak(pooln, kind));
+    float *gx = xalloc(sizeof(float) * 8192 * 512, "activations");
+    for (size_t i = 0; i < 8192 * 512; i++) gx[i] = frand();
+    float *gy = xalloc(sizeof(float) * 8192 * 512, "outputs");
+    size_t gw = 0;
+    for (int i = 0; i < n_types; i++) {
+      const size_t a = il_cpu_matmul_work_size(types[i], 8192, 512, nth);
+      if (a > gw) gw = a;
+    }
+    void *gwork = xalloc(gw + 64, "workspace");
+    bench_gemm(pool1, pooln, mm_kernels, mm_isa, types, n_types, gx, gy, gwork, passes);
+    il_mem_free(gwork);
+    il_mem_free(gy);
+    il_mem_free(gx);
+    il_pool_free(pool1);
+    il_pool_free(pooln);
+    return 0;
+  }
 
   /* The roofline is the best bandwidth seen during the whole run: measured at the start and
    * again before each type, because on a shared VM the available bandwidth drifts. */
@@ -213,7 +440,7 @@ int main(int argc, char **argv) {
   float *y = xalloc(sizeof(float) * 32000 * 512, "outputs");
   size_t wsz = 0;
   for (int i = 0; i < n_types; i++) {
-    size_t a = il_cpu_matmul_work_size(types[i], 8192, 512);
+    size_t a = il_cpu_matmul_work_size(types[i], 8192, 512, nth);
     if (a > wsz) wsz = a;
   }
   void *work = xalloc(wsz + 64, "workspace");
@@ -305,7 +532,7 @@ int main(int argc, char **argv) {
       printf("  %-5s", il_dtype_name(t));
       double base = 0;
       for (int l = 0; l <= (int)det; l++) {
-        mm_kernels = il_cpu_kernels((il_isa)l);
+        mm_kernels = il_cpu_isa_kernels((il_isa)l);
         const int runs = l == 0 ? 5 : 50;
         mm(pool1, t, w, s, x, 1, y, work);
         double t0 = il_time_now();
@@ -315,11 +542,12 @@ int main(int argc, char **argv) {
         printf("  %s %.3f ms (%.2f GB/s, %.1fx)", il_isa_name((il_isa)l), dt * 1e3, (double)mat_bytes(t, s) / dt / 1e9,
                base / dt);
       }
-      mm_kernels = il_cpu_kernels(il_cpu_isa_best());
+      mm_kernels = il_cpu_isa_kernels(il_cpu_isa_best());
       printf("\n");
       il_mem_free(w);
     }
   }
+  if (do_gemm) bench_gemm(pool1, pooln, mm_kernels, mm_isa, types, n_types, x, y, work, passes);
   il_mem_free(work);
   il_mem_free(x);
   il_mem_free(y);

@@ -43,16 +43,16 @@ static void test_matmul_multi(void) {
         const int64_t nt = toks[ki];
         float *x = malloc(sizeof(float) * (size_t)(n_in * nt));
         for (int64_t i = 0; i < n_in * nt; i++) x[i] = cosf((float)i * 0.11f);
-        void *work = malloc(il_cpu_matmul_work_size(t, n_in, nt) + 64);
+        void *work = malloc(il_cpu_matmul_work_size(t, n_in, nt, il_pool_size(pool)) + 64);
         il_cpu_mm_part parts[3];
         float *y1[3], *y2[3];
         for (int p = 0; p < 3; p++) {
           y1[p] = calloc((size_t)(outs[p] * nt), 4);
           y2[p] = calloc((size_t)(outs[p] * nt), 4);
-          IL_CHECK_OK(il_cpu_matmul(pool, il_cpu_kernels(il_cpu_isa_best()), t, w[p], rs, outs[p], n_in, x, nt, y1[p], outs[p], work));
+          IL_CHECK_OK(il_cpu_matmul(pool, il_cpu_isa_kernels(il_cpu_isa_best()), t, w[p], rs, outs[p], n_in, x, nt, y1[p], outs[p], work));
           parts[p] = (il_cpu_mm_part){w[p], rs, outs[p], y2[p], outs[p]};
         }
-        IL_CHECK_OK(il_cpu_matmul_multi(pool, il_cpu_kernels(il_cpu_isa_best()), t, 3, parts, n_in, x, nt, work));
+        IL_CHECK_OK(il_cpu_matmul_multi(pool, il_cpu_isa_kernels(il_cpu_isa_best()), t, 3, parts, n_in, x, nt, work));
         for (int p = 0; p < 3; p++) {
           int same = memcmp(y1[p], y2[p], 4 * (size_t)(outs[p] * nt)) == 0;
           if (!same) fprintf(stderr, "multi != single: %s, %d threads, %lld tokens, part %d\n", il_dtype_name(t), th, (long long)nt, p);

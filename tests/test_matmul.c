@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul.h"
 #include "core/quant.h"
@@ -66,8 +67,8 @@ static il_pool *pools[4];
 
 /* The kernel tables under test: scalar first (the oracle), then every level this CPU runs,
  * and the AVX-512 Q4 variants for CPUs without GFNI/VBMI when this one has them. */
-static const il__kernels *tables[6];
-static const char *table_names[6];
+static const il__kernels *tables[8];
+static const char *table_names[8];
 static int n_tables;
 
 static void add_table(const il__kernels *k, const char *name) {
@@ -88,9 +89,9 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
   float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
   for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = il_test_randf(&rng) * ((i / n_in) % 3 == 1 ? 20.0f : 1.0f);
   const int64_t ysz = ldy * (n_tok - 1) + n_out;
-  float *y[6];
-  const size_t ws = il_cpu_matmul_work_size(t, n_in, n_tok);
-  uint8_t *work[6];
+  float *y[8];
+  const size_t ws = il_cpu_matmul_work_size(t, n_in, n_tok, nthreads);
+  uint8_t *work[8];
   const int det = n_tables - 1;
   int failed_call = 0;
   for (int l = 0; l <= det; l++) {
@@ -165,7 +166,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
       /* the kernels align the workspace to 64 bytes; compare from there */
       const uint8_t *a0 = work[0] + ((64 - (uintptr_t)work[0] % 64) % 64);
       const uint8_t *al = work[l] + ((64 - (uintptr_t)work[l] % 64) % 64);
-      const int same = memcmp(a0, al, ws - 64) == 0;
+      const int same = memcmp(a0, al, (size_t)n_tok * il__act_stride(t, n_in)) == 0;
       if (!same)
         fprintf(stderr, "  %s: quantized activations differ between scalar and %s (n_in=%lld n_tok=%lld)\n",
                 il_dtype_name(t), table_names[l], (long long)n_in, (long long)n_tok);
@@ -207,6 +208,64 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
   }
 }
 
+/* The blocked GEMM (batches of il__gemm_min_tok tokens or more) on every level against the
+ * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
+ * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
+ * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4). */
+static void test_gemm_batches(void) {
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K};
+  for (size_t ti = 0; ti < 3; ti++) {
+    stats st = {0};
+    int cases = 0;
+    const int64_t blck = il_dtype_get(types[ti])->blck;
+    for (int64_t n_tok = 1; n_tok <= 70; n_tok++) {
+      const int64_t n_in = blck * (1 + (int64_t)(fabsf(il_test_randf(&rng)) * (blck == 32 ? 23 : 4)));
+      const int64_t n_out = 1 + (int64_t)(fabsf(il_test_randf(&rng)) * 99);
+      run_case(types[ti], n_in, n_out, n_tok, 1 + (int)(n_tok % 3), (int)n_tok, &st);
+      cases++;
+    }
+    /* a panel count below 4 per thread with many tokens: token slices */
+    run_case(types[ti], 256, 40, 64, 2, 1, &st);
+    run_case(types[ti], blck == 32 ? 96 : 512, 7, 70, 3, 2, &st);
+    cases += 2;
+    printf("%-5s GEMM %3d shapes (batches 1..70), worst SIMD-vs-scalar error %.2e of sum|w*x|\n",
+           il_dtype_name(types[ti]), cases, st.max_err_rel);
+  }
+}
+
+/* The AVX2 panel packer the kernels use against the plain C one, byte for byte. */
+static void test_gemm_pack(void) {
+  if (!il_cpu_isa_kernels(IL_ISA_AVX2)) {
+    printf("note: AVX2 panel packer not exercised on this CPU\n");
+    return;
+  }
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
+  for (size_t ti = 0; ti < 2; ti++)
+    for (int k = 0; k < 12; k++) {
+      const il_dtype t = types[ti];
+      const int64_t n_in = 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
+      const size_t stride = il_dtype_row_size(t, n_in) + (size_t)(k % 4);
+      uint8_t *w = malloc(stride * (size_t)n_out);
+      make_weights(t, w, stride, n_out, n_in, k);
+      const size_t ps = il__gemm_panel_size(t, n_in);
+      uint8_t *p0 = il_mem_alloc(IL_MEM_OTHER, ps, "panel"), *p1 = il_mem_alloc(IL_MEM_OTHER, ps, "panel");
+      memset(p0, 0x11, ps);
+      memset(p1, 0x22, ps);
+      const il__mm_args a = {.type = t, .w = w, .w_stride = stride, .n_out = n_out, .n_in = n_in};
+      const uint8_t flip = k % 2 ? 0x80 : 0;
+      il__gemm_pack(&a, r0, p0, flip);
+      il__gemm_avx2_pack(&a, r0, p1, flip);
+      const int same = memcmp(p0, p1, ps) == 0;
+      if (!same)
+        fprintf(stderr, "  %s panel differs: n_in=%lld n_out=%lld r0=%lld flip=%d\n", il_dtype_name(t), (long long)n_in,
+                (long long)n_out, (long long)r0, flip);
+      IL_CHECK(same);
+      il_mem_free(p0);
+      il_mem_free(p1);
+      free(w);
+    }
+}
+
 static void test_errors(void) {
   float x[64] = {0}, y[4];
   uint8_t w[256] = {0};
@@ -219,8 +278,8 @@ static void test_errors(void) {
   IL_CHECK_OK(il_cpu_matmul(pools[1], NULL, IL_DTYPE_F32, w, 128, 0, 32, x, 1, y, 1, NULL));
   IL_CHECK(!il_cpu_matmul_supported((il_dtype)5));
   IL_CHECK(il_cpu_matmul_supported(IL_DTYPE_Q6_K));
-  IL_CHECK_INT(il_cpu_matmul_work_size(IL_DTYPE_F16, 64, 3), 0);
-  IL_CHECK(il_cpu_matmul_work_size(IL_DTYPE_Q4_0, 64, 3) >= 3 * (64 + 8));
+  IL_CHECK_INT(il_cpu_matmul_work_size(IL_DTYPE_F16, 64, 3, 1), 0);
+  IL_CHECK(il_cpu_matmul_work_size(IL_DTYPE_Q4_0, 64, 3, 1) >= 3 * (64 + 8));
   /* NULL pool runs on the caller */
   float xx[32], yy[1];
   for (int i = 0; i < 32; i++) xx[i] = 1.0f;
@@ -235,31 +294,45 @@ static void test_isa(void) {
   printf("isa detected %s, best with kernels %s, compiled %s\n", il_isa_name(det), il_isa_name(il_cpu_isa_best()),
          il_cpu_isa_compiled());
   IL_CHECK(strncmp(il_cpu_isa_compiled(), "scalar", 6) == 0);
-  IL_CHECK(il_cpu_kernels(IL_ISA_SCALAR) == &il__kernels_scalar);
-  IL_CHECK((il_cpu_kernels(IL_ISA_AVX512) != NULL) == (det >= IL_ISA_AVX512 && il__kernels_avx512.compiled));
+  IL_CHECK(il_cpu_isa_kernels(IL_ISA_SCALAR) == &il__matmul_scalar);
+  IL_CHECK((il_cpu_isa_kernels(IL_ISA_AVX512) != NULL) == (det >= IL_ISA_AVX512 && il__matmul_avx512.compiled));
   IL_CHECK(il_cpu_isa_best() <= det);
   IL_CHECK_STR(il_isa_name(IL_ISA_AVX2), "avx2");
   il_isa parsed;
   IL_CHECK(il_isa_parse("avx512", &parsed) && parsed == IL_ISA_AVX512);
   IL_CHECK(!il_isa_parse("avx3", &parsed));
   if (det < IL_ISA_AVX512) printf("note: AVX-512 kernels not exercised on this CPU\n");
+  /* the GEMM-less tables (IL_CPU_GEMM=0): same kernels, no GEMM entries */
+  for (int i = IL_ISA_SCALAR; i <= IL_ISA_AVX512; i++) {
+    const il__kernels *k = il_cpu_isa_kernels((il_isa)i), *tk = il_cpu_isa_kernels_tiles((il_isa)i);
+    IL_CHECK((k == NULL) == (tk == NULL));
+    if (!k) continue;
+    IL_CHECK(memcmp(k->rows, tk->rows, sizeof k->rows) == 0 && memcmp(k->quant, tk->quant, sizeof k->quant) == 0);
+    for (int t = 0; t < IL_DTYPE_COUNT; t++) IL_CHECK(tk->gemm[t] == NULL);
+  }
+  if (il_cpu_isa_kernels(IL_ISA_AVX512)) IL_CHECK(il_cpu_isa_kernels(IL_ISA_AVX512)->gemm[IL_DTYPE_Q8_0] != NULL);
 }
 
 int main(void) {
   for (int n = 1; n <= 3; n++) IL_CHECK_OK(il_pool_new(n, &pools[n]));
-  add_table(&il__kernels_scalar, "scalar");
-  if (il_cpu_kernels(IL_ISA_AVX2)) add_table(il_cpu_kernels(IL_ISA_AVX2), "avx2");
-  if (il_cpu_kernels(IL_ISA_AVX512)) {
-    add_table(il_cpu_kernels(IL_ISA_AVX512), "avx512");
+  add_table(&il__matmul_scalar, "scalar");
+  if (il_cpu_isa_kernels(IL_ISA_AVX2)) {
+    add_table(il_cpu_isa_kernels(IL_ISA_AVX2), il_cpu_features_get()->avxvnni ? "avx2-vnni" : "avx2");
+    add_table(&il__matmul_avx2, "avx2-plain"); /* the GEMM for AVX2 CPUs without AVX-VNNI */
+  }
+  if (il_cpu_isa_kernels(IL_ISA_AVX512)) {
+    add_table(il_cpu_isa_kernels(IL_ISA_AVX512), "avx512");
     /* the Q4 kernels for AVX-512 CPUs without VBMI (and without GFNI) run here too */
-    if (il_cpu_features_get()->gfni) add_table(&il__kernels_avx512_gfni, "avx512-gfni");
-    add_table(&il__kernels_avx512, "avx512-plain");
+    if (il_cpu_features_get()->gfni) add_table(&il__matmul_avx512_gfni, "avx512-gfni");
+    add_table(&il__matmul_avx512, "avx512-plain");
   }
   test_isa();
   test_errors();
   const il_dtype all[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
                           IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
   test_shapes(all, sizeof all / sizeof *all);
+  test_gemm_pack();
+  test_gemm_batches();
   for (int n = 1; n <= 3; n++) il_pool_free(pools[n]);
   return il_test_finish();
 }

@@ -18,6 +18,7 @@ typedef struct {
   il_isa best; /* highest level above that the CPU and OS support */
   bool gfni;   /* GFNI (the AVX-512 Q4 kernels use one GFNI instruction when present) */
   bool vbmi;   /* AVX512_VBMI */
+  bool avxvnni; /* AVX-VNNI: VEX vpdpbusd on ymm (Alder Lake, Zen 4+); the AVX2 GEMM uses it */
 } il_cpu_features;
 
 /* Detected once (thread-safe); the same value on every call. Can't fail. */

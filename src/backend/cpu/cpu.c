@@ -163,7 +163,7 @@ static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->s
 static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cpu *c = il__c(b);
   IL_TRY(il__mm_check(&y, &w, &x));
-  size_t need = il_cpu_matmul_work_size(w.type, w.cols, x.rows);
+  size_t need = il_cpu_matmul_work_size(w.type, w.cols, x.rows, il_pool_size(c->pool));
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
   il_status st = il_cpu_matmul(c->pool, c->kernels, w.type, il__cpu_ptr(w), w.stride, w.rows, w.cols, il__cpu_ptr(x),
                                x.rows, il__cpu_ptr(y), il__ldy(&y), c->work);
@@ -187,7 +187,7 @@ static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, 
     parts[i] = (il_cpu_mm_part){.w = il__cpu_ptr(w[i]), .w_stride = w[i].stride, .n_out = w[i].rows,
                                 .y = il__cpu_ptr(y[i]), .ldy = il__ldy(&y[i])};
   }
-  size_t need = il_cpu_matmul_work_size(w[0].type, w[0].cols, x.rows);
+  size_t need = il_cpu_matmul_work_size(w[0].type, w[0].cols, x.rows, il_pool_size(c->pool));
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
   il_status st = il_cpu_matmul_multi(c->pool, c->kernels, w[0].type, n, parts, w[0].cols, il__cpu_ptr(x), x.rows, c->work);
   if (st != IL_OK) return il_error_wrap(st, "matmul '%s' (with %d more sharing its input): ", il__nm(&w[0]), n - 1);
@@ -673,13 +673,15 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
   } else {
     if (!il_isa_parse(want, &isa))
       return il_error(IL_ERR_INVALID_ARG, "--isa: '%s' is not one of scalar, avx2, avx512", want);
-    if (!il_cpu_kernels(isa))
+    if (!il_cpu_isa_kernels(isa))
       return il_error(IL_ERR_UNSUPPORTED, "--isa: this %s does not support %s (best: %s; compiled: %s)",
                       il_cpu_isa_detected() < isa ? "CPU" : "build", want, il_isa_name(il_cpu_isa_best()),
                       il_cpu_isa_compiled());
   }
   c->isa = isa;
-  c->kernels = il_cpu_kernels(isa);
+  c->kernels = il_cpu_isa_kernels(isa);
+  const char *gemm = getenv("IL_CPU_GEMM"); /* 0: tile kernels only, to measure the GEMM against them */
+  if (gemm && !strcmp(gemm, "0")) c->kernels = il_cpu_isa_kernels_tiles(isa);
   if (isa == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
   return il_pool_new(o->threads, &c->pool);
 }

@@ -44,11 +44,16 @@ typedef struct {
 typedef void (*il__mm_rows_fn)(const il__mm_args *a, int64_t r0, int64_t r1);
 /* Quantizes activation blocks [u0, u1) where unit u is block u % nb of token u / nb. */
 typedef void (*il__mm_quant_fn)(const il__mm_args *a, int64_t u0, int64_t u1);
+/* Blocked GEMM (backend/cpu/gemm.h): rows [r0, r0 + 32) (those below n_out) x tokens [t0, t1)
+ * of y, from the thread's weight panel; pack = true first copies those rows into the panel
+ * (false: the panel already holds them, from this thread's previous chunk). */
+typedef void (*il__mm_gemm_fn)(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 
 struct il__kernels {
   bool compiled; /* false when this binary was built without the level */
   il__mm_rows_fn rows[IL_DTYPE_COUNT];
   il__mm_quant_fn quant[IL_DTYPE_COUNT];
+  il__mm_gemm_fn gemm[IL_DTYPE_COUNT]; /* (optional) batches of il__gemm_min_tok tokens or more */
 };
 typedef struct il__kernels il__kernels;
 
@@ -98,10 +103,11 @@ static inline void il__k4_scales(const uint8_t *packed, uint64_t *sc, uint64_t *
 
 /* Per-ISA tables. Entries are NULL where a level has no kernel of its own; the driver falls
  * back to the scalar entry. */
-extern const il__kernels il__kernels_scalar;
-extern const il__kernels il__kernels_avx2;
-extern const il__kernels il__kernels_avx512;      /* Q4 without GFNI (Cascade Lake) */
-extern const il__kernels il__kernels_avx512_gfni; /* Q4 with one GFNI instruction */
-extern const il__kernels il__kernels_avx512_vbmi; /* and Q4_0 gathered with VBMI */
+extern const il__kernels il__matmul_scalar;
+extern const il__kernels il__matmul_avx2;
+extern const il__kernels il__matmul_avx2_vnni;    /* with the AVX-VNNI GEMM (Alder Lake, Zen 4+) */
+extern const il__kernels il__matmul_avx512;      /* Q4 without GFNI (Cascade Lake) */
+extern const il__kernels il__matmul_avx512_gfni; /* Q4 with one GFNI instruction */
+extern const il__kernels il__matmul_avx512_vbmi; /* and Q4_0 gathered with VBMI */
 
 #endif

@@ -1,30 +1,32 @@
-/* backend/cpu/matmul: instruction-set dispatch, the threaded driver, and the scalar kernels.
+/* backend/cpu/matmul: the threaded matmul driver.
  *
  * One call runs one pool task, for one weight matrix or for several that read the same input
  * (il_cpu_matmul_multi: Q, K and V; gate and up), whose chunks then form one list. Every thread
  * first quantizes an equal share of the activation blocks (quantized weight types only), then
- * all meet at the one barrier, then the output rows are computed in chunks. Each thread owns a contiguous range of chunks and takes them from its
- * front; a thread that finishes early steals single chunks from the back of the others' ranges
- * (one compare-and-swap per chunk on a word the owner rarely shares). Contiguous ranges matter
+ * all meet at the one barrier, then the output rows are computed in chunks. Each thread owns a
+ * contiguous range of chunks and takes them from its front; a thread that finishes early
+ * steals single chunks from the back of the others' ranges (one compare-and-swap per chunk on
+ * a word the owner rarely shares). Contiguous ranges matter
  * for generation: a thread streams one long run of weight memory, and the kernels' software
  * prefetch of the next rows lands in rows the same thread will read (with chunks handed out
  * round-robin, a third of the prefetched rows belonged to the other thread: -10% at 2 threads).
  * Chunks hold about 32 KiB of weights for generation (stealing granularity; at least 8 chunks per
  * thread; 64 KiB left the last thread up to a chunk behind at every matmul: -5% Q4_0 tokens/s at
- * 2 threads) and 16 rows for prompt batches (the rows stay in L1/L2 while all tokens sweep them).
+ * 2 threads) and 16 rows for small batches (the rows stay in L1/L2 while all tokens sweep them).
+ * Batches of il__gemm_min_tok tokens or more run the blocked GEMM where the table has one
+ * (backend/cpu/gemm.h): a chunk is a 32-row panel, which the thread packs into its own part of
+ * the workspace, times a token slice when the panels are fewer than 4 per thread.
  *
- * The scalar kernels here read the same quantized activations as the SIMD ones, so the test
- * can compare each SIMD level with them to float-rounding precision; they are also the
- * fallback on CPUs without AVX2.
- * Not for: the SIMD kernels themselves (matmul_avx2.c, matmul_avx512.c).
+ * Not for: choosing the kernel table (isa.c), the kernels themselves (matmul_scalar.c,
+ * matmul_avx2.c, matmul_avx512.c).
  */
 #include "backend/cpu/matmul.h"
 
-#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -32,314 +34,23 @@
 #define IL__X86 1
 #endif
 
-
-/* ---------------------------------------------------------------- kernel tables */
-
-const il__kernels *il_cpu_kernels(il_isa isa) {
-  const il_cpu_features *f = il_cpu_features_get();
-  if (isa > f->best) return NULL;
-  switch (isa) {
-  case IL_ISA_SCALAR: return &il__kernels_scalar;
-  case IL_ISA_AVX2: return il__kernels_avx2.compiled ? &il__kernels_avx2 : NULL;
-  case IL_ISA_AVX512:
-    if (!il__kernels_avx512.compiled) return NULL;
-    return f->gfni ? (f->vbmi ? &il__kernels_avx512_vbmi : &il__kernels_avx512_gfni) : &il__kernels_avx512;
-  }
-  return NULL;
-}
-
-il_isa il_cpu_isa_best(void) {
-  il_isa isa = il_cpu_isa_detected();
-  while (isa > IL_ISA_SCALAR && !il_cpu_kernels(isa)) isa = (il_isa)(isa - 1);
-  return isa;
-}
-
-const char *il_cpu_isa_compiled(void) {
-  if (il__kernels_avx512.compiled && il__kernels_avx2.compiled) return "scalar,avx2,avx512";
-  if (il__kernels_avx2.compiled) return "scalar,avx2";
-  return "scalar";
-}
-
-/* ---------------------------------------------------------------- scalar activation quantization */
-
-/* d = amax/127 and q = round-half-even(x/d): the SIMD quantizers compute the same bits.
- * Rounding adds and subtracts 1.5*2^23, which rounds to the nearest integer, ties to even, for
- * |v| < 2^22 like cvtps2dq does (lrintf would be a libm call per element: ~10 us per 2048). */
-static float il__quant_block(const float *x, int n, int8_t *q) {
-  float amax = 0.0f;
-  for (int j = 0; j < n; j++) {
-    const float a = fabsf(x[j]);
-    amax = a > amax ? a : amax;
-  }
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  const float magic = 12582912.0f;
-  for (int j = 0; j < n; j++) q[j] = (int8_t)(int)((x[j] * id + magic) - magic);
-  return d;
-}
-
-static void il__quant_a32(const il__mm_args *a, int64_t u0, int64_t u1) {
-  const int64_t nb = a->n_in / IL_QK;
-  for (int64_t u = u0; u < u1; u++) {
-    const int64_t t = u / nb, b = u % nb;
-    uint8_t *row = a->act + (size_t)t * a->act_stride;
-    float *dp = (float *)(row + il__act_d_off(a->n_in));
-    uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK);
-    int8_t q[IL_QK];
-    const float d = il__quant_block(a->x + t * a->n_in + b * IL_QK, IL_QK, q);
-    int32_t sum = 0;
-    for (int j = 0; j < IL_QK; j++) sum += q[j];
-    dp[b] = d;
-    if (a->type == IL_DTYPE_Q8_0) {
-      memcpy(row + b * IL_QK, q, IL_QK);
-      int32_t v = -128 * sum;
-      memcpy(aux + 4 * b, &v, 4);
-    } else {
-      for (int j = 0; j < IL_QK; j++) row[il__act_q4_pos(b, j, nb)] = (uint8_t)q[j];
-      if (a->type == IL_DTYPE_Q4_0) {
-        int32_t v = -8 * sum;
-        memcpy(aux + 4 * b, &v, 4);
-      } else {
-        float v = d * (float)sum;
-        memcpy(aux + 4 * b, &v, 4);
-      }
-    }
-  }
-}
-
-static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
-  const int64_t nb = a->n_in / IL_QK_K;
-  for (int64_t u = u0; u < u1; u++) {
-    const int64_t t = u / nb, b = u % nb;
-    uint8_t *row = a->act + (size_t)t * a->act_stride;
-    int8_t *q = (int8_t *)row + b * IL_QK_K;
-    float *dp = (float *)(row + il__act_d_off(a->n_in));
-    int16_t *bs16 = (int16_t *)(row + il__act_aux_off(a->n_in, IL_QK_K)) + 16 * b;
-    int16_t *bs32 = (int16_t *)(row + il__act_bsum32_off(a->n_in)) + 8 * b;
-    dp[b] = il__quant_block(a->x + t * a->n_in + b * IL_QK_K, IL_QK_K, q);
-    for (int s = 0; s < 16; s++) {
-      int sum = 0;
-      for (int j = 0; j < 16; j++) sum += q[16 * s + j];
-      bs16[s] = (int16_t)sum;
-    }
-    for (int s = 0; s < 8; s++) bs32[s] = (int16_t)(bs16[2 * s] + bs16[2 * s + 1]);
-  }
-}
-
-/* ---------------------------------------------------------------- scalar kernels */
-
-static float il__h(const uint8_t *p) {
-  uint16_t u;
-  memcpy(&u, p, 2);
-  return il_fp16_to_f32(u);
-}
-
-#define IL__FLOAT_ROWS(name, LOADW)                                                          \
-  static void name(const il__mm_args *a, int64_t r0, int64_t r1) {                           \
-    const int64_t n = a->n_in;                                                               \
-    for (int64_t r = r0; r < r1; r++) {                                                      \
-      const uint8_t *w = a->w + (size_t)r * a->w_stride;                                     \
-      for (int64_t t = 0; t < a->n_tok; t++) {                                               \
-        const float *x = a->x + t * n;                                                       \
-        float s[8] = {0};                                                                    \
-        int64_t k = 0;                                                                       \
-        for (; k + 8 <= n; k += 8)                                                           \
-          for (int l = 0; l < 8; l++) s[l] += LOADW(w, k + l) * x[k + l];                    \
-        for (; k < n; k++) s[0] += LOADW(w, k) * x[k];                                       \
-        a->y[t * a->ldy + r] = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])); \
-      }                                                                                      \
-    }                                                                                        \
-  }
-
-static inline float il__ld_f32(const uint8_t *w, int64_t k) {
-  float v;
-  memcpy(&v, w + 4 * k, 4);
-  return v;
-}
-static inline float il__ld_f16(const uint8_t *w, int64_t k) { return il__h(w + 2 * k); }
-static inline float il__ld_bf16(const uint8_t *w, int64_t k) {
-  uint16_t u;
-  memcpy(&u, w + 2 * k, 2);
-  return il_bf16_to_f32(u);
-}
-IL__FLOAT_ROWS(il__rows_f32, il__ld_f32)
-IL__FLOAT_ROWS(il__rows_f16, il__ld_f16)
-IL__FLOAT_ROWS(il__rows_bf16, il__ld_bf16)
-
-static void il__rows_q8_0(const il__mm_args *a, int64_t r0, int64_t r1) {
-  const int64_t nb = a->n_in / IL_QK;
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * sizeof(il_block_q8_0);
-        int32_t is = 0;
-        for (int j = 0; j < IL_QK; j++) is += (int8_t)blk[2 + j] * (int8_t)row[b * IL_QK + j];
-        sum += (float)is * (il__h(blk) * dx[b]);
-      }
-      a->y[t * a->ldy + r] = sum;
-    }
-  }
-}
-
-static void il__rows_q4(const il__mm_args *a, int64_t r0, int64_t r1) {
-  const int64_t nb = a->n_in / IL_QK;
-  const bool q41 = a->type == IL_DTYPE_Q4_1;
-  const size_t bsz = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0);
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const int8_t *xq = (const int8_t *)row;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      const uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK);
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * bsz;
-        const uint8_t *qs = blk + (q41 ? 4 : 2);
-        int32_t is = 0;
-        for (int j = 0; j < 16; j++) {
-          is += (qs[j] & 0xF) * xq[il__act_q4_pos(b, j, nb)];
-          is += (qs[j] >> 4) * xq[il__act_q4_pos(b, j + 16, nb)];
-        }
-        if (q41) {
-          float s;
-          memcpy(&s, aux + 4 * b, 4);
-          sum += (float)is * (il__h(blk) * dx[b]) + il__h(blk + 2) * s;
-        } else {
-          int32_t c;
-          memcpy(&c, aux + 4 * b, 4);
-          sum += (float)(is + c) * (il__h(blk) * dx[b]);
-        }
-      }
-      a->y[t * a->ldy + r] = sum;
-    }
-  }
-}
-
-/* Q4_K and Q5_K: sum over sub-blocks j of sc_j * dot(q_j, x_j), minus the mins times the
- * activation sums of 32, each scaled once per super-block. */
-static void il__rows_q45k(const il__mm_args *a, int64_t r0, int64_t r1) {
-  const int64_t nb = a->n_in / IL_QK_K;
-  const bool q5 = a->type == IL_DTYPE_Q5_K;
-  const size_t bsz = q5 ? sizeof(il_block_q5_K) : sizeof(il_block_q4_K);
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const int8_t *xq = (const int8_t *)row;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      const int16_t *bs32 = (const int16_t *)(row + il__act_bsum32_off(a->n_in));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = w + b * bsz;
-        uint64_t sc8, mn8;
-        il__k4_scales(blk + 4, &sc8, &mn8);
-        int sc[8], mn[8];
-        for (int j = 0; j < 8; j++) {
-          sc[j] = (int)(sc8 >> (8 * j) & 0xff);
-          mn[j] = (int)(mn8 >> (8 * j) & 0xff);
-        }
-        const uint8_t *qs = blk + (q5 ? offsetof(il_block_q5_K, qs) : offsetof(il_block_q4_K, qs));
-        const uint8_t *qh = q5 ? blk + offsetof(il_block_q5_K, qh) : NULL;
-        const int8_t *x = xq + b * IL_QK_K;
-        int32_t is = 0, im = 0;
-        for (int j = 0; j < 4; j++) {
-          int32_t lo = 0, hi = 0;
-          for (int l = 0; l < 32; l++) {
-            int ql = qs[32 * j + l] & 0xF, qhh = qs[32 * j + l] >> 4;
-            if (q5) {
-              ql += ((qh[l] >> (2 * j)) & 1) << 4;
-              qhh += ((qh[l] >> (2 * j + 1)) & 1) << 4;
-            }
-            lo += ql * x[64 * j + l];
-            hi += qhh * x[64 * j + 32 + l];
-          }
-          is += sc[2 * j] * lo + sc[2 * j + 1] * hi;
-        }
-        for (int j = 0; j < 8; j++) im += mn[j] * bs32[8 * b + j];
-        sum += (float)is * (il__h(blk) * dx[b]) - (float)im * (il__h(blk + 2) * dx[b]);
-      }
-      a->y[t * a->ldy + r] = sum;
-    }
-  }
-}
-
-static void il__rows_q6k(const il__mm_args *a, int64_t r0, int64_t r1) {
-  const int64_t nb = a->n_in / IL_QK_K;
-  for (int64_t r = r0; r < r1; r++) {
-    const uint8_t *w = a->w + (size_t)r * a->w_stride;
-    for (int64_t t = 0; t < a->n_tok; t++) {
-      const uint8_t *row = a->act + (size_t)t * a->act_stride;
-      const float *dx = (const float *)(row + il__act_d_off(a->n_in));
-      const int16_t *bs16 = (const int16_t *)(row + il__act_aux_off(a->n_in, IL_QK_K));
-      float sum = 0.0f;
-      for (int64_t b = 0; b < nb; b++) {
-        const int8_t *x = (const int8_t *)row + b * IL_QK_K;
-        il_block_q6_K blk; /* copied: rows need not be 2-byte aligned */
-        memcpy(&blk, w + b * sizeof blk, sizeof blk);
-        int32_t sub[16] = {0};
-        for (int n = 0; n < 2; n++) {
-          const uint8_t *ql = blk.ql + 64 * n, *qh = blk.qh + 32 * n;
-          const int8_t *xx = x + 128 * n;
-          for (int l = 0; l < 32; l++) {
-            const int q1 = (ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4);
-            const int q2 = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
-            const int q3 = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-            const int q4 = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-            sub[8 * n + l / 16 + 0] += q1 * xx[l];
-            sub[8 * n + l / 16 + 2] += q2 * xx[l + 32];
-            sub[8 * n + l / 16 + 4] += q3 * xx[l + 64];
-            sub[8 * n + l / 16 + 6] += q4 * xx[l + 96];
-          }
-        }
-        int32_t is = 0;
-        for (int s = 0; s < 16; s++) is += blk.scales[s] * (sub[s] - 32 * bs16[16 * b + s]);
-        sum += (float)is * (il_fp16_to_f32(blk.d) * dx[b]);
-      }
-      a->y[t * a->ldy + r] = sum;
-    }
-  }
-}
-
-const il__kernels il__kernels_scalar = {
-    .compiled = true,
-    .rows =
-        {
-            [IL_DTYPE_F32] = il__rows_f32,
-            [IL_DTYPE_F16] = il__rows_f16,
-            [IL_DTYPE_BF16] = il__rows_bf16,
-            [IL_DTYPE_Q8_0] = il__rows_q8_0,
-            [IL_DTYPE_Q4_0] = il__rows_q4,
-            [IL_DTYPE_Q4_1] = il__rows_q4,
-            [IL_DTYPE_Q4_K] = il__rows_q45k,
-            [IL_DTYPE_Q5_K] = il__rows_q45k,
-            [IL_DTYPE_Q6_K] = il__rows_q6k,
-        },
-    .quant =
-        {
-            [IL_DTYPE_Q8_0] = il__quant_a32,
-            [IL_DTYPE_Q4_0] = il__quant_a32,
-            [IL_DTYPE_Q4_1] = il__quant_a32,
-            [IL_DTYPE_Q4_K] = il__quant_ak,
-            [IL_DTYPE_Q5_K] = il__quant_ak,
-            [IL_DTYPE_Q6_K] = il__quant_ak,
-        },
-};
-
 /* ---------------------------------------------------------------- driver */
 
 bool il_cpu_matmul_supported(il_dtype t) {
-  return (unsigned)t < IL_DTYPE_COUNT && il__kernels_scalar.rows[t] != NULL;
+  return (unsigned)t < IL_DTYPE_COUNT && il__matmul_scalar.rows[t] != NULL;
 }
 
-size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok) {
+/* Bytes of one thread's GEMM panel, 0 when this call will not use the GEMM. */
+static size_t il__mm_panel_bytes(il_dtype wtype, int64_t n_in, int64_t n_tok) {
+  return n_tok >= il__gemm_min_tok(wtype) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
+}
+
+size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads) {
   if (!il_cpu_matmul_supported(wtype) || !il_dtype_get(wtype)->quantized) return 0;
   if (n_in <= 0 || n_tok <= 0 || n_in % il_dtype_get(wtype)->blck != 0) return 0;
-  return (size_t)n_tok * il__act_stride(wtype, n_in) + 64; /* + 64: alignment slack */
+  if (n_threads < 1) n_threads = 1;
+  /* + 64: alignment slack */
+  return (size_t)n_tok * il__act_stride(wtype, n_in) + 64 + (size_t)n_threads * il__mm_panel_bytes(wtype, n_in, n_tok);
 }
 
 /* Each thread owns a contiguous range of chunks and takes them from the front; a thread that
@@ -360,11 +71,20 @@ typedef struct {
   int64_t c0, c1;     /* its chunks in the task's list: [c0, c1) */
 } il__mm_part;
 
+/* With the GEMM a chunk is one 32-row panel x one token slice (all tokens unless the panels
+ * are too few to keep every thread busy); the slices of a panel are consecutive chunks, so a
+ * thread that takes them in a row packs the panel once. */
+
 typedef struct {
   il__mm_part part[IL_CPU_MM_MAX_PARTS];
   int n_parts;
   il__mm_rows_fn rows;
   il__mm_quant_fn quant;
+  il__mm_gemm_fn gemm;  /* NULL: the tile kernels (rows) */
+  uint8_t *panels;      /* GEMM: thread ith's panel at panels + ith * panel_bytes */
+  size_t panel_bytes;
+  int64_t n_slices;     /* GEMM: token slices per panel */
+  int64_t slice_tok;    /* tokens per slice */
   il_pool *pool;
   int64_t n_units; /* activation blocks to quantize */
   int64_t n_chunks;
@@ -391,11 +111,28 @@ static const il__mm_part *il__mm_locate(const il__mm_task *task, int64_t c, int6
   int p = 0;
   while (p + 1 < task->n_parts && c >= task->part[p].c1) p++;
   const il__mm_part *pt = &task->part[p];
-  *r0 = (c - pt->c0) * pt->chunk_rows;
+  *r0 = (c - pt->c0) / task->n_slices * pt->chunk_rows;
   return pt;
 }
 
-static void il__mm_chunk(il__mm_task *task, int64_t c) {
+/* What a thread's panel holds: the part's weights and first row (NULL: nothing yet). */
+typedef struct {
+  const uint8_t *w;
+  int64_t r0;
+} il__mm_panel_tag;
+
+static void il__mm_chunk(il__mm_task *task, int64_t c, int ith, il__mm_panel_tag *tag) {
+  if (task->gemm) {
+    int64_t r0;
+    const il__mm_part *pt = il__mm_locate(task, c, &r0);
+    const int64_t t0 = (c - pt->c0) % task->n_slices * task->slice_tok;
+    const int64_t t1 = t0 + task->slice_tok < pt->a.n_tok ? t0 + task->slice_tok : pt->a.n_tok;
+    const bool pack = tag->w != pt->a.w || tag->r0 != r0;
+    tag->w = pt->a.w;
+    tag->r0 = r0;
+    task->gemm(&pt->a, r0, t0, t1, task->panels + (size_t)ith * task->panel_bytes, pack);
+    return;
+  }
   int64_t r0;
   const il__mm_part *pt = il__mm_locate(task, c, &r0);
   int64_t r1 = r0 + pt->chunk_rows;
@@ -427,11 +164,12 @@ static void il__mm_run(void *p, int ith, int nth) {
     if (task->pool) il_pool_barrier(task->pool);
   }
   int64_t c;
+  il__mm_panel_tag tag = {NULL, -1};
   if (ith < nr)
-    while ((c = il__claim(&task->region[ith], true)) >= 0) il__mm_chunk(task, c);
+    while ((c = il__claim(&task->region[ith], true)) >= 0) il__mm_chunk(task, c, ith, &tag);
   for (int k = 1; k <= nr; k++) {
     il__region *rg = &task->region[(ith + k) % nr];
-    while ((c = il__claim(rg, false)) >= 0) il__mm_chunk(task, c);
+    while ((c = il__claim(rg, false)) >= 0) il__mm_chunk(task, c, ith, &tag);
   }
 }
 
@@ -443,7 +181,7 @@ il_status il_cpu_matmul(il_pool *pool, const il__kernels *k, il_dtype wtype, con
 
 il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtype, int n_parts,
                               const il_cpu_mm_part *parts, int64_t n_in, const float *x, int64_t n_tok, void *work) {
-  if (!k) k = &il__kernels_scalar;
+  if (!k) k = &il__matmul_scalar;
   if (!il_cpu_matmul_supported(wtype))
     return il_error(IL_ERR_UNSUPPORTED, "cpu matmul: no kernel for weight type %s", il_dtype_name(wtype));
   if (n_parts < 1 || n_parts > IL_CPU_MM_MAX_PARTS)
@@ -466,40 +204,60 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     total_out += pt->n_out;
   }
   if (total_out == 0 || n_tok == 0) return IL_OK;
+  const int nth = pool ? il_pool_size(pool) : 1;
   if (ti->quantized && !work)
     return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
-                    il_cpu_matmul_work_size(wtype, n_in, n_tok));
+                    il_cpu_matmul_work_size(wtype, n_in, n_tok, nth));
 
-  const int nth = pool ? il_pool_size(pool) : 1;
   static_assert(sizeof(il__region) == 64, "one region per cache line");
   il__mm_task task = {
-      .rows = k->rows[wtype] ? k->rows[wtype] : il__kernels_scalar.rows[wtype],
+      .rows = k->rows[wtype] ? k->rows[wtype] : il__matmul_scalar.rows[wtype],
       .pool = nth > 1 ? pool : NULL,
+      .n_slices = 1,
   };
   il__mm_args shared = {.type = wtype, .n_in = n_in, .n_tok = n_tok, .x = x};
   if (ti->quantized) {
-    task.quant = k->quant[wtype] ? k->quant[wtype] : il__kernels_scalar.quant[wtype];
+    task.quant = k->quant[wtype] ? k->quant[wtype] : il__matmul_scalar.quant[wtype];
     shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     shared.act_stride = il__act_stride(wtype, n_in);
     task.n_units = n_tok * (n_in / il__act_blck(wtype));
+    task.panel_bytes = il__mm_panel_bytes(wtype, n_in, n_tok);
+    if (task.panel_bytes && k->gemm[wtype]) {
+      task.gemm = k->gemm[wtype];
+      task.panels = shared.act + (size_t)n_tok * shared.act_stride;
+      /* Token slices only when the panels are too few for 4 chunks per thread; a slice keeps
+       * at least 8 tokens so the micro-kernels run full tiles. */
+      int64_t n_panels = 0;
+      for (int i = 0; i < n_parts; i++) n_panels += (parts[i].n_out + IL__GEMM_ROWS - 1) / IL__GEMM_ROWS;
+      int64_t ns = n_panels >= 4 * nth ? 1 : (4 * nth + n_panels - 1) / n_panels;
+      if (ns > n_tok / 8) ns = n_tok / 8;
+      if (ns < 1) ns = 1;
+      task.slice_tok = (n_tok + ns - 1) / ns;
+      task.n_slices = (n_tok + task.slice_tok - 1) / task.slice_tok;
+    }
   }
   /* Chunk size: about 32 KiB of weights for generation, at least 8 chunks per thread when
    * the matrices together are small; 16 rows when a batch of tokens reuses them. Multiples of
-   * 4 rows, the kernels' row tile. Empty parts are dropped. */
+   * 4 rows, the kernels' row tile. With the GEMM, one panel (times the token slices). Empty
+   * parts are dropped. */
   for (int i = 0; i < n_parts; i++) {
     const il_cpu_mm_part *pt = &parts[i];
     if (pt->n_out == 0) continue;
     int64_t cr;
-    if (n_tok == 1) {
+    if (task.gemm) {
+      cr = IL__GEMM_ROWS;
+    } else if (n_tok == 1) {
       cr = (int64_t)(32768 / pt->w_stride);
       const int64_t small = total_out / (8 * nth);
       if (cr > small) cr = small;
     } else {
       cr = 16;
     }
-    if (cr < total_out / 0x7fffffff + 1) cr = total_out / 0x7fffffff + 1; /* chunk indices fit 32 bits */
-    cr = (cr + 3) & ~(int64_t)3;
-    if (cr < 4) cr = 4;
+    if (!task.gemm) {
+      if (cr < total_out / 0x7fffffff + 1) cr = total_out / 0x7fffffff + 1; /* chunk indices fit 32 bits */
+      cr = (cr + 3) & ~(int64_t)3;
+      if (cr < 4) cr = 4;
+    }
     il__mm_part *tp = &task.part[task.n_parts++];
     tp->a = shared;
     tp->a.w = pt->w;
@@ -509,7 +267,7 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     tp->a.ldy = pt->ldy;
     tp->chunk_rows = cr;
     tp->c0 = task.n_chunks;
-    task.n_chunks += (pt->n_out + cr - 1) / cr;
+    task.n_chunks += (pt->n_out + cr - 1) / cr * task.n_slices;
     tp->c1 = task.n_chunks;
   }
   il__region region[IL__MAX_REGIONS];
@@ -522,3 +280,4 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
   else il__mm_run(&task, 0, 1);
   return IL_OK;
 }
+

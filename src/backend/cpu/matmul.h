@@ -5,7 +5,7 @@
  * quantized to 8 bits (in the workspace, shared by all threads) and the dot products run in
  * integer arithmetic, as GGUF engines do. The caller passes the kernel table of one
  * instruction-set level (AVX-512 VNNI, AVX2, or scalar; NULL = scalar), which the CPU backend
- * resolves once; the scalar path is also the test oracle.
+ * resolves once (backend/cpu/isa); the scalar path is also the test oracle.
  * Hot path: with one token this is a matrix-vector product and bounded by memory bandwidth.
  * Not for: attention or elementwise ops (backend/cpu/ops).
  */
@@ -15,31 +15,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sys/cpuid.h"
+#include "backend/cpu/isa.h"
 #include "sys/pool.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
-/* One instruction-set level's kernels (backend/cpu/kernels.h); opaque outside backend/cpu. */
-typedef struct il__kernels il__kernels;
-
-/* The kernel table for a level on this CPU (the AVX-512 one with GFNI/VBMI Q4 kernels when the
- * CPU has them), or NULL when the CPU or this binary lacks the level. Resolved once by each CPU
- * backend: nothing is chosen per call. */
-const il__kernels *il_cpu_kernels(il_isa isa);
-/* The highest level both detected and compiled in. */
-il_isa il_cpu_isa_best(void);
-/* Comma list of levels compiled into this binary, e.g. "scalar,avx2,avx512". */
-const char *il_cpu_isa_compiled(void);
-
 /* True when a kernel exists for weights of type t. */
 bool il_cpu_matmul_supported(il_dtype t);
-/* Bytes of workspace il_cpu_matmul needs for these shapes (quantized activations). */
-size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok);
+/* Bytes of workspace il_cpu_matmul needs for these shapes on a pool of n_threads (quantized
+ * activations, and one weight panel per thread for the batched GEMM); 0 for float weights. */
+size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads);
 
 /* y[t * ldy + r] = sum_k W[r][k] * x[t * n_in + k] for t < n_tok, r < n_out.
  * w_stride is the byte distance between weight rows (il_dtype_row_size(wtype, n_in) for a
- * plain tensor). work must hold il_cpu_matmul_work_size bytes. Runs on all pool threads.
+ * plain tensor). work must hold il_cpu_matmul_work_size bytes for il_pool_size(pool) threads
+ * (1 for a NULL pool). Runs on all pool threads.
  * IL_ERR_UNSUPPORTED for a type without kernel; IL_ERR_INVALID_ARG for n_in not a multiple
  * of the block size. */
 il_status il_cpu_matmul(il_pool *pool, const il__kernels *k, il_dtype wtype, const void *w, size_t w_stride,

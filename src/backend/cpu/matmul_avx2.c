@@ -11,9 +11,11 @@
  *   K-quants: 4/5/6-bit values (at most 2*63*127 = 16002) times the sub-block scale via vpmaddwd.
  * The activation quantizers compute the same bits as the scalar ones (the test compares the
  * workspaces byte for byte).
- * Only AVX2/FMA/F16C instructions are used (no AVX-VNNI), matching the CPUID check in matmul.c.
+ * Only AVX2/FMA/F16C instructions are used here (the AVX-VNNI GEMM of the second table is in
+ * gemm_avx2.c), matching the CPUID check in sys/cpuid.c.
  * Not for: dispatch and threading (matmul.c).
  */
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -451,31 +453,23 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
 }
 IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
 
-const il__kernels il__kernels_avx2 = {
-    .compiled = true,
-    .rows =
-        {
-            [IL_DTYPE_F32] = il__rows_f32,
-            [IL_DTYPE_F16] = il__rows_f16,
-            [IL_DTYPE_BF16] = il__rows_bf16,
-            [IL_DTYPE_Q8_0] = il__rows_q8_0,
-            [IL_DTYPE_Q4_0] = il__rows_q4_0,
-            [IL_DTYPE_Q4_1] = il__rows_q4_1,
-            [IL_DTYPE_Q4_K] = il__rows_q4_k,
-            [IL_DTYPE_Q5_K] = il__rows_q5_k,
-            [IL_DTYPE_Q6_K] = il__rows_q6_k,
-        },
-    .quant =
-        {
-            [IL_DTYPE_Q8_0] = il__quant_a32,
-            [IL_DTYPE_Q4_0] = il__quant_a32,
-            [IL_DTYPE_Q4_1] = il__quant_a32,
-            [IL_DTYPE_Q4_K] = il__quant_ak,
-            [IL_DTYPE_Q5_K] = il__quant_ak,
-            [IL_DTYPE_Q6_K] = il__quant_ak,
-        },
-};
+/* Two tables that differ only in the batched GEMM: with AVX-VNNI (chosen when CPUID reports
+ * it, backend/cpu/isa.c) and without. */
+#define IL__AVX2_TABLE(gemm_q8_0, gemm_q4_0, gemm_q4_k)                                                        \
+  {                                                                                                 \
+    .compiled = true,                                                                               \
+    .rows = {[IL_DTYPE_F32] = il__rows_f32, [IL_DTYPE_F16] = il__rows_f16, [IL_DTYPE_BF16] = il__rows_bf16, \
+             [IL_DTYPE_Q8_0] = il__rows_q8_0, [IL_DTYPE_Q4_0] = il__rows_q4_0, [IL_DTYPE_Q4_1] = il__rows_q4_1, \
+             [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
+    .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
+              [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
+    .gemm = {[IL_DTYPE_Q8_0] = gemm_q8_0, [IL_DTYPE_Q4_0] = gemm_q4_0, [IL_DTYPE_Q4_K] = gemm_q4_k}, \
+  }
+const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_k);
+const il__kernels il__matmul_avx2_vnni =
+    IL__AVX2_TABLE(il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_k);
 
 #else
-const il__kernels il__kernels_avx2 = {.compiled = false};
+const il__kernels il__matmul_avx2 = {.compiled = false};
+const il__kernels il__matmul_avx2_vnni = {.compiled = false};
 #endif

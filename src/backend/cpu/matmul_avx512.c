@@ -28,6 +28,7 @@
  * this file never needs the separate AVX-VNNI CPUID bit.
  * Not for: dispatch and threading (matmul.c).
  */
+#include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
@@ -311,7 +312,7 @@ IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0, 4)
 /* High nibbles as bytes 0..15 in one GFNI affine transform (bit i of the result = bit i+4 of
  * the input) instead of a shift and a mask: one fewer p0/p5 uop per 128 weights, +8% in-cache
  * Q4 throughput. Inline asm so the compiler never emits GFNI on its own; in the table chosen only
- * when CPUID reports it (il__kernels_avx512_gfni), since some AVX-512 VNNI CPUs (Cascade Lake) lack it. */
+ * when CPUID reports it (il__matmul_avx512_gfni), since some AVX-512 VNNI CPUs (Cascade Lake) lack it. */
 IL__INLINE __m512i il__gfni_hi_nibbles(__m512i q) {
   const __m512i m = _mm512_set1_epi64(0x1020408000000000ll);
   __m512i r;
@@ -324,7 +325,7 @@ IL__INLINE __m512i il__gfni_hi_nibbles(__m512i q) {
  * nibble arrays, and two word permutes (vpermt2w) gather the 16 fp16 scales of 4 rows. That
  * replaces 4 loads and 3 inserts per row and 4 scalar scale loads with their shifts and ORs:
  * the front end, not the loads, limited this kernel. Inline asm for the one VBMI instruction,
- * in the table chosen only when CPUID reports VBMI (il__kernels_avx512_vbmi). */
+ * in the table chosen only when CPUID reports VBMI (il__matmul_avx512_vbmi). */
 IL__INLINE __m512i il__vbmi_perm2(__m512i z, __m512i idx, __m512i t2) {
   __asm__("vpermt2b %[t2], %[idx], %[z]" : [z] "+v"(z) : [idx] "v"(idx), [t2] "v"(t2));
   return z;
@@ -616,7 +617,7 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
 IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
 
 /* Three tables that differ only in the Q4 kernels: the CPU's GFNI and VBMI are resolved once,
- * when a backend picks its table (backend/cpu/matmul.c), not on every call. */
+ * when a backend picks its table (backend/cpu/isa.c), not on every call. */
 #define IL__AVX512_TABLE(q4_0, q4_1)                                                               \
   {                                                                                                \
     .compiled = true,                                                                              \
@@ -625,13 +626,15 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
     .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
               [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
+    .gemm = {[IL_DTYPE_Q8_0] = il__gemm_avx512_q8_0, [IL_DTYPE_Q4_0] = il__gemm_avx512_q4_0,       \
+             [IL_DTYPE_Q4_K] = il__gemm_avx512_q4_k},                                              \
   }
-const il__kernels il__kernels_avx512 = IL__AVX512_TABLE(il__rows_q4_0p, il__rows_q4_1p);
-const il__kernels il__kernels_avx512_gfni = IL__AVX512_TABLE(il__rows_q4_0g, il__rows_q4_1g);
-const il__kernels il__kernels_avx512_vbmi = IL__AVX512_TABLE(il__rows_q4_0v, il__rows_q4_1g);
+const il__kernels il__matmul_avx512 = IL__AVX512_TABLE(il__rows_q4_0p, il__rows_q4_1p);
+const il__kernels il__matmul_avx512_gfni = IL__AVX512_TABLE(il__rows_q4_0g, il__rows_q4_1g);
+const il__kernels il__matmul_avx512_vbmi = IL__AVX512_TABLE(il__rows_q4_0v, il__rows_q4_1g);
 
 #else
-const il__kernels il__kernels_avx512 = {.compiled = false};
-const il__kernels il__kernels_avx512_gfni = {.compiled = false};
-const il__kernels il__kernels_avx512_vbmi = {.compiled = false};
+const il__kernels il__matmul_avx512 = {.compiled = false};
+const il__kernels il__matmul_avx512_gfni = {.compiled = false};
+const il__kernels il__matmul_avx512_vbmi = {.compiled = false};
 #endif

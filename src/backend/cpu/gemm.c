@@ -1,0 +1,86 @@
+/* backend/cpu/gemm: weight panels for the blocked GEMM (layout in gemm.h).
+ *
+ * Packing is plain C: it runs once per 32 rows per call and its cost is spread over every token
+ * of the batch (at 512 tokens it is under 1% of the GEMM; the driver uses the GEMM only from
+ * il__gemm_min_tok tokens on).
+ * Not for: the micro-kernels (gemm_avx512.c, gemm_avx2.c).
+ */
+#include "backend/cpu/gemm.h"
+
+#include <string.h>
+
+static size_t il__gemm_block_bytes(il_dtype t) {
+  switch (t) {
+  case IL_DTYPE_Q8_0: return 8 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
+  case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
+  case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
+  default: return 0;
+  }
+}
+
+size_t il__gemm_panel_size(il_dtype t, int64_t n_in) {
+  return (size_t)(n_in / il_dtype_get(t)->blck) * il__gemm_block_bytes(t);
+}
+
+static void il__gemm_pack_q4_k(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  static const uint8_t zero[sizeof(il_block_q4_K)];
+  const int64_t nb = a->n_in / IL_QK_K;
+  const int nr = a->n_out - r0 < IL__GEMM_ROWS ? (int)(a->n_out - r0) : IL__GEMM_ROWS;
+  const size_t bb = il__gemm_block_bytes(IL_DTYPE_Q4_K);
+  for (int i = 0; i < IL__GEMM_ROWS; i++) {
+    const uint8_t *w = i < nr ? a->w + (size_t)(r0 + i) * a->w_stride : zero;
+    const size_t step = i < nr ? sizeof(il_block_q4_K) : 0;
+    for (int64_t b = 0; b < nb; b++) {
+      const uint8_t *blk = w + b * step;
+      uint8_t *pb = panel + b * bb;
+      for (int pg = 0; pg < 32; pg++) /* part p = pg / 8, group g = pg % 8 */
+        memcpy(pb + pg * 4 * IL__GEMM_ROWS + 4 * i, blk + offsetof(il_block_q4_K, qs) + 4 * pg, 4);
+      uint16_t h[2];
+      memcpy(h, blk, 4);
+      const float d = il_fp16_to_f32(h[0]), dmin = il_fp16_to_f32(h[1]);
+      uint64_t sc, mn;
+      il__k4_scales(blk + offsetof(il_block_q4_K, scales), &sc, &mn);
+      uint8_t *ps = pb + 32 * 4 * IL__GEMM_ROWS;
+      for (int s = 0; s < 8; s++) {
+        const float v = d * (float)(sc >> (8 * s) & 0xff); /* exact: 11 x 6 bits */
+        memcpy(ps + s * 4 * IL__GEMM_ROWS + 4 * i, &v, 4);
+        const int16_t m = (int16_t)(mn >> (8 * s) & 0xff);
+        memcpy(ps + 8 * 4 * IL__GEMM_ROWS + (s / 2) * 4 * IL__GEMM_ROWS + 4 * i + 2 * (s % 2), &m, 2);
+      }
+      memcpy(ps + 12 * 4 * IL__GEMM_ROWS + 4 * i, &dmin, 4);
+    }
+  }
+}
+
+void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip) {
+  if (a->type == IL_DTYPE_Q4_K) {
+    il__gemm_pack_q4_k(a, r0, panel);
+    return;
+  }
+  const int64_t nb = a->n_in / IL_QK;
+  const size_t bb = il__gemm_block_bytes(a->type);
+  const bool q8 = a->type == IL_DTYPE_Q8_0;
+  const size_t bsz = q8 ? sizeof(il_block_q8_0) : sizeof(il_block_q4_0);
+  const int groups = q8 ? 8 : 4;
+  const uint32_t fx = flip * 0x01010101u;
+  static const uint8_t zero[64];
+  const int nr = a->n_out - r0 < IL__GEMM_ROWS ? (int)(a->n_out - r0) : IL__GEMM_ROWS;
+  for (int i = 0; i < IL__GEMM_ROWS; i++) { /* rows past n_out: zero weights and scales */
+    const uint8_t *w = i < nr ? a->w + (size_t)(r0 + i) * a->w_stride : zero;
+    const size_t step = i < nr ? bsz : 0;
+    for (int64_t b = 0; b < nb; b++) {
+      const uint8_t *blk = w + b * step;
+      uint8_t *dst = panel + b * bb + 4 * i;
+      for (int g = 0; g < groups; g++) {
+        uint32_t v;
+        memcpy(&v, blk + 2 + 4 * g, 4);
+        if (q8) v ^= fx;
+        memcpy(dst + g * 4 * IL__GEMM_ROWS, &v, 4);
+      }
+      uint16_t h;
+      memcpy(&h, blk, 2);
+      const float d = il_fp16_to_f32(h);
+      memcpy(dst + groups * 4 * IL__GEMM_ROWS, &d, 4);
+    }
+  }
+}

@@ -1,0 +1,79 @@
+/* backend/cpu/gemm: the blocked GEMM for batches of tokens (prompt processing, batched decode).
+ *
+ * With many tokens the tile kernels of matmul_*.c spend most of their instructions on
+ * unpacking, scale conversion and horizontal sums instead of int8 dot products. The GEMM path
+ * instead copies IL__GEMM_ROWS weight rows at a time into a "panel" (per thread, in the matmul
+ * workspace) whose layout makes every vpdpbusd useful: one 32-bit lane per row, so a register
+ * holds 4 consecutive weights of 16 rows and the activation is a broadcast 4-byte group of one
+ * token. The panel (at most 36 bytes per weight column: 36 * n_in bytes, 295 KiB for n_in =
+ * 8192) stays in L1/L2 while every token of the batch sweeps it, and each micro-kernel keeps
+ * T tokens x 32 rows of int32 and float accumulators in registers.
+ *
+ * Panel layout, per 32-element block b of the row (IL__GEMM_ROWS = 32 rows; rows past n_out
+ * hold zero weights, flipped like the others, and zero scales):
+ *   Q8_0: 8 groups g of 128 bytes: bytes 4i..4i+3 = row i's weights 4g..4g+3, as stored
+ *         (flip = 0) or XOR 0x80 (flip = 0x80: w + 128, the unsigned operand of vpdpbusd);
+ *         then 32 floats: row i's block scale.                          1152 bytes per block
+ *   Q4_0: 4 groups g of 128 bytes: bytes 4i..4i+3 = row i's qs[4g..4g+3] (low nibbles: weights
+ *         4g..4g+3, high nibbles: 16+4g..16+4g+3, unsigned 0..15); then 32 float scales.
+ *                                                                        640 bytes per block
+ *   Q4_K, per 256-element super-block: 4 parts p of 8 groups g of 128 bytes: bytes 4i..4i+3 =
+ *         row i's qs[32p+4g..32p+4g+3] (low nibbles: sub-block 2p, elements 4g..4g+3; high:
+ *         sub-block 2p+1); then 8 x 32 floats d * scale_s (sub-block s, row i); then 4 x 128
+ *         bytes: row i's int16 mins (m_2p, m_2p+1), the vpdpwssd operand against the
+ *         activation's sums of 32; then 32 floats dmin.                5760 bytes per block
+ * The activations are the A32 (Q8_0, Q4_0) or AK (Q4_K) layouts of kernels.h, quantized once
+ * per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
+ * accumulators.
+ * Not for: single-token GEMV (the tile kernels are bandwidth-bound there and read the weights
+ * in place), threading (matmul.c), other weight types (they keep the tile kernels).
+ */
+#ifndef IL_BACKEND_CPU_GEMM_H
+#define IL_BACKEND_CPU_GEMM_H
+
+#include <string.h>
+
+#include "backend/cpu/kernels.h"
+
+#define IL__GEMM_ROWS 32
+/* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
+ * packing. Measured crossovers (bench_matmul, one 1B layer, Zen 5, 1 thread): Q8_0 GEMM 1.1x
+ * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. */
+static inline int64_t il__gemm_min_tok(il_dtype t) { return t == IL_DTYPE_Q8_0 ? 16 : 32; }
+
+/* Unaligned 4-byte loads of an activation group, offset or scale. */
+static inline int32_t il__gemm_ld32(const uint8_t *p) {
+  int32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+static inline float il__gemm_ldf(const uint8_t *p) {
+  float v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* Panel bytes for weights of type t with rows of n_in elements; 0 when t has no GEMM layout. */
+size_t il__gemm_panel_size(il_dtype t, int64_t n_in);
+
+/* Copies rows [r0, r0 + 32) of a->w (those below a->n_out) into panel in the layout above;
+ * flip is XORed into Q8_0 weights. Q4_K is packed only here (plain C: its panel is built from
+ * unpacked 6-bit scales, and the K-quant GEMM serves 32 tokens and more). panel must hold il__gemm_panel_size bytes, 64-byte aligned.
+ * Can't fail. */
+void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
+
+/* The same with AVX2 shuffles (gemm_avx2.c), for CPUs with AVX2; what the kernels use. */
+void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
+
+/* The per-ISA micro-kernel drivers (table entries il__kernels.gemm). */
+void il__gemm_avx512_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_vnni_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_vnni_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_vnni_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+
+#endif

@@ -1,0 +1,327 @@
+/* backend/cpu/gemm_avx2: the blocked GEMM on AVX2 (with and without AVX-VNNI), and the fast
+ * panel packer every level uses. Hot path.
+ *
+ * Packing: the rows' 4-byte groups are transposed 8 rows at a time with unpack/permute
+ * shuffles (Q8_0: an 8x8 dword transpose per block; Q4_0: two 4x4), so packing streams the
+ * weights at memory speed and batches of 16 tokens already gain from the GEMM. AVX2 only, so
+ * the AVX-512 GEMM calls it too (every AVX-512 CPU has AVX2). gemm.c's plain C packer is its
+ * reference in the tests.
+ *
+ * Micro-kernels, with only 16 ymm registers: 16 rows (two ymm of 8 lanes) x T tokens at a
+ * time, the panel's two halves one after the other (the panel is in L1/L2).
+ *   AVX-VNNI ({vex} vpdpbusd, inline asm so no compiler flag is needed; the table is chosen
+ *     only when CPUID reports AVX-VNNI): as the AVX-512 kernel, weights flipped to w + 128
+ *     (Q8_0) or nibbles 0..15 (Q4_0) against a broadcast 4-byte activation group, offsets
+ *     seeding the accumulators. T = 3 (Q8_0), 2 (Q4_0).
+ *   AVX2: vpmaddubsw needs its unsigned operand small enough not to saturate int16:
+ *     Q8_0: the sign trick (|w| against x with w's sign, 2*128*127 = 32512), then vpmaddwd
+ *       with ones and vpaddd per group: 4 ops per 32 products, T = 2.
+ *     Q4_0: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
+ *       groups (at most 30480), one vpmaddwd per block: about 2 ops per 32 products, T = 2.
+ *   Q4_K (both): one pass per sub-block of 32, T = 3 (il__tile_q4_k).
+ * Not for: the panel layout (gemm.h), AVX-512 (gemm_avx512.c).
+ */
+#include "backend/cpu/gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define IL__INLINE static inline __attribute__((always_inline))
+
+/* ================================================================ packing */
+
+/* 8x8 dword transpose: out[g] = dword g of r[0..7]. */
+IL__INLINE void il__tr8x8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int k = 0; k < 4; k++) {
+    t[2 * k] = _mm256_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; k++) {
+    u[4 * k + 0] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+    u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+    u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+  }
+  for (int g = 0; g < 4; g++) {
+    r[g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x20);
+    r[g + 4] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x31);
+  }
+}
+
+/* 4x4 dword transpose of 4 xmm. */
+IL__INLINE void il__tr4x4(__m128i r[4]) {
+  const __m128i t0 = _mm_unpacklo_epi32(r[0], r[1]), t1 = _mm_unpackhi_epi32(r[0], r[1]);
+  const __m128i t2 = _mm_unpacklo_epi32(r[2], r[3]), t3 = _mm_unpackhi_epi32(r[2], r[3]);
+  r[0] = _mm_unpacklo_epi64(t0, t2);
+  r[1] = _mm_unpackhi_epi64(t0, t2);
+  r[2] = _mm_unpacklo_epi64(t1, t3);
+  r[3] = _mm_unpackhi_epi64(t1, t3);
+}
+
+void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip) {
+  static const uint8_t zero[64];
+  const int64_t nb = a->n_in / IL_QK;
+  const bool q8 = a->type == IL_DTYPE_Q8_0;
+  const size_t bsz = q8 ? sizeof(il_block_q8_0) : sizeof(il_block_q4_0);
+  const size_t bb = il__gemm_panel_size(a->type, IL_QK), so = q8 ? 1024 : 512;
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  const uint8_t *row[IL__GEMM_ROWS];
+  size_t step[IL__GEMM_ROWS];
+  for (int i = 0; i < IL__GEMM_ROWS; i++) {
+    row[i] = i < nr ? a->w + (size_t)(r0 + i) * a->w_stride : zero; /* missing rows read zeros */
+    step[i] = i < nr ? bsz : 0;
+  }
+  const __m256i fx = _mm256_set1_epi8((char)flip);
+  /* 8 rows at a time over the whole row length: 8 sequential read streams (32 at once defeat
+   * the hardware prefetchers: packing ran at a third of the tile kernels' speed), each
+   * prefetched about 1 KiB ahead. */
+  for (int q = 0; q < IL__GEMM_ROWS / 8; q++) {
+    const uint8_t *const *rq = row + 8 * q;
+    const size_t *sq = step + 8 * q;
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *pb = panel + b * bb + 32 * q;
+      uint16_t h[8];
+      for (int i = 0; i < 8; i++) {
+        const uint8_t *blk = rq[i] + b * sq[i];
+        _mm_prefetch((const char *)(blk + 30 * sq[i]), _MM_HINT_T0);
+        memcpy(&h[i], blk, 2);
+      }
+      _mm256_store_ps((float *)(pb + so - 32 * q) + 8 * q, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+      if (q8) {
+        __m256i r[8];
+        for (int i = 0; i < 8; i++) r[i] = _mm256_xor_si256(fx, _mm256_loadu_si256((const __m256i *)(rq[i] + b * sq[i] + 2)));
+        il__tr8x8(r);
+        for (int g = 0; g < 8; g++) _mm256_store_si256((__m256i *)(pb + 128 * g), r[g]);
+      } else {
+        for (int half = 0; half < 2; half++) {
+          __m128i r[4];
+          for (int i = 0; i < 4; i++) r[i] = _mm_loadu_si128((const __m128i *)(rq[4 * half + i] + b * sq[4 * half + i] + 2));
+          il__tr4x4(r);
+          for (int g = 0; g < 4; g++) _mm_store_si128((__m128i *)(pb + 128 * g + 16 * half), r[g]);
+        }
+      }
+    }
+  }
+}
+
+/* ================================================================ micro-kernels */
+
+typedef struct {
+  const uint8_t *x0; /* first token's activation row */
+  size_t as, doff, coff;
+  float *y;
+  int64_t ldy;
+  int nr; /* valid rows of this 16-row half */
+} il__tile_io;
+
+IL__INLINE __m256i il__dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
+  __asm__("%{vex%} vpdpbusd %[s], %[u], %[acc]" : [acc] "+x"(acc) : [u] "x"(u), [s] "x"(s));
+  return acc;
+}
+
+/* The T tokens' activation rows and zeroed float accumulators. */
+IL__INLINE void il__tile_begin(const il__tile_io *io, const int T, const uint8_t *x[], __m256 f0[], __m256 f1[]) {
+  for (int j = 0; j < T; j++) {
+    x[j] = io->x0 + j * io->as;
+    f0[j] = f1[j] = _mm256_setzero_ps();
+  }
+}
+
+IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m256 f1[]) {
+  for (int j = 0; j < T; j++) {
+    float *y = io->y + j * io->ldy;
+    if (io->nr >= 16) {
+      _mm256_storeu_ps(y, f0[j]);
+      _mm256_storeu_ps(y + 8, f1[j]);
+    } else {
+      float tmp[16];
+      _mm256_storeu_ps(tmp, f0[j]);
+      _mm256_storeu_ps(tmp + 8, f1[j]);
+      memcpy(y, tmp, sizeof(float) * (size_t)io->nr);
+    }
+  }
+}
+
+/* 16 rows (panel lanes [h, h+16)) x T tokens; q4: the panel holds Q4_0 nibbles (else Q8_0
+ * bytes, flipped for vnni). */
+IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                         const bool q4, const bool vnni) {
+  const size_t bb = q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const int64_t nb4 = nb & ~(int64_t)3;
+  __m256 f0[3], f1[3];
+  const uint8_t *x[3];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * bb + 4 * h;
+    /* vnni: the offsets seed the accumulators; AVX2 Q4_0 adds them after the int16 sums;
+     * AVX2 Q8_0 has none (the sign trick needs no offset) */
+    __m256i a0[3], a1[3];
+    for (int j = 0; j < T; j++)
+      a0[j] = a1[j] = vnni ? _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
+    if (q4) {
+      const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
+      const size_t hi = lo + (b < nb4 ? 64 : 16);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; g++) {
+        const __m256i q0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
+        const __m256i q1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
+        const __m256i l0 = _mm256_and_si256(q0, m0f), l1 = _mm256_and_si256(q1, m0f);
+        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(q0, 4), m0f);
+        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(q1, 4), m0f);
+        for (int j = 0; j < T; j++) {
+          const __m256i xl = _mm256_set1_epi32(il__gemm_ld32(x[j] + lo + 4 * g));
+          const __m256i xh = _mm256_set1_epi32(il__gemm_ld32(x[j] + hi + 4 * g));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(il__dpbusd_vex(a0[j], l0, xl), h0, xh);
+            a1[j] = il__dpbusd_vex(il__dpbusd_vex(a1[j], l1, xl), h1, xh);
+          } else { /* int16 sums: at most 8 x 3810, no saturation */
+            a0[j] = _mm256_add_epi16(a0[j], _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh)));
+            a1[j] = _mm256_add_epi16(a1[j], _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh)));
+          }
+        }
+      }
+      if (!vnni)
+        for (int j = 0; j < T; j++) {
+          const __m256i c = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
+          a0[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a0[j], ones));
+          a1[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a1[j], ones));
+        }
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
+        const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
+        const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1); /* |w| (unused by vnni) */
+        for (int j = 0; j < T; j++) {
+          const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + 32 * b + 4 * g));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+            a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+          } else {
+            a0[j] = _mm256_add_epi32(a0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xb, w0)), ones));
+            a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xb, w1)), ones));
+          }
+        }
+      }
+    }
+    const __m256 d0 = _mm256_load_ps((const float *)(pb + so)), d1 = _mm256_load_ps((const float *)(pb + so) + 8);
+    for (int j = 0; j < T; j++) {
+      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(d0, dx), f0[j]);
+      f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(d1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* Q4_K, 16 rows x T tokens: one pass per 32-element sub-block (the low then the high nibbles
+ * of a part's bytes, loaded twice: the panel is in L1/L2), its 2T accumulators (int32 with
+ * AVX-VNNI; int16 sums of at most 8 x 3810 on AVX2) scaled by d * scale_s and the activation
+ * scale at its end; the mins are one vpmaddwd per part against the sums of 32. */
+IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const bool vnni) {
+  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 f0[3], f1[3];
+  const uint8_t *x[3];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 5760 + 4 * h;
+    for (int s = 0; s < 8; s++) { /* sub-block s: part s / 2, high nibbles when s is odd */
+      const int p = s / 2, hi = s % 2;
+      __m256i a0[3], a1[3];
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 1024 * p + 128 * g));
+        __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 1024 * p + 128 * g + 32));
+        if (hi) {
+          w0 = _mm256_srli_epi16(w0, 4);
+          w1 = _mm256_srli_epi16(w1, 4);
+        }
+        w0 = _mm256_and_si256(w0, m0f);
+        w1 = _mm256_and_si256(w1, m0f);
+        for (int j = 0; j < T; j++) {
+          const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+            a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+          } else {
+            a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
+            a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
+          }
+        }
+      }
+      const __m256 s0 = _mm256_load_ps((const float *)(pb + 4096 + 128 * s));
+      const __m256 s1 = _mm256_load_ps((const float *)(pb + 4096 + 128 * s) + 8);
+      for (int j = 0; j < T; j++) {
+        if (!vnni) {
+          a0[j] = _mm256_madd_epi16(a0[j], ones);
+          a1[j] = _mm256_madd_epi16(a1[j], ones);
+        }
+        const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+        f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
+        f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
+      }
+    }
+    const __m256 dm0 = _mm256_load_ps((const float *)(pb + 5632)), dm1 = _mm256_load_ps((const float *)(pb + 5632) + 8);
+    for (int j = 0; j < T; j++) {
+      __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+      for (int p = 0; p < 4; p++) {
+        const __m256i bs = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
+        m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p)), bs));
+        m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p + 32)), bs));
+      }
+      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m0), _mm256_mul_ps(dm0, dx), f0[j]);
+      f1[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m1), _mm256_mul_ps(dm1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K */
+IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const int kind, const bool vnni) {
+  if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
+  else il__tile(panel, nb, io, h, T, kind == 1, vnni);
+}
+
+/* Each 16-row half of the panel (the second only when it has rows), tokens [t0, t1) in tiles
+ * of TM, the last tile shorter. */
+#define IL__GEMM_DRIVER(name, kind, TM, vnni, flip)                                                 \
+  void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
+    if (pack && kind == 2) il__gemm_pack(a, r0, panel, 0);                                         \
+    else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
+    const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
+    const int64_t nb = a->n_in / (kind == 2 ? IL_QK_K : IL_QK);                                     \
+    il__tile_io io = {.as = a->act_stride,                                                         \
+                      .doff = il__act_d_off(a->n_in),                                              \
+                      .coff = kind == 2 ? il__act_bsum32_off(a->n_in) : il__act_aux_off(a->n_in, IL_QK), \
+                      .ldy = a->ldy};                                                              \
+    for (int h = 0; h < nr; h += 16) {                                                             \
+      io.nr = nr - h < 16 ? (int)(nr - h) : 16;                                                    \
+      int64_t t = t0;                                                                              \
+      for (; t + TM <= t1; t += TM) {                                                              \
+        io.x0 = a->act + (size_t)t * a->act_stride;                                                \
+        io.y = a->y + t * a->ldy + r0 + h;                                                         \
+        il__tile_kind(panel, nb, &io, h, TM, kind, vnni);                                          \
+      }                                                                                            \
+      io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
+      io.y = a->y + t * a->ldy + r0 + h;                                                           \
+      if (t1 - t == 1) il__tile_kind(panel, nb, &io, h, 1, kind, vnni);                            \
+      else if (t1 - t == 2 && TM > 2) il__tile_kind(panel, nb, &io, h, 2, kind, vnni);             \
+    }                                                                                              \
+  }
+
+IL__GEMM_DRIVER(il__gemm_avx2_q8_0, 0, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q4_0, 1, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
+
+#endif

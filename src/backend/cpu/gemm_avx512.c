@@ -1,0 +1,211 @@
+/* backend/cpu/gemm_avx512: AVX-512 VNNI micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K).
+ * Hot path.
+ *
+ * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
+ * 4-element group, two zmm of weights (rows 0-15, 16-31) against one broadcast 4-byte group of
+ * each token's activation, vpdpbusd into 2T int32 accumulators seeded with the block's offset
+ * term (-128 or -8 times the activation block sum); per 32-element block, one vcvtdq2ps, one
+ * multiply (weight scales x activation scale) and one FMA per accumulator. That is 8 vpdpbusd
+ * per 3 float ops for Q8_0 (plus 6 unpack ops per group shared by the T tokens for Q4_0);
+ * the activation broadcasts are vpbroadcastd loads (an inline-asm variant with {1to16} memory
+ * operands of vpdpbusd measured the same on Zen 5, so the intrinsics stay). Registers: 2T int +
+ * 2T float accumulators + weights, so T = 6 for Q8_0 (28 zmm) and T = 5 for Q4_0 (4 unpacked
+ * weight vectors live at once).
+ * The float sum runs over the blocks in order with one product of the two scales per block,
+ * like the scalar kernel, so results differ from it only by FMA rounding. Q4_K: il__tile_q4_k.
+ * Not for: packing (gemm_avx2.c), the single-token path (matmul_avx512.c).
+ */
+#include "backend/cpu/gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+
+#include <immintrin.h>
+
+#define IL__INLINE static inline __attribute__((always_inline))
+
+typedef struct {
+  const uint8_t *x0; /* first token's activation row */
+  size_t as, doff, coff; /* coff: A32 offsets, or AK sums of 32 (Q4_K) */
+  float *y;
+  int64_t ldy;
+  __mmask16 m0, m1; /* valid rows in each half of the panel */
+} il__tile_io;
+
+/* The T tokens' activation rows and zeroed float accumulators. */
+IL__INLINE void il__tile_begin(const il__tile_io *io, const int T, const uint8_t *x[], __m512 f0[], __m512 f1[]) {
+  for (int j = 0; j < T; j++) {
+    x[j] = io->x0 + j * io->as;
+    f0[j] = f1[j] = _mm512_setzero_ps();
+  }
+}
+
+/* The panel's valid rows of each token's output. */
+IL__INLINE void il__store(const il__tile_io *io, const int T, __m512 f0[], __m512 f1[]) {
+  for (int j = 0; j < T; j++) {
+    _mm512_mask_storeu_ps(io->y + j * io->ldy, io->m0, f0[j]);
+    if (io->m1) _mm512_mask_storeu_ps(io->y + j * io->ldy + 16, io->m1, f1[j]);
+  }
+}
+
+/* 32 rows x T tokens; q4: the panel holds Q4_0 nibbles (else Q8_0 bytes, flipped). */
+IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const bool q4) {
+  const size_t bb = q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+  const __m512i m0f = _mm512_set1_epi8(0x0F);
+  const int64_t nb4 = nb & ~(int64_t)3;
+  __m512 f0[6], f1[6];
+  const uint8_t *x[6];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * bb;
+    __m512i a0[6], a1[6];
+    for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
+    if (q4) {
+      /* the Q4 activation order of kernels.h: elements 0..15 and 16..31 of block b */
+      const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
+      const size_t hi = lo + (b < nb4 ? 64 : 16);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; g++) {
+        const __m512i q0 = _mm512_load_si512(pb + 128 * g), q1 = _mm512_load_si512(pb + 128 * g + 64);
+        const __m512i l0 = _mm512_and_si512(q0, m0f), l1 = _mm512_and_si512(q1, m0f);
+        const __m512i h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m0f);
+        const __m512i h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m0f);
+        for (int j = 0; j < T; j++) {
+          const __m512i xl = _mm512_set1_epi32(il__gemm_ld32(x[j] + lo + 4 * g));
+          const __m512i xh = _mm512_set1_epi32(il__gemm_ld32(x[j] + hi + 4 * g));
+          a0[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a0[j], l0, xl), h0, xh);
+          a1[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a1[j], l1, xl), h1, xh);
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        const __m512i w0 = _mm512_load_si512(pb + 128 * g), w1 = _mm512_load_si512(pb + 128 * g + 64);
+        for (int j = 0; j < T; j++) {
+          const __m512i xb = _mm512_set1_epi32(il__gemm_ld32(x[j] + 32 * b + 4 * g));
+          a0[j] = _mm512_dpbusd_epi32(a0[j], w0, xb);
+          a1[j] = _mm512_dpbusd_epi32(a1[j], w1, xb);
+        }
+      }
+    }
+    const __m512 d0 = _mm512_load_ps(pb + so), d1 = _mm512_load_ps(pb + so + 64);
+    for (int j = 0; j < T; j++) {
+      const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[j]), _mm512_mul_ps(d0, dx), f0[j]);
+      f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(d1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* Q4_K, 32 rows x T tokens: per part p (64 elements) the low and high nibbles of one load
+ * are sub-blocks 2p and 2p+1, each with its own int32 accumulators, converted and scaled by
+ * d * scale_s x the activation scale at the end of the part (4T int32 registers, so T = 3);
+ * the mins are one vpdpwssd per part pair of sub-blocks against the activation's sums of 32,
+ * scaled by dmin once per super-block. */
+IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T) {
+  const __m512i m0f = _mm512_set1_epi8(0x0F);
+  __m512 f0[3], f1[3];
+  const uint8_t *x[3];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 5760;
+    for (int p = 0; p < 4; p++) {
+      __m512i l0[3], l1[3], h0[3], h1[3];
+      for (int j = 0; j < T; j++) l0[j] = l1[j] = h0[j] = h1[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        const __m512i q0 = _mm512_load_si512(pb + 1024 * p + 128 * g), q1 = _mm512_load_si512(pb + 1024 * p + 128 * g + 64);
+        const __m512i wl0 = _mm512_and_si512(q0, m0f), wl1 = _mm512_and_si512(q1, m0f);
+        const __m512i wh0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m0f);
+        const __m512i wh1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m0f);
+        for (int j = 0; j < T; j++) {
+          const uint8_t *xp = x[j] + b * IL_QK_K + 64 * p + 4 * g;
+          const __m512i xl = _mm512_set1_epi32(il__gemm_ld32(xp)), xh = _mm512_set1_epi32(il__gemm_ld32(xp + 32));
+          l0[j] = _mm512_dpbusd_epi32(l0[j], wl0, xl);
+          l1[j] = _mm512_dpbusd_epi32(l1[j], wl1, xl);
+          h0[j] = _mm512_dpbusd_epi32(h0[j], wh0, xh);
+          h1[j] = _mm512_dpbusd_epi32(h1[j], wh1, xh);
+        }
+      }
+      const float *sc = (const float *)(pb + 4096) + 2 * p * 32;
+      const __m512 sl0 = _mm512_load_ps(sc), sl1 = _mm512_load_ps(sc + 16);
+      const __m512 sh0 = _mm512_load_ps(sc + 32), sh1 = _mm512_load_ps(sc + 48);
+      for (int j = 0; j < T; j++) {
+        const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+        f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l0[j]), _mm512_mul_ps(sl0, dx), f0[j]);
+        f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l1[j]), _mm512_mul_ps(sl1, dx), f1[j]);
+        f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h0[j]), _mm512_mul_ps(sh0, dx), f0[j]);
+        f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h1[j]), _mm512_mul_ps(sh1, dx), f1[j]);
+      }
+    }
+    const __m512 dm0 = _mm512_load_ps(pb + 5632), dm1 = _mm512_load_ps(pb + 5696);
+    for (int j = 0; j < T; j++) {
+      const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
+      for (int p = 0; p < 4; p++) {
+        const __m512i bs = _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
+        m0 = _mm512_dpwssd_epi32(m0, _mm512_load_si512(pb + 5120 + 128 * p), bs);
+        m1 = _mm512_dpwssd_epi32(m1, _mm512_load_si512(pb + 5120 + 128 * p + 64), bs);
+      }
+      f0[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m0), _mm512_mul_ps(dm0, dx), f0[j]);
+      f1[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m1), _mm512_mul_ps(dm1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  if (pack) il__gemm_pack(a, r0, panel, 0);
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  il__tile_io io = {.as = a->act_stride,
+                    .doff = il__act_d_off(a->n_in),
+                    .coff = il__act_bsum32_off(a->n_in),
+                    .ldy = a->ldy,
+                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
+                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  const int64_t nb = a->n_in / IL_QK_K;
+  for (int64_t t = t0; t < t1; t += 3) {
+    io.x0 = a->act + (size_t)t * a->act_stride;
+    io.y = a->y + t * a->ldy + r0;
+    switch (t1 - t) {
+    case 1: il__tile_q4_k(panel, nb, &io, 1); break;
+    case 2: il__tile_q4_k(panel, nb, &io, 2); break;
+    default: il__tile_q4_k(panel, nb, &io, 3); break;
+    }
+  }
+}
+
+/* Tokens [t0, t1) in tiles of TM, then one tile of the remainder. */
+#define IL__GEMM_DRIVER(name, q4, TM, flip)                                                      \
+  void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
+    if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                                   \
+    const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
+    il__tile_io io = {.as = a->act_stride,                                                         \
+                      .doff = il__act_d_off(a->n_in),                                              \
+                      .coff = il__act_aux_off(a->n_in, IL_QK),                                     \
+                      .ldy = a->ldy,                                                               \
+                      .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),                       \
+                      .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)}; \
+    const int64_t nb = a->n_in / IL_QK;                                                            \
+    int64_t t = t0;                                                                                \
+    for (; t + TM <= t1; t += TM) {                                                                \
+      io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
+      io.y = a->y + t * a->ldy + r0;                                                               \
+      il__tile(panel, nb, &io, TM, q4);                                                                 \
+    }                                                                                              \
+    if (t == t1) return;                                                                           \
+    io.x0 = a->act + (size_t)t * a->act_stride;                                                    \
+    io.y = a->y + t * a->ldy + r0;                                                                 \
+    switch (t1 - t) {                                                                              \
+    case 1: il__tile(panel, nb, &io, 1, q4); break;                                                        \
+    case 2: il__tile(panel, nb, &io, 2, q4); break;                                                        \
+    case 3: il__tile(panel, nb, &io, 3, q4); break;                                                        \
+    case 4: il__tile(panel, nb, &io, 4, q4); break;                                                        \
+    default: il__tile(panel, nb, &io, 5, q4); break;                                                       \
+    }                                                                                              \
+  }
+
+IL__GEMM_DRIVER(il__gemm_avx512_q8_0, false, 6, 0x80)
+IL__GEMM_DRIVER(il__gemm_avx512_q4_0, true, 5, 0)
+
+#endif
