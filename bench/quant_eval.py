@@ -10,7 +10,10 @@ with --with-1b builtin:1b exported as f16) and every --type of `inferlab quant`,
             wall time, because the machines this runs on are shared and wall time swings 3x;
             at equal thread counts the ratio of the two columns is the speed ratio;
   eval      `inferlab eval --ref SOURCE` on the text: perplexity, its ratio to the source's,
-            KL(source || quantized) mean / p99 / max, top-1 agreement.
+            KL(source || quantized) mean / p99 / max, top-1 agreement;
+  speed     (--speed) `inferlab bench` on the file, source included: load milliseconds, prompt and
+            generation tokens/s (--speed-prompt / --speed-gen tokens, best of 3 repetitions),
+            and the run's memory by category (weights: mapped from the file plus allocated).
 With --llama-bin DIR (a folder holding llama.cpp's llama-quantize and llama-perplexity) it also
   - quantizes the same source with llama-quantize, compares the two files byte for byte, and
     reports llama-quantize's MB/s in the same run;
@@ -22,6 +25,7 @@ stories260K samples file for every model.
 usage: bench/quant_eval.py [--inferlab build/release/inferlab] [--types q8_0,q4_k_m,...]
                            [--ctx 128] [--chunks N] [--threads 2] [--llama-bin DIR]
                            [--with-1b | --only-1b] [--work /tmp/il-quant-bench]
+                           [--speed [--speed-prompt 128] [--speed-gen 32]]
 """
 import argparse
 import filecmp
@@ -59,6 +63,18 @@ def llama_ppl(bin_dir, model, text, ctx, threads):
     return float(m.group(1)) if m else float("nan")
 
 
+def speed(il, model, threads, prompt, gen):
+    """load s, prompt tok/s, gen tok/s and MiB by category from one `inferlab bench --json` run."""
+    out, _, _ = run([il, "bench", "-m", model, "--prompt", str(prompt), "--gen", str(gen), "-r", "3", "-t", str(threads),
+                     "--roofline-ms", "0", "--json", "-q"])
+    r = json.loads(out)["results"][0]
+    s = r["summary"]
+    mib = lambda k: (r["memory_peak_bytes"].get(k, 0) + r["memory_mapped_bytes"].get(k, 0)) / 2**20
+    best = lambda k: max(s[k]["max"], 0) if k in s else float("nan")
+    return (f"{1000 * s['load_s']['min']:.1f} | {best('prompt_tps'):.1f} | {best('gen_tps'):.2f} | "
+            f"{mib('weights'):.1f} | {mib('kv'):.1f} | {mib('activations'):.1f} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferlab", default="build/release/inferlab")
@@ -70,6 +86,9 @@ def main():
     ap.add_argument("--only-1b", action="store_true", help="skip builtin:tiny and stories260K")
     ap.add_argument("--chunks", type=int, default=0, help="evaluate only the first N windows (0 = all)")
     ap.add_argument("--work", default="/tmp/il-quant-bench")
+    ap.add_argument("--speed", action="store_true", help="also load time, tokens/s and memory of every file")
+    ap.add_argument("--speed-prompt", type=int, default=128)
+    ap.add_argument("--speed-gen", type=int, default=32)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     fx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "fixtures", "models")
@@ -104,8 +123,14 @@ def main():
         if a.llama_bin:
             hdr += " llama-quantize MB per CPU-s | same bytes |"
             sep += "---:|:---:|"
+        if a.speed:
+            hdr += f" load ms | pp{a.speed_prompt} tok/s | tg{a.speed_gen} tok/s | weights MiB | kv MiB | activations MiB |"
+            sep += "---:|---:|---:|---:|---:|---:|"
         print(hdr)
         print(sep)
+        if a.speed:
+            blanks = "| - " * (9 + (2 if a.llama_bin else 0))
+            print(f"| source {blanks}| {speed(il, src, a.threads, a.speed_prompt, a.speed_gen)}", flush=True)
         tensor_in = None
         for t in a.types.split(","):
             out = os.path.join(a.work, f"{name.replace(':', '_')}-{t}.gguf")
@@ -125,6 +150,8 @@ def main():
                 _, _, dt = run([os.path.join(a.llama_bin, "llama-quantize"), src, lo, t.upper(), str(a.threads)], want_cpu=True)
                 same = filecmp.cmp(lo, out, shallow=False)
                 row += f" {tensor_in / 1e6 / dt:.1f} | {'yes' if same else 'no'} |"
+            if a.speed:
+                row += " " + speed(il, out, a.threads, a.speed_prompt, a.speed_gen)
             print(row, flush=True)
         print()
 
