@@ -391,6 +391,7 @@ static void test_bad_input(void) {
 }
 
 int main(void) {
+  il_cpu_attn_par_min(0); /* small shapes run threaded too (the default keeps them on one thread) */
   il_pool *pools[2];
   IL_CHECK_OK(il_pool_new(1, &pools[0]));
   IL_CHECK_OK(il_pool_new(2, &pools[1]));

@@ -48,6 +48,7 @@ static void write_rows(il_kvpages *p, int s, int from, int to, int like) {
 }
 
 int main(void) {
+  il_cpu_attn_par_min(0); /* small shapes run threaded too */
   il_kvpages *p;
   IL_CHECK_OK(il_kvpages_new(NB, BL, MB, NS, sizeof(float) * KVD * 2, &p));
   IL_CHECK_OK(il_kvpages_seq_add(p, 0));

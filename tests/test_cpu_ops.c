@@ -121,6 +121,7 @@ static void test_ops_avx512(void) {
 }
 
 int main(void) {
+  il_cpu_matmul_par_min(0); /* small shapes run threaded too */
   test_matmul_multi();
   test_ops_avx512();
   return il_test_finish();

@@ -314,6 +314,7 @@ static void test_isa(void) {
 }
 
 int main(void) {
+  il_cpu_matmul_par_min(0); /* every shape also runs on 2 and 3 threads (the default keeps small ones on one) */
   for (int n = 1; n <= 3; n++) IL_CHECK_OK(il_pool_new(n, &pools[n]));
   add_table(&il__matmul_scalar, "scalar");
   if (il_cpu_isa_kernels(IL_ISA_AVX2)) {

@@ -120,4 +120,8 @@ extern const il__attn_isa il__attn_isa_scalar, il__attn_isa_avx2, il__attn_isa_a
 /* The table for a level (falling back to what is compiled and detected). */
 const il__attn_isa *il__attn_isa_for(il_isa isa);
 
+/* Multiply-adds below which an attention call runs on the calling thread alone (default 2^16);
+ * tests set 0 so that every shape also runs threaded. Not thread-safe: set it before use. */
+void il_cpu_attn_par_min(double macs);
+
 #endif

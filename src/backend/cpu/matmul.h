@@ -51,4 +51,8 @@ typedef struct {
 il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtype, int n_parts,
                               const il_cpu_mm_part *parts, int64_t n_in, const float *x, int64_t n_tok, void *work);
 
+/* Multiply-adds below which a matmul runs on the calling thread alone (default 2^17); tests set
+ * 0 so that every shape also runs threaded. Not thread-safe: set it before any matmul runs. */
+void il_cpu_matmul_par_min(double macs);
+
 #endif
