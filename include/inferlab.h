@@ -237,7 +237,8 @@ typedef struct il_request il_request;
 
 /* Starts a generation in sequence 0: forgets what the sequence held, tokenizes the prompt and
  * runs it. Errors: IL_ERR_INVALID_ARG for an empty prompt, IL_ERR_RANGE when it does not fit
- * the context, the engine's errors; *out is NULL then. Free with il_request_free. */
+ * the context, the engine's errors; *out is NULL then. Free with il_request_free, before
+ * il_engine_free; one request per engine at a time (they share sequence 0). */
 IL_API il_status il_request_new(il_engine *e, const char *prompt, const il_request_params *p, il_request **out);
 /* Samples and decodes the next token. On IL_OK, *token is the token and text/len its text
  * (possibly empty while a UTF-8 character is incomplete; borrowed until the next call), or
