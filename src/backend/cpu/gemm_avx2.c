@@ -324,4 +324,73 @@ IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
 
+/* ================================================================ F16 / BF16 */
+
+/* 16 rows (half h of the panel) x T tokens of F16/BF16 weights against F32 activations: per
+ * element k two ymm of F32 weights (vcvtph2ps of 16 bytes each, or vpunpck*wd against zero
+ * for BF16: low for half 0, high for half 1, gemm.h), one vbroadcastss per token and 2T FMAs.
+ * 16 ymm: 2T accumulators + 2 weights + 1 broadcast, so T = 6. */
+IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const float *x0, int64_t xs, float *y, int64_t ldy, int nr,
+                           const int h, const int T, const bool bf) {
+  __m256 f0[6], f1[6];
+  const float *x[6];
+  for (int j = 0; j < T; j++) {
+    x[j] = x0 + j * xs;
+    f0[j] = f1[j] = _mm256_setzero_ps();
+  }
+  const __m256i zero = _mm256_setzero_si256();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < n; k++) {
+    const uint8_t *p = panel + 64 * k;
+    __m256 w0, w1;
+    if (bf) {
+      const __m256i v0 = _mm256_load_si256((const __m256i *)p), v1 = _mm256_load_si256((const __m256i *)(p + 32));
+      w0 = _mm256_castsi256_ps(h ? _mm256_unpackhi_epi16(zero, v0) : _mm256_unpacklo_epi16(zero, v0));
+      w1 = _mm256_castsi256_ps(h ? _mm256_unpackhi_epi16(zero, v1) : _mm256_unpacklo_epi16(zero, v1));
+    } else {
+      w0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 2 * h)));
+      w1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(p + 2 * h + 16)));
+    }
+    for (int j = 0; j < T; j++) {
+      const __m256 xb = _mm256_broadcast_ss(x[j] + k);
+      f0[j] = _mm256_fmadd_ps(w0, xb, f0[j]);
+      f1[j] = _mm256_fmadd_ps(w1, xb, f1[j]);
+    }
+  }
+  const il__tile_io io = {.y = y, .ldy = ldy, .nr = nr};
+  il__store(&io, T, f0, f1);
+}
+
+IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
+                           const bool bf) {
+  if (pack) il__gemm_pack(a, r0, panel, 0);
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  const int64_t n = a->n_in;
+  for (int h = 0; h < nr; h += 16) {
+    const int hr = nr - h < 16 ? (int)(nr - h) : 16;
+    int64_t t = t0;
+    for (; t + 6 <= t1; t += 6) {
+      if (h) il__tile_h(panel, n, a->x + t * n, n, a->y + t * a->ldy + r0 + h, a->ldy, hr, 16, 6, bf);
+      else il__tile_h(panel, n, a->x + t * n, n, a->y + t * a->ldy + r0, a->ldy, hr, 0, 6, bf);
+    }
+    if (t == t1) continue;
+    const float *x = a->x + t * n;
+    float *y = a->y + t * a->ldy + r0 + h;
+#define IL__H_TAIL(T)                                                                              \
+  case T:                                                                                          \
+    if (h) il__tile_h(panel, n, x, n, y, a->ldy, hr, 16, T, bf);                                   \
+    else il__tile_h(panel, n, x, n, y, a->ldy, hr, 0, T, bf);                                      \
+    break;
+    switch (t1 - t) { IL__H_TAIL(1) IL__H_TAIL(2) IL__H_TAIL(3) IL__H_TAIL(4) default: IL__H_TAIL(5) }
+#undef IL__H_TAIL
+  }
+}
+
+void il__gemm_avx2_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_h(a, r0, t0, t1, panel, pack, false);
+}
+void il__gemm_avx2_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_h(a, r0, t0, t1, panel, pack, true);
+}
+
 #endif

@@ -1,4 +1,5 @@
-/* backend/cpu/gemm_avx512: AVX-512 VNNI micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K).
+/* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K with VNNI;
+ * F16 and BF16 with FMA).
  * Hot path.
  *
  * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
@@ -207,5 +208,74 @@ void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
 
 IL__GEMM_DRIVER(il__gemm_avx512_q8_0, false, 6, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx512_q4_0, true, 5, 0)
+
+/* ================================================================ F16 / BF16 */
+
+/* 32 rows x T tokens of F16/BF16 weights against F32 activations: per element k, the panel's
+ * 32 weights become two zmm of F32 (two vcvtph2ps, or two vpunpck*wd against zero for BF16:
+ * exact), and each token's x[k], broadcast from memory into the FMA, updates 2T accumulators.
+ * 2T FMAs per 2 conversions and 2 + T loads: T = 12 (24 accumulators) keeps the FMA pipes the
+ * limit. */
+IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const float *x0, int64_t xs, float *y, int64_t ldy,
+                           __mmask16 m0, __mmask16 m1, const int T, const bool bf) {
+  __m512 f0[12], f1[12];
+  const float *x[12];
+  for (int j = 0; j < T; j++) {
+    x[j] = x0 + j * xs;
+    f0[j] = f1[j] = _mm512_setzero_ps();
+  }
+  const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < n; k++) {
+    const uint8_t *p = panel + 64 * k;
+    __m512 w0, w1;
+    if (bf) {
+      const __m512i v = _mm512_load_si512(p);
+      w0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, v));
+      w1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, v));
+    } else {
+      w0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p));
+      w1 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p + 32)));
+    }
+    for (int j = 0; j < T; j++) {
+      const __m512 xb = _mm512_set1_ps(x[j][k]);
+      f0[j] = _mm512_fmadd_ps(w0, xb, f0[j]);
+      f1[j] = _mm512_fmadd_ps(w1, xb, f1[j]);
+    }
+  }
+  for (int j = 0; j < T; j++) {
+    _mm512_mask_storeu_ps(y + j * ldy, m0, f0[j]);
+    if (m1) _mm512_mask_storeu_ps(y + j * ldy + 16, m1, f1[j]);
+  }
+}
+
+#define IL__GEMM_H_TAIL(T)                                                                         \
+  case T: il__tile_h(panel, a->n_in, x, a->n_in, y, a->ldy, m0, m1, T, bf); break;
+
+IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
+                           const bool bf) {
+  if (pack) il__gemm_pack(a, r0, panel, 0);
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
+  const __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+  int64_t t = t0;
+  for (; t + 12 <= t1; t += 12)
+    il__tile_h(panel, a->n_in, a->x + t * a->n_in, a->n_in, a->y + t * a->ldy + r0, a->ldy, m0, m1, 12, bf);
+  if (t == t1) return;
+  const float *x = a->x + t * a->n_in;
+  float *y = a->y + t * a->ldy + r0;
+  switch (t1 - t) {
+    IL__GEMM_H_TAIL(1) IL__GEMM_H_TAIL(2) IL__GEMM_H_TAIL(3) IL__GEMM_H_TAIL(4) IL__GEMM_H_TAIL(5)
+    IL__GEMM_H_TAIL(6) IL__GEMM_H_TAIL(7) IL__GEMM_H_TAIL(8) IL__GEMM_H_TAIL(9) IL__GEMM_H_TAIL(10)
+    default: il__tile_h(panel, a->n_in, x, a->n_in, y, a->ldy, m0, m1, 11, bf); break;
+  }
+}
+
+void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_h(a, r0, t0, t1, panel, pack, false);
+}
+void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_h(a, r0, t0, t1, panel, pack, true);
+}
 
 #endif
