@@ -254,7 +254,7 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const float *x0, int
 
 IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
                            const bool bf) {
-  if (pack) il__gemm_pack(a, r0, panel, 0);
+  if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
   const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
   const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
   const __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
