@@ -216,14 +216,10 @@ IL__GEMM_DRIVER(il__gemm_avx512_q4_0, true, 5, 0)
  * exact), and each token's x[k], broadcast from memory into the FMA, updates 2T accumulators.
  * 2T FMAs per 2 conversions and 2 + T loads: T = 12 (24 accumulators) keeps the FMA pipes the
  * limit. */
-IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const float *x0, int64_t xs, float *y, int64_t ldy,
-                           __mmask16 m0, __mmask16 m1, const int T, const bool bf) {
+IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *io, const int T, const bool bf) {
   __m512 f0[12], f1[12];
-  const float *x[12];
-  for (int j = 0; j < T; j++) {
-    x[j] = x0 + j * xs;
-    f0[j] = f1[j] = _mm512_setzero_ps();
-  }
+  const uint8_t *x[12];
+  il__tile_begin(io, T, x, f0, f1);
   const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 2
   for (int64_t k = 0; k < n; k++) {
@@ -238,36 +234,33 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const float *x0, int
       w1 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p + 32)));
     }
     for (int j = 0; j < T; j++) {
-      const __m512 xb = _mm512_set1_ps(x[j][k]);
+      const __m512 xb = _mm512_set1_ps(il__gemm_ldf(x[j] + 4 * k));
       f0[j] = _mm512_fmadd_ps(w0, xb, f0[j]);
       f1[j] = _mm512_fmadd_ps(w1, xb, f1[j]);
     }
   }
-  for (int j = 0; j < T; j++) {
-    _mm512_mask_storeu_ps(y + j * ldy, m0, f0[j]);
-    if (m1) _mm512_mask_storeu_ps(y + j * ldy + 16, m1, f1[j]);
-  }
+  il__store(io, T, f0, f1);
 }
 
-#define IL__GEMM_H_TAIL(T)                                                                         \
-  case T: il__tile_h(panel, a->n_in, x, a->n_in, y, a->ldy, m0, m1, T, bf); break;
-
+/* Tokens [t0, t1) in tiles of 12, then one tile of the remainder; the activations are the
+ * float rows of x (io.as: their byte stride). */
 IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
                            const bool bf) {
   if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
-  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
-  const __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1);
-  const __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
-  int64_t t = t0;
-  for (; t + 12 <= t1; t += 12)
-    il__tile_h(panel, a->n_in, a->x + t * a->n_in, a->n_in, a->y + t * a->ldy + r0, a->ldy, m0, m1, 12, bf);
-  if (t == t1) return;
-  const float *x = a->x + t * a->n_in;
-  float *y = a->y + t * a->ldy + r0;
-  switch (t1 - t) {
-    IL__GEMM_H_TAIL(1) IL__GEMM_H_TAIL(2) IL__GEMM_H_TAIL(3) IL__GEMM_H_TAIL(4) IL__GEMM_H_TAIL(5)
-    IL__GEMM_H_TAIL(6) IL__GEMM_H_TAIL(7) IL__GEMM_H_TAIL(8) IL__GEMM_H_TAIL(9) IL__GEMM_H_TAIL(10)
-    default: il__tile_h(panel, a->n_in, x, a->n_in, y, a->ldy, m0, m1, 11, bf); break;
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, n = a->n_in;
+  il__tile_io io = {.as = 4 * (size_t)n,
+                    .ldy = a->ldy,
+                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
+                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  for (int64_t t = t0; t < t1; t += 12) {
+    io.x0 = (const uint8_t *)(a->x + t * n);
+    io.y = a->y + t * a->ldy + r0;
+    switch (t1 - t < 12 ? t1 - t : 12) {
+#define IL__H_TILE(T) case T: il__tile_h(panel, n, &io, T, bf); break;
+      IL__H_TILE(1) IL__H_TILE(2) IL__H_TILE(3) IL__H_TILE(4) IL__H_TILE(5) IL__H_TILE(6)
+      IL__H_TILE(7) IL__H_TILE(8) IL__H_TILE(9) IL__H_TILE(10) IL__H_TILE(11) default: IL__H_TILE(12)
+#undef IL__H_TILE
+    }
   }
 }
 
