@@ -49,7 +49,7 @@
 /* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
  * packing. Measured crossovers (bench_matmul, one 1B layer, Zen 5, 1 thread): Q8_0 GEMM 1.1x
  * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. F16/BF16 (1 and 2 threads,
- * AVX-512 and AVX2 alike): 0.45x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
+ * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
 static inline int64_t il__gemm_min_tok(il_dtype t) {
