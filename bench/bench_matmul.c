@@ -14,8 +14,9 @@
  * 4. Each SIMD level against scalar on one 2048x2048 matrix (1 thread).
  * 5. The int8 dot-product peak of this machine per ISA level (a tight loop of independent
  *    vpdpbusd zmm, vpdpbusd ymm (AVX-VNNI), or vpmaddubsw + vpmaddwd + vpaddd, on 1 thread and
- *    on all), and in the same run the batched matmul of one Llama-3.2-1B layer (512 tokens,
- *    and batches of 4, 16, 64) with the blocked GEMM and with the tile kernels it replaced
+ *    on all) and its F32 FMA peak (independent vfmadd231ps zmm or ymm: the limit of F16/BF16),
+ *    and in the same run the batched matmul of one Llama-3.2-1B layer (512 tokens,
+ *    and batches of 4, 8, 16, 32, 64) with the blocked GEMM and with the tile kernels it replaced
  *    (the same table without its GEMM entries), as GOPS (2 ops per multiply-add) and as a
  *    fraction of the peak of the level that runs it. The peak is the sum of each thread's rate
  *    over its own CPU time; 1-thread GEMM times are the thread's CPU time, multi-thread ones wall
@@ -212,12 +213,21 @@ PEAK_FN(peak_avxvnni, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpcmpeqd %%y
  * would not fit in 16 registers). */
 PEAK_FN(peak_avx2, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpabsb %%ymm12, %%ymm13\n vpabsw %%ymm12, %%ymm14\n",
         PEAK_MADD(0, 6) PEAK_MADD(1, 7) PEAK_MADD(2, 8) PEAK_MADD(3, 9) PEAK_MADD(4, 10) PEAK_MADD(5, 11), "xmm")
+/* The F32 FMA peak (the limit of the F16/BF16 GEMM): 12 independent vfmadd231ps chains, all
+ * registers zeroed first (a VEX vxorps clears the whole zmm) so no denormal or NaN operand
+ * can slow a core down. */
+#define PEAK_Z(k) "vxorps %%xmm" #k ", %%xmm" #k ", %%xmm" #k "\n"
+#define PEAK_Z14 PEAK_Z(0) PEAK_Z(1) PEAK_Z(2) PEAK_Z(3) PEAK_Z(4) PEAK_Z(5) PEAK_Z(6) PEAK_Z(7) PEAK_Z(8) \
+  PEAK_Z(9) PEAK_Z(10) PEAK_Z(11) PEAK_Z(12) PEAK_Z(13)
+PEAK_FN(peak_fma512, "avx512f", PEAK_Z14, PEAK_DP12("vfmadd231ps", "zmm"), "zmm")
+PEAK_FN(peak_fma256, "avx2,fma", PEAK_Z14, PEAK_DP12("vfmadd231ps", "ymm"), "xmm")
 #endif
 
-enum { PEAK_VNNI512, PEAK_AVXVNNI, PEAK_AVX2, PEAK_KINDS };
+enum { PEAK_VNNI512, PEAK_AVXVNNI, PEAK_AVX2, PEAK_FMA512, PEAK_FMA256, PEAK_KINDS };
 static const char *const peak_names[PEAK_KINDS] = {"vpdpbusd zmm (AVX-512 VNNI)", "vpdpbusd ymm (AVX-VNNI)",
-                                                   "vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)"};
-static const double peak_ops_per_iter[PEAK_KINDS] = {12 * 128.0, 12 * 64.0, 6 * 64.0};
+                                                   "vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)", "vfmadd231ps zmm (F32 FMA)",
+                                                   "vfmadd231ps ymm (F32 FMA)"};
+static const double peak_ops_per_iter[PEAK_KINDS] = {12 * 128.0, 12 * 64.0, 6 * 64.0, 12 * 32.0, 12 * 16.0};
 
 typedef struct {
   int kind;
@@ -239,6 +249,8 @@ static void peak_run(void *p, int ith, int nth) {
 #if defined(__x86_64__)
   if (c->kind == PEAK_VNNI512) r = peak_vnni512(c->n);
   else if (c->kind == PEAK_AVXVNNI) r = peak_avxvnni(c->n);
+  else if (c->kind == PEAK_FMA512) r = peak_fma512(c->n);
+  else if (c->kind == PEAK_FMA256) r = peak_fma256(c->n);
   else r = peak_avx2(c->n);
 #endif
   if (ith < 64) c->cpu[ith] = thread_cpu_now() - t0;
@@ -273,13 +285,15 @@ static double measure_peak(il_pool *pool, int kind) {
 
 static bool peak_available(int kind) {
   const il_cpu_features *f = il_cpu_features_get();
-  if (kind == PEAK_VNNI512) return f->best >= IL_ISA_AVX512;
+  if (kind == PEAK_VNNI512 || kind == PEAK_FMA512) return f->best >= IL_ISA_AVX512;
   if (kind == PEAK_AVXVNNI) return f->best >= IL_ISA_AVX2 && f->avxvnni;
   return f->best >= IL_ISA_AVX2;
 }
 
-/* The peak that binds a level's int8 GEMM: the instruction its micro-kernel is built on. */
-static int peak_kind_for(il_isa isa) {
+/* The peak that binds a level's GEMM for weights of type t: the instruction its micro-kernel
+ * is built on (F32 FMA for F16/BF16, an int8 dot product for the quantized types). */
+static int peak_kind_for(il_isa isa, il_dtype t) {
+  if (t == IL_DTYPE_F16 || t == IL_DTYPE_BF16) return isa == IL_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
   if (isa == IL_ISA_AVX512) return PEAK_VNNI512;
   return il_cpu_features_get()->avxvnni && !no_avxvnni ? PEAK_AVXVNNI : PEAK_AVX2;
 }
@@ -304,22 +318,27 @@ static double time_layer(il_pool *pool, const il__kernels *k, il_dtype t, uint8_
  * `reps` each), on 1 thread and on all. */
 static void bench_gemm(il_pool *pool1, il_pool *pooln, const il__kernels *k, il_isa isa, const il_dtype *types,
                        int n_types, const float *x, float *y, void *work, int reps) {
-  const int kind = peak_kind_for(isa);
-  double peak[2] = {0};
-  if (isa >= IL_ISA_AVX2 && peak_available(kind)) {
-    peak[0] = measure_peak(pool1, kind);
-    peak[1] = measure_peak(pooln, kind);
-  }
   il__kernels tiles = *k;
   memset(tiles.gemm, 0, sizeof tiles.gemm);
-  printf("\nbatched matmul, one layer (q,k,v,o,gate,up,down), %s kernels; GOPS and %% of the %s peak\n"
-         "(1T %.0f, %dT %.0f GOPS, measured just before); tiles = the same table without the GEMM;\n"
-         "1T figures from the thread's CPU time, %dT from wall time\n",
-         il_isa_name(isa), peak_names[kind], peak[0], il_pool_size(pooln), peak[1], il_pool_size(pooln));
-  const int64_t toks[] = {512, 4, 16, 32, 64};
+  printf("\nbatched matmul, one layer (q,k,v,o,gate,up,down), %s kernels; tiles = the same table without\n"
+         "the GEMM; 1T figures from the thread's CPU time, %dT from wall time\n",
+         il_isa_name(isa), il_pool_size(pooln));
+  const int64_t toks[] = {512, 4, 16, 32, 48, 64};
+  int kind = -1;
+  double peak[2] = {0};
   for (int ti = 0; ti < n_types; ti++) {
     const il_dtype t = types[ti];
     if (!k->gemm[t]) continue;
+    if (peak_kind_for(isa, t) != kind) { /* measured just before the types it binds */
+      kind = peak_kind_for(isa, t);
+      peak[0] = peak[1] = 0;
+      if (isa >= IL_ISA_AVX2 && peak_available(kind)) {
+        peak[0] = measure_peak(pool1, kind);
+        peak[1] = measure_peak(pooln, kind);
+      }
+      printf(" GOPS (2 ops per multiply-add) and %% of the %s peak: 1T %.0f, %dT %.0f GOPS\n", peak_names[kind],
+             peak[0], il_pool_size(pooln), peak[1]);
+    }
     uint8_t *w[N_SHAPES];
     double ops1 = 0;
     for (int s = 0; s < N_SHAPES; s++) {
@@ -401,7 +420,7 @@ int main(int argc, char **argv) {
   if (il_pool_new(1, &pool1) != IL_OK || il_pool_new(nth, &pooln) != IL_OK) return 1;
   printf("isa %s (compiled %s), %d threads, loadavg %s\n", il_isa_name(mm_isa), il_cpu_isa_compiled(), nth, load);
   if (gemm_only) {
-    printf("int8 dot-product peak of this machine, GOPS (2 ops per multiply-add):\n");
+    printf("int8 dot-product and F32 FMA peaks of this machine, GOPS (2 ops per multiply-add):\n");
     for (int kind = 0; kind < PEAK_KINDS; kind++)
       if (peak_available(kind))
         printf("  %-38s 1T %7.0f  %dT %7.0f\n", peak_names[kind], measure_peak(pool1, kind), nth, measure_peak(pooln, kind));

@@ -162,7 +162,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
         if (y[l][tk * ldy + i] != -12345.0f) pad_bad = 1;
     if (y[l][ysz] != -12345.0f) pad_bad = 1;
     IL_CHECK(!pad_bad);
-    if (ws && l > 0) {
+    if (ws && l > 0 && il_dtype_get(t)->quantized) { /* F16/BF16 workspaces hold only GEMM panels */
       /* the kernels align the workspace to 64 bytes; compare from there */
       const uint8_t *a0 = work[0] + ((64 - (uintptr_t)work[0] % 64) % 64);
       const uint8_t *al = work[l] + ((64 - (uintptr_t)work[l] % 64) % 64);
@@ -211,22 +211,24 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
 /* The blocked GEMM (batches of il__gemm_min_tok tokens or more) on every level against the
  * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
  * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
- * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4). */
+ * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4; any n_in for F16 and
+ * BF16). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K};
-  for (size_t ti = 0; ti < 3; ti++) {
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;
     const int64_t blck = il_dtype_get(types[ti])->blck;
     for (int64_t n_tok = 1; n_tok <= 70; n_tok++) {
-      const int64_t n_in = blck * (1 + (int64_t)(fabsf(il_test_randf(&rng)) * (blck == 32 ? 23 : 4)));
+      /* F16/BF16 (blck 1): any n_in up to 1100, odd ones included */
+      const int64_t n_in = blck * (1 + (int64_t)(fabsf(il_test_randf(&rng)) * (blck == 32 ? 23 : blck == 1 ? 1100 : 4)));
       const int64_t n_out = 1 + (int64_t)(fabsf(il_test_randf(&rng)) * 99);
       run_case(types[ti], n_in, n_out, n_tok, 1 + (int)(n_tok % 3), (int)n_tok, &st);
       cases++;
     }
     /* a panel count below 4 per thread with many tokens: token slices */
     run_case(types[ti], 256, 40, 64, 2, 1, &st);
-    run_case(types[ti], blck == 32 ? 96 : 512, 7, 70, 3, 2, &st);
+    run_case(types[ti], blck == 256 ? 512 : 96, 7, 70, 3, 2, &st);
     cases += 2;
     printf("%-5s GEMM %3d shapes (batches 1..70), worst SIMD-vs-scalar error %.2e of sum|w*x|\n",
            il_dtype_name(types[ti]), cases, st.max_err_rel);
@@ -239,11 +241,11 @@ static void test_gemm_pack(void) {
     printf("note: AVX2 panel packer not exercised on this CPU\n");
     return;
   }
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
-  for (size_t ti = 0; ti < 2; ti++)
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_F16, IL_DTYPE_BF16};
+  for (size_t ti = 0; ti < 4; ti++)
     for (int k = 0; k < 12; k++) {
       const il_dtype t = types[ti];
-      const int64_t n_in = 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
+      const int64_t n_in = il_dtype_get(t)->blck == 1 ? 1 + k * 37 % 83 : 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
       const size_t stride = il_dtype_row_size(t, n_in) + (size_t)(k % 4);
       uint8_t *w = malloc(stride * (size_t)n_out);
       make_weights(t, w, stride, n_out, n_in, k);
@@ -279,6 +281,9 @@ static void test_errors(void) {
   IL_CHECK(!il_cpu_matmul_supported((il_dtype)5));
   IL_CHECK(il_cpu_matmul_supported(IL_DTYPE_Q6_K));
   IL_CHECK_INT(il_cpu_matmul_work_size(IL_DTYPE_F16, 64, 3, 1), 0);
+  IL_CHECK_INT(il_cpu_matmul_work_size(IL_DTYPE_F32, 64, 512, 1), 0);
+  /* F16 batches for the GEMM: one 32-row panel of 64 * n_in bytes per thread */
+  IL_CHECK(il_cpu_matmul_work_size(IL_DTYPE_F16, 64, IL__GEMM_MIN_TOK_F16, 2) >= 2 * 64 * 64);
   IL_CHECK(il_cpu_matmul_work_size(IL_DTYPE_Q4_0, 64, 3, 1) >= 3 * (64 + 8));
   /* NULL pool runs on the caller */
   float xx[32], yy[1];
@@ -311,6 +316,7 @@ static void test_isa(void) {
     for (int t = 0; t < IL_DTYPE_COUNT; t++) IL_CHECK(tk->gemm[t] == NULL);
   }
   if (il_cpu_isa_kernels(IL_ISA_AVX512)) IL_CHECK(il_cpu_isa_kernels(IL_ISA_AVX512)->gemm[IL_DTYPE_Q8_0] != NULL);
+  if (il_cpu_isa_kernels(IL_ISA_AVX2)) IL_CHECK(il_cpu_isa_kernels(IL_ISA_AVX2)->gemm[IL_DTYPE_BF16] != NULL);
 }
 
 int main(void) {

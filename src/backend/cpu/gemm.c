@@ -14,6 +14,8 @@ static size_t il__gemm_block_bytes(il_dtype t) {
   case IL_DTYPE_Q8_0: return 8 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
+  case IL_DTYPE_F16:
+  case IL_DTYPE_BF16: return 2 * IL__GEMM_ROWS;
   default: return 0;
   }
 }
@@ -52,7 +54,29 @@ static void il__gemm_pack_q4_k(const il__mm_args *a, int64_t r0, uint8_t *panel)
   }
 }
 
+/* F16 / BF16: the panel is the transpose of the 32 rows (BF16 rows permuted, gemm.h). Each row
+ * is read sequentially; the writes land 64 bytes apart in the panel (L1/L2). */
+static void il__gemm_pack_16(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  const int nr = a->n_out - r0 < IL__GEMM_ROWS ? (int)(a->n_out - r0) : IL__GEMM_ROWS;
+  const bool bf = a->type == IL_DTYPE_BF16;
+  const int64_t n = a->n_in;
+  for (int i = 0; i < IL__GEMM_ROWS; i++) {
+    const int pos = !bf ? i : i < 16 ? 8 * (i / 4) + i % 4 : 8 * ((i - 16) / 4) + 4 + i % 4;
+    uint16_t *dst = (uint16_t *)(void *)panel + pos;
+    if (i >= nr) {
+      for (int64_t k = 0; k < n; k++) dst[k * IL__GEMM_ROWS] = 0;
+      continue;
+    }
+    const uint8_t *w = a->w + (size_t)(r0 + i) * a->w_stride;
+    for (int64_t k = 0; k < n; k++) memcpy(&dst[k * IL__GEMM_ROWS], w + 2 * k, 2);
+  }
+}
+
 void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip) {
+  if (a->type == IL_DTYPE_F16 || a->type == IL_DTYPE_BF16) {
+    il__gemm_pack_16(a, r0, panel);
+    return;
+  }
   if (a->type == IL_DTYPE_Q4_K) {
     il__gemm_pack_q4_k(a, r0, panel);
     return;

@@ -22,11 +22,21 @@
  *         sub-block 2p+1); then 8 x 32 floats d * scale_s (sub-block s, row i); then 4 x 128
  *         bytes: row i's int16 mins (m_2p, m_2p+1), the vpdpwssd operand against the
  *         activation's sums of 32; then 32 floats dmin.                5760 bytes per block
+ *   F16 / BF16, per element k of the row: 64 bytes, 32 16-bit weights, one per row (rows past
+ *         n_out hold zero). F16: word i = row i, so vcvtph2ps of bytes 0..31 gives rows 0..15
+ *         and of bytes 32..63 rows 16..31. BF16: word 8q + m = row 4q + m and word 8q + 4 + m =
+ *         row 16 + 4q + m (q, m < 4), so vpunpcklwd / vpunpckhwd against zero (the weight
+ *         in the upper half of a 32-bit lane: exactly the BF16 -> F32 conversion) give rows
+ *         0..15 / 16..31 of a zmm, and on ymm rows 0..7, 8..15 (low) and 16..23, 24..31 (high).
+ *                                                                        64 bytes per element
+ *         The activations are the F32 input itself (no quantization: the results keep the
+ *         tile kernels' semantics, F32 products of exactly converted weights, F32 sums).
  * The activations are the A32 (Q8_0, Q4_0) or AK (Q4_K) layouts of kernels.h, quantized once
  * per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
  * accumulators.
  * Not for: single-token GEMV (the tile kernels are bandwidth-bound there and read the weights
  * in place), threading (matmul.c), other weight types (they keep the tile kernels).
+ * F16/BF16 panels are 64 * n_in bytes (128 KiB for n_in = 2048, 512 KiB for 8192: L2).
  */
 #ifndef IL_BACKEND_CPU_GEMM_H
 #define IL_BACKEND_CPU_GEMM_H
@@ -38,8 +48,18 @@
 #define IL__GEMM_ROWS 32
 /* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
  * packing. Measured crossovers (bench_matmul, one 1B layer, Zen 5, 1 thread): Q8_0 GEMM 1.1x
- * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. */
-static inline int64_t il__gemm_min_tok(il_dtype t) { return t == IL_DTYPE_Q8_0 ? 16 : 32; }
+ * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. F16/BF16 (1 and 2 threads,
+ * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
+ * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
+#define IL__GEMM_MIN_TOK_F16 40
+static inline int64_t il__gemm_min_tok(il_dtype t) {
+  switch (t) {
+  case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_F16:
+  case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
+  default: return 32;
+  }
+}
 
 /* Unaligned 4-byte loads of an activation group, offset or scale. */
 static inline int32_t il__gemm_ld32(const uint8_t *p) {
@@ -75,5 +95,9 @@ void il__gemm_avx2_vnni_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64
 void il__gemm_avx2_vnni_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 
 #endif

@@ -1,4 +1,5 @@
-/* backend/cpu/gemm_avx512: AVX-512 VNNI micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K).
+/* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K with VNNI;
+ * F16 and BF16 with FMA).
  * Hot path.
  *
  * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
@@ -207,5 +208,67 @@ void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
 
 IL__GEMM_DRIVER(il__gemm_avx512_q8_0, false, 6, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx512_q4_0, true, 5, 0)
+
+/* ================================================================ F16 / BF16 */
+
+/* 32 rows x T tokens of F16/BF16 weights against F32 activations: per element k, the panel's
+ * 32 weights become two zmm of F32 (two vcvtph2ps, or two vpunpck*wd against zero for BF16:
+ * exact), and each token's x[k], broadcast from memory into the FMA, updates 2T accumulators.
+ * 2T FMAs per 2 conversions and 2 + T loads: T = 12 (24 accumulators) keeps the FMA pipes the
+ * limit. */
+IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *io, const int T, const bool bf) {
+  __m512 f0[12], f1[12];
+  const uint8_t *x[12];
+  il__tile_begin(io, T, x, f0, f1);
+  const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 2
+  for (int64_t k = 0; k < n; k++) {
+    const uint8_t *p = panel + 64 * k;
+    __m512 w0, w1;
+    if (bf) {
+      const __m512i v = _mm512_load_si512(p);
+      w0 = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, v));
+      w1 = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, v));
+    } else {
+      w0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)p));
+      w1 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(p + 32)));
+    }
+    for (int j = 0; j < T; j++) {
+      const __m512 xb = _mm512_set1_ps(il__gemm_ldf(x[j] + 4 * k));
+      f0[j] = _mm512_fmadd_ps(w0, xb, f0[j]);
+      f1[j] = _mm512_fmadd_ps(w1, xb, f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* Tokens [t0, t1) in tiles of 12, then one tile of the remainder; the activations are the
+ * float rows of x (io.as: their byte stride). */
+IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
+                           const bool bf) {
+  if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, n = a->n_in;
+  il__tile_io io = {.as = 4 * (size_t)n,
+                    .ldy = a->ldy,
+                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
+                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  for (int64_t t = t0; t < t1; t += 12) {
+    io.x0 = (const uint8_t *)(a->x + t * n);
+    io.y = a->y + t * a->ldy + r0;
+    switch (t1 - t < 12 ? t1 - t : 12) {
+#define IL__H_TILE(T) case T: il__tile_h(panel, n, &io, T, bf); break;
+      IL__H_TILE(1) IL__H_TILE(2) IL__H_TILE(3) IL__H_TILE(4) IL__H_TILE(5) IL__H_TILE(6)
+      IL__H_TILE(7) IL__H_TILE(8) IL__H_TILE(9) IL__H_TILE(10) IL__H_TILE(11) default: IL__H_TILE(12)
+#undef IL__H_TILE
+    }
+  }
+}
+
+void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_h(a, r0, t0, t1, panel, pack, false);
+}
+void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_h(a, r0, t0, t1, panel, pack, true);
+}
 
 #endif

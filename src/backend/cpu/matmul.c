@@ -45,12 +45,19 @@ static size_t il__mm_panel_bytes(il_dtype wtype, int64_t n_in, int64_t n_tok) {
   return n_tok >= il__gemm_min_tok(wtype) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
 }
 
+/* Quantized-activation bytes of one token; 0 for float weights (their kernels read x). */
+static size_t il__mm_act_stride(il_dtype wtype, int64_t n_in) {
+  return il_dtype_get(wtype)->quantized ? il__act_stride(wtype, n_in) : 0;
+}
+
 size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads) {
-  if (!il_cpu_matmul_supported(wtype) || !il_dtype_get(wtype)->quantized) return 0;
+  if (!il_cpu_matmul_supported(wtype)) return 0;
   if (n_in <= 0 || n_tok <= 0 || n_in % il_dtype_get(wtype)->blck != 0) return 0;
   if (n_threads < 1) n_threads = 1;
+  const size_t panels = (size_t)n_threads * il__mm_panel_bytes(wtype, n_in, n_tok);
+  if (!il_dtype_get(wtype)->quantized && panels == 0) return 0; /* F32, or F16/BF16 below the GEMM */
   /* + 64: alignment slack */
-  return (size_t)n_tok * il__act_stride(wtype, n_in) + 64 + (size_t)n_threads * il__mm_panel_bytes(wtype, n_in, n_tok);
+  return (size_t)n_tok * il__mm_act_stride(wtype, n_in) + 64 + panels;
 }
 
 /* Each thread owns a contiguous range of chunks and takes them from the front; a thread that
@@ -233,20 +240,23 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     shared.act_stride = il__act_stride(wtype, n_in);
     task.n_units = n_tok * (n_in / il__act_blck(wtype));
-    task.panel_bytes = il__mm_panel_bytes(wtype, n_in, n_tok);
-    if (task.panel_bytes && k->gemm[wtype]) {
-      task.gemm = k->gemm[wtype];
-      task.panels = shared.act + (size_t)n_tok * shared.act_stride;
-      /* Token slices only when the panels are too few for 4 chunks per thread; a slice keeps
-       * at least 8 tokens so the micro-kernels run full tiles. */
-      int64_t n_panels = 0;
-      for (int i = 0; i < n_parts; i++) n_panels += (parts[i].n_out + IL__GEMM_ROWS - 1) / IL__GEMM_ROWS;
-      int64_t ns = n_panels >= 4 * nth ? 1 : (4 * nth + n_panels - 1) / n_panels;
-      if (ns > n_tok / 8) ns = n_tok / 8;
-      if (ns < 1) ns = 1;
-      task.slice_tok = (n_tok + ns - 1) / ns;
-      task.n_slices = (n_tok + task.slice_tok - 1) / task.slice_tok;
-    }
+  }
+  /* The GEMM's panels follow the activations in the workspace; F16/BF16 weights need a
+   * workspace only for the GEMM, and without one (work NULL) run the tile kernels. */
+  task.panel_bytes = work ? il__mm_panel_bytes(wtype, n_in, n_tok) : 0;
+  if (task.panel_bytes && k->gemm[wtype]) {
+    task.gemm = k->gemm[wtype];
+    uint8_t *base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    task.panels = base + (size_t)n_tok * il__mm_act_stride(wtype, n_in);
+    /* Token slices only when the panels are too few for 4 chunks per thread; a slice keeps
+     * at least 8 tokens so the micro-kernels run full tiles. */
+    int64_t n_panels = 0;
+    for (int i = 0; i < n_parts; i++) n_panels += (parts[i].n_out + IL__GEMM_ROWS - 1) / IL__GEMM_ROWS;
+    int64_t ns = n_panels >= 4 * nth ? 1 : (4 * nth + n_panels - 1) / n_panels;
+    if (ns > n_tok / 8) ns = n_tok / 8;
+    if (ns < 1) ns = 1;
+    task.slice_tok = (n_tok + ns - 1) / ns;
+    task.n_slices = (n_tok + task.slice_tok - 1) / task.slice_tok;
   }
   /* Chunk size: about 32 KiB of weights for generation, at least 8 chunks per thread when
    * the matrices together are small; 16 rows when a batch of tokens reuses them. Multiples of
