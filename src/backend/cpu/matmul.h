@@ -23,7 +23,9 @@
 /* True when a kernel exists for weights of type t. */
 bool il_cpu_matmul_supported(il_dtype t);
 /* Bytes of workspace il_cpu_matmul needs for these shapes on a pool of n_threads (quantized
- * activations, and one weight panel per thread for the batched GEMM); 0 for float weights. */
+ * activations, and one weight panel per thread for the batched GEMM: quantized types, and F16 /
+ * BF16 from 40 tokens); 0 for F32 weights and for F16 / BF16 below the GEMM's batch size. With
+ * no workspace, F16 / BF16 batches take the tile kernels instead. */
 size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads);
 
 /* y[t * ldy + r] = sum_k W[r][k] * x[t * n_in + k] for t < n_tok, r < n_out.
