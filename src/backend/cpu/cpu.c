@@ -171,6 +171,27 @@ static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tens
   return IL_OK;
 }
 
+/* The matmul workspace for passes of max_tokens rows over w[0..n): the largest any of them
+ * needs (quantized activations, the GEMM's per-thread panels). */
+static size_t il__cpu_reserve_bytes(il_backend *b, int32_t max_tokens, const il_tensor *w, int n) {
+  const int nth = il_pool_size(il__c(b)->pool);
+  size_t need = 0;
+  for (int i = 0; i < n; i++) {
+    if (!w[i].rows || !w[i].cols) continue;
+    const size_t k = il_cpu_matmul_work_size(w[i].type, w[i].cols, max_tokens, nth);
+    if (k > need) need = k;
+  }
+  return need > il__c(b)->work_size ? need : 0; /* what reserve would still allocate */
+}
+
+/* Allocated at open, so the run's host memory is known before the first batch (the engine
+ * calls this once per backend with the weights it will multiply). */
+static il_status il__cpu_reserve(il_backend *b, int32_t max_tokens, const il_tensor *w, int n) {
+  il__cpu *c = il__c(b);
+  const size_t need = il__cpu_reserve_bytes(b, max_tokens, w, n);
+  return need ? il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace") : IL_OK;
+}
+
 /* Weights of one type and row length run as one matmul task (one activation quantization,
  * one barrier); anything else as separate calls. */
 static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
@@ -729,6 +750,8 @@ const il_backend_ops il__cpu_ops_template = {
     .destroy = il__cpu_destroy,
     .round_to = il__cpu_round_to,
     .value_stats = il__cpu_value_stats,
+    .reserve = il__cpu_reserve,
+    .reserve_bytes = il__cpu_reserve_bytes,
 };
 
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {

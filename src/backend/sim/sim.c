@@ -186,6 +186,9 @@ static void il__sim_ops_init(void) {
   il__sim_ops.allocator_stats = il__sim_allocator_stats;
   il__sim_ops.allocator_snapshot = il__sim_snapshot;
   il__sim_ops.empty_cache = il__sim_empty_cache;
+  /* the CPU kernels' matmul scratch is host memory (reserved at open like the cpu backend's),
+   * not the simulated device's: nothing of it belongs in the device's out-of-memory arithmetic */
+  il__sim_ops.reserve_bytes = NULL;
   il__sim_dry_ops = il__sim_ops;
   il_backend_dry_ops(&il__sim_dry_ops); /* the planner's: allocates, computes nothing */
 }
