@@ -211,10 +211,10 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
 /* The blocked GEMM (batches of il__gemm_min_tok tokens or more) on every level against the
  * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
  * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
- * random n_in (Q4_0's trailing blocks when n_in/32 is not a multiple of 4; any n_in for F16 and
+ * random n_in (Q4_0's and Q4_1's trailing blocks when n_in/32 is not a multiple of 4; any n_in for F16 and
  * BF16). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_F16, IL_DTYPE_BF16};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;
@@ -241,8 +241,8 @@ static void test_gemm_pack(void) {
     printf("note: AVX2 panel packer not exercised on this CPU\n");
     return;
   }
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_F16, IL_DTYPE_BF16};
-  for (size_t ti = 0; ti < 4; ti++)
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_F16, IL_DTYPE_BF16};
+  for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
     for (int k = 0; k < 12; k++) {
       const il_dtype t = types[ti];
       const int64_t n_in = il_dtype_get(t)->blck == 1 ? 1 + k * 37 % 83 : 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);

@@ -13,6 +13,7 @@ static size_t il__gemm_block_bytes(il_dtype t) {
   switch (t) {
   case IL_DTYPE_Q8_0: return 8 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
+  case IL_DTYPE_Q4_1: return 4 * 4 * IL__GEMM_ROWS + 2 * 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return 2 * IL__GEMM_ROWS;
@@ -84,7 +85,9 @@ void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t fli
   const int64_t nb = a->n_in / IL_QK;
   const size_t bb = il__gemm_block_bytes(a->type);
   const bool q8 = a->type == IL_DTYPE_Q8_0;
-  const size_t bsz = q8 ? sizeof(il_block_q8_0) : sizeof(il_block_q4_0);
+  const bool q41 = a->type == IL_DTYPE_Q4_1;
+  const size_t bsz = q8 ? sizeof(il_block_q8_0) : q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0);
+  const size_t qo = q41 ? 4 : 2; /* qs after d (and Q4_1's m) */
   const int groups = q8 ? 8 : 4;
   const uint32_t fx = flip * 0x01010101u;
   static const uint8_t zero[64];
@@ -97,14 +100,18 @@ void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t fli
       uint8_t *dst = panel + b * bb + 4 * i;
       for (int g = 0; g < groups; g++) {
         uint32_t v;
-        memcpy(&v, blk + 2 + 4 * g, 4);
+        memcpy(&v, blk + qo + 4 * g, 4);
         if (q8) v ^= fx;
         memcpy(dst + g * 4 * IL__GEMM_ROWS, &v, 4);
       }
-      uint16_t h;
-      memcpy(&h, blk, 2);
-      const float d = il_fp16_to_f32(h);
+      uint16_t h[2];
+      memcpy(h, blk, qo);
+      const float d = il_fp16_to_f32(h[0]);
       memcpy(dst + groups * 4 * IL__GEMM_ROWS, &d, 4);
+      if (q41) {
+        const float m = il_fp16_to_f32(h[1]);
+        memcpy(dst + (groups + 1) * 4 * IL__GEMM_ROWS, &m, 4);
+      }
     }
   }
 }

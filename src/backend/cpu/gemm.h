@@ -17,6 +17,7 @@
  *   Q4_0: 4 groups g of 128 bytes: bytes 4i..4i+3 = row i's qs[4g..4g+3] (low nibbles: weights
  *         4g..4g+3, high nibbles: 16+4g..16+4g+3, unsigned 0..15); then 32 float scales.
  *                                                                        640 bytes per block
+ *   Q4_1: as Q4_0, then 32 floats: row i's block min m.                 768 bytes per block
  *   Q4_K, per 256-element super-block: 4 parts p of 8 groups g of 128 bytes: bytes 4i..4i+3 =
  *         row i's qs[32p+4g..32p+4g+3] (low nibbles: sub-block 2p, elements 4g..4g+3; high:
  *         sub-block 2p+1); then 8 x 32 floats d * scale_s (sub-block s, row i); then 4 x 128
@@ -31,9 +32,9 @@
  *                                                                        64 bytes per element
  *         The activations are the F32 input itself (no quantization: the results keep the
  *         tile kernels' semantics, F32 products of exactly converted weights, F32 sums).
- * The activations are the A32 (Q8_0, Q4_0) or AK (Q4_K) layouts of kernels.h, quantized once
- * per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
- * accumulators.
+ * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K) layouts of kernels.h, quantized
+ * once per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
+ * accumulators; Q4_1's float d * sum(q) meets the panel's mins in one FMA per block.
  * Not for: single-token GEMV (the tile kernels are bandwidth-bound there and read the weights
  * in place), threading (matmul.c), other weight types (they keep the tile kernels).
  * F16/BF16 panels are 64 * n_in bytes (128 KiB for n_in = 2048, 512 KiB for 8192: L2).
@@ -48,13 +49,16 @@
 #define IL__GEMM_ROWS 32
 /* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
  * packing. Measured crossovers (bench_matmul, one 1B layer, Zen 5, 1 thread): Q8_0 GEMM 1.1x
- * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. F16/BF16 (1 and 2 threads,
+ * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. Q4_1 (2026-11-30, 1 and 2
+ * threads): AVX-512 0.92-0.95x at 16, 1.06-1.12x at 20, 1.30-1.34x at 32; AVX-VNNI 1.72-1.76x
+ * and AVX2 1.25x already at 16 (their tile kernels are slower), so 20. F16/BF16 (1 and 2 threads,
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
 static inline int64_t il__gemm_min_tok(il_dtype t) {
   switch (t) {
   case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_Q4_1: return 20;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
   default: return 32;
@@ -88,11 +92,14 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
 /* The per-ISA micro-kernel drivers (table entries il__kernels.gemm). */
 void il__gemm_avx512_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_vnni_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);

@@ -114,8 +114,9 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
   }
   static const uint8_t zero[64];
   const int64_t nb = a->n_in / IL_QK;
-  const bool q8 = a->type == IL_DTYPE_Q8_0;
-  const size_t bsz = q8 ? sizeof(il_block_q8_0) : sizeof(il_block_q4_0);
+  const bool q8 = a->type == IL_DTYPE_Q8_0, q41 = a->type == IL_DTYPE_Q4_1;
+  const size_t bsz = q8 ? sizeof(il_block_q8_0) : q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0);
+  const size_t qo = q41 ? 4 : 2; /* qs after d (and Q4_1's m) */
   const size_t bb = il__gemm_panel_size(a->type, IL_QK), so = q8 ? 1024 : 512;
   const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
   const uint8_t *row[IL__GEMM_ROWS];
@@ -133,13 +134,15 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
     const size_t *sq = step + 8 * q;
     for (int64_t b = 0; b < nb; b++) {
       uint8_t *pb = panel + b * bb + 32 * q;
-      uint16_t h[8];
+      uint16_t h[8], m[8];
       for (int i = 0; i < 8; i++) {
         const uint8_t *blk = rq[i] + b * sq[i];
         _mm_prefetch((const char *)(blk + 30 * sq[i]), _MM_HINT_T0);
         memcpy(&h[i], blk, 2);
+        memcpy(&m[i], blk + 2, 2);
       }
       _mm256_store_ps((float *)(pb + so - 32 * q) + 8 * q, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
+      if (q41) _mm256_store_ps((float *)(pb + so + 128 - 32 * q) + 8 * q, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m)));
       if (q8) {
         __m256i r[8];
         for (int i = 0; i < 8; i++) r[i] = _mm256_xor_si256(fx, _mm256_loadu_si256((const __m256i *)(rq[i] + b * sq[i] + 2)));
@@ -149,8 +152,8 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
         /* rows 0..3 of the 8 in the low lanes, 4..7 in the high: group g's 32 bytes at once */
         __m256i r[4];
         for (int i = 0; i < 4; i++)
-          r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(rq[i] + b * sq[i] + 2))),
-                                         _mm_loadu_si128((const __m128i *)(rq[4 + i] + b * sq[4 + i] + 2)), 1);
+          r[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(rq[i] + b * sq[i] + qo))),
+                                         _mm_loadu_si128((const __m128i *)(rq[4 + i] + b * sq[4 + i] + qo)), 1);
         il__tr4x4(r);
         for (int g = 0; g < 4; g++) _mm256_store_si256((__m256i *)(pb + 128 * g), r[g]);
       }
@@ -196,11 +199,11 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m25
   }
 }
 
-/* 16 rows (panel lanes [h, h+16)) x T tokens; q4: the panel holds Q4_0 nibbles (else Q8_0
- * bytes, flipped for vnni). */
+/* 16 rows (panel lanes [h, h+16)) x T tokens; q4: the panel holds Q4_0 nibbles, or with q41
+ * Q4_1 nibbles and mins (else Q8_0 bytes, flipped for vnni). */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                         const bool q4, const bool vnni) {
-  const size_t bb = q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+                         const bool q4, const bool q41, const bool vnni) {
+  const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
   const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const int64_t nb4 = nb & ~(int64_t)3;
   __m256 f0[3], f1[3];
@@ -209,10 +212,11 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb + 4 * h;
     /* vnni: the offsets seed the accumulators; AVX2 Q4_0 adds them after the int16 sums;
-     * AVX2 Q8_0 has none (the sign trick needs no offset) */
+     * AVX2 Q8_0 has none (the sign trick needs no offset), nor has Q4_1 (its m * d*sum(x)
+     * term is a float FMA at the block's end) */
     __m256i a0[3], a1[3];
     for (int j = 0; j < T; j++)
-      a0[j] = a1[j] = vnni ? _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
+      a0[j] = a1[j] = vnni && !q41 ? _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
     if (q4) {
       const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
       const size_t hi = lo + (b < nb4 ? 64 : 16);
@@ -237,7 +241,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
       }
       if (!vnni)
         for (int j = 0; j < T; j++) {
-          const __m256i c = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
+          const __m256i c = q41 ? _mm256_setzero_si256() : _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
           a0[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a0[j], ones));
           a1[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a1[j], ones));
         }
@@ -264,6 +268,14 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
       const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
       f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(d0, dx), f0[j]);
       f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(d1, dx), f1[j]);
+    }
+    if (q41) {
+      const __m256 m0 = _mm256_load_ps((const float *)(pb + so + 128)), m1 = _mm256_load_ps((const float *)(pb + so + 128) + 8);
+      for (int j = 0; j < T; j++) {
+        const __m256 s = _mm256_set1_ps(il__gemm_ldf(x[j] + io->coff + 4 * b)); /* d * sum(q) */
+        f0[j] = _mm256_fmadd_ps(m0, s, f0[j]);
+        f1[j] = _mm256_fmadd_ps(m1, s, f1[j]);
+      }
     }
   }
   il__store(io, T, f0, f1);
@@ -334,11 +346,11 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K */
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1 */
 IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                               const int kind, const bool vnni) {
   if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
-  else il__tile(panel, nb, io, h, T, kind == 1, vnni);
+  else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni);
 }
 
 /* Each 16-row half of the panel (the second only when it has rows), tokens [t0, t1) in tiles
@@ -370,9 +382,11 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
 
 IL__GEMM_DRIVER(il__gemm_avx2_q8_0, 0, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_0, 1, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q4_1, 3, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_1, 3, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
 
 /* ================================================================ F16 / BF16 */

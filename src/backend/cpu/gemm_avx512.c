@@ -48,9 +48,12 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m512 f0[], __m51
   }
 }
 
-/* 32 rows x T tokens; q4: the panel holds Q4_0 nibbles (else Q8_0 bytes, flipped). */
-IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const bool q4) {
-  const size_t bb = q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+/* 32 rows x T tokens; q4: the panel holds Q4_0 nibbles, or with q41 Q4_1 nibbles and mins
+ * (else Q8_0 bytes, flipped). Q4_1 has no integer offset: its m * d*sum(x) term is one FMA
+ * per accumulator at the block's end, as in the tile kernels. */
+IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const bool q4,
+                         const bool q41) {
+  const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   const int64_t nb4 = nb & ~(int64_t)3;
   __m512 f0[6], f1[6];
@@ -59,7 +62,8 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb;
     __m512i a0[6], a1[6];
-    for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
+    for (int j = 0; j < T; j++)
+      a0[j] = a1[j] = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
     if (q4) {
       /* the Q4 activation order of kernels.h: elements 0..15 and 16..31 of block b */
       const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
@@ -93,6 +97,14 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
       const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
       f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[j]), _mm512_mul_ps(d0, dx), f0[j]);
       f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(d1, dx), f1[j]);
+    }
+    if (q41) {
+      const __m512 m0 = _mm512_load_ps(pb + so + 128), m1 = _mm512_load_ps(pb + so + 192);
+      for (int j = 0; j < T; j++) {
+        const __m512 s = _mm512_set1_ps(il__gemm_ldf(x[j] + io->coff + 4 * b)); /* d * sum(q) */
+        f0[j] = _mm512_fmadd_ps(m0, s, f0[j]);
+        f1[j] = _mm512_fmadd_ps(m1, s, f1[j]);
+      }
     }
   }
   il__store(io, T, f0, f1);
@@ -177,7 +189,7 @@ void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
 }
 
 /* Tokens [t0, t1) in tiles of TM, then one tile of the remainder. */
-#define IL__GEMM_DRIVER(name, q4, TM, flip)                                                      \
+#define IL__GEMM_DRIVER(name, q4, q41, TM, flip)                                                    \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
     if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                                   \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
@@ -192,22 +204,23 @@ void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
     for (; t + TM <= t1; t += TM) {                                                                \
       io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
       io.y = a->y + t * a->ldy + r0;                                                               \
-      il__tile(panel, nb, &io, TM, q4);                                                                 \
+      il__tile(panel, nb, &io, TM, q4, q41);                                                                 \
     }                                                                                              \
     if (t == t1) return;                                                                           \
     io.x0 = a->act + (size_t)t * a->act_stride;                                                    \
     io.y = a->y + t * a->ldy + r0;                                                                 \
     switch (t1 - t) {                                                                              \
-    case 1: il__tile(panel, nb, &io, 1, q4); break;                                                        \
-    case 2: il__tile(panel, nb, &io, 2, q4); break;                                                        \
-    case 3: il__tile(panel, nb, &io, 3, q4); break;                                                        \
-    case 4: il__tile(panel, nb, &io, 4, q4); break;                                                        \
-    default: il__tile(panel, nb, &io, 5, q4); break;                                                       \
+    case 1: il__tile(panel, nb, &io, 1, q4, q41); break;                                                        \
+    case 2: il__tile(panel, nb, &io, 2, q4, q41); break;                                                        \
+    case 3: il__tile(panel, nb, &io, 3, q4, q41); break;                                                        \
+    case 4: il__tile(panel, nb, &io, 4, q4, q41); break;                                                        \
+    default: il__tile(panel, nb, &io, 5, q4, q41); break;                                                       \
     }                                                                                              \
   }
 
-IL__GEMM_DRIVER(il__gemm_avx512_q8_0, false, 6, 0x80)
-IL__GEMM_DRIVER(il__gemm_avx512_q4_0, true, 5, 0)
+IL__GEMM_DRIVER(il__gemm_avx512_q8_0, false, false, 6, 0x80)
+IL__GEMM_DRIVER(il__gemm_avx512_q4_0, true, false, 5, 0)
+IL__GEMM_DRIVER(il__gemm_avx512_q4_1, true, true, 5, 0)
 
 /* ================================================================ F16 / BF16 */
 
