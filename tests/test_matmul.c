@@ -214,7 +214,8 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
  * random n_in (Q4_0's and Q4_1's trailing blocks when n_in/32 is not a multiple of 4; any n_in for F16 and
  * BF16). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K,
+                            IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;

@@ -15,6 +15,7 @@ static size_t il__gemm_block_bytes(il_dtype t) {
   case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_1: return 4 * 4 * IL__GEMM_ROWS + 2 * 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
+  case IL_DTYPE_Q6_K: return (64 * 4 + 16 * 4 + 4) * IL__GEMM_ROWS;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return 2 * IL__GEMM_ROWS;
   default: return 0;
@@ -55,6 +56,38 @@ static void il__gemm_pack_q4_k(const il__mm_args *a, int64_t r0, uint8_t *panel)
   }
 }
 
+/* Q6_K: the 6-bit weights unpacked to bytes 0..63 (ggml's ql/qh order), the int8 sub-block
+ * scales widened to int32, d as float. */
+static void il__gemm_pack_q6_k(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  const int64_t nb = a->n_in / IL_QK_K;
+  const int nr = a->n_out - r0 < IL__GEMM_ROWS ? (int)(a->n_out - r0) : IL__GEMM_ROWS;
+  const size_t bb = il__gemm_block_bytes(IL_DTYPE_Q6_K);
+  for (int i = 0; i < IL__GEMM_ROWS; i++)
+    for (int64_t b = 0; b < nb; b++) {
+      il_block_q6_K blk;
+      if (i < nr) memcpy(&blk, a->w + (size_t)(r0 + i) * a->w_stride + b * sizeof blk, sizeof blk);
+      else memset(&blk, 0, sizeof blk); /* rows past n_out: zero weights, scales and d */
+      uint8_t q[IL_QK_K];
+      for (int n = 0; n < 2; n++) {
+        const uint8_t *ql = blk.ql + 64 * n, *qh = blk.qh + 32 * n;
+        for (int l = 0; l < 32; l++) {
+          q[128 * n + l] = (uint8_t)((ql[l] & 0xF) | ((qh[l] & 3) << 4));
+          q[128 * n + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4));
+          q[128 * n + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+          q[128 * n + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+        }
+      }
+      uint8_t *pb = panel + b * bb;
+      for (int g = 0; g < 64; g++) memcpy(pb + g * 4 * IL__GEMM_ROWS + 4 * i, q + 4 * g, 4);
+      for (int s = 0; s < 16; s++) {
+        const int32_t sc = blk.scales[s];
+        memcpy(pb + (64 + s) * 4 * IL__GEMM_ROWS + 4 * i, &sc, 4);
+      }
+      const float d = il_fp16_to_f32(blk.d);
+      memcpy(pb + 80 * 4 * IL__GEMM_ROWS + 4 * i, &d, 4);
+    }
+}
+
 /* F16 / BF16: the panel is the transpose of the 32 rows (BF16 rows permuted, gemm.h). Each row
  * is read sequentially; the writes land 64 bytes apart in the panel (L1/L2). */
 static void il__gemm_pack_16(const il__mm_args *a, int64_t r0, uint8_t *panel) {
@@ -80,6 +113,10 @@ void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t fli
   }
   if (a->type == IL_DTYPE_Q4_K) {
     il__gemm_pack_q4_k(a, r0, panel);
+    return;
+  }
+  if (a->type == IL_DTYPE_Q6_K) {
+    il__gemm_pack_q6_k(a, r0, panel);
     return;
   }
   const int64_t nb = a->n_in / IL_QK;

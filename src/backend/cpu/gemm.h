@@ -23,6 +23,9 @@
  *         sub-block 2p+1); then 8 x 32 floats d * scale_s (sub-block s, row i); then 4 x 128
  *         bytes: row i's int16 mins (m_2p, m_2p+1), the vpdpwssd operand against the
  *         activation's sums of 32; then 32 floats dmin.                5760 bytes per block
+ *   Q6_K, per 256-element super-block: 64 groups g of 128 bytes: bytes 4i..4i+3 = row i's
+ *         weights 4g..4g+3 as 0..63 (q + 32, unpacked from ql/qh); then 16 x 32 int32: row i's
+ *         scale of sub-block s (16 elements); then 32 floats d.      10368 bytes per block
  *   F16 / BF16, per element k of the row: 64 bytes, 32 16-bit weights, one per row (rows past
  *         n_out hold zero). F16: word i = row i, so vcvtph2ps of bytes 0..31 gives rows 0..15
  *         and of bytes 32..63 rows 16..31. BF16: word 8q + m = row 4q + m and word 8q + 4 + m =
@@ -32,7 +35,7 @@
  *                                                                        64 bytes per element
  *         The activations are the F32 input itself (no quantization: the results keep the
  *         tile kernels' semantics, F32 products of exactly converted weights, F32 sums).
- * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K) layouts of kernels.h, quantized
+ * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K, Q6_K) layouts of kernels.h, quantized
  * once per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
  * accumulators; Q4_1's float d * sum(q) meets the panel's mins in one FMA per block.
  * Not for: single-token GEMV (the tile kernels are bandwidth-bound there and read the weights
@@ -55,9 +58,14 @@
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
+/* Q6_K (AVX-512 only; 2026-11-30, 1 / 2 threads): 0.53x / 0.50x at 16, 0.92x / 0.83x at 32,
+ * 1.09x / 1.00x at 40, 1.14x / 1.09x at 44, 1.41x / 1.30x at 64: the plain C packer unpacks
+ * 6-bit weights to bytes, about 13 ms per builtin:1b layer on one thread. */
+#define IL__GEMM_MIN_TOK_Q6_K 44
 static inline int64_t il__gemm_min_tok(il_dtype t) {
   switch (t) {
   case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
   case IL_DTYPE_Q4_1: return 20;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
@@ -81,8 +89,9 @@ static inline float il__gemm_ldf(const uint8_t *p) {
 size_t il__gemm_panel_size(il_dtype t, int64_t n_in);
 
 /* Copies rows [r0, r0 + 32) of a->w (those below a->n_out) into panel in the layout above;
- * flip is XORed into Q8_0 weights. Q4_K is packed only here (plain C: its panel is built from
- * unpacked 6-bit scales, and the K-quant GEMM serves 32 tokens and more). panel must hold il__gemm_panel_size bytes, 64-byte aligned.
+ * flip is XORed into Q8_0 weights. Q4_K and Q6_K are packed only here (plain C: their panels
+ * are built from unpacked 6-bit scales or weights, and the K-quant GEMMs serve 32 and 44 tokens
+ * and more). panel must hold il__gemm_panel_size bytes, 64-byte aligned.
  * Can't fail. */
 void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
 
@@ -93,6 +102,7 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
 void il__gemm_avx512_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);

@@ -1,5 +1,5 @@
-/* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_K with VNNI;
- * F16 and BF16 with FMA).
+/* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K
+ * with VNNI; F16 and BF16 with FMA).
  * Hot path.
  *
  * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
@@ -13,7 +13,8 @@
  * 2T float accumulators + weights, so T = 6 for Q8_0 (28 zmm) and T = 5 for Q4_0 (4 unpacked
  * weight vectors live at once).
  * The float sum runs over the blocks in order with one product of the two scales per block,
- * like the scalar kernel, so results differ from it only by FMA rounding. Q4_K: il__tile_q4_k.
+ * like the scalar kernel, so results differ from it only by FMA rounding. Q4_K: il__tile_q4_k;
+ * Q6_K: il__tile_q6_k (no AVX2 kernel yet: AVX2 CPUs keep the tile kernels for Q6_K).
  * Not for: packing (gemm_avx2.c), the single-token path (matmul_avx512.c).
  */
 #include "backend/cpu/gemm.h"
@@ -184,6 +185,73 @@ void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
     case 1: il__tile_q4_k(panel, nb, &io, 1); break;
     case 2: il__tile_q4_k(panel, nb, &io, 2); break;
     default: il__tile_q4_k(panel, nb, &io, 3); break;
+    }
+  }
+}
+
+/* Q6_K, 32 rows x T tokens: per 16-element sub-block s, int32 accumulators seeded with
+ * -32 times the activation's sum of 16 (the weights are stored 0..63, i.e. q + 32), 4 groups of
+ * vpdpbusd, then multiplied by the rows' int8 scale (vpmulld) into a per-super-block int32
+ * total, exactly the scalar kernel's integer sum; the total is converted and scaled by d x the
+ * activation scale once per super-block. 6T live registers, so T = 4. */
+IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T) {
+  __m512 f0[4], f1[4];
+  const uint8_t *x[4];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 10368;
+    __m512i t0[4], t1[4];
+    for (int j = 0; j < T; j++) t0[j] = t1[j] = _mm512_setzero_si512();
+    for (int s = 0; s < 16; s++) {
+      __m512i a0[4], a1[4];
+      for (int j = 0; j < T; j++) {
+        int16_t bs;
+        memcpy(&bs, x[j] + io->coff + 2 * (16 * b + s), 2);
+        a0[j] = a1[j] = _mm512_set1_epi32(-32 * (int32_t)bs);
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; g++) {
+        const __m512i w0 = _mm512_load_si512(pb + 512 * s + 128 * g), w1 = _mm512_load_si512(pb + 512 * s + 128 * g + 64);
+        for (int j = 0; j < T; j++) {
+          const __m512i xb = _mm512_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 16 * s + 4 * g));
+          a0[j] = _mm512_dpbusd_epi32(a0[j], w0, xb);
+          a1[j] = _mm512_dpbusd_epi32(a1[j], w1, xb);
+        }
+      }
+      const __m512i s0 = _mm512_load_si512(pb + 8192 + 128 * s), s1 = _mm512_load_si512(pb + 8192 + 128 * s + 64);
+      for (int j = 0; j < T; j++) {
+        t0[j] = _mm512_add_epi32(t0[j], _mm512_mullo_epi32(a0[j], s0));
+        t1[j] = _mm512_add_epi32(t1[j], _mm512_mullo_epi32(a1[j], s1));
+      }
+    }
+    const __m512 d0 = _mm512_load_ps(pb + 10240), d1 = _mm512_load_ps(pb + 10304);
+    for (int j = 0; j < T; j++) {
+      const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t0[j]), _mm512_mul_ps(d0, dx), f0[j]);
+      f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t1[j]), _mm512_mul_ps(d1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  if (pack) il__gemm_pack(a, r0, panel, 0);
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  il__tile_io io = {.as = a->act_stride,
+                    .doff = il__act_d_off(a->n_in),
+                    .coff = il__act_aux_off(a->n_in, IL_QK_K), /* bsum16 */
+                    .ldy = a->ldy,
+                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
+                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  const int64_t nb = a->n_in / IL_QK_K;
+  for (int64_t t = t0; t < t1; t += 4) {
+    io.x0 = a->act + (size_t)t * a->act_stride;
+    io.y = a->y + t * a->ldy + r0;
+    switch (t1 - t) {
+    case 1: il__tile_q6_k(panel, nb, &io, 1); break;
+    case 2: il__tile_q6_k(panel, nb, &io, 2); break;
+    case 3: il__tile_q6_k(panel, nb, &io, 3); break;
+    default: il__tile_q6_k(panel, nb, &io, 4); break;
     }
   }
 }
