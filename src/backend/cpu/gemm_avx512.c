@@ -49,6 +49,18 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m512 f0[], __m51
   }
 }
 
+/* The quantized activations' offsets (coff: A32 aux, AK bsum16 or bsum32) and the masks of the
+ * panel's valid rows from r0; x0 and y are set per tile. */
+IL__INLINE il__tile_io il__io_init(const il__mm_args *a, int64_t r0, size_t coff) {
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  return (il__tile_io){.as = a->act_stride,
+                       .doff = il__act_d_off(a->n_in),
+                       .coff = coff,
+                       .ldy = a->ldy,
+                       .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
+                       .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+}
+
 /* 32 rows x T tokens; q4: the panel holds Q4_0 nibbles, or with q41 Q4_1 nibbles and mins
  * (else Q8_0 bytes, flipped). Q4_1 has no integer offset: its m * d*sum(x) term is one FMA
  * per accumulator at the block's end, as in the tile kernels. */
@@ -168,27 +180,6 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
-  if (pack) il__gemm_pack(a, r0, panel, 0);
-  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
-  il__tile_io io = {.as = a->act_stride,
-                    .doff = il__act_d_off(a->n_in),
-                    .coff = il__act_bsum32_off(a->n_in),
-                    .ldy = a->ldy,
-                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
-                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
-  const int64_t nb = a->n_in / IL_QK_K;
-  for (int64_t t = t0; t < t1; t += 3) {
-    io.x0 = a->act + (size_t)t * a->act_stride;
-    io.y = a->y + t * a->ldy + r0;
-    switch (t1 - t) {
-    case 1: il__tile_q4_k(panel, nb, &io, 1); break;
-    case 2: il__tile_q4_k(panel, nb, &io, 2); break;
-    default: il__tile_q4_k(panel, nb, &io, 3); break;
-    }
-  }
-}
-
 /* Q6_K, 32 rows x T tokens: per 16-element sub-block s, int32 accumulators seeded with
  * -32 times the activation's sum of 16 (the weights are stored 0..63, i.e. q + 32), 4 groups of
  * vpdpbusd, then multiplied by the rows' int8 scale (vpmulld) into a per-super-block int32
@@ -234,39 +225,37 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+/* Q4_K (q6 false: tiles of 3 tokens) and Q6_K (tiles of 4) over tokens [t0, t1). */
+IL__INLINE void il__gemm_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
+                           const bool q6) {
   if (pack) il__gemm_pack(a, r0, panel, 0);
-  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
-  il__tile_io io = {.as = a->act_stride,
-                    .doff = il__act_d_off(a->n_in),
-                    .coff = il__act_aux_off(a->n_in, IL_QK_K), /* bsum16 */
-                    .ldy = a->ldy,
-                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
-                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
-  const int64_t nb = a->n_in / IL_QK_K;
-  for (int64_t t = t0; t < t1; t += 4) {
+  /* Q6_K: the sums of 16 (its -32 offset); Q4_K: the sums of 32 (its mins) */
+  il__tile_io io = il__io_init(a, r0, q6 ? il__act_aux_off(a->n_in, IL_QK_K) : il__act_bsum32_off(a->n_in));
+  const int64_t nb = a->n_in / IL_QK_K, tm = q6 ? 4 : 3;
+  for (int64_t t = t0; t < t1; t += tm) {
     io.x0 = a->act + (size_t)t * a->act_stride;
     io.y = a->y + t * a->ldy + r0;
-    switch (t1 - t) {
-    case 1: il__tile_q6_k(panel, nb, &io, 1); break;
-    case 2: il__tile_q6_k(panel, nb, &io, 2); break;
-    case 3: il__tile_q6_k(panel, nb, &io, 3); break;
-    default: il__tile_q6_k(panel, nb, &io, 4); break;
+    switch (t1 - t < tm ? t1 - t : tm) {
+    case 1: q6 ? il__tile_q6_k(panel, nb, &io, 1) : il__tile_q4_k(panel, nb, &io, 1); break;
+    case 2: q6 ? il__tile_q6_k(panel, nb, &io, 2) : il__tile_q4_k(panel, nb, &io, 2); break;
+    case 3: q6 ? il__tile_q6_k(panel, nb, &io, 3) : il__tile_q4_k(panel, nb, &io, 3); break;
+    default: il__tile_q6_k(panel, nb, &io, 4); break; /* q6 only */
     }
   }
+}
+
+void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_k(a, r0, t0, t1, panel, pack, false);
+}
+void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_k(a, r0, t0, t1, panel, pack, true);
 }
 
 /* Tokens [t0, t1) in tiles of TM, then one tile of the remainder. */
 #define IL__GEMM_DRIVER(name, q4, q41, TM, flip)                                                    \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
     if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                                   \
-    const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
-    il__tile_io io = {.as = a->act_stride,                                                         \
-                      .doff = il__act_d_off(a->n_in),                                              \
-                      .coff = il__act_aux_off(a->n_in, IL_QK),                                     \
-                      .ldy = a->ldy,                                                               \
-                      .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),                       \
-                      .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)}; \
+    il__tile_io io = il__io_init(a, r0, il__act_aux_off(a->n_in, IL_QK));                          \
     const int64_t nb = a->n_in / IL_QK;                                                            \
     int64_t t = t0;                                                                                \
     for (; t + TM <= t1; t += TM) {                                                                \
