@@ -58,9 +58,11 @@
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
-/* Q6_K (AVX-512 only; 2026-11-30, 1 / 2 threads): 0.53x / 0.50x at 16, 0.92x / 0.83x at 32,
- * 1.09x / 1.00x at 40, 1.14x / 1.09x at 44, 1.41x / 1.30x at 64: the plain C packer unpacks
- * 6-bit weights to bytes, about 13 ms per builtin:1b layer on one thread. */
+/* Q6_K (2026-11-30, 1 / 2 threads): AVX-512 0.53x / 0.50x at 16, 0.92x / 0.83x at 32,
+ * 1.09x / 1.00x at 40, 1.14x / 1.09x at 44, 1.41x / 1.30x at 64 (the plain C packer unpacks
+ * 6-bit weights to bytes, about 13 ms per builtin:1b layer on one thread); AVX-VNNI and AVX2
+ * 0.78-0.86x at 16, 1.00-1.09x at 24, 1.32-1.49x at 44 (their tile kernels are slower). The
+ * threshold is per type, so 44: no level loses. */
 #define IL__GEMM_MIN_TOK_Q6_K 44
 static inline int64_t il__gemm_min_tok(il_dtype t) {
   switch (t) {
@@ -83,6 +85,13 @@ static inline float il__gemm_ldf(const uint8_t *p) {
   float v;
   memcpy(&v, p, 4);
   return v;
+}
+/* Q6_K: -32 x the activation's sum of 16 of sub-block s of super-block b (AK bsum16 at coff),
+ * the start of that sub-block's accumulators (the panel's weights are q + 32). */
+static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, int s) {
+  int16_t v;
+  memcpy(&v, x + coff + 2 * (16 * b + s), 2);
+  return -32 * (int32_t)v;
 }
 
 /* Panel bytes for weights of type t with rows of n_in elements; 0 when t has no GEMM layout. */
@@ -111,6 +120,8 @@ void il__gemm_avx2_vnni_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64
 void il__gemm_avx2_vnni_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_vnni_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);

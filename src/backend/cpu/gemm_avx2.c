@@ -21,6 +21,8 @@
  *     Q4_0: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
  *       groups (at most 30480), one vpmaddwd per block: about 2 ops per 32 products, T = 2.
  *   Q4_K (both): one pass per sub-block of 32, T = 3 (il__tile_q4_k).
+ *   Q6_K (both): one pass per sub-block of 16, exact int32 totals via vpmulld, T = 2
+ *     (il__tile_q6_k).
  *   F16/BF16 (both tables): F32 FMA against the float activations, T = 6 (il__tile_h).
  * Not for: the panel layout (gemm.h), AVX-512 (gemm_avx512.c).
  */
@@ -346,10 +348,62 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1 */
+/* Q6_K, 16 rows x T tokens: per 16-element sub-block, int32 accumulators that start at -32 x
+ * the activation's sum of 16 (AVX-VNNI: seeded, 4 vpdpbusd; AVX2: vpmaddubsw pairs of groups
+ * summed in int16, at most 2 x 2 x 63 x 127 = 32004, then one vpmaddwd per pair), multiplied by
+ * the rows' int8 scale (vpmulld) into the super-block's exact int32 total (as il__tile_q6_k of
+ * gemm_avx512.c). 6T live ymm and the weights: T = 2. */
+IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const bool vnni) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f0[2], f1[2];
+  const uint8_t *x[2];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 10368 + 4 * h;
+    __m256i t0[2], t1[2];
+    for (int j = 0; j < T; j++) t0[j] = t1[j] = _mm256_setzero_si256();
+    for (int s = 0; s < 16; s++) {
+      __m256i a0[2], a1[2];
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_set1_epi32(il__gemm_q6_off(x[j], io->coff, b, s));
+      for (int g = 0; g < 4; g += 2) {
+        const uint8_t *pg = pb + 512 * s + 128 * g;
+        const __m256i w0 = _mm256_load_si256((const __m256i *)pg), w1 = _mm256_load_si256((const __m256i *)(pg + 32));
+        const __m256i v0 = _mm256_load_si256((const __m256i *)(pg + 128)), v1 = _mm256_load_si256((const __m256i *)(pg + 160));
+        for (int j = 0; j < T; j++) {
+          const uint8_t *xp = x[j] + b * IL_QK_K + 16 * s + 4 * g;
+          const __m256i xa = _mm256_set1_epi32(il__gemm_ld32(xp)), xb = _mm256_set1_epi32(il__gemm_ld32(xp + 4));
+          if (vnni) {
+            a0[j] = il__dpbusd_vex(il__dpbusd_vex(a0[j], w0, xa), v0, xb);
+            a1[j] = il__dpbusd_vex(il__dpbusd_vex(a1[j], w1, xa), v1, xb);
+          } else {
+            a0[j] = _mm256_add_epi32(a0[j], _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w0, xa), _mm256_maddubs_epi16(v0, xb)), ones));
+            a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w1, xa), _mm256_maddubs_epi16(v1, xb)), ones));
+          }
+        }
+      }
+      const __m256i s0 = _mm256_load_si256((const __m256i *)(pb + 8192 + 128 * s));
+      const __m256i s1 = _mm256_load_si256((const __m256i *)(pb + 8192 + 128 * s + 32));
+      for (int j = 0; j < T; j++) {
+        t0[j] = _mm256_add_epi32(t0[j], _mm256_mullo_epi32(a0[j], s0));
+        t1[j] = _mm256_add_epi32(t1[j], _mm256_mullo_epi32(a1[j], s1));
+      }
+    }
+    const __m256 d0 = _mm256_load_ps((const float *)(pb + 10240)), d1 = _mm256_load_ps((const float *)(pb + 10240) + 8);
+    for (int j = 0; j < T; j++) {
+      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+      f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0[j]), _mm256_mul_ps(d0, dx), f0[j]);
+      f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1[j]), _mm256_mul_ps(d1, dx), f1[j]);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K */
 IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                               const int kind, const bool vnni) {
   if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
+  else if (kind == 4) il__tile_q6_k(panel, nb, io, h, T < 2 ? T : 2, vnni);
   else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni);
 }
 
@@ -357,13 +411,14 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
  * of TM, the last tile shorter. */
 #define IL__GEMM_DRIVER(name, kind, TM, vnni, flip)                                                 \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
-    if (pack && kind == 2) il__gemm_pack(a, r0, panel, 0);                                         \
+    if (pack && kind >= 2 && kind != 3) il__gemm_pack(a, r0, panel, 0);                                      \
     else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
-    const int64_t nb = a->n_in / (kind == 2 ? IL_QK_K : IL_QK);                                     \
+    const int64_t nb = a->n_in / (kind == 2 || kind == 4 ? IL_QK_K : IL_QK);                                   \
     il__tile_io io = {.as = a->act_stride,                                                         \
                       .doff = il__act_d_off(a->n_in),                                              \
-                      .coff = kind == 2 ? il__act_bsum32_off(a->n_in) : il__act_aux_off(a->n_in, IL_QK), \
+                      .coff = kind == 2 ? il__act_bsum32_off(a->n_in)                               \
+                              : il__act_aux_off(a->n_in, kind == 4 ? IL_QK_K : IL_QK),             \
                       .ldy = a->ldy};                                                              \
     for (int h = 0; h < nr; h += 16) {                                                             \
       io.nr = nr - h < 16 ? (int)(nr - h) : 16;                                                    \
@@ -384,10 +439,12 @@ IL__GEMM_DRIVER(il__gemm_avx2_q8_0, 0, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_0, 1, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_1, 3, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q6_k, 4, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_1, 3, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q6_k, 4, 2, true, 0)
 
 /* ================================================================ F16 / BF16 */
 

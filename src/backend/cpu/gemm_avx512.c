@@ -14,7 +14,7 @@
  * weight vectors live at once).
  * The float sum runs over the blocks in order with one product of the two scales per block,
  * like the scalar kernel, so results differ from it only by FMA rounding. Q4_K: il__tile_q4_k;
- * Q6_K: il__tile_q6_k (no AVX2 kernel yet: AVX2 CPUs keep the tile kernels for Q6_K).
+ * Q6_K: il__tile_q6_k.
  * Not for: packing (gemm_avx2.c), the single-token path (matmul_avx512.c).
  */
 #include "backend/cpu/gemm.h"
@@ -195,11 +195,7 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
     for (int j = 0; j < T; j++) t0[j] = t1[j] = _mm512_setzero_si512();
     for (int s = 0; s < 16; s++) {
       __m512i a0[4], a1[4];
-      for (int j = 0; j < T; j++) {
-        int16_t bs;
-        memcpy(&bs, x[j] + io->coff + 2 * (16 * b + s), 2);
-        a0[j] = a1[j] = _mm512_set1_epi32(-32 * (int32_t)bs);
-      }
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm512_set1_epi32(il__gemm_q6_off(x[j], io->coff, b, s));
 #pragma GCC unroll 4
       for (int g = 0; g < 4; g++) {
         const __m512i w0 = _mm512_load_si512(pb + 512 * s + 128 * g), w1 = _mm512_load_si512(pb + 512 * s + 128 * g + 64);
