@@ -1,6 +1,8 @@
 /* tests/harness: see harness.h. */
 #include "harness.h"
 
+#include "backend/registry.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,5 +70,19 @@ char *il_test_read_file(const char *path, size_t *len) {
     }
   }
   fclose(f);
+  return b;
+}
+
+il_backend *il_test_open_cuda_or_skip(void) {
+  const char *why = il_backend_cuda_unavailable();
+  if (why) {
+    printf("SKIP: cuda: %s\n", why);
+    exit(77);
+  }
+  il_backend *b = NULL;
+  if (il_backend_open("cuda", NULL, &b) != IL_OK) {
+    printf("SKIP: %s\n", il_error_detail());
+    exit(77);
+  }
   return b;
 }

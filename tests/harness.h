@@ -92,5 +92,10 @@ int il_test_run(const char *cmd, char *out, size_t cap);
 char *il_test_read_file(const char *path, size_t *len);
 /* Deterministic uniform floats in [-1, 1). */
 float il_test_randf(uint64_t *state);
+/* The CUDA backend ("cuda", the module the registry finds), opened; when there is no module, no
+ * driver or no device, prints "SKIP: ..." with the reason and exits 77. Destroy it with
+ * b->ops->destroy. */
+struct il_backend;
+struct il_backend *il_test_open_cuda_or_skip(void);
 
 #endif

@@ -246,16 +246,7 @@ static void test_oom(void) {
 }
 
 int main(void) {
-  const char *why = il_backend_cuda_unavailable();
-  if (why) {
-    printf("SKIP: cuda: %s\n", why);
-    return 77;
-  }
-  il_backend *b = NULL;
-  if (il_backend_open("cuda", NULL, &b) != IL_OK) {
-    printf("SKIP: %s\n", il_error_detail());
-    return 77;
-  }
+  il_backend *b = il_test_open_cuda_or_skip();
   b->ops->destroy(b);
   const int all = N_PROMPT + N_STEPS;
   test_logits("f32", 1e-4, all - 1);

@@ -16,16 +16,7 @@
 #include "memory/mem.h"
 
 int main(void) {
-  const char *why = il_backend_cuda_unavailable();
-  if (why) {
-    printf("SKIP: cuda: %s\n", why);
-    return 77;
-  }
-  il_backend *b = NULL;
-  if (il_backend_open("cuda", NULL, &b) != IL_OK) {
-    printf("SKIP: %s\n", il_error_detail());
-    return 77;
-  }
+  il_backend *b = il_test_open_cuda_or_skip();
   const il_backend_ops *o = b->ops;
   il_backend_info info;
   o->info(b, &info);

@@ -1,7 +1,8 @@
 /* backend/check: the view checks every backend's ops run on their tensor arguments before they
  * touch memory, with errors that name the op and the tensor. Static inline, so the CUDA module
  * (a separate shared object) compiles the same checks as the cpu backend.
- * Not for: shape rules of one op (the op checks those itself). */
+ * Also the argument checks of ops that cpu and cuda both run the same way (elementwise, kv_store).
+ * Not for: what only one backend needs (alignment on the device, q8_0 row widths). */
 #ifndef IL_BACKEND_CHECK_H
 #define IL_BACKEND_CHECK_H
 
@@ -42,6 +43,33 @@ static inline il_status il__dense(const char *op, const il_tensor *t) {
   if (t->rows > 1 && t->stride != (size_t)t->cols * 4)
     return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld floats)", op, il__nm(t),
                     t->stride, (long long)t->cols);
+  return IL_OK;
+}
+
+/* y and x of an elementwise op (swiglu, add): F32, one shape, packed rows. */
+static inline il_status il__elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
+  IL_TRY(il__check(op, y, IL_DTYPE_F32));
+  IL_TRY(il__check(op, x, IL_DTYPE_F32));
+  IL_TRY(il__same_shape(op, y, x));
+  IL_TRY(il__dense(op, y));
+  return il__dense(op, x);
+}
+
+/* kv_store's arguments: F32 rows k and v, I32 slots, K and V cells of one type the backend
+ * stores (cells_ok), rows as wide as the cells, a slot per row. */
+static inline il_status il__kv_store_check(const il_kv_view *kv, const il_tensor *k, const il_tensor *v,
+                                           const il_tensor *slots, bool cells_ok) {
+  IL_TRY(il__check("kv_store", k, IL_DTYPE_F32));
+  IL_TRY(il__check("kv_store", v, IL_DTYPE_F32));
+  if (!cells_ok || kv->v.type != kv->k.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)", il_dtype_name(kv->k.type));
+  IL_TRY(il__check("kv_store", slots, IL_DTYPE_I32));
+  IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
+  if (k->cols != kv->k.cols || v->cols != kv->v.cols || k->rows != v->rows || slots->cols < k->rows ||
+      kv->k.rows != kv->v.rows)
+    return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
+                    (long long)k->rows, (long long)k->cols, (long long)kv->k.cols, (long long)slots->cols);
   return IL_OK;
 }
 

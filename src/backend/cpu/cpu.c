@@ -333,17 +333,7 @@ static il_status il__store_row(uint8_t *dst, il_dtype t, const float *src, int64
 }
 
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
-  IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
-  IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
-  if (!il_cpu_attn_kv_type_ok(kv->k.type) || kv->v.type != kv->k.type)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)",
-                    il_dtype_name(kv->k.type));
-  IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
-  IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
-  if (k.cols != kv->k.cols || v.cols != kv->v.cols || k.rows != v.rows || slots.cols < k.rows)
-    return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
-                    (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
+  IL_TRY(il__kv_store_check(kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type)));
   const int32_t *sl = il__cpu_ptr(slots);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
@@ -555,14 +545,6 @@ static const il_attn_kernel *il__cpu_attn_kernels(il_backend *b, int *n) {
 }
 
 /* ---------------------------------------------------------------- elementwise */
-
-static il_status il__elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
-  IL_TRY(il__check(op, y, IL_DTYPE_F32));
-  IL_TRY(il__check(op, x, IL_DTYPE_F32));
-  IL_TRY(il__same_shape(op, y, x));
-  IL_TRY(il__dense(op, y));
-  return il__dense(op, x);
-}
 
 static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   IL_TRY(il__elementwise_check("swiglu", &gate, &up));

@@ -554,19 +554,10 @@ static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_ro
 /* Rows are F32 activations; cells F32 or F16 (--kv-type), converted on the way in. */
 static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("kv_store", &k, IL_DTYPE_F32));
-  IL_TRY(il__check("kv_store", &v, IL_DTYPE_F32));
-  if (!il__kv_type_ok(kv->k.type) || kv->v.type != kv->k.type)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)", il_dtype_name(kv->k.type));
+  IL_TRY(il__kv_store_check(kv, &k, &v, &slots, il__kv_type_ok(kv->k.type)));
   if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
                     (long long)k.cols);
-  IL_TRY(il__check("kv_store", &slots, IL_DTYPE_I32));
-  IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
-  if (k.cols != kv->k.cols || v.cols != kv->v.cols || k.rows != v.rows || slots.cols < k.rows || kv->k.rows != kv->v.rows)
-    return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
-                    (long long)k.rows, (long long)k.cols, (long long)kv->k.cols, (long long)slots.cols);
   IL_TRY(il__aligned("kv_store", &slots, 4));
   IL_TRY(il__aligned("kv_store", &k, 4));
   IL_TRY(il__aligned("kv_store", &v, 4));
@@ -584,19 +575,16 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
   return IL_OK;
 }
 
-static il_status il__elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
-  IL_TRY(il__check(op, y, IL_DTYPE_F32));
-  IL_TRY(il__check(op, x, IL_DTYPE_F32));
-  IL_TRY(il__same_shape(op, y, x));
-  IL_TRY(il__dense(op, y));
-  IL_TRY(il__dense(op, x));
+/* The shared elementwise checks, and float alignment on the device. */
+static il_status il__cu_elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
+  IL_TRY(il__elementwise_check(op, y, x));
   IL_TRY(il__aligned(op, y, 4));
   return il__aligned(op, x, 4);
 }
 
 static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__elementwise_check("swiglu", &gate, &up));
+  IL_TRY(il__cu_elementwise_check("swiglu", &gate, &up));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "swiglu", il__nm(&gate));
   IL_CUDA_CHECK(c, il__cu_swiglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "swiglu", il__nm(&gate));
   return IL_OK;
@@ -604,7 +592,7 @@ static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
 
 static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__elementwise_check("add", &y, &x));
+  IL_TRY(il__cu_elementwise_check("add", &y, &x));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add", il__nm(&y));
   IL_CUDA_CHECK(c, il__cu_add(c->compute, il__ptr(y), il__ptr(x), y.rows * y.cols), "add", il__nm(&y));
   return IL_OK;
