@@ -103,20 +103,13 @@ static size_t il__reserve_bytes(const il_engine *e, const il__shape *s, int32_t 
   const il_backend_ops *o = e->backend->ops;
   if (o->version < 3 || !o->reserve_bytes) return 0;
   const il_model *m = e->model;
-  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (7 * (size_t)m->hp.n_layer + 1), "reserve list");
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (IL_MODEL_LAYER_MATMULS * (size_t)m->hp.n_layer + 1),
+                              "reserve list");
   if (!w) return 0;
   int n = 0;
-  const il_dtype force = s->wtype;
-  for (int32_t l = 0; n_dev && l < m->hp.n_layer; l++) {
-    if (!s->layer_dev[l]) continue;
-    const il_layer *L = &m->layers[l];
-    const il_weight *t[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-      w[n++] = (il_tensor){NULL, 0, 0, t[i]->n_out, t[i]->n_in, force != IL_DTYPE_COUNT ? force : t[i]->type, t[i]->name};
-  }
-  if (s->out_dev)
-    w[n++] = (il_tensor){NULL, 0, 0, m->output.n_out, m->output.n_in,
-                         force != IL_DTYPE_COUNT ? force : m->output.type, m->output.name};
+  for (int32_t l = 0; n_dev && l < m->hp.n_layer; l++)
+    if (s->layer_dev[l]) n += il_model_layer_shapes(m, l, s->wtype, w + n);
+  if (s->out_dev) w[n++] = il_model_output_shape(m, s->wtype);
   const size_t bytes = n ? o->reserve_bytes(e->backend, s->n_batch, w, n) : 0;
   il_mem_free(w);
   return bytes ? bytes + 2 * IL__ALLOC_SLACK : 0;

@@ -651,25 +651,34 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, int32_t T
   return IL_OK;
 }
 
+static il_tensor il__shape_of(const il_weight *w, il_dtype force) {
+  return (il_tensor){NULL, 0, 0, w->n_out, w->n_in, force != IL_DTYPE_COUNT ? force : w->type, w->name};
+}
+
+int il_model_layer_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out) {
+  const il_layer *L = &m->layers[l];
+  const il_weight *t[IL_MODEL_LAYER_MATMULS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+  for (int i = 0; i < IL_MODEL_LAYER_MATMULS; i++) out[i] = il__shape_of(t[i], force);
+  return IL_MODEL_LAYER_MATMULS;
+}
+
+il_tensor il_model_output_shape(const il_model *m, il_dtype force) { return il__shape_of(&m->output, force); }
+
 /* The scratch a lane's backend needs for the matmuls it will run (ops->reserve): the weights of
  * its layers (or the stream slots, which are shaped like every layer) and the output head. */
 static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev *d, int32_t max_tokens) {
   const il_backend_ops *o = ln->b->ops;
   if (o->version < 3 || !o->reserve) return IL_OK;
   const int32_t n_layer = d->model->hp.n_layer;
-  /* every layer's weights (a mix such as q4_k_m gives layers different types); streamed
-   * layers are read from host memory here, as the slots will hold them */
-  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (7 * (size_t)n_layer + 1), "reserve list");
+  /* every layer's weights as shapes (a mix such as q4_k_m gives layers different types; a
+   * streamed layer's slot has its shapes) */
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (IL_MODEL_LAYER_MATMULS * (size_t)n_layer + 1),
+                              "reserve list");
   if (!w) return IL_ERR_OOM;
   int n = 0;
-  for (int32_t l = 0; ln->has_layers && l < n_layer; l++) {
-    if (d->layer_b[l] != ln->b) continue;
-    const il_layer_dev *L = &d->layers[l];
-    if (d->stream && ln->b == d->stream_b) L = &d->slot[0]; /* same shapes as every layer */
-    const il_tensor *t[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) w[n++] = *t[i];
-  }
-  if (ln->has_output) w[n++] = d->output;
+  for (int32_t l = 0; ln->has_layers && l < n_layer; l++)
+    if (d->layer_b[l] == ln->b) n += il_model_layer_shapes(d->model, l, IL_DTYPE_COUNT, w + n);
+  if (ln->has_output) w[n++] = il_model_output_shape(d->model, IL_DTYPE_COUNT);
   il_status s = n ? o->reserve(ln->b, max_tokens, w, n) : IL_OK;
   il_mem_free(w);
   return s;

@@ -92,6 +92,14 @@ il_status il_hparams_set_arch(il_hparams *hp, const char *arch);
  * F32 in model-owned buffers. Called by il_model_open and by the built-in generator. */
 il_status il_model_bind(il_model *m, const il_gguf_tensor *tensors, int64_t n_tensors);
 
+/* The matmul weights of layer l (q, k, v, o, gate, up, down) as shapes: rows, cols and type
+ * (force: that type instead of the stored one; IL_DTYPE_COUNT: as stored), no buffer: what the
+ * seam's reserve and reserve_bytes read. Writes IL_MODEL_LAYER_MATMULS tensors; returns that. */
+#define IL_MODEL_LAYER_MATMULS 7
+int il_model_layer_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out);
+/* The output head's weight as a shape, the same way. */
+il_tensor il_model_output_shape(const il_model *m, il_dtype force);
+
 /* Opens a GGUF model file (weights stay in the mmap). Free with il_model_free. */
 il_status il_model_open_gguf(const char *path, il_model **out);
 /* Releases everything the model owns. NULL is ignored. */
