@@ -303,6 +303,67 @@ static void test_small_ops(void) {
          sizeof shapes / sizeof shapes[0]);
 }
 
+/* copy between F32 and F16/BF16 (16-bit activations): the narrowed bits equal core/dtype.h's
+ * conversions on every backend (round to nearest even, F16 overflow to inf, subnormals; a NaN
+ * may carry another payload), widening is exact, rows of different strides, odd widths; other
+ * type pairs are refused by name. */
+static void test_convert(void) {
+  enum { R = 3, C = 37, PAD = 5 };
+  float v[R * C];
+  for (int i = 0; i < R * C; i++) v[i] = (float)((i * 7919) % 2001 - 1000) * 0.37f * powf(2.0f, (float)(i % 23 - 11));
+  v[1] = 65504.0f, v[2] = 65520.0f, v[3] = -70000.0f, v[4] = 5.9604645e-8f, v[5] = 2.9802322e-8f, v[6] = 1e-6f;
+  v[7] = INFINITY, v[8] = NAN, v[9] = -0.0f, v[12] = 3.0e38f;
+  v[10] = 1.00048828125f, v[11] = 1.00146484375f; /* F16 ties: to even down, to even up */
+  v[13] = 1.00390625f, v[14] = 1.01171875f;       /* BF16 ties: the same */
+  const il_dtype half[2] = {IL_DTYPE_F16, IL_DTYPE_BF16};
+  for (int h = 0; h < 2; h++) {
+    uint16_t want[R * C];
+    float back[R * C];
+    for (int i = 0; i < R * C; i++) {
+      want[i] = h ? il_f32_to_bf16(v[i]) : il_f32_to_fp16(v[i]);
+      back[i] = h ? il_bf16_to_f32(want[i]) : il_fp16_to_f32(want[i]);
+    }
+    for (int bi = -1; bi < n_backends; bi++) {
+      il_backend *b = bi < 0 ? ref : backends[bi].b;
+      const char *label = bi < 0 ? "reference" : backends[bi].label;
+      il_tensor X = put(b, v, R, C, IL_DTYPE_F32, "x"), H = put(b, NULL, R, C + PAD, half[h], "h16"),
+                W = put(b, NULL, R, C + PAD, IL_DTYPE_F32, "wide");
+      il_tensor Hv = H, Wv = W; /* views of C columns in rows of C + PAD */
+      Hv.cols = Wv.cols = C;
+      IL_CHECK_OK(run_sync(b, b->ops->copy(b, Hv, X)));
+      IL_CHECK_OK(run_sync(b, b->ops->copy(b, Wv, Hv)));
+      uint16_t got[R * (C + PAD)];
+      float wide[R * (C + PAD)];
+      get(b, H, got);
+      get(b, W, wide);
+      int bad = 0;
+      for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+          const int i = r * C + c, j = r * (C + PAD) + c;
+          const bool nan = isnan(back[i]);
+          const bool bits_ok = got[j] == want[i] || (nan && isnan(h ? il_bf16_to_f32(got[j]) : il_fp16_to_f32(got[j])));
+          const bool wide_ok = nan ? isnan(wide[j]) : memcmp(&wide[j], &back[i], 4) == 0;
+          if (!bits_ok || !wide_ok) {
+            if (bad++ < 3)
+              fprintf(stderr, "  copy f32 <-> %s on %s: element %d (%g): bits %04x want %04x, back %g want %g\n",
+                      il_dtype_name(half[h]), label, i, (double)v[i], got[j], want[i], (double)wide[j], (double)back[i]);
+          }
+        }
+      IL_CHECK_INT(bad, 0);
+      if (h == 0) { /* F16 -> BF16 and a block type are not conversions copy makes */
+        il_tensor B = put(b, NULL, R, C + PAD, IL_DTYPE_BF16, "b16");
+        B.cols = C;
+        IL_CHECK_INT(b->ops->copy(b, B, Hv), IL_ERR_UNSUPPORTED);
+        IL_CHECK(strstr(il_error_detail(), "h16") && strstr(il_error_detail(), "b16"));
+        il_backend_tensor_free(b, &B);
+      }
+      il_tensor *all[] = {&X, &H, &W};
+      for (size_t k = 0; k < 3; k++) il_backend_tensor_free(b, all[k]);
+    }
+  }
+  printf("copy f32 <-> f16 / bf16: bit-exact on %d backends\n", n_backends + 1);
+}
+
 static void test_rope_kv(void) {
   const struct {
     int64_t heads, hd, rot;
@@ -586,6 +647,7 @@ int main(void) {
   if (il_backend_cuda_unavailable()) printf("SKIP (part): cuda: %s\n", il_backend_cuda_unavailable());
   else open_backend("cuda", "cuda:0", NULL);
   test_small_ops();
+  test_convert();
   test_rope_kv();
   test_kv_q8();
   test_attention();

@@ -26,7 +26,7 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_BACKEND_OPS_VERSION 3 /* 2: round_to, value_stats; 3: reserve */
+#define IL_BACKEND_OPS_VERSION 4 /* 2: round_to, value_stats; 3: reserve; 4: copy converts */
 
 /* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
  * weight type, so il_dtype_get does not list it). */
@@ -42,7 +42,7 @@ typedef struct {
   size_t off;       /* bytes from the start of buf to row 0 */
   size_t stride;    /* bytes between rows */
   int64_t rows, cols;
-  il_dtype type;    /* activations F32 (F16/BF16 later); weights any storage type; ids I32 */
+  il_dtype type;    /* activations F32 (stored F16/BF16 between ops); weights any storage type; ids I32 */
   const char *name; /* for messages: "blk.3.attn_q.weight" (borrowed, may be NULL) */
 } il_tensor;
 
@@ -145,7 +145,9 @@ typedef struct il_backend_ops {
   /* ---- transfers, in order with the ops ---- */
   il_status (*upload)(il_backend *, il_tensor dst, const void *src, size_t bytes);
   il_status (*download)(il_backend *, void *dst, il_tensor src, size_t bytes);
-  /* dst = src, same type and shape (rows may have different strides). */
+  /* dst = src, same shape (rows may have different strides); the same type, or (version 4)
+   * F32 <-> F16/BF16: 16-bit activations widened for an op and its result narrowed back,
+   * rounding to nearest even as round_to does. */
   il_status (*copy)(il_backend *, il_tensor dst, il_tensor src);
   /* Waits for queued work; returns the first deferred error. */
   il_status (*sync)(il_backend *);
@@ -157,7 +159,7 @@ typedef struct il_backend_ops {
   const il_attn_kernel *(*attn_kernels)(il_backend *, int *n);
   void (*info)(il_backend *, il_backend_info *out);
 
-  /* ---- ops (activations F32) ---- */
+  /* ---- ops (activations F32; model/ widens 16-bit activations with copy) ---- */
   /* y[t] = row ids[t] of w, dequantized.  y [n x cols(w)], ids I32 [1 x n]. */
   il_status (*get_rows)(il_backend *, il_tensor y, il_tensor w, il_tensor ids);
   /* y = x W^T: y[t][r] = W[r] . x[t].  w [n_out x n_in], x [n_tok x n_in], y [n_tok x n_out]. */

@@ -38,6 +38,20 @@ static inline il_status il__same_shape(const char *op, const il_tensor *a, const
   return IL_OK;
 }
 
+/* copy's arguments: one shape, and the same type or F32 <-> F16/BF16 (a conversion, rounding
+ * to nearest even exactly as round_to does). */
+static inline il_status il__copy_check(const il_tensor *dst, const il_tensor *src) {
+  IL_TRY(il__check("copy", src, IL_DTYPE_COUNT));
+  IL_TRY(il__check("copy", dst, IL_DTYPE_COUNT));
+  IL_TRY(il__same_shape("copy", dst, src));
+  const bool half_d = dst->type == IL_DTYPE_F16 || dst->type == IL_DTYPE_BF16,
+             half_s = src->type == IL_DTYPE_F16 || src->type == IL_DTYPE_BF16;
+  if (dst->type == src->type || (dst->type == IL_DTYPE_F32 && half_s) || (src->type == IL_DTYPE_F32 && half_d))
+    return IL_OK;
+  return il_error(IL_ERR_UNSUPPORTED, "copy: '%s' (%s) into '%s' (%s): a copy converts only between f32 and f16 or bf16",
+                  il__nm(src), il_dtype_name(src->type), il__nm(dst), il_dtype_name(dst->type));
+}
+
 /* Rows of an F32 tensor are packed (stride = cols * 4) or it has one row. */
 static inline il_status il__dense(const char *op, const il_tensor *t) {
   if (t->rows > 1 && t->stride != (size_t)t->cols * 4)

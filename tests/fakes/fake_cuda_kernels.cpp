@@ -253,6 +253,28 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
   return cudaSuccess;
 }
 
+extern "C" cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dk, const void *src, size_t ss, int sk,
+                                      int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++) {
+    const uint8_t *sr = (const uint8_t *)src + r * ss;
+    uint8_t *dr = (uint8_t *)dst + r * ds;
+    for (int64_t c = 0; c < cols; c++) {
+      if (sk == 0) {
+        float v;
+        memcpy(&v, sr + 4 * c, 4);
+        const uint16_t h = dk == 2 ? il_f32_to_bf16(v) : il_f32_to_fp16(v);
+        memcpy(dr + 2 * c, &h, 2);
+      } else {
+        uint16_t h;
+        memcpy(&h, sr + 2 * c, 2);
+        const float v = sk == 2 ? il_bf16_to_f32(h) : il_fp16_to_f32(h);
+        memcpy(dr + 4 * c, &v, 4);
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
 extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) {

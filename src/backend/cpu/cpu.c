@@ -97,14 +97,40 @@ static il_status il__cpu_download(il_backend *b, void *dst, il_tensor src, size_
   return IL_OK;
 }
 
+/* The portable row conversions (the reference for ops_avx2's). */
+static void il__f16_to_f32(void *dst, const void *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = il_fp16_to_f32(((const uint16_t *)src)[i]);
+}
+static void il__f32_to_f16(void *dst, const void *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = il_f32_to_fp16(((const float *)src)[i]);
+}
+static void il__bf16_to_f32(void *dst, const void *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = il_bf16_to_f32(((const uint16_t *)src)[i]);
+}
+static void il__f32_to_bf16(void *dst, const void *src, int64_t n) {
+  for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = il_f32_to_bf16(((const float *)src)[i]);
+}
+static const il__cvt il__cvt_c = {.compiled = true,
+                                  .f16_to_f32 = il__f16_to_f32,
+                                  .f32_to_f16 = il__f32_to_f16,
+                                  .bf16_to_f32 = il__bf16_to_f32,
+                                  .f32_to_bf16 = il__f32_to_bf16};
+
 static il_status il__cpu_copy(il_backend *b, il_tensor dst, il_tensor src) {
-  IL_TRY(il__check("copy", &dst, src.type));
-  IL_TRY(il__check("copy", &src, IL_DTYPE_COUNT));
-  IL_TRY(il__same_shape("copy", &dst, &src));
-  const size_t row = il_tensor_row_bytes(src.type, src.cols);
+  IL_TRY(il__copy_check(&dst, &src));
   uint8_t *d = il__cpu_ptr(dst);
   const uint8_t *s = il__cpu_ptr(src);
-  for (int64_t r = 0; r < src.rows; r++) memmove(d + (size_t)r * dst.stride, s + (size_t)r * src.stride, row);
+  if (dst.type == src.type) {
+    const size_t row = il_tensor_row_bytes(src.type, src.cols);
+    for (int64_t r = 0; r < src.rows; r++) memmove(d + (size_t)r * dst.stride, s + (size_t)r * src.stride, row);
+    return IL_OK;
+  }
+  const il__cvt *v = il__c(b)->cvt ? il__c(b)->cvt : &il__cvt_c;
+  const il__cvt_fn f = dst.type == IL_DTYPE_F16    ? v->f32_to_f16
+                       : dst.type == IL_DTYPE_BF16 ? v->f32_to_bf16
+                       : src.type == IL_DTYPE_F16  ? v->f16_to_f32
+                                                   : v->bf16_to_f32;
+  for (int64_t r = 0; r < src.rows; r++) f(d + (size_t)r * dst.stride, s + (size_t)r * src.stride, src.cols);
   return IL_OK;
 }
 
@@ -686,6 +712,7 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
   const char *gemm = getenv("IL_CPU_GEMM"); /* 0: tile kernels only, to measure the GEMM against them */
   if (gemm && !strcmp(gemm, "0")) c->kernels = il_cpu_isa_kernels_tiles(isa);
   if (isa == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
+  if (isa >= IL_ISA_AVX2 && il__cvt_avx2.compiled) c->cvt = &il__cvt_avx2;
   return il_pool_new(o->threads, &c->pool);
 }
 

@@ -33,6 +33,7 @@ typedef struct {
   il_isa isa;
   const il__kernels *kernels; /* matmul table for isa on this CPU */
   const il__ops *ops;         /* SIMD swiglu, NULL for the portable C */
+  const il__cvt *cvt;         /* SIMD F32 <-> F16/BF16 rows for copy, NULL for the portable C */
   void *work;                 /* matmul activation workspace (host scratch) */
   size_t work_size;
   char name[64];

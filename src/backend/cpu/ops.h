@@ -3,6 +3,7 @@
  *
  * The portable C versions stay in cpu.c (they are the fallback and the reference); a level's
  * table has compiled = false when this binary was built without it.
+ * Also the row conversions of copy (F32 <-> F16/BF16).
  * Not for: matmul kernels (backend/cpu/kernels.h) or op dispatch and threading (cpu.c).
  */
 #ifndef IL_BACKEND_CPU_OPS_H
@@ -26,5 +27,15 @@ typedef struct {
 } il__ops;
 
 extern const il__ops il__ops_avx512;
+
+/* Row conversions of copy between F32 and 16-bit activations, n elements, rounding to nearest
+ * even (F16 overflows to inf; NaN stays NaN). The C versions in cpu.c are the reference. */
+typedef void (*il__cvt_fn)(void *dst, const void *src, int64_t n);
+typedef struct {
+  bool compiled;
+  il__cvt_fn f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16;
+} il__cvt;
+
+extern const il__cvt il__cvt_avx2; /* AVX2 + F16C (every AVX2 CPU has F16C) */
 
 #endif

@@ -320,14 +320,22 @@ static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t by
   return st;
 }
 
+static int il__half_kind(il_dtype t) { return t == IL_DTYPE_F16 ? 1 : t == IL_DTYPE_BF16 ? 2 : 0; }
+
 static il_status il__copy(il_backend *b, il_tensor dst, il_tensor src) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("copy", &dst, src.type));
-  IL_TRY(il__check("copy", &src, IL_DTYPE_COUNT));
-  IL_TRY(il__same_shape("copy", &dst, &src));
+  IL_TRY(il__copy_check(&dst, &src));
   const size_t row = il_tensor_row_bytes(src.type, src.cols);
   if (!src.rows || !row) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "copy", il__nm(&dst));
+  if (dst.type != src.type) {
+    IL_TRY(il__aligned("copy", &dst, il_tensor_row_bytes(dst.type, 1)));
+    IL_TRY(il__aligned("copy", &src, il_tensor_row_bytes(src.type, 1)));
+    IL_CUDA_CHECK(c, il__cu_convert(c->compute, il__ptr(dst), dst.stride, il__half_kind(dst.type), il__ptr(src), src.stride,
+                                    il__half_kind(src.type), src.rows, src.cols),
+                  "copy", il__nm(&dst));
+    return IL_OK;
+  }
   if (src.rows == 1)
     IL_CUDA_CHECK(c, cudaMemcpyAsync(il__ptr(dst), il__ptr(src), row, cudaMemcpyDeviceToDevice, c->compute), "copy",
                   il__nm(&dst));

@@ -99,6 +99,10 @@ cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, i
  * largest finite |x|) (a non-negative float's bits order as the float does). */
 cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                unsigned long long *stats);
+/* dst = src [rows x cols] converted between F32 and F16 or BF16 (kinds: 0 F32, 1 F16, 2 BF16;
+ * one of them F32), rows ds / ss bytes apart, rounding to nearest even (copy with a type change). */
+cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dst_kind, const void *src, size_t ss, int src_kind,
+                           int64_t rows, int64_t cols);
 /* out = x as F16 (bf16 false) or BF16, packed [rows x cols]; x rows xs bytes apart. */
 cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out, bool bf16);
 

@@ -1,6 +1,6 @@
 /* backend/cuda/elementwise: SwiGLU, residual add, bias add, the inf/nan count and value
- * statistics, rounding activations to F16/BF16 (--dtype), and the activation conversion to
- * F16/BF16 that cuBLAS reads.
+ * statistics, rounding activations to F16/BF16 (--dtype), copy's conversions between F32 and
+ * 16-bit activations, and the activation conversion to F16/BF16 that cuBLAS reads.
  *
  * Grid-stride loops over the elements; each op is a few instructions per element and bound
  * by memory. SwiGLU is g / (1 + expf(-g)) * u like the CPU reference (expf differs from glibc's
@@ -83,6 +83,30 @@ __global__ void il__k_value_stats(const float *x, size_t xs, int64_t rows, int64
     if (bad) atomicAdd(&stats[0], bad);
     if (mx) atomicMax(&stats[1], (unsigned long long)mx);
   }
+}
+
+__global__ void il__k_convert(void *dst, size_t ds, int dk, const void *src, size_t ss, int sk, int64_t rows,
+                              int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    const uint8_t *sr = (const uint8_t *)src + (size_t)r * ss;
+    uint8_t *dr = (uint8_t *)dst + (size_t)r * ds;
+    if (sk == 0) {
+      const float v = ((const float *)sr)[c];
+      if (dk == 2) ((__nv_bfloat16 *)dr)[c] = __float2bfloat16_rn(v);
+      else ((__half *)dr)[c] = __float2half_rn(v);
+    } else {
+      ((float *)dr)[c] = sk == 2 ? __bfloat162float(((const __nv_bfloat16 *)sr)[c]) : __half2float(((const __half *)sr)[c]);
+    }
+  }
+}
+
+extern "C" cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dst_kind, const void *src, size_t ss,
+                                      int src_kind, int64_t rows, int64_t cols) {
+  if (rows * cols <= 0) return cudaSuccess;
+  il__k_convert<<<il__blocks(rows * cols), 256, 0, s>>>(dst, ds, dst_kind, src, ss, src_kind, rows, cols);
+  return cudaGetLastError();
 }
 
 extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
