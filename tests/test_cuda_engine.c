@@ -13,6 +13,8 @@
  *   bitwise (the same kernels, weights through two slots); --gpu-layers 0..n and --place mixes
  *   of cuda and cpu give them within the F32 bound (the CPU's kernels sum in another order), and
  *   the residual crosses the bus exactly twice per change of backend per token;
+ * - activations stored in f16 and bf16 (--dtype) give the CPU's logits with the same type within
+ *   2e-3 and 1.6e-2 (a few steps of each type's precision);
  * - KV cells in bf16 and q8_0 (--kv-type) give the CPU's logits with the same cells within the
  *   F32 bound (the cells hold the same bytes; only the attention's summation order differs);
  * - plan on cuda: the dry run on cuda:N,dry=SIZE (the device's facts and measured fixed
@@ -159,23 +161,25 @@ static void test_offload(void) {
   free(a), free(b);
 }
 
-static void test_kv_type(const char *kv_type) {
+/* KV cells (--kv-type) and activations (--dtype) of other types: cpu and cuda with the same
+ * types agree within bound. */
+static void test_types(const char *kv_type, const char *dtype, double bound) {
   il_config c;
   il_engine *cpu = NULL, *gpu = NULL;
-  cfg(&c, "cpu", "f32");
-  snprintf(c.kv_type, sizeof c.kv_type, "%s", kv_type);
-  IL_CHECK_OK(il_engine_open(&c, &cpu));
-  cfg(&c, "cuda", "f32");
-  snprintf(c.kv_type, sizeof c.kv_type, "%s", kv_type);
-  IL_CHECK_OK(il_engine_open(&c, &gpu));
+  for (int i = 0; i < 2; i++) {
+    cfg(&c, i ? "cuda" : "cpu", "f32");
+    snprintf(c.kv_type, sizeof c.kv_type, "%s", kv_type);
+    snprintf(c.dtype, sizeof c.dtype, "%s", dtype);
+    IL_CHECK_OK(il_engine_open(&c, i ? &gpu : &cpu));
+  }
   if (cpu && gpu) {
     const size_t nv = (size_t)cpu->model->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
     float *a = calloc(n, 4), *b = calloc(n, 4);
     IL_CHECK_OK(decode(cpu, a));
     IL_CHECK_OK(decode(gpu, b));
     const double e = nerr(a, b, n);
-    printf("kv %-5s cpu vs cuda logits: normalized error %.3g (bound 1e-4)\n", kv_type, e);
-    IL_CHECK(e <= 1e-4);
+    printf("kv %-5s dtype %-4s cpu vs cuda logits: normalized error %.3g (bound %.0e)\n", kv_type, dtype, e, bound);
+    IL_CHECK(e <= bound);
     free(a), free(b);
   }
   il_engine_free(cpu);
@@ -257,8 +261,13 @@ int main(void) {
   test_logits("q4_1", 5e-2, all / 2);
   test_oom();
   test_offload();
-  test_kv_type("bf16");
-  test_kv_type("q8_0");
+  test_types("bf16", "f32", 1e-4);
+  test_types("q8_0", "f32", 1e-4);
+  /* 16-bit activations: where the two sides' F32 sums differ in the last bits, a value may round
+   * to the neighbouring 16-bit number on one side only, a step of 2^-11 (f16) or 2^-8 (bf16)
+   * relative, which later layers carry on: bounds of 4 such steps */
+  test_types("f32", "f16", 2e-3);
+  test_types("f32", "bf16", 1.6e-2);
   test_plan("f32");
   test_plan("q8_0");
   return il_test_finish();

@@ -205,7 +205,7 @@ static void run_forward(const il_model *m, const char *spec, const int *toks, in
   il_kv_cache kv;
   IL_CHECK_OK(il_kv_cache_init(&kv, b, &m->hp, 64, 1, NULL)); /* f32 cells: the reference is exact */
   il_forward_state st;
-  IL_CHECK_OK(il_forward_state_init(&st, &d, 16, 16, first_kernel, NULL, kv.views));
+  IL_CHECK_OK(il_forward_state_init(&st, &d, IL_DTYPE_F32, 16, 16, first_kernel, NULL, kv.views));
   il_batch_entry batch[16];
   int32_t slots[16], n_logits = 0;
   const size_t nv = (size_t)m->hp.n_vocab;

@@ -6,21 +6,29 @@
  * - a model whose activations exceed 65504 (builtin:tiny with blk.1.ffn_down.weight x 1e5): in
  *   f32 and bf16 the logits stay finite and --check-numerics reports the largest magnitude; in
  *   f16 the first inf is named (ffn_down of layer 1) and `run` says to use bf16;
+ * - f16 and bf16 activations take 16 bits: the activation memory the engine allocates equals
+ *   il_forward_state_bytes, at most 0.7x f32's for batches of 128; batches larger than a chunk
+ *   (32 rows) give the logits of the same tokens run one at a time;
+ * - a device too small for f32 activations gets --dtype bf16 among the out-of-memory fixes, and
+ *   the run with it keeps to the predicted peak;
  * - a bad --dtype is an error naming the flag.
  */
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/oom.h"
 #include "format/gguf.h"
 #include "harness.h"
+#include "memory/mem.h"
 
 static const char *cli;
 static char tmp[256];
 
-static il_engine *open_with(const char *model, const char *device, const char *dtype, bool check) {
+static il_engine *open_batch(const char *model, const char *device, const char *dtype, bool check, int batch) {
   il_config c;
   il_config_defaults(&c);
-  c.ctx = 64;
+  c.ctx = 128;
+  c.batch = batch;
   c.threads = 2;
   c.check_numerics = check;
   snprintf(c.model, sizeof c.model, "%s", model);
@@ -30,6 +38,10 @@ static il_engine *open_with(const char *model, const char *device, const char *d
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&c, &e));
   return e;
+}
+
+static il_engine *open_with(const char *model, const char *device, const char *dtype, bool check) {
+  return open_batch(model, device, dtype, check, 512);
 }
 
 static il_status last_logits(il_engine *e, float *out) {
@@ -71,6 +83,99 @@ static void test_tolerance(void) {
     il_engine_free(s);
   }
   free(ref), free(got), free(sim);
+}
+
+/* 16-bit activations are stored in 16 bits: the activation buffers for batches of 128 tokens take
+ * what il_forward_state_bytes predicts, f16 and bf16 at most 0.7x of f32 (half, plus the F32
+ * chunk scratch of 32 rows); a batch of 40 runs in chunks of 32 and 8 rows and gives the
+ * logits of the same 40 tokens run one at a time (one-row chunks) within 2e-3 (builtin:tiny's F32
+ * weights: seen bitwise equal), and of f32 within the tolerance. */
+static void test_memory_and_chunks(void) {
+  const char *types[] = {"f32", "f16", "bf16"};
+  const double tol[] = {0, 1e-2, 5e-2};
+  size_t act[3] = {0};
+  float *ref = NULL;
+  for (int i = 0; i < 3; i++) {
+    il_mem_stats m0, m1;
+    il_mem_stats_get(&m0);
+    il_engine *e = open_batch("builtin:tiny", "cpu", types[i], false, 128), *one = NULL;
+    if (!e) return;
+    il_mem_stats_get(&m1);
+    act[i] = m1.current[IL_MEM_ACTIVATIONS] - m0.current[IL_MEM_ACTIVATIONS];
+    const il_hparams *hp = &e->model->hp;
+    IL_CHECK_INT(e->fs.chunk, i ? 32 : 128);
+    IL_CHECK_INT((long long)act[i], (long long)il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max));
+    const int nv = hp->n_vocab;
+    float *got = calloc((size_t)nv, 4), *step = calloc((size_t)nv, 4);
+    il_batch_entry b[40];
+    for (int t = 0; t < 40; t++) b[t] = (il_batch_entry){(7 + 13 * t) % nv, 0, t, t == 39};
+    IL_CHECK_OK(il_engine_decode(e, b, 40, got));
+    one = open_batch("builtin:tiny", "cpu", types[i], false, 128);
+    for (int t = 0; t < 40 && one; t++) {
+      il_batch_entry s1 = b[t];
+      s1.logits = true;
+      IL_CHECK_OK(il_engine_decode(one, &s1, 1, step));
+    }
+    const double d_step = rel_diff(got, step, nv);
+    if (i == 0) {
+      ref = got;
+      printf("--dtype f32 : activations %zu bytes for 128 tokens; batch of 40 vs one at a time %.2e\n", act[0], d_step);
+    } else {
+      const double d_ref = rel_diff(got, ref, nv);
+      printf("--dtype %-4s: activations %zu bytes (%.2fx f32, chunks of %d rows); batch of 40 vs one at a time %.2e, "
+             "vs f32 %.2e\n",
+             types[i], act[i], (double)act[i] / (double)act[0], e->fs.chunk, d_step, d_ref);
+      IL_CHECK((double)act[i] <= 0.7 * (double)act[0]);
+      IL_CHECK(d_ref < tol[i] && d_ref > 0);
+      free(got);
+    }
+    IL_CHECK(d_step < 2e-3);
+    free(step);
+    il_engine_free(one);
+    il_engine_free(e);
+  }
+  free(ref);
+}
+
+/* A device a little too small for f32 activations: the out-of-memory report offers --dtype bf16
+ * among its fixes, with a prediction the run then keeps to. */
+static void test_oom_fix(void) {
+  il_engine *e = open_batch("builtin:tiny", "sim:256MiB", "f32", false, 128);
+  if (!e) return;
+  il_mem_stats ms;
+  il_mem_space_stats(e->backend->space, &ms);
+  const size_t need = ms.total_peak;
+  il_engine_free(e);
+  char dev[64];
+  snprintf(dev, sizeof dev, "sim:%zu", need - 100 * 1024);
+  il_config c;
+  il_config_defaults(&c);
+  c.ctx = 128, c.batch = 128, c.threads = 2;
+  snprintf(c.device, sizeof c.device, "%s", dev);
+  snprintf(c.kv_type, sizeof c.kv_type, "f32");
+  e = NULL;
+  IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_OOM);
+  il_engine_free(e);
+  il_oom_report r;
+  IL_CHECK(il_oom_report_last(&r));
+  int k = -1;
+  for (int i = 0; i < r.n_fixes; i++)
+    if (!strcmp(r.fixes[i].option, "dtype")) k = i;
+  IL_CHECK(k >= 0);
+  if (k < 0) return;
+  IL_CHECK_STR(r.fixes[k].value, "bf16");
+  IL_CHECK_OK(il_config_set(&c, "dtype", "bf16", "fix"));
+  e = NULL;
+  IL_CHECK_OK(il_engine_open(&c, &e));
+  if (!e) return;
+  float *lg = calloc((size_t)e->model->hp.n_vocab, 4);
+  IL_CHECK_OK(last_logits(e, lg));
+  il_mem_space_stats(e->backend->space, &ms);
+  IL_CHECK(ms.total_peak <= r.fixes[k].predicted);
+  printf("%s: f32 activations need %zu; fix %d of %d: --dtype bf16 (predicted %zu, peak %zu)\n", dev, need, k + 1,
+         r.n_fixes, r.fixes[k].predicted, ms.total_peak);
+  free(lg);
+  il_engine_free(e);
 }
 
 /* builtin:tiny as GGUF with one layer's ffn_down scaled: activations beyond the f16 range. */
@@ -138,6 +243,8 @@ static void test_overflow(void) {
 int main(void) {
   cli = getenv("IL_CLI");
   test_tolerance();
+  test_memory_and_chunks();
+  test_oom_fix();
   if (!cli) {
     printf("SKIP (part): IL_CLI is not set: the overflow model is made with the inferlab binary\n");
     return il_test_finish();

@@ -11,7 +11,8 @@
 #include "model/builtin.h"
 
 static void il__model_help(void) {
-  printf("usage: inferlab model info [MODEL] [--ctx N] [--batch N] [--wtype T] [--metadata]\n\n"
+  printf("usage: inferlab model info [MODEL] [--ctx N] [--batch N] [--wtype T] [--kv-type T] [--dtype T]\n"
+         "                           [--metadata]\n\n"
          "Prints the architecture, hyperparameters, every tensor with its type, shape and bytes,\n"
          "and the memory a run needs at the given context (default: the model's, capped at 4096)\n"
          "and batch. MODEL is a GGUF file or builtin:tiny (default) / builtin:1b.\n\n"
@@ -20,6 +21,8 @@ static void il__model_help(void) {
          "  -c, --ctx N              context length for the memory estimate\n"
          "  -b, --batch N            batch size for the memory estimate [512]\n"
          "      --wtype T            weight type of a built-in model\n"
+         "      --kv-type T          KV cell type for the memory estimate: f16 f32 bf16 q8_0 [f16]\n"
+         "      --dtype T            activation type for the memory estimate: f32 f16 bf16 [f32]\n"
          "      --metadata           also list every GGUF metadata key\n"
          "\nexamples:\n  inferlab model info builtin:tiny\n  inferlab model info stories.gguf --ctx 512\n"
          "\nexit codes: 0 ok, 64 usage, 65 malformed model, 66 not found, 69 unsupported,\n"
@@ -74,6 +77,8 @@ int il_cli_model(int argc, char **argv) {
 
   il_kv_opts kvo = {IL_DTYPE_F16, 0, NULL};
   if (il_kv_type_parse(cfg.kv_type, &kvo.type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());
+  il_dtype act_type = IL_DTYPE_F32;
+  if (il_config_act_type(cfg.dtype, &act_type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());
   il_model *m = NULL;
   il_cli_progress_start("inferlab model: loading %s", cfg.model);
   il_status st = il_builtin_is(cfg.model) ? il_builtin_open_ex(cfg.model, cfg.wtype, cfg.threads, false, &m) /* shapes only: nothing here reads a weight */
@@ -102,12 +107,12 @@ int il_cli_model(int argc, char **argv) {
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
   size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
   /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */
-  size_t act = il_forward_state_bytes(hp, batch, cfg.n_seq < batch ? cfg.n_seq : batch);
+  size_t act = il_forward_state_bytes(hp, act_type, batch, cfg.n_seq < batch ? cfg.n_seq : batch);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
   printf("  kv           %10s (%s, %d layers x %lld positions x %lld kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
          il_dtype_name(kvo.type), hp->n_layer, (long long)ctx * cfg.n_seq, (long long)hp->n_head_kv * hp->head_dim);
-  printf("  activations  %10s\n", il_mem_format_bytes(act, c, sizeof c));
+  printf("  activations  %10s (%s)\n", il_mem_format_bytes(act, c, sizeof c), il_dtype_name(act_type));
   printf("  total        %10s\n", il_mem_format_bytes(m->weight_bytes + kv + act, a, sizeof a));
 
   printf("\ntensors (%lld):\n", (long long)m->n_tensors);

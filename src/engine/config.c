@@ -309,3 +309,11 @@ void il_config_write(const il_config *c, const il_request_opts *r, FILE *f) {
     }
   }
 }
+
+il_status il_config_act_type(const char *name, il_dtype *out) {
+  if (!*name || !strcmp(name, "f32")) *out = IL_DTYPE_F32;
+  else if (!strcmp(name, "f16")) *out = IL_DTYPE_F16;
+  else if (!strcmp(name, "bf16")) *out = IL_DTYPE_BF16;
+  else return il_error(IL_ERR_INVALID_ARG, "--dtype: '%s' is not an activation type (f32, f16, bf16)", name);
+  return IL_OK;
+}

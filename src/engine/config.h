@@ -70,6 +70,9 @@ typedef struct {
   bool request;      /* a request option: offset is into il_request_opts, not il_config */
 } il_opt;
 
+/* The activation type --dtype names (f32, f16, bf16; "" is f32); IL_ERR_INVALID_ARG naming the flag. */
+il_status il_config_act_type(const char *name, il_dtype *out);
+
 /* Fills defaults. Can't fail. */
 void il_config_defaults(il_config *c);
 /* The option table (NULL-name terminated). */

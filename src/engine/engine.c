@@ -89,6 +89,7 @@ typedef struct {
   const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
   bool embd_dev, out_dev;
   bool stream;              /* --offload stream: device layers take two slots, not their weights */
+  il_dtype act_type;        /* --dtype */
 } il__shape;
 
 static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
@@ -140,8 +141,9 @@ static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   }
   if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, s, n_dev);
   if (n_dev || s->embd_dev || s->out_dev)
-    n.activations = il_forward_lane_bytes(hp, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0, s->out_dev) +
-                    IL__ALLOC_SLACK * 11;
+    n.activations = il_forward_lane_bytes(hp, s->act_type, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0,
+                                          s->out_dev) +
+                    IL__ALLOC_SLACK * (s->act_type == IL_DTYPE_F32 ? 11 : 12);
   n.fixed = e->fixed_bytes;
   return n;
 }
@@ -184,6 +186,14 @@ static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report 
     s.kv.type = IL_DTYPE_F16;
     il_oom_need n = il__need(e, &s);
     if (il_oom_need_total(&n) <= cap) il__fix(r, "kv-type", "f16", il_oom_need_total(&n), "KV cache in f16 (logits within about 1e-3)");
+  }
+  /* 2b. bf16 activations (f32's range, so no overflow; a little precision) */
+  s = *cur;
+  if (cur->act_type == IL_DTYPE_F32) {
+    s.act_type = IL_DTYPE_BF16;
+    il_oom_need n = il__need(e, &s);
+    if (il_oom_need_total(&n) <= cap)
+      il__fix(r, "dtype", "bf16", il_oom_need_total(&n), "activations stored in bf16 (logits within about 1e-2)");
   }
   /* 3. fewer sequences in the cache */
   s = *cur;
@@ -462,13 +472,10 @@ static il_status il__open(il_engine *e) {
   if (!strcmp(cfg->offload, "stream")) e->stream = true; /* (a device that reads host memory needs none: noted below) */
   else if (*cfg->offload && strcmp(cfg->offload, "none"))
     return il_error(IL_ERR_INVALID_ARG, "--offload: '%s' is not none or stream", cfg->offload);
-  if (!*cfg->dtype || !strcmp(cfg->dtype, "f32")) e->act_type = IL_DTYPE_F32;
-  else if (!strcmp(cfg->dtype, "f16")) e->act_type = IL_DTYPE_F16;
-  else if (!strcmp(cfg->dtype, "bf16")) e->act_type = IL_DTYPE_BF16;
-  else return il_error(IL_ERR_INVALID_ARG, "--dtype: '%s' is not an activation type (f32, f16, bf16)", cfg->dtype);
+  IL_TRY(il_config_act_type(cfg->dtype, &e->act_type));
   IL_TRY(il_backend_open(cfg->device, &bo, &e->backend));
   e->backend->ops->info(e->backend, &e->info);
-  if (e->act_type != IL_DTYPE_F32 && (e->backend->ops->version < 2 || !e->backend->ops->round_to))
+  if (e->act_type != IL_DTYPE_F32 && (e->backend->ops->version < 4 || !e->backend->ops->round_to))
     return il_error(IL_ERR_UNSUPPORTED, "--dtype %s: %s cannot store activations at that precision", cfg->dtype,
                     e->info.name);
   {
@@ -519,8 +526,8 @@ static il_status il__open(il_engine *e) {
   e->layer_b = il_mem_calloc(IL_MEM_OTHER, sizeof(il_backend *) * ((size_t)hp->n_layer + 1), "placement");
   if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
   IL_TRY(il__placement(e));
-  il__shape shape = {e->n_ctx, e->n_seq, e->n_batch, IL_DTYPE_COUNT, e->kv_opts, e->layer_dev, e->embd_dev, e->out_dev,
-                     e->stream};
+  il__shape shape = {e->n_ctx,     e->n_seq,    e->n_batch,  IL_DTYPE_COUNT, e->kv_opts,
+                     e->layer_dev, e->embd_dev, e->out_dev, e->stream,     e->act_type};
   if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
   e->n_dev_layers = 0;
@@ -551,9 +558,9 @@ static il_status il__open(il_engine *e) {
   il_kv_opts ko = e->kv_opts;
   ko.layer_b = e->layer_b;
   st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
-  if (st == IL_OK) st = il_forward_state_init(&e->fs, &e->weights, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
+  if (st == IL_OK)
+    st = il_forward_state_init(&e->fs, &e->weights, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
-  e->fs.act_type = e->act_type;
   e->fs.check_numerics = cfg->check_numerics;
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);

@@ -573,17 +573,39 @@ void il_model_dev_free(il_model_dev *d) {
 
 /* ---- forward pass ---- */
 
-size_t il_forward_lane_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits, bool layers, bool output) {
-  const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
-               kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff;
-  size_t n = T * 3 * dim + 4 * T;
-  if (layers) n += T * (2 * q_dim + 2 * kv_dim + 2 * ff);
-  if (output) n += (size_t)max_logits * (size_t)hp->n_vocab;
-  return 4 * n;
+int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens) {
+  if (act_type == IL_DTYPE_F32) return max_tokens;
+  int32_t r = max_tokens / 4 + (max_tokens % 4 != 0);
+  r = r < 16 ? 16 : r > 256 ? 256 : r;
+  return r < max_tokens ? r : max_tokens;
 }
 
-size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits) {
-  return il_forward_lane_bytes(hp, max_tokens, max_logits, true, true);
+/* F32 columns per row the widest op of a lane holds in its scratch (inputs and outputs). */
+static int64_t il__wide_cols(const il_hparams *hp, bool layers) {
+  const int64_t dim = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim, kv = (int64_t)hp->n_head_kv * hp->head_dim,
+                ff = hp->n_ff;
+  int64_t w = 2 * dim; /* rmsnorm, residual add (the embedding and output head need less) */
+  if (layers) {
+    const int64_t ops[] = {dim + q + 2 * kv, q + 2 * kv, 2 * q, q + dim, dim + 2 * ff, 2 * ff, ff + dim};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) w = ops[i] > w ? ops[i] : w;
+  }
+  return w;
+}
+
+size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits, bool layers,
+                             bool output) {
+  const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
+               kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff,
+               a = il_tensor_row_bytes(act_type, 1);
+  size_t n = a * T * 3 * dim + 4 * 4 * T;
+  if (layers) n += a * T * (2 * q_dim + 2 * kv_dim + 2 * ff);
+  if (output) n += 4 * (size_t)max_logits * (size_t)hp->n_vocab;
+  if (act_type != IL_DTYPE_F32) n += 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) * (size_t)il__wide_cols(hp, layers);
+  return n;
+}
+
+size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits) {
+  return il_forward_lane_bytes(hp, act_type, max_tokens, max_logits, true, true);
 }
 
 il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b) {
@@ -621,7 +643,7 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, 
   };
 }
 
-static il_status il__lane_init(il_forward_lane *ln, const il_model *m, int32_t T, int32_t max_logits) {
+static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype act, int32_t T, int32_t max_logits) {
   const il_hparams *hp = &m->hp;
   const int64_t dim = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
                 kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
@@ -632,17 +654,19 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, int32_t T
     const char *name;
     bool need;
   } bufs[] = {
-      {&ln->x, T, dim, IL_DTYPE_F32, "activations: residual", true},
-      {&ln->xb, T, dim, IL_DTYPE_F32, "activations: normed", true},
-      {&ln->xo, T, dim, IL_DTYPE_F32, "activations: block out", true},
-      {&ln->q, T, q_dim, IL_DTYPE_F32, "activations: q", ln->has_layers},
-      {&ln->att, T, q_dim, IL_DTYPE_F32, "activations: attention", ln->has_layers},
-      {&ln->k, T, kv_dim, IL_DTYPE_F32, "activations: k", ln->has_layers},
-      {&ln->v, T, kv_dim, IL_DTYPE_F32, "activations: v", ln->has_layers},
-      {&ln->hb, T, ff, IL_DTYPE_F32, "activations: ffn gate", ln->has_layers},
-      {&ln->hb2, T, ff, IL_DTYPE_F32, "activations: ffn up", ln->has_layers},
+      {&ln->x, T, dim, act, "activations: residual", true},
+      {&ln->xb, T, dim, act, "activations: normed", true},
+      {&ln->xo, T, dim, act, "activations: block out", true},
+      {&ln->q, T, q_dim, act, "activations: q", ln->has_layers},
+      {&ln->att, T, q_dim, act, "activations: attention", ln->has_layers},
+      {&ln->k, T, kv_dim, act, "activations: k", ln->has_layers},
+      {&ln->v, T, kv_dim, act, "activations: v", ln->has_layers},
+      {&ln->hb, T, ff, act, "activations: ffn gate", ln->has_layers},
+      {&ln->hb2, T, ff, act, "activations: ffn up", ln->has_layers},
       {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
       {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
+      {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers), IL_DTYPE_F32,
+       "activations: f32 chunk", act != IL_DTYPE_F32},
   };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i].need)
@@ -684,9 +708,9 @@ static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev 
   return s;
 }
 
-il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int32_t max_tokens, int32_t max_logits,
-                                const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b), void *ctx,
-                                const il_kv_view *kv) {
+il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_dtype act_type, int32_t max_tokens,
+                                int32_t max_logits, const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b),
+                                void *ctx, const il_kv_view *kv) {
   memset(st, 0, sizeof *st);
   const il_model *m = d->model;
   const il_hparams *hp = &m->hp;
@@ -694,7 +718,10 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int
     return il_error(IL_ERR_INVALID_ARG, "forward state: %d tokens with %d logits rows", max_tokens, max_logits);
   st->max_tokens = max_tokens;
   st->max_logits = max_logits;
-  st->act_type = IL_DTYPE_F32;
+  if (act_type != IL_DTYPE_F32 && act_type != IL_DTYPE_F16 && act_type != IL_DTYPE_BF16)
+    return il_error(IL_ERR_UNSUPPORTED, "forward state: activations of type %s (f32, f16 or bf16)", il_dtype_name(act_type));
+  st->act_type = act_type;
+  st->chunk = il_forward_chunk_rows(act_type, max_tokens);
   st->bad_layer = -1;
   il__lane_add(st, d->embd_b);
   for (int l = 0; l < hp->n_layer; l++) {
@@ -706,7 +733,7 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int
   if (!lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
   lo->has_output = true;
   il_status s = IL_OK;
-  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) s = il__lane_init(&st->lane[i], m, max_tokens, max_logits);
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
   if (s == IL_OK) {
     st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * 4 * sizeof(int32_t), "batch staging");
     if (!st->host_batch) s = IL_ERR_OOM;
@@ -739,13 +766,64 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int
 void il_forward_state_free(il_forward_state *st) {
   for (int i = 0; i < st->n_lanes; i++) {
     il_forward_lane *ln = &st->lane[i];
-    il_tensor *ts[] = {&ln->x, &ln->xb, &ln->xo, &ln->q, &ln->att, &ln->k, &ln->v, &ln->hb, &ln->hb2, &ln->logits,
-                       &ln->batch, &ln->attn_ws};
+    il_tensor *ts[] = {&ln->x,  &ln->xb,     &ln->xo,    &ln->q,   &ln->att,     &ln->k,   &ln->v,
+                       &ln->hb, &ln->hb2,    &ln->logits, &ln->batch, &ln->attn_ws, &ln->wide};
     for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) il_backend_tensor_free(ln->b, ts[j]);
   }
   il_mem_free(st->host_batch);
   il_mem_free(st->staging);
   memset(st, 0, sizeof *st);
+}
+
+/* ---- ops over chunks of rows ----
+ * An op of the forward pass runs as a loop over chunks of st->chunk rows of the batch. For each
+ * it takes its inputs with il__in and its outputs with il__out, computes on those F32 views, and
+ * hands every output to il__put. With F32 activations there is one chunk and the views are the
+ * buffers themselves; with F16/BF16 they are F32 copies in the lane's scratch (`wide`): inputs
+ * widened there, outputs narrowed back to the buffer by il__put. */
+typedef struct {
+  il_forward_state *st;
+  il_forward_lane *ln;
+  int32_t n, r0, rows; /* rows [r0, r0 + rows) of a batch of n */
+  size_t used;         /* bytes of ln->wide this chunk's op has taken */
+} il__chunk;
+
+static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, int32_t n, int32_t r0) {
+  const int32_t left = n - r0;
+  return (il__chunk){st, ln, n, r0, left < st->chunk ? left : st->chunk, 0};
+}
+
+#define IL__CHUNKS(k, st, ln, n)                                                                                        \
+  for (il__chunk k = il__chunk_at(st, ln, n, 0); k.rows > 0; k = il__chunk_at(st, ln, n, k.r0 + k.rows))
+
+/* Where the op writes the chunk's rows of t: t's rows when t is F32, else F32 scratch. */
+static il_status il__out(il__chunk *k, il_tensor t, il_tensor *out) {
+  if (t.type == IL_DTYPE_F32) {
+    *out = il_tensor_rows(t, k->r0, k->rows);
+    return IL_OK;
+  }
+  const il_tensor *w = &k->ln->wide;
+  const size_t bytes = (size_t)k->rows * (size_t)t.cols * 4;
+  if (!w->buf || k->used + bytes > (size_t)w->cols * 4)
+    return il_error(IL_ERR_INTERNAL, "forward: no room for '%s' in the f32 chunk scratch", t.name ? t.name : "tensor");
+  *out = il_tensor_make(w->buf, w->off + k->used, k->rows, t.cols, IL_DTYPE_F32, t.name);
+  k->used += bytes;
+  return IL_OK;
+}
+
+/* The chunk's rows of t as the op reads them: t's rows when F32, else widened into scratch. */
+static il_status il__in(il__chunk *k, il_tensor t, il_tensor *out) {
+  IL_TRY(il__out(k, t, out));
+  if (t.type == IL_DTYPE_F32) return IL_OK;
+  return k->ln->b->ops->copy(k->ln->b, *out, il_tensor_rows(t, k->r0, k->rows));
+}
+
+/* Entries [r0, r0 + n) of an I32 vector (ids, positions, sequences, slots). */
+static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
+  t.off += (size_t)r0 * 4;
+  t.cols = n;
+  t.stride = (size_t)n * 4;
+  return t;
 }
 
 /* With check_numerics: counts inf/nan in t and records the first place they appear. */
@@ -757,20 +835,65 @@ static il_status il__check(il_forward_state *st, il_backend *b, il_tensor t, int
   return IL_OK;
 }
 
-/* An activation just produced by op `op` of layer `layer`: with a check, its largest magnitude
- * before rounding; then stored at act_type (F16 turns |x| > 65504 into inf); then, with a check,
- * inf/nan counted so the first op that made them is named. Nothing at all for F32 without a
- * check (the fast path). */
-static il_status il__act(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *op) {
-  if (st->act_type == IL_DTYPE_F32 && !st->check_numerics) return IL_OK;
+/* y, the result of op `op` of layer `layer` for the chunk's rows of t: with a check, its largest
+ * magnitude before rounding, then inf/nan counted in what t's type keeps (F16 turns |x| > 65504
+ * into inf), so the first op that made them is named; then stored at t's type. */
+static il_status il__put(il__chunk *k, il_tensor y, il_tensor t, int32_t layer, const char *op) {
+  il_forward_state *st = k->st;
+  il_backend *b = k->ln->b;
   if (st->check_numerics) {
     int64_t n = 0;
     float m = 0;
-    IL_TRY(b->ops->value_stats(b, t, &n, &m));
+    IL_TRY(b->ops->value_stats(b, y, &n, &m));
     if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = layer, st->max_abs_op = op;
+    if (t.type != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, t.type));
+    IL_TRY(il__check(st, b, y, layer, op));
   }
-  if (st->act_type != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, t, st->act_type));
-  return il__check(st, b, t, layer, op);
+  if (t.type == IL_DTYPE_F32) return IL_OK;
+  return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
+}
+
+/* Y = rmsnorm(X) * g over rows [0, n). */
+static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
+                          float eps, int32_t layer, const char *op) {
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor x, y;
+    IL_TRY(il__in(&k, X, &x));
+    IL_TRY(il__out(&k, Y, &y));
+    IL_TRY(ln->b->ops->rmsnorm(ln->b, y, x, g, eps));
+    IL_TRY(il__put(&k, y, Y, layer, op));
+  }
+  return IL_OK;
+}
+
+/* Y[i] = X W[i]^T for i < m (one matmul, or matmul_multi reading X once), plus bias[i] when
+ * given. op NULL: Y is F32 and left unchecked (the logits). */
+static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, int m, const il_tensor *Y,
+                        const il_tensor *W, const il_tensor *bias, il_tensor X, int32_t layer, const char *const *op) {
+  il_backend *b = ln->b;
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor x, y[3];
+    IL_TRY(il__in(&k, X, &x));
+    for (int i = 0; i < m; i++) IL_TRY(il__out(&k, Y[i], &y[i]));
+    IL_TRY(m == 1 ? b->ops->matmul(b, y[0], W[0], x) : b->ops->matmul_multi(b, m, y, W, x));
+    for (int i = 0; bias && i < m; i++) IL_TRY(b->ops->add_bias(b, y[i], bias[i]));
+    for (int i = 0; op && i < m; i++) IL_TRY(il__put(&k, y[i], Y[i], layer, op[i]));
+  }
+  return IL_OK;
+}
+
+/* Y = f(Y, X) elementwise: the residual add (Y += X) or SwiGLU (Y = silu(Y) * X). */
+static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, bool swiglu,
+                            int32_t layer, const char *op) {
+  il_backend *b = ln->b;
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor y, x;
+    IL_TRY(il__in(&k, Y, &y));
+    IL_TRY(il__in(&k, X, &x));
+    IL_TRY(swiglu ? b->ops->swiglu(b, y, x) : b->ops->add(b, y, x));
+    IL_TRY(il__put(&k, y, Y, layer, op));
+  }
+  return IL_OK;
 }
 
 /* Moves rows [0, n) of the residual from lane a to lane b through host staging. */
@@ -819,10 +942,17 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
 
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
   {
+    const il_tensor X = il_tensor_rows(cur->x, 0, n);
     const il_tensor tid = il_tensor_make(cur->batch.buf, cur->batch.off, 1, n, IL_DTYPE_I32, "token ids");
-    IL_TRY(d->embd_b->ops->get_rows(d->embd_b, il_tensor_rows(cur->x, 0, n), d->tok_embd, tid));
-    IL_TRY(il__act(st, d->embd_b, il_tensor_rows(cur->x, 0, n), 0, "token_embd"));
+    IL__CHUNKS(k, st, cur, n) {
+      il_tensor x;
+      IL_TRY(il__out(&k, X, &x));
+      IL_TRY(d->embd_b->ops->get_rows(d->embd_b, x, d->tok_embd, il__ids(tid, k.r0, k.rows)));
+      IL_TRY(il__put(&k, x, X, 0, "token_embd"));
+    }
   }
+  static const char *const qkv_ops[3] = {"attn_q", "attn_k", "attn_v"}, *const gu_ops[2] = {"ffn_gate", "ffn_up"},
+                           *const wo_op[1] = {"attn_output"}, *const down_op[1] = {"ffn_down"};
   for (int l = 0; l < hp->n_layer; l++) {
     il_forward_lane *ln = il_forward_lane_of(st, d->layer_b[l]);
     if (ln != cur) IL_TRY(il__move(st, cur, ln, n));
@@ -832,48 +962,45 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
     const il_layer_dev *L = &d->layers[l];
     if (d->stream && b == d->stream_b) IL_TRY(il__stream_layer(d, l, &L));
     const il_attn_args a0 = il_forward_attn_args(m, ln, n, &kv[l]);
-    il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
+    const il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
     const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                     Q = il_tensor_rows(ln->q, 0, n), K = il_tensor_rows(ln->k, 0, n), V = il_tensor_rows(ln->v, 0, n),
                     ATT = il_tensor_rows(ln->att, 0, n), HB = il_tensor_rows(ln->hb, 0, n),
                     HB2 = il_tensor_rows(ln->hb2, 0, n);
     /* attention block */
-    IL_TRY(ops->rmsnorm(b, XB, X, L->attn_norm, hp->norm_eps));
-    IL_TRY(il__act(st, b, XB, l, "attn_norm"));
-    const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V};
-    IL_TRY(ops->matmul_multi(b, 3, yqkv, wqkv, XB));
-    if (L->bq.buf) {
-      IL_TRY(ops->add_bias(b, Q, L->bq));
-      IL_TRY(ops->add_bias(b, K, L->bk));
-      IL_TRY(ops->add_bias(b, V, L->bv));
+    IL_TRY(il__norm(st, ln, n, XB, X, L->attn_norm, hp->norm_eps, l, "attn_norm"));
+    const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V}, bqkv[3] = {L->bq, L->bk, L->bv};
+    IL_TRY(il__mm(st, ln, n, 3, yqkv, wqkv, L->bq.buf ? bqkv : NULL, XB, l, qkv_ops));
+    IL__CHUNKS(k, st, ln, n) { /* q and k rotated; k and v into the cache (k's buffer keeps no rotation) */
+      il_tensor q, kk, vv;
+      IL_TRY(il__in(&k, Q, &q));
+      IL_TRY(il__in(&k, K, &kk));
+      IL_TRY(il__in(&k, V, &vv));
+      const il_tensor at = il__ids(a0.pos, k.r0, k.rows);
+      IL_TRY(ops->rope(b, q, at, &rq));
+      IL_TRY(ops->rope(b, kk, at, &rk));
+      IL_TRY(ops->kv_store(b, &kv[l], kk, vv, il__ids(tslot, k.r0, k.rows)));
+      IL_TRY(il__put(&k, q, Q, l, "rope"));
     }
-    IL_TRY(il__act(st, b, Q, l, "attn_q"));
-    IL_TRY(il__act(st, b, K, l, "attn_k"));
-    IL_TRY(il__act(st, b, V, l, "attn_v"));
-    IL_TRY(ops->rope(b, Q, a0.pos, &rq));
-    IL_TRY(ops->rope(b, K, a0.pos, &rk));
-    IL_TRY(ops->kv_store(b, &kv[l], K, V, tslot));
-    il_attn_args a = a0;
-    a.slice = st->attn_slice;
-    IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
-    IL_TRY(il__act(st, b, ATT, l, "attention"));
-    IL_TRY(ops->matmul(b, XO, L->wo, ATT));
-    IL_TRY(il__act(st, b, XO, l, "attn_output"));
-    IL_TRY(ops->add(b, X, XO));
-    IL_TRY(il__act(st, b, X, l, "attention residual"));
+    IL__CHUNKS(k, st, ln, n) {
+      il_attn_args a = a0;
+      IL_TRY(il__in(&k, Q, &a.q));
+      IL_TRY(il__out(&k, ATT, &a.out));
+      a.pos = il__ids(a0.pos, k.r0, k.rows);
+      a.seq = il__ids(a0.seq, k.r0, k.rows);
+      a.slice = st->attn_slice;
+      IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
+      IL_TRY(il__put(&k, a.out, ATT, l, "attention"));
+    }
+    IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
+    IL_TRY(il__binary(st, ln, n, X, XO, false, l, "attention residual"));
     /* feed-forward block */
-    IL_TRY(ops->rmsnorm(b, XB, X, L->ffn_norm, hp->norm_eps));
-    IL_TRY(il__act(st, b, XB, l, "ffn_norm"));
+    IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, hp->norm_eps, l, "ffn_norm"));
     const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
-    IL_TRY(ops->matmul_multi(b, 2, ygu, wgu, XB));
-    IL_TRY(il__act(st, b, HB, l, "ffn_gate"));
-    IL_TRY(il__act(st, b, HB2, l, "ffn_up"));
-    IL_TRY(ops->swiglu(b, HB, HB2));
-    IL_TRY(il__act(st, b, HB, l, "ffn_swiglu"));
-    IL_TRY(ops->matmul(b, XO, L->w_down, HB));
-    IL_TRY(il__act(st, b, XO, l, "ffn_down"));
-    IL_TRY(ops->add(b, X, XO));
-    IL_TRY(il__act(st, b, X, l, "feed-forward residual"));
+    IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
+    IL_TRY(il__binary(st, ln, n, HB, HB2, true, l, "ffn_swiglu"));
+    IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
+    IL_TRY(il__binary(st, ln, n, X, XO, false, l, "feed-forward residual"));
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
@@ -887,12 +1014,12 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
     }
   *n_logits = n_out;
   if (n_out == 0) return IL_OK;
-  const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out);
-  IL_TRY(b->ops->rmsnorm(b, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps));
-  IL_TRY(il__act(st, b, XN, hp->n_layer, "output_norm"));
-  IL_TRY(b->ops->matmul(b, il_tensor_rows(lo->logits, 0, n_out), d->output, XN));
+  const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out), LG = il_tensor_rows(lo->logits, 0, n_out);
+  IL_TRY(il__norm(st, lo, n_out, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps, hp->n_layer,
+                  "output_norm"));
+  IL_TRY(il__mm(st, lo, n_out, 1, &LG, &d->output, NULL, XN, hp->n_layer, NULL));
   /* logits are downloaded as F32: checked, not rounded */
-  return il__check(st, b, il_tensor_rows(lo->logits, 0, n_out), hp->n_layer, "output");
+  return il__check(st, b, LG, hp->n_layer, "output");
 }
 
 int32_t il_model_n_vocab(const il_model *m) { return m->hp.n_vocab; }

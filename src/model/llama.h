@@ -161,14 +161,17 @@ size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
 size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
 size_t il_model_layer_bytes(const il_model *m, int l);
 
-/* One backend's share of the activation buffers. */
+/* One backend's share of the activation buffers, stored at the state's act_type (F32, F16 or
+ * BF16; logits always F32). */
 typedef struct {
   il_backend *b;
-  il_tensor x, xb, xo;           /* F32 [max_tokens x n_embd] */
-  il_tensor q, att;              /* F32 [max_tokens x n_head*head_dim] (lanes with layers) */
-  il_tensor k, v;                /* F32 [max_tokens x kv_dim] */
-  il_tensor hb, hb2;             /* F32 [max_tokens x n_ff] */
+  il_tensor x, xb, xo;           /* [max_tokens x n_embd] */
+  il_tensor q, att;              /* [max_tokens x n_head*head_dim] (lanes with layers) */
+  il_tensor k, v;                /* [max_tokens x kv_dim] */
+  il_tensor hb, hb2;             /* [max_tokens x n_ff] */
   il_tensor logits;              /* F32 [max_logits x n_vocab] (the output's lane) */
+  il_tensor wide;                /* 16-bit act_type only: F32 [1 x chunk * widest op], the F32
+                                  * copies an op computes on, one chunk of rows at a time */
   il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots */
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
@@ -188,9 +191,12 @@ typedef struct {
   float *staging;                /* [max_tokens x n_embd]: the residual between backends */
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
-  /* Mixed precision: activations are stored at act_type between ops (F32 buffers rounded to
-   * F16 or BF16 after every op that produces one); compute and accumulation stay F32. */
+  /* Mixed precision: activations are stored at act_type between ops. With F16 or BF16 each op
+   * runs on chunks of `chunk` rows widened to F32 in the lane's `wide` scratch (compute and
+   * accumulation stay F32) and its results are narrowed back; with F32 chunk = max_tokens and
+   * the ops read and write the buffers themselves. */
   il_dtype act_type;
+  int32_t chunk;
   /* Numerics check (off by default): inf/nan counted after every op (with act_type != F32) or
    * every block, and the largest magnitude seen. The first place is kept until the caller
    * resets bad_layer to -1. */
@@ -203,16 +209,24 @@ typedef struct {
   const char *max_abs_op;
 } il_forward_state;
 
-/* Bytes of one lane's activation buffers for these sizes (what il_forward_state_init allocates
- * on that backend, attention workspace excluded). */
-size_t il_forward_lane_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits, bool layers, bool output);
+/* Rows an op computes at once with activations of act_type for batches of max_tokens: all of
+ * them for F32; for F16/BF16 a quarter, at least 16 and at most 256. Smaller chunks need less
+ * F32 scratch but cost time where a matmul prepares its weights per call (the CPU GEMM packs
+ * panels: builtin:1b Q8_0 pp512 on one Zen 5 thread took 31% more CPU time in chunks of 64
+ * rows, 12% in chunks of 128, 3% in 256, than with F32 activations). */
+int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens);
+/* Bytes of one lane's activation buffers for these sizes with activations of act_type (what
+ * il_forward_state_init allocates on that backend, attention workspace excluded). */
+size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits, bool layers,
+                             bool output);
 /* All lanes of a single-backend placement. */
-size_t il_forward_state_bytes(const il_hparams *hp, int32_t max_tokens, int32_t max_logits);
+size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits);
 /* Allocates the lanes of d's placement and the workspace of the attention kernel each lane's
  * backend uses (attn_for(backend) -> kernel, chosen by the engine) for batches of max_tokens
  * over the caches kv (one view per layer, on that layer's backend). On failure nothing is left
  * allocated. */
-il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, int32_t max_tokens, int32_t max_logits,
+il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_dtype act_type, int32_t max_tokens,
+                                int32_t max_logits,
                                 const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b), void *ctx,
                                 const il_kv_view *kv);
 void il_forward_state_free(il_forward_state *st);
