@@ -9,6 +9,8 @@
  * - f16 and bf16 activations take 16 bits: the activation memory the engine allocates equals
  *   il_forward_state_bytes, at most 0.7x f32's for batches of 128; batches larger than a chunk
  *   (32 rows) give the logits of the same tokens run one at a time;
+ * - on the stories260K fixture (a trained model), every activation and KV cell type against f32
+ *   (q8_0 cells refused with the reason: its heads of 8 do not hold a block of 32);
  * - a device too small for f32 activations gets --dtype bf16 among the out-of-memory fixes, and
  *   the run with it keeps to the predicted peak;
  * - a bad --dtype is an error naming the flag.
@@ -137,6 +139,56 @@ static void test_memory_and_chunks(void) {
   free(ref);
 }
 
+/* The fixture model (a trained one): every activation type and KV cell type against f32, the
+ * last logits of a 24-token sequence decoded as one batch; q8_0 cells are refused by name. */
+static void test_fixture_types(void) {
+  const char *m = il_test_fixture("models/stories260K-f32.gguf");
+  if (!m) {
+    printf("SKIP (part): fixture models/stories260K-f32.gguf absent: types on a trained model not checked\n");
+    return;
+  }
+  const struct {
+    const char *dtype, *kv;
+    double tol;
+  } cs[] = {{"f32", "f32", 0}, {"f16", "f32", 1e-2}, {"bf16", "f32", 5e-2}, {"f32", "f16", 1e-2},
+            {"f32", "bf16", 5e-2}, {"f32", "q8_0", 5e-2}, {"bf16", "bf16", 8e-2}};
+  float *ref = NULL;
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    il_config c;
+    il_config_defaults(&c);
+    c.ctx = 64, c.threads = 2;
+    snprintf(c.model, sizeof c.model, "%s", m);
+    snprintf(c.dtype, sizeof c.dtype, "%s", cs[i].dtype);
+    snprintf(c.kv_type, sizeof c.kv_type, "%s", cs[i].kv);
+    il_engine *e = NULL;
+    if (!strcmp(cs[i].kv, "q8_0")) { /* blocks of 32 across heads of 8: refused with the reason */
+      IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_UNSUPPORTED);
+      IL_CHECK(strstr(il_error_detail(), "head_dim 8 is not a multiple of 32") != NULL);
+      printf("stories260K --kv-type q8_0: refused (%.60s...)\n", il_error_detail());
+      il_engine_free(e);
+      continue;
+    }
+    IL_CHECK_OK(il_engine_open(&c, &e));
+    if (!e) continue;
+    const int nv = e->model->hp.n_vocab;
+    float *lg = calloc((size_t)nv, 4);
+    il_batch_entry b[24];
+    for (int t = 0; t < 24; t++) b[t] = (il_batch_entry){t ? 32 + (t * 37) % 400 : 1, 0, t, t == 23};
+    IL_CHECK_OK(il_engine_decode(e, b, 24, lg));
+    if (!ref) {
+      ref = lg;
+    } else {
+      const double d = rel_diff(lg, ref, nv);
+      printf("stories260K --dtype %-4s --kv-type %-4s: max |logit - f32| / max |logit| = %.2e (tolerance %.0e)\n",
+             cs[i].dtype, cs[i].kv, d, cs[i].tol);
+      IL_CHECK(d < cs[i].tol && d > 0);
+      free(lg);
+    }
+    il_engine_free(e);
+  }
+  free(ref);
+}
+
 /* A device a little too small for f32 activations: the out-of-memory report offers --dtype bf16
  * among its fixes, with a prediction the run then keeps to. */
 static void test_oom_fix(void) {
@@ -245,6 +297,7 @@ int main(void) {
   test_tolerance();
   test_memory_and_chunks();
   test_oom_fix();
+  test_fixture_types();
   if (!cli) {
     printf("SKIP (part): IL_CLI is not set: the overflow model is made with the inferlab binary\n");
     return il_test_finish();
