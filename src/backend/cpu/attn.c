@@ -193,9 +193,11 @@ static void il__kv_rows(const il_cpu_attn_args *a, int32_t s, int32_t p0, int n,
   for (int j = 0; j < n; bi++, off = 0) { /* a run of rows in block bi; row[bi] exists as j < n */
     const int run = block - off < n - j ? block - off : n - j;
     const size_t at = ((size_t)row[bi] * (size_t)block + (size_t)off) * stride + hoff;
-    if (k)
+    if (k && v)
+      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride, v[j + i] = vb + at + (size_t)i * stride;
+    else if (k)
       for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride;
-    if (v)
+    else if (v)
       for (int i = 0; i < run; i++) v[j + i] = vb + at + (size_t)i * stride;
     j += run;
   }
