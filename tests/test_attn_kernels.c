@@ -259,9 +259,9 @@ static void check_case(const il_case *c, il_pool *const *pools, const char *what
 }
 
 static void test_random(il_pool *const *pools) {
-  const int64_t hds[] = {32, 64, 80, 96, 128, 36, 20}, gqa[] = {1, 2, 4, 8};
-  for (int it = 0; it < 40; it++) {
-    const int64_t hd = hds[it % 7], G = gqa[(it / 7 + it) % 4], n_kv = 1 + irand(2);
+  const int64_t hds[] = {32, 64, 80, 96, 128, 36, 20, 8, 16}, gqa[] = {1, 2, 4, 8};
+  for (int it = 0; it < 54; it++) {
+    const int64_t hd = hds[it % 9], G = gqa[(it / 9 + it) % 4], n_kv = 1 + irand(2);
     const int n_seq = 1 + irand(3), mode = it % 3, paged = irand(3) == 0 ? 0 : (irand(2) ? 16 : 7);
     const il_dtype t = it % 4 == 3                  ? IL_DTYPE_F16
                        : it % 4 == 1                ? IL_DTYPE_BF16

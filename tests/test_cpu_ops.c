@@ -117,6 +117,22 @@ static void test_ops_avx512(void) {
   printf("swiglu: worst relative error %.3g\n", worst_sw);
   IL_CHECK_INT(nan, 0);
   IL_CHECK_NEAR(worst_sw, 0, 1e-5);
+  /* F16 KV rows: bit for bit the scalar conversion (ties, subnormals, overflow to inf, signs) */
+  float x[300];
+  uint16_t h[300];
+  int bad = 0;
+  for (int n = 1; n < 300; n += 23) {
+    for (int i = 0; i < n; i++) x[i] = ldexpf(sinf(i * 1.7f + n), i % 50 - 30);
+    x[0] = 65519.0f, x[n - 1] = -70000.0f;
+    if (n > 3) x[1] = 1.0f + 1.0f / 2048, x[2] = 5.96e-8f * 2.5f, x[3] = -0.0f;
+    il__ops_avx512.to_fp16(h, x, n);
+    for (int i = 0; i < n; i++)
+      if (h[i] != il_f32_to_fp16(x[i])) {
+        if (!bad) fprintf(stderr, "to_fp16(%g) = 0x%04x, scalar 0x%04x\n", x[i], h[i], il_f32_to_fp16(x[i]));
+        bad++;
+      }
+  }
+  IL_CHECK_INT(bad, 0);
   free(q), free(k), free(v), free(o), free(sc);
 }
 

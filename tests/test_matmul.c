@@ -339,6 +339,11 @@ int main(void) {
   const il_dtype all[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
                           IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
   test_shapes(all, sizeof all / sizeof *all);
+  /* with the default threshold the small shapes take the one-call path (no chunk list) */
+  il_cpu_matmul_par_min(1 << 17);
+  const il_dtype some[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_K};
+  test_shapes(some, sizeof some / sizeof *some);
+  il_cpu_matmul_par_min(0);
   test_gemm_pack();
   test_gemm_batches();
   for (int n = 1; n <= 3; n++) il_pool_free(pools[n]);

@@ -179,22 +179,27 @@ static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
 }
 
 /* Row pointers of K and/or V (either may be NULL) of KV head kh for positions p0..p0+n-1 of
- * sequence s. One division per call, not per row: in decode this runs once per 64 keys against
- * only a few thousand FMAs. */
+ * sequence s. One division per call, not per row, and one block-table read per run of rows
+ * within a block, the rest pointer increments: in decode this runs once per 64 keys against
+ * only a few thousand FMAs (with head size 8 it had been most of the flash worker's time, the
+ * bases reloaded per row since the stores could alias them). */
 static void il__kv_rows(const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh, const void **k,
                         const void **v) {
   const int32_t *row = a->block_table + (int64_t)s * a->max_blocks;
   const size_t hoff = il_dtype_row_size(a->kv_type, kh * a->head_dim), stride = a->kv_row_stride;
-  int32_t bi = p0 / a->block, off = p0 % a->block;
-  int64_t base = (int64_t)row[bi] * a->block;
-  for (int j = 0; j < n; j++) {
-    const size_t at = (size_t)(base + off) * stride + hoff;
-    if (k) k[j] = (const char *)a->k + at;
-    if (v) v[j] = (const char *)a->v + at;
-    if (++off == a->block && j + 1 < n) { /* the next entry exists: j + 1 is a position below n */
-      off = 0;
-      base = (int64_t)row[++bi] * a->block;
-    }
+  const char *kb = a->k, *vb = a->v;
+  const int32_t block = a->block;
+  int32_t bi = p0 / block, off = p0 % block;
+  for (int j = 0; j < n; bi++, off = 0) { /* a run of rows in block bi; row[bi] exists as j < n */
+    const int run = block - off < n - j ? block - off : n - j;
+    const size_t at = ((size_t)row[bi] * (size_t)block + (size_t)off) * stride + hoff;
+    if (k && v)
+      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride, v[j + i] = vb + at + (size_t)i * stride;
+    else if (k)
+      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride;
+    else if (v)
+      for (int i = 0; i < run; i++) v[j + i] = vb + at + (size_t)i * stride;
+    j += run;
   }
 }
 

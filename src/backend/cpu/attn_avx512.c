@@ -7,6 +7,10 @@
  * registers while the keys stream by. exp is the Cephes expf polynomial with 2^n applied by
  * vscalefps (as in ops_avx512.c). Any head size works (masked tails); attn.c sends head sizes
  * that are not a multiple of 8 to the scalar table anyway (flash declines them).
+ * Head size 8 (stories260K) has kernels of its own: a key is half a vector there, so the
+ * general ones ran half-empty lanes and reduced 16 accumulators per 4 keys (and P V advanced one
+ * FMA chain per key). Those put two keys in a vector: Q K^T takes 16 keys per step with one
+ * 3-level shuffle tree, P V 4 keys per step on two chains per row.
  * Not for: the tiling, softmax bookkeeping and threading (attn.c).
  */
 #include "backend/cpu/attn.h"
@@ -82,9 +86,117 @@ IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const 
     for (int c = 0; c < nk; c++) s[(size_t)r * lds + c] = out[4 * r + c];
 }
 
+/* ---- head size 8: two keys per vector ---- */
+
+/* Keys a and b (8 elements each) as one vector: a in lanes 0-7, b in lanes 8-15. */
+IL__INLINE __m512 il__ld8x2(const void *a, const void *b, int f16) {
+  if (f16 == 0)
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(a))),
+                                               _mm256_castps_pd(_mm256_loadu_ps(b)), 1));
+  const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(a)), _mm_loadu_si128(b), 1);
+  if (f16 == 1) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+IL__INLINE __m256 il__ld8(const void *a, int f16) {
+  if (f16 == 0) return _mm256_loadu_ps(a);
+  const __m128i h = _mm_loadu_si128(a);
+  if (f16 == 1) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Scores of m rows against n keys, 16 keys per step. Vector i < 4 holds keys i and 4 + i,
+ * vector 4 + i keys 8 + i and 12 + i; the reduction then leaves key c's dot product in lane c
+ * (levels 1-2 sum within 128-bit blocks, 4 vectors to the lanes of a block; level 3 adds the
+ * two blocks of each key). Missing keys of the last step repeat the last one, unstored. */
+IL__INLINE void il__qk8(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int f16,
+                    float scale) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int j0 = 0; j0 < n; j0 += 16) {
+    const int nk = n - j0 < 16 ? n - j0 : 16;
+    const void *kp[16];
+    #pragma GCC unroll 16
+    for (int c = 0; c < 16; c++) kp[c] = k[j0 + (c < nk ? c : nk - 1)];
+    __m512 kv[8];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      kv[i] = il__ld8x2(kp[i], kp[4 + i], f16);
+      kv[4 + i] = il__ld8x2(kp[8 + i], kp[12 + i], f16);
+    }
+    const __mmask16 mk = il__tail(nk);
+    for (int r = 0; r < m; r++) {
+      const __m512 qv = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(q[r]))));
+      __m512 x[4], y[2];
+      #pragma GCC unroll 4
+      for (int i = 0; i < 4; i++) {
+        const __m512 a = _mm512_mul_ps(kv[2 * i], qv), b = _mm512_mul_ps(kv[2 * i + 1], qv);
+        x[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+      }
+      #pragma GCC unroll 2
+      for (int i = 0; i < 2; i++)
+        y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0x44), _mm512_shuffle_ps(x[2 * i], x[2 * i + 1], 0xEE));
+      const __m512 z = _mm512_add_ps(_mm512_shuffle_f32x4(y[0], y[1], 0x88), _mm512_shuffle_f32x4(y[0], y[1], 0xDD));
+      _mm512_mask_storeu_ps(s + (size_t)r * lds + j0, mk, _mm512_mul_ps(z, vs));
+    }
+  }
+}
+
+/* o[r] += p[r] V for R rows, 4 keys per step: keys j, j+1 in one vector times p[j] and p[j+1]
+ * spread over its halves, keys j+2, j+3 on a second accumulator (two FMA chains per row). */
+IL__INLINE void il__pv8_block(float *const *o, const float *p, size_t ldp, const int R, const void *const *v, int n,
+                              int f16) {
+  const __m512i lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+  __m512 acc[4][2];
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const __m512 v01 = il__ld8x2(v[j], v[j + 1], f16), v23 = il__ld8x2(v[j + 2], v[j + 3], f16);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+      const __m512 p4 = _mm512_castps128_ps512(_mm_loadu_ps(p + (size_t)r * ldp + j));
+      acc[r][0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo, p4), v01, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi, p4), v23, acc[r][1]);
+    }
+  }
+  __m256 o8[4];
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    const __m512 a = _mm512_add_ps(acc[r][0], acc[r][1]);
+    o8[r] = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+  }
+  for (; j < n; j++) {
+    const __m256 vv = il__ld8(v[j], f16);
+    #pragma GCC unroll 4
+    for (int r = 0; r < R; r++) o8[r] = _mm256_fmadd_ps(_mm256_set1_ps(p[(size_t)r * ldp + j]), vv, o8[r]);
+  }
+  #pragma GCC unroll 4
+  for (int r = 0; r < R; r++) _mm256_storeu_ps(o[r], _mm256_add_ps(_mm256_loadu_ps(o[r]), o8[r]));
+}
+
+IL__INLINE void il__pv8(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int f16) {
+  int i0 = 0;
+  for (; i0 + 4 <= m; i0 += 4) il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 4, v, n, f16);
+  switch (m - i0) {
+  case 3: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 3, v, n, f16); break;
+  case 2: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 2, v, n, f16); break;
+  case 1: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 1, v, n, f16); break;
+  default: break;
+  }
+}
+
+/* ---- any head size ---- */
+
 static void il__qk(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
                    il_dtype kt, float scale) {
   const int f16 = kt == IL_DTYPE_F16 ? 1 : kt == IL_DTYPE_BF16 ? 2 : kt == IL_DTYPE_Q8_0 ? 3 : 0;
+  if (hd == 8 && f16 != 3) {
+    if (f16 == 1) il__qk8(s, lds, q, m, k, n, 1, scale);
+    else if (f16 == 2) il__qk8(s, lds, q, m, k, n, 2, scale);
+    else il__qk8(s, lds, q, m, k, n, 0, scale);
+    return;
+  }
   for (int j0 = 0; j0 < n; j0 += 4) {
     const int nk = n - j0 < 4 ? n - j0 : 4;
     int i0 = 0;
@@ -136,6 +248,12 @@ IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const 
 static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
                    il_dtype vt) {
   const int f16 = vt == IL_DTYPE_F16 ? 1 : vt == IL_DTYPE_BF16 ? 2 : vt == IL_DTYPE_Q8_0 ? 3 : 0;
+  if (hd == 8 && f16 != 3) {
+    if (f16 == 1) il__pv8(o, p, ldp, m, v, n, 1);
+    else if (f16 == 2) il__pv8(o, p, ldp, m, v, n, 2);
+    else il__pv8(o, p, ldp, m, v, n, 0);
+    return;
+  }
   for (int i0 = 0; i0 < m; i0 += 4) {
     const int R = m - i0 < 4 ? m - i0 : 4;
     for (int64_t d0 = 0; d0 < hd; d0 += 64) {

@@ -223,7 +223,8 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
    * (stories260K: 64 x 64 per token) do not repay; below il__mm_par_min multiply-adds the
    * calling thread does it alone (a workspace sized for the pool is large enough for one). */
   int nth = pool ? il_pool_size(pool) : 1;
-  if (nth > 1 && (double)total_out * (double)n_in * (double)n_tok < il__mm_par_min) nth = 1;
+  const bool tiny_op = (double)total_out * (double)n_in * (double)n_tok < il__mm_par_min;
+  if (tiny_op) nth = 1;
   if (ti->quantized && !work)
     return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
                     il_cpu_matmul_work_size(wtype, n_in, n_tok, nth));
@@ -257,6 +258,24 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     if (ns < 1) ns = 1;
     task.slice_tok = (n_tok + ns - 1) / ns;
     task.n_slices = (n_tok + task.slice_tok - 1) / task.slice_tok;
+  }
+  /* A small matmul without the GEMM: each matrix in one kernel call, without the chunk list and
+   * its claims (a small model's matrices are a few dozen rows, and claiming a chunk of 8 of them
+   * cost as much as computing it: 7% of stories260K's instructions). Large ones on one thread
+   * keep the chunked path and its early prefetch of the first rows. */
+  if (tiny_op && !task.gemm) {
+    if (task.quant) task.quant(&shared, 0, task.n_units);
+    for (int i = 0; i < n_parts; i++) {
+      if (parts[i].n_out == 0) continue;
+      il__mm_args a = shared;
+      a.w = parts[i].w;
+      a.w_stride = parts[i].w_stride;
+      a.n_out = parts[i].n_out;
+      a.y = parts[i].y;
+      a.ldy = parts[i].ldy;
+      task.rows(&a, 0, a.n_out);
+    }
+    return IL_OK;
   }
   /* Chunk size: about 32 KiB of weights for generation, at least 8 chunks per thread when
    * the matrices together are small; 16 rows when a batch of tokens reuses them. Multiples of

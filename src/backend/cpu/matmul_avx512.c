@@ -162,8 +162,28 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
     }                                                                                        \
   }
 
+/* Lane i = horizontal sum of the i-th argument: one shuffle tree for 4 rows (13 instructions)
+ * instead of 4 separate reductions (about 40). Small models' rows are a few vectors long
+ * (stories260K: 64 floats), so the reductions were a third of the tile's instructions. */
+IL__INLINE __m128 il__hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+  const __m512 ab = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+  const __m512 cd = _mm512_add_ps(_mm512_unpacklo_ps(c, d), _mm512_unpackhi_ps(c, d));
+  const __m512 s = _mm512_add_ps(_mm512_shuffle_ps(ab, cd, 0x44), _mm512_shuffle_ps(ab, cd, 0xEE));
+  const __m256 h =
+      _mm256_add_ps(_mm512_castps512_ps256(s), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 IL__INLINE void il__store(const il__mm_args *a, int64_t r, int64_t t, int R, int T, __m512 acc[4][4],
                           float tail[4][4]) {
+  if (R == 4) {
+    for (int j = 0; j < T; j++) {
+      const __m128 v = _mm_add_ps(il__hsum4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]),
+                                  _mm_set_ps(tail[3][j], tail[2][j], tail[1][j], tail[0][j]));
+      _mm_storeu_ps(a->y + (t + j) * a->ldy + r, v);
+    }
+    return;
+  }
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) a->y[(t + j) * a->ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]) + tail[i][j];
 }

@@ -1,5 +1,5 @@
 /* backend/cpu/ops: per-ISA kernels for the CPU backend's non-matmul ops (attention of one
- * query head, SwiGLU), chosen by backend/cpu/cpu.c from the matmul's instruction-set level.
+ * query head, SwiGLU, F16 rows into the KV cache), chosen by backend/cpu/cpu.c from the matmul's instruction-set level.
  *
  * The portable C versions stay in cpu.c (they are the fallback and the reference); a level's
  * table has compiled = false when this binary was built without it.
@@ -19,11 +19,14 @@ typedef void (*il__attn_head_fn)(float *out, const float *q, const float *k, con
                                  int64_t hd, int32_t n_pos, float scale, float *scores);
 /* gate[i] = silu(gate[i]) * up[i] for i < n. */
 typedef void (*il__swiglu_fn)(float *gate, const float *up, int64_t n);
+/* dst[i] = src[i] as IEEE half, rounded to nearest even (as il_f32_to_fp16), for i < n. */
+typedef void (*il__to_fp16_fn)(uint16_t *dst, const float *src, int64_t n);
 
 typedef struct {
   bool compiled;
   il__attn_head_fn attn_head;
   il__swiglu_fn swiglu;
+  il__to_fp16_fn to_fp16;
 } il__ops;
 
 extern const il__ops il__ops_avx512;
