@@ -4,6 +4,7 @@
  * outputs to separate il_cpu_matmul calls, for several types, thread counts and token counts.
  * The AVX-512 attention-head and SwiGLU kernels must match a double-precision reference,
  * including head sizes that are not multiples of the vector width and extreme gate values.
+ * The AVX2 + F16C F32 <-> F16/BF16 row conversions must equal the scalar ones bit for bit.
  */
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
@@ -117,28 +118,42 @@ static void test_ops_avx512(void) {
   printf("swiglu: worst relative error %.3g\n", worst_sw);
   IL_CHECK_INT(nan, 0);
   IL_CHECK_NEAR(worst_sw, 0, 1e-5);
-  /* F16 KV rows: bit for bit the scalar conversion (ties, subnormals, overflow to inf, signs) */
-  float x[300];
+  free(q), free(k), free(v), free(o), free(sc);
+}
+
+/* The AVX2 + F16C row conversions (copy's and the KV store's): bit for bit the scalar ones, at
+ * every length around the vector width (ties, subnormals, overflow to inf, signs, NaN). */
+static void test_cvt_avx2(void) {
+  if (!il__cvt_avx2.compiled || il_cpu_isa_detected() < IL_ISA_AVX2) {
+    printf("SKIP (part): no AVX2 on this CPU or in this build: vectorised conversions not checked\n");
+    return;
+  }
+  float x[300], back[300];
   uint16_t h[300];
   int bad = 0;
   for (int n = 1; n < 300; n += 23) {
     for (int i = 0; i < n; i++) x[i] = ldexpf(sinf(i * 1.7f + n), i % 50 - 30);
     x[0] = 65519.0f, x[n - 1] = -70000.0f;
-    if (n > 3) x[1] = 1.0f + 1.0f / 2048, x[2] = 5.96e-8f * 2.5f, x[3] = -0.0f;
-    il__ops_avx512.to_fp16(h, x, n);
-    for (int i = 0; i < n; i++)
-      if (h[i] != il_f32_to_fp16(x[i])) {
-        if (!bad) fprintf(stderr, "to_fp16(%g) = 0x%04x, scalar 0x%04x\n", x[i], h[i], il_f32_to_fp16(x[i]));
-        bad++;
+    if (n > 7) x[1] = 1.0f + 1.0f / 2048, x[2] = 5.96e-8f * 2.5f, x[3] = -0.0f, x[4] = NAN, x[5] = 1.01171875f, x[6] = 1.00146484375f;
+    for (int bf = 0; bf < 2; bf++) {
+      (bf ? il__cvt_avx2.f32_to_bf16 : il__cvt_avx2.f32_to_f16)(h, x, n);
+      (bf ? il__cvt_avx2.bf16_to_f32 : il__cvt_avx2.f16_to_f32)(back, h, n);
+      for (int i = 0; i < n; i++) {
+        const uint16_t want = bf ? il_f32_to_bf16(x[i]) : il_f32_to_fp16(x[i]);
+        const float wb = bf ? il_bf16_to_f32(want) : il_fp16_to_f32(want);
+        const bool ok = isnan(x[i]) ? isnan(back[i]) : h[i] == want && memcmp(&back[i], &wb, 4) == 0;
+        if (!ok && !bad++)
+          fprintf(stderr, "%s(%g) = 0x%04x, scalar 0x%04x\n", bf ? "f32_to_bf16" : "f32_to_f16", x[i], h[i], want);
       }
+    }
   }
   IL_CHECK_INT(bad, 0);
-  free(q), free(k), free(v), free(o), free(sc);
 }
 
 int main(void) {
   il_cpu_matmul_par_min(0); /* small shapes run threaded too */
   test_matmul_multi();
   test_ops_avx512();
+  test_cvt_avx2();
   return il_test_finish();
 }

@@ -342,23 +342,13 @@ static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const i
 
 /* ---------------------------------------------------------------- KV store */
 
-/* One row into a cell of the cache's type (F32 copied, F16 and BF16 rounded to nearest even,
- * Q8_0 quantized as ggml's reference quantizer does; a non-finite element is an error there). */
-static il_status il__store_row(const il__ops *ops, uint8_t *dst, il_dtype t, const float *src, int64_t n) {
+/* One row into a cell of the cache's type (F32 copied, F16 and BF16 rounded to nearest even
+ * through copy's row conversions, Q8_0 quantized as ggml's reference quantizer does; a
+ * non-finite element is an error there). */
+static il_status il__store_row(const il__cvt *cv, uint8_t *dst, il_dtype t, const float *src, int64_t n) {
   if (t == IL_DTYPE_Q8_0) return il_quantize_row(t, src, dst, n);
-  if (t == IL_DTYPE_F32) {
-    memcpy(dst, src, (size_t)n * 4);
-    return IL_OK;
-  }
-  uint16_t *h = (uint16_t *)dst;
-  if (t == IL_DTYPE_F16 && ops) {
-    ops->to_fp16(h, src, n);
-    return IL_OK;
-  }
-  if (t == IL_DTYPE_BF16)
-    for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_bf16(src[i]);
-  else
-    for (int64_t i = 0; i < n; i++) h[i] = il_f32_to_fp16(src[i]);
+  if (t == IL_DTYPE_F32) memcpy(dst, src, (size_t)n * 4);
+  else (t == IL_DTYPE_BF16 ? cv->f32_to_bf16 : cv->f32_to_f16)(dst, src, n);
   return IL_OK;
 }
 
@@ -367,17 +357,17 @@ static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor
   const int32_t *sl = il__cpu_ptr(slots);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
-  const il__ops *ops = il__c(b)->ops;
+  const il__cvt *cv = il__c(b)->cvt ? il__c(b)->cvt : &il__cvt_c;
   for (int64_t i = 0; i < k.rows; i++) {
     if (sl[i] < 0 || sl[i] >= kv->k.rows)
       return il_error(IL_ERR_RANGE, "kv_store: slot %d of row %lld outside the %lld cells of '%s'", sl[i], (long long)i,
                       (long long)kv->k.rows, il__nm(&kv->k));
     const il_tensor *bad = &k;
     il_status st =
-        il__store_row(ops, kd + (size_t)sl[i] * kv->k.stride, kv->k.type, (const float *)(ks + (size_t)i * k.stride), k.cols);
+        il__store_row(cv, kd + (size_t)sl[i] * kv->k.stride, kv->k.type, (const float *)(ks + (size_t)i * k.stride), k.cols);
     if (st == IL_OK) {
       bad = &v;
-      st = il__store_row(ops, vd + (size_t)sl[i] * kv->v.stride, kv->v.type, (const float *)(vs + (size_t)i * v.stride),
+      st = il__store_row(cv, vd + (size_t)sl[i] * kv->v.stride, kv->v.type, (const float *)(vs + (size_t)i * v.stride),
                          v.cols);
     }
     if (st != IL_OK) {

@@ -1,9 +1,9 @@
 /* backend/cpu/ops: per-ISA kernels for the CPU backend's non-matmul ops (attention of one
- * query head, SwiGLU, F16 rows into the KV cache), chosen by backend/cpu/cpu.c from the matmul's instruction-set level.
+ * query head, SwiGLU), chosen by backend/cpu/cpu.c from the matmul's instruction-set level.
  *
  * The portable C versions stay in cpu.c (they are the fallback and the reference); a level's
  * table has compiled = false when this binary was built without it.
- * Also the row conversions of copy (F32 <-> F16/BF16).
+ * Also the F32 <-> F16/BF16 row conversions (copy, the KV store).
  * Not for: matmul kernels (backend/cpu/kernels.h) or op dispatch and threading (cpu.c).
  */
 #ifndef IL_BACKEND_CPU_OPS_H
@@ -19,20 +19,18 @@ typedef void (*il__attn_head_fn)(float *out, const float *q, const float *k, con
                                  int64_t hd, int32_t n_pos, float scale, float *scores);
 /* gate[i] = silu(gate[i]) * up[i] for i < n. */
 typedef void (*il__swiglu_fn)(float *gate, const float *up, int64_t n);
-/* dst[i] = src[i] as IEEE half, rounded to nearest even (as il_f32_to_fp16), for i < n. */
-typedef void (*il__to_fp16_fn)(uint16_t *dst, const float *src, int64_t n);
 
 typedef struct {
   bool compiled;
   il__attn_head_fn attn_head;
   il__swiglu_fn swiglu;
-  il__to_fp16_fn to_fp16;
 } il__ops;
 
 extern const il__ops il__ops_avx512;
 
-/* Row conversions of copy between F32 and 16-bit activations, n elements, rounding to nearest
- * even (F16 overflows to inf; NaN stays NaN). The C versions in cpu.c are the reference. */
+/* Row conversions between F32 and F16/BF16, n elements, rounding to nearest even (F16
+ * overflows to inf; NaN stays NaN): copy's conversions of 16-bit activations and the KV store's
+ * f16/bf16 cells. The C versions in cpu.c are the reference. */
 typedef void (*il__cvt_fn)(void *dst, const void *src, int64_t n);
 typedef struct {
   bool compiled;

@@ -1,4 +1,4 @@
-/* backend/cpu/ops_avx512: AVX-512F versions of the attention head, SwiGLU and the F16 KV store.
+/* backend/cpu/ops_avx512: AVX-512F versions of the attention head and SwiGLU.
  *
  * The portable C in cpu.c cannot be vectorised by the compiler without fast-math: its dot
  * products are one long dependent chain of scalar adds and expf is a libm call per element.
@@ -84,18 +84,7 @@ static void il__swiglu(float *gate, const float *up, int64_t n) {
   }
 }
 
-/* vcvtps2ph with round-to-nearest-even: il_f32_to_fp16's result (NaNs stay NaN), 16 at a
- * time; the scalar conversion was 3% of stories260K's generation time. */
-static void il__to_fp16(uint16_t *dst, const float *src, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = il__tail(n - i);
-    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm256_mask_storeu_epi16(dst + i, m, h);
-  }
-}
-
-const il__ops il__ops_avx512 = {
-    .compiled = true, .attn_head = il__attn_head, .swiglu = il__swiglu, .to_fp16 = il__to_fp16};
+const il__ops il__ops_avx512 = {.compiled = true, .attn_head = il__attn_head, .swiglu = il__swiglu};
 
 #else
 const il__ops il__ops_avx512 = {.compiled = false};
