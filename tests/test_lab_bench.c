@@ -1,12 +1,15 @@
 /* tests/test_lab_bench: the lab commands end to end through $IL_CLI on builtin:tiny with tiny
  * sizes: bench's table, --json (checked with python3) and --report (parsed as XML), a sweep's
- * row count, usage errors; experiment refusing two changes, a real --change run whose
+ * row count, usage errors; the compute peak (sys/peak: which instruction binds each kernel level
+ * and weight type, measured > 0, quoted in the table, the limits line and the JSON; none with
+ * the scalar kernels); experiment refusing two changes, a real --change run whose
  * baseline.conf is accepted back by bench --config, and --show; watch's exit status. */
 #include <stdbool.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "sys/peak.h"
 
 static const char *cli;
 static char tmp[256];
@@ -34,6 +37,39 @@ int main(void) {
   IL_CHECK(strstr(out, "no GPU (GPU sampling off)") != NULL);
   if (il_test_failed) printf("%s\n", out);
 
+  /* the compute peak: the instruction each level's kernels use, measured; the table's column and
+   * the line saying which limit each phase runs against */
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_SCALAR, IL_DTYPE_Q8_0), -1);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_Q4_K), IL_PEAK_VNNI512);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_BF16), IL_PEAK_FMA512);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_F32), IL_PEAK_FMA256);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_Q4_0),
+               il_cpu_features_get()->avxvnni ? IL_PEAK_AVXVNNI : IL_PEAK_AVX2);
+  const bool has_peak = il_peak_available(IL_PEAK_FMA256);
+  if (has_peak) {
+    il_pool *pool = NULL;
+    IL_CHECK_OK(il_pool_new(1, &pool));
+    for (int k = 0; pool && k < IL_PEAK_KINDS; k++) {
+      double g = -1;
+      if (!il_peak_available((il_peak_kind)k)) {
+        IL_CHECK_INT(il_peak_measure(pool, (il_peak_kind)k, &g), IL_ERR_UNSUPPORTED);
+        continue;
+      }
+      IL_CHECK_OK(il_peak_measure(pool, (il_peak_kind)k, &g));
+      IL_CHECK(g > 1); /* GOPS: any AVX2 core does tens */
+      printf("peak %s: %.0f GOPS on 1 thread\n", il_peak_name((il_peak_kind)k), g);
+    }
+    il_pool_free(pool);
+    IL_CHECK(strstr(out, "| gen roof % | prompt peak % |") != NULL);
+    IL_CHECK(strstr(out, "compute peak ") != NULL && strstr(out, "GOPS (vfmadd231ps") != NULL);
+    IL_CHECK(strstr(out, "generation bandwidth-bound") != NULL || strstr(out, "generation compute-bound") != NULL);
+  } else {
+    printf("SKIP (part): no AVX2 on this CPU: no compute peak to measure\n");
+  }
+  snprintf(cmd, sizeof cmd, "%s bench %s --isa scalar 2>&1", cli, small);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
+  IL_CHECK(strstr(out, "compute peak") == NULL); /* the scalar kernels have no instruction to quote */
+
   /* JSON + HTML report */
   snprintf(cmd, sizeof cmd, "%s bench %s --batch 1,2 --wtype f32,q8_0 --json --report %s/r.html -q > %s/b.json", cli,
            small, tmp, tmp);
@@ -46,9 +82,11 @@ int main(void) {
              "assert [x[\"point\"][\"wtype\"] for x in r]==[\"f32\",\"q8_0\",\"f32\",\"q8_0\"]; "
              "assert all(x[\"summary\"][\"gen_tps\"][\"mean\"]>0 and x[\"memory_peak_bytes\"][\"kv\"]>0 for x in r); "
              "assert r[2][\"memory_peak_bytes\"][\"kv\"]==2*r[0][\"memory_peak_bytes\"][\"kv\"]; "
+             "p=[x[\"compute_peak_gops\"] for x in r]; f=[x[\"summary\"][\"prompt_peak_frac\"][\"mean\"] for x in r]; "
+             "assert (%s and all(g and g>1 for g in p) and all(0<v<2 for v in f)) or (not %s and all(g is None for g in p)), (p, f); "
              "import xml.etree.ElementTree as ET; t=ET.parse(sys.argv[2]); "
              "n=len(list(t.getroot().iter(\"{http://www.w3.org/2000/svg}svg\"))); assert n==11, n' %s/b.json %s/r.html",
-             tmp, tmp);
+             has_peak ? "True" : "False", has_peak ? "True" : "False", tmp, tmp);
     IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   }
   /* CSV: header + one row per combination */

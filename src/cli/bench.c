@@ -25,8 +25,9 @@ static void il__bench_help(void) {
          "Measures every combination of the swept options: load time, time to first token, time per\n"
          "output token, end to end (p50/p90/p99, stddev), prompt and generated tokens/s, requests/s,\n"
          "peak memory per category and RSS, CPU utilization, and bandwidth/FLOP/s against this\n"
-         "machine's measured read-bandwidth roofline. Each combination: load, --warmup untimed\n"
-         "repetitions, then -r timed ones.\n\n"
+         "machine's measured read-bandwidth roofline and, on the CPU, the compute peak of the\n"
+         "instruction its kernels use (which of the two limits each phase). Each combination: load,\n"
+         "--warmup untimed repetitions, then -r timed ones.\n\n"
          "workload:\n"
          "      --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
          "  -p, --prompt LIST        prompt tokens per sequence (synthetic ids) [128]\n"
@@ -42,7 +43,8 @@ static void il__bench_help(void) {
          "  -o, --output FILE        write the table/JSON/CSV to FILE instead of stdout\n"
          "  -q, --quiet              no progress line on stderr\n"
          "measurement:\n"
-         "      --roofline-ms N      time spent measuring read bandwidth (0 = skip) [300]\n"
+         "      --roofline-ms N      time spent measuring read bandwidth (0 = skip it and the CPU's\n"
+         "                           compute peak) [300]\n"
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "      --interval MS        GPU/RSS sampling interval [200]\n"
@@ -215,10 +217,12 @@ int il_cli_bench(int argc, char **argv) {
     }
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (il_bench_measure_roofline(threads, roof_ms, &opt.roofline_gbps) != IL_OK) opt.roofline_gbps = 0;
+    opt.peaks = il_mem_calloc(IL_MEM_OTHER, sizeof *opt.peaks, "compute peaks"); /* NULL: none measured */
   }
   bool progress = !quiet && isatty(2);
   il_bench_result *results = il_mem_calloc(IL_MEM_OTHER, sizeof *results * count, "bench results");
   if (!results) {
+    il_mem_free(opt.peaks);
     il_sweep_free(&sw);
     return il_cli_fail("bench", IL_ERR_OOM);
   }
@@ -287,6 +291,7 @@ int il_cli_bench(int argc, char **argv) {
   }
   for (size_t i = 0; i < count; i++) il_bench_result_free(&results[i]); /* unmeasured ones are zeroed */
   il_mem_free(results);
+  il_mem_free(opt.peaks);
   il_sweep_free(&sw);
   if (st != IL_OK) return il_cli_fail("bench", st);
   return exit_code;

@@ -88,6 +88,30 @@ il_status il_bench_measure_roofline(int threads, int ms, double *gbps) {
   return il_cpu_read_bandwidth(threads < 1 ? 1 : threads, IL_MEMBW_DEFAULT_BYTES, ms, gbps);
 }
 
+/* ---- compute peak ------------------------------------------------------------------------ */
+
+/* The compute peak of the engine's CPU kernels (cpu and sim devices) for the model's main weight
+ * type, at the run's thread count, from the cache or measured now. 0 where there is none. */
+static void il__peak_for(il_engine *e, il_bench_peaks *peaks, il_bench_result *r) {
+  il_isa isa;
+  if (!peaks || (strcmp(e->info.kind, "cpu") && strcmp(e->info.kind, "sim")) || !il_isa_parse(e->info.isa, &isa)) return;
+  const int kind = il_peak_kind_for(isa, e->model->main_type);
+  const int nth = e->info.threads > 0 ? e->info.threads : 1;
+  if (kind < 0 || !il_peak_available((il_peak_kind)kind)) return;
+  double *cached = nth <= IL_BENCH_PEAK_THREADS ? &peaks->gops[kind][nth] : NULL;
+  if (!cached || *cached <= 0) {
+    il_pool *pool = NULL;
+    double g = 0;
+    if (il_pool_new(nth, &pool) == IL_OK && il_peak_measure(pool, (il_peak_kind)kind, &g) == IL_OK && cached) *cached = g;
+    il_pool_free(pool);
+    il_error_clear();
+    r->peak_gops = g;
+  } else {
+    r->peak_gops = *cached;
+  }
+  if (r->peak_gops > 0) snprintf(r->peak_name, sizeof r->peak_name, "%s", il_peak_name((il_peak_kind)kind));
+}
+
 /* ---- one repetition ----------------------------------------------------------------------- */
 
 static int32_t il__argmax(const float *x, int32_t n) {
@@ -108,6 +132,7 @@ typedef struct {
 /* Runs one repetition; fills s (when not NULL) and step_s[0..gen) (when not NULL). */
 static il_status il__once(il__work *w, uint64_t seed, double roof, const il_bench_result *r, il_bench_sample *s,
                           double *step_s) {
+  const double peak = r->peak_gops;
   il_engine *e = w->e;
   const int32_t nv = e->model->hp.n_vocab;
   const int B = w->batch, P = w->prompt, G = w->gen;
@@ -158,12 +183,14 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
     v[IL_BM_GEN_GBPS] = bytes * G / gen_s / 1e9;
     v[IL_BM_GEN_GFLOPS] = 2.0 * params * B * G / gen_s / 1e9;
     if (roof > 0) v[IL_BM_GEN_ROOF] = v[IL_BM_GEN_GBPS] / roof;
+    if (peak > 0) v[IL_BM_GEN_PEAK] = v[IL_BM_GEN_GFLOPS] / peak;
   }
   if (prompt_s > 0) {
     double passes = ceil((double)B * P / (e->n_batch > 0 ? e->n_batch : 1));
     v[IL_BM_PROMPT_GBPS] = bytes * passes / prompt_s / 1e9;
     v[IL_BM_PROMPT_GFLOPS] = 2.0 * params * B * P / prompt_s / 1e9;
     if (roof > 0) v[IL_BM_PROMPT_ROOF] = v[IL_BM_PROMPT_GBPS] / roof;
+    if (peak > 0) v[IL_BM_PROMPT_PEAK] = v[IL_BM_PROMPT_GFLOPS] / peak;
   }
   return IL_OK;
 }
@@ -270,6 +297,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     r->n_ctx = e->n_ctx;
     r->n_batch = e->n_batch;
     r->rss_resettable = il__reset_peak_rss();
+    il__peak_for(e, o->peaks, r);
     w.batch = r->batch;
     w.prompt = r->prompt;
     w.gen = r->gen;

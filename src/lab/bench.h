@@ -20,6 +20,12 @@
  *   machine's measured read bandwidth (il_bench_measure_roofline). On the bandwidth roof
  *   the FLOP/s a phase can attain is its arithmetic intensity x bandwidth, so the fraction is
  *   the same for bytes and FLOPs. KV-cache reads are not counted (small for short contexts).
+ *   On the CPU (cpu and sim devices) the other roof is the compute peak of the instruction the
+ *   kernels of the run's level are built on for the model's main weight type (sys/peak: int8
+ *   dot products for quantized weights, F32 FMA for float ones), measured with the run's thread
+ *   count; the peak fraction = FLOP/s / that peak. Whichever fraction is larger is the limit a
+ *   phase runs against: generation of one sequence is bandwidth-bound, prompts and large
+ *   batches compute-bound.
  * When the config's ctx is 0 the context is sized to prompt + gen, so the KV cache holds
  * exactly the workload.
  * Not for: printing (lab/report_*), sweeping (lab/sweep), comparing (lab/experiment).
@@ -38,6 +44,7 @@
 #include "lab/usage.h"
 #include "memory/caching.h"
 #include "memory/mem.h"
+#include "sys/peak.h"
 
 /* X(enum, key, label, unit, better): better +1 = higher is better, -1 = lower, 0 = neither. */
 #define IL_BENCH_METRICS(X)                                                        \
@@ -57,7 +64,9 @@
   X(GEN_GFLOPS, "gen_gflops", "generation GFLOP/s", "GFLOP/s", 1)                  \
   X(PROMPT_GBPS, "prompt_gbps", "prompt bandwidth", "GB/s", 1)                     \
   X(PROMPT_ROOF, "prompt_roofline_frac", "prompt roofline fraction", "fraction", 1) \
-  X(PROMPT_GFLOPS, "prompt_gflops", "prompt GFLOP/s", "GFLOP/s", 1)
+  X(PROMPT_GFLOPS, "prompt_gflops", "prompt GFLOP/s", "GFLOP/s", 1)               \
+  X(GEN_PEAK, "gen_peak_frac", "generation fraction of the compute peak", "fraction", 1) \
+  X(PROMPT_PEAK, "prompt_peak_frac", "prompt fraction of the compute peak", "fraction", 1)
 
 typedef enum {
 #define IL__BM_ENUM(e, key, label, unit, better) IL_BM_##e,
@@ -84,10 +93,18 @@ typedef struct {
   size_t mem_mapped[IL_MEM_CATEGORY_COUNT]; /* borrowed from a mapping (GGUF weights) */
 } il_bench_sample;
 
+/* Compute peaks measured so far (GOPS; 0 = not yet), kept by the caller across points so each
+ * instruction and thread count is measured once. */
+#define IL_BENCH_PEAK_THREADS 256
+typedef struct {
+  double gops[IL_PEAK_KINDS][IL_BENCH_PEAK_THREADS + 1];
+} il_bench_peaks;
+
 typedef struct {
   int reps;            /* timed repetitions (>= 1) */
   int warmup;          /* untimed repetitions first (>= 0) */
   double roofline_gbps; /* measured read bandwidth; 0 = unknown (roofline metrics NaN) */
+  il_bench_peaks *peaks; /* NULL: no compute peak (peak metrics NaN) */
   uint64_t seed;       /* synthetic prompt tokens */
   bool sample_usage;   /* run lab/usage during the point (GPU view, sampled RSS) */
   const char *nvml_lib;
@@ -109,6 +126,8 @@ typedef struct {
   uint64_t n_params, weight_bytes, bytes_per_pass;
   int threads, n_ctx, n_batch, batch, prompt, gen;
   bool rss_resettable;    /* peak RSS is per repetition (else process lifetime) */
+  double peak_gops;       /* the compute peak the run is quoted against (0: none: not a CPU, scalar, not asked) */
+  char peak_name[48];     /* its instruction, "vpdpbusd zmm (AVX-512 VNNI)" */
   /* samples */
   int n_samples;
   il_bench_sample *samples; /* [n_samples], owned */

@@ -4,7 +4,8 @@
  * roofline_gbps}, axes[{name, key, values[]}], metrics[{key, label, unit, better}],
  * results[{label, point{axis: value}, config{every engine option, prompt}, status, error,
  * model{name, type, params, weight_bytes, bytes_per_pass}, threads, n_ctx, n_batch, batch,
- * prompt, gen, rss_resettable, summary{metric: {n, mean, stddev, min, max, p50, p90, p99}},
+ * prompt, gen, rss_resettable, compute_peak_gops (null: none), compute_peak (its instruction),
+ * summary{metric: {n, mean, stddev, min, max, p50, p90, p99}},
  * tpot_steps{...}, memory_peak_bytes{category: max over repetitions}, memory_mapped_bytes{},
  * usage{...} | null, samples[{metric: value, memory_peak_bytes{...}}], step_seconds[]}]}.
  */
@@ -163,6 +164,8 @@ il_status il_report_json_write(const il_report *r, FILE *f) {
     il_jsonw_kint(&w, "prompt", res->prompt);
     il_jsonw_kint(&w, "gen", res->gen);
     il_jsonw_kbool(&w, "rss_resettable", res->rss_resettable);
+    il_jsonw_knum(&w, "compute_peak_gops", res->peak_gops > 0 ? res->peak_gops : (double)NAN);
+    il_jsonw_kstr(&w, "compute_peak", res->peak_name);
     if (res->has_device) { /* the device's allocator after the run, and the planner's prediction */
       il_jsonw_key(&w, "device");
       il_jsonw_obj(&w);

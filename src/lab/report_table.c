@@ -50,9 +50,9 @@ static bool il__is_fixed_col(const char *name) {
   return !strcmp(name, "batch") || !strcmp(name, "prompt") || !strcmp(name, "gen") || !strcmp(name, "threads");
 }
 
-static const il_bench_metric il__table_metrics[] = {IL_BM_TTFT_S,     IL_BM_TPOT_S,   IL_BM_E2E_S,
-                                                    IL_BM_PROMPT_TPS, IL_BM_GEN_TPS,  IL_BM_GEN_TPS_SEQ,
-                                                    IL_BM_REQ_S,      IL_BM_CPU_UTIL, IL_BM_GEN_ROOF};
+static const il_bench_metric il__table_metrics[] = {
+    IL_BM_TTFT_S, IL_BM_TPOT_S,   IL_BM_E2E_S,    IL_BM_PROMPT_TPS, IL_BM_GEN_TPS,
+    IL_BM_GEN_TPS_SEQ, IL_BM_REQ_S, IL_BM_CPU_UTIL, IL_BM_GEN_ROOF,  IL_BM_PROMPT_PEAK};
 
 static const char *il__short_label(il_bench_metric m) {
   switch (m) {
@@ -65,6 +65,7 @@ static const char *il__short_label(il_bench_metric m) {
     case IL_BM_REQ_S: return "req/s";
     case IL_BM_CPU_UTIL: return "CPU %";
     case IL_BM_GEN_ROOF: return "gen roof %";
+    case IL_BM_PROMPT_PEAK: return "prompt peak %";
     default: return il_bench_metric_info_of(m)->key;
   }
 }
@@ -129,6 +130,27 @@ il_status il_report_table_write(const il_report *r, FILE *f) {
   return il_report_table_end(r, f);
 }
 
+/* Which roof each phase of a combination runs against: the larger of its fractions of the read
+ * bandwidth and of the compute peak (when both were measured). */
+static void il__limits(const il_bench_result *res, const char *lbl, FILE *f) {
+  if (res->peak_gops <= 0) return;
+  const struct {
+    const char *phase;
+    il_bench_metric roof, peak;
+  } ph[2] = {{"prompt", IL_BM_PROMPT_ROOF, IL_BM_PROMPT_PEAK}, {"generation", IL_BM_GEN_ROOF, IL_BM_GEN_PEAK}};
+  fprintf(f, "%s: compute peak %.0f GOPS (%s, %d thread%s)", lbl, res->peak_gops, res->peak_name, res->threads,
+          res->threads == 1 ? "" : "s");
+  for (int i = 0; i < 2; i++) {
+    const double roof = res->sum[ph[i].roof].mean, peak = res->sum[ph[i].peak].mean;
+    if (isnan(peak)) continue;
+    if (isnan(roof)) fprintf(f, "; %s at %.0f%% of it", ph[i].phase, 100 * peak);
+    else
+      fprintf(f, "; %s %s-bound (%.0f%% of the peak, %.0f%% of the read bandwidth)", ph[i].phase,
+              peak >= roof ? "compute" : "bandwidth", 100 * peak, 100 * roof);
+  }
+  fprintf(f, "\n");
+}
+
 /* After the table: the model, percentiles and memory per combination, notes. */
 il_status il_report_table_end(const il_report *r, FILE *f) {
   const il_bench_result *first = NULL;
@@ -165,6 +187,7 @@ il_status il_report_table_end(const il_report *r, FILE *f) {
             il_mem_format_bytes((size_t)res->sum[IL_BM_PEAK_RSS].max, b, sizeof b),
             res->rss_resettable ? "" : " (process lifetime)", res->sum[IL_BM_GEN_GBPS].mean,
             res->sum[IL_BM_GEN_GFLOPS].mean, res->sum[IL_BM_PROMPT_GFLOPS].mean);
+    il__limits(res, lbl, f);
   }
   for (int i = 0; i < r->n_results; i++)
     if (r->results[i].status == IL_OK && r->results[i].sum[IL_BM_GEN_ROOF].mean > 1) {
