@@ -212,10 +212,11 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
  * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
  * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
  * random n_in (Q4_0's and Q4_1's trailing blocks when n_in/32 is not a multiple of 4; any n_in for F16 and
- * BF16). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
+ * BF16), and each type's il__gemm_min_tok - 1, + 0 and + 1 tokens on 49 rows (a full panel and
+ * one of 17: a second half of one row). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
   const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K,
-                            IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+                            IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;
@@ -230,7 +231,10 @@ static void test_gemm_batches(void) {
     /* a panel count below 4 per thread with many tokens: token slices */
     run_case(types[ti], 256, 40, 64, 2, 1, &st);
     run_case(types[ti], blck == 256 ? 512 : 96, 7, 70, 3, 2, &st);
-    cases += 2;
+    /* both sides of the threshold with a full panel and one of 17 rows (a 1-row second half) */
+    const int64_t mt = il__gemm_min_tok(types[ti]);
+    for (int64_t n_tok = mt - 1; n_tok <= mt + 1; n_tok++) run_case(types[ti], blck == 256 ? 768 : 128, 49, n_tok, 2, (int)n_tok, &st);
+    cases += 5;
     printf("%-5s GEMM %3d shapes (batches 1..70), worst SIMD-vs-scalar error %.2e of sum|w*x|\n",
            il_dtype_name(types[ti]), cases, st.max_err_rel);
   }

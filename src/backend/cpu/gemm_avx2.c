@@ -21,6 +21,8 @@
  *     Q4_0: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
  *       groups (at most 30480), one vpmaddwd per block: about 2 ops per 32 products, T = 2.
  *   Q4_K (both): one pass per sub-block of 32, T = 3 (il__tile_q4_k).
+ *   Q5_K (both): bytes 0..31 in the panel, one pass per sub-block of 32; T = 3 (AVX-VNNI),
+ *     2 (AVX2: int16 sums of 4 groups) (il__tile_q5_k).
  *   Q6_K (both): one pass per sub-block of 16, exact int32 totals via vpmulld, T = 2
  *     (il__tile_q6_k).
  *   F16/BF16 (both tables): F32 FMA against the float activations, T = 6 (il__tile_h).
@@ -283,6 +285,25 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   il__store(io, T, f0, f1);
 }
 
+/* Q4_K and Q5_K: f -= dmin x the activation scale x sum_s m_s * sum32_s over super-block b,
+ * one vpmaddwd per pair of sub-blocks; pm: this half's int16 mins (4 x 128 bytes from the
+ * panel's, then dmin). */
+IL__INLINE void il__tile_k4_mins(const uint8_t *pm, int64_t b, const il__tile_io *io, const int T, const uint8_t *x[],
+                                 __m256 f0[], __m256 f1[]) {
+  const __m256 dm0 = _mm256_load_ps((const float *)(pm + 512)), dm1 = _mm256_load_ps((const float *)(pm + 512) + 8);
+  for (int j = 0; j < T; j++) {
+    __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+      const __m256i bs = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
+      m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pm + 128 * p)), bs));
+      m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pm + 128 * p + 32)), bs));
+    }
+    const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+    f0[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m0), _mm256_mul_ps(dm0, dx), f0[j]);
+    f1[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m1), _mm256_mul_ps(dm1, dx), f1[j]);
+  }
+}
+
 /* Q4_K, 16 rows x T tokens: one pass per 32-element sub-block (the low then the high nibbles
  * of a part's bytes, loaded twice: the panel is in L1/L2), its 2T accumulators (int32 with
  * AVX-VNNI; int16 sums of at most 8 x 3810 on AVX2) scaled by d * scale_s and the activation
@@ -332,18 +353,60 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
         f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
       }
     }
-    const __m256 dm0 = _mm256_load_ps((const float *)(pb + 5632)), dm1 = _mm256_load_ps((const float *)(pb + 5632) + 8);
-    for (int j = 0; j < T; j++) {
-      __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
-      for (int p = 0; p < 4; p++) {
-        const __m256i bs = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
-        m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p)), bs));
-        m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p + 32)), bs));
+    il__tile_k4_mins(pb + 5120, b, io, T, x, f0, f1);
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* Q5_K, 16 rows x T tokens: the panel's weights are bytes 0..31 (no unpacking), one pass per
+ * 32-element sub-block, scaled at its end and the mins as Q4_K's. AVX-VNNI: int32
+ * accumulators, T = 3. AVX2: vpmaddubsw sums of 4 groups in int16 (at most 4 x 2 x 31 x 127 =
+ * 31496), then one vpmaddwd into int32 per half sub-block: 2T int16 + 2T int32 + 2T float
+ * accumulators, so T = 2. */
+IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const bool vnni) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f0[3], f1[3];
+  const uint8_t *x[3];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 9856 + 4 * h;
+    for (int s = 0; s < 8; s++) {
+      __m256i a0[3], a1[3];
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_setzero_si256();
+      for (int g4 = 0; g4 < 8; g4 += 4) {
+        __m256i c0[3], c1[3]; /* AVX2: the int16 sums of these 4 groups */
+        for (int j = 0; j < T; j++) c0[j] = c1[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int g = g4; g < g4 + 4; g++) {
+          const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g));
+          const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g + 32));
+          for (int j = 0; j < T; j++) {
+            const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
+            if (vnni) {
+              a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+              a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+            } else {
+              c0[j] = _mm256_add_epi16(c0[j], _mm256_maddubs_epi16(w0, xb));
+              c1[j] = _mm256_add_epi16(c1[j], _mm256_maddubs_epi16(w1, xb));
+            }
+          }
+        }
+        if (!vnni)
+          for (int j = 0; j < T; j++) {
+            a0[j] = _mm256_add_epi32(a0[j], _mm256_madd_epi16(c0[j], ones));
+            a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(c1[j], ones));
+          }
       }
-      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-      f0[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m0), _mm256_mul_ps(dm0, dx), f0[j]);
-      f1[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m1), _mm256_mul_ps(dm1, dx), f1[j]);
+      const __m256 s0 = _mm256_load_ps((const float *)(pb + 8192 + 128 * s));
+      const __m256 s1 = _mm256_load_ps((const float *)(pb + 8192 + 128 * s) + 8);
+      for (int j = 0; j < T; j++) {
+        const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+        f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
+        f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
+      }
     }
+    il__tile_k4_mins(pb + 9216, b, io, T, x, f0, f1);
   }
   il__store(io, T, f0, f1);
 }
@@ -399,10 +462,11 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K */
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K, 5: Q5_K */
 IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                               const int kind, const bool vnni) {
   if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
+  else if (kind == 5) il__tile_q5_k(panel, nb, io, h, vnni || T < 2 ? T : 2, vnni);
   else if (kind == 4) il__tile_q6_k(panel, nb, io, h, T < 2 ? T : 2, vnni);
   else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni);
 }
@@ -414,10 +478,10 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
     if (pack && kind >= 2 && kind != 3) il__gemm_pack(a, r0, panel, 0);                                      \
     else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
-    const int64_t nb = a->n_in / (kind == 2 || kind == 4 ? IL_QK_K : IL_QK);                                   \
+    const int64_t nb = a->n_in / (kind == 2 || kind >= 4 ? IL_QK_K : IL_QK);                       \
     il__tile_io io = {.as = a->act_stride,                                                         \
                       .doff = il__act_d_off(a->n_in),                                              \
-                      .coff = kind == 2 ? il__act_bsum32_off(a->n_in)                               \
+                      .coff = kind == 2 || kind == 5 ? il__act_bsum32_off(a->n_in)                 \
                               : il__act_aux_off(a->n_in, kind == 4 ? IL_QK_K : IL_QK),             \
                       .ldy = a->ldy};                                                              \
     for (int h = 0; h < nr; h += 16) {                                                             \
@@ -440,11 +504,13 @@ IL__GEMM_DRIVER(il__gemm_avx2_q4_0, 1, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_1, 3, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q6_k, 4, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q5_k, 5, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_1, 3, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q6_k, 4, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q5_k, 5, 3, true, 0)
 
 /* ================================================================ F16 / BF16 */
 
