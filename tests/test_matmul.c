@@ -246,11 +246,12 @@ static void test_gemm_pack(void) {
     printf("note: AVX2 panel packer not exercised on this CPU\n");
     return;
   }
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q5_K, IL_DTYPE_F16, IL_DTYPE_BF16};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
     for (int k = 0; k < 12; k++) {
       const il_dtype t = types[ti];
-      const int64_t n_in = il_dtype_get(t)->blck == 1 ? 1 + k * 37 % 83 : 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
+      const uint32_t blck = il_dtype_get(t)->blck;
+      const int64_t n_in = blck == 1 ? 1 + k * 37 % 83 : blck == 256 ? 256 * (1 + k % 4) : 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
       const size_t stride = il_dtype_row_size(t, n_in) + (size_t)(k % 4);
       uint8_t *w = malloc(stride * (size_t)n_out);
       make_weights(t, w, stride, n_out, n_in, k);

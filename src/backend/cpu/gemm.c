@@ -27,9 +27,7 @@ size_t il__gemm_panel_size(il_dtype t, int64_t n_in) {
   return (size_t)(n_in / il_dtype_get(t)->blck) * il__gemm_block_bytes(t);
 }
 
-/* Q4_K and Q5_K from offset so of a super-block's panel: row i's 8 floats d * scale_s, int16
- * mins and dmin (gemm.h), from the block's d, dmin and 12 packed scale bytes at blk. */
-static void il__gemm_pack_k4_scales(const uint8_t *blk, uint8_t *ps, int i) {
+void il__gemm_pack_k4_scales(const uint8_t *blk, uint8_t *ps, int i) {
   uint16_t h[2];
   memcpy(h, blk, 4);
   const float d = il_fp16_to_f32(h[0]), dmin = il_fp16_to_f32(h[1]);

@@ -108,6 +108,11 @@ size_t il__gemm_panel_size(il_dtype t, int64_t n_in);
  * Can't fail. */
 void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
 
+/* Q4_K and Q5_K: row i's 8 floats d * scale_s, int16 mins and dmin (gemm.h) from the
+ * super-block at blk (its d, dmin and 12 packed scale bytes) into ps, the scale part of the
+ * super-block's panel. Can't fail. */
+void il__gemm_pack_k4_scales(const uint8_t *blk, uint8_t *ps, int i);
+
 /* The same with AVX2 shuffles (gemm_avx2.c), for CPUs with AVX2; what the kernels use. */
 void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
 

@@ -111,9 +111,51 @@ static void il__gemm_avx2_pack16(const il__mm_args *a, int64_t r0, uint8_t *pane
   }
 }
 
+/* Q5_K: per super-block, 8 rows at a time, each sub-block's 32 weights of a row in one ymm
+ * (nibbles of qs | bit s of each qh byte moved to bit 4), then an 8x8 dword transpose: group g
+ * of the 8 rows, 32 bytes of the panel. The scales in plain C (il__gemm_pack_k4_scales). */
+static void il__gemm_avx2_pack_q5_k(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  static const uint8_t zero[sizeof(il_block_q5_K)];
+  const int64_t nb = a->n_in / IL_QK_K;
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  const size_t bb = il__gemm_panel_size(IL_DTYPE_Q5_K, IL_QK_K);
+  const __m256i m0f = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+  for (int q = 0; q < IL__GEMM_ROWS / 8; q++) {
+    const uint8_t *row[8];
+    size_t step[8];
+    for (int i = 0; i < 8; i++) {
+      row[i] = 8 * q + i < nr ? a->w + (size_t)(r0 + 8 * q + i) * a->w_stride : zero; /* missing rows read zeros */
+      step[i] = 8 * q + i < nr ? sizeof(il_block_q5_K) : 0;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *pb = panel + b * bb;
+      for (int s = 0; s < 8; s++) {
+        __m256i r[8];
+        for (int i = 0; i < 8; i++) {
+          const uint8_t *blk = row[i] + b * step[i];
+          const __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + offsetof(il_block_q5_K, qs) + 32 * (s / 2)));
+          const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + offsetof(il_block_q5_K, qh)));
+          /* bit s of each byte to bit 4 (16-bit shifts: the mask keeps each byte's own bit) */
+          const __m256i hb = s <= 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+          const __m256i lo = s % 2 ? _mm256_srli_epi16(qs, 4) : qs;
+          r[i] = _mm256_or_si256(_mm256_and_si256(lo, m0f), _mm256_and_si256(hb, m10));
+        }
+        il__tr8x8(r);
+        for (int g = 0; g < 8; g++) _mm256_store_si256((__m256i *)(pb + 1024 * s + 128 * g + 32 * q), r[g]);
+      }
+      for (int i = 0; i < 8; i++)
+        il__gemm_pack_k4_scales(row[i] + b * step[i], pb + 64 * 4 * IL__GEMM_ROWS, 8 * q + i);
+    }
+  }
+}
+
 void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip) {
   if (a->type == IL_DTYPE_F16 || a->type == IL_DTYPE_BF16) {
     il__gemm_avx2_pack16(a, r0, panel);
+    return;
+  }
+  if (a->type == IL_DTYPE_Q5_K) {
+    il__gemm_avx2_pack_q5_k(a, r0, panel);
     return;
   }
   static const uint8_t zero[64];
@@ -475,7 +517,7 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
  * of TM, the last tile shorter. */
 #define IL__GEMM_DRIVER(name, kind, TM, vnni, flip)                                                 \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
-    if (pack && kind >= 2 && kind != 3) il__gemm_pack(a, r0, panel, 0);                                      \
+    if (pack && (kind == 2 || kind == 4)) il__gemm_pack(a, r0, panel, 0);                           \
     else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
     const int64_t nb = a->n_in / (kind == 2 || kind >= 4 ? IL_QK_K : IL_QK);                       \

@@ -273,7 +273,8 @@ IL__INLINE void il__tile_k(const uint8_t *panel, int64_t nb, const il__tile_io *
 /* Q4_K (tiles of 3 tokens), Q5_K (6) and Q6_K (4) over tokens [t0, t1). */
 IL__INLINE void il__gemm_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
                            const il_dtype t) {
-  if (pack) il__gemm_pack(a, r0, panel, 0);
+  if (pack && t == IL_DTYPE_Q5_K) il__gemm_avx2_pack(a, r0, panel, 0);
+  else if (pack) il__gemm_pack(a, r0, panel, 0);
   /* Q6_K: the sums of 16 (its -32 offset); Q4_K, Q5_K: the sums of 32 (their mins) */
   il__tile_io io = il__io_init(a, r0, t == IL_DTYPE_Q6_K ? il__act_aux_off(a->n_in, IL_QK_K) : il__act_bsum32_off(a->n_in));
   const int64_t nb = a->n_in / IL_QK_K, tm = t == IL_DTYPE_Q4_K ? 3 : t == IL_DTYPE_Q5_K ? 6 : 4;
