@@ -68,9 +68,17 @@
  * 0.78-0.86x at 16, 1.00-1.09x at 24, 1.32-1.49x at 44 (their tile kernels are slower). The
  * threshold is per type, so 44: no level loses. */
 #define IL__GEMM_MIN_TOK_Q6_K 44
+/* Q5_K (2026-11-30 15:21 UTC, 1 thread, CPU time; the machine was shared, so 2-thread wall
+ * times were too noisy to use): with the AVX2 packer, AVX-512 0.63x at 8, 0.90x at 12, 1.06x
+ * at 16, 1.28x at 20, 1.66x at 32; AVX-VNNI 1.16x at 8, 1.72x at 16; AVX2 0.96x at 8, 1.17x
+ * at 12, 1.34x at 16 (with the plain C packer AVX-512 crossed only at 28: 0.96x at 24, 1.08x
+ * at 28). 20 leaves AVX-512 a margin for its 2-thread ratios, which ran 0.05-0.09 below
+ * the 1-thread ones for Q6_K. */
+#define IL__GEMM_MIN_TOK_Q5_K 20
 static inline int64_t il__gemm_min_tok(il_dtype t) {
   switch (t) {
   case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K;
   case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
   case IL_DTYPE_Q4_1: return 20;
   case IL_DTYPE_F16:
