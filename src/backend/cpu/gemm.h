@@ -110,10 +110,10 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
 size_t il__gemm_panel_size(il_dtype t, int64_t n_in);
 
 /* Copies rows [r0, r0 + 32) of a->w (those below a->n_out) into panel in the layout above;
- * flip is XORed into Q8_0 weights. Q4_K, Q5_K and Q6_K are packed only here (plain C: their
- * panels are built from unpacked 6-bit scales or 5- and 6-bit weights, and the K-quant GEMMs
- * serve batches of 32 tokens and more). panel must hold il__gemm_panel_size bytes, 64-byte aligned.
- * Can't fail. */
+ * flip is XORed into Q8_0 weights. Q4_K and Q6_K are packed only here (plain C: their panels
+ * are built from unpacked 6-bit scales or weights, and their GEMMs serve 32 and 44 tokens and
+ * more); for the other types (Q5_K included) this is the reference of the AVX2 packer.
+ * panel must hold il__gemm_panel_size bytes, 64-byte aligned. Can't fail. */
 void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
 
 /* Q4_K and Q5_K: row i's 8 floats d * scale_s, int16 mins and dmin (gemm.h) from the
