@@ -212,10 +212,11 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
  * scalar kernels: every batch size 1..70 (tiles of 2, 3, 5, 6 tokens and their remainders,
  * token slices), random row counts (panels of 32 with 1..31 rows left, halves of 16) and
  * random n_in (Q4_0's and Q4_1's trailing blocks when n_in/32 is not a multiple of 4; any n_in for F16 and
- * BF16). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
+ * BF16), and each type's il__gemm_min_tok - 1, + 0 and + 1 tokens on 49 rows (a full panel and
+ * one of 17: a second half of one row). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
   const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K,
-                            IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+                            IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;
@@ -230,7 +231,10 @@ static void test_gemm_batches(void) {
     /* a panel count below 4 per thread with many tokens: token slices */
     run_case(types[ti], 256, 40, 64, 2, 1, &st);
     run_case(types[ti], blck == 256 ? 512 : 96, 7, 70, 3, 2, &st);
-    cases += 2;
+    /* both sides of the threshold with a full panel and one of 17 rows (a 1-row second half) */
+    const int64_t mt = il__gemm_min_tok(types[ti]);
+    for (int64_t n_tok = mt - 1; n_tok <= mt + 1; n_tok++) run_case(types[ti], blck == 256 ? 768 : 128, 49, n_tok, 2, (int)n_tok, &st);
+    cases += 5;
     printf("%-5s GEMM %3d shapes (batches 1..70), worst SIMD-vs-scalar error %.2e of sum|w*x|\n",
            il_dtype_name(types[ti]), cases, st.max_err_rel);
   }
@@ -242,11 +246,12 @@ static void test_gemm_pack(void) {
     printf("note: AVX2 panel packer not exercised on this CPU\n");
     return;
   }
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q5_K, IL_DTYPE_F16, IL_DTYPE_BF16};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
     for (int k = 0; k < 12; k++) {
       const il_dtype t = types[ti];
-      const int64_t n_in = il_dtype_get(t)->blck == 1 ? 1 + k * 37 % 83 : 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
+      const uint32_t blck = il_dtype_get(t)->blck;
+      const int64_t n_in = blck == 1 ? 1 + k * 37 % 83 : blck == 256 ? 256 * (1 + k % 4) : 32 * (1 + k * 5 % 13), n_out = 1 + k * 17 % 70, r0 = k % 3 == 0 ? 0 : 32 * (n_out / 64);
       const size_t stride = il_dtype_row_size(t, n_in) + (size_t)(k % 4);
       uint8_t *w = malloc(stride * (size_t)n_out);
       make_weights(t, w, stride, n_out, n_in, k);

@@ -15,6 +15,7 @@ static size_t il__gemm_block_bytes(il_dtype t) {
   case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_1: return 4 * 4 * IL__GEMM_ROWS + 2 * 4 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
+  case IL_DTYPE_Q5_K: return (64 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
   case IL_DTYPE_Q6_K: return (64 * 4 + 16 * 4 + 4) * IL__GEMM_ROWS;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return 2 * IL__GEMM_ROWS;
@@ -24,6 +25,21 @@ static size_t il__gemm_block_bytes(il_dtype t) {
 
 size_t il__gemm_panel_size(il_dtype t, int64_t n_in) {
   return (size_t)(n_in / il_dtype_get(t)->blck) * il__gemm_block_bytes(t);
+}
+
+void il__gemm_pack_k4_scales(const uint8_t *blk, uint8_t *ps, int i) {
+  uint16_t h[2];
+  memcpy(h, blk, 4);
+  const float d = il_fp16_to_f32(h[0]), dmin = il_fp16_to_f32(h[1]);
+  uint64_t sc, mn;
+  il__k4_scales(blk + offsetof(il_block_q4_K, scales), &sc, &mn); /* the same offset in Q5_K */
+  for (int s = 0; s < 8; s++) {
+    const float v = d * (float)(sc >> (8 * s) & 0xff); /* exact: 11 x 6 bits */
+    memcpy(ps + s * 4 * IL__GEMM_ROWS + 4 * i, &v, 4);
+    const int16_t m = (int16_t)(mn >> (8 * s) & 0xff);
+    memcpy(ps + 8 * 4 * IL__GEMM_ROWS + (s / 2) * 4 * IL__GEMM_ROWS + 4 * i + 2 * (s % 2), &m, 2);
+  }
+  memcpy(ps + 12 * 4 * IL__GEMM_ROWS + 4 * i, &dmin, 4);
 }
 
 static void il__gemm_pack_q4_k(const il__mm_args *a, int64_t r0, uint8_t *panel) {
@@ -39,21 +55,32 @@ static void il__gemm_pack_q4_k(const il__mm_args *a, int64_t r0, uint8_t *panel)
       uint8_t *pb = panel + b * bb;
       for (int pg = 0; pg < 32; pg++) /* part p = pg / 8, group g = pg % 8 */
         memcpy(pb + pg * 4 * IL__GEMM_ROWS + 4 * i, blk + offsetof(il_block_q4_K, qs) + 4 * pg, 4);
-      uint16_t h[2];
-      memcpy(h, blk, 4);
-      const float d = il_fp16_to_f32(h[0]), dmin = il_fp16_to_f32(h[1]);
-      uint64_t sc, mn;
-      il__k4_scales(blk + offsetof(il_block_q4_K, scales), &sc, &mn);
-      uint8_t *ps = pb + 32 * 4 * IL__GEMM_ROWS;
-      for (int s = 0; s < 8; s++) {
-        const float v = d * (float)(sc >> (8 * s) & 0xff); /* exact: 11 x 6 bits */
-        memcpy(ps + s * 4 * IL__GEMM_ROWS + 4 * i, &v, 4);
-        const int16_t m = (int16_t)(mn >> (8 * s) & 0xff);
-        memcpy(ps + 8 * 4 * IL__GEMM_ROWS + (s / 2) * 4 * IL__GEMM_ROWS + 4 * i + 2 * (s % 2), &m, 2);
-      }
-      memcpy(ps + 12 * 4 * IL__GEMM_ROWS + 4 * i, &dmin, 4);
+      il__gemm_pack_k4_scales(blk, pb + 32 * 4 * IL__GEMM_ROWS, i);
     }
   }
+}
+
+/* Q5_K: the 5-bit weights unpacked to bytes 0..31 (low nibble from qs, bit s of qh[l] for
+ * element l of sub-block s), then Q4_K's scales, mins and dmin. */
+static void il__gemm_pack_q5_k(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  const int64_t nb = a->n_in / IL_QK_K;
+  const int nr = a->n_out - r0 < IL__GEMM_ROWS ? (int)(a->n_out - r0) : IL__GEMM_ROWS;
+  const size_t bb = il__gemm_block_bytes(IL_DTYPE_Q5_K);
+  for (int i = 0; i < IL__GEMM_ROWS; i++)
+    for (int64_t b = 0; b < nb; b++) {
+      il_block_q5_K blk;
+      if (i < nr) memcpy(&blk, a->w + (size_t)(r0 + i) * a->w_stride + b * sizeof blk, sizeof blk);
+      else memset(&blk, 0, sizeof blk); /* rows past n_out: zero weights, scales and d */
+      uint8_t q[IL_QK_K];
+      for (int p = 0; p < 4; p++)
+        for (int l = 0; l < 32; l++) {
+          q[64 * p + l] = (uint8_t)((blk.qs[32 * p + l] & 0xF) | ((blk.qh[l] >> (2 * p)) & 1) << 4);
+          q[64 * p + 32 + l] = (uint8_t)((blk.qs[32 * p + l] >> 4) | ((blk.qh[l] >> (2 * p + 1)) & 1) << 4);
+        }
+      uint8_t *pb = panel + b * bb;
+      for (int g = 0; g < 64; g++) memcpy(pb + g * 4 * IL__GEMM_ROWS + 4 * i, q + 4 * g, 4);
+      il__gemm_pack_k4_scales((const uint8_t *)&blk, pb + 64 * 4 * IL__GEMM_ROWS, i);
+    }
 }
 
 /* Q6_K: the 6-bit weights unpacked to bytes 0..63 (ggml's ql/qh order), the int8 sub-block
@@ -113,6 +140,10 @@ void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t fli
   }
   if (a->type == IL_DTYPE_Q4_K) {
     il__gemm_pack_q4_k(a, r0, panel);
+    return;
+  }
+  if (a->type == IL_DTYPE_Q5_K) {
+    il__gemm_pack_q5_k(a, r0, panel);
     return;
   }
   if (a->type == IL_DTYPE_Q6_K) {

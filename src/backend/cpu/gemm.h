@@ -23,6 +23,10 @@
  *         sub-block 2p+1); then 8 x 32 floats d * scale_s (sub-block s, row i); then 4 x 128
  *         bytes: row i's int16 mins (m_2p, m_2p+1), the vpdpwssd operand against the
  *         activation's sums of 32; then 32 floats dmin.                5760 bytes per block
+ *   Q5_K, per 256-element super-block: 8 sub-blocks s of 8 groups g of 128 bytes: bytes 4i..4i+3
+ *         = row i's weights 32s+4g..32s+4g+3 as 0..31 (unpacked from qs and qh); then Q4_K's
+ *         8 x 32 float scales, 4 x 128 bytes of int16 mins and 32 floats dmin.
+ *                                                                       9856 bytes per block
  *   Q6_K, per 256-element super-block: 64 groups g of 128 bytes: bytes 4i..4i+3 = row i's
  *         weights 4g..4g+3 as 0..63 (q + 32, unpacked from ql/qh); then 16 x 32 int32: row i's
  *         scale of sub-block s (16 elements); then 32 floats d.      10368 bytes per block
@@ -35,7 +39,7 @@
  *                                                                        64 bytes per element
  *         The activations are the F32 input itself (no quantization: the results keep the
  *         tile kernels' semantics, F32 products of exactly converted weights, F32 sums).
- * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K, Q6_K) layouts of kernels.h, quantized
+ * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K, Q5_K, Q6_K) layouts of kernels.h, quantized
  * once per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
  * accumulators; Q4_1's float d * sum(q) meets the panel's mins in one FMA per block.
  * Not for: single-token GEMV (the tile kernels are bandwidth-bound there and read the weights
@@ -64,9 +68,17 @@
  * 0.78-0.86x at 16, 1.00-1.09x at 24, 1.32-1.49x at 44 (their tile kernels are slower). The
  * threshold is per type, so 44: no level loses. */
 #define IL__GEMM_MIN_TOK_Q6_K 44
+/* Q5_K (2026-11-30 15:21 UTC, 1 thread, CPU time; the machine was shared, so 2-thread wall
+ * times were too noisy to use): with the AVX2 packer, AVX-512 0.63x at 8, 0.90x at 12, 1.06x
+ * at 16, 1.28x at 20, 1.66x at 32; AVX-VNNI 1.16x at 8, 1.72x at 16; AVX2 0.96x at 8, 1.17x
+ * at 12, 1.34x at 16 (with the plain C packer AVX-512 crossed only at 28: 0.96x at 24, 1.08x
+ * at 28). 20 leaves AVX-512 a margin for its 2-thread ratios, which ran 0.05-0.09 below
+ * the 1-thread ones for Q6_K. */
+#define IL__GEMM_MIN_TOK_Q5_K 20
 static inline int64_t il__gemm_min_tok(il_dtype t) {
   switch (t) {
   case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K;
   case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
   case IL_DTYPE_Q4_1: return 20;
   case IL_DTYPE_F16:
@@ -99,10 +111,15 @@ size_t il__gemm_panel_size(il_dtype t, int64_t n_in);
 
 /* Copies rows [r0, r0 + 32) of a->w (those below a->n_out) into panel in the layout above;
  * flip is XORed into Q8_0 weights. Q4_K and Q6_K are packed only here (plain C: their panels
- * are built from unpacked 6-bit scales or weights, and the K-quant GEMMs serve 32 and 44 tokens
- * and more). panel must hold il__gemm_panel_size bytes, 64-byte aligned.
- * Can't fail. */
+ * are built from unpacked 6-bit scales or weights, and their GEMMs serve 32 and 44 tokens and
+ * more); for the other types (Q5_K included) this is the reference of the AVX2 packer.
+ * panel must hold il__gemm_panel_size bytes, 64-byte aligned. Can't fail. */
 void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
+
+/* Q4_K and Q5_K: row i's 8 floats d * scale_s, int16 mins and dmin (gemm.h) from the
+ * super-block at blk (its d, dmin and 12 packed scale bytes) into ps, the scale part of the
+ * super-block's panel. Can't fail. */
+void il__gemm_pack_k4_scales(const uint8_t *blk, uint8_t *ps, int i);
 
 /* The same with AVX2 shuffles (gemm_avx2.c), for CPUs with AVX2; what the kernels use. */
 void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
@@ -113,6 +130,7 @@ void il__gemm_avx512_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
 void il__gemm_avx512_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx512_q5_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q8_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_0(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_q4_1(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
@@ -123,6 +141,8 @@ void il__gemm_avx2_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1
 void il__gemm_avx2_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_vnni_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_q5_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+void il__gemm_avx2_vnni_q5_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);

@@ -7,6 +7,8 @@
  * GEMM. AVX2 only, so
  * the AVX-512 GEMM calls it too (every AVX-512 CPU has AVX2). F16/BF16: a 16-bit 8x8 transpose
  * per 128-bit lane (the plain C packer ran at 3 cycles per weight: 14% of a 512-token GEMM).
+ * Q5_K: each row's sub-block unpacked to 32 bytes in one ymm (qs nibbles | qh bit), then the
+ * 8x8 dword transpose (half the plain C packer's time: the GEMM pays off from 16-20 tokens).
  * gemm.c's plain C packer is its reference in the tests.
  *
  * Micro-kernels, with only 16 ymm registers: 16 rows (two ymm of 8 lanes) x T tokens at a
@@ -21,6 +23,8 @@
  *     Q4_0: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
  *       groups (at most 30480), one vpmaddwd per block: about 2 ops per 32 products, T = 2.
  *   Q4_K (both): one pass per sub-block of 32, T = 3 (il__tile_q4_k).
+ *   Q5_K (both): bytes 0..31 in the panel, one pass per sub-block of 32; T = 3 (AVX-VNNI),
+ *     2 (AVX2: int16 sums of 4 groups) (il__tile_q5_k).
  *   Q6_K (both): one pass per sub-block of 16, exact int32 totals via vpmulld, T = 2
  *     (il__tile_q6_k).
  *   F16/BF16 (both tables): F32 FMA against the float activations, T = 6 (il__tile_h).
@@ -109,9 +113,51 @@ static void il__gemm_avx2_pack16(const il__mm_args *a, int64_t r0, uint8_t *pane
   }
 }
 
+/* Q5_K: per super-block, 8 rows at a time, each sub-block's 32 weights of a row in one ymm
+ * (nibbles of qs | bit s of each qh byte moved to bit 4), then an 8x8 dword transpose: group g
+ * of the 8 rows, 32 bytes of the panel. The scales in plain C (il__gemm_pack_k4_scales). */
+static void il__gemm_avx2_pack_q5_k(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  static const uint8_t zero[sizeof(il_block_q5_K)];
+  const int64_t nb = a->n_in / IL_QK_K;
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  const size_t bb = il__gemm_panel_size(IL_DTYPE_Q5_K, IL_QK_K);
+  const __m256i m0f = _mm256_set1_epi8(0x0F), m10 = _mm256_set1_epi8(0x10);
+  for (int q = 0; q < IL__GEMM_ROWS / 8; q++) {
+    const uint8_t *row[8];
+    size_t step[8];
+    for (int i = 0; i < 8; i++) {
+      row[i] = 8 * q + i < nr ? a->w + (size_t)(r0 + 8 * q + i) * a->w_stride : zero; /* missing rows read zeros */
+      step[i] = 8 * q + i < nr ? sizeof(il_block_q5_K) : 0;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+      uint8_t *pb = panel + b * bb;
+      for (int s = 0; s < 8; s++) {
+        __m256i r[8];
+        for (int i = 0; i < 8; i++) {
+          const uint8_t *blk = row[i] + b * step[i];
+          const __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + offsetof(il_block_q5_K, qs) + 32 * (s / 2)));
+          const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + offsetof(il_block_q5_K, qh)));
+          /* bit s of each byte to bit 4 (16-bit shifts: the mask keeps each byte's own bit) */
+          const __m256i hb = s <= 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+          const __m256i lo = s % 2 ? _mm256_srli_epi16(qs, 4) : qs;
+          r[i] = _mm256_or_si256(_mm256_and_si256(lo, m0f), _mm256_and_si256(hb, m10));
+        }
+        il__tr8x8(r);
+        for (int g = 0; g < 8; g++) _mm256_store_si256((__m256i *)(pb + 1024 * s + 128 * g + 32 * q), r[g]);
+      }
+      for (int i = 0; i < 8; i++)
+        il__gemm_pack_k4_scales(row[i] + b * step[i], pb + 64 * 4 * IL__GEMM_ROWS, 8 * q + i);
+    }
+  }
+}
+
 void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip) {
   if (a->type == IL_DTYPE_F16 || a->type == IL_DTYPE_BF16) {
     il__gemm_avx2_pack16(a, r0, panel);
+    return;
+  }
+  if (a->type == IL_DTYPE_Q5_K) {
+    il__gemm_avx2_pack_q5_k(a, r0, panel);
     return;
   }
   static const uint8_t zero[64];
@@ -283,6 +329,25 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   il__store(io, T, f0, f1);
 }
 
+/* Q4_K and Q5_K: f -= dmin x the activation scale x sum_s m_s * sum32_s over super-block b,
+ * one vpmaddwd per pair of sub-blocks; pm: this half's int16 mins (4 x 128 bytes from the
+ * panel's, then dmin). */
+IL__INLINE void il__tile_k4_mins(const uint8_t *pm, int64_t b, const il__tile_io *io, const int T, const uint8_t *x[],
+                                 __m256 f0[], __m256 f1[]) {
+  const __m256 dm0 = _mm256_load_ps((const float *)(pm + 512)), dm1 = _mm256_load_ps((const float *)(pm + 512) + 8);
+  for (int j = 0; j < T; j++) {
+    __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
+    for (int p = 0; p < 4; p++) {
+      const __m256i bs = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
+      m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pm + 128 * p)), bs));
+      m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pm + 128 * p + 32)), bs));
+    }
+    const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+    f0[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m0), _mm256_mul_ps(dm0, dx), f0[j]);
+    f1[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m1), _mm256_mul_ps(dm1, dx), f1[j]);
+  }
+}
+
 /* Q4_K, 16 rows x T tokens: one pass per 32-element sub-block (the low then the high nibbles
  * of a part's bytes, loaded twice: the panel is in L1/L2), its 2T accumulators (int32 with
  * AVX-VNNI; int16 sums of at most 8 x 3810 on AVX2) scaled by d * scale_s and the activation
@@ -332,18 +397,60 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
         f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
       }
     }
-    const __m256 dm0 = _mm256_load_ps((const float *)(pb + 5632)), dm1 = _mm256_load_ps((const float *)(pb + 5632) + 8);
-    for (int j = 0; j < T; j++) {
-      __m256i m0 = _mm256_setzero_si256(), m1 = _mm256_setzero_si256();
-      for (int p = 0; p < 4; p++) {
-        const __m256i bs = _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
-        m0 = _mm256_add_epi32(m0, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p)), bs));
-        m1 = _mm256_add_epi32(m1, _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(pb + 5120 + 128 * p + 32)), bs));
+    il__tile_k4_mins(pb + 5120, b, io, T, x, f0, f1);
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* Q5_K, 16 rows x T tokens: the panel's weights are bytes 0..31 (no unpacking), one pass per
+ * 32-element sub-block, scaled at its end and the mins as Q4_K's. AVX-VNNI: int32
+ * accumulators, T = 3. AVX2: vpmaddubsw sums of 4 groups in int16 (at most 4 x 2 x 31 x 127 =
+ * 31496), then one vpmaddwd into int32 per half sub-block: 2T int16 + 2T int32 + 2T float
+ * accumulators, so T = 2. */
+IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
+                              const bool vnni) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 f0[3], f1[3];
+  const uint8_t *x[3];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 9856 + 4 * h;
+    for (int s = 0; s < 8; s++) {
+      __m256i a0[3], a1[3];
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_setzero_si256();
+      for (int g4 = 0; g4 < 8; g4 += 4) {
+        __m256i c0[3], c1[3]; /* AVX2: the int16 sums of these 4 groups */
+        for (int j = 0; j < T; j++) c0[j] = c1[j] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int g = g4; g < g4 + 4; g++) {
+          const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g));
+          const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g + 32));
+          for (int j = 0; j < T; j++) {
+            const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
+            if (vnni) {
+              a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+              a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+            } else {
+              c0[j] = _mm256_add_epi16(c0[j], _mm256_maddubs_epi16(w0, xb));
+              c1[j] = _mm256_add_epi16(c1[j], _mm256_maddubs_epi16(w1, xb));
+            }
+          }
+        }
+        if (!vnni)
+          for (int j = 0; j < T; j++) {
+            a0[j] = _mm256_add_epi32(a0[j], _mm256_madd_epi16(c0[j], ones));
+            a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(c1[j], ones));
+          }
       }
-      const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-      f0[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m0), _mm256_mul_ps(dm0, dx), f0[j]);
-      f1[j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m1), _mm256_mul_ps(dm1, dx), f1[j]);
+      const __m256 s0 = _mm256_load_ps((const float *)(pb + 8192 + 128 * s));
+      const __m256 s1 = _mm256_load_ps((const float *)(pb + 8192 + 128 * s) + 8);
+      for (int j = 0; j < T; j++) {
+        const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+        f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
+        f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
+      }
     }
+    il__tile_k4_mins(pb + 9216, b, io, T, x, f0, f1);
   }
   il__store(io, T, f0, f1);
 }
@@ -399,10 +506,11 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K */
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K, 5: Q5_K */
 IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                               const int kind, const bool vnni) {
   if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
+  else if (kind == 5) il__tile_q5_k(panel, nb, io, h, vnni || T < 2 ? T : 2, vnni);
   else if (kind == 4) il__tile_q6_k(panel, nb, io, h, T < 2 ? T : 2, vnni);
   else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni);
 }
@@ -411,13 +519,13 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
  * of TM, the last tile shorter. */
 #define IL__GEMM_DRIVER(name, kind, TM, vnni, flip)                                                 \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
-    if (pack && kind >= 2 && kind != 3) il__gemm_pack(a, r0, panel, 0);                                      \
+    if (pack && (kind == 2 || kind == 4)) il__gemm_pack(a, r0, panel, 0);                           \
     else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
-    const int64_t nb = a->n_in / (kind == 2 || kind == 4 ? IL_QK_K : IL_QK);                                   \
+    const int64_t nb = a->n_in / (kind == 2 || kind >= 4 ? IL_QK_K : IL_QK);                       \
     il__tile_io io = {.as = a->act_stride,                                                         \
                       .doff = il__act_d_off(a->n_in),                                              \
-                      .coff = kind == 2 ? il__act_bsum32_off(a->n_in)                               \
+                      .coff = kind == 2 || kind == 5 ? il__act_bsum32_off(a->n_in)                 \
                               : il__act_aux_off(a->n_in, kind == 4 ? IL_QK_K : IL_QK),             \
                       .ldy = a->ldy};                                                              \
     for (int h = 0; h < nr; h += 16) {                                                             \
@@ -440,11 +548,13 @@ IL__GEMM_DRIVER(il__gemm_avx2_q4_0, 1, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_1, 3, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q6_k, 4, 2, false, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_q5_k, 5, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_1, 3, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q6_k, 4, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q5_k, 5, 3, true, 0)
 
 /* ================================================================ F16 / BF16 */
 

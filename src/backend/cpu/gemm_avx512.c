@@ -1,5 +1,5 @@
-/* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_1, Q4_K, Q6_K
- * with VNNI; F16 and BF16 with FMA).
+/* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
+ * Q6_K with VNNI; F16 and BF16 with FMA).
  * Hot path.
  *
  * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
@@ -14,7 +14,7 @@
  * weight vectors live at once).
  * The float sum runs over the blocks in order with one product of the two scales per block,
  * like the scalar kernel, so results differ from it only by FMA rounding. Q4_K: il__tile_q4_k;
- * Q6_K: il__tile_q6_k.
+ * Q5_K: il__tile_q5_k; Q6_K: il__tile_q6_k.
  * Not for: packing (gemm_avx2.c), the single-token path (matmul_avx512.c).
  */
 #include "backend/cpu/gemm.h"
@@ -123,6 +123,24 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   il__store(io, T, f0, f1);
 }
 
+/* Q4_K and Q5_K: f -= dmin x the activation scale x sum_s m_s * sum32_s over super-block b,
+ * one vpdpwssd per pair of sub-blocks; pm: the panel's int16 mins (4 x 128 bytes), then dmin. */
+IL__INLINE void il__tile_k4_mins(const uint8_t *pm, int64_t b, const il__tile_io *io, const int T, const uint8_t *x[],
+                                 __m512 f0[], __m512 f1[]) {
+  const __m512 dm0 = _mm512_load_ps(pm + 512), dm1 = _mm512_load_ps(pm + 576);
+  for (int j = 0; j < T; j++) {
+    const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+    __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
+    for (int p = 0; p < 4; p++) {
+      const __m512i bs = _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
+      m0 = _mm512_dpwssd_epi32(m0, _mm512_load_si512(pm + 128 * p), bs);
+      m1 = _mm512_dpwssd_epi32(m1, _mm512_load_si512(pm + 128 * p + 64), bs);
+    }
+    f0[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m0), _mm512_mul_ps(dm0, dx), f0[j]);
+    f1[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m1), _mm512_mul_ps(dm1, dx), f1[j]);
+  }
+}
+
 /* Q4_K, 32 rows x T tokens: per part p (64 elements) the low and high nibbles of one load
  * are sub-blocks 2p and 2p+1, each with its own int32 accumulators, converted and scaled by
  * d * scale_s x the activation scale at the end of the part (4T int32 registers, so T = 3);
@@ -164,18 +182,42 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
         f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h1[j]), _mm512_mul_ps(sh1, dx), f1[j]);
       }
     }
-    const __m512 dm0 = _mm512_load_ps(pb + 5632), dm1 = _mm512_load_ps(pb + 5696);
-    for (int j = 0; j < T; j++) {
-      const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-      __m512i m0 = _mm512_setzero_si512(), m1 = _mm512_setzero_si512();
-      for (int p = 0; p < 4; p++) {
-        const __m512i bs = _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 16 * b + 4 * p));
-        m0 = _mm512_dpwssd_epi32(m0, _mm512_load_si512(pb + 5120 + 128 * p), bs);
-        m1 = _mm512_dpwssd_epi32(m1, _mm512_load_si512(pb + 5120 + 128 * p + 64), bs);
+    il__tile_k4_mins(pb + 5120, b, io, T, x, f0, f1);
+  }
+  il__store(io, T, f0, f1);
+}
+
+/* Q5_K, 32 rows x T tokens: the panel's weights are bytes 0..31, so a group is two loads and
+ * 2T vpdpbusd with no unpacking; one pass per 32-element sub-block s, its int32 accumulators
+ * converted and scaled by d * scale_s x the activation scale at its end, and the mins as
+ * Q4_K's. 2T int32 + 2T float accumulators, 2 weights and a broadcast: T = 6. */
+IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T) {
+  __m512 f0[6], f1[6];
+  const uint8_t *x[6];
+  il__tile_begin(io, T, x, f0, f1);
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *pb = panel + b * 9856;
+    for (int s = 0; s < 8; s++) {
+      __m512i a0[6], a1[6];
+      for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; g++) {
+        const __m512i w0 = _mm512_load_si512(pb + 1024 * s + 128 * g), w1 = _mm512_load_si512(pb + 1024 * s + 128 * g + 64);
+        for (int j = 0; j < T; j++) {
+          const __m512i xb = _mm512_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
+          a0[j] = _mm512_dpbusd_epi32(a0[j], w0, xb);
+          a1[j] = _mm512_dpbusd_epi32(a1[j], w1, xb);
+        }
       }
-      f0[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m0), _mm512_mul_ps(dm0, dx), f0[j]);
-      f1[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m1), _mm512_mul_ps(dm1, dx), f1[j]);
+      const float *sc = (const float *)(pb + 8192) + 32 * s;
+      const __m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
+      for (int j = 0; j < T; j++) {
+        const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+        f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[j]), _mm512_mul_ps(s0, dx), f0[j]);
+        f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(s1, dx), f1[j]);
+      }
     }
+    il__tile_k4_mins(pb + 9216, b, io, T, x, f0, f1);
   }
   il__store(io, T, f0, f1);
 }
@@ -221,30 +263,43 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-/* Q4_K (q6 false: tiles of 3 tokens) and Q6_K (tiles of 4) over tokens [t0, t1). */
+/* One tile of T tokens of K-quant weights t (Q4_K: T <= 3, Q5_K: T <= 6, Q6_K: T <= 4). */
+IL__INLINE void il__tile_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const il_dtype t) {
+  if (t == IL_DTYPE_Q4_K) il__tile_q4_k(panel, nb, io, T < 3 ? T : 3);
+  else if (t == IL_DTYPE_Q5_K) il__tile_q5_k(panel, nb, io, T);
+  else il__tile_q6_k(panel, nb, io, T < 4 ? T : 4);
+}
+
+/* Q4_K (tiles of 3 tokens), Q5_K (6) and Q6_K (4) over tokens [t0, t1). */
 IL__INLINE void il__gemm_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
-                           const bool q6) {
-  if (pack) il__gemm_pack(a, r0, panel, 0);
-  /* Q6_K: the sums of 16 (its -32 offset); Q4_K: the sums of 32 (its mins) */
-  il__tile_io io = il__io_init(a, r0, q6 ? il__act_aux_off(a->n_in, IL_QK_K) : il__act_bsum32_off(a->n_in));
-  const int64_t nb = a->n_in / IL_QK_K, tm = q6 ? 4 : 3;
-  for (int64_t t = t0; t < t1; t += tm) {
-    io.x0 = a->act + (size_t)t * a->act_stride;
-    io.y = a->y + t * a->ldy + r0;
-    switch (t1 - t < tm ? t1 - t : tm) {
-    case 1: q6 ? il__tile_q6_k(panel, nb, &io, 1) : il__tile_q4_k(panel, nb, &io, 1); break;
-    case 2: q6 ? il__tile_q6_k(panel, nb, &io, 2) : il__tile_q4_k(panel, nb, &io, 2); break;
-    case 3: q6 ? il__tile_q6_k(panel, nb, &io, 3) : il__tile_q4_k(panel, nb, &io, 3); break;
-    default: il__tile_q6_k(panel, nb, &io, 4); break; /* q6 only */
+                           const il_dtype t) {
+  if (pack && t == IL_DTYPE_Q5_K) il__gemm_avx2_pack(a, r0, panel, 0);
+  else if (pack) il__gemm_pack(a, r0, panel, 0);
+  /* Q6_K: the sums of 16 (its -32 offset); Q4_K, Q5_K: the sums of 32 (their mins) */
+  il__tile_io io = il__io_init(a, r0, t == IL_DTYPE_Q6_K ? il__act_aux_off(a->n_in, IL_QK_K) : il__act_bsum32_off(a->n_in));
+  const int64_t nb = a->n_in / IL_QK_K, tm = t == IL_DTYPE_Q4_K ? 3 : t == IL_DTYPE_Q5_K ? 6 : 4;
+  for (int64_t k = t0; k < t1; k += tm) {
+    io.x0 = a->act + (size_t)k * a->act_stride;
+    io.y = a->y + k * a->ldy + r0;
+    switch (t1 - k < tm ? t1 - k : tm) {
+    case 1: il__tile_k(panel, nb, &io, 1, t); break;
+    case 2: il__tile_k(panel, nb, &io, 2, t); break;
+    case 3: il__tile_k(panel, nb, &io, 3, t); break;
+    case 4: il__tile_k(panel, nb, &io, 4, t); break;
+    case 5: il__tile_k(panel, nb, &io, 5, t); break;
+    default: il__tile_k(panel, nb, &io, 6, t); break;
     }
   }
 }
 
 void il__gemm_avx512_q4_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
-  il__gemm_k(a, r0, t0, t1, panel, pack, false);
+  il__gemm_k(a, r0, t0, t1, panel, pack, IL_DTYPE_Q4_K);
+}
+void il__gemm_avx512_q5_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  il__gemm_k(a, r0, t0, t1, panel, pack, IL_DTYPE_Q5_K);
 }
 void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
-  il__gemm_k(a, r0, t0, t1, panel, pack, true);
+  il__gemm_k(a, r0, t0, t1, panel, pack, IL_DTYPE_Q6_K);
 }
 
 /* Tokens [t0, t1) in tiles of TM, then one tile of the remainder. */

@@ -654,7 +654,8 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
               [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
     .gemm = {[IL_DTYPE_Q8_0] = il__gemm_avx512_q8_0, [IL_DTYPE_Q4_0] = il__gemm_avx512_q4_0,       \
              [IL_DTYPE_Q4_1] = il__gemm_avx512_q4_1,                                               \
-             [IL_DTYPE_Q4_K] = il__gemm_avx512_q4_k, [IL_DTYPE_Q6_K] = il__gemm_avx512_q6_k,         \
+             [IL_DTYPE_Q4_K] = il__gemm_avx512_q4_k, [IL_DTYPE_Q5_K] = il__gemm_avx512_q5_k,         \
+             [IL_DTYPE_Q6_K] = il__gemm_avx512_q6_k,                                               \
              [IL_DTYPE_F16] = il__gemm_avx512_f16,                                                 \
              [IL_DTYPE_BF16] = il__gemm_avx512_bf16},                                              \
   }
