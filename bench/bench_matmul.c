@@ -35,6 +35,7 @@
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/matmul.h"
 #include "sys/membw.h"
+#include "sys/peak.h"
 #include "core/quant.h"
 #include "memory/mem.h"
 
@@ -175,66 +176,7 @@ static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y,
   return il_time_now() - t0;
 }
 
-/* ---------------------------------------------------------------- int8 peak */
-
-#if defined(__x86_64__)
-/* The loops are written in assembly: compiled from intrinsics, GCC kept part of the
- * accumulator array on the stack and stored it every iteration, which halved the AVX-VNNI
- * figure. 12 independent chains (6 for AVX2, whose chain is the 1-cycle vpaddd) cover latency
- * x throughput on current cores. Returns n so the call is not dropped. */
-#define PEAK_DP(ins, r, k) ins " %%" r "13, %%" r "12, %%" r #k "\n"
-#define PEAK_DP12(ins, r)                                                                             \
-  PEAK_DP(ins, r, 0) PEAK_DP(ins, r, 1) PEAK_DP(ins, r, 2) PEAK_DP(ins, r, 3) PEAK_DP(ins, r, 4)       \
-  PEAK_DP(ins, r, 5) PEAK_DP(ins, r, 6) PEAK_DP(ins, r, 7) PEAK_DP(ins, r, 8) PEAK_DP(ins, r, 9)       \
-  PEAK_DP(ins, r, 10) PEAK_DP(ins, r, 11)
-/* chain k: ymm(6+k) = maddubs, maddwd with ones; ymm k += it */
-#define PEAK_MADD(k, t)                                                                               \
-  "vpmaddubsw %%ymm12, %%ymm13, %%ymm" #t "\n"                                                        \
-  "vpmaddwd %%ymm14, %%ymm" #t ", %%ymm" #t "\n"                                                       \
-  "vpaddd %%ymm" #t ", %%ymm" #k ", %%ymm" #k "\n"
-#define PEAK_REGS(r) r "0", r "1", r "2", r "3", r "4", r "5", r "6", r "7", r "8", r "9", r "10", r "11", r "12", r "13", r "14"
-
-#define PEAK_FN(name, tgt, init, body, r)                                                             \
-  __attribute__((target(tgt))) static int64_t name(int64_t n) {                                       \
-    int64_t i = n;                                                                                    \
-    __asm__ volatile(init "1:\n" body "dec %0\n"                                                     \
-                          "jnz 1b\n"                                                                  \
-                     : "+r"(i)                                                                        \
-                     :                                                                                \
-                     : PEAK_REGS(r), "cc");                                                           \
-    return n + i;                                                                                     \
-  }
-PEAK_FN(peak_vnni512, "avx512f", "vpternlogd $0xff, %%zmm12, %%zmm12, %%zmm12\n vpternlogd $0xff, %%zmm13, %%zmm13, %%zmm13\n",
-        PEAK_DP12("vpdpbusd", "zmm"), "zmm")
-PEAK_FN(peak_avxvnni, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpcmpeqd %%ymm13, %%ymm13, %%ymm13\n",
-        PEAK_DP12("%{vex%} vpdpbusd", "ymm"), "xmm")
-/* AVX2 has no int8 dot product into int32: vpmaddubsw (u8 x s8 pairs to int16), vpmaddwd with
- * ones (to int32), vpaddd, the sequence every AVX2 int8 kernel runs (6 chains, 12 temporaries
- * would not fit in 16 registers). */
-PEAK_FN(peak_avx2, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpabsb %%ymm12, %%ymm13\n vpabsw %%ymm12, %%ymm14\n",
-        PEAK_MADD(0, 6) PEAK_MADD(1, 7) PEAK_MADD(2, 8) PEAK_MADD(3, 9) PEAK_MADD(4, 10) PEAK_MADD(5, 11), "xmm")
-/* The F32 FMA peak (the limit of the F16/BF16 GEMM): 12 independent vfmadd231ps chains, all
- * registers zeroed first (a VEX vxorps clears the whole zmm) so no denormal or NaN operand
- * can slow a core down. */
-#define PEAK_Z(k) "vxorps %%xmm" #k ", %%xmm" #k ", %%xmm" #k "\n"
-#define PEAK_Z14 PEAK_Z(0) PEAK_Z(1) PEAK_Z(2) PEAK_Z(3) PEAK_Z(4) PEAK_Z(5) PEAK_Z(6) PEAK_Z(7) PEAK_Z(8) \
-  PEAK_Z(9) PEAK_Z(10) PEAK_Z(11) PEAK_Z(12) PEAK_Z(13)
-PEAK_FN(peak_fma512, "avx512f", PEAK_Z14, PEAK_DP12("vfmadd231ps", "zmm"), "zmm")
-PEAK_FN(peak_fma256, "avx2,fma", PEAK_Z14, PEAK_DP12("vfmadd231ps", "ymm"), "xmm")
-#endif
-
-enum { PEAK_VNNI512, PEAK_AVXVNNI, PEAK_AVX2, PEAK_FMA512, PEAK_FMA256, PEAK_KINDS };
-static const char *const peak_names[PEAK_KINDS] = {"vpdpbusd zmm (AVX-512 VNNI)", "vpdpbusd ymm (AVX-VNNI)",
-                                                   "vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)", "vfmadd231ps zmm (F32 FMA)",
-                                                   "vfmadd231ps ymm (F32 FMA)"};
-static const double peak_ops_per_iter[PEAK_KINDS] = {12 * 128.0, 12 * 64.0, 6 * 64.0, 12 * 32.0, 12 * 16.0};
-
-typedef struct {
-  int kind;
-  int64_t n;
-  volatile int64_t sink;
-  double cpu[64]; /* each thread's CPU seconds for its loop */
-} peak_ctx;
+/* ---------------------------------------------------------------- int8 and FMA peaks */
 
 static double thread_cpu_now(void) {
   struct timespec ts;
@@ -242,60 +184,24 @@ static double thread_cpu_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void peak_run(void *p, int ith, int nth) {
-  peak_ctx *c = p;
-  int64_t r = 0;
-  const double t0 = thread_cpu_now();
-#if defined(__x86_64__)
-  if (c->kind == PEAK_VNNI512) r = peak_vnni512(c->n);
-  else if (c->kind == PEAK_AVXVNNI) r = peak_avxvnni(c->n);
-  else if (c->kind == PEAK_FMA512) r = peak_fma512(c->n);
-  else if (c->kind == PEAK_FMA256) r = peak_fma256(c->n);
-  else r = peak_avx2(c->n);
-#endif
-  if (ith < 64) c->cpu[ith] = thread_cpu_now() - t0;
-  if (ith == 0) c->sink = r;
-}
-
 /* The clock for the GEMM figures: on one thread the calling thread's CPU time (the pool of 1
  * runs on the caller), so time the scheduler gives to other tenants of a shared machine is not
  * counted; on several threads wall time. */
 static double bench_clock(const il_pool *pool) { return il_pool_size(pool) > 1 ? il_time_now() : thread_cpu_now(); }
 
-/* GOPS (2 ops per multiply-add) of all the pool's threads: the sum of each thread's rate over
- * its own CPU time (a thread another tenant delays does not lower the machine's peak), best of
- * 5 runs of 20-80 ms. */
+/* GOPS of all the pool's threads on the instruction `kind` (sys/peak: the loops `inferlab
+ * bench` quotes its runs against); 0 where it cannot run. */
 static double measure_peak(il_pool *pool, int kind) {
-  peak_ctx c = {.kind = kind, .n = 1000};
-  const int nth = il_pool_size(pool) < 64 ? il_pool_size(pool) : 64;
-  for (;;) { /* grow the loop to about 20-80 ms of CPU time */
-    il_pool_run(pool, peak_run, &c);
-    if (c.cpu[0] > 0.02 || c.n > ((int64_t)1 << 40)) break;
-    c.n *= 4;
-  }
-  double best = 0;
-  for (int r = 0; r < 5; r++) {
-    il_pool_run(pool, peak_run, &c);
-    double gops = 0;
-    for (int i = 0; i < nth; i++) gops += peak_ops_per_iter[kind] * (double)c.n / c.cpu[i] / 1e9;
-    if (gops > best) best = gops;
-  }
-  return best;
+  double g = 0;
+  if (il_peak_measure(pool, (il_peak_kind)kind, &g) != IL_OK) il_error_clear();
+  return g;
 }
 
-static bool peak_available(int kind) {
-  const il_cpu_features *f = il_cpu_features_get();
-  if (kind == PEAK_VNNI512 || kind == PEAK_FMA512) return f->best >= IL_ISA_AVX512;
-  if (kind == PEAK_AVXVNNI) return f->best >= IL_ISA_AVX2 && f->avxvnni;
-  return f->best >= IL_ISA_AVX2;
-}
-
-/* The peak that binds a level's GEMM for weights of type t: the instruction its micro-kernel
- * is built on (F32 FMA for F16/BF16, an int8 dot product for the quantized types). */
+/* The peak that binds a level's GEMM for weights of type t (sys/peak), AVX2's plain sequence
+ * with --avx2-plain. */
 static int peak_kind_for(il_isa isa, il_dtype t) {
-  if (t == IL_DTYPE_F16 || t == IL_DTYPE_BF16) return isa == IL_ISA_AVX512 ? PEAK_FMA512 : PEAK_FMA256;
-  if (isa == IL_ISA_AVX512) return PEAK_VNNI512;
-  return il_cpu_features_get()->avxvnni && !no_avxvnni ? PEAK_AVXVNNI : PEAK_AVX2;
+  const int k = il_peak_kind_for(isa, t);
+  return k == IL_PEAK_AVXVNNI && no_avxvnni ? IL_PEAK_AVX2 : k;
 }
 
 /* ---------------------------------------------------------------- batched GEMM vs peak */
@@ -332,11 +238,11 @@ static void bench_gemm(il_pool *pool1, il_pool *pooln, const il__kernels *k, il_
     if (peak_kind_for(isa, t) != kind) { /* measured just before the types it binds */
       kind = peak_kind_for(isa, t);
       peak[0] = peak[1] = 0;
-      if (isa >= IL_ISA_AVX2 && peak_available(kind)) {
+      if (kind >= 0 && il_peak_available((il_peak_kind)kind)) {
         peak[0] = measure_peak(pool1, kind);
         peak[1] = measure_peak(pooln, kind);
       }
-      printf(" GOPS (2 ops per multiply-add) and %% of the %s peak: 1T %.0f, %dT %.0f GOPS\n", peak_names[kind],
+      printf(" GOPS (2 ops per multiply-add) and %% of the %s peak: 1T %.0f, %dT %.0f GOPS\n", il_peak_name((il_peak_kind)kind),
              peak[0], il_pool_size(pooln), peak[1]);
     }
     uint8_t *w[N_SHAPES];
@@ -421,9 +327,10 @@ int main(int argc, char **argv) {
   printf("isa %s (compiled %s), %d threads, loadavg %s\n", il_isa_name(mm_isa), il_cpu_isa_compiled(), nth, load);
   if (gemm_only) {
     printf("int8 dot-product and F32 FMA peaks of this machine, GOPS (2 ops per multiply-add):\n");
-    for (int kind = 0; kind < PEAK_KINDS; kind++)
-      if (peak_available(kind))
-        printf("  %-38s 1T %7.0f  %dT %7.0f\n", peak_names[kind], measure_peak(pool1, kind), nth, measure_peak(pooln, kind));
+    for (int kind = 0; kind < IL_PEAK_KINDS; kind++)
+      if (il_peak_available((il_peak_kind)kind))
+        printf("  %-38s 1T %7.0f  %dT %7.0f\n", il_peak_name((il_peak_kind)kind), measure_peak(pool1, kind), nth,
+               measure_peak(pooln, kind));
     float *gx = xalloc(sizeof(float) * 8192 * 512, "activations");
     for (size_t i = 0; i < 8192 * 512; i++) gx[i] = frand();
     float *gy = xalloc(sizeof(float) * 8192 * 512, "outputs");
