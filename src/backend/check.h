@@ -1,7 +1,8 @@
 /* backend/check: the view checks every backend's ops run on their tensor arguments before they
  * touch memory, with errors that name the op and the tensor. Static inline, so the CUDA module
  * (a separate shared object) compiles the same checks as the cpu backend.
- * Also the argument checks of ops that cpu and cuda both run the same way (elementwise, kv_store).
+ * Also the argument checks of ops that cpu and cuda both run the same way (get_rows, rmsnorm,
+ * rope, elementwise, add_bias, kv_store, copy).
  * Not for: what only one backend needs (alignment on the device, q8_0 row widths). */
 #ifndef IL_BACKEND_CHECK_H
 #define IL_BACKEND_CHECK_H
@@ -67,6 +68,51 @@ static inline il_status il__elementwise_check(const char *op, const il_tensor *y
   IL_TRY(il__same_shape(op, y, x));
   IL_TRY(il__dense(op, y));
   return il__dense(op, x);
+}
+
+/* get_rows' arguments: F32 rows y, weights w of any type as wide as y, an I32 id per row. */
+static inline il_status il__get_rows_check(const il_tensor *y, const il_tensor *w, const il_tensor *ids) {
+  IL_TRY(il__check("get_rows", y, IL_DTYPE_F32));
+  IL_TRY(il__check("get_rows", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check("get_rows", ids, IL_DTYPE_I32));
+  if (y->cols != w->cols || ids->cols < y->rows)
+    return il_error(IL_ERR_INVALID_ARG, "get_rows: '%s' rows of %lld into [%lld x %lld] with %lld ids", il__nm(w),
+                    (long long)w->cols, (long long)y->rows, (long long)y->cols, (long long)ids->cols);
+  return IL_OK;
+}
+
+/* rmsnorm's arguments: F32 y and x of one shape, an F32 weight as wide as a row. */
+static inline il_status il__rmsnorm_check(const il_tensor *y, const il_tensor *x, const il_tensor *g) {
+  IL_TRY(il__check("rmsnorm", y, IL_DTYPE_F32));
+  IL_TRY(il__check("rmsnorm", x, IL_DTYPE_F32));
+  IL_TRY(il__check("rmsnorm", g, IL_DTYPE_F32));
+  IL_TRY(il__same_shape("rmsnorm", y, x));
+  if (g->cols != x->cols || g->rows < 1)
+    return il_error(IL_ERR_INVALID_ARG, "rmsnorm: weight '%s' has %lld elements; rows have %lld", il__nm(g),
+                    (long long)g->cols, (long long)x->cols);
+  return IL_OK;
+}
+
+/* rope's arguments: F32 x of n_heads heads of head_dim per row, an even n_rot within a head, an
+ * I32 position per row. */
+static inline il_status il__rope_check(const il_tensor *x, const il_tensor *pos, const il_rope_params *p) {
+  IL_TRY(il__check("rope", x, IL_DTYPE_F32));
+  IL_TRY(il__check("rope", pos, IL_DTYPE_I32));
+  if (pos->cols < x->rows || x->cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
+    return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
+                    il__nm(x), (long long)x->rows, (long long)x->cols, (long long)p->n_heads, (long long)p->head_dim,
+                    (long long)p->n_rot, (long long)pos->cols);
+  return IL_OK;
+}
+
+/* add_bias' arguments: F32 rows y, an F32 bias as wide as a row. */
+static inline il_status il__add_bias_check(const il_tensor *y, const il_tensor *bias) {
+  IL_TRY(il__check("add_bias", y, IL_DTYPE_F32));
+  IL_TRY(il__check("add_bias", bias, IL_DTYPE_F32));
+  if (bias->cols != y->cols)
+    return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(bias),
+                    (long long)bias->cols, (long long)y->cols);
+  return IL_OK;
 }
 
 /* kv_store's arguments: F32 rows k and v, I32 slots, K and V cells of one type the backend

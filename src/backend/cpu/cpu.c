@@ -287,13 +287,7 @@ static void il__norm_row(void *p, int64_t t) {
 }
 
 static il_status il__cpu_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  IL_TRY(il__check("rmsnorm", &y, IL_DTYPE_F32));
-  IL_TRY(il__check("rmsnorm", &x, IL_DTYPE_F32));
-  IL_TRY(il__check("rmsnorm", &g, IL_DTYPE_F32));
-  IL_TRY(il__same_shape("rmsnorm", &y, &x));
-  if (g.cols != x.cols || g.rows < 1)
-    return il_error(IL_ERR_INVALID_ARG, "rmsnorm: weight '%s' has %lld elements; rows have %lld", il__nm(&g),
-                    (long long)g.cols, (long long)x.cols);
+  IL_TRY(il__rmsnorm_check(&y, &x, &g));
   il__norm_ctx ctx = {il__cpu_ptr(y), il__cpu_ptr(x), y.stride, x.stride, il__cpu_ptr(g), x.cols, eps};
   il__for_rows(il__c(b), x.rows, x.cols, il__norm_row, &ctx);
   return IL_OK;
@@ -328,12 +322,7 @@ static void il__rope_row(void *p, int64_t t) {
 }
 
 static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
-  IL_TRY(il__check("rope", &x, IL_DTYPE_F32));
-  IL_TRY(il__check("rope", &pos, IL_DTYPE_I32));
-  if (pos.cols < x.rows || x.cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
-    return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
-                    il__nm(&x), (long long)x.rows, (long long)x.cols, (long long)p->n_heads, (long long)p->head_dim,
-                    (long long)p->n_rot, (long long)pos.cols);
+  IL_TRY(il__rope_check(&x, &pos, p));
   il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p};
   if (!(ctx.p.scale > 0)) ctx.p.scale = 1.0f;
   il__for_rows(il__c(b), x.rows, x.cols, il__rope_row, &ctx);
@@ -591,11 +580,7 @@ static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) {
 }
 
 static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
-  IL_TRY(il__check("add_bias", &y, IL_DTYPE_F32));
-  IL_TRY(il__check("add_bias", &bias, IL_DTYPE_F32));
-  if (bias.cols != y.cols)
-    return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(&bias),
-                    (long long)bias.cols, (long long)y.cols);
+  IL_TRY(il__add_bias_check(&y, &bias));
   const float *bp = il__cpu_ptr(bias);
   for (int64_t t = 0; t < y.rows; t++) {
     float *row = (float *)((uint8_t *)il__cpu_ptr(y) + (size_t)t * y.stride);
@@ -648,12 +633,7 @@ static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfin
 }
 
 static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
-  IL_TRY(il__check("get_rows", &y, IL_DTYPE_F32));
-  IL_TRY(il__check("get_rows", &w, IL_DTYPE_COUNT));
-  IL_TRY(il__check("get_rows", &ids, IL_DTYPE_I32));
-  if (y.cols != w.cols || ids.cols < y.rows)
-    return il_error(IL_ERR_INVALID_ARG, "get_rows: '%s' rows of %lld into [%lld x %lld] with %lld ids", il__nm(&w),
-                    (long long)w.cols, (long long)y.rows, (long long)y.cols, (long long)ids.cols);
+  IL_TRY(il__get_rows_check(&y, &w, &ids));
   const int32_t *id = il__cpu_ptr(ids);
   for (int64_t t = 0; t < y.rows; t++) {
     if (id[t] < 0 || id[t] >= w.rows)

@@ -504,12 +504,7 @@ static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, cons
 
 static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("get_rows", &y, IL_DTYPE_F32));
-  IL_TRY(il__check("get_rows", &w, IL_DTYPE_COUNT));
-  IL_TRY(il__check("get_rows", &ids, IL_DTYPE_I32));
-  if (y.cols != w.cols || ids.cols < y.rows)
-    return il_error(IL_ERR_INVALID_ARG, "get_rows: '%s' rows of %lld into [%lld x %lld] with %lld ids", il__nm(&w),
-                    (long long)w.cols, (long long)y.rows, (long long)y.cols, (long long)ids.cols);
+  IL_TRY(il__get_rows_check(&y, &w, &ids));
   if (!il__weight_type(w.type))
     return il_error(IL_ERR_UNSUPPORTED, "get_rows '%s': no CUDA decoder for %s", il__nm(&w), il_dtype_name(w.type));
   IL_TRY(il__aligned("get_rows", &w, 2));
@@ -526,13 +521,7 @@ static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor
 
 static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("rmsnorm", &y, IL_DTYPE_F32));
-  IL_TRY(il__check("rmsnorm", &x, IL_DTYPE_F32));
-  IL_TRY(il__check("rmsnorm", &g, IL_DTYPE_F32));
-  IL_TRY(il__same_shape("rmsnorm", &y, &x));
-  if (g.cols != x.cols || g.rows < 1)
-    return il_error(IL_ERR_INVALID_ARG, "rmsnorm: weight '%s' has %lld elements; rows have %lld", il__nm(&g),
-                    (long long)g.cols, (long long)x.cols);
+  IL_TRY(il__rmsnorm_check(&y, &x, &g));
   IL_TRY(il__aligned("rmsnorm", &y, 4));
   IL_TRY(il__aligned("rmsnorm", &x, 4));
   IL_TRY(il__aligned("rmsnorm", &g, 4));
@@ -544,12 +533,7 @@ static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor 
 
 static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("rope", &x, IL_DTYPE_F32));
-  IL_TRY(il__check("rope", &pos, IL_DTYPE_I32));
-  if (pos.cols < x.rows || x.cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
-    return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
-                    il__nm(&x), (long long)x.rows, (long long)x.cols, (long long)p->n_heads, (long long)p->head_dim,
-                    (long long)p->n_rot, (long long)pos.cols);
+  IL_TRY(il__rope_check(&x, &pos, p));
   IL_TRY(il__aligned("rope", &x, 4));
   IL_TRY(il__aligned("rope", &pos, 4));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope", il__nm(&x));
@@ -608,11 +592,7 @@ static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
 
 static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("add_bias", &y, IL_DTYPE_F32));
-  IL_TRY(il__check("add_bias", &bias, IL_DTYPE_F32));
-  if (bias.cols != y.cols)
-    return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(&bias),
-                    (long long)bias.cols, (long long)y.cols);
+  IL_TRY(il__add_bias_check(&y, &bias));
   IL_TRY(il__aligned("add_bias", &y, 4));
   IL_TRY(il__aligned("add_bias", &bias, 4));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add_bias", il__nm(&y));
