@@ -31,6 +31,13 @@
 #endif
 #define IL__MEMEFF_CHUNK 256
 #define IL__SPLIT_MIN_KEYS 256 /* flash decode: fewest keys worth a split of their own */
+/* flash: scores per thread (floats). A query tile's softmax bookkeeping (max, exp, rescale of
+ * the output rows) runs once per chunk of keys, and a chunk holds as many 64-key tiles as fit
+ * in this many scores: one tile for a 64-row prompt tile (16 KiB, as before), 2048 keys for a
+ * decode step of 2 rows (stories260K). With one tile per chunk, a decode step of head size 8
+ * spent more on that bookkeeping (short latency-bound exp and max calls, a libm expf per row
+ * and tile) than on its dot products. */
+#define IL__FLASH_SCORES 4096
 
 /* ---- scalar micro-kernels: the reference ---- */
 
@@ -178,27 +185,21 @@ static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   return IL_OK;
 }
 
-/* Row pointers of K and/or V (either may be NULL) of KV head kh for positions p0..p0+n-1 of
- * sequence s. One division per call, not per row, and one block-table read per run of rows
- * within a block, the rest pointer increments: in decode this runs once per 64 keys against
- * only a few thousand FMAs (with head size 8 it had been most of the flash worker's time, the
- * bases reloaded per row since the stores could alias them). */
-static void il__kv_rows(const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh, const void **k,
-                        const void **v) {
+/* Row pointers into the cache cells at base (a->k or a->v) of KV head kh for positions
+ * p0..p0+n-1 of sequence s. One division per call, not per row, and one block-table read per
+ * run of rows within a block, the rest pointer increments: in decode this runs once per 64 keys
+ * against only a few thousand FMAs (with head size 8 it had been most of the flash worker's
+ * time, the bases reloaded per row since the stores could alias them). */
+static void il__kv_rows(const il_cpu_attn_args *a, const void *base, int32_t s, int32_t p0, int n, int64_t kh,
+                        const void **rows) {
   const int32_t *row = a->block_table + (int64_t)s * a->max_blocks;
   const size_t hoff = il_dtype_row_size(a->kv_type, kh * a->head_dim), stride = a->kv_row_stride;
-  const char *kb = a->k, *vb = a->v;
   const int32_t block = a->block;
   int32_t bi = p0 / block, off = p0 % block;
   for (int j = 0; j < n; bi++, off = 0) { /* a run of rows in block bi; row[bi] exists as j < n */
     const int run = block - off < n - j ? block - off : n - j;
-    const size_t at = ((size_t)row[bi] * (size_t)block + (size_t)off) * stride + hoff;
-    if (k && v)
-      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride, v[j + i] = vb + at + (size_t)i * stride;
-    else if (k)
-      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride;
-    else if (v)
-      for (int i = 0; i < run; i++) v[j + i] = vb + at + (size_t)i * stride;
+    const char *r = (const char *)base + ((size_t)row[bi] * (size_t)block + (size_t)off) * stride + hoff;
+    for (int i = 0; i < run; i++, r += stride) rows[j + i] = r;
     j += run;
   }
 }
@@ -318,7 +319,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       const int32_t n = a->pos[tl.t0 + i] + 1;
       for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
         const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        il__kv_rows(a, s, k0, nk, kh, kp, NULL);
+        il__kv_rows(a, a->k, s, k0, nk, kh, kp);
         isa->qk(S + (size_t)i * tk + k0, 0, &q, 1, kp, nk, hd, a->kv_type, a->scale);
       }
     }
@@ -336,7 +337,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       memset(o, 0, (size_t)hd * sizeof(float));
       for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
         const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        il__kv_rows(a, s, k0, nk, kh, NULL, vp);
+        il__kv_rows(a, a->v, s, k0, nk, kh, vp);
         isa->pv(&o, S + (size_t)i * tk + k0, 0, 1, vp, nk, hd, a->kv_type);
       }
     }
@@ -408,7 +409,7 @@ static void il__memeff_worker(void *p, int ith, int nth) {
       const int32_t nc = n - c0 < IL__MEMEFF_CHUNK ? n - c0 : IL__MEMEFF_CHUNK;
       for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
         const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, s, c0 + k0, nk, kh, kp, NULL);
+        il__kv_rows(a, a->k, s, c0 + k0, nk, kh, kp);
         isa->qk(S + k0, 0, &q, 1, kp, nk, hd, a->kv_type, a->scale);
       }
       const float mx = isa->max(S, nc), mn = mx > m ? mx : m;
@@ -419,7 +420,7 @@ static void il__memeff_worker(void *p, int ith, int nth) {
       m = mn;
       for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
         const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, s, c0 + k0, nk, kh, NULL, vp);
+        il__kv_rows(a, a->v, s, c0 + k0, nk, kh, vp);
         isa->pv(&o, S + k0, 0, 1, vp, nk, hd, a->kv_type);
       }
     }
@@ -456,6 +457,13 @@ static int64_t il__flash_tok(const il_cpu_attn_args *a) {
   return G >= IL__FLASH_ROWS ? 1 : IL__FLASH_ROWS / G;
 }
 
+/* Keys per chunk for query tiles of m rows: whole 64-key tiles, m x chunk <= IL__FLASH_SCORES
+ * (at least one tile). */
+static int64_t il__flash_chunk(int64_t m) {
+  const int64_t tiles = m > 0 ? IL__FLASH_SCORES / (m * IL__KT) : 1;
+  return (tiles > 1 ? tiles : 1) * IL__KT;
+}
+
 static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layout *L) {
   if (!il__sizable(a)) return 0;
   if (nth < 1) nth = 1;
@@ -472,10 +480,10 @@ static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layou
     if (L->n_split < 1) L->n_split = 1;
   }
   L->tiles_bytes = il__a64((size_t)L->tl.n_tiles * sizeof(il__tile));
-  /* S [m x KT], m and l [m], q and output row pointers [m], row positions [m]; the output
+  /* S [m x chunk], m and l [m], q and output row pointers [m], row positions [m]; the output
    * rows themselves accumulate in out (or in the split partials) */
   const size_t m = (size_t)L->m_max;
-  L->per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
+  L->per_thread = il__a64(m * (size_t)il__flash_chunk(L->m_max) * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
                   il__a64(2 * m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
   L->partial_bytes = L->n_split > 1 ? il__a64((size_t)(base * L->n_split) * m * (size_t)(hd + 2) * sizeof(float)) : 0;
   return 64 + L->tiles_bytes + (size_t)nth * L->per_thread + L->partial_bytes;
@@ -492,7 +500,10 @@ size_t il_cpu_attn_flash_bound(const il_cpu_attn_args *a, int nth) {
   /* every token its own tile (most tiles), the largest tile, and the most key splits: a split
    * happens only when tiles x KV heads < 2 x threads, and then at most 2 x threads items exist */
   const size_t tiles = il__a64((size_t)a->n_tok * sizeof(il__tile));
-  const size_t per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
+  /* a tile of fewer rows takes longer chunks, but never more than IL__FLASH_SCORES scores
+   * unless one 64-key tile of its rows is already more */
+  const size_t scores = m * IL__KT > IL__FLASH_SCORES ? m * IL__KT : IL__FLASH_SCORES;
+  const size_t per_thread = il__a64(scores * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
                             il__a64(2 * m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
   const size_t items = (size_t)(4 * nth + 2 * a->n_kv_heads);
   const size_t partial = il__a64(items * m * (size_t)(hd + 2) * sizeof(float));
@@ -521,9 +532,10 @@ static void il__flash_worker(void *p, int ith, int nth) {
   const il_cpu_attn_args *a = j->a;
   const il__attn_isa *isa = j->isa;
   const int64_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads, qs = a->n_heads * hd, mm = j->m_max;
+  const int64_t C = il__flash_chunk(mm); /* keys per chunk, the row stride of S */
   char *sc = j->scratch + (size_t)ith * j->per_thread;
   float *S = (float *)sc;
-  sc += il__a64((size_t)mm * IL__KT * sizeof(float));
+  sc += il__a64((size_t)mm * (size_t)C * sizeof(float));
   float *M = (float *)sc, *L = M + mm;
   sc += il__a64(2 * (size_t)mm * sizeof(float));
   const float **qrow = (const float **)sc;
@@ -546,19 +558,23 @@ static void il__flash_worker(void *p, int ith, int nth) {
       M[r] = -INFINITY;
       L[r] = 0;
     }
-    /* this split's key tiles */
+    /* this split's keys [kb0, kb1), in chunks of C: the scores of a chunk's 64-key tiles, then
+     * the online softmax once per row and chunk, then the chunk's P V */
     const int64_t nkt = ((int64_t)tl.maxpos + IL__KT) / IL__KT, per = (nkt + j->n_split - 1) / j->n_split;
     const int64_t kt0 = sp * per, kt1 = kt0 + per < nkt ? kt0 + per : nkt;
-    for (int64_t kt = kt0; kt < kt1; kt++) {
-      const int32_t k0 = (int32_t)(kt * IL__KT);
-      const int n = tl.maxpos + 1 - k0 < IL__KT ? tl.maxpos + 1 - k0 : IL__KT;
-      il__kv_rows(a, s, k0, n, kh, kp, vp);
-      isa->qk(S, IL__KT, qrow, m, kp, n, hd, a->kv_type, a->scale);
-      /* causal mask and online softmax, row by row: keys k0..k0+nv-1 are visible to row r */
+    const int32_t kb0 = (int32_t)(kt0 * IL__KT), kb1 = kt1 * IL__KT < tl.maxpos + 1 ? (int32_t)(kt1 * IL__KT) : tl.maxpos + 1;
+    for (int32_t c0 = kb0; c0 < kb1; c0 += (int32_t)C) {
+      const int nc = kb1 - c0 < C ? kb1 - c0 : (int)C;
+      for (int k0 = 0; k0 < nc; k0 += IL__KT) {
+        const int n = nc - k0 < IL__KT ? nc - k0 : IL__KT;
+        il__kv_rows(a, a->k, s, c0 + k0, n, kh, kp);
+        isa->qk(S + k0, (size_t)C, qrow, m, kp, n, hd, a->kv_type, a->scale);
+      }
+      /* causal mask and online softmax, row by row: keys c0..c0+nv-1 are visible to row r */
       for (int r = 0; r < m; r++) {
-        float *sr = S + (size_t)r * IL__KT;
-        int nv = rpos[r] - k0 + 1;
-        nv = nv < 0 ? 0 : nv > n ? n : nv;
+        float *sr = S + (size_t)r * (size_t)C;
+        int nv = rpos[r] - c0 + 1;
+        nv = nv < 0 ? 0 : nv > nc ? nc : nv;
         if (nv > 0) {
           const float mx = isa->max(sr, nv), mn = mx > M[r] ? mx : M[r];
           const float alpha = M[r] == -INFINITY ? 0.0f : expf(M[r] - mn);
@@ -567,9 +583,13 @@ static void il__flash_worker(void *p, int ith, int nth) {
             for (int64_t d = 0; d < hd; d++) orow[r][d] *= alpha;
           M[r] = mn;
         }
-        for (int k = nv; k < n; k++) sr[k] = 0;
+        for (int k = nv; k < nc; k++) sr[k] = 0;
       }
-      isa->pv(orow, S, IL__KT, m, vp, n, hd, a->kv_type);
+      for (int k0 = 0; k0 < nc; k0 += IL__KT) {
+        const int n = nc - k0 < IL__KT ? nc - k0 : IL__KT;
+        il__kv_rows(a, a->v, s, c0 + k0, n, kh, vp);
+        isa->pv(orow, S + k0, (size_t)C, m, vp, n, hd, a->kv_type);
+      }
     }
     for (int r = 0; r < m; r++) {
       if (part) {
