@@ -24,7 +24,7 @@
  * took 1.28x the time of 64 (K/V read twice as often) and 128 rows 0.86x, at twice the
  * workspace; 32, 64 or 128 keys per tile were within noise of each other. */
 #ifndef IL__KT
-#define IL__KT 64 /* keys per tile and per micro-kernel call (pointer arrays live on the stack) */
+#define IL__KT 64 /* keys per tile: flash's chunks are whole tiles, its key splits too */
 #endif
 #ifndef IL__FLASH_ROWS
 #define IL__FLASH_ROWS 64 /* flash: query rows (tokens x heads of one KV head) per tile */
@@ -52,26 +52,28 @@ static inline float il__kv_at(const void *row, il_dtype t, int64_t d) {
   return ((const float *)row)[d];
 }
 
-static void il__qk_scalar(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
-                          il_dtype kt, float scale) {
+static void il__qk_scalar(float *s, size_t lds, const float *const *q, int m, const void *k, size_t ks, int n,
+                          int64_t hd, il_dtype kt, float scale) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
+      const char *kj = (const char *)k + (size_t)j * ks;
       float acc = 0;
-      for (int64_t d = 0; d < hd; d++) acc += q[i][d] * il__kv_at(k[j], kt, d);
+      for (int64_t d = 0; d < hd; d++) acc += q[i][d] * il__kv_at(kj, kt, d);
       s[(size_t)i * lds + j] = acc * scale;
     }
 }
 
-static void il__pv_scalar(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
-                          il_dtype vt) {
+static void il__pv_scalar(float *const *o, const float *p, size_t ldp, int m, const void *v, size_t vs, int n,
+                          int64_t hd, il_dtype vt) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       const float w = p[(size_t)i * ldp + j];
+      const char *vj = (const char *)v + (size_t)j * vs;
       float *oi = o[i];
       if (vt == IL_DTYPE_F32)
-        for (int64_t d = 0; d < hd; d++) oi[d] += w * ((const float *)v[j])[d];
+        for (int64_t d = 0; d < hd; d++) oi[d] += w * ((const float *)vj)[d];
       else
-        for (int64_t d = 0; d < hd; d++) oi[d] += w * il__kv_at(v[j], vt, d);
+        for (int64_t d = 0; d < hd; d++) oi[d] += w * il__kv_at(vj, vt, d);
     }
 }
 
@@ -185,21 +187,36 @@ static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   return IL_OK;
 }
 
-/* Row pointers into the cache cells at base (a->k or a->v) of KV head kh for positions
- * p0..p0+n-1 of sequence s. One division per call, not per row, and one block-table read per
- * run of rows within a block, the rest pointer increments: in decode this runs once per 64 keys
- * against only a few thousand FMAs (with head size 8 it had been most of the flash worker's
- * time, the bases reloaded per row since the stores could alias them). */
-static void il__kv_rows(const il_cpu_attn_args *a, const void *base, int32_t s, int32_t p0, int n, int64_t kh,
-                        const void **rows) {
-  const int32_t *row = a->block_table + (int64_t)s * a->max_blocks;
-  const size_t hoff = il_dtype_row_size(a->kv_type, kh * a->head_dim), stride = a->kv_row_stride;
-  const int32_t block = a->block;
-  int32_t bi = p0 / block, off = p0 % block;
-  for (int j = 0; j < n; bi++, off = 0) { /* a run of rows in block bi; row[bi] exists as j < n */
-    const int run = block - off < n - j ? block - off : n - j;
-    const char *r = (const char *)base + ((size_t)row[bi] * (size_t)block + (size_t)off) * stride + hoff;
-    for (int i = 0; i < run; i++, r += stride) rows[j + i] = r;
+/* The cells at base (a->k or a->v) of KV head kh from position p of sequence s on, as far as
+ * they are consecutive (to the end of p's block) and at most n: returns how many, *row the
+ * first. One division per run; the micro-kernels then step by kv_row_stride (a contiguous
+ * cache is one block per sequence, so any range is one run). */
+static int il__kv_run(const il_cpu_attn_args *a, const void *base, int32_t s, int32_t p, int n, int64_t kh,
+                      const void **row) {
+  const int32_t bi = p / a->block, off = p % a->block;
+  const size_t cell = (size_t)a->block_table[(int64_t)s * a->max_blocks + bi] * (size_t)a->block + (size_t)off;
+  *row = (const char *)base + cell * a->kv_row_stride + il_dtype_row_size(a->kv_type, kh * a->head_dim);
+  return a->block - off < n ? a->block - off : n;
+}
+
+/* Scores of m query rows against positions p0..p0+n-1 into S (row stride lds), run by run. */
+static void il__qk_span(const il__attn_isa *isa, const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh,
+                        float *S, size_t lds, const float *const *q, int m) {
+  for (int j = 0; j < n;) {
+    const void *k;
+    const int run = il__kv_run(a, a->k, s, p0 + j, n - j, kh, &k);
+    isa->qk(S + j, lds, q, m, k, a->kv_row_stride, run, a->head_dim, a->kv_type, a->scale);
+    j += run;
+  }
+}
+
+/* o[i] += P[i] V over positions p0..p0+n-1 (P row stride ldp), run by run. */
+static void il__pv_span(const il__attn_isa *isa, const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh,
+                        float *const *o, const float *P, size_t ldp, int m) {
+  for (int j = 0; j < n;) {
+    const void *v;
+    const int run = il__kv_run(a, a->v, s, p0 + j, n - j, kh, &v);
+    isa->pv(o, P + j, ldp, m, v, a->kv_row_stride, run, a->head_dim, a->kv_type);
     j += run;
   }
 }
@@ -308,7 +325,6 @@ static void il__matrix_worker(void *p, int ith, int nth) {
   const il__attn_isa *isa = j->isa;
   const int64_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads, qs = a->n_heads * hd;
   float *S = (float *)(j->scratch + (size_t)ith * j->per_thread);
-  const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
     const il__tile tl = j->tiles[it / a->n_heads];
     const int64_t h = it % a->n_heads, kh = h / G, tk = (int64_t)tl.maxpos + 1;
@@ -316,12 +332,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
     /* scores: S[i][0..pos_i] for every row of the tile */
     for (int32_t i = 0; i < tl.nt; i++) {
       const float *q = a->q + (tl.t0 + i) * qs + h * hd;
-      const int32_t n = a->pos[tl.t0 + i] + 1;
-      for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
-        const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        il__kv_rows(a, a->k, s, k0, nk, kh, kp);
-        isa->qk(S + (size_t)i * tk + k0, 0, &q, 1, kp, nk, hd, a->kv_type, a->scale);
-      }
+      il__qk_span(isa, a, s, 0, a->pos[tl.t0 + i] + 1, kh, S + (size_t)i * tk, 0, &q, 1);
     }
     /* softmax of each row */
     for (int32_t i = 0; i < tl.nt; i++) {
@@ -335,11 +346,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       float *o = a->out + (tl.t0 + i) * qs + h * hd;
       const int32_t n = a->pos[tl.t0 + i] + 1;
       memset(o, 0, (size_t)hd * sizeof(float));
-      for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
-        const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        il__kv_rows(a, a->v, s, k0, nk, kh, vp);
-        isa->pv(&o, S + (size_t)i * tk + k0, 0, 1, vp, nk, hd, a->kv_type);
-      }
+      il__pv_span(isa, a, s, 0, n, kh, &o, S + (size_t)i * tk, 0, 1);
     }
   }
 }
@@ -396,7 +403,6 @@ static void il__memeff_worker(void *p, int ith, int nth) {
   const il__attn_isa *isa = j->isa;
   const int64_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads, qs = a->n_heads * hd;
   float *S = (float *)(j->scratch + (size_t)ith * j->per_thread);
-  const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
     /* items ordered token-major so the highest index is the last (usually longest) token */
     const int64_t t = it / a->n_heads, h = it % a->n_heads, kh = h / G;
@@ -407,22 +413,14 @@ static void il__memeff_worker(void *p, int ith, int nth) {
     memset(o, 0, (size_t)hd * sizeof(float));
     for (int32_t c0 = 0; c0 < n; c0 += IL__MEMEFF_CHUNK) {
       const int32_t nc = n - c0 < IL__MEMEFF_CHUNK ? n - c0 : IL__MEMEFF_CHUNK;
-      for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
-        const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, a->k, s, c0 + k0, nk, kh, kp);
-        isa->qk(S + k0, 0, &q, 1, kp, nk, hd, a->kv_type, a->scale);
-      }
+      il__qk_span(isa, a, s, c0, nc, kh, S, 0, &q, 1);
       const float mx = isa->max(S, nc), mn = mx > m ? mx : m;
       const float alpha = m == -INFINITY ? 0.0f : expf(m - mn);
       l = l * alpha + isa->exp_sum(S, nc, mn);
       if (alpha != 1.0f)
         for (int64_t d = 0; d < hd; d++) o[d] *= alpha;
       m = mn;
-      for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
-        const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, a->v, s, c0 + k0, nk, kh, vp);
-        isa->pv(&o, S + k0, 0, 1, vp, nk, hd, a->kv_type);
-      }
+      il__pv_span(isa, a, s, c0, nc, kh, &o, S, 0, 1);
     }
     const float inv = 1.0f / l;
     for (int64_t d = 0; d < hd; d++) o[d] *= inv;
@@ -542,7 +540,6 @@ static void il__flash_worker(void *p, int ith, int nth) {
   float **orow = (float **)(sc + (size_t)mm * sizeof(float *)); /* after qrow */
   sc += il__a64(2 * (size_t)mm * sizeof(float *));
   int32_t *rpos = (int32_t *)sc;
-  const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
     const int64_t sp = it % j->n_split, th = it / j->n_split, kh = th % a->n_kv_heads;
     const il__tile tl = j->tiles[th / a->n_kv_heads];
@@ -565,11 +562,7 @@ static void il__flash_worker(void *p, int ith, int nth) {
     const int32_t kb0 = (int32_t)(kt0 * IL__KT), kb1 = kt1 * IL__KT < tl.maxpos + 1 ? (int32_t)(kt1 * IL__KT) : tl.maxpos + 1;
     for (int32_t c0 = kb0; c0 < kb1; c0 += (int32_t)C) {
       const int nc = kb1 - c0 < C ? kb1 - c0 : (int)C;
-      for (int k0 = 0; k0 < nc; k0 += IL__KT) {
-        const int n = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, a->k, s, c0 + k0, n, kh, kp);
-        isa->qk(S + k0, (size_t)C, qrow, m, kp, n, hd, a->kv_type, a->scale);
-      }
+      il__qk_span(isa, a, s, c0, nc, kh, S, (size_t)C, qrow, m);
       /* causal mask and online softmax, row by row: keys c0..c0+nv-1 are visible to row r */
       for (int r = 0; r < m; r++) {
         float *sr = S + (size_t)r * (size_t)C;
@@ -585,11 +578,7 @@ static void il__flash_worker(void *p, int ith, int nth) {
         }
         for (int k = nv; k < nc; k++) sr[k] = 0;
       }
-      for (int k0 = 0; k0 < nc; k0 += IL__KT) {
-        const int n = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, a->v, s, c0 + k0, n, kh, vp);
-        isa->pv(orow, S + k0, (size_t)C, m, vp, n, hd, a->kv_type);
-      }
+      il__pv_span(isa, a, s, c0, nc, kh, orow, S, (size_t)C, m);
     }
     for (int r = 0; r < m; r++) {
       if (part) {
