@@ -289,6 +289,22 @@ static void test_split_decode(il_pool *const *pools) {
     check_case(&c, pools, i ? "split decode, 2 sequences" : "split decode");
     free_case(&c);
   }
+  /* decode over more keys than flash's chunk holds (2048 keys at 2 rows, 512 at 8), so the
+   * online softmax carries over chunks: head size 8 with G 2 (stories260K), and G 8 paged with
+   * a decode token and a short prompt tail side by side */
+  {
+    const int l1[1] = {2300}, l2[2] = {1200, 700};
+    il_case d;
+    make_case(&d, 8, 4, 2, 1, l1, 0, 0, IL_DTYPE_F16, 0);
+    check_case(&d, pools, "decode over 2 chunks, head size 8");
+    free_case(&d);
+    make_case(&d, 16, 1, 8, 2, l2, 0, 16, IL_DTYPE_F32, 0);
+    check_case(&d, pools, "decode over 3 chunks, G 8, paged");
+    free_case(&d);
+    make_case(&d, 8, 2, 2, 2, l2, 2, 7, IL_DTYPE_BF16, 0);
+    check_case(&d, pools, "prompt tails over chunks, head size 8, paged");
+    free_case(&d);
+  }
   /* more query heads per KV head than a flash tile has rows: one token per tile */
   il_case c;
   const int len[1] = {20};

@@ -364,6 +364,43 @@ static void test_convert(void) {
   printf("copy f32 <-> f16 / bf16: bit-exact on %d backends\n", n_backends + 1);
 }
 
+/* rope against the formula (angles in double, as the backend computes them), through the
+ * backends' cache of the last position's angles: calls at one position in a row (a decode
+ * step's q and k), the same position with another base, and a batch whose first position
+ * comes back in later rows among others. */
+static void test_rope_cache(void) {
+  enum { T = 4, H = 3, HD = 16 };
+  const int32_t calls[][T] = {{7, 7, 7, 7}, {7, 7, 7, 7}, {7, 7, 7, 7}, {8, 7, 8, 300}, {8, 8, 0, 8}};
+  const float bases[] = {10000.0f, 10000.0f, 500000.0f, 10000.0f, 10000.0f};
+  const int ncalls = (int)(sizeof calls / sizeof calls[0]);
+  float *x = randv(T * H * HD, 1.0f), want[T * H * HD], got[T * H * HD];
+  for (int bi = -1; bi < n_backends; bi++) {
+    il_backend *b = bi < 0 ? ref : backends[bi].b;
+    for (int ci = 0; ci < ncalls; ci++) {
+      const il_rope_params p = {H, HD, 12, bases[ci], 2.0f, ci % 2 ? IL_ROPE_NEOX : IL_ROPE_NORM};
+      for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+          const float *v = x + (t * H + h) * HD;
+          float *w = want + (t * H + h) * HD;
+          memcpy(w, v, HD * sizeof(float));
+          for (int i = 0; i < p.n_rot; i += 2) {
+            const double th = (double)((float)calls[ci][t] / p.scale) * pow((double)p.base, -(double)i / (double)p.n_rot);
+            const int a = p.mode == IL_ROPE_NEOX ? i / 2 : i, c = p.mode == IL_ROPE_NEOX ? i / 2 + (int)p.n_rot / 2 : i + 1;
+            w[a] = v[a] * (float)cos(th) - v[c] * (float)sin(th);
+            w[c] = v[a] * (float)sin(th) + v[c] * (float)cos(th);
+          }
+        }
+      il_tensor X = put(b, x, T, H * HD, IL_DTYPE_F32, "x"), P = put(b, calls[ci], 1, T, IL_DTYPE_I32, "pos");
+      IL_CHECK_OK(b->ops->rope(b, X, P, &p));
+      get(b, X, got);
+      for (int k = 0; k < T * H * HD; k++) IL_CHECK_NEAR(got[k], want[k], 1e-6);
+      il_backend_tensor_free(b, &X), il_backend_tensor_free(b, &P);
+    }
+  }
+  free(x);
+  printf("rope against the formula through the angle cache: %d calls on %d backends\n", ncalls, n_backends + 1);
+}
+
 static void test_rope_kv(void) {
   const struct {
     int64_t heads, hd, rot;
@@ -649,6 +686,7 @@ int main(void) {
   test_small_ops();
   test_convert();
   test_rope_kv();
+  test_rope_cache();
   test_kv_q8();
   test_attention();
   test_matmul();

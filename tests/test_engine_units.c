@@ -80,6 +80,26 @@ static void test_sampler(void) {
   il_sampler_params greedy = {0, 40, 0.95f, 0.05f, 1.0f, 64, 1};
   IL_CHECK_OK(il_sampler_new(&greedy, NV, &sm));
   IL_CHECK_INT(il_sampler_sample(sm, logits), argmax);
+  /* greedy's order: NaN below every number, the lowest id among equal maxima, id 0 when all
+   * are NaN; the same with a repetition penalty of 1.0001 on an unrelated token (the
+   * candidate-sorting path) as without (the direct scan) */
+  {
+    float odd[6] = {NAN, 1.0f, 4.0f, NAN, 4.0f, -2.0f}, nans[3] = {NAN, NAN, NAN};
+    il_sampler *g2;
+    il_sampler_params pen1 = greedy;
+    pen1.repeat_penalty = 1.0001f;
+    IL_CHECK_OK(il_sampler_new(&pen1, 6, &g2));
+    il_sampler_accept(g2, 5);
+    il_sampler *g6, *g3, *g3p;
+    IL_CHECK_OK(il_sampler_new(&greedy, 6, &g6));
+    IL_CHECK_OK(il_sampler_new(&greedy, 3, &g3));
+    IL_CHECK_OK(il_sampler_new(&pen1, 3, &g3p));
+    IL_CHECK_INT(il_sampler_sample(g6, odd), 2);
+    IL_CHECK_INT(il_sampler_sample(g2, odd), 2);
+    IL_CHECK_INT(il_sampler_sample(g3, nans), 0);
+    IL_CHECK_INT(il_sampler_sample(g3p, nans), 0);
+    il_sampler_free(g2), il_sampler_free(g6), il_sampler_free(g3), il_sampler_free(g3p);
+  }
   /* a repetition penalty on the argmax can move the choice */
   il_sampler_free(sm);
   il_sampler_params pen = {0, 0, 1, 0, 100.0f, 4, 1};

@@ -12,12 +12,6 @@ il_tensor il_tensor_make(il_buffer *buf, size_t off, int64_t rows, int64_t cols,
   return (il_tensor){buf, off, il_tensor_row_bytes(type, cols), rows, cols, type, name};
 }
 
-il_tensor il_tensor_rows(il_tensor t, int64_t r0, int64_t n) {
-  t.off += (size_t)r0 * t.stride;
-  t.rows = n;
-  return t;
-}
-
 size_t il_tensor_span(const il_tensor *t) {
   if (t->rows <= 0) return 0;
   return (size_t)(t->rows - 1) * t->stride + il_tensor_row_bytes(t->type, t->cols);

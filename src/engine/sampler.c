@@ -109,9 +109,22 @@ il_status il_logits_check_finite(const float *logits, int32_t n, int32_t pos) {
   return IL_OK;
 }
 
+/* Greedy over the raw logits in the candidates' order (il__cand_cmp): the largest number, the
+ * lowest id among equals, NaN only when all are (then id 0). Skips building the candidate
+ * array: at stories260K's pace (512 logits, 20k tokens/s) that copy and the comparator's NaN
+ * tests were 2% of a token. */
+static int32_t il__argmax(const float *logits, int32_t n) {
+  int32_t best = -1;
+  float bv = 0;
+  for (int32_t i = 0; i < n; i++)
+    if (!isnan(logits[i]) && (best < 0 || logits[i] > bv)) best = i, bv = logits[i];
+  return best < 0 ? 0 : best;
+}
+
 int32_t il_sampler_sample(il_sampler *s, const float *logits) {
   const il_sampler_params *p = &s->p;
   int32_t n = s->n_vocab;
+  if (p->temp <= 0 && p->repeat_penalty == 1.0f) return il__argmax(logits, n);
   for (int32_t i = 0; i < n; i++) s->cand[i] = (il__cand){logits[i], i};
   if (p->repeat_penalty != 1.0f) {
     for (int32_t h = 0; h < s->hist_n; h++) {

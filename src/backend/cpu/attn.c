@@ -24,13 +24,20 @@
  * took 1.28x the time of 64 (K/V read twice as often) and 128 rows 0.86x, at twice the
  * workspace; 32, 64 or 128 keys per tile were within noise of each other. */
 #ifndef IL__KT
-#define IL__KT 64 /* keys per tile and per micro-kernel call (pointer arrays live on the stack) */
+#define IL__KT 64 /* keys per tile: flash's chunks are whole tiles, its key splits too */
 #endif
 #ifndef IL__FLASH_ROWS
 #define IL__FLASH_ROWS 64 /* flash: query rows (tokens x heads of one KV head) per tile */
 #endif
 #define IL__MEMEFF_CHUNK 256
 #define IL__SPLIT_MIN_KEYS 256 /* flash decode: fewest keys worth a split of their own */
+/* flash: scores per thread (floats). A query tile's softmax bookkeeping (max, exp, rescale of
+ * the output rows) runs once per chunk of keys, and a chunk holds as many 64-key tiles as fit
+ * in this many scores: one tile for a 64-row prompt tile (16 KiB, as before), 2048 keys for a
+ * decode step of 2 rows (stories260K). With one tile per chunk, a decode step of head size 8
+ * spent more on that bookkeeping (short latency-bound exp and max calls, a libm expf per row
+ * and tile) than on its dot products. */
+#define IL__FLASH_SCORES 4096
 
 /* ---- scalar micro-kernels: the reference ---- */
 
@@ -45,26 +52,28 @@ static inline float il__kv_at(const void *row, il_dtype t, int64_t d) {
   return ((const float *)row)[d];
 }
 
-static void il__qk_scalar(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
-                          il_dtype kt, float scale) {
+static void il__qk_scalar(float *s, size_t lds, const float *const *q, int m, const void *k, size_t ks, int n,
+                          int64_t hd, il_dtype kt, float scale) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
+      const char *kj = (const char *)k + (size_t)j * ks;
       float acc = 0;
-      for (int64_t d = 0; d < hd; d++) acc += q[i][d] * il__kv_at(k[j], kt, d);
+      for (int64_t d = 0; d < hd; d++) acc += q[i][d] * il__kv_at(kj, kt, d);
       s[(size_t)i * lds + j] = acc * scale;
     }
 }
 
-static void il__pv_scalar(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
-                          il_dtype vt) {
+static void il__pv_scalar(float *const *o, const float *p, size_t ldp, int m, const void *v, size_t vs, int n,
+                          int64_t hd, il_dtype vt) {
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       const float w = p[(size_t)i * ldp + j];
+      const char *vj = (const char *)v + (size_t)j * vs;
       float *oi = o[i];
       if (vt == IL_DTYPE_F32)
-        for (int64_t d = 0; d < hd; d++) oi[d] += w * ((const float *)v[j])[d];
+        for (int64_t d = 0; d < hd; d++) oi[d] += w * ((const float *)vj)[d];
       else
-        for (int64_t d = 0; d < hd; d++) oi[d] += w * il__kv_at(v[j], vt, d);
+        for (int64_t d = 0; d < hd; d++) oi[d] += w * il__kv_at(vj, vt, d);
     }
 }
 
@@ -178,27 +187,36 @@ static il_status il__validate(const char *kname, const il_cpu_attn_args *a) {
   return IL_OK;
 }
 
-/* Row pointers of K and/or V (either may be NULL) of KV head kh for positions p0..p0+n-1 of
- * sequence s. One division per call, not per row, and one block-table read per run of rows
- * within a block, the rest pointer increments: in decode this runs once per 64 keys against
- * only a few thousand FMAs (with head size 8 it had been most of the flash worker's time, the
- * bases reloaded per row since the stores could alias them). */
-static void il__kv_rows(const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh, const void **k,
-                        const void **v) {
-  const int32_t *row = a->block_table + (int64_t)s * a->max_blocks;
-  const size_t hoff = il_dtype_row_size(a->kv_type, kh * a->head_dim), stride = a->kv_row_stride;
-  const char *kb = a->k, *vb = a->v;
-  const int32_t block = a->block;
-  int32_t bi = p0 / block, off = p0 % block;
-  for (int j = 0; j < n; bi++, off = 0) { /* a run of rows in block bi; row[bi] exists as j < n */
-    const int run = block - off < n - j ? block - off : n - j;
-    const size_t at = ((size_t)row[bi] * (size_t)block + (size_t)off) * stride + hoff;
-    if (k && v)
-      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride, v[j + i] = vb + at + (size_t)i * stride;
-    else if (k)
-      for (int i = 0; i < run; i++) k[j + i] = kb + at + (size_t)i * stride;
-    else if (v)
-      for (int i = 0; i < run; i++) v[j + i] = vb + at + (size_t)i * stride;
+/* The cells at base (a->k or a->v) of KV head kh from position p of sequence s on, as far as
+ * they are consecutive (to the end of p's block) and at most n: returns how many, *row the
+ * first. One division per run; the micro-kernels then step by kv_row_stride (a contiguous
+ * cache is one block per sequence, so any range is one run). */
+static int il__kv_run(const il_cpu_attn_args *a, const void *base, int32_t s, int32_t p, int n, int64_t kh,
+                      const void **row) {
+  const int32_t bi = p / a->block, off = p % a->block;
+  const size_t cell = (size_t)a->block_table[(int64_t)s * a->max_blocks + bi] * (size_t)a->block + (size_t)off;
+  *row = (const char *)base + cell * a->kv_row_stride + il_dtype_row_size(a->kv_type, kh * a->head_dim);
+  return a->block - off < n ? a->block - off : n;
+}
+
+/* Scores of m query rows against positions p0..p0+n-1 into S (row stride lds), run by run. */
+static void il__qk_span(const il__attn_isa *isa, const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh,
+                        float *S, size_t lds, const float *const *q, int m) {
+  for (int j = 0; j < n;) {
+    const void *k;
+    const int run = il__kv_run(a, a->k, s, p0 + j, n - j, kh, &k);
+    isa->qk(S + j, lds, q, m, k, a->kv_row_stride, run, a->head_dim, a->kv_type, a->scale);
+    j += run;
+  }
+}
+
+/* o[i] += P[i] V over positions p0..p0+n-1 (P row stride ldp), run by run. */
+static void il__pv_span(const il__attn_isa *isa, const il_cpu_attn_args *a, int32_t s, int32_t p0, int n, int64_t kh,
+                        float *const *o, const float *P, size_t ldp, int m) {
+  for (int j = 0; j < n;) {
+    const void *v;
+    const int run = il__kv_run(a, a->v, s, p0 + j, n - j, kh, &v);
+    isa->pv(o, P + j, ldp, m, v, a->kv_row_stride, run, a->head_dim, a->kv_type);
     j += run;
   }
 }
@@ -307,7 +325,6 @@ static void il__matrix_worker(void *p, int ith, int nth) {
   const il__attn_isa *isa = j->isa;
   const int64_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads, qs = a->n_heads * hd;
   float *S = (float *)(j->scratch + (size_t)ith * j->per_thread);
-  const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
     const il__tile tl = j->tiles[it / a->n_heads];
     const int64_t h = it % a->n_heads, kh = h / G, tk = (int64_t)tl.maxpos + 1;
@@ -315,12 +332,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
     /* scores: S[i][0..pos_i] for every row of the tile */
     for (int32_t i = 0; i < tl.nt; i++) {
       const float *q = a->q + (tl.t0 + i) * qs + h * hd;
-      const int32_t n = a->pos[tl.t0 + i] + 1;
-      for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
-        const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        il__kv_rows(a, s, k0, nk, kh, kp, NULL);
-        isa->qk(S + (size_t)i * tk + k0, 0, &q, 1, kp, nk, hd, a->kv_type, a->scale);
-      }
+      il__qk_span(isa, a, s, 0, a->pos[tl.t0 + i] + 1, kh, S + (size_t)i * tk, 0, &q, 1);
     }
     /* softmax of each row */
     for (int32_t i = 0; i < tl.nt; i++) {
@@ -334,11 +346,7 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       float *o = a->out + (tl.t0 + i) * qs + h * hd;
       const int32_t n = a->pos[tl.t0 + i] + 1;
       memset(o, 0, (size_t)hd * sizeof(float));
-      for (int32_t k0 = 0; k0 < n; k0 += IL__KT) {
-        const int nk = n - k0 < IL__KT ? n - k0 : IL__KT;
-        il__kv_rows(a, s, k0, nk, kh, NULL, vp);
-        isa->pv(&o, S + (size_t)i * tk + k0, 0, 1, vp, nk, hd, a->kv_type);
-      }
+      il__pv_span(isa, a, s, 0, n, kh, &o, S + (size_t)i * tk, 0, 1);
     }
   }
 }
@@ -395,7 +403,6 @@ static void il__memeff_worker(void *p, int ith, int nth) {
   const il__attn_isa *isa = j->isa;
   const int64_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads, qs = a->n_heads * hd;
   float *S = (float *)(j->scratch + (size_t)ith * j->per_thread);
-  const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
     /* items ordered token-major so the highest index is the last (usually longest) token */
     const int64_t t = it / a->n_heads, h = it % a->n_heads, kh = h / G;
@@ -406,22 +413,14 @@ static void il__memeff_worker(void *p, int ith, int nth) {
     memset(o, 0, (size_t)hd * sizeof(float));
     for (int32_t c0 = 0; c0 < n; c0 += IL__MEMEFF_CHUNK) {
       const int32_t nc = n - c0 < IL__MEMEFF_CHUNK ? n - c0 : IL__MEMEFF_CHUNK;
-      for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
-        const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, s, c0 + k0, nk, kh, kp, NULL);
-        isa->qk(S + k0, 0, &q, 1, kp, nk, hd, a->kv_type, a->scale);
-      }
+      il__qk_span(isa, a, s, c0, nc, kh, S, 0, &q, 1);
       const float mx = isa->max(S, nc), mn = mx > m ? mx : m;
       const float alpha = m == -INFINITY ? 0.0f : expf(m - mn);
       l = l * alpha + isa->exp_sum(S, nc, mn);
       if (alpha != 1.0f)
         for (int64_t d = 0; d < hd; d++) o[d] *= alpha;
       m = mn;
-      for (int32_t k0 = 0; k0 < nc; k0 += IL__KT) {
-        const int nk = nc - k0 < IL__KT ? nc - k0 : IL__KT;
-        il__kv_rows(a, s, c0 + k0, nk, kh, NULL, vp);
-        isa->pv(&o, S + k0, 0, 1, vp, nk, hd, a->kv_type);
-      }
+      il__pv_span(isa, a, s, c0, nc, kh, &o, S, 0, 1);
     }
     const float inv = 1.0f / l;
     for (int64_t d = 0; d < hd; d++) o[d] *= inv;
@@ -456,6 +455,13 @@ static int64_t il__flash_tok(const il_cpu_attn_args *a) {
   return G >= IL__FLASH_ROWS ? 1 : IL__FLASH_ROWS / G;
 }
 
+/* Keys per chunk for query tiles of m rows: whole 64-key tiles, m x chunk <= IL__FLASH_SCORES
+ * (at least one tile). */
+static int64_t il__flash_chunk(int64_t m) {
+  const int64_t tiles = m > 0 ? IL__FLASH_SCORES / (m * IL__KT) : 1;
+  return (tiles > 1 ? tiles : 1) * IL__KT;
+}
+
 static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layout *L) {
   if (!il__sizable(a)) return 0;
   if (nth < 1) nth = 1;
@@ -472,10 +478,10 @@ static size_t il__flash_plan(const il_cpu_attn_args *a, int nth, il__flash_layou
     if (L->n_split < 1) L->n_split = 1;
   }
   L->tiles_bytes = il__a64((size_t)L->tl.n_tiles * sizeof(il__tile));
-  /* S [m x KT], m and l [m], q and output row pointers [m], row positions [m]; the output
+  /* S [m x chunk], m and l [m], q and output row pointers [m], row positions [m]; the output
    * rows themselves accumulate in out (or in the split partials) */
   const size_t m = (size_t)L->m_max;
-  L->per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
+  L->per_thread = il__a64(m * (size_t)il__flash_chunk(L->m_max) * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
                   il__a64(2 * m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
   L->partial_bytes = L->n_split > 1 ? il__a64((size_t)(base * L->n_split) * m * (size_t)(hd + 2) * sizeof(float)) : 0;
   return 64 + L->tiles_bytes + (size_t)nth * L->per_thread + L->partial_bytes;
@@ -492,7 +498,10 @@ size_t il_cpu_attn_flash_bound(const il_cpu_attn_args *a, int nth) {
   /* every token its own tile (most tiles), the largest tile, and the most key splits: a split
    * happens only when tiles x KV heads < 2 x threads, and then at most 2 x threads items exist */
   const size_t tiles = il__a64((size_t)a->n_tok * sizeof(il__tile));
-  const size_t per_thread = il__a64(m * IL__KT * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
+  /* a tile of fewer rows takes longer chunks, but never more than IL__FLASH_SCORES scores
+   * unless one 64-key tile of its rows is already more */
+  const size_t scores = m * IL__KT > IL__FLASH_SCORES ? m * IL__KT : IL__FLASH_SCORES;
+  const size_t per_thread = il__a64(scores * sizeof(float)) + il__a64(2 * m * sizeof(float)) +
                             il__a64(2 * m * sizeof(float *)) + il__a64(m * sizeof(int32_t));
   const size_t items = (size_t)(4 * nth + 2 * a->n_kv_heads);
   const size_t partial = il__a64(items * m * (size_t)(hd + 2) * sizeof(float));
@@ -521,16 +530,16 @@ static void il__flash_worker(void *p, int ith, int nth) {
   const il_cpu_attn_args *a = j->a;
   const il__attn_isa *isa = j->isa;
   const int64_t hd = a->head_dim, G = a->n_heads / a->n_kv_heads, qs = a->n_heads * hd, mm = j->m_max;
+  const int64_t C = il__flash_chunk(mm); /* keys per chunk, the row stride of S */
   char *sc = j->scratch + (size_t)ith * j->per_thread;
   float *S = (float *)sc;
-  sc += il__a64((size_t)mm * IL__KT * sizeof(float));
+  sc += il__a64((size_t)mm * (size_t)C * sizeof(float));
   float *M = (float *)sc, *L = M + mm;
   sc += il__a64(2 * (size_t)mm * sizeof(float));
   const float **qrow = (const float **)sc;
   float **orow = (float **)(sc + (size_t)mm * sizeof(float *)); /* after qrow */
   sc += il__a64(2 * (size_t)mm * sizeof(float *));
   int32_t *rpos = (int32_t *)sc;
-  const void *kp[IL__KT], *vp[IL__KT];
   for (int64_t it; (it = il__take(j)) >= 0;) {
     const int64_t sp = it % j->n_split, th = it / j->n_split, kh = th % a->n_kv_heads;
     const il__tile tl = j->tiles[th / a->n_kv_heads];
@@ -546,19 +555,19 @@ static void il__flash_worker(void *p, int ith, int nth) {
       M[r] = -INFINITY;
       L[r] = 0;
     }
-    /* this split's key tiles */
+    /* this split's keys [kb0, kb1), in chunks of C: the scores of a chunk's 64-key tiles, then
+     * the online softmax once per row and chunk, then the chunk's P V */
     const int64_t nkt = ((int64_t)tl.maxpos + IL__KT) / IL__KT, per = (nkt + j->n_split - 1) / j->n_split;
     const int64_t kt0 = sp * per, kt1 = kt0 + per < nkt ? kt0 + per : nkt;
-    for (int64_t kt = kt0; kt < kt1; kt++) {
-      const int32_t k0 = (int32_t)(kt * IL__KT);
-      const int n = tl.maxpos + 1 - k0 < IL__KT ? tl.maxpos + 1 - k0 : IL__KT;
-      il__kv_rows(a, s, k0, n, kh, kp, vp);
-      isa->qk(S, IL__KT, qrow, m, kp, n, hd, a->kv_type, a->scale);
-      /* causal mask and online softmax, row by row: keys k0..k0+nv-1 are visible to row r */
+    const int32_t kb0 = (int32_t)(kt0 * IL__KT), kb1 = kt1 * IL__KT < tl.maxpos + 1 ? (int32_t)(kt1 * IL__KT) : tl.maxpos + 1;
+    for (int32_t c0 = kb0; c0 < kb1; c0 += (int32_t)C) {
+      const int nc = kb1 - c0 < C ? kb1 - c0 : (int)C;
+      il__qk_span(isa, a, s, c0, nc, kh, S, (size_t)C, qrow, m);
+      /* causal mask and online softmax, row by row: keys c0..c0+nv-1 are visible to row r */
       for (int r = 0; r < m; r++) {
-        float *sr = S + (size_t)r * IL__KT;
-        int nv = rpos[r] - k0 + 1;
-        nv = nv < 0 ? 0 : nv > n ? n : nv;
+        float *sr = S + (size_t)r * (size_t)C;
+        int nv = rpos[r] - c0 + 1;
+        nv = nv < 0 ? 0 : nv > nc ? nc : nv;
         if (nv > 0) {
           const float mx = isa->max(sr, nv), mn = mx > M[r] ? mx : M[r];
           const float alpha = M[r] == -INFINITY ? 0.0f : expf(M[r] - mn);
@@ -567,9 +576,9 @@ static void il__flash_worker(void *p, int ith, int nth) {
             for (int64_t d = 0; d < hd; d++) orow[r][d] *= alpha;
           M[r] = mn;
         }
-        for (int k = nv; k < n; k++) sr[k] = 0;
+        for (int k = nv; k < nc; k++) sr[k] = 0;
       }
-      isa->pv(orow, S, IL__KT, m, vp, n, hd, a->kv_type);
+      il__pv_span(isa, a, s, c0, nc, kh, orow, S, (size_t)C, m);
     }
     for (int r = 0; r < m; r++) {
       if (part) {

@@ -93,12 +93,15 @@ size_t il_cpu_attn_flash_bound(const il_cpu_attn_args *a, int n_threads);
 
 /* ---- internal: the per-ISA micro-kernels (attn.c, attn_avx2.c, attn_avx512.c) ---- */
 
-/* s[i*lds + j] = scale * (q[i] . k[j]) for i < m, j < n; q[i] are float rows, k[j] rows of
- * kt (F32 or F16), all head_dim long. */
-typedef void (*il__attn_qk_fn)(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n,
+/* s[i*lds + j] = scale * (q[i] . k_j) for i < m, j < n; q[i] are float rows, k_j = k + j*ks
+ * bytes rows of kt, all head_dim long. The keys are a run of cells at one stride (the drivers
+ * cut a paged cache's positions into runs within a block): a base and a stride, not a pointer
+ * per key, which with head size 8 cost as much to fill and read as the keys themselves. */
+typedef void (*il__attn_qk_fn)(float *s, size_t lds, const float *const *q, int m, const void *k, size_t ks, int n,
                                int64_t hd, il_dtype kt, float scale);
-/* o[i][d] += sum_j p[i*ldp + j] * v[j][d] for i < m, j < n, d < hd (o: m row pointers). */
-typedef void (*il__attn_pv_fn)(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n,
+/* o[i][d] += sum_j p[i*ldp + j] * v_j[d] for i < m, j < n, d < hd (o: m row pointers; v_j =
+ * v + j*vs bytes). */
+typedef void (*il__attn_pv_fn)(float *const *o, const float *p, size_t ldp, int m, const void *v, size_t vs, int n,
                                int64_t hd, il_dtype vt);
 /* s[j] = exp(s[j] - mx) for j < n; returns their sum. */
 typedef float (*il__attn_expsum_fn)(float *s, int n, float mx);

@@ -58,11 +58,11 @@ IL__INLINE __m512 il__hsum16(const __m512 *v) {
 }
 
 /* R rows x 4 keys (nk valid, the others duplicate the last key and are not stored). */
-IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const int R, const void *const *k, int nk,
-                             int64_t hd, int f16, float scale) {
+IL__INLINE void il__qk_block(float *s, size_t lds, const float *const *q, const int R, const char *k, size_t ks,
+                             int nk, int64_t hd, int f16, float scale) {
   const void *kp[4];
   #pragma GCC unroll 16
-  for (int c = 0; c < 4; c++) kp[c] = k[c < nk ? c : nk - 1];
+  for (int c = 0; c < 4; c++) kp[c] = k + (size_t)(c < nk ? c : nk - 1) * ks;
   __m512 acc[16];
   #pragma GCC unroll 16
   for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
@@ -109,14 +109,14 @@ IL__INLINE __m256 il__ld8(const void *a, int f16) {
  * vector 4 + i keys 8 + i and 12 + i; the reduction then leaves key c's dot product in lane c
  * (levels 1-2 sum within 128-bit blocks, 4 vectors to the lanes of a block; level 3 adds the
  * two blocks of each key). Missing keys of the last step repeat the last one, unstored. */
-IL__INLINE void il__qk8(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int f16,
-                    float scale) {
+IL__INLINE void il__qk8(float *s, size_t lds, const float *const *q, int m, const char *k, size_t ks, int n, int f16,
+                        float scale) {
   const __m512 vs = _mm512_set1_ps(scale);
   for (int j0 = 0; j0 < n; j0 += 16) {
     const int nk = n - j0 < 16 ? n - j0 : 16;
     const void *kp[16];
     #pragma GCC unroll 16
-    for (int c = 0; c < 16; c++) kp[c] = k[j0 + (c < nk ? c : nk - 1)];
+    for (int c = 0; c < 16; c++) kp[c] = k + (size_t)(j0 + (c < nk ? c : nk - 1)) * ks;
     __m512 kv[8];
     #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
@@ -143,8 +143,8 @@ IL__INLINE void il__qk8(float *s, size_t lds, const float *const *q, int m, cons
 
 /* o[r] += p[r] V for R rows, 4 keys per step: keys j, j+1 in one vector times p[j] and p[j+1]
  * spread over its halves, keys j+2, j+3 on a second accumulator (two FMA chains per row). */
-IL__INLINE void il__pv8_block(float *const *o, const float *p, size_t ldp, const int R, const void *const *v, int n,
-                              int f16) {
+IL__INLINE void il__pv8_block(float *const *o, const float *p, size_t ldp, const int R, const char *v, size_t vs,
+                              int n, int f16) {
   const __m512i lo = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i hi = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
   __m512 acc[4][2];
@@ -152,7 +152,8 @@ IL__INLINE void il__pv8_block(float *const *o, const float *p, size_t ldp, const
   for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   int j = 0;
   for (; j + 4 <= n; j += 4) {
-    const __m512 v01 = il__ld8x2(v[j], v[j + 1], f16), v23 = il__ld8x2(v[j + 2], v[j + 3], f16);
+    const char *vj = v + (size_t)j * vs;
+    const __m512 v01 = il__ld8x2(vj, vj + vs, f16), v23 = il__ld8x2(vj + 2 * vs, vj + 3 * vs, f16);
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
       const __m512 p4 = _mm512_castps128_ps512(_mm_loadu_ps(p + (size_t)r * ldp + j));
@@ -167,7 +168,7 @@ IL__INLINE void il__pv8_block(float *const *o, const float *p, size_t ldp, const
     o8[r] = _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
   }
   for (; j < n; j++) {
-    const __m256 vv = il__ld8(v[j], f16);
+    const __m256 vv = il__ld8(v + (size_t)j * vs, f16);
     #pragma GCC unroll 4
     for (int r = 0; r < R; r++) o8[r] = _mm256_fmadd_ps(_mm256_set1_ps(p[(size_t)r * ldp + j]), vv, o8[r]);
   }
@@ -175,43 +176,45 @@ IL__INLINE void il__pv8_block(float *const *o, const float *p, size_t ldp, const
   for (int r = 0; r < R; r++) _mm256_storeu_ps(o[r], _mm256_add_ps(_mm256_loadu_ps(o[r]), o8[r]));
 }
 
-IL__INLINE void il__pv8(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int f16) {
+IL__INLINE void il__pv8(float *const *o, const float *p, size_t ldp, int m, const char *v, size_t vs, int n, int f16) {
   int i0 = 0;
-  for (; i0 + 4 <= m; i0 += 4) il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 4, v, n, f16);
+  for (; i0 + 4 <= m; i0 += 4) il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 4, v, vs, n, f16);
   switch (m - i0) {
-  case 3: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 3, v, n, f16); break;
-  case 2: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 2, v, n, f16); break;
-  case 1: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 1, v, n, f16); break;
+  case 3: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 3, v, vs, n, f16); break;
+  case 2: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 2, v, vs, n, f16); break;
+  case 1: il__pv8_block(o + i0, p + (size_t)i0 * ldp, ldp, 1, v, vs, n, f16); break;
   default: break;
   }
 }
 
 /* ---- any head size ---- */
 
-static void il__qk(float *s, size_t lds, const float *const *q, int m, const void *const *k, int n, int64_t hd,
+static void il__qk(float *s, size_t lds, const float *const *q, int m, const void *kv, size_t ks, int n, int64_t hd,
                    il_dtype kt, float scale) {
   const int f16 = kt == IL_DTYPE_F16 ? 1 : kt == IL_DTYPE_BF16 ? 2 : kt == IL_DTYPE_Q8_0 ? 3 : 0;
+  const char *k = kv;
   if (hd == 8 && f16 != 3) {
-    if (f16 == 1) il__qk8(s, lds, q, m, k, n, 1, scale);
-    else if (f16 == 2) il__qk8(s, lds, q, m, k, n, 2, scale);
-    else il__qk8(s, lds, q, m, k, n, 0, scale);
+    if (f16 == 1) il__qk8(s, lds, q, m, k, ks, n, 1, scale);
+    else if (f16 == 2) il__qk8(s, lds, q, m, k, ks, n, 2, scale);
+    else il__qk8(s, lds, q, m, k, ks, n, 0, scale);
     return;
   }
   for (int j0 = 0; j0 < n; j0 += 4) {
     const int nk = n - j0 < 4 ? n - j0 : 4;
+    const char *kj = k + (size_t)j0 * ks;
     int i0 = 0;
-    for (; i0 + 4 <= m; i0 += 4) il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 4, k + j0, nk, hd, f16, scale);
+    for (; i0 + 4 <= m; i0 += 4) il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 4, kj, ks, nk, hd, f16, scale);
     switch (m - i0) {
-    case 3: il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 3, k + j0, nk, hd, f16, scale); break;
-    case 2: il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 2, k + j0, nk, hd, f16, scale); break;
-    case 1: il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 1, k + j0, nk, hd, f16, scale); break;
+    case 3: il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 3, kj, ks, nk, hd, f16, scale); break;
+    case 2: il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 2, kj, ks, nk, hd, f16, scale); break;
+    case 1: il__qk_block(s + (size_t)i0 * lds + j0, lds, q + i0, 1, kj, ks, nk, hd, f16, scale); break;
     default: break;
     }
   }
 }
 
 /* R rows x NC chunks of 16 output floats starting at d0 (the last chunk masked by mlast). */
-IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const int R, const void *const *v,
+IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const int R, const char *v, size_t vs,
                              int n, int64_t d0, const int NC, __mmask16 mlast, int f16) {
   __m512 acc[4][4];
   #pragma GCC unroll 16
@@ -222,7 +225,7 @@ IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const 
   for (int j = 0; j < n; j++) {
     __m512 vv[4];
     #pragma GCC unroll 16
-    for (int c = 0; c < NC; c++) vv[c] = il__ld(v[j], d0 + 16 * c, c == NC - 1 ? mlast : 0xffff, f16);
+    for (int c = 0; c < NC; c++) vv[c] = il__ld(v + (size_t)j * vs, d0 + 16 * c, c == NC - 1 ? mlast : 0xffff, f16);
     #pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
       const __m512 pr = _mm512_set1_ps(p[(size_t)r * ldp + j]);
@@ -239,19 +242,20 @@ IL__INLINE void il__pv_block(float *const *o, const float *p, size_t ldp, const 
 
 #define IL__PV_NC(R)                                                                                                   \
   switch (nc) {                                                                                                        \
-  case 4: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 4, ml, f16); break;          \
-  case 3: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 3, ml, f16); break;          \
-  case 2: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 2, ml, f16); break;          \
-  default: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, n, d0, 1, ml, f16); break;         \
+  case 4: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, vs, n, d0, 4, ml, f16); break;      \
+  case 3: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, vs, n, d0, 3, ml, f16); break;      \
+  case 2: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, vs, n, d0, 2, ml, f16); break;      \
+  default: il__pv_block(o + i0, p + (size_t)i0 * ldp, ldp, R, v, vs, n, d0, 1, ml, f16); break;     \
   }
 
-static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *const *v, int n, int64_t hd,
+static void il__pv(float *const *o, const float *p, size_t ldp, int m, const void *vv, size_t vs, int n, int64_t hd,
                    il_dtype vt) {
   const int f16 = vt == IL_DTYPE_F16 ? 1 : vt == IL_DTYPE_BF16 ? 2 : vt == IL_DTYPE_Q8_0 ? 3 : 0;
+  const char *v = vv;
   if (hd == 8 && f16 != 3) {
-    if (f16 == 1) il__pv8(o, p, ldp, m, v, n, 1);
-    else if (f16 == 2) il__pv8(o, p, ldp, m, v, n, 2);
-    else il__pv8(o, p, ldp, m, v, n, 0);
+    if (f16 == 1) il__pv8(o, p, ldp, m, v, vs, n, 1);
+    else if (f16 == 2) il__pv8(o, p, ldp, m, v, vs, n, 2);
+    else il__pv8(o, p, ldp, m, v, vs, n, 0);
     return;
   }
   for (int i0 = 0; i0 < m; i0 += 4) {

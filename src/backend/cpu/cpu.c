@@ -300,16 +300,27 @@ typedef struct {
   size_t xs;
   const int32_t *pos;
   il_rope_params p;
+  int32_t cpos;          /* rows at this position take cs, sn (NULL: none) */
+  const float *cs, *sn;
 } il__rope_ctx;
+
+/* cos and sin of pair i/2's angle at position pos (scaled); double precision for the angle so
+ * long contexts do not drift */
+static void il__rope_angle(float pos, int64_t i, const il_rope_params *p, float *cs, float *sn) {
+  const double theta = (double)pos * pow((double)p->base, -(double)i / (double)p->n_rot);
+  *cs = (float)cos(theta);
+  *sn = (float)sin(theta);
+}
 
 static void il__rope_row(void *p, int64_t t) {
   il__rope_ctx *c = p;
-  float pos = (float)c->pos[t] / c->p.scale;
+  const bool cached = c->cs && c->pos[t] == c->cpos;
+  const float pos = (float)c->pos[t] / c->p.scale;
   float *row = (float *)(c->x + (size_t)t * c->xs);
   for (int64_t i = 0; i < c->p.n_rot; i += 2) {
-    /* double precision for the angle so long contexts do not drift */
-    double theta = (double)pos * pow((double)c->p.base, -(double)i / (double)c->p.n_rot);
-    float cs = (float)cos(theta), sn = (float)sin(theta);
+    float cs, sn;
+    if (cached) cs = c->cs[i / 2], sn = c->sn[i / 2];
+    else il__rope_angle(pos, i, &c->p, &cs, &sn);
     for (int64_t h = 0; h < c->p.n_heads; h++) {
       float *v = row + h * c->p.head_dim;
       int64_t a = c->p.mode == IL_ROPE_NEOX ? i / 2 : i;
@@ -323,9 +334,22 @@ static void il__rope_row(void *p, int64_t t) {
 
 static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
   IL_TRY(il__rope_check(&x, &pos, p));
-  il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p};
+  il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p, 0, NULL, NULL};
   if (!(ctx.p.scale > 0)) ctx.p.scale = 1.0f;
-  il__for_rows(il__c(b), x.rows, x.cols, il__rope_row, &ctx);
+  /* the first row's position from the cache (filled when it was another position or rope) */
+  il__cpu *c = il__c(b);
+  const int64_t pairs = ctx.p.n_rot / 2;
+  if (x.rows > 0 && pairs > 0 && pairs <= (int64_t)(sizeof c->rope.cs / sizeof c->rope.cs[0])) {
+    ctx.cpos = ctx.pos[0];
+    if (c->rope.pairs != pairs || c->rope.pos != ctx.cpos || c->rope.base != ctx.p.base ||
+        c->rope.scale != ctx.p.scale) {
+      const float fp = (float)ctx.cpos / ctx.p.scale;
+      for (int64_t i = 0; i < pairs; i++) il__rope_angle(fp, 2 * i, &ctx.p, &c->rope.cs[i], &c->rope.sn[i]);
+      c->rope.pos = ctx.cpos, c->rope.pairs = (int32_t)pairs, c->rope.base = ctx.p.base, c->rope.scale = ctx.p.scale;
+    }
+    ctx.cs = c->rope.cs, ctx.sn = c->rope.sn;
+  }
+  il__for_rows(c, x.rows, x.cols, il__rope_row, &ctx);
   return IL_OK;
 }
 

@@ -37,6 +37,14 @@ typedef struct {
   void *work;                 /* matmul activation workspace (host scratch) */
   size_t work_size;
   char name[64];
+  /* rope: cos and sin of one position's angles, the last one rotated (a decode step rotates
+   * q and k of every layer at one position: stories260K spent 3% of a token in pow, sin and
+   * cos); valid when pairs > 0, for that position, base, scale and n_rot */
+  struct {
+    int32_t pos, pairs;
+    float base, scale;
+    float cs[64], sn[64];
+  } rope;
 } il__cpu;
 
 /* Options of a CPU kernel set. */

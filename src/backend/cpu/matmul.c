@@ -229,23 +229,50 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
                     il_cpu_matmul_work_size(wtype, n_in, n_tok, nth));
 
-  static_assert(sizeof(il__region) == 64, "one region per cache line");
-  il__mm_task task = {
-      .rows = k->rows[wtype] ? k->rows[wtype] : il__matmul_scalar.rows[wtype],
-      .pool = nth > 1 ? pool : NULL,
-      .n_slices = 1,
-  };
+  il__mm_rows_fn rows = k->rows[wtype] ? k->rows[wtype] : il__matmul_scalar.rows[wtype];
+  il__mm_quant_fn quant = NULL;
   il__mm_args shared = {.type = wtype, .n_in = n_in, .n_tok = n_tok, .x = x};
+  int64_t n_units = 0;
   if (ti->quantized) {
-    task.quant = k->quant[wtype] ? k->quant[wtype] : il__matmul_scalar.quant[wtype];
+    quant = k->quant[wtype] ? k->quant[wtype] : il__matmul_scalar.quant[wtype];
     shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     shared.act_stride = il__act_stride(wtype, n_in);
-    task.n_units = n_tok * (n_in / il__act_blck(wtype));
+    n_units = n_tok * (n_in / il__act_blck(wtype));
   }
   /* The GEMM's panels follow the activations in the workspace; F16/BF16 weights need a
    * workspace only for the GEMM, and without one (work NULL) run the tile kernels. */
-  task.panel_bytes = work ? il__mm_panel_bytes(wtype, n_in, n_tok) : 0;
-  if (task.panel_bytes && k->gemm[wtype]) {
+  const size_t panel_bytes = work ? il__mm_panel_bytes(wtype, n_in, n_tok) : 0;
+  const bool gemm = panel_bytes && k->gemm[wtype];
+  /* A small matmul without the GEMM: each matrix in one kernel call, without the chunk list and
+   * its claims (a small model's matrices are a few dozen rows, and claiming a chunk of 8 of them
+   * cost as much as computing it: 7% of stories260K's instructions), and without building the
+   * task, whose 4 KiB of zeroed regions were 1.5% of a stories260K token. Large ones on one
+   * thread keep the chunked path and its early prefetch of the first rows. */
+  if (tiny_op && !gemm) {
+    if (quant) quant(&shared, 0, n_units);
+    for (int i = 0; i < n_parts; i++) {
+      if (parts[i].n_out == 0) continue;
+      il__mm_args a = shared;
+      a.w = parts[i].w;
+      a.w_stride = parts[i].w_stride;
+      a.n_out = parts[i].n_out;
+      a.y = parts[i].y;
+      a.ldy = parts[i].ldy;
+      rows(&a, 0, a.n_out);
+    }
+    return IL_OK;
+  }
+
+  static_assert(sizeof(il__region) == 64, "one region per cache line");
+  il__mm_task task = {
+      .rows = rows,
+      .quant = quant,
+      .n_units = n_units,
+      .pool = nth > 1 ? pool : NULL,
+      .n_slices = 1,
+      .panel_bytes = panel_bytes,
+  };
+  if (gemm) {
     task.gemm = k->gemm[wtype];
     uint8_t *base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     task.panels = base + (size_t)n_tok * il__mm_act_stride(wtype, n_in);
@@ -258,24 +285,6 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     if (ns < 1) ns = 1;
     task.slice_tok = (n_tok + ns - 1) / ns;
     task.n_slices = (n_tok + task.slice_tok - 1) / task.slice_tok;
-  }
-  /* A small matmul without the GEMM: each matrix in one kernel call, without the chunk list and
-   * its claims (a small model's matrices are a few dozen rows, and claiming a chunk of 8 of them
-   * cost as much as computing it: 7% of stories260K's instructions). Large ones on one thread
-   * keep the chunked path and its early prefetch of the first rows. */
-  if (tiny_op && !task.gemm) {
-    if (task.quant) task.quant(&shared, 0, task.n_units);
-    for (int i = 0; i < n_parts; i++) {
-      if (parts[i].n_out == 0) continue;
-      il__mm_args a = shared;
-      a.w = parts[i].w;
-      a.w_stride = parts[i].w_stride;
-      a.n_out = parts[i].n_out;
-      a.y = parts[i].y;
-      a.ldy = parts[i].ldy;
-      task.rows(&a, 0, a.n_out);
-    }
-    return IL_OK;
   }
   /* Chunk size: about 32 KiB of weights for generation, at least 8 chunks per thread when
    * the matrices together are small; 16 rows when a batch of tokens reuses them. Multiples of
