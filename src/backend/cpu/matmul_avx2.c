@@ -214,47 +214,120 @@ IL__GEN_ROWS(il__rows_f32, il__tile_f32, 2)
 IL__GEN_ROWS(il__rows_f16, il__tile_f16, 2)
 IL__GEN_ROWS(il__rows_bf16, il__tile_bf16, 2)
 
+/* ================================================================ Q8_0 / Q4_0 / Q4_1 helpers */
+
+/* vpdpbusd ymm (AVX-VNNI) as in gemm_avx2.c: inline asm, so no compiler flag; only the
+ * AVX-VNNI table (chosen when CPUID reports it) reaches it. */
+IL__INLINE __m256i il__dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
+  __asm__("%{vex%} vpdpbusd %[s], %[u], %[acc]" : [acc] "+x"(acc) : [u] "x"(u), [s] "x"(s));
+  return acc;
+}
+
+/* The f16 scales of two blocks as floats, for the int32 lanes of a two-block sum: `mask`
+ * picks, per 32-bit pair of halves, d1 (bit set) or d0. 0xc: [d0 x4, d1 x4] (Q4: block per
+ * 128-bit lane); 0xa: [d0, d0, d1, d1] twice (Q8_0: il__pair). Two word broadcasts from
+ * memory and a blend: 4 instructions where a scalar load, shift, or, vmovd and vpermps took 7. */
+IL__INLINE __m256 il__d2(const uint8_t *p0, const uint8_t *p1, const int mask) {
+  const __m128i d0 = _mm_set1_epi16((short)il__u16(p0)), d1 = _mm_set1_epi16((short)il__u16(p1));
+  return _mm256_cvtph_ps(_mm_blend_epi32(d0, d1, mask));
+}
+
+/* Two blocks' 8-lane int32 sums folded into one vector, lanes [b0, b0, b1, b1] in each
+ * 128-bit half (matching il__d2(.., 0xa)): 3 cheap shuffles/adds instead of a second
+ * conversion and FMA, and one scale vector per two blocks. */
+IL__INLINE __m256i il__pair(__m256i s0, __m256i s1) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1));
+}
+
 /* ================================================================ Q8_0 */
 
-IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+/* Two blocks per step. AVX2: the sign trick, vpmaddubsw + vpmaddwd per block. AVX-VNNI: w ^
+ * 0x80 = w + 128 against x with one vpdpbusd, seeded with the activation's -128 * sum(x) in
+ * lane 0 (the AVX-512 kernel's scheme; vpmaddubsw would saturate on 255 * 127 pairs). */
+IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool vnni) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK;
   const size_t bs = sizeof(il_block_q8_0);
+  const __m256i flip = _mm256_set1_epi8((char)0x80);
+  const __m256i didx = _mm256_set_epi32(1, 1, 0, 0, 1, 1, 0, 0);
   const int8_t *xq[2];
   const float *dx[2];
+  const int32_t *cx[2];
   for (int j = 0; j < T; j++) {
     const uint8_t *row = a->act + (size_t)(t + j) * a->act_stride;
     xq[j] = (const int8_t *)row;
     dx[j] = (const float *)(row + il__act_d_off(a->n_in));
+    cx[j] = (const int32_t *)(row + il__act_aux_off(a->n_in, IL_QK));
   }
-  for (int64_t b = 0; b < nb; b++) {
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    __m256i x0[2], x1[2], c0[2], c1[2];
+    __m256 dxv[2];
+    for (int j = 0; j < T; j++) {
+      x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK));
+      x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK + IL_QK));
+      dxv[j] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx[j] + b)))), didx);
+      c0[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b]));
+      c1[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b + 1]));
+    }
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
       il__prefetch(p + pf);
+      const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + 2));
+      const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + bs + 2));
+      const __m256 dw = il__d2(p, p + bs, 0xa);
+      for (int j = 0; j < T; j++) {
+        __m256i s0, s1;
+        if (vnni) {
+          s0 = il__dpbusd_vex(c0[j], _mm256_xor_si256(w0, flip), x0[j]);
+          s1 = il__dpbusd_vex(c1[j], _mm256_xor_si256(w1, flip), x1[j]);
+        } else {
+          s0 = il__dot(_mm256_abs_epi8(w0), _mm256_sign_epi8(x0[j], w0));
+          s1 = il__dot(_mm256_abs_epi8(w1), _mm256_sign_epi8(x1[j], w1));
+        }
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il__pair(s0, s1)), _mm256_mul_ps(dw, dxv[j]), acc[i][j]);
+      }
+    }
+  }
+  for (; b < nb; b++) { /* an odd last block */
+    for (int i = 0; i < R; i++) {
+      const uint8_t *p = w[i] + b * bs;
       const __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
-      const __m256i aw = _mm256_abs_epi8(wv);
       const float dwf = il__hf(p);
       for (int j = 0; j < T; j++) {
         const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK));
-        const __m256i ai = il__dot(aw, _mm256_sign_epi8(xv, wv));
+        const __m256i ai = il__dot(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_set1_ps(dwf * dx[j][b]), acc[i][j]);
       }
     }
   }
   il__store(a, r, t, R, T, acc, tail);
 }
-IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0, 2)
+IL__INLINE void il__tile_q8_0_avx2(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q8_0(a, r, t, R, T, false);
+}
+IL__INLINE void il__tile_q8_0_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q8_0(a, r, t, R, T, true);
+}
+IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0_avx2, 2)
+IL__GEN_ROWS(il__rows_q8_0_vnni, il__tile_q8_0_vnni, 2)
 
 /* ================================================================ Q4_0 / Q4_1 */
 
 /* Two blocks at a time: [qs of block b, qs of block b+1] & 0x0F are their first halves, >> 4
- * their second halves, matching 32-byte runs of the Q4 activation order. */
-IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q41) {
+ * their second halves, matching 32-byte runs of the Q4 activation order, so each 128-bit lane
+ * holds one block and one scale vector [d0 x4, d1 x4] serves both. Nibbles stay unsigned
+ * (0..15): Q4_0's -8 is the activation's -8 * sum(x), added in int32 (AVX2) or seeding the
+ * vpdpbusd (AVX-VNNI); Q4_1's m * d_x * sum(x) is one FMA into the same accumulator, with
+ * [m0, 0, 0, 0, m1, 0, 0, 0] products. Per row and two blocks: 18 instructions (AVX2), 15
+ * (AVX-VNNI). */
+IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q41,
+                            const bool vnni) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0), qo = q41 ? 4 : 2;
   const __m256i m0f = _mm256_set1_epi8(0x0F);
-  const __m256i idx2 = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0), idxd = _mm256_set_epi32(2, 2, 2, 2, 0, 0, 0, 0);
+  const __m256i idx2 = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
   const __m256i cidx = _mm256_set_epi32(2, 2, 2, 1, 2, 2, 2, 0); /* lanes 0 and 4, zeros elsewhere */
   const uint8_t *xq[2], *aux[2];
   const float *dx[2];
@@ -265,6 +338,15 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   }
   for (int64_t b = 0; b < ng * 4; b += 2) {
     const size_t xo = (size_t)(b / 4) * 128 + (size_t)(b & 2) * 16; /* first halves; + 64: second */
+    __m256i x0[2], x1[2], cx[2];
+    __m256 dxv[2];
+    for (int j = 0; j < T; j++) {
+      x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo));
+      x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo + 64));
+      dxv[j] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx[j] + b)))), idx2);
+      /* Q4_0: int32 -8 * sum(x); Q4_1: float d_x * sum(x); of blocks b, b+1 in lanes 0 and 4 */
+      cx[j] = _mm256_permutevar8x32_epi32(_mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)(aux[j] + 4 * b))), cidx);
+    }
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
       il__prefetch(p + pf);
@@ -272,30 +354,27 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
                                                 _mm_loadu_si128((const __m128i *)(p + bs + qo)), 1);
       const __m256i lo = _mm256_and_si256(q, m0f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
       __m256 dw, mw = _mm256_setzero_ps();
-      if (q41) {
+      if (q41) { /* [d0, m0] and [d1, m1] broadcast as 32-bit pairs: halves d0 m0 d0 m0 d1 m1 d1 m1 */
         uint32_t u0, u1;
         memcpy(&u0, p, 4);
         memcpy(&u1, p + bs, 4);
-        const __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)u0 | (uint64_t)u1 << 32)));
-        dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), idxd);
-        mw = _mm256_castps128_ps256(_mm_shuffle_ps(dm, dm, 0x0d)); /* [m0, m1, ...] */
+        const __m256 dm = _mm256_cvtph_ps(_mm_blend_epi32(_mm_set1_epi32((int)u0), _mm_set1_epi32((int)u1), 0xc));
+        dw = _mm256_moveldup_ps(dm);
+        mw = _mm256_movehdup_ps(dm);
       } else {
-        const __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(il__u16(p) | il__u16(p + bs) << 16)));
-        dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d2), idx2);
+        dw = il__d2(p, p + bs, 0xc);
       }
       for (int j = 0; j < T; j++) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq[j] + xo));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq[j] + xo + 64));
-        const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
-        __m256i ai = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-        const __m256 dxv = _mm256_permutevar8x32_ps(
-            _mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx[j] + b)))), idx2);
-        const __m128i a2 = _mm_loadl_epi64((const __m128i *)(aux[j] + 4 * b)); /* upper lanes zero */
-        if (q41) {
-          const __m128 ms = _mm_mul_ps(_mm256_castps256_ps128(mw), _mm_castsi128_ps(a2));
-          tail[i][j] += _mm_cvtss_f32(ms) + _mm_cvtss_f32(_mm_movehdup_ps(ms));
-        } else ai = _mm256_add_epi32(ai, _mm256_permutevar8x32_epi32(_mm256_zextsi128_si256(a2), cidx));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_mul_ps(dw, dxv), acc[i][j]);
+        __m256i ai;
+        if (vnni) {
+          ai = il__dpbusd_vex(il__dpbusd_vex(q41 ? _mm256_setzero_si256() : cx[j], lo, x0[j]), hi, x1[j]);
+        } else {
+          const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0[j]), _mm256_maddubs_epi16(hi, x1[j]));
+          ai = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+          if (!q41) ai = _mm256_add_epi32(ai, cx[j]);
+        }
+        if (q41) acc[i][j] = _mm256_fmadd_ps(mw, _mm256_castsi256_ps(cx[j]), acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_mul_ps(dw, dxv[j]), acc[i][j]);
       }
     }
   }
@@ -322,13 +401,21 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   il__store(a, r, t, R, T, acc, tail);
 }
 IL__INLINE void il__tile_q4_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, false);
+  il__tile_q4(a, r, t, R, T, false, false);
 }
 IL__INLINE void il__tile_q4_1(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, true);
+  il__tile_q4(a, r, t, R, T, true, false);
+}
+IL__INLINE void il__tile_q4_0_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q4(a, r, t, R, T, false, true);
+}
+IL__INLINE void il__tile_q4_1_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q4(a, r, t, R, T, true, true);
 }
 IL__GEN_ROWS(il__rows_q4_0, il__tile_q4_0, 2)
 IL__GEN_ROWS(il__rows_q4_1, il__tile_q4_1, 2)
+IL__GEN_ROWS(il__rows_q4_0_vnni, il__tile_q4_0_vnni, 2)
+IL__GEN_ROWS(il__rows_q4_1_vnni, il__tile_q4_1_vnni, 2)
 
 /* ================================================================ K-quants */
 
@@ -453,13 +540,13 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
 }
 IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
 
-/* Two tables that differ only in the batched GEMM: with AVX-VNNI (chosen when CPUID reports
- * it, backend/cpu/isa.c) and without. */
-#define IL__AVX2_TABLE(gemm_q8_0, gemm_q4_0, gemm_q4_1, gemm_q4_k, gemm_q5_k, gemm_q6_k)                                           \
+/* Two tables: with AVX-VNNI (chosen when CPUID reports it, backend/cpu/isa.c) and without.
+ * They differ in the batched GEMM and in the Q8_0/Q4_0/Q4_1 tile kernels (vpdpbusd). */
+#define IL__AVX2_TABLE(v, gemm_q8_0, gemm_q4_0, gemm_q4_1, gemm_q4_k, gemm_q5_k, gemm_q6_k)                                           \
   {                                                                                                 \
     .compiled = true,                                                                               \
     .rows = {[IL_DTYPE_F32] = il__rows_f32, [IL_DTYPE_F16] = il__rows_f16, [IL_DTYPE_BF16] = il__rows_bf16, \
-             [IL_DTYPE_Q8_0] = il__rows_q8_0, [IL_DTYPE_Q4_0] = il__rows_q4_0, [IL_DTYPE_Q4_1] = il__rows_q4_1, \
+             [IL_DTYPE_Q8_0] = il__rows_q8_0##v, [IL_DTYPE_Q4_0] = il__rows_q4_0##v, [IL_DTYPE_Q4_1] = il__rows_q4_1##v, \
              [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
     .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
               [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
@@ -467,10 +554,10 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_Q4_K] = gemm_q4_k, [IL_DTYPE_Q5_K] = gemm_q5_k, [IL_DTYPE_Q6_K] = gemm_q6_k, \
              [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16},             \
   }
-const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
+const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(, il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
                                                    il__gemm_avx2_q5_k, il__gemm_avx2_q6_k);
 const il__kernels il__matmul_avx2_vnni =
-    IL__AVX2_TABLE(il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_1,
+    IL__AVX2_TABLE(_vnni, il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_1,
                    il__gemm_avx2_vnni_q4_k, il__gemm_avx2_vnni_q5_k, il__gemm_avx2_vnni_q6_k);
 
 #else
