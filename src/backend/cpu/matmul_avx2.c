@@ -223,33 +223,50 @@ IL__INLINE __m256i il__dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
   return acc;
 }
 
-/* The f16 scales of two blocks as floats, for the int32 lanes of a two-block sum: `mask`
- * picks, per 32-bit pair of halves, d1 (bit set) or d0. 0xc: [d0 x4, d1 x4] (Q4: block per
- * 128-bit lane); 0xa: [d0, d0, d1, d1] twice (Q8_0: il__pair). Two word broadcasts from
- * memory and a blend: 4 instructions where a scalar load, shift, or, vmovd and vpermps took 7. */
-IL__INLINE __m256 il__d2(const uint8_t *p0, const uint8_t *p1, const int mask) {
-  const __m128i d0 = _mm_set1_epi16((short)il__u16(p0)), d1 = _mm_set1_epi16((short)il__u16(p1));
-  return _mm256_cvtph_ps(_mm_blend_epi32(d0, d1, mask));
+/* The f16 values at p[i] and p[i] + bs (row i's two blocks of this step) of R <= 4 rows, as
+ * 8 floats [r0 b0, r0 b1, r1 b0, r1 b1, ...] (zero past R). Gathered in general-purpose
+ * registers, which these kernels leave idle, and converted once for the tile: the vector
+ * ports are what binds (per row, a vmovd, vcvtph2ps and vpermps took 3 of about 15 vector
+ * ops per two blocks; now one vpermps picks the row's lanes). */
+IL__INLINE __m256 il__h8(const uint8_t *const p[4], size_t bs, const int R) {
+  uint64_t v[2] = {0, 0};
+  for (int i = 0; i < R; i++)
+    v[i >> 1] |= (uint64_t)(il__u16(p[i]) | il__u16(p[i] + bs) << 16) << (32 * (i & 1));
+  return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
+}
+
+/* Two floats at f (blocks b, b+1 of an activation row) repeated: [f0, f1, f0, f1, ...]. */
+IL__INLINE __m256 il__f2x4(const void *f) {
+  return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)f))));
 }
 
 /* Two blocks' 8-lane int32 sums folded into one vector, lanes [b0, b0, b1, b1] in each
- * 128-bit half (matching il__d2(.., 0xa)): 3 cheap shuffles/adds instead of a second
- * conversion and FMA, and one scale vector per two blocks. */
+ * 128-bit half: 3 cheap shuffles/adds instead of a second conversion and FMA. */
 IL__INLINE __m256i il__pair(__m256i s0, __m256i s1) {
   return _mm256_add_epi32(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1));
+}
+
+/* The tile's per-token float accumulator of [r0 b0, r0 b1, r1 b0, ...] terms (offsets, mins)
+ * added into the rows' tails. */
+IL__INLINE void il__tail8(float tail[4][2], const __m256 off[2], const int R, const int T) {
+  for (int j = 0; j < T; j++) {
+    float o[8];
+    _mm256_storeu_ps(o, off[j]);
+    for (int i = 0; i < R; i++) tail[i][j] += o[2 * i] + o[2 * i + 1];
+  }
 }
 
 /* ================================================================ Q8_0 */
 
 /* Two blocks per step. AVX2: the sign trick, vpmaddubsw + vpmaddwd per block. AVX-VNNI: w ^
  * 0x80 = w + 128 against x with one vpdpbusd, seeded with the activation's -128 * sum(x) in
- * lane 0 (the AVX-512 kernel's scheme; vpmaddubsw would saturate on 255 * 127 pairs). */
+ * lane 0 (the AVX-512 kernel's scheme; vpmaddubsw would saturate on 255 * 127 pairs). The two
+ * blocks' sums share one vector (il__pair), scaled by row i's lanes of the tile's d_w * d_x. */
 IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool vnni) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK;
   const size_t bs = sizeof(il_block_q8_0);
   const __m256i flip = _mm256_set1_epi8((char)0x80);
-  const __m256i didx = _mm256_set_epi32(1, 1, 0, 0, 1, 1, 0, 0);
   const int8_t *xq[2];
   const float *dx[2];
   const int32_t *cx[2];
@@ -261,21 +278,23 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
   }
   int64_t b = 0;
   for (; b + 2 <= nb; b += 2) {
+    const uint8_t *p[4];
+    for (int i = 0; i < R; i++) p[i] = w[i] + b * bs;
+    const __m256 d8 = il__h8(p, bs, R);
     __m256i x0[2], x1[2], c0[2], c1[2];
-    __m256 dxv[2];
+    __m256 s8[2];
     for (int j = 0; j < T; j++) {
       x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK));
       x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK + IL_QK));
-      dxv[j] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx[j] + b)))), didx);
+      s8[j] = _mm256_mul_ps(d8, il__f2x4(dx[j] + b));
       c0[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b]));
       c1[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b + 1]));
     }
     for (int i = 0; i < R; i++) {
-      const uint8_t *p = w[i] + b * bs;
-      il__prefetch(p + pf);
-      const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p + 2));
-      const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p + bs + 2));
-      const __m256 dw = il__d2(p, p + bs, 0xa);
+      il__prefetch(p[i] + pf);
+      const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p[i] + 2));
+      const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p[i] + bs + 2));
+      const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i);
       for (int j = 0; j < T; j++) {
         __m256i s0, s1;
         if (vnni) {
@@ -285,7 +304,7 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
           s0 = il__dot(_mm256_abs_epi8(w0), _mm256_sign_epi8(x0[j], w0));
           s1 = il__dot(_mm256_abs_epi8(w1), _mm256_sign_epi8(x1[j], w1));
         }
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il__pair(s0, s1)), _mm256_mul_ps(dw, dxv[j]), acc[i][j]);
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il__pair(s0, s1)), _mm256_permutevar8x32_ps(s8[j], si), acc[i][j]);
       }
     }
   }
@@ -316,68 +335,72 @@ IL__GEN_ROWS(il__rows_q8_0_vnni, il__tile_q8_0_vnni, 2)
 
 /* Two blocks at a time: [qs of block b, qs of block b+1] & 0x0F are their first halves, >> 4
  * their second halves, matching 32-byte runs of the Q4 activation order, so each 128-bit lane
- * holds one block and one scale vector [d0 x4, d1 x4] serves both. Nibbles stay unsigned
- * (0..15): Q4_0's -8 is the activation's -8 * sum(x), added in int32 (AVX2) or seeding the
- * vpdpbusd (AVX-VNNI); Q4_1's m * d_x * sum(x) is one FMA into the same accumulator, with
- * [m0, 0, 0, 0, m1, 0, 0, 0] products. Per row and two blocks: 18 instructions (AVX2), 15
- * (AVX-VNNI). */
+ * holds one block; row i's scales are lanes 2i, 2i+1 of the tile's d_w * d_x (il__h8).
+ * Nibbles stay unsigned (0..15). Q4_0's -8: AVX-VNNI seeds the vpdpbusd with the activation's
+ * -8 * sum(x); AVX2 adds d_w * d_x * (-8 * sum(x)) for the whole tile with one FMA into a
+ * float accumulator of [r0 b0, r0 b1, ...] lanes (per row it was an integer add). Q4_1's
+ * m * d_x * sum(x) the same way, with the mins gathered like the scales. */
 IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q41,
                             const bool vnni) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0), qo = q41 ? 4 : 2;
   const __m256i m0f = _mm256_set1_epi8(0x0F);
-  const __m256i idx2 = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
   const __m256i cidx = _mm256_set_epi32(2, 2, 2, 1, 2, 2, 2, 0); /* lanes 0 and 4, zeros elsewhere */
+  const bool off8 = q41 || !vnni; /* the tile's offset/min accumulator */
   const uint8_t *xq[2], *aux[2];
   const float *dx[2];
+  __m256 off[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int j = 0; j < T; j++) {
     xq[j] = a->act + (size_t)(t + j) * a->act_stride;
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
     aux[j] = xq[j] + il__act_aux_off(a->n_in, IL_QK);
   }
-  for (int64_t b = 0; b < ng * 4; b += 2) {
-    const size_t xo = (size_t)(b / 4) * 128 + (size_t)(b & 2) * 16; /* first halves; + 64: second */
-    __m256i x0[2], x1[2], cx[2];
-    __m256 dxv[2];
-    for (int j = 0; j < T; j++) {
-      x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo));
-      x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo + 64));
-      dxv[j] = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx[j] + b)))), idx2);
-      /* Q4_0: int32 -8 * sum(x); Q4_1: float d_x * sum(x); of blocks b, b+1 in lanes 0 and 4 */
-      cx[j] = _mm256_permutevar8x32_epi32(_mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)(aux[j] + 4 * b))), cidx);
-    }
-    for (int i = 0; i < R; i++) {
-      const uint8_t *p = w[i] + b * bs;
-      il__prefetch(p + pf);
-      const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + qo))),
-                                                _mm_loadu_si128((const __m128i *)(p + bs + qo)), 1);
-      const __m256i lo = _mm256_and_si256(q, m0f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
-      __m256 dw, mw = _mm256_setzero_ps();
-      if (q41) { /* [d0, m0] and [d1, m1] broadcast as 32-bit pairs: halves d0 m0 d0 m0 d1 m1 d1 m1 */
-        uint32_t u0, u1;
-        memcpy(&u0, p, 4);
-        memcpy(&u1, p + bs, 4);
-        const __m256 dm = _mm256_cvtph_ps(_mm_blend_epi32(_mm_set1_epi32((int)u0), _mm_set1_epi32((int)u1), 0xc));
-        dw = _mm256_moveldup_ps(dm);
-        mw = _mm256_movehdup_ps(dm);
-      } else {
-        dw = il__d2(p, p + bs, 0xc);
+  for (int64_t g = 0; g < ng; g++) {
+    for (int h = 0; h < 2; h++) {
+      const int64_t b = 4 * g + 2 * h;
+      const size_t xo = (size_t)g * 128 + (size_t)h * 32; /* first halves; + 64: second */
+      const uint8_t *p[4], *pm[4];
+      for (int i = 0; i < R; i++) {
+        p[i] = w[i] + b * bs;
+        pm[i] = p[i] + 2;
       }
+      const __m256 d8 = il__h8(p, bs, R);
+      const __m256 m8 = q41 ? il__h8(pm, bs, R) : _mm256_setzero_ps();
+      __m256i x0[2], x1[2], cx[2];
+      __m256 s8[2];
       for (int j = 0; j < T; j++) {
-        __m256i ai;
-        if (vnni) {
-          ai = il__dpbusd_vex(il__dpbusd_vex(q41 ? _mm256_setzero_si256() : cx[j], lo, x0[j]), hi, x1[j]);
+        x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo));
+        x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo + 64));
+        s8[j] = _mm256_mul_ps(d8, il__f2x4(dx[j] + b));
+        if (!off8) { /* int32 -8 * sum(x) of blocks b, b+1 in lanes 0 and 4 */
+          cx[j] = _mm256_permutevar8x32_epi32(_mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)(aux[j] + 4 * b))), cidx);
+        } else if (q41) { /* d_x * sum(x), float */
+          off[j] = _mm256_fmadd_ps(m8, il__f2x4(aux[j] + 4 * b), off[j]);
         } else {
-          const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0[j]), _mm256_maddubs_epi16(hi, x1[j]));
-          ai = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-          if (!q41) ai = _mm256_add_epi32(ai, cx[j]);
+          off[j] = _mm256_fmadd_ps(s8[j], _mm256_cvtepi32_ps(_mm256_castps_si256(il__f2x4(aux[j] + 4 * b))), off[j]);
         }
-        if (q41) acc[i][j] = _mm256_fmadd_ps(mw, _mm256_castsi256_ps(cx[j]), acc[i][j]);
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_mul_ps(dw, dxv[j]), acc[i][j]);
+      }
+      for (int i = 0; i < R; i++) {
+        il__prefetch(p[i] + pf);
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[i] + qo))),
+                                                  _mm_loadu_si128((const __m128i *)(p[i] + bs + qo)), 1);
+        const __m256i lo = _mm256_and_si256(q, m0f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
+        const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i, 2 * i);
+        for (int j = 0; j < T; j++) {
+          __m256i ai;
+          if (vnni) {
+            ai = il__dpbusd_vex(il__dpbusd_vex(q41 ? _mm256_setzero_si256() : cx[j], lo, x0[j]), hi, x1[j]);
+          } else {
+            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0[j]), _mm256_maddubs_epi16(hi, x1[j]));
+            ai = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+          }
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_permutevar8x32_ps(s8[j], si), acc[i][j]);
+        }
       }
     }
   }
+  if (off8) il__tail8(tail, off, R, T);
   for (int64_t b = ng * 4; b < nb; b++) { /* trailing blocks, natural activation order */
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
