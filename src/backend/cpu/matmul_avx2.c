@@ -442,7 +442,10 @@ IL__GEN_ROWS(il__rows_q4_1_vnni, il__tile_q4_1_vnni, 2)
 
 /* ================================================================ K-quants */
 
-/* Q4_K / Q5_K: 64-element part j = sub-blocks 2j (low nibbles) and 2j+1 (high nibbles). */
+/* Q4_K / Q5_K: 64-element part j = sub-blocks 2j (low nibbles) and 2j+1 (high nibbles). The 8
+ * sub-block scales are widened to int16 once per super-block and each part picks its two with
+ * a vpshufb (a scalar shift, vmovd and vpbroadcastw each before); d and dmin are converted
+ * together and the mins term is an FMA into the float accumulator, not a horizontal sum. */
 IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q5) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK_K;
@@ -464,6 +467,7 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
       uint64_t sc, mn;
       il__k4_scales(p + 4, &sc, &mn);
       const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
       const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + offsetof(il_block_q5_K, qh))) : _mm256_setzero_si256();
       __m256i ai[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
       for (int part = 0; part < 4; part++) {
@@ -473,8 +477,8 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
           lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * part), m01), 4));
           hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * part + 1), m01), 4));
         }
-        const __m256i s0 = _mm256_set1_epi16((short)(sc >> (16 * part) & 0xff));
-        const __m256i s1 = _mm256_set1_epi16((short)(sc >> (16 * part + 8) & 0xff));
+        const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * part + 1) + 4 * part)));
+        const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * part + 3) + 4 * part + 2)));
         for (int j = 0; j < T; j++) {
           const int8_t *x = (const int8_t *)xq[j] + b * IL_QK_K + 64 * part;
           const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)), s0);
@@ -482,13 +486,15 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
           ai[j] = _mm256_add_epi32(ai[j], _mm256_add_epi32(p0, p1));
         }
       }
-      const float d = il__hf(p), dmin = il__hf(p + 2);
+      uint32_t dm32;
+      memcpy(&dm32, p, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32)); /* [d, dmin] */
       for (int j = 0; j < T; j++) {
-        __m128i mm = _mm_madd_epi16(mn16, _mm_loadu_si128((const __m128i *)(bs32[j] + 8 * b)));
-        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0x4e));
-        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0xb1));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[j]), _mm256_set1_ps(d * dx[j][b]), acc[i][j]);
-        tail[i][j] -= (float)_mm_cvtsi128_si32(mm) * (dmin * dx[j][b]);
+        const __m128 dmx = _mm_mul_ps(dm, _mm_set1_ps(dx[j][b]));
+        const __m128i mm = _mm_madd_epi16(mn16, _mm_loadu_si128((const __m128i *)(bs32[j] + 8 * b)));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[j]), _mm256_broadcastss_ps(dmx), acc[i][j]);
+        acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(mm)),
+                                     _mm256_broadcastss_ps(_mm_movehdup_ps(dmx)), acc[i][j]);
       }
     }
   }
