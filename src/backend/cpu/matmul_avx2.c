@@ -510,15 +510,14 @@ IL__GEN_ROWS(il__rows_q4_k, il__tile_q4_k, 2)
 IL__GEN_ROWS(il__rows_q5_k, il__tile_q5_k, 2)
 
 /* Q6_K: per 128-element half, four 32-element runs of 6-bit values, each with two 16-element
- * sub-block scales; the -32 offset is -32 * sum(sc * bsum16). */
+ * sub-block scales; the -32 offset is -32 * sum(sc * bsum16). Run k's two high bits are
+ * moved to bits 4-5 with one shift and a 0x30 mask (none for k = 2), and its scales are one
+ * vpshufb of the half's int16 scales (sub-block 2k in the low lane, 2k+1 in the high). */
 IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK_K;
   const size_t bs = sizeof(il_block_q6_K);
-  const __m256i m0f = _mm256_set1_epi8(0x0F), m03 = _mm256_set1_epi8(0x03);
-  const __m256i lo16 = _mm256_set1_epi32(0xffff);
-  const __m256i ix[4] = {_mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0), _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2),
-                         _mm256_set_epi32(5, 5, 5, 5, 4, 4, 4, 4), _mm256_set_epi32(7, 7, 7, 7, 6, 6, 6, 6)};
+  const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   const uint8_t *xq[2];
   const float *dx[2];
   const int16_t *bs16[2];
@@ -539,21 +538,19 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
         ai[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));
       }
       for (int n = 0; n < 2; n++) {
-        /* scales of this half as int32 lanes holding the int16 value twice */
-        const __m256i s32 = _mm256_cvtepi8_epi32(n ? _mm_srli_si128(sc8, 8) : sc8);
-        const __m256i sp = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
+        const __m256i sh = _mm256_permute2x128_si256(sc16, sc16, n ? 0x11 : 0x00); /* this half's 8 scales, both lanes */
         const uint8_t *ql = p + 64 * n, *qhp = p + offsetof(il_block_q6_K, qh) + 32 * n;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
         const __m256i h = _mm256_loadu_si256((const __m256i *)qhp);
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m0f), _mm256_slli_epi16(_mm256_and_si256(h, m03), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m0f), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m03), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m0f),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m03), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m0f),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m03), 4));
+        __m256i q[4]; /* bits 2k, 2k+1 of h to bits 4, 5; the 16-bit shifts' spill-over is masked */
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m0f), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m0f), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m0f), _mm256_and_si256(h, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
         for (int k = 0; k < 4; k++) {
-          const __m256i sv = _mm256_permutevar8x32_epi32(sp, ix[k]);
+          const __m256i sv = _mm256_shuffle_epi8(
+              sh, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (4 * k + 3) + 4 * k + 2)),
+                                   _mm_set1_epi16((short)(0x0100 * (4 * k + 1) + 4 * k))));
           for (int j = 0; j < T; j++) {
             const int8_t *x = (const int8_t *)xq[j] + b * IL_QK_K + 128 * n + 32 * k;
             ai[j] = _mm256_add_epi32(ai[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)x)), sv));
