@@ -291,7 +291,10 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
       c1[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b + 1]));
     }
     for (int i = 0; i < R; i++) {
+      /* one prefetch per block as the one-block loop had (one per 68-byte step: 20% slower
+       * from DRAM on a Zen 5) */
       il__prefetch(p[i] + pf);
+      il__prefetch(p[i] + pf + bs);
       const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p[i] + 2));
       const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p[i] + bs + 2));
       const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i);
