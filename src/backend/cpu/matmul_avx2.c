@@ -38,12 +38,6 @@ IL__INLINE size_t il__pf_dist(int R, size_t stride) {
 }
 IL__INLINE void il__prefetch(const uint8_t *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
-/* Line-exact prefetch: *q walks one row 64 bytes at a time and is brought up to `end`, so
- * each line is prefetched once. */
-IL__INLINE void il__prefetch_to(const uint8_t **q, const uint8_t *end) {
-  for (; *q < end; *q += 64) il__prefetch(*q);
-}
-
 IL__INLINE float il__hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -283,12 +277,6 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
     cx[j] = (const int32_t *)(row + il__act_aux_off(a->n_in, IL_QK));
   }
   int64_t b = 0;
-  /* Each row's prefetch cursor, two tiles ahead, every line once. With a prefetch per block
-   * (34 bytes, most lines asked for twice) this kernel read DRAM 10% slower than the old
-   * one-block loop on a Zen 5 while 50% faster from L2: AMD seems to run out of prefetch slots
-   * when the loop issues them faster; the Q4 tiles (18-byte blocks) were slower with it. */
-  const uint8_t *pq[4];
-  for (int i = 0; i < R; i++) pq[i] = w[i] + 2 * pf;
   for (; b + 2 <= nb; b += 2) {
     const uint8_t *p[4];
     for (int i = 0; i < R; i++) p[i] = w[i] + b * bs;
@@ -303,7 +291,8 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
       c1[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b + 1]));
     }
     for (int i = 0; i < R; i++) {
-      il__prefetch_to(&pq[i], p[i] + 2 * pf + 2 * bs);
+      il__prefetch(p[i] + pf); /* one per block, as the one-block loop did */
+      il__prefetch(p[i] + pf + bs);
       const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p[i] + 2));
       const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p[i] + bs + 2));
       const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i);
