@@ -1,18 +1,25 @@
 /* backend/cpu/matmul_avx2: AVX2 + FMA + F16C matmul kernels, for x86-64 CPUs without AVX-512.
  *
  * Same structure as matmul_avx512.c (tiles of R <= 4 rows x T <= 2 tokens, weights read in
- * place, rows of the next tile prefetched), with 256-bit vectors and no VNNI: u8 x s8 dot
+ * place, rows of the next tile prefetched), with 256-bit vectors. Without VNNI, u8 x s8 dot
  * products are vpmaddubsw (to int16 pairs) + vpmaddwd with ones (to int32). vpmaddubsw
  * saturates at 32767, so every unsigned operand is kept small enough:
  *   Q4_0/Q4_1: nibbles 0..15 against the activation in the Q4 order of kernels.h; two 16-bit
  *     partial products are added before widening (2 * 2*15*127 = 7620).
  *   Q8_0: the sign trick (|w| <= 128 against x with w's sign; 2*128*127 = 32512), not the
- *     w+128 offset the AVX-512 kernel uses (2*255*127 would saturate).
+ *     w+128 offset the AVX-512 kernel uses (2*255*127 would saturate); the AVX-VNNI table's
+ *     tile does use w+128, with vpdpbusd seeded by the activation's -128 * sum(x).
  *   K-quants: 4/5/6-bit values (at most 2*63*127 = 16002) times the sub-block scale via vpmaddwd.
  * The activation quantizers compute the same bits as the scalar ones (the test compares the
  * workspaces byte for byte).
- * Only AVX2/FMA/F16C instructions are used here (the AVX-VNNI GEMM of the second table is in
- * gemm_avx2.c), matching the CPUID check in sys/cpuid.c.
+ * On AVX2-only cores (Zen 2/3) quantized generation is bound by the vector ports (4 on Zen),
+ * not by memory (docs/performance.md), so the tiles are written to cut vector ops per block:
+ * two blocks per step, the tile's 8 f16 scales converted at once from halves gathered with
+ * scalar loads (the integer ALUs are otherwise idle), per-block offsets and mins folded into
+ * one FMA per tile, K-quant sub-block scales picked with vpshufb.
+ * Only AVX2/FMA/F16C instructions are used here, plus {vex} vpdpbusd (AVX-VNNI, inline asm) in
+ * the Q8_0/Q4_0/Q4_1 tiles of the second table, which isa.c picks only when CPUID reports
+ * AVX-VNNI (its GEMM is in gemm_avx2.c).
  * Not for: dispatch and threading (matmul.c).
  */
 #include "backend/cpu/gemm.h"
