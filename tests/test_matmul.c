@@ -184,7 +184,9 @@ out:
 }
 
 static void test_shapes(const il_dtype *types, size_t n_types) {
-  const int64_t n_ins[] = {1, 7, 33, 100, 32, 64, 96, 256, 512, 768, 2048};
+  /* 160, 224: 32-blocks in groups of 4 plus 1 or 3 trailing ones (the Q4 activation order's
+   * tail) and an odd count (the AVX2 Q8_0 kernel's last single block) */
+  const int64_t n_ins[] = {1, 7, 33, 100, 32, 64, 96, 160, 224, 256, 512, 768, 2048};
   const int64_t n_outs[] = {1, 3, 17, 64, 100};
   const int64_t n_toks[] = {1, 2, 5, 16, 33};
   for (size_t ti = 0; ti < n_types; ti++) {

@@ -1,18 +1,25 @@
 /* backend/cpu/matmul_avx2: AVX2 + FMA + F16C matmul kernels, for x86-64 CPUs without AVX-512.
  *
  * Same structure as matmul_avx512.c (tiles of R <= 4 rows x T <= 2 tokens, weights read in
- * place, rows of the next tile prefetched), with 256-bit vectors and no VNNI: u8 x s8 dot
+ * place, rows of the next tile prefetched), with 256-bit vectors. Without VNNI, u8 x s8 dot
  * products are vpmaddubsw (to int16 pairs) + vpmaddwd with ones (to int32). vpmaddubsw
  * saturates at 32767, so every unsigned operand is kept small enough:
  *   Q4_0/Q4_1: nibbles 0..15 against the activation in the Q4 order of kernels.h; two 16-bit
  *     partial products are added before widening (2 * 2*15*127 = 7620).
  *   Q8_0: the sign trick (|w| <= 128 against x with w's sign; 2*128*127 = 32512), not the
- *     w+128 offset the AVX-512 kernel uses (2*255*127 would saturate).
+ *     w+128 offset the AVX-512 kernel uses (2*255*127 would saturate); the AVX-VNNI table's
+ *     tile does use w+128, with vpdpbusd seeded by the activation's -128 * sum(x).
  *   K-quants: 4/5/6-bit values (at most 2*63*127 = 16002) times the sub-block scale via vpmaddwd.
  * The activation quantizers compute the same bits as the scalar ones (the test compares the
  * workspaces byte for byte).
- * Only AVX2/FMA/F16C instructions are used here (the AVX-VNNI GEMM of the second table is in
- * gemm_avx2.c), matching the CPUID check in sys/cpuid.c.
+ * On AVX2-only cores (Zen 2/3) quantized generation is bound by the vector ports (4 on Zen),
+ * not by memory (docs/performance.md), so the tiles are written to cut vector ops per block:
+ * two blocks per step, the tile's 8 f16 scales converted at once from halves gathered with
+ * scalar loads (the integer ALUs are otherwise idle), per-block offsets and mins folded into
+ * one FMA per tile, K-quant sub-block scales picked with vpshufb.
+ * Only AVX2/FMA/F16C instructions are used here, plus {vex} vpdpbusd (AVX-VNNI, inline asm) in
+ * the Q8_0/Q4_0/Q4_1 tiles of the second table, which isa.c picks only when CPUID reports
+ * AVX-VNNI (its GEMM is in gemm_avx2.c).
  * Not for: dispatch and threading (matmul.c).
  */
 #include "backend/cpu/gemm.h"
@@ -214,91 +221,194 @@ IL__GEN_ROWS(il__rows_f32, il__tile_f32, 2)
 IL__GEN_ROWS(il__rows_f16, il__tile_f16, 2)
 IL__GEN_ROWS(il__rows_bf16, il__tile_bf16, 2)
 
+/* ================================================================ Q8_0 / Q4_0 / Q4_1 helpers */
+
+/* vpdpbusd ymm (AVX-VNNI) as in gemm_avx2.c: inline asm, so no compiler flag; only the
+ * AVX-VNNI table (chosen when CPUID reports it) reaches it. */
+IL__INLINE __m256i il__dpbusd_vex(__m256i acc, __m256i u, __m256i s) {
+  __asm__("%{vex%} vpdpbusd %[s], %[u], %[acc]" : [acc] "+x"(acc) : [u] "x"(u), [s] "x"(s));
+  return acc;
+}
+
+/* The f16 values at p[i] and p[i] + bs (row i's two blocks of this step) of R <= 4 rows, as
+ * 8 floats [r0 b0, r0 b1, r1 b0, r1 b1, ...] (zero past R). Gathered in general-purpose
+ * registers, which these kernels leave idle, and converted once for the tile: the vector
+ * ports are what binds (per row, a vmovd, vcvtph2ps and vpermps took 3 of about 15 vector
+ * ops per two blocks; now one vpermps picks the row's lanes). */
+IL__INLINE __m256 il__h8(const uint8_t *const p[4], size_t bs, const int R) {
+  uint64_t v[2] = {0, 0};
+  for (int i = 0; i < R; i++)
+    v[i >> 1] |= (uint64_t)(il__u16(p[i]) | il__u16(p[i] + bs) << 16) << (32 * (i & 1));
+  return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
+}
+
+/* Two floats at f (blocks b, b+1 of an activation row) repeated: [f0, f1, f0, f1, ...]. */
+IL__INLINE __m256 il__f2x4(const void *f) {
+  return _mm256_castpd_ps(_mm256_broadcastsd_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)f))));
+}
+
+/* Two blocks' 8-lane int32 sums folded into one vector, lanes [b0, b0, b1, b1] in each
+ * 128-bit half: 3 cheap shuffles/adds instead of a second conversion and FMA. */
+IL__INLINE __m256i il__pair(__m256i s0, __m256i s1) {
+  return _mm256_add_epi32(_mm256_unpacklo_epi64(s0, s1), _mm256_unpackhi_epi64(s0, s1));
+}
+
+/* The tile's per-token float accumulator of [r0 b0, r0 b1, r1 b0, ...] terms (offsets, mins)
+ * added into the rows' tails. */
+IL__INLINE void il__tail8(float tail[4][2], const __m256 off[2], const int R, const int T) {
+  for (int j = 0; j < T; j++) {
+    float o[8];
+    _mm256_storeu_ps(o, off[j]);
+    for (int i = 0; i < R; i++) tail[i][j] += o[2 * i] + o[2 * i + 1];
+  }
+}
+
 /* ================================================================ Q8_0 */
 
-IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+/* Two blocks per step. AVX2: the sign trick, vpmaddubsw + vpmaddwd per block. AVX-VNNI: w ^
+ * 0x80 = w + 128 against x with one vpdpbusd, seeded with the activation's -128 * sum(x) in
+ * lane 0 (the AVX-512 kernel's scheme; vpmaddubsw would saturate on 255 * 127 pairs). The two
+ * blocks' sums share one vector (il__pair), scaled by row i's lanes of the tile's d_w * d_x. */
+IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool vnni) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK;
   const size_t bs = sizeof(il_block_q8_0);
+  const __m256i flip = _mm256_set1_epi8((char)0x80);
   const int8_t *xq[2];
   const float *dx[2];
+  const int32_t *cx[2];
   for (int j = 0; j < T; j++) {
     const uint8_t *row = a->act + (size_t)(t + j) * a->act_stride;
     xq[j] = (const int8_t *)row;
     dx[j] = (const float *)(row + il__act_d_off(a->n_in));
+    cx[j] = (const int32_t *)(row + il__act_aux_off(a->n_in, IL_QK));
   }
-  for (int64_t b = 0; b < nb; b++) {
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t *p[4];
+    for (int i = 0; i < R; i++) p[i] = w[i] + b * bs;
+    const __m256 d8 = il__h8(p, bs, R);
+    __m256i x0[2], x1[2], c0[2], c1[2];
+    __m256 s8[2];
+    for (int j = 0; j < T; j++) {
+      x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK));
+      x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK + IL_QK));
+      s8[j] = _mm256_mul_ps(d8, il__f2x4(dx[j] + b));
+      c0[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b]));
+      c1[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b + 1]));
+    }
+    for (int i = 0; i < R; i++) {
+      il__prefetch(p[i] + pf); /* one per block, as the one-block loop did */
+      il__prefetch(p[i] + pf + bs);
+      const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p[i] + 2));
+      const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p[i] + bs + 2));
+      const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i);
+      for (int j = 0; j < T; j++) {
+        __m256i s0, s1;
+        if (vnni) {
+          s0 = il__dpbusd_vex(c0[j], _mm256_xor_si256(w0, flip), x0[j]);
+          s1 = il__dpbusd_vex(c1[j], _mm256_xor_si256(w1, flip), x1[j]);
+        } else {
+          s0 = il__dot(_mm256_abs_epi8(w0), _mm256_sign_epi8(x0[j], w0));
+          s1 = il__dot(_mm256_abs_epi8(w1), _mm256_sign_epi8(x1[j], w1));
+        }
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(il__pair(s0, s1)), _mm256_permutevar8x32_ps(s8[j], si), acc[i][j]);
+      }
+    }
+  }
+  for (; b < nb; b++) { /* an odd last block */
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      il__prefetch(p + pf);
       const __m256i wv = _mm256_loadu_si256((const __m256i *)(p + 2));
-      const __m256i aw = _mm256_abs_epi8(wv);
       const float dwf = il__hf(p);
       for (int j = 0; j < T; j++) {
         const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK));
-        const __m256i ai = il__dot(aw, _mm256_sign_epi8(xv, wv));
+        const __m256i ai = il__dot(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv));
         acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_set1_ps(dwf * dx[j][b]), acc[i][j]);
       }
     }
   }
   il__store(a, r, t, R, T, acc, tail);
 }
-IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0, 2)
+IL__INLINE void il__tile_q8_0_avx2(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q8_0(a, r, t, R, T, false);
+}
+IL__INLINE void il__tile_q8_0_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q8_0(a, r, t, R, T, true);
+}
+IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0_avx2, 2)
+IL__GEN_ROWS(il__rows_q8_0_vnni, il__tile_q8_0_vnni, 2)
 
 /* ================================================================ Q4_0 / Q4_1 */
 
 /* Two blocks at a time: [qs of block b, qs of block b+1] & 0x0F are their first halves, >> 4
- * their second halves, matching 32-byte runs of the Q4 activation order. */
-IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q41) {
+ * their second halves, matching 32-byte runs of the Q4 activation order, so each 128-bit lane
+ * holds one block; row i's scales are lanes 2i, 2i+1 of the tile's d_w * d_x (il__h8).
+ * Nibbles stay unsigned (0..15). Q4_0's -8: AVX-VNNI seeds the vpdpbusd with the activation's
+ * -8 * sum(x); AVX2 adds d_w * d_x * (-8 * sum(x)) for the whole tile with one FMA into a
+ * float accumulator of [r0 b0, r0 b1, ...] lanes (per row it was an integer add). Q4_1's
+ * m * d_x * sum(x) the same way, with the mins gathered like the scales. */
+IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q41,
+                            const bool vnni) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0), qo = q41 ? 4 : 2;
   const __m256i m0f = _mm256_set1_epi8(0x0F);
-  const __m256i idx2 = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0), idxd = _mm256_set_epi32(2, 2, 2, 2, 0, 0, 0, 0);
   const __m256i cidx = _mm256_set_epi32(2, 2, 2, 1, 2, 2, 2, 0); /* lanes 0 and 4, zeros elsewhere */
+  const bool off8 = q41 || !vnni; /* the tile's offset/min accumulator */
   const uint8_t *xq[2], *aux[2];
   const float *dx[2];
+  __m256 off[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int j = 0; j < T; j++) {
     xq[j] = a->act + (size_t)(t + j) * a->act_stride;
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
     aux[j] = xq[j] + il__act_aux_off(a->n_in, IL_QK);
   }
-  for (int64_t b = 0; b < ng * 4; b += 2) {
-    const size_t xo = (size_t)(b / 4) * 128 + (size_t)(b & 2) * 16; /* first halves; + 64: second */
-    for (int i = 0; i < R; i++) {
-      const uint8_t *p = w[i] + b * bs;
-      il__prefetch(p + pf);
-      const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + qo))),
-                                                _mm_loadu_si128((const __m128i *)(p + bs + qo)), 1);
-      const __m256i lo = _mm256_and_si256(q, m0f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
-      __m256 dw, mw = _mm256_setzero_ps();
-      if (q41) {
-        uint32_t u0, u1;
-        memcpy(&u0, p, 4);
-        memcpy(&u1, p + bs, 4);
-        const __m128 dm = _mm_cvtph_ps(_mm_cvtsi64_si128((long long)((uint64_t)u0 | (uint64_t)u1 << 32)));
-        dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), idxd);
-        mw = _mm256_castps128_ps256(_mm_shuffle_ps(dm, dm, 0x0d)); /* [m0, m1, ...] */
-      } else {
-        const __m128 d2 = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(il__u16(p) | il__u16(p + bs) << 16)));
-        dw = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d2), idx2);
+  for (int64_t g = 0; g < ng; g++) {
+    for (int h = 0; h < 2; h++) {
+      const int64_t b = 4 * g + 2 * h;
+      const size_t xo = (size_t)g * 128 + (size_t)h * 32; /* first halves; + 64: second */
+      const uint8_t *p[4], *pm[4];
+      for (int i = 0; i < R; i++) {
+        p[i] = w[i] + b * bs;
+        pm[i] = p[i] + 2;
       }
+      const __m256 d8 = il__h8(p, bs, R);
+      const __m256 m8 = q41 ? il__h8(pm, bs, R) : _mm256_setzero_ps();
+      __m256i x0[2], x1[2], cx[2];
+      __m256 s8[2];
       for (int j = 0; j < T; j++) {
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(xq[j] + xo));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(xq[j] + xo + 64));
-        const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_maddubs_epi16(hi, x1));
-        __m256i ai = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-        const __m256 dxv = _mm256_permutevar8x32_ps(
-            _mm256_castps128_ps256(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(dx[j] + b)))), idx2);
-        const __m128i a2 = _mm_loadl_epi64((const __m128i *)(aux[j] + 4 * b)); /* upper lanes zero */
-        if (q41) {
-          const __m128 ms = _mm_mul_ps(_mm256_castps256_ps128(mw), _mm_castsi128_ps(a2));
-          tail[i][j] += _mm_cvtss_f32(ms) + _mm_cvtss_f32(_mm_movehdup_ps(ms));
-        } else ai = _mm256_add_epi32(ai, _mm256_permutevar8x32_epi32(_mm256_zextsi128_si256(a2), cidx));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_mul_ps(dw, dxv), acc[i][j]);
+        x0[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo));
+        x1[j] = _mm256_loadu_si256((const __m256i *)(xq[j] + xo + 64));
+        s8[j] = _mm256_mul_ps(d8, il__f2x4(dx[j] + b));
+        if (!off8) { /* int32 -8 * sum(x) of blocks b, b+1 in lanes 0 and 4 */
+          cx[j] = _mm256_permutevar8x32_epi32(_mm256_zextsi128_si256(_mm_loadl_epi64((const __m128i *)(aux[j] + 4 * b))), cidx);
+        } else if (q41) { /* d_x * sum(x), float */
+          off[j] = _mm256_fmadd_ps(m8, il__f2x4(aux[j] + 4 * b), off[j]);
+        } else {
+          off[j] = _mm256_fmadd_ps(s8[j], _mm256_cvtepi32_ps(_mm256_castps_si256(il__f2x4(aux[j] + 4 * b))), off[j]);
+        }
+      }
+      for (int i = 0; i < R; i++) {
+        il__prefetch(p[i] + pf);
+        const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[i] + qo))),
+                                                  _mm_loadu_si128((const __m128i *)(p[i] + bs + qo)), 1);
+        const __m256i lo = _mm256_and_si256(q, m0f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
+        const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i, 2 * i);
+        for (int j = 0; j < T; j++) {
+          __m256i ai;
+          if (vnni) {
+            ai = il__dpbusd_vex(il__dpbusd_vex(q41 ? _mm256_setzero_si256() : cx[j], lo, x0[j]), hi, x1[j]);
+          } else {
+            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x0[j]), _mm256_maddubs_epi16(hi, x1[j]));
+            ai = _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+          }
+          acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai), _mm256_permutevar8x32_ps(s8[j], si), acc[i][j]);
+        }
       }
     }
   }
+  if (off8) il__tail8(tail, off, R, T);
   for (int64_t b = ng * 4; b < nb; b++) { /* trailing blocks, natural activation order */
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
@@ -322,17 +432,28 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   il__store(a, r, t, R, T, acc, tail);
 }
 IL__INLINE void il__tile_q4_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, false);
+  il__tile_q4(a, r, t, R, T, false, false);
 }
 IL__INLINE void il__tile_q4_1(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
-  il__tile_q4(a, r, t, R, T, true);
+  il__tile_q4(a, r, t, R, T, true, false);
+}
+IL__INLINE void il__tile_q4_0_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q4(a, r, t, R, T, false, true);
+}
+IL__INLINE void il__tile_q4_1_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
+  il__tile_q4(a, r, t, R, T, true, true);
 }
 IL__GEN_ROWS(il__rows_q4_0, il__tile_q4_0, 2)
 IL__GEN_ROWS(il__rows_q4_1, il__tile_q4_1, 2)
+IL__GEN_ROWS(il__rows_q4_0_vnni, il__tile_q4_0_vnni, 2)
+IL__GEN_ROWS(il__rows_q4_1_vnni, il__tile_q4_1_vnni, 2)
 
 /* ================================================================ K-quants */
 
-/* Q4_K / Q5_K: 64-element part j = sub-blocks 2j (low nibbles) and 2j+1 (high nibbles). */
+/* Q4_K / Q5_K: 64-element part j = sub-blocks 2j (low nibbles) and 2j+1 (high nibbles). The 8
+ * sub-block scales are widened to int16 once per super-block and each part picks its two with
+ * a vpshufb (a scalar shift, vmovd and vpbroadcastw each before); d and dmin are converted
+ * together and the mins term is an FMA into the float accumulator, not a horizontal sum. */
 IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const bool q5) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK_K;
@@ -354,6 +475,7 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
       uint64_t sc, mn;
       il__k4_scales(p + 4, &sc, &mn);
       const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
+      const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
       const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + offsetof(il_block_q5_K, qh))) : _mm256_setzero_si256();
       __m256i ai[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
       for (int part = 0; part < 4; part++) {
@@ -363,8 +485,8 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
           lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * part), m01), 4));
           hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * part + 1), m01), 4));
         }
-        const __m256i s0 = _mm256_set1_epi16((short)(sc >> (16 * part) & 0xff));
-        const __m256i s1 = _mm256_set1_epi16((short)(sc >> (16 * part + 8) & 0xff));
+        const __m256i s0 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * part + 1) + 4 * part)));
+        const __m256i s1 = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 * (4 * part + 3) + 4 * part + 2)));
         for (int j = 0; j < T; j++) {
           const int8_t *x = (const int8_t *)xq[j] + b * IL_QK_K + 64 * part;
           const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)), s0);
@@ -372,13 +494,15 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
           ai[j] = _mm256_add_epi32(ai[j], _mm256_add_epi32(p0, p1));
         }
       }
-      const float d = il__hf(p), dmin = il__hf(p + 2);
+      uint32_t dm32;
+      memcpy(&dm32, p, 4);
+      const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm32)); /* [d, dmin] */
       for (int j = 0; j < T; j++) {
-        __m128i mm = _mm_madd_epi16(mn16, _mm_loadu_si128((const __m128i *)(bs32[j] + 8 * b)));
-        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0x4e));
-        mm = _mm_add_epi32(mm, _mm_shuffle_epi32(mm, 0xb1));
-        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[j]), _mm256_set1_ps(d * dx[j][b]), acc[i][j]);
-        tail[i][j] -= (float)_mm_cvtsi128_si32(mm) * (dmin * dx[j][b]);
+        const __m128 dmx = _mm_mul_ps(dm, _mm_set1_ps(dx[j][b]));
+        const __m128i mm = _mm_madd_epi16(mn16, _mm_loadu_si128((const __m128i *)(bs32[j] + 8 * b)));
+        acc[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ai[j]), _mm256_broadcastss_ps(dmx), acc[i][j]);
+        acc[i][j] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(_mm256_zextsi128_si256(mm)),
+                                     _mm256_broadcastss_ps(_mm_movehdup_ps(dmx)), acc[i][j]);
       }
     }
   }
@@ -394,15 +518,14 @@ IL__GEN_ROWS(il__rows_q4_k, il__tile_q4_k, 2)
 IL__GEN_ROWS(il__rows_q5_k, il__tile_q5_k, 2)
 
 /* Q6_K: per 128-element half, four 32-element runs of 6-bit values, each with two 16-element
- * sub-block scales; the -32 offset is -32 * sum(sc * bsum16). */
+ * sub-block scales; the -32 offset is -32 * sum(sc * bsum16). Run k's two high bits are
+ * moved to bits 4-5 with one shift and a 0x30 mask (none for k = 2), and its scales are one
+ * vpshufb of the half's int16 scales (sub-block 2k in the low lane, 2k+1 in the high). */
 IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   IL__TILE_SETUP();
   const int64_t nb = a->n_in / IL_QK_K;
   const size_t bs = sizeof(il_block_q6_K);
-  const __m256i m0f = _mm256_set1_epi8(0x0F), m03 = _mm256_set1_epi8(0x03);
-  const __m256i lo16 = _mm256_set1_epi32(0xffff);
-  const __m256i ix[4] = {_mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0), _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2),
-                         _mm256_set_epi32(5, 5, 5, 5, 4, 4, 4, 4), _mm256_set_epi32(7, 7, 7, 7, 6, 6, 6, 6)};
+  const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
   const uint8_t *xq[2];
   const float *dx[2];
   const int16_t *bs16[2];
@@ -423,21 +546,20 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
         ai[j] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(c, 5));
       }
       for (int n = 0; n < 2; n++) {
-        /* scales of this half as int32 lanes holding the int16 value twice */
-        const __m256i s32 = _mm256_cvtepi8_epi32(n ? _mm_srli_si128(sc8, 8) : sc8);
-        const __m256i sp = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
+        /* this half's 8 scales in both lanes (two calls: the selector must be an immediate) */
+        const __m256i sh = n ? _mm256_permute2x128_si256(sc16, sc16, 0x11) : _mm256_permute2x128_si256(sc16, sc16, 0x00);
         const uint8_t *ql = p + 64 * n, *qhp = p + offsetof(il_block_q6_K, qh) + 32 * n;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql), l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
         const __m256i h = _mm256_loadu_si256((const __m256i *)qhp);
-        __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m0f), _mm256_slli_epi16(_mm256_and_si256(h, m03), 4));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m0f), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m03), 4));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m0f),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 4), m03), 4));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m0f),
-                               _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 6), m03), 4));
+        __m256i q[4]; /* bits 2k, 2k+1 of h to bits 4, 5; the 16-bit shifts' spill-over is masked */
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m0f), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m0f), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m0f), _mm256_and_si256(h, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m0f), _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
         for (int k = 0; k < 4; k++) {
-          const __m256i sv = _mm256_permutevar8x32_epi32(sp, ix[k]);
+          const __m256i sv = _mm256_shuffle_epi8(
+              sh, _mm256_set_m128i(_mm_set1_epi16((short)(0x0100 * (4 * k + 3) + 4 * k + 2)),
+                                   _mm_set1_epi16((short)(0x0100 * (4 * k + 1) + 4 * k))));
           for (int j = 0; j < T; j++) {
             const int8_t *x = (const int8_t *)xq[j] + b * IL_QK_K + 128 * n + 32 * k;
             ai[j] = _mm256_add_epi32(ai[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)x)), sv));
@@ -453,13 +575,13 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
 }
 IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
 
-/* Two tables that differ only in the batched GEMM: with AVX-VNNI (chosen when CPUID reports
- * it, backend/cpu/isa.c) and without. */
-#define IL__AVX2_TABLE(gemm_q8_0, gemm_q4_0, gemm_q4_1, gemm_q4_k, gemm_q5_k, gemm_q6_k)                                           \
+/* Two tables: with AVX-VNNI (chosen when CPUID reports it, backend/cpu/isa.c) and without.
+ * They differ in the batched GEMM and in the Q8_0/Q4_0/Q4_1 tile kernels (vpdpbusd). */
+#define IL__AVX2_TABLE(v, gemm_q8_0, gemm_q4_0, gemm_q4_1, gemm_q4_k, gemm_q5_k, gemm_q6_k)                                           \
   {                                                                                                 \
     .compiled = true,                                                                               \
     .rows = {[IL_DTYPE_F32] = il__rows_f32, [IL_DTYPE_F16] = il__rows_f16, [IL_DTYPE_BF16] = il__rows_bf16, \
-             [IL_DTYPE_Q8_0] = il__rows_q8_0, [IL_DTYPE_Q4_0] = il__rows_q4_0, [IL_DTYPE_Q4_1] = il__rows_q4_1, \
+             [IL_DTYPE_Q8_0] = il__rows_q8_0##v, [IL_DTYPE_Q4_0] = il__rows_q4_0##v, [IL_DTYPE_Q4_1] = il__rows_q4_1##v, \
              [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
     .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
               [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
@@ -467,10 +589,10 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_Q4_K] = gemm_q4_k, [IL_DTYPE_Q5_K] = gemm_q5_k, [IL_DTYPE_Q6_K] = gemm_q6_k, \
              [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16},             \
   }
-const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
+const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(, il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
                                                    il__gemm_avx2_q5_k, il__gemm_avx2_q6_k);
 const il__kernels il__matmul_avx2_vnni =
-    IL__AVX2_TABLE(il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_1,
+    IL__AVX2_TABLE(_vnni, il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_1,
                    il__gemm_avx2_vnni_q4_k, il__gemm_avx2_vnni_q5_k, il__gemm_avx2_vnni_q6_k);
 
 #else
