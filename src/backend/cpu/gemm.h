@@ -106,6 +106,29 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
   return -32 * (int32_t)v;
 }
 
+/* The next panel's raw weight rows (r0 + 32 .. r0 + 63, the chunk a thread claims next),
+ * prefetched into L2 a few lines per block while the micro-kernels compute this panel, so the
+ * memory-bound pack that follows reads L2 instead of DRAM, and DRAM is busy during compute
+ * rather than idle. Only on the last token slice of a panel (earlier slices are followed by
+ * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. */
+typedef struct {
+  const char *p, *end;
+  int64_t lines; /* cache lines per step */
+} il__gemm_pf;
+static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int64_t t1, int64_t steps) {
+  il__gemm_pf pf = {NULL, NULL, 0};
+  const int64_t n0 = r0 + IL__GEMM_ROWS;
+  if (t1 < a->n_tok || n0 >= a->n_out || steps <= 0) return pf;
+  const int64_t n1 = n0 + IL__GEMM_ROWS < a->n_out ? n0 + IL__GEMM_ROWS : a->n_out;
+  pf.p = (const char *)a->w + (size_t)n0 * a->w_stride;
+  pf.end = (const char *)a->w + (size_t)n1 * a->w_stride;
+  pf.lines = ((pf.end - pf.p + 63) / 64 + steps - 1) / steps;
+  return pf;
+}
+static inline void il__gemm_pf_step(il__gemm_pf *pf) {
+  for (int64_t i = 0; i < pf->lines && pf->p < pf->end; i++, pf->p += 64) __builtin_prefetch(pf->p, 0, 2);
+}
+
 /* Panel bytes for weights of type t with rows of n_in elements; 0 when t has no GEMM layout. */
 size_t il__gemm_panel_size(il_dtype t, int64_t n_in);
 
