@@ -55,10 +55,13 @@
 
 #define IL__GEMM_ROWS 32
 /* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
- * packing. Measured crossovers (bench_matmul, one 1B layer, Zen 5, 1 thread): Q8_0 GEMM 1.1x
- * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. Q4_1 (2026-11-30, 1 and 2
- * threads): AVX-512 0.92-0.95x at 16, 1.06-1.12x at 20, 1.30-1.34x at 32; AVX-VNNI 1.72-1.76x
- * and AVX2 1.25x already at 16 (their tile kernels are slower), so 20. F16/BF16 (1 and 2 threads,
+ * packing. Q8_0, Q4_0, Q4_1 (bench_matmul, one 1B layer, Zen 5, 2026-11-30 16:49 UTC, with the
+ * next-panel prefetch and vpinsrw scales, 1 / 2 threads): AVX-512 Q8_0 0.95x / 0.92-0.95x at
+ * 8, 1.42-1.45x / 1.36-1.38x at 12; Q4_0 1.04-1.05x / 0.98-1.01x at 12, 1.17-1.18x / 1.12-1.13x
+ * at 16; Q4_1 1.04-1.05x / 1.02x at 12, 1.19x / 1.16-1.17x at 16. AVX-VNNI 1.16-1.74x from 12
+ * (Q8_0) and 16 (Q4_0, Q4_1). Plain AVX2 (no VNNI) on 2 threads loses there: Q8_0 0.89x at 12
+ * (0.96x at 16 before), Q4_0 0.94x and Q4_1 0.87x at 16 (1.17x and 1.09x on 1 thread); the
+ * thresholds follow the VNNI levels, so 12, 16, 16. F16/BF16 (1 and 2 threads,
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
@@ -77,10 +80,11 @@
 #define IL__GEMM_MIN_TOK_Q5_K 20
 static inline int64_t il__gemm_min_tok(il_dtype t) {
   switch (t) {
-  case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_Q8_0: return 12;
+  case IL_DTYPE_Q4_0: return 16;
   case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K;
   case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
-  case IL_DTYPE_Q4_1: return 20;
+  case IL_DTYPE_Q4_1: return 16;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
   default: return 32;
