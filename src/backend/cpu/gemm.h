@@ -60,8 +60,8 @@
  * 8, 1.42-1.45x / 1.36-1.38x at 12; Q4_0 1.04-1.05x / 0.98-1.01x at 12, 1.17-1.18x / 1.12-1.13x
  * at 16; Q4_1 1.04-1.05x / 1.02x at 12, 1.19x / 1.16-1.17x at 16. AVX-VNNI 1.16-1.74x from 12
  * (Q8_0) and 16 (Q4_0, Q4_1). Plain AVX2 (no VNNI) on 2 threads loses there: Q8_0 0.89x at 12
- * (0.96x at 16 before), Q4_0 0.94x and Q4_1 0.87x at 16 (1.17x and 1.09x on 1 thread); the
- * thresholds follow the VNNI levels, so 12, 16, 16. F16/BF16 (1 and 2 threads,
+ * (0.96x at 16 before), Q4_0 0.94x and Q4_1 0.87x at 16 (1.17x and 1.09x on 1 thread); so 12,
+ * 16, 16 where the table has vpdpbusd, and plain AVX2 keeps its earlier thresholds (below). F16/BF16 (1 and 2 threads,
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
@@ -78,7 +78,12 @@
  * at 28). 20 leaves AVX-512 a margin for its 2-thread ratios, which ran 0.05-0.09 below
  * the 1-thread ones for Q6_K. */
 #define IL__GEMM_MIN_TOK_Q5_K 20
-static inline int64_t il__gemm_min_tok(il_dtype t) {
+/* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
+ * longer on 2 threads: the thresholds from before the next-panel prefetch (Q8_0 16, Q4_0 32,
+ * Q4_1 20). Workspaces are sized with plain = false, the earliest use. */
+static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
+  if (plain && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1))
+    return t == IL_DTYPE_Q8_0 ? 16 : t == IL_DTYPE_Q4_0 ? 32 : 20;
   switch (t) {
   case IL_DTYPE_Q8_0: return 12;
   case IL_DTYPE_Q4_0: return 16;
