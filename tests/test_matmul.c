@@ -234,9 +234,12 @@ static void test_gemm_batches(void) {
     run_case(types[ti], 256, 40, 64, 2, 1, &st);
     run_case(types[ti], blck == 256 ? 512 : 96, 7, 70, 3, 2, &st);
     /* both sides of the threshold with a full panel and one of 17 rows (a 1-row second half) */
-    const int64_t mt = il__gemm_min_tok(types[ti]);
-    for (int64_t n_tok = mt - 1; n_tok <= mt + 1; n_tok++) run_case(types[ti], blck == 256 ? 768 : 128, 49, n_tok, 2, (int)n_tok, &st);
-    cases += 5;
+    for (int plain = 0; plain < 2; plain++) { /* the thresholds of tables with and without vpdpbusd */
+      const int64_t mt = il__gemm_min_tok(types[ti], plain);
+      for (int64_t n_tok = mt - 1; n_tok <= mt + 1; n_tok++)
+        run_case(types[ti], blck == 256 ? 768 : 128, 49, n_tok, 2, (int)n_tok, &st);
+    }
+    cases += 8;
     printf("%-5s GEMM %3d shapes (batches 1..70), worst SIMD-vs-scalar error %.2e of sum|w*x|\n",
            il_dtype_name(types[ti]), cases, st.max_err_rel);
   }

@@ -55,10 +55,13 @@
 
 #define IL__GEMM_ROWS 32
 /* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
- * packing. Measured crossovers (bench_matmul, one 1B layer, Zen 5, 1 thread): Q8_0 GEMM 1.1x
- * the tiles at 16 tokens, 0.4x at 4; Q4_0 0.8x at 16, 1.5x at 64. Q4_1 (2026-11-30, 1 and 2
- * threads): AVX-512 0.92-0.95x at 16, 1.06-1.12x at 20, 1.30-1.34x at 32; AVX-VNNI 1.72-1.76x
- * and AVX2 1.25x already at 16 (their tile kernels are slower), so 20. F16/BF16 (1 and 2 threads,
+ * packing. Q8_0, Q4_0, Q4_1 (bench_matmul, one 1B layer, Zen 5, 2026-11-30 16:49 UTC, with the
+ * next-panel prefetch and vpinsrw scales, 1 / 2 threads): AVX-512 Q8_0 0.95x / 0.92-0.95x at
+ * 8, 1.42-1.45x / 1.36-1.38x at 12; Q4_0 1.04-1.05x / 0.98-1.01x at 12, 1.17-1.18x / 1.12-1.13x
+ * at 16; Q4_1 1.04-1.05x / 1.02x at 12, 1.19x / 1.16-1.17x at 16. AVX-VNNI 1.16-1.74x from 12
+ * (Q8_0) and 16 (Q4_0, Q4_1). Plain AVX2 (no VNNI) on 2 threads loses there: Q8_0 0.89x at 12
+ * (0.96x at 16 before), Q4_0 0.94x and Q4_1 0.87x at 16 (1.17x and 1.09x on 1 thread); so 12,
+ * 16, 16 where the table has vpdpbusd, and plain AVX2 keeps its earlier thresholds (below). F16/BF16 (1 and 2 threads,
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
@@ -75,12 +78,18 @@
  * at 28). 20 leaves AVX-512 a margin for its 2-thread ratios, which ran 0.05-0.09 below
  * the 1-thread ones for Q6_K. */
 #define IL__GEMM_MIN_TOK_Q5_K 20
-static inline int64_t il__gemm_min_tok(il_dtype t) {
+/* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
+ * longer on 2 threads: the thresholds from before the next-panel prefetch (Q8_0 16, Q4_0 32,
+ * Q4_1 20). Workspaces are sized with plain = false, the earliest use. */
+static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
+  if (plain && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1))
+    return t == IL_DTYPE_Q8_0 ? 16 : t == IL_DTYPE_Q4_0 ? 32 : 20;
   switch (t) {
-  case IL_DTYPE_Q8_0: return 16;
+  case IL_DTYPE_Q8_0: return 12;
+  case IL_DTYPE_Q4_0: return 16;
   case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K;
   case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
-  case IL_DTYPE_Q4_1: return 20;
+  case IL_DTYPE_Q4_1: return 16;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
   default: return 32;
@@ -104,6 +113,29 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
   int16_t v;
   memcpy(&v, x + coff + 2 * (16 * b + s), 2);
   return -32 * (int32_t)v;
+}
+
+/* The next panel's raw weight rows (r0 + 32 .. r0 + 63, the chunk a thread claims next),
+ * prefetched into L2 a few lines per block while the micro-kernels compute this panel, so the
+ * memory-bound pack that follows reads L2 instead of DRAM, and DRAM is busy during compute
+ * rather than idle. Only on the last token slice of a panel (earlier slices are followed by
+ * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. */
+typedef struct {
+  const char *p, *end;
+  int64_t lines; /* cache lines per step */
+} il__gemm_pf;
+static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int64_t t1, int64_t steps) {
+  il__gemm_pf pf = {NULL, NULL, 0};
+  const int64_t n0 = r0 + IL__GEMM_ROWS;
+  if (t1 < a->n_tok || n0 >= a->n_out || steps <= 0) return pf;
+  const int64_t n1 = n0 + IL__GEMM_ROWS < a->n_out ? n0 + IL__GEMM_ROWS : a->n_out;
+  pf.p = (const char *)a->w + (size_t)n0 * a->w_stride;
+  pf.end = (const char *)a->w + (size_t)n1 * a->w_stride;
+  pf.lines = ((pf.end - pf.p + 63) / 64 + steps - 1) / steps;
+  return pf;
+}
+static inline void il__gemm_pf_step(il__gemm_pf *pf) {
+  for (int64_t i = 0; i < pf->lines && pf->p < pf->end; i++, pf->p += 64) __builtin_prefetch(pf->p, 0, 2);
 }
 
 /* Panel bytes for weights of type t with rows of n_in elements; 0 when t has no GEMM layout. */

@@ -151,6 +151,12 @@ static void il__gemm_avx2_pack_q5_k(const il__mm_args *a, int64_t r0, uint8_t *p
   }
 }
 
+/* 8 16-bit values into a vector, one insert each. */
+static inline __m128i il__gather8(const uint16_t v[8]) {
+  return _mm_set_epi16((short)v[7], (short)v[6], (short)v[5], (short)v[4], (short)v[3], (short)v[2], (short)v[1],
+                       (short)v[0]);
+}
+
 void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip) {
   if (a->type == IL_DTYPE_F16 || a->type == IL_DTYPE_BF16) {
     il__gemm_avx2_pack16(a, r0, panel);
@@ -189,8 +195,10 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
         memcpy(&h[i], blk, 2);
         memcpy(&m[i], blk + 2, 2);
       }
-      _mm256_store_ps((float *)(pb + so - 32 * q) + 8 * q, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h)));
-      if (q41) _mm256_store_ps((float *)(pb + so + 128 - 32 * q) + 8 * q, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m)));
+      /* vpinsrw, not a 16-byte reload of the 2-byte stores: that reload misses store
+       * forwarding and stalled the pack (41% of its samples on one instruction) */
+      _mm256_store_ps((float *)(pb + so - 32 * q) + 8 * q, _mm256_cvtph_ps(il__gather8(h)));
+      if (q41) _mm256_store_ps((float *)(pb + so + 128 - 32 * q) + 8 * q, _mm256_cvtph_ps(il__gather8(m)));
       if (q8) {
         __m256i r[8];
         for (int i = 0; i < 8; i++) r[i] = _mm256_xor_si256(fx, _mm256_loadu_si256((const __m256i *)(rq[i] + b * sq[i] + 2)));
@@ -250,7 +258,7 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m25
 /* 16 rows (panel lanes [h, h+16)) x T tokens; q4: the panel holds Q4_0 nibbles, or with q41
  * Q4_1 nibbles and mins (else Q8_0 bytes, flipped for vnni). */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                         const bool q4, const bool q41, const bool vnni) {
+                         const bool q4, const bool q41, const bool vnni, il__gemm_pf *pf) {
   const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
   const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const int64_t nb4 = nb & ~(int64_t)3;
@@ -259,6 +267,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb + 4 * h;
+    il__gemm_pf_step(pf);
     /* vnni: the offsets seed the accumulators; AVX2 Q4_0 adds them after the int16 sums;
      * AVX2 Q8_0 has none (the sign trick needs no offset), nor has Q4_1 (its m * d*sum(x)
      * term is a float FMA at the block's end) */
@@ -506,13 +515,14 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
   il__store(io, T, f0, f1);
 }
 
-/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K, 5: Q5_K */
+/* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K, 5: Q5_K; pf: the next panel's prefetch
+ * (gemm.h), stepped per block by the Q8_0/Q4_0/Q4_1 tiles (the K kinds do not prefetch) */
 IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                              const int kind, const bool vnni) {
+                              const int kind, const bool vnni, il__gemm_pf *pf) {
   if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
   else if (kind == 5) il__tile_q5_k(panel, nb, io, h, vnni || T < 2 ? T : 2, vnni);
   else if (kind == 4) il__tile_q6_k(panel, nb, io, h, T < 2 ? T : 2, vnni);
-  else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni);
+  else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni, pf);
 }
 
 /* Each 16-row half of the panel (the second only when it has rows), tokens [t0, t1) in tiles
@@ -528,18 +538,19 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
                       .coff = kind == 2 || kind == 5 ? il__act_bsum32_off(a->n_in)                 \
                               : il__act_aux_off(a->n_in, kind == 4 ? IL_QK_K : IL_QK),             \
                       .ldy = a->ldy};                                                              \
+    il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (nr + 15) / 16 * ((t1 - t0 + TM - 1) / TM) * nb); \
     for (int h = 0; h < nr; h += 16) {                                                             \
       io.nr = nr - h < 16 ? (int)(nr - h) : 16;                                                    \
       int64_t t = t0;                                                                              \
       for (; t + TM <= t1; t += TM) {                                                              \
         io.x0 = a->act + (size_t)t * a->act_stride;                                                \
         io.y = a->y + t * a->ldy + r0 + h;                                                         \
-        il__tile_kind(panel, nb, &io, h, TM, kind, vnni);                                          \
+        il__tile_kind(panel, nb, &io, h, TM, kind, vnni, &pf);                                          \
       }                                                                                            \
       io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
       io.y = a->y + t * a->ldy + r0 + h;                                                           \
-      if (t1 - t == 1) il__tile_kind(panel, nb, &io, h, 1, kind, vnni);                            \
-      else if (t1 - t == 2 && TM > 2) il__tile_kind(panel, nb, &io, h, 2, kind, vnni);             \
+      if (t1 - t == 1) il__tile_kind(panel, nb, &io, h, 1, kind, vnni, &pf);                            \
+      else if (t1 - t == 2 && TM > 2) il__tile_kind(panel, nb, &io, h, 2, kind, vnni, &pf);             \
     }                                                                                              \
   }
 

@@ -65,7 +65,7 @@ IL__INLINE il__tile_io il__io_init(const il__mm_args *a, int64_t r0, size_t coff
  * (else Q8_0 bytes, flipped). Q4_1 has no integer offset: its m * d*sum(x) term is one FMA
  * per accumulator at the block's end, as in the tile kernels. */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const bool q4,
-                         const bool q41) {
+                         const bool q41, il__gemm_pf *pf) {
   const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   const int64_t nb4 = nb & ~(int64_t)3;
@@ -74,6 +74,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb;
+    il__gemm_pf_step(pf);
     __m512i a0[6], a1[6];
     for (int j = 0; j < T; j++)
       a0[j] = a1[j] = q41 ? _mm512_setzero_si512() : _mm512_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
@@ -308,21 +309,22 @@ void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
     if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                                   \
     il__tile_io io = il__io_init(a, r0, il__act_aux_off(a->n_in, IL_QK));                          \
     const int64_t nb = a->n_in / IL_QK;                                                            \
+    il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + TM - 1) / TM * nb);                   \
     int64_t t = t0;                                                                                \
     for (; t + TM <= t1; t += TM) {                                                                \
       io.x0 = a->act + (size_t)t * a->act_stride;                                                  \
       io.y = a->y + t * a->ldy + r0;                                                               \
-      il__tile(panel, nb, &io, TM, q4, q41);                                                                 \
+      il__tile(panel, nb, &io, TM, q4, q41, &pf);                                                                 \
     }                                                                                              \
     if (t == t1) return;                                                                           \
     io.x0 = a->act + (size_t)t * a->act_stride;                                                    \
     io.y = a->y + t * a->ldy + r0;                                                                 \
     switch (t1 - t) {                                                                              \
-    case 1: il__tile(panel, nb, &io, 1, q4, q41); break;                                                        \
-    case 2: il__tile(panel, nb, &io, 2, q4, q41); break;                                                        \
-    case 3: il__tile(panel, nb, &io, 3, q4, q41); break;                                                        \
-    case 4: il__tile(panel, nb, &io, 4, q4, q41); break;                                                        \
-    default: il__tile(panel, nb, &io, 5, q4, q41); break;                                                       \
+    case 1: il__tile(panel, nb, &io, 1, q4, q41, &pf); break;                                                        \
+    case 2: il__tile(panel, nb, &io, 2, q4, q41, &pf); break;                                                        \
+    case 3: il__tile(panel, nb, &io, 3, q4, q41, &pf); break;                                                        \
+    case 4: il__tile(panel, nb, &io, 4, q4, q41, &pf); break;                                                        \
+    default: il__tile(panel, nb, &io, 5, q4, q41, &pf); break;                                                       \
     }                                                                                              \
   }
 

@@ -54,6 +54,7 @@ struct il__kernels {
   il__mm_rows_fn rows[IL_DTYPE_COUNT];
   il__mm_quant_fn quant[IL_DTYPE_COUNT];
   il__mm_gemm_fn gemm[IL_DTYPE_COUNT]; /* (optional) batches of il__gemm_min_tok tokens or more */
+  bool plain_int8; /* int8 products without vpdpbusd (plain AVX2): later GEMM thresholds */
 };
 typedef struct il__kernels il__kernels;
 

@@ -42,7 +42,7 @@ bool il_cpu_matmul_supported(il_dtype t) {
 
 /* Bytes of one thread's GEMM panel, 0 when this call will not use the GEMM. */
 static size_t il__mm_panel_bytes(il_dtype wtype, int64_t n_in, int64_t n_tok) {
-  return n_tok >= il__gemm_min_tok(wtype) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
+  return n_tok >= il__gemm_min_tok(wtype, false) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
 }
 
 /* Quantized-activation bytes of one token; 0 for float weights (their kernels read x). */
@@ -242,7 +242,7 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
   /* The GEMM's panels follow the activations in the workspace; F16/BF16 weights need a
    * workspace only for the GEMM, and without one (work NULL) run the tile kernels. */
   const size_t panel_bytes = work ? il__mm_panel_bytes(wtype, n_in, n_tok) : 0;
-  const bool gemm = panel_bytes && k->gemm[wtype];
+  const bool gemm = panel_bytes && k->gemm[wtype] && n_tok >= il__gemm_min_tok(wtype, k->plain_int8);
   /* A small matmul without the GEMM: each matrix in one kernel call, without the chunk list and
    * its claims (a small model's matrices are a few dozen rows, and claiming a chunk of 8 of them
    * cost as much as computing it: 7% of stories260K's instructions), and without building the

@@ -577,9 +577,9 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
 
 /* Two tables: with AVX-VNNI (chosen when CPUID reports it, backend/cpu/isa.c) and without.
  * They differ in the batched GEMM and in the Q8_0/Q4_0/Q4_1 tile kernels (vpdpbusd). */
-#define IL__AVX2_TABLE(v, gemm_q8_0, gemm_q4_0, gemm_q4_1, gemm_q4_k, gemm_q5_k, gemm_q6_k)                                           \
+#define IL__AVX2_TABLE(v, plain, gemm_q8_0, gemm_q4_0, gemm_q4_1, gemm_q4_k, gemm_q5_k, gemm_q6_k)                                    \
   {                                                                                                 \
-    .compiled = true,                                                                               \
+    .compiled = true, .plain_int8 = plain,                                                          \
     .rows = {[IL_DTYPE_F32] = il__rows_f32, [IL_DTYPE_F16] = il__rows_f16, [IL_DTYPE_BF16] = il__rows_bf16, \
              [IL_DTYPE_Q8_0] = il__rows_q8_0##v, [IL_DTYPE_Q4_0] = il__rows_q4_0##v, [IL_DTYPE_Q4_1] = il__rows_q4_1##v, \
              [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
@@ -589,10 +589,10 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_Q4_K] = gemm_q4_k, [IL_DTYPE_Q5_K] = gemm_q5_k, [IL_DTYPE_Q6_K] = gemm_q6_k, \
              [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16},             \
   }
-const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(, il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
+const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(, true, il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
                                                    il__gemm_avx2_q5_k, il__gemm_avx2_q6_k);
 const il__kernels il__matmul_avx2_vnni =
-    IL__AVX2_TABLE(_vnni, il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_1,
+    IL__AVX2_TABLE(_vnni, false, il__gemm_avx2_vnni_q8_0, il__gemm_avx2_vnni_q4_0, il__gemm_avx2_vnni_q4_1,
                    il__gemm_avx2_vnni_q4_k, il__gemm_avx2_vnni_q5_k, il__gemm_avx2_vnni_q6_k);
 
 #else
