@@ -147,13 +147,15 @@ IL__INLINE void il__tile_k4_mins(const uint8_t *pm, int64_t b, const il__tile_io
  * d * scale_s x the activation scale at the end of the part (4T int32 registers, so T = 3);
  * the mins are one vpdpwssd per part pair of sub-blocks against the activation's sums of 32,
  * scaled by dmin once per super-block. */
-IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T) {
+IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T,
+                              il__gemm_pf *pf) {
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   __m512 f0[3], f1[3];
   const uint8_t *x[3];
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 5760;
+    il__gemm_pf_step(pf);
     for (int p = 0; p < 4; p++) {
       __m512i l0[3], l1[3], h0[3], h1[3];
       for (int j = 0; j < T; j++) l0[j] = l1[j] = h0[j] = h1[j] = _mm512_setzero_si512();
@@ -192,12 +194,14 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
  * 2T vpdpbusd with no unpacking; one pass per 32-element sub-block s, its int32 accumulators
  * converted and scaled by d * scale_s x the activation scale at its end, and the mins as
  * Q4_K's. 2T int32 + 2T float accumulators, 2 weights and a broadcast: T = 6. */
-IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T) {
+IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T,
+                              il__gemm_pf *pf) {
   __m512 f0[6], f1[6];
   const uint8_t *x[6];
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 9856;
+    il__gemm_pf_step(pf);
     for (int s = 0; s < 8; s++) {
       __m512i a0[6], a1[6];
       for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm512_setzero_si512();
@@ -228,12 +232,14 @@ IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_i
  * vpdpbusd, then multiplied by the rows' int8 scale (vpmulld) into a per-super-block int32
  * total, exactly the scalar kernel's integer sum; the total is converted and scaled by d x the
  * activation scale once per super-block. 6T live registers, so T = 4. */
-IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T) {
+IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T,
+                              il__gemm_pf *pf) {
   __m512 f0[4], f1[4];
   const uint8_t *x[4];
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 10368;
+    il__gemm_pf_step(pf);
     __m512i t0[4], t1[4];
     for (int j = 0; j < T; j++) t0[j] = t1[j] = _mm512_setzero_si512();
     for (int s = 0; s < 16; s++) {
@@ -265,10 +271,11 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
 }
 
 /* One tile of T tokens of K-quant weights t (Q4_K: T <= 3, Q5_K: T <= 6, Q6_K: T <= 4). */
-IL__INLINE void il__tile_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const il_dtype t) {
-  if (t == IL_DTYPE_Q4_K) il__tile_q4_k(panel, nb, io, T < 3 ? T : 3);
-  else if (t == IL_DTYPE_Q5_K) il__tile_q5_k(panel, nb, io, T);
-  else il__tile_q6_k(panel, nb, io, T < 4 ? T : 4);
+IL__INLINE void il__tile_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const il_dtype t,
+                           il__gemm_pf *pf) {
+  if (t == IL_DTYPE_Q4_K) il__tile_q4_k(panel, nb, io, T < 3 ? T : 3, pf);
+  else if (t == IL_DTYPE_Q5_K) il__tile_q5_k(panel, nb, io, T, pf);
+  else il__tile_q6_k(panel, nb, io, T < 4 ? T : 4, pf);
 }
 
 /* Q4_K (tiles of 3 tokens), Q5_K (6) and Q6_K (4) over tokens [t0, t1). */
@@ -279,16 +286,17 @@ IL__INLINE void il__gemm_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t
   /* Q6_K: the sums of 16 (its -32 offset); Q4_K, Q5_K: the sums of 32 (their mins) */
   il__tile_io io = il__io_init(a, r0, t == IL_DTYPE_Q6_K ? il__act_aux_off(a->n_in, IL_QK_K) : il__act_bsum32_off(a->n_in));
   const int64_t nb = a->n_in / IL_QK_K, tm = t == IL_DTYPE_Q4_K ? 3 : t == IL_DTYPE_Q5_K ? 6 : 4;
+  il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + tm - 1) / tm * nb); /* the next panel, into L2 */
   for (int64_t k = t0; k < t1; k += tm) {
     io.x0 = a->act + (size_t)k * a->act_stride;
     io.y = a->y + k * a->ldy + r0;
     switch (t1 - k < tm ? t1 - k : tm) {
-    case 1: il__tile_k(panel, nb, &io, 1, t); break;
-    case 2: il__tile_k(panel, nb, &io, 2, t); break;
-    case 3: il__tile_k(panel, nb, &io, 3, t); break;
-    case 4: il__tile_k(panel, nb, &io, 4, t); break;
-    case 5: il__tile_k(panel, nb, &io, 5, t); break;
-    default: il__tile_k(panel, nb, &io, 6, t); break;
+    case 1: il__tile_k(panel, nb, &io, 1, t, &pf); break;
+    case 2: il__tile_k(panel, nb, &io, 2, t, &pf); break;
+    case 3: il__tile_k(panel, nb, &io, 3, t, &pf); break;
+    case 4: il__tile_k(panel, nb, &io, 4, t, &pf); break;
+    case 5: il__tile_k(panel, nb, &io, 5, t, &pf); break;
+    default: il__tile_k(panel, nb, &io, 6, t, &pf); break;
     }
   }
 }
