@@ -205,17 +205,6 @@ extern "C" cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, si
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out,
-                                      bool bf16) {
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) {
-      const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
-      const uint16_t h = bf16 ? il_f32_to_bf16(v) : il_f32_to_fp16(v);
-      memcpy((uint8_t *)out + ((size_t)r * cols + c) * 2, &h, 2);
-    }
-  return cudaSuccess;
-}
-
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
                                        il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
                                        int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {

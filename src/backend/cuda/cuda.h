@@ -10,7 +10,7 @@
  *   norm.cu       il__cu_rmsnorm
  *   rope.cu       il__cu_rope
  *   elementwise.cu il__cu_swiglu, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
- *                 il__cu_to_half (activations -> F16/BF16 for cuBLAS)
+ *                 il__cu_convert (F32 <-> F16/BF16: copy's conversions, cuBLAS's operands)
  *   kv.cu         il__cu_kv_store          rows to cells at slots
  *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view;
  *                 il__cu_attn_memeff       online softmax, no score matrix
@@ -103,8 +103,6 @@ cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_
  * one of them F32), rows ds / ss bytes apart, rounding to nearest even (copy with a type change). */
 cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dst_kind, const void *src, size_t ss, int src_kind,
                            int64_t rows, int64_t cols);
-/* out = x as F16 (bf16 false) or BF16, packed [rows x cols]; x rows xs bytes apart. */
-cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out, bool bf16);
 
 /* Row i of k and v (cols floats, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs bytes
  * apart, n_cells cells of type cells: F32, F16, BF16, or Q8_0 with cols a multiple of 32). A slot

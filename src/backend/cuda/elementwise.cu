@@ -1,6 +1,6 @@
 /* backend/cuda/elementwise: SwiGLU, residual add, bias add, the inf/nan count and value
- * statistics, rounding activations to F16/BF16 (--dtype), copy's conversions between F32 and
- * 16-bit activations, and the activation conversion to F16/BF16 that cuBLAS reads.
+ * statistics, rounding activations to F16/BF16 (--dtype), and the conversions between F32 and
+ * F16/BF16 (copy's, for 16-bit activations; the GEMM's, for cuBLAS's 16-bit operands).
  *
  * Grid-stride loops over the elements; each op is a few instructions per element and bound
  * by memory. SwiGLU is g / (1 + expf(-g)) * u like the CPU reference (expf differs from glibc's
@@ -46,15 +46,6 @@ __global__ void il__k_nonfinite(const float *x, size_t xs, int64_t rows, int64_t
   }
   for (int o = 16; o > 0; o >>= 1) mine += __shfl_xor_sync(0xffffffffu, mine, o);
   if ((threadIdx.x & 31) == 0 && mine) atomicAdd(count, mine);
-}
-
-__global__ void il__k_to_half(const float *x, size_t xs, int64_t rows, int64_t cols, void *out, bool bf16) {
-  const int64_t n = rows * cols;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float v = ((const float *)((const uint8_t *)x + (size_t)(i / cols) * xs))[i % cols];
-    if (bf16) ((__nv_bfloat16 *)out)[i] = __float2bfloat16_rn(v);
-    else ((__half *)out)[i] = __float2half_rn(v);
-  }
 }
 
 __global__ void il__k_round_to(float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
@@ -147,9 +138,4 @@ extern "C" cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, si
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t il__cu_to_half(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols, void *out,
-                                      bool bf16) {
-  if (rows * cols <= 0) return cudaSuccess;
-  il__k_to_half<<<il__blocks(rows * cols), 256, 0, s>>>(x, xs, rows, cols, out, bf16);
-  return cudaGetLastError();
-}
+

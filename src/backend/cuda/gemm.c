@@ -62,7 +62,8 @@ il_status il__cu_gemm(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   void *ws;
   IL_TRY(il__cu_workspace(b, il__cu_gemm_work(&w, n_tok), &ws));
   void *xh = ws, *tile = (uint8_t *)ws + xh_bytes;
-  IL_CUDA_CHECK(c, il__cu_to_half(c->compute, xp, x.rows > 1 ? x.stride : (size_t)n_in * 4, n_tok, n_in, xh, bf16w),
+  IL_CUDA_CHECK(c, il__cu_convert(c->compute, xh, (size_t)n_in * 2, bf16w ? 2 : 1, xp,
+                                  x.rows > 1 ? x.stride : (size_t)n_in * 4, 0, n_tok, n_in),
                 "matmul", nm);
   const cudaDataType_t ht = bf16w ? CUDA_R_16BF : CUDA_R_16F;
   if (f16w || bf16w) {
