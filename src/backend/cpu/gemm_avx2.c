@@ -357,6 +357,18 @@ IL__INLINE void il__tile_k4_mins(const uint8_t *pm, int64_t b, const il__tile_io
   }
 }
 
+/* Q4_K and Q5_K: f += the int32 sums a of one sub-block x d * scale_s (sc: this half's 16
+ * floats in the panel) x the activation scale of super-block b. */
+IL__INLINE void il__tile_k4_scale(const float *sc, int64_t b, const il__tile_io *io, const int T, const uint8_t *x[],
+                                  const __m256i a0[], const __m256i a1[], __m256 f0[], __m256 f1[]) {
+  const __m256 s0 = _mm256_load_ps(sc), s1 = _mm256_load_ps(sc + 8);
+  for (int j = 0; j < T; j++) {
+    const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+    f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
+    f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
+  }
+}
+
 /* Q4_K, 16 rows x T tokens: one pass per 32-element sub-block (the low then the high nibbles
  * of a part's bytes, loaded twice: the panel is in L1/L2), its 2T accumulators (int32 with
  * AVX-VNNI; int16 sums of at most 8 x 3810 on AVX2) scaled by d * scale_s and the activation
@@ -394,17 +406,12 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
           }
         }
       }
-      const __m256 s0 = _mm256_load_ps((const float *)(pb + 4096 + 128 * s));
-      const __m256 s1 = _mm256_load_ps((const float *)(pb + 4096 + 128 * s) + 8);
-      for (int j = 0; j < T; j++) {
-        if (!vnni) {
+      if (!vnni)
+        for (int j = 0; j < T; j++) {
           a0[j] = _mm256_madd_epi16(a0[j], ones);
           a1[j] = _mm256_madd_epi16(a1[j], ones);
         }
-        const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-        f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
-        f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
-      }
+      il__tile_k4_scale((const float *)(pb + 4096 + 128 * s), b, io, T, x, a0, a1, f0, f1);
     }
     il__tile_k4_mins(pb + 5120, b, io, T, x, f0, f1);
   }
@@ -451,13 +458,7 @@ IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_i
             a1[j] = _mm256_add_epi32(a1[j], _mm256_madd_epi16(c1[j], ones));
           }
       }
-      const __m256 s0 = _mm256_load_ps((const float *)(pb + 8192 + 128 * s));
-      const __m256 s1 = _mm256_load_ps((const float *)(pb + 8192 + 128 * s) + 8);
-      for (int j = 0; j < T; j++) {
-        const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-        f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(s0, dx), f0[j]);
-        f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(s1, dx), f1[j]);
-      }
+      il__tile_k4_scale((const float *)(pb + 8192 + 128 * s), b, io, T, x, a0, a1, f0, f1);
     }
     il__tile_k4_mins(pb + 9216, b, io, T, x, f0, f1);
   }

@@ -142,6 +142,18 @@ IL__INLINE void il__tile_k4_mins(const uint8_t *pm, int64_t b, const il__tile_io
   }
 }
 
+/* Q4_K and Q5_K: f += the int32 sums a of one sub-block x d * scale_s (sc: the panel's 32
+ * floats) x the activation scale of super-block b. */
+IL__INLINE void il__tile_k4_scale(const float *sc, int64_t b, const il__tile_io *io, const int T, const uint8_t *x[],
+                                  const __m512i a0[], const __m512i a1[], __m512 f0[], __m512 f1[]) {
+  const __m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
+  for (int j = 0; j < T; j++) {
+    const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
+    f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[j]), _mm512_mul_ps(s0, dx), f0[j]);
+    f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(s1, dx), f1[j]);
+  }
+}
+
 /* Q4_K, 32 rows x T tokens: per part p (64 elements) the low and high nibbles of one load
  * are sub-blocks 2p and 2p+1, each with its own int32 accumulators, converted and scaled by
  * d * scale_s x the activation scale at the end of the part (4T int32 registers, so T = 3);
@@ -175,15 +187,8 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
         }
       }
       const float *sc = (const float *)(pb + 4096) + 2 * p * 32;
-      const __m512 sl0 = _mm512_load_ps(sc), sl1 = _mm512_load_ps(sc + 16);
-      const __m512 sh0 = _mm512_load_ps(sc + 32), sh1 = _mm512_load_ps(sc + 48);
-      for (int j = 0; j < T; j++) {
-        const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-        f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l0[j]), _mm512_mul_ps(sl0, dx), f0[j]);
-        f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l1[j]), _mm512_mul_ps(sl1, dx), f1[j]);
-        f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h0[j]), _mm512_mul_ps(sh0, dx), f0[j]);
-        f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h1[j]), _mm512_mul_ps(sh1, dx), f1[j]);
-      }
+      il__tile_k4_scale(sc, b, io, T, x, l0, l1, f0, f1);      /* sub-block 2p */
+      il__tile_k4_scale(sc + 32, b, io, T, x, h0, h1, f0, f1); /* sub-block 2p + 1 */
     }
     il__tile_k4_mins(pb + 5120, b, io, T, x, f0, f1);
   }
@@ -214,13 +219,7 @@ IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_i
           a1[j] = _mm512_dpbusd_epi32(a1[j], w1, xb);
         }
       }
-      const float *sc = (const float *)(pb + 8192) + 32 * s;
-      const __m512 s0 = _mm512_load_ps(sc), s1 = _mm512_load_ps(sc + 16);
-      for (int j = 0; j < T; j++) {
-        const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
-        f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[j]), _mm512_mul_ps(s0, dx), f0[j]);
-        f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(s1, dx), f1[j]);
-      }
+      il__tile_k4_scale((const float *)(pb + 8192) + 32 * s, b, io, T, x, a0, a1, f0, f1);
     }
     il__tile_k4_mins(pb + 9216, b, io, T, x, f0, f1);
   }
