@@ -12,7 +12,9 @@
  * shared machine.
  *
  * usage: bench_engine [--types f16,q8_0,q4_0] [--threads 1,2] [--pp 512] [--tg 128]
- *                     [--reps 3] [--dir /tmp] [--keep]
+ *                     [--reps 3] [--dir /tmp] [--keep] [--dtype f32|f16|bf16]
+ * --dtype: the activations' storage type (engine --dtype); bf16 with BF16 weights is the
+ * vdpbf16ps GEMM on CPUs with AVX512_BF16.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "backend/registry.h"
 #include "sys/membw.h"
 #include "sys/pool.h"
+#include "engine/config.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 #include "model/export.h"
@@ -34,7 +37,7 @@ static uint64_t il__bytes_per_token(const il_model *m) {
 }
 
 int main(int argc, char **argv) {
-  const char *types = "f16,q8_0,q4_0", *threads_list = NULL, *dir = "/tmp";
+  const char *types = "f16,q8_0,q4_0", *threads_list = NULL, *dir = "/tmp", *dtype = "f32";
   int pp = 512, tg = 128, reps = 3, keep = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
@@ -44,8 +47,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--dir") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--keep")) keep = 1;
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--types f16,q8_0,q4_0] [--threads 1,2] [--pp 512] [--tg 128] [--reps 3] [--dir D] [--keep]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--types f16,q8_0,q4_0] [--threads 1,2] [--pp 512] [--tg 128] [--reps 3] [--dir D] [--keep]\n"
+                      "       [--dtype f32|f16|bf16]\n", argv[0]);
       return 64;
     }
   }
@@ -60,7 +65,12 @@ int main(int argc, char **argv) {
     thr[n_thr++] = 1;
     if (all > 1) thr[n_thr++] = all;
   }
-  printf("cpu: %s kernels, %d cores\n", il_backend_cpu_isa_default(), all);
+  il_dtype act;
+  if (il_config_act_type(dtype, &act) != IL_OK) {
+    fprintf(stderr, "bench_engine: %s\n", il_error_detail());
+    return 64;
+  }
+  printf("cpu: %s kernels, %d cores, activations %s\n", il_backend_cpu_isa_default(), all, il_dtype_name(act));
   il_membw bw;
   if (il_membw_init(&bw, (size_t)1 << 30) != IL_OK) {
     fprintf(stderr, "bench_engine: %s\n", il_error_detail());
@@ -99,6 +109,7 @@ int main(int argc, char **argv) {
       cfg.threads = thr[t];
       cfg.ctx = pp + tg + 16;
       cfg.batch = pp;
+      snprintf(cfg.dtype, sizeof cfg.dtype, "%s", dtype);
       il_engine *e = NULL;
       if (il_engine_open(&cfg, &e) != IL_OK) {
         fprintf(stderr, "open %s: %s\n", path, il_error_detail());

@@ -22,8 +22,10 @@
  *    over its own CPU time; 1-thread GEMM times are the thread's CPU time, multi-thread ones wall
  *    time (on a shared machine the latter are only as good as the machine is idle).
  * Usage: bench_matmul [--types f16,q4_0,...] [--no-gemm] [--no-levels] [--no-bw] [--passes N]
- *                     [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain]
+ *                     [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act]
  * --avx2-plain: the AVX2 table without AVX-VNNI, on a CPU that has AVX-VNNI.
+ * --bf16-act: the GEMM's activations rounded to BF16 (what --dtype bf16 stores), so BF16 weights
+ *   run vdpbf16ps on CPUs with AVX512_BF16, quoted against that instruction's peak.
  * Run it on an idle machine (`uptime` load < 0.5) and repeat: VMs are noisy.
  */
 #include <stdio.h>
@@ -197,10 +199,14 @@ static double measure_peak(il_pool *pool, int kind) {
   return g;
 }
 
+/* --bf16-act: the GEMM's activations are BF16 values (what --dtype bf16 stores), so BF16
+ * weights take vdpbf16ps on CPUs with AVX512_BF16. */
+static int bf16_act;
+
 /* The peak that binds a level's GEMM for weights of type t (sys/peak), AVX2's plain sequence
  * with --avx2-plain. */
 static int peak_kind_for(il_isa isa, il_dtype t) {
-  const int k = il_peak_kind_for(isa, t);
+  const int k = il_peak_kind_for(isa, t, bf16_act ? IL_DTYPE_BF16 : IL_DTYPE_F32);
   return k == IL_PEAK_AVXVNNI && no_avxvnni ? IL_PEAK_AVX2 : k;
 }
 
@@ -294,6 +300,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-levels")) do_levels = 0;
     else if (!strcmp(argv[i], "--no-bw")) do_bw = 0;
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
+    else if (!strcmp(argv[i], "--bf16-act")) bf16_act = 1;
     else if (!strcmp(argv[i], "--avx2-plain") && il__matmul_avx2.compiled && il_cpu_isa_kernels(IL_ISA_AVX2)) {
       mm_isa = IL_ISA_AVX2; /* the AVX2 table without AVX-VNNI, on a CPU that has it */
       mm_kernels = &il__matmul_avx2;
@@ -310,7 +317,7 @@ int main(int argc, char **argv) {
     }
     else {
       fprintf(stderr, "usage: bench_matmul [--types f16,q4_0,...] [--passes N] [--no-gemm] [--no-levels] [--no-bw]\n"
-                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain]\n");
+                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act]\n");
       return 2;
     }
   }
@@ -332,7 +339,8 @@ int main(int argc, char **argv) {
         printf("  %-38s 1T %7.0f  %dT %7.0f\n", il_peak_name((il_peak_kind)kind), measure_peak(pool1, kind), nth,
                measure_peak(pooln, kind));
     float *gx = xalloc(sizeof(float) * 8192 * 512, "activations");
-    for (size_t i = 0; i < 8192 * 512; i++) gx[i] = frand();
+    for (size_t i = 0; i < 8192 * 512; i++) gx[i] = bf16_act ? il_bf16_to_f32(il_f32_to_bf16(frand())) : frand();
+    if (bf16_act) printf("activations rounded to BF16 (--bf16-act)\n");
     float *gy = xalloc(sizeof(float) * 8192 * 512, "outputs");
     size_t gw = 0;
     for (int i = 0; i < n_types; i++) {

@@ -39,11 +39,16 @@ int main(void) {
 
   /* the compute peak: the instruction each level's kernels use, measured; the table's column and
    * the line saying which limit each phase runs against */
-  IL_CHECK_INT(il_peak_kind_for(IL_ISA_SCALAR, IL_DTYPE_Q8_0), -1);
-  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_Q4_K), IL_PEAK_VNNI512);
-  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_BF16), IL_PEAK_FMA512);
-  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_F32), IL_PEAK_FMA256);
-  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_Q4_0),
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_SCALAR, IL_DTYPE_Q8_0, IL_DTYPE_F32), -1);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_Q4_K, IL_DTYPE_F32), IL_PEAK_VNNI512);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_BF16, IL_DTYPE_F32), IL_PEAK_FMA512);
+  /* BF16 activations: vdpbf16ps where the CPU has it (the BF16 GEMM's dot product) */
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_BF16, IL_DTYPE_BF16),
+               il_cpu_features_get()->avx512bf16 ? IL_PEAK_BF16DOT : IL_PEAK_FMA512);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_BF16, IL_DTYPE_BF16), IL_PEAK_FMA256);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX512, IL_DTYPE_F16, IL_DTYPE_BF16), IL_PEAK_FMA512);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_F32, IL_DTYPE_F32), IL_PEAK_FMA256);
+  IL_CHECK_INT(il_peak_kind_for(IL_ISA_AVX2, IL_DTYPE_Q4_0, IL_DTYPE_F32),
                il_cpu_features_get()->avxvnni ? IL_PEAK_AVXVNNI : IL_PEAK_AVX2);
   const bool has_peak = il_peak_available(IL_PEAK_FMA256);
   if (has_peak) {

@@ -78,6 +78,11 @@ static void add_table(const il__kernels *k, const char *name) {
   table_names[n_tables++] = name;
 }
 
+/* Activations of run_case: 0 random floats; 1 every element a BF16 (what --dtype bf16 gives,
+ * the BF16 GEMM's vdpbf16ps path on CPUs with AVX512_BF16); 2 the same except one element of
+ * the last token (the conversion finds it, and the GEMM keeps its F32 path). */
+static int x_bf16;
+
 static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int nthreads, int variant,
                      stats *st) {
   const size_t rs = il_dtype_row_size(t, n_in);
@@ -88,6 +93,9 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
   make_weights(t, w, stride, n_out, n_in, variant);
   float *x = malloc(sizeof(float) * (size_t)(n_in * n_tok));
   for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = il_test_randf(&rng) * ((i / n_in) % 3 == 1 ? 20.0f : 1.0f);
+  if (x_bf16)
+    for (int64_t i = 0; i < n_in * n_tok; i++) x[i] = il_bf16_to_f32(il_f32_to_bf16(x[i]));
+  if (x_bf16 == 2 && n_tok > 1) x[n_in * n_tok - 1 - variant % n_in] += 0x1p-20f;
   const int64_t ysz = ldy * (n_tok - 1) + n_out;
   float *y[8];
   const size_t ws = il_cpu_matmul_work_size(t, n_in, n_tok, nthreads);
@@ -106,6 +114,27 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
     }
   }
   if (failed_call) goto out;
+  /* With BF16-exact activations on a CPU with AVX512_BF16, the AVX-512 GEMM's workspace starts
+   * with x as BF16 (every token: the conversion runs before it knows the last one is exact) */
+  for (int l = 1; l <= det && x_bf16 && t == IL_DTYPE_BF16 && ws; l++) {
+    if (!tables[l]->bf16_act || !tables[l]->gemm[t] || !il_cpu_features_get()->avx512bf16 ||
+        n_tok < IL__GEMM_MIN_TOK_BF16_DOT)
+      continue;
+    const uint8_t *al = work[l] + ((64 - (uintptr_t)work[l] % 64) % 64);
+    const size_t as = il__align64(2 * (size_t)(n_in + (n_in & 1)));
+    int conv = 1;
+    for (int64_t tk = 0; tk < n_tok && conv; tk++)
+      for (int64_t k = 0; k < n_in + (n_in & 1); k++) {
+        uint16_t h;
+        memcpy(&h, al + (size_t)tk * as + 2 * (size_t)k, 2);
+        uint32_t v = 0;
+        if (k < n_in) memcpy(&v, x + tk * n_in + k, 4);
+        if (h != (uint16_t)(v >> 16)) conv = 0;
+      }
+    if (!conv) fprintf(stderr, "  bf16 activations not converted by %s (n_in=%lld n_tok=%lld)\n", table_names[l],
+                       (long long)n_in, (long long)n_tok);
+    IL_CHECK(conv);
+  }
 
   /* reference: double product of dequantized rows */
   float *wd = malloc(sizeof(float) * (size_t)n_in);
@@ -233,6 +262,16 @@ static void test_gemm_batches(void) {
     /* a panel count below 4 per thread with many tokens: token slices */
     run_case(types[ti], 256, 40, 64, 2, 1, &st);
     run_case(types[ti], blck == 256 ? 512 : 96, 7, 70, 3, 2, &st);
+    /* BF16 with BF16-exact activations (vdpbf16ps where the CPU has it), and with one inexact
+     * element in the last token (back to F32 FMAs), odd n_in and token tails included */
+    for (x_bf16 = 1; x_bf16 <= 2 && types[ti] == IL_DTYPE_BF16; x_bf16++)
+      for (int64_t n_tok = IL__GEMM_MIN_TOK_BF16_DOT - 1; n_tok <= 70; n_tok += 3) {
+        const int64_t n_in = 1 + (int64_t)(fabsf(il_test_randf(&rng)) * 700);
+        run_case(types[ti], n_in, 1 + (int64_t)(fabsf(il_test_randf(&rng)) * 99), n_tok, 1 + (int)(n_tok % 3),
+                 (int)n_tok, &st);
+        cases++;
+      }
+    x_bf16 = 0;
     /* both sides of the threshold with a full panel and one of 17 rows (a 1-row second half) */
     for (int plain = 0; plain < 2; plain++) { /* the thresholds of tables with and without vpdpbusd */
       const int64_t mt = il__gemm_min_tok(types[ti], plain);
@@ -268,11 +307,23 @@ static void test_gemm_pack(void) {
       const uint8_t flip = k % 2 ? 0x80 : 0;
       il__gemm_pack(&a, r0, p0, flip);
       il__gemm_avx2_pack(&a, r0, p1, flip);
-      const int same = memcmp(p0, p1, ps) == 0;
+      /* a BF16 panel's room for an odd row's pad is the pair layout's (below) */
+      const int same = memcmp(p0, p1, t == IL_DTYPE_BF16 ? 64 * (size_t)n_in : ps) == 0;
       if (!same)
         fprintf(stderr, "  %s panel differs: n_in=%lld n_out=%lld r0=%lld flip=%d\n", il_dtype_name(t), (long long)n_in,
                 (long long)n_out, (long long)r0, flip);
       IL_CHECK(same);
+      if (t == IL_DTYPE_BF16 && il_cpu_isa_kernels(IL_ISA_AVX512)) { /* the pair layout */
+        memset(p0, 0x11, ps);
+        memset(p1, 0x22, ps);
+        il__gemm_pack_bf16_pairs(&a, r0, p0);
+        il__gemm_avx512_pack_bf16_pairs(&a, r0, p1);
+        const int same2 = memcmp(p0, p1, ps) == 0;
+        if (!same2)
+          fprintf(stderr, "  bf16 pair panel differs: n_in=%lld n_out=%lld r0=%lld\n", (long long)n_in,
+                  (long long)n_out, (long long)r0);
+        IL_CHECK(same2);
+      }
       il_mem_free(p0);
       il_mem_free(p1);
       free(w);

@@ -95,7 +95,7 @@ il_status il_bench_measure_roofline(int threads, int ms, double *gbps) {
 static void il__peak_for(il_engine *e, il_bench_peaks *peaks, il_bench_result *r) {
   il_isa isa;
   if (!peaks || (strcmp(e->info.kind, "cpu") && strcmp(e->info.kind, "sim")) || !il_isa_parse(e->info.isa, &isa)) return;
-  const int kind = il_peak_kind_for(isa, e->model->main_type);
+  const int kind = il_peak_kind_for(isa, e->model->main_type, e->act_type);
   const int nth = e->info.threads > 0 ? e->info.threads : 1;
   if (kind < 0 || !il_peak_available((il_peak_kind)kind)) return;
   double *cached = nth <= IL_BENCH_PEAK_THREADS ? &peaks->gops[kind][nth] : NULL;

@@ -14,7 +14,7 @@ static il_cpu_features il__feat;
 static pthread_once_t il__once = PTHREAD_ONCE_INIT;
 
 static void il__detect(void) {
-  il__feat = (il_cpu_features){IL_ISA_SCALAR, false, false, false};
+  il__feat = (il_cpu_features){IL_ISA_SCALAR, false, false, false, false};
 #ifdef IL__X86
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return;
@@ -32,13 +32,18 @@ static void il__detect(void) {
   il__feat.vbmi = c & (1u << 1);
   if (!(avx2 && fma && f16c)) return;
   il__feat.best = IL_ISA_AVX2;
-  if (a >= 1) { /* leaf 7 sub-leaf 1: EAX bit 4 */
+  bool bf16 = false;
+  if (a >= 1) { /* leaf 7 sub-leaf 1: EAX bit 4 AVX-VNNI, bit 5 AVX512_BF16 */
     unsigned a1, b1, c1, d1;
     __cpuid_count(7, 1, a1, b1, c1, d1);
     il__feat.avxvnni = a1 & (1u << 4);
+    bf16 = a1 & (1u << 5);
   }
   /* opmask, upper ZMM0-15 and ZMM16-31 state saved by the OS */
-  if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) il__feat.best = IL_ISA_AVX512;
+  if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) {
+    il__feat.best = IL_ISA_AVX512;
+    il__feat.avx512bf16 = bf16;
+  }
 #endif
 }
 

@@ -19,6 +19,8 @@ typedef struct {
   bool gfni;   /* GFNI (the AVX-512 Q4 kernels use one GFNI instruction when present) */
   bool vbmi;   /* AVX512_VBMI */
   bool avxvnni; /* AVX-VNNI: VEX vpdpbusd on ymm (Alder Lake, Zen 4+); the AVX2 GEMM uses it */
+  bool avx512bf16; /* AVX512_BF16 with the AVX-512 level (Cooper Lake, Sapphire Rapids, Zen 4+):
+                      vdpbf16ps, the BF16 GEMM's dot product when the activations are BF16 */
 } il_cpu_features;
 
 /* Detected once (thread-safe); the same value on every call. Can't fail. */

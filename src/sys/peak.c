@@ -46,13 +46,15 @@ IL__LOOP(il__avx2, "avx2", "vpcmpeqd %%ymm12, %%ymm12, %%ymm12\n vpabsb %%ymm12,
   IL__Z(12) IL__Z(13)
 IL__LOOP(il__fma512, "avx512f", IL__Z14, IL__DP12("vfmadd231ps", "zmm"), "zmm")
 IL__LOOP(il__fma256, "avx2,fma", IL__Z14, IL__DP12("vfmadd231ps", "ymm"), "xmm")
+/* BF16 pairs: each vdpbf16ps adds 2 products per 32-bit lane, 32 per zmm; zeroed operands */
+IL__LOOP(il__bf16dot, "avx512f", IL__Z14, IL__DP12("vdpbf16ps", "zmm"), "zmm")
 #endif
 
 static const char *const il__names[IL_PEAK_KINDS] = {
     "vpdpbusd zmm (AVX-512 VNNI)", "vpdpbusd ymm (AVX-VNNI)", "vpmaddubsw+vpmaddwd+vpaddd ymm (AVX2)",
-    "vfmadd231ps zmm (F32 FMA)", "vfmadd231ps ymm (F32 FMA)"};
+    "vfmadd231ps zmm (F32 FMA)", "vfmadd231ps ymm (F32 FMA)", "vdpbf16ps zmm (AVX512_BF16)"};
 /* ops (2 per multiply-add) per loop iteration */
-static const double il__ops_per_iter[IL_PEAK_KINDS] = {12 * 128.0, 12 * 64.0, 6 * 64.0, 12 * 32.0, 12 * 16.0};
+static const double il__ops_per_iter[IL_PEAK_KINDS] = {12 * 128.0, 12 * 64.0, 6 * 64.0, 12 * 32.0, 12 * 16.0, 12 * 64.0};
 
 const char *il_peak_name(il_peak_kind k) { return k < IL_PEAK_KINDS ? il__names[k] : "unknown"; }
 
@@ -60,6 +62,7 @@ bool il_peak_available(il_peak_kind k) {
 #if defined(__x86_64__)
   const il_cpu_features *f = il_cpu_features_get();
   if (k == IL_PEAK_VNNI512 || k == IL_PEAK_FMA512) return f->best >= IL_ISA_AVX512;
+  if (k == IL_PEAK_BF16DOT) return f->avx512bf16;
   if (k == IL_PEAK_AVXVNNI) return f->best >= IL_ISA_AVX2 && f->avxvnni;
   return k < IL_PEAK_KINDS && f->best >= IL_ISA_AVX2;
 #else
@@ -68,8 +71,10 @@ bool il_peak_available(il_peak_kind k) {
 #endif
 }
 
-int il_peak_kind_for(il_isa isa, il_dtype t) {
+int il_peak_kind_for(il_isa isa, il_dtype t, il_dtype act) {
   if (isa == IL_ISA_SCALAR) return -1;
+  if (t == IL_DTYPE_BF16 && act == IL_DTYPE_BF16 && isa == IL_ISA_AVX512 && il_cpu_features_get()->avx512bf16)
+    return IL_PEAK_BF16DOT;
   if (t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16) return isa == IL_ISA_AVX512 ? IL_PEAK_FMA512 : IL_PEAK_FMA256;
   if (isa == IL_ISA_AVX512) return IL_PEAK_VNNI512;
   return il_cpu_features_get()->avxvnni ? IL_PEAK_AVXVNNI : IL_PEAK_AVX2;
@@ -99,6 +104,7 @@ static void il__peak_run(void *p, int ith, int nth) {
   case IL_PEAK_AVXVNNI: r = il__avxvnni(c->n); break;
   case IL_PEAK_FMA512: r = il__fma512(c->n); break;
   case IL_PEAK_FMA256: r = il__fma256(c->n); break;
+  case IL_PEAK_BF16DOT: r = il__bf16dot(c->n); break;
   default: r = il__avx2(c->n); break;
   }
 #endif

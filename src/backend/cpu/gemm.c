@@ -24,6 +24,7 @@ static size_t il__gemm_block_bytes(il_dtype t) {
 }
 
 size_t il__gemm_panel_size(il_dtype t, int64_t n_in) {
+  if (t == IL_DTYPE_BF16) n_in += n_in & 1; /* the pair layout pads an odd row with a zero */
   return (size_t)(n_in / il_dtype_get(t)->blck) * il__gemm_block_bytes(t);
 }
 
@@ -130,6 +131,20 @@ static void il__gemm_pack_16(const il__mm_args *a, int64_t r0, uint8_t *panel) {
     }
     const uint8_t *w = a->w + (size_t)(r0 + i) * a->w_stride;
     for (int64_t k = 0; k < n; k++) memcpy(&dst[k * IL__GEMM_ROWS], w + 2 * k, 2);
+  }
+}
+
+void il__gemm_pack_bf16_pairs(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  const int nr = a->n_out - r0 < IL__GEMM_ROWS ? (int)(a->n_out - r0) : IL__GEMM_ROWS;
+  const int64_t n = a->n_in, np = (n + 1) / 2;
+  for (int i = 0; i < IL__GEMM_ROWS; i++) {
+    const uint8_t *w = a->w + (size_t)(r0 + i) * a->w_stride;
+    for (int64_t j = 0; j < np; j++) {
+      uint8_t *dst = panel + 128 * j + 4 * i;
+      memset(dst, 0, 4);
+      if (i >= nr) continue;
+      memcpy(dst, w + 4 * j, 2 * j + 1 < n ? 4 : 2);
+    }
   }
 }
 

@@ -39,6 +39,12 @@
  *                                                                        64 bytes per element
  *         The activations are the F32 input itself (no quantization: the results keep the
  *         tile kernels' semantics, F32 products of exactly converted weights, F32 sums).
+ *   BF16 against BF16 activations (vdpbf16ps, AVX512_BF16): per pair j of elements (2j, 2j+1),
+ *         128 bytes: bytes 4i..4i+3 = row i's two weights (an odd row's last pair padded with
+ *         zero); the activations are x as BF16 pairs, converted once per call and used only
+ *         when every element of x was exactly a BF16 (--dtype bf16), so the products are the
+ *         same exact products and only the summation order differs. 64 * n_in bytes (n_in
+ *         rounded up to even).
  * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K, Q5_K, Q6_K) layouts of kernels.h, quantized
  * once per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
  * accumulators; Q4_1's float d * sum(q) meets the panel's mins in one FMA per block.
@@ -65,6 +71,10 @@
  * AVX-512 and AVX2 alike): 0.43-0.49x at 4 (packing reads the weights once more), 0.96-1.01x at 32,
  * 1.00-1.05x at 40, 1.05-1.12x at 48, 1.3-1.5x at 512. */
 #define IL__GEMM_MIN_TOK_F16 40
+/* BF16 weights against BF16 activations with vdpbf16ps (bench_matmul --bf16-act, one 1B layer,
+ * Zen 5, 2026-11-30, 1 / 2 threads): 0.57x / 0.64x at 4, 1.10x / 1.07x at 16, 1.57x / 1.55x at
+ * 32, 1.8x at 48, 2.7x at 512 (the tile kernels' F32 FMAs do half the work per instruction). */
+#define IL__GEMM_MIN_TOK_BF16_DOT 16
 /* Q6_K (2026-11-30, 1 / 2 threads): AVX-512 0.53x / 0.50x at 16, 0.92x / 0.83x at 32,
  * 1.09x / 1.00x at 40, 1.14x / 1.09x at 44, 1.41x / 1.30x at 64 (the plain C packer unpacks
  * 6-bit weights to bytes, about 13 ms per builtin:1b layer on one thread); AVX-VNNI and AVX2
@@ -94,6 +104,12 @@ static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
   default: return 32;
   }
+}
+
+/* The fewest tokens any table runs the GEMM for (BF16's vdpbf16ps path included): what
+ * workspaces are sized for. */
+static inline int64_t il__gemm_min_tok_first(il_dtype t) {
+  return t == IL_DTYPE_BF16 ? IL__GEMM_MIN_TOK_BF16_DOT : il__gemm_min_tok(t, false);
 }
 
 /* Unaligned 4-byte loads of an activation group, offset or scale. */
@@ -153,6 +169,14 @@ void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t fli
  * super-block's panel. Can't fail. */
 void il__gemm_pack_k4_scales(const uint8_t *blk, uint8_t *ps, int i);
 
+/* BF16 pair layout (the vdpbf16ps path): per pair j of elements (2j, 2j + 1), 128 bytes:
+ * bytes 4i..4i+3 = row i's two BF16 weights (rows past n_out, and element n_in of an odd row,
+ * zero). The reference of il__gemm_avx512_pack_bf16_pairs. Can't fail. */
+void il__gemm_pack_bf16_pairs(const il__mm_args *a, int64_t r0, uint8_t *panel);
+/* The same with AVX-512 (a 16 x 16 transpose of 32-bit pairs per 16 rows); what the kernel
+ * uses. */
+void il__gemm_avx512_pack_bf16_pairs(const il__mm_args *a, int64_t r0, uint8_t *panel);
+
 /* The same with AVX2 shuffles (gemm_avx2.c), for CPUs with AVX2; what the kernels use. */
 void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t flip);
 
@@ -179,5 +203,7 @@ void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t
 void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
 void il__gemm_avx2_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack);
+/* AVX-512 tables' bf16_act (kernels.h): x -> BF16 pairs, *a->inexact set when not exact. */
+void il__gemm_avx512_bf16_act(const il__mm_args *a, int64_t u0, int64_t u1);
 
 #endif

@@ -1,5 +1,6 @@
 /* backend/cpu/gemm_avx512: AVX-512 micro-kernels of the blocked GEMM (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K,
- * Q6_K with VNNI; F16 and BF16 with FMA).
+ * Q6_K with VNNI; F16 and BF16 with FMA; BF16 against BF16 activations with vdpbf16ps on CPUs
+ * with AVX512_BF16).
  * Hot path.
  *
  * One micro-kernel computes 32 rows (a panel, gemm.h) x T tokens over the whole row: per
@@ -397,7 +398,121 @@ IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t
 void il__gemm_avx512_f16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
   il__gemm_h(a, r0, t0, t1, panel, pack, false);
 }
+
+/* ================================================================ BF16 x BF16 (vdpbf16ps) */
+
+/* x -> BF16 for tokens [u0, u1): each element's upper 16 bits (exact when the lower 16 are
+ * zero, which every element of a --dtype bf16 activation is), an odd row padded with a zero;
+ * any nonzero lower half sets *inexact, and the GEMM keeps its F32 path for the whole call. */
+void il__gemm_avx512_bf16_act(const il__mm_args *a, int64_t u0, int64_t u1) {
+  const int64_t n = a->n_in;
+  const __m512i lo = _mm512_set1_epi32(0xFFFF);
+  __m512i bad = _mm512_setzero_si512();
+  for (int64_t t = u0; t < u1; t++) {
+    const float *x = a->x + t * n;
+    uint16_t *d = (uint16_t *)(void *)(a->act + (size_t)t * a->act_stride);
+    for (int64_t k = 0; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+      const __m512i v = _mm512_maskz_loadu_epi32(m, x + k);
+      bad = _mm512_or_si512(bad, _mm512_and_si512(v, lo));
+      _mm256_mask_storeu_epi16(d + k, m, _mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+    }
+    if (n & 1) d[n] = 0;
+  }
+  if (_mm512_test_epi32_mask(bad, bad)) atomic_store_explicit(a->inexact, 1, memory_order_relaxed);
+}
+
+/* The pair layout (gemm.h) from 16 rows at a time: each row's next 16 pairs (64 bytes, masked
+ * at the row's end, so an odd row's last pair gets a zero high half) are one zmm, and a 16 x 16
+ * transpose of 32-bit lanes (unpack 32, unpack 64, two 128-bit shuffles) makes each zmm one
+ * pair of the 16 rows. */
+void il__gemm_avx512_pack_bf16_pairs(const il__mm_args *a, int64_t r0, uint8_t *panel) {
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;
+  const int64_t n = a->n_in, np = (n + 1) / 2;
+  for (int g = 0; g < 2; g++) {
+    const int64_t valid = nr - 16 * g;
+    const uint8_t *w = a->w + (size_t)r0 * a->w_stride;
+    for (int64_t c = 0; c < np; c += 16) {
+      const int64_t left = n - 2 * c;
+      const __mmask32 m = left >= 32 ? (__mmask32)0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
+      __m512i r[16], t[16], u[16];
+      for (int i = 0; i < 16; i++)
+        r[i] = i < valid ? _mm512_maskz_loadu_epi16(m, w + (size_t)(16 * g + i) * a->w_stride + 4 * c)
+                         : _mm512_setzero_si512();
+      for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);     /* per 128-bit lane L: pairs 4L, 4L+1 */
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]); /* pairs 4L+2, 4L+3 */
+      }
+      for (int q = 0; q < 16; q += 4) { /* u[q + m], lane L: rows q..q+3 of pair 4L + m */
+        u[q] = _mm512_unpacklo_epi64(t[q], t[q + 2]);
+        u[q + 1] = _mm512_unpackhi_epi64(t[q], t[q + 2]);
+        u[q + 2] = _mm512_unpacklo_epi64(t[q + 1], t[q + 3]);
+        u[q + 3] = _mm512_unpackhi_epi64(t[q + 1], t[q + 3]);
+      }
+      const int64_t cnt = np - c < 16 ? np - c : 16;
+      uint8_t *dst = panel + 128 * c + 64 * g;
+      for (int mm = 0; mm < 4; mm++) { /* pair 4L + mm = lane L of u[mm], u[4+mm], u[8+mm], u[12+mm] */
+        const __m512i v0 = _mm512_shuffle_i32x4(u[mm], u[4 + mm], 0x88), v1 = _mm512_shuffle_i32x4(u[mm], u[4 + mm], 0xDD);
+        const __m512i w0 = _mm512_shuffle_i32x4(u[8 + mm], u[12 + mm], 0x88),
+                      w1 = _mm512_shuffle_i32x4(u[8 + mm], u[12 + mm], 0xDD);
+        const __m512i o[4] = {_mm512_shuffle_i32x4(v0, w0, 0x88), _mm512_shuffle_i32x4(v1, w1, 0x88),
+                              _mm512_shuffle_i32x4(v0, w0, 0xDD), _mm512_shuffle_i32x4(v1, w1, 0xDD)};
+        for (int L = 0; L < 4; L++)
+          if (4 * L + mm < cnt) _mm512_storeu_si512(dst + 128 * (4 * L + mm), o[L]);
+      }
+    }
+  }
+}
+
+/* 32 rows x T tokens of BF16 weights against BF16 activations: per pair of elements, two zmm
+ * of the panel (rows 0-15, 16-31) and each token's pair, broadcast, into 2T vdpbf16ps. Each
+ * vdpbf16ps adds two exact products (8-bit x 8-bit significands fit a float) to its F32
+ * accumulator, rounding to nearest even after each (denormals flushed), so the result differs
+ * from the F32 path's only by summation order: twice the multiply-adds per instruction. */
+#define IL__BF16 __attribute__((target("avx512bf16")))
+IL__INLINE IL__BF16 void il__tile_bd(const uint8_t *panel, int64_t np, const il__tile_io *io, const int T) {
+  __m512 f0[12], f1[12];
+  const uint8_t *x[12];
+  il__tile_begin(io, T, x, f0, f1);
+#pragma GCC unroll 2
+  for (int64_t j = 0; j < np; j++) {
+    const uint8_t *p = panel + 128 * j;
+    const __m512bh w0 = (__m512bh)_mm512_load_si512(p), w1 = (__m512bh)_mm512_load_si512(p + 64);
+    for (int t = 0; t < T; t++) {
+      const __m512bh xb = (__m512bh)_mm512_set1_epi32(il__gemm_ld32(x[t] + 4 * j));
+      f0[t] = _mm512_dpbf16_ps(f0[t], w0, xb);
+      f1[t] = _mm512_dpbf16_ps(f1[t], w1, xb);
+    }
+  }
+  il__store(io, T, f0, f1);
+}
+
+static IL__BF16 void il__gemm_bd(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  if (pack) il__gemm_avx512_pack_bf16_pairs(a, r0, panel);
+  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, np = (a->n_in + 1) / 2;
+  il__tile_io io = {.as = a->act_stride,
+                    .ldy = a->ldy,
+                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
+                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  for (int64_t t = t0; t < t1; t += 12) {
+    io.x0 = a->act + (size_t)t * a->act_stride;
+    io.y = a->y + t * a->ldy + r0;
+    switch (t1 - t < 12 ? t1 - t : 12) {
+#define IL__BD_TILE(T) case T: il__tile_bd(panel, np, &io, T); break;
+      IL__BD_TILE(1) IL__BD_TILE(2) IL__BD_TILE(3) IL__BD_TILE(4) IL__BD_TILE(5) IL__BD_TILE(6)
+      IL__BD_TILE(7) IL__BD_TILE(8) IL__BD_TILE(9) IL__BD_TILE(10) IL__BD_TILE(11) default: IL__BD_TILE(12)
+#undef IL__BD_TILE
+    }
+  }
+}
+
+/* vdpbf16ps when the driver converted x to BF16 pairs and every element was exact (a->inexact
+ * set up and still 0 after the conversion's barrier); otherwise F32 FMAs on x. */
 void il__gemm_avx512_bf16(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
+  if (a->inexact && !atomic_load_explicit(a->inexact, memory_order_relaxed)) {
+    il__gemm_bd(a, r0, t0, t1, panel, pack);
+    return;
+  }
   il__gemm_h(a, r0, t0, t1, panel, pack, true);
 }
 

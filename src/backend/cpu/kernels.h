@@ -22,6 +22,7 @@
 #ifndef IL_BACKEND_CPU_KERNELS_H
 #define IL_BACKEND_CPU_KERNELS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,8 +35,12 @@ typedef struct {
   size_t w_stride;
   int64_t n_out, n_in, n_tok;
   const float *x; /* float activations, n_tok rows of n_in */
-  uint8_t *act;   /* quantized activations (quantized types only) */
+  uint8_t *act;   /* quantized activations (quantized types), or BF16 pairs (below) */
   size_t act_stride;
+  /* BF16 weights on a table with bf16_act, when x looked BF16-exact: act holds x as BF16 (each
+   * row padded to an even count with a zero), and the conversion sets *inexact if some element
+   * was not exactly a BF16 after all; the GEMM then keeps its F32 path. NULL otherwise. */
+  _Atomic int *inexact;
   float *y;
   int64_t ldy;
 } il__mm_args;
@@ -55,6 +60,9 @@ struct il__kernels {
   il__mm_quant_fn quant[IL_DTYPE_COUNT];
   il__mm_gemm_fn gemm[IL_DTYPE_COUNT]; /* (optional) batches of il__gemm_min_tok tokens or more */
   bool plain_int8; /* int8 products without vpdpbusd (plain AVX2): later GEMM thresholds */
+  /* (optional) x -> BF16 pairs for the BF16 GEMM's vdpbf16ps path, units = tokens; used only on
+   * CPUs with AVX512_BF16 (sys/cpuid), and only when x is exactly BF16 (--dtype bf16). */
+  il__mm_quant_fn bf16_act;
 };
 typedef struct il__kernels il__kernels;
 

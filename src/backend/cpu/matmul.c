@@ -28,6 +28,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
+#include "sys/cpuid.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -42,12 +43,29 @@ bool il_cpu_matmul_supported(il_dtype t) {
 
 /* Bytes of one thread's GEMM panel, 0 when this call will not use the GEMM. */
 static size_t il__mm_panel_bytes(il_dtype wtype, int64_t n_in, int64_t n_tok) {
-  return n_tok >= il__gemm_min_tok(wtype, false) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
+  return n_tok >= il__gemm_min_tok_first(wtype) ? il__align64(il__gemm_panel_size(wtype, n_in)) : 0;
 }
 
-/* Quantized-activation bytes of one token; 0 for float weights (their kernels read x). */
-static size_t il__mm_act_stride(il_dtype wtype, int64_t n_in) {
+/* Quantized-activation bytes of one token; for BF16 batches that take the GEMM, the room for
+ * x as BF16 pairs (used when x is BF16-exact on a CPU with AVX512_BF16, reserved on any, so a
+ * workspace's size does not depend on the CPU); 0 for other float weights (they read x). */
+static size_t il__mm_act_stride(il_dtype wtype, int64_t n_in, int64_t n_tok) {
+  if (wtype == IL_DTYPE_BF16)
+    return n_tok >= il__gemm_min_tok_first(wtype) ? il__align64(2 * (size_t)(n_in + (n_in & 1))) : 0;
   return il_dtype_get(wtype)->quantized ? il__act_stride(wtype, n_in) : 0;
+}
+
+/* Whether a row of x holds only BF16 values (the lower 16 bits of every float zero): the
+ * one-row test that decides whether the BF16 GEMM converts x at all; the conversion then
+ * checks every row. */
+static bool il__mm_row_bf16(const float *x, int64_t n) {
+  uint32_t low = 0;
+  for (int64_t k = 0; k < n; k++) {
+    uint32_t v;
+    memcpy(&v, x + k, 4);
+    low |= v & 0xFFFFu;
+  }
+  return low == 0;
 }
 
 size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int n_threads) {
@@ -57,7 +75,7 @@ size_t il_cpu_matmul_work_size(il_dtype wtype, int64_t n_in, int64_t n_tok, int 
   const size_t panels = (size_t)n_threads * il__mm_panel_bytes(wtype, n_in, n_tok);
   if (!il_dtype_get(wtype)->quantized && panels == 0) return 0; /* F32, or F16/BF16 below the GEMM */
   /* + 64: alignment slack */
-  return (size_t)n_tok * il__mm_act_stride(wtype, n_in) + 64 + panels;
+  return (size_t)n_tok * il__mm_act_stride(wtype, n_in, n_tok) + 64 + panels;
 }
 
 /* Each thread owns a contiguous range of chunks and takes them from the front; a thread that
@@ -239,10 +257,24 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     shared.act_stride = il__act_stride(wtype, n_in);
     n_units = n_tok * (n_in / il__act_blck(wtype));
   }
+  _Atomic int bf16_inexact = 0;
   /* The GEMM's panels follow the activations in the workspace; F16/BF16 weights need a
    * workspace only for the GEMM, and without one (work NULL) run the tile kernels. */
   const size_t panel_bytes = work ? il__mm_panel_bytes(wtype, n_in, n_tok) : 0;
-  const bool gemm = panel_bytes && k->gemm[wtype] && n_tok >= il__gemm_min_tok(wtype, k->plain_int8);
+  /* BF16 weights and BF16-exact activations (--dtype bf16) on a CPU with AVX512_BF16: the
+   * threads first convert x to BF16 pairs, and the GEMM multiplies with vdpbf16ps (from fewer
+   * tokens than its F32 path) unless the conversion finds an element that is not exact. */
+  const bool bf16_dot = panel_bytes && wtype == IL_DTYPE_BF16 && k->gemm[wtype] && k->bf16_act &&
+                        il_cpu_features_get()->avx512bf16 && il__mm_row_bf16(x, n_in);
+  const bool gemm = panel_bytes && k->gemm[wtype] &&
+                    n_tok >= (bf16_dot ? IL__GEMM_MIN_TOK_BF16_DOT : il__gemm_min_tok(wtype, k->plain_int8));
+  if (bf16_dot) {
+    quant = k->bf16_act;
+    shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    shared.act_stride = il__mm_act_stride(wtype, n_in, n_tok);
+    shared.inexact = &bf16_inexact;
+    n_units = n_tok;
+  }
   /* A small matmul without the GEMM: each matrix in one kernel call, without the chunk list and
    * its claims (a small model's matrices are a few dozen rows, and claiming a chunk of 8 of them
    * cost as much as computing it: 7% of stories260K's instructions), and without building the
@@ -275,7 +307,7 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
   if (gemm) {
     task.gemm = k->gemm[wtype];
     uint8_t *base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
-    task.panels = base + (size_t)n_tok * il__mm_act_stride(wtype, n_in);
+    task.panels = base + (size_t)n_tok * il__mm_act_stride(wtype, n_in, n_tok);
     /* Token slices only when the panels are too few for 4 chunks per thread; a slice keeps
      * at least 8 tokens so the micro-kernels run full tiles. */
     int64_t n_panels = 0;
