@@ -379,6 +379,9 @@ static void test_isa(void) {
   }
   if (il_cpu_isa_kernels(IL_ISA_AVX512)) IL_CHECK(il_cpu_isa_kernels(IL_ISA_AVX512)->gemm[IL_DTYPE_Q8_0] != NULL);
   if (il_cpu_isa_kernels(IL_ISA_AVX2)) IL_CHECK(il_cpu_isa_kernels(IL_ISA_AVX2)->gemm[IL_DTYPE_BF16] != NULL);
+  /* IL_CPU_AVXVNNI=0's table: AVX2 without vpdpbusd, on any AVX2 CPU */
+  IL_CHECK((il_cpu_isa_kernels_avx2_plain() != NULL) == (il_cpu_isa_kernels(IL_ISA_AVX2) != NULL));
+  if (il_cpu_isa_kernels_avx2_plain()) IL_CHECK(il_cpu_isa_kernels_avx2_plain()->plain_int8);
 }
 
 int main(void) {

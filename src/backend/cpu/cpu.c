@@ -710,6 +710,11 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
   c->kernels = il_cpu_isa_kernels(isa);
   const char *gemm = getenv("IL_CPU_GEMM"); /* 0: tile kernels only, to measure the GEMM against them */
   if (gemm && !strcmp(gemm, "0")) c->kernels = il_cpu_isa_kernels_tiles(isa);
+  /* IL_CPU_AVXVNNI=0: the AVX2 level without AVX-VNNI, what an AVX2-only CPU (Zen 2/3, Haswell
+   * to Cascade Lake servers) runs, to measure it on a CPU that has AVX-VNNI */
+  const char *vnni = getenv("IL_CPU_AVXVNNI");
+  if (vnni && !strcmp(vnni, "0") && isa == IL_ISA_AVX2 && c->kernels == il_cpu_isa_kernels(isa))
+    c->kernels = il_cpu_isa_kernels_avx2_plain();
   if (isa == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
   if (isa >= IL_ISA_AVX2 && il__cvt_avx2.compiled) c->cvt = &il__cvt_avx2;
   return il_pool_new(o->threads, &c->pool);

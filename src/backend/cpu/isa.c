@@ -46,6 +46,10 @@ const il__kernels *il_cpu_isa_kernels_tiles(il_isa isa) {
   return &il__tiles[isa];
 }
 
+const il__kernels *il_cpu_isa_kernels_avx2_plain(void) {
+  return il_cpu_isa_kernels(IL_ISA_AVX2) ? &il__matmul_avx2 : NULL;
+}
+
 il_isa il_cpu_isa_best(void) {
   il_isa isa = il_cpu_isa_detected();
   while (isa > IL_ISA_SCALAR && !il_cpu_isa_kernels(isa)) isa = (il_isa)(isa - 1);

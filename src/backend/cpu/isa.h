@@ -18,6 +18,10 @@ const il__kernels *il_cpu_isa_kernels(il_isa isa);
  * how the GEMM is measured against what it replaced in one build (IL_CPU_GEMM=0 in the
  * environment of the CPU backend). NULL when il_cpu_isa_kernels(isa) is NULL. */
 const il__kernels *il_cpu_isa_kernels_tiles(il_isa isa);
+/* The AVX2 table without AVX-VNNI (what an AVX2-only CPU runs), on any CPU with AVX2, so it
+ * can be measured on one that has AVX-VNNI (IL_CPU_AVXVNNI=0 in the environment of the CPU
+ * backend). NULL when il_cpu_isa_kernels(IL_ISA_AVX2) is NULL. */
+const il__kernels *il_cpu_isa_kernels_avx2_plain(void);
 /* The highest level both detected and compiled in. */
 il_isa il_cpu_isa_best(void);
 /* Comma list of levels compiled into this binary, e.g. "scalar,avx2,avx512" (static string). */
