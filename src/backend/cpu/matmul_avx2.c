@@ -136,7 +136,12 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
   }
 }
 
-#define IL__GEN_ROWS(name, tile, TM)                                                         \
+/* ONE: for one token on AMD, one row at a time (one sequential stream: matmul_avx512.c). With
+ * these kernels on a Zen 5 (bench_matmul --isa avx2 [--avx2-plain] --no-gemm, 2026-11-30 18:02
+ * UTC) that read at 93-99% of the bandwidth on 2 threads against 73-88%, and on 1 thread as
+ * well or better for F32, Q8_0, Q4_K, Q5_K and Q6_K; the F16/BF16 one-row tiles fell to 47-50%
+ * on 1 thread (and were no better on 2), Q4_0/Q4_1 to 64-82% (from 82-97%): those keep 4 rows. */
+#define IL__GEN_ROWS(name, tile, TM, ONE)                                                    \
   static void name(const il__mm_args *a, int64_t r0, int64_t r1) {                           \
     for (int64_t t = 0; t < a->n_tok; t += TM) {                                             \
       int64_t r = r0;                                                                        \
@@ -144,7 +149,8 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
         for (; r + 4 <= r1; r += 4) tile(a, r, t, 4, TM);                                    \
         for (; r < r1; r++) tile(a, r, t, 1, TM);                                            \
       } else {                                                                               \
-        for (; r + 4 <= r1; r += 4) tile(a, r, t, 4, 1);                                     \
+        if (!(ONE && a->n_tok == 1 && __builtin_cpu_is("amd")))                              \
+          for (; r + 4 <= r1; r += 4) tile(a, r, t, 4, 1);                                   \
         for (; r < r1; r++) tile(a, r, t, 1, 1);                                             \
         if (TM >= 2) t -= TM - 1;                                                            \
       }                                                                                      \
@@ -217,9 +223,9 @@ IL__INLINE void il__tile_f16(const il__mm_args *a, int64_t r, int64_t t, const i
 IL__INLINE void il__tile_bf16(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   il__tile_float(a, r, t, R, T, IL__W_BF16);
 }
-IL__GEN_ROWS(il__rows_f32, il__tile_f32, 2)
-IL__GEN_ROWS(il__rows_f16, il__tile_f16, 2)
-IL__GEN_ROWS(il__rows_bf16, il__tile_bf16, 2)
+IL__GEN_ROWS(il__rows_f32, il__tile_f32, 2, 1)
+IL__GEN_ROWS(il__rows_f16, il__tile_f16, 2, 0)
+IL__GEN_ROWS(il__rows_bf16, il__tile_bf16, 2, 0)
 
 /* ================================================================ Q8_0 / Q4_0 / Q4_1 helpers */
 
@@ -336,8 +342,8 @@ IL__INLINE void il__tile_q8_0_avx2(const il__mm_args *a, int64_t r, int64_t t, c
 IL__INLINE void il__tile_q8_0_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   il__tile_q8_0(a, r, t, R, T, true);
 }
-IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0_avx2, 2)
-IL__GEN_ROWS(il__rows_q8_0_vnni, il__tile_q8_0_vnni, 2)
+IL__GEN_ROWS(il__rows_q8_0, il__tile_q8_0_avx2, 2, 1)
+IL__GEN_ROWS(il__rows_q8_0_vnni, il__tile_q8_0_vnni, 2, 1)
 
 /* ================================================================ Q4_0 / Q4_1 */
 
@@ -443,10 +449,10 @@ IL__INLINE void il__tile_q4_0_vnni(const il__mm_args *a, int64_t r, int64_t t, c
 IL__INLINE void il__tile_q4_1_vnni(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   il__tile_q4(a, r, t, R, T, true, true);
 }
-IL__GEN_ROWS(il__rows_q4_0, il__tile_q4_0, 2)
-IL__GEN_ROWS(il__rows_q4_1, il__tile_q4_1, 2)
-IL__GEN_ROWS(il__rows_q4_0_vnni, il__tile_q4_0_vnni, 2)
-IL__GEN_ROWS(il__rows_q4_1_vnni, il__tile_q4_1_vnni, 2)
+IL__GEN_ROWS(il__rows_q4_0, il__tile_q4_0, 2, 0)
+IL__GEN_ROWS(il__rows_q4_1, il__tile_q4_1, 2, 0)
+IL__GEN_ROWS(il__rows_q4_0_vnni, il__tile_q4_0_vnni, 2, 0)
+IL__GEN_ROWS(il__rows_q4_1_vnni, il__tile_q4_1_vnni, 2, 0)
 
 /* ================================================================ K-quants */
 
@@ -514,8 +520,8 @@ IL__INLINE void il__tile_q4_k(const il__mm_args *a, int64_t r, int64_t t, const 
 IL__INLINE void il__tile_q5_k(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   il__tile_q45k(a, r, t, R, T, true);
 }
-IL__GEN_ROWS(il__rows_q4_k, il__tile_q4_k, 2)
-IL__GEN_ROWS(il__rows_q5_k, il__tile_q5_k, 2)
+IL__GEN_ROWS(il__rows_q4_k, il__tile_q4_k, 2, 1)
+IL__GEN_ROWS(il__rows_q5_k, il__tile_q5_k, 2, 1)
 
 /* Q6_K: per 128-element half, four 32-element runs of 6-bit values, each with two 16-element
  * sub-block scales; the -32 offset is -32 * sum(sc * bsum16). Run k's two high bits are
@@ -573,7 +579,7 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
   }
   il__store(a, r, t, R, T, acc, tail);
 }
-IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
+IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2, 1)
 
 /* Two tables: with AVX-VNNI (chosen when CPUID reports it, backend/cpu/isa.c) and without.
  * They differ in the batched GEMM and in the Q8_0/Q4_0/Q4_1 tile kernels (vpdpbusd). */
