@@ -374,13 +374,14 @@ IL__INLINE void il__tile_k4_scale(const float *sc, int64_t b, const il__tile_io 
  * AVX-VNNI; int16 sums of at most 8 x 3810 on AVX2) scaled by d * scale_s and the activation
  * scale at its end; the mins are one vpmaddwd per part against the sums of 32. */
 IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                              const bool vnni) {
+                              const bool vnni, il__gemm_pf *pf) {
   const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 5760 + 4 * h;
+    il__gemm_pf_step(pf);
     for (int s = 0; s < 8; s++) { /* sub-block s: part s / 2, high nibbles when s is odd */
       const int p = s / 2, hi = s % 2;
       __m256i a0[3], a1[3];
@@ -424,13 +425,14 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
  * 31496), then one vpmaddwd into int32 per half sub-block: 2T int16 + 2T int32 + 2T float
  * accumulators, so T = 2. */
 IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                              const bool vnni) {
+                              const bool vnni, il__gemm_pf *pf) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 9856 + 4 * h;
+    il__gemm_pf_step(pf);
     for (int s = 0; s < 8; s++) {
       __m256i a0[3], a1[3];
       for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_setzero_si256();
@@ -471,13 +473,14 @@ IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_i
  * the rows' int8 scale (vpmulld) into the super-block's exact int32 total (as il__tile_q6_k of
  * gemm_avx512.c). 6T live ymm and the weights: T = 2. */
 IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
-                              const bool vnni) {
+                              const bool vnni, il__gemm_pf *pf) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 f0[2], f1[2];
   const uint8_t *x[2];
   il__tile_begin(io, T, x, f0, f1);
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * 10368 + 4 * h;
+    il__gemm_pf_step(pf);
     __m256i t0[2], t1[2];
     for (int j = 0; j < T; j++) t0[j] = t1[j] = _mm256_setzero_si256();
     for (int s = 0; s < 16; s++) {
@@ -517,12 +520,12 @@ IL__INLINE void il__tile_q6_k(const uint8_t *panel, int64_t nb, const il__tile_i
 }
 
 /* kind 0: Q8_0, 1: Q4_0, 2: Q4_K, 3: Q4_1, 4: Q6_K, 5: Q5_K; pf: the next panel's prefetch
- * (gemm.h), stepped per block by the Q8_0/Q4_0/Q4_1 tiles (the K kinds do not prefetch) */
+ * (gemm.h), stepped per block (per super-block for the K kinds) */
 IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                               const int kind, const bool vnni, il__gemm_pf *pf) {
-  if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni);
-  else if (kind == 5) il__tile_q5_k(panel, nb, io, h, vnni || T < 2 ? T : 2, vnni);
-  else if (kind == 4) il__tile_q6_k(panel, nb, io, h, T < 2 ? T : 2, vnni);
+  if (kind == 2) il__tile_q4_k(panel, nb, io, h, T, vnni, pf);
+  else if (kind == 5) il__tile_q5_k(panel, nb, io, h, vnni || T < 2 ? T : 2, vnni, pf);
+  else if (kind == 4) il__tile_q6_k(panel, nb, io, h, T < 2 ? T : 2, vnni, pf);
   else il__tile(panel, nb, io, h, T, kind == 1 || kind == 3, kind == 3, vnni, pf);
 }
 
