@@ -28,6 +28,7 @@
  *   Q6_K (both): one pass per sub-block of 16, exact int32 totals via vpmulld, T = 2
  *     (il__tile_q6_k).
  *   F16/BF16 (both tables): F32 FMA against the float activations, T = 6 (il__tile_h).
+ *   Every kind prefetches the thread's next panel's rows while it computes (gemm.h).
  * Not for: the panel layout (gemm.h), AVX-512 (gemm_avx512.c).
  */
 #include "backend/cpu/gemm.h"
@@ -578,7 +579,7 @@ IL__GEMM_DRIVER(il__gemm_avx2_vnni_q5_k, 5, 3, true, 0)
  * for BF16: low for half 0, high for half 1, gemm.h), one vbroadcastss per token and 2T FMAs.
  * 16 ymm: 2T accumulators + 2 weights + 1 broadcast, so T = 6. */
 IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *io, const int h, const int T,
-                           const bool bf) {
+                           const bool bf, il__gemm_pf *pf) {
   __m256 f0[6], f1[6];
   const uint8_t *x[6];
   il__tile_begin(io, T, x, f0, f1);
@@ -586,6 +587,7 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *i
 #pragma GCC unroll 2
   for (int64_t k = 0; k < n; k++) {
     const uint8_t *p = panel + 64 * k;
+    if (k % 32 == 0) il__gemm_pf_step(pf); /* per 32 elements (2 KiB of panel) */
     __m256 w0, w1;
     if (bf) {
       const __m256i v0 = _mm256_load_si256((const __m256i *)p), v1 = _mm256_load_si256((const __m256i *)(p + 32));
@@ -611,6 +613,7 @@ IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t
   if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
   const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, n = a->n_in;
   il__tile_io io = {.as = 4 * (size_t)n, .ldy = a->ldy};
+  il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (nr + 15) / 16 * ((t1 - t0 + 5) / 6) * ((n + 31) / 32));
   for (int h = 0; h < nr; h += 16) {
     io.nr = nr - h < 16 ? (int)(nr - h) : 16;
     for (int64_t t = t0; t < t1; t += 6) {
@@ -618,8 +621,8 @@ IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t
       io.y = a->y + t * a->ldy + r0 + h;
       switch ((t1 - t < 6 ? t1 - t : 6) + (h ? 6 : 0)) { /* h is 0 or 16: a constant per tile */
 #define IL__H_TILE(T)                                                                              \
-  case T: il__tile_h(panel, n, &io, 0, T, bf); break;                                              \
-  case 6 + T: il__tile_h(panel, n, &io, 16, T, bf); break;
+  case T: il__tile_h(panel, n, &io, 0, T, bf, &pf); break;                                         \
+  case 6 + T: il__tile_h(panel, n, &io, 16, T, bf, &pf); break;
         IL__H_TILE(1) IL__H_TILE(2) IL__H_TILE(3) IL__H_TILE(4) IL__H_TILE(5) IL__H_TILE(6)
 #undef IL__H_TILE
       }

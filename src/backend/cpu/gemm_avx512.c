@@ -347,7 +347,8 @@ IL__GEMM_DRIVER(il__gemm_avx512_q4_1, true, true, 5, 0)
  * exact), and each token's x[k], broadcast from memory into the FMA, updates 2T accumulators.
  * 2T FMAs per 2 conversions and 2 + T loads: T = 12 (24 accumulators) keeps the FMA pipes the
  * limit. */
-IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *io, const int T, const bool bf) {
+IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *io, const int T, const bool bf,
+                           il__gemm_pf *pf) {
   __m512 f0[12], f1[12];
   const uint8_t *x[12];
   il__tile_begin(io, T, x, f0, f1);
@@ -355,6 +356,7 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *i
 #pragma GCC unroll 2
   for (int64_t k = 0; k < n; k++) {
     const uint8_t *p = panel + 64 * k;
+    if (k % 32 == 0) il__gemm_pf_step(pf); /* per 32 elements (2 KiB of panel) */
     __m512 w0, w1;
     if (bf) {
       const __m512i v = _mm512_load_si512(p);
@@ -383,11 +385,12 @@ IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t
                     .ldy = a->ldy,
                     .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
                     .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + 11) / 12 * ((n + 31) / 32));
   for (int64_t t = t0; t < t1; t += 12) {
     io.x0 = (const uint8_t *)(a->x + t * n);
     io.y = a->y + t * a->ldy + r0;
     switch (t1 - t < 12 ? t1 - t : 12) {
-#define IL__H_TILE(T) case T: il__tile_h(panel, n, &io, T, bf); break;
+#define IL__H_TILE(T) case T: il__tile_h(panel, n, &io, T, bf, &pf); break;
       IL__H_TILE(1) IL__H_TILE(2) IL__H_TILE(3) IL__H_TILE(4) IL__H_TILE(5) IL__H_TILE(6)
       IL__H_TILE(7) IL__H_TILE(8) IL__H_TILE(9) IL__H_TILE(10) IL__H_TILE(11) default: IL__H_TILE(12)
 #undef IL__H_TILE
@@ -470,13 +473,15 @@ void il__gemm_avx512_pack_bf16_pairs(const il__mm_args *a, int64_t r0, uint8_t *
  * accumulator, rounding to nearest even after each (denormals flushed), so the result differs
  * from the F32 path's only by summation order: twice the multiply-adds per instruction. */
 #define IL__BF16 __attribute__((target("avx512bf16")))
-IL__INLINE IL__BF16 void il__tile_bd(const uint8_t *panel, int64_t np, const il__tile_io *io, const int T) {
+IL__INLINE IL__BF16 void il__tile_bd(const uint8_t *panel, int64_t np, const il__tile_io *io, const int T,
+                                     il__gemm_pf *pf) {
   __m512 f0[12], f1[12];
   const uint8_t *x[12];
   il__tile_begin(io, T, x, f0, f1);
 #pragma GCC unroll 2
   for (int64_t j = 0; j < np; j++) {
     const uint8_t *p = panel + 128 * j;
+    if (j % 16 == 0) il__gemm_pf_step(pf); /* per 32 elements (2 KiB of panel) */
     const __m512bh w0 = (__m512bh)_mm512_load_si512(p), w1 = (__m512bh)_mm512_load_si512(p + 64);
     for (int t = 0; t < T; t++) {
       const __m512bh xb = (__m512bh)_mm512_set1_epi32(il__gemm_ld32(x[t] + 4 * j));
@@ -494,11 +499,12 @@ static IL__BF16 void il__gemm_bd(const il__mm_args *a, int64_t r0, int64_t t0, i
                     .ldy = a->ldy,
                     .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
                     .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + 11) / 12 * ((np + 15) / 16));
   for (int64_t t = t0; t < t1; t += 12) {
     io.x0 = a->act + (size_t)t * a->act_stride;
     io.y = a->y + t * a->ldy + r0;
     switch (t1 - t < 12 ? t1 - t : 12) {
-#define IL__BD_TILE(T) case T: il__tile_bd(panel, np, &io, T); break;
+#define IL__BD_TILE(T) case T: il__tile_bd(panel, np, &io, T, &pf); break;
       IL__BD_TILE(1) IL__BD_TILE(2) IL__BD_TILE(3) IL__BD_TILE(4) IL__BD_TILE(5) IL__BD_TILE(6)
       IL__BD_TILE(7) IL__BD_TILE(8) IL__BD_TILE(9) IL__BD_TILE(10) IL__BD_TILE(11) default: IL__BD_TILE(12)
 #undef IL__BD_TILE
