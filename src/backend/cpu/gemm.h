@@ -68,12 +68,12 @@
  * (Q8_0) and 16 (Q4_0, Q4_1). Plain AVX2 (no VNNI) on 2 threads loses there: Q8_0 0.89x at 12
  * (0.96x at 16 before), Q4_0 0.94x and Q4_1 0.87x at 16 (1.17x and 1.09x on 1 thread); so 12,
  * 16, 16 where the table has vpdpbusd, and plain AVX2 keeps its earlier thresholds (below). F16/BF16 (1 and 2 threads,
- * AVX-512 and AVX2 alike, with the next-panel prefetch, 2026-11-30 18:31 UTC): 0.64-0.83x at 8,
+ * AVX-512 and AVX2 alike, with the next-panel prefetch, 2026-11-30 18:28 UTC): 0.64-0.83x at 8,
  * 0.84-0.97x at 16, 0.97-1.12x at 24, 1.03-1.13x at 32, 1.08-1.17x at 40, 1.3-1.5x at 512
  * (without the prefetch 0.96-1.01x at 32 and the threshold was 40). */
 #define IL__GEMM_MIN_TOK_F16 32
 /* BF16 weights against BF16 activations with vdpbf16ps (bench_matmul --bf16-act, one 1B layer,
- * Zen 5, 2026-11-30 18:31 UTC, with the next-panel prefetch, 1 / 2 threads): 0.98x / 0.85x at 8,
+ * Zen 5, 2026-11-30 18:28 UTC, with the next-panel prefetch, 1 / 2 threads): 0.98x / 0.85x at 8,
  * 1.36x / 1.06x at 12, 1.49x / 1.12x at 16, 2.07x / 1.71x at 32, 2.7x at 512 (the tile kernels'
  * F32 FMAs do half the work per instruction). */
 #define IL__GEMM_MIN_TOK_BF16_DOT 12
