@@ -380,11 +380,9 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *i
 IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
                            const bool bf) {
   if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
-  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, n = a->n_in;
-  il__tile_io io = {.as = 4 * (size_t)n,
-                    .ldy = a->ldy,
-                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
-                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  const int64_t n = a->n_in;
+  il__tile_io io = il__io_init(a, r0, 0);
+  io.as = 4 * (size_t)n; /* the float rows of x */
   il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + 11) / 12 * ((n + 31) / 32));
   for (int64_t t = t0; t < t1; t += 12) {
     io.x0 = (const uint8_t *)(a->x + t * n);
@@ -494,11 +492,8 @@ IL__INLINE IL__BF16 void il__tile_bd(const uint8_t *panel, int64_t np, const il_
 
 static IL__BF16 void il__gemm_bd(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
   if (pack) il__gemm_avx512_pack_bf16_pairs(a, r0, panel);
-  const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, np = (a->n_in + 1) / 2;
-  il__tile_io io = {.as = a->act_stride,
-                    .ldy = a->ldy,
-                    .m0 = (__mmask16)(nr >= 16 ? 0xFFFF : (1u << nr) - 1),
-                    .m1 = (__mmask16)(nr >= 32 ? 0xFFFF : nr > 16 ? (1u << (nr - 16)) - 1 : 0)};
+  const int64_t np = (a->n_in + 1) / 2;
+  il__tile_io io = il__io_init(a, r0, 0); /* as: the BF16 pairs' row stride */
   il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + 11) / 12 * ((np + 15) / 16));
   for (int64_t t = t0; t < t1; t += 12) {
     io.x0 = a->act + (size_t)t * a->act_stride;
