@@ -87,19 +87,28 @@
  * times were too noisy to use): with the AVX2 packer, AVX-512 0.63x at 8, 0.90x at 12, 1.06x
  * at 16, 1.28x at 20, 1.66x at 32; AVX-VNNI 1.16x at 8, 1.72x at 16; AVX2 0.96x at 8, 1.17x
  * at 12, 1.34x at 16 (with the plain C packer AVX-512 crossed only at 28: 0.96x at 24, 1.08x
- * at 28). 20 leaves AVX-512 a margin for its 2-thread ratios, which ran 0.05-0.09 below
- * the 1-thread ones for Q6_K. */
-#define IL__GEMM_MIN_TOK_Q5_K 20
+ * at 28). The threshold was 20 (a margin for AVX-512's 2-thread ratios, which ran 0.05-0.09
+ * below the 1-thread ones for Q6_K) until the K-quant GEMMs prefetched the next panel: */
+/* Q4_K and Q5_K with the next-panel prefetch on every level (bench_matmul --gemm-only, GEMM
+ * forced from 8 tokens in a scratch build, 2026-11-30 18:35 UTC, 1 / 2 threads): Q4_K AVX-512
+ * 0.85x / 0.65x at 8, 1.30x / 1.00x at 16, 1.52x / 1.18x at 20; AVX-VNNI 1.65x / 1.45x at 20;
+ * plain AVX2 1.40x / 0.87x at 20, 1.60x / 1.06x at 32. Q5_K AVX-512 0.90x / 0.88x at 8, 1.39x /
+ * 1.29x at 12; AVX-VNNI 1.80x / 1.74x at 12; plain AVX2 1.34x / 0.93x at 12, 1.45x / 1.07x at
+ * 16. So Q4_K from 20 tokens and Q5_K from 12 where the table has vpdpbusd, 32 and 16 on plain
+ * AVX2 (Q6_K keeps 44: plain AVX2 1.00x at 40 on 2 threads, AVX-512 0.99x at 32). */
+#define IL__GEMM_MIN_TOK_Q4_K 20
+#define IL__GEMM_MIN_TOK_Q5_K_VNNI 12
 /* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
  * longer on 2 threads: the thresholds from before the next-panel prefetch (Q8_0 16, Q4_0 32,
- * Q4_1 20). Workspaces are sized with plain = false, the earliest use. */
+ * Q4_1 20), Q4_K 32, Q5_K 16. Workspaces are sized with plain = false, the earliest use. */
 static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   if (plain && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1))
     return t == IL_DTYPE_Q8_0 ? 16 : t == IL_DTYPE_Q4_0 ? 32 : 20;
   switch (t) {
   case IL_DTYPE_Q8_0: return 12;
   case IL_DTYPE_Q4_0: return 16;
-  case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K;
+  case IL_DTYPE_Q4_K: return plain ? 32 : IL__GEMM_MIN_TOK_Q4_K;
+  case IL_DTYPE_Q5_K: return plain ? 16 : IL__GEMM_MIN_TOK_Q5_K_VNNI;
   case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
   case IL_DTYPE_Q4_1: return 16;
   case IL_DTYPE_F16:
