@@ -90,7 +90,7 @@
  * at 28). The threshold was 20 (a margin for AVX-512's 2-thread ratios, which ran 0.05-0.09
  * below the 1-thread ones for Q6_K) until the K-quant GEMMs prefetched the next panel: */
 /* Q4_K and Q5_K with the next-panel prefetch on every level (bench_matmul --gemm-only, GEMM
- * forced from 8 tokens in a scratch build, 2026-11-30 18:35 UTC, 1 / 2 threads): Q4_K AVX-512
+ * forced from 8 tokens in a scratch build, 2026-11-30 18:33 UTC, 1 / 2 threads): Q4_K AVX-512
  * 0.85x / 0.65x at 8, 1.30x / 1.00x at 16, 1.52x / 1.18x at 20; AVX-VNNI 1.65x / 1.45x at 20;
  * plain AVX2 1.40x / 0.87x at 20, 1.60x / 1.06x at 32. Q5_K AVX-512 0.90x / 0.88x at 8, 1.39x /
  * 1.29x at 12; AVX-VNNI 1.80x / 1.74x at 12; plain AVX2 1.34x / 0.93x at 12, 1.45x / 1.07x at
