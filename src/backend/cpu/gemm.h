@@ -95,12 +95,13 @@
  * plain AVX2 1.40x / 0.87x at 20, 1.60x / 1.06x at 32. Q5_K AVX-512 0.90x / 0.88x at 8, 1.39x /
  * 1.29x at 12; AVX-VNNI 1.80x / 1.74x at 12; plain AVX2 1.34x / 0.93x at 12, 1.45x / 1.07x at
  * 16. So Q4_K from 20 tokens and Q5_K from 12 where the table has vpdpbusd, 32 and 16 on plain
- * AVX2 (Q6_K keeps 44: plain AVX2 1.00x at 40 on 2 threads, AVX-512 0.99x at 32). */
+ * AVX2. Q6_K: AVX-512 1.08x / 0.99x at 32, 1.22x / 1.15x at 40; AVX-VNNI 1.32x / 1.21x at 32;
+ * plain AVX2 1.35x / 1.00x at 40: from 40 with vpdpbusd, 44 on plain AVX2. */
 #define IL__GEMM_MIN_TOK_Q4_K 20
 #define IL__GEMM_MIN_TOK_Q5_K_VNNI 12
 /* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
  * longer on 2 threads: the thresholds from before the next-panel prefetch (Q8_0 16, Q4_0 32,
- * Q4_1 20), Q4_K 32, Q5_K 16. Workspaces are sized with plain = false, the earliest use. */
+ * Q4_1 20), Q4_K 32, Q5_K 16, Q6_K 44. Workspaces are sized with plain = false, the earliest use. */
 static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   if (plain && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1))
     return t == IL_DTYPE_Q8_0 ? 16 : t == IL_DTYPE_Q4_0 ? 32 : 20;
@@ -109,7 +110,7 @@ static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   case IL_DTYPE_Q4_0: return 16;
   case IL_DTYPE_Q4_K: return plain ? 32 : IL__GEMM_MIN_TOK_Q4_K;
   case IL_DTYPE_Q5_K: return plain ? 16 : IL__GEMM_MIN_TOK_Q5_K_VNNI;
-  case IL_DTYPE_Q6_K: return IL__GEMM_MIN_TOK_Q6_K;
+  case IL_DTYPE_Q6_K: return plain ? IL__GEMM_MIN_TOK_Q6_K : 40;
   case IL_DTYPE_Q4_1: return 16;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
