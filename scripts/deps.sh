@@ -4,8 +4,9 @@
 set -eu
 PKGS="build-essential cmake pkg-config libpcre2-dev python3 libmicrohttpd-dev libjansson-dev"
 # Optional, for tests that skip visibly without them: promtool (prometheus) checks /metrics,
-# headless chromium loads the chat page, pip installs the openai client.
-OPTIONAL_PKGS="prometheus chromium python3-pip"
+# headless chromium loads the chat page, pip installs the openai client, qemu-user runs the
+# matmul kernels as an AVX2-only CPU would (tests/emulated.sh).
+OPTIONAL_PKGS="prometheus chromium python3-pip qemu-user"
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 missing_of() {
   m=""
