@@ -121,7 +121,7 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
         n_tok < IL__GEMM_MIN_TOK_BF16_DOT)
       continue;
     const uint8_t *al = work[l] + ((64 - (uintptr_t)work[l] % 64) % 64);
-    const size_t as = il__align64(2 * (size_t)(n_in + (n_in & 1)));
+    const size_t as = il__act_bf16_stride(n_in);
     int conv = 1;
     for (int64_t tk = 0; tk < n_tok && conv; tk++)
       for (int64_t k = 0; k < n_in + (n_in & 1); k++) {

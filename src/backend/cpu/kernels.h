@@ -77,6 +77,17 @@ static inline size_t il__act_d_off(int64_t n_in) { return il__align64((size_t)n_
 static inline size_t il__act_aux_off(int64_t n_in, int blck) {
   return il__act_d_off(n_in) + il__align64((size_t)(n_in / blck) * 4);
 }
+/* BF16 pairs (the vdpbf16ps GEMM's activations): one token's row, n_in rounded up to even. */
+static inline size_t il__act_bf16_stride(int64_t n_in) { return il__align64(2 * (size_t)(n_in + (n_in & 1))); }
+
+/* One token on AMD, rows of 1024 elements or more: the one-token tile kernels take one row at
+ * a time, one sequential stream instead of four a row apart (matmul_avx512.c has the figures;
+ * short rows, a small model's, keep the 4-row tiles and their shared reductions). */
+#define IL__ONE_ROW_MIN_IN 1024
+static inline bool il__one_row_tiles(const il__mm_args *a) {
+  return a->n_tok == 1 && a->n_in >= IL__ONE_ROW_MIN_IN && __builtin_cpu_is("amd");
+}
+
 /* AK: bsum16 starts at il__act_aux_off(n_in, 256), bsum32 here. */
 static inline size_t il__act_bsum32_off(int64_t n_in) {
   return il__act_aux_off(n_in, IL_QK_K) + il__align64((size_t)(n_in / IL_QK_K) * 32);

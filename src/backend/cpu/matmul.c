@@ -51,7 +51,7 @@ static size_t il__mm_panel_bytes(il_dtype wtype, int64_t n_in, int64_t n_tok) {
  * workspace's size does not depend on the CPU); 0 for other float weights (they read x). */
 static size_t il__mm_act_stride(il_dtype wtype, int64_t n_in, int64_t n_tok) {
   if (wtype == IL_DTYPE_BF16)
-    return n_tok >= il__gemm_min_tok_first(wtype) ? il__align64(2 * (size_t)(n_in + (n_in & 1))) : 0;
+    return n_tok >= il__gemm_min_tok_first(wtype) ? il__act_bf16_stride(n_in) : 0;
   return il_dtype_get(wtype)->quantized ? il__act_stride(wtype, n_in) : 0;
 }
 
@@ -247,13 +247,15 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     return il_error(IL_ERR_INVALID_ARG, "cpu matmul: %s weights need a workspace of %zu bytes", ti->name,
                     il_cpu_matmul_work_size(wtype, n_in, n_tok, nth));
 
+  /* the workspace from its first 64-byte boundary: activations, then the GEMM's panels */
+  uint8_t *const base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
   il__mm_rows_fn rows = k->rows[wtype] ? k->rows[wtype] : il__matmul_scalar.rows[wtype];
   il__mm_quant_fn quant = NULL;
   il__mm_args shared = {.type = wtype, .n_in = n_in, .n_tok = n_tok, .x = x};
   int64_t n_units = 0;
   if (ti->quantized) {
     quant = k->quant[wtype] ? k->quant[wtype] : il__matmul_scalar.quant[wtype];
-    shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    shared.act = base;
     shared.act_stride = il__act_stride(wtype, n_in);
     n_units = n_tok * (n_in / il__act_blck(wtype));
   }
@@ -270,7 +272,7 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
                     n_tok >= (bf16_dot ? IL__GEMM_MIN_TOK_BF16_DOT : il__gemm_min_tok(wtype, k->plain_int8));
   if (bf16_dot) {
     quant = k->bf16_act;
-    shared.act = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+    shared.act = base;
     shared.act_stride = il__mm_act_stride(wtype, n_in, n_tok);
     shared.inexact = &bf16_inexact;
     n_units = n_tok;
@@ -306,7 +308,6 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
   };
   if (gemm) {
     task.gemm = k->gemm[wtype];
-    uint8_t *base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
     task.panels = base + (size_t)n_tok * il__mm_act_stride(wtype, n_in, n_tok);
     /* Token slices only when the panels are too few for 4 chunks per thread; a slice keeps
      * at least 8 tokens so the micro-kernels run full tiles. */

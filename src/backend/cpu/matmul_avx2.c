@@ -136,7 +136,7 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
   }
 }
 
-/* ONE: for one token on AMD, rows of 1024 or more, one row at a time (one sequential stream:
+/* ONE: one row at a time where il__one_row_tiles (kernels.h) says so (one sequential stream:
  * matmul_avx512.c; a row's sum is the same il__hsum whatever the tile). With
  * these kernels on a Zen 5 (bench_matmul --isa avx2 [--avx2-plain] --no-gemm, 2026-11-30 18:02
  * UTC) that read at 93-99% of the bandwidth on 2 threads against 73-88%, and on 1 thread as
@@ -150,7 +150,7 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
         for (; r + 4 <= r1; r += 4) tile(a, r, t, 4, TM);                                    \
         for (; r < r1; r++) tile(a, r, t, 1, TM);                                            \
       } else {                                                                               \
-        if (!(ONE && a->n_tok == 1 && a->n_in >= 1024 && __builtin_cpu_is("amd")))          \
+        if (!(ONE && il__one_row_tiles(a)))                                                  \
           for (; r + 4 <= r1; r += 4) tile(a, r, t, 4, 1);                                   \
         for (; r < r1; r++) tile(a, r, t, 1, 1);                                             \
         if (TM >= 2) t -= TM - 1;                                                            \
