@@ -65,9 +65,7 @@
  * next-panel prefetch and vpinsrw scales, 1 / 2 threads): AVX-512 Q8_0 0.95x / 0.92-0.95x at
  * 8, 1.42-1.45x / 1.36-1.38x at 12; Q4_0 1.04-1.05x / 0.98-1.01x at 12, 1.17-1.18x / 1.12-1.13x
  * at 16; Q4_1 1.04-1.05x / 1.02x at 12, 1.19x / 1.16-1.17x at 16. AVX-VNNI 1.16-1.74x from 12
- * (Q8_0) and 16 (Q4_0, Q4_1). Plain AVX2 (no VNNI) on 2 threads loses there: Q8_0 0.89x at 12
- * (0.96x at 16 before), Q4_0 0.94x and Q4_1 0.87x at 16 (1.17x and 1.09x on 1 thread); so 12,
- * 16, 16 where the table has vpdpbusd, and plain AVX2 keeps its earlier thresholds (below). F16/BF16 (1 and 2 threads,
+ * (Q8_0) and 16 (Q4_0, Q4_1); plain AVX2 below. F16/BF16 (1 and 2 threads,
  * AVX-512 and AVX2 alike, with the next-panel prefetch, 2026-11-30 18:28 UTC): 0.64-0.83x at 8,
  * 0.84-0.97x at 16, 0.97-1.12x at 24, 1.03-1.13x at 32, 1.08-1.17x at 40, 1.3-1.5x at 512
  * (without the prefetch 0.96-1.01x at 32 and the threshold was 40). */
@@ -95,21 +93,23 @@
  * plain AVX2 1.40x / 0.87x at 20, 1.60x / 1.06x at 32. Q5_K AVX-512 0.90x / 0.88x at 8, 1.39x /
  * 1.29x at 12; AVX-VNNI 1.80x / 1.74x at 12; plain AVX2 1.34x / 0.93x at 12, 1.45x / 1.07x at
  * 16. So Q4_K from 20 tokens and Q5_K from 12 where the table has vpdpbusd, 32 and 16 on plain
- * AVX2. Q6_K: AVX-512 1.08x / 0.99x at 32, 1.22x / 1.15x at 40; AVX-VNNI 1.32x / 1.21x at 32;
- * plain AVX2 1.35x / 1.00x at 40: from 40 with vpdpbusd, 44 on plain AVX2. */
+ * AVX2 (Q5_K's plain threshold is 12 since, below). Q6_K: AVX-512 1.08x / 0.99x at 32, 1.22x
+ * / 1.15x at 40; AVX-VNNI 1.32x / 1.21x at 32; plain AVX2 1.35x / 1.00x at 40: from 40 with
+ * vpdpbusd, 44 on plain AVX2. */
 #define IL__GEMM_MIN_TOK_Q4_K 20
 #define IL__GEMM_MIN_TOK_Q5_K_VNNI 12
 /* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
- * longer on 2 threads: the thresholds from before the next-panel prefetch (Q8_0 16, Q4_0 32,
- * Q4_1 20), Q4_K 32, Q5_K 16, Q6_K 44. Workspaces are sized with plain = false, the earliest use. */
+ * longer: Q4_K 32, Q6_K 44. Q8_0, Q4_0, Q4_1 and Q5_K were 16, 32, 20 and 16 there until the
+ * plain GEMM's sums were kept chains and Q4_0/Q4_1 took T = 3 (2026-11-30 20:11 UTC, GEMM vs
+ * tiles, 1 / 2 threads, two runs): Q8_0 1.23x / 1.19-1.21x at 12, Q4_0 1.53-1.54x / 1.48-1.50x
+ * and Q4_1 1.44-1.45x / 1.40-1.41x at 16, Q5_K 1.50x / 1.44-1.46x at 12; so the same
+ * thresholds as with vpdpbusd. Workspaces are sized with plain = false, the earliest use. */
 static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
-  if (plain && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1))
-    return t == IL_DTYPE_Q8_0 ? 16 : t == IL_DTYPE_Q4_0 ? 32 : 20;
   switch (t) {
   case IL_DTYPE_Q8_0: return 12;
   case IL_DTYPE_Q4_0: return 16;
   case IL_DTYPE_Q4_K: return plain ? 32 : IL__GEMM_MIN_TOK_Q4_K;
-  case IL_DTYPE_Q5_K: return plain ? 16 : IL__GEMM_MIN_TOK_Q5_K_VNNI;
+  case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K_VNNI;
   case IL_DTYPE_Q6_K: return plain ? IL__GEMM_MIN_TOK_Q6_K : 40;
   case IL_DTYPE_Q4_1: return 16;
   case IL_DTYPE_F16:
