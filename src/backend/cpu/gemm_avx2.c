@@ -19,9 +19,11 @@
  *     seeding the accumulators. T = 3 (Q8_0), 2 (Q4_0).
  *   AVX2: vpmaddubsw needs its unsigned operand small enough not to saturate int16:
  *     Q8_0: the sign trick (|w| against x with w's sign, 2*128*127 = 32512), then vpmaddwd
- *       with ones and vpaddd per group: 4 ops per 32 products, T = 2.
- *     Q4_0: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
- *       groups (at most 30480), one vpmaddwd per block: about 2 ops per 32 products, T = 2.
+ *       with ones and vpaddd per group: 4 ops per 32 products, T = 3.
+ *     Q4_0, Q4_1: nibbles (2*15*127 = 3810 per int16 lane) summed in int16 over the block's 8
+ *       groups (at most 30480; the low nibbles' 4 groups, then the high ones', as Q4_K), one
+ *       vpmaddwd per block: about 2 ops per 32 products, T = 3.
+ *     Every plain-AVX2 running sum is kept a chain (IL__CHAIN).
  *   Q4_K (both): one pass per sub-block of 32, T = 3 (il__tile_q4_k).
  *   Q5_K (both): bytes 0..31 in the panel, one pass per sub-block of 32; T = 3 (AVX-VNNI),
  *     2 (AVX2: int16 sums of 4 groups) (il__tile_q5_k).
