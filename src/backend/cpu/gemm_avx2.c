@@ -16,7 +16,7 @@
  *   AVX-VNNI ({vex} vpdpbusd, inline asm so no compiler flag is needed; the table is chosen
  *     only when CPUID reports AVX-VNNI): as the AVX-512 kernel, weights flipped to w + 128
  *     (Q8_0) or nibbles 0..15 (Q4_0) against a broadcast 4-byte activation group, offsets
- *     seeding the accumulators. T = 3 (Q8_0), 2 (Q4_0).
+ *     seeding the accumulators. T = 3 (Q8_0; Q4_0 and Q4_1 in the loop shape below).
  *   AVX2: vpmaddubsw needs its unsigned operand small enough not to saturate int16:
  *     Q8_0: the sign trick (|w| against x with w's sign, 2*128*127 = 32512), then vpmaddwd
  *       with ones and vpaddd per group: 4 ops per 32 products, T = 3.
@@ -282,8 +282,8 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
     __m256i a0[3], a1[3];
     for (int j = 0; j < T; j++)
       a0[j] = a1[j] = vnni && !q41 ? _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b)) : _mm256_setzero_si256();
-    if (q4 && !vnni) { /* as Q4_K: the low nibbles' 4 groups, then the high ones', into one int16 sum
-                        * (at most 8 x 3810), so only 2 weight registers are live and T = 3 fits */
+    if (q4) { /* as Q4_K: the low nibbles' 4 groups, then the high ones' (AVX2: into one int16
+               * sum, at most 8 x 3810), so only 2 weight registers are live and T = 3 fits */
       const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
       const size_t hi = lo + (b < nb4 ? 64 : 16);
 #pragma GCC unroll 1
@@ -301,34 +301,23 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
           w1 = _mm256_and_si256(w1, m0f);
           for (int j = 0; j < T; j++) {
             const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + xo + 4 * g));
-            a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
-            a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
-            IL__CHAIN(a0[j], a1[j]);
+            if (vnni) {
+              a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+              a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+            } else {
+              a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
+              a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
+              IL__CHAIN(a0[j], a1[j]);
+            }
           }
         }
       }
-      for (int j = 0; j < T; j++) {
-        const __m256i c = q41 ? _mm256_setzero_si256() : _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
-        a0[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a0[j], ones));
-        a1[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a1[j], ones));
-      }
-    } else if (q4) {
-      const size_t lo = b < nb4 ? (size_t)((b >> 2) * 128 + (b & 3) * 16) : (size_t)(b * 32);
-      const size_t hi = lo + (b < nb4 ? 64 : 16);
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; g++) {
-        const __m256i q0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
-        const __m256i q1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
-        const __m256i l0 = _mm256_and_si256(q0, m0f), l1 = _mm256_and_si256(q1, m0f);
-        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(q0, 4), m0f);
-        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(q1, 4), m0f);
+      if (!vnni)
         for (int j = 0; j < T; j++) {
-          const __m256i xl = _mm256_set1_epi32(il__gemm_ld32(x[j] + lo + 4 * g));
-          const __m256i xh = _mm256_set1_epi32(il__gemm_ld32(x[j] + hi + 4 * g));
-          a0[j] = il__dpbusd_vex(il__dpbusd_vex(a0[j], l0, xl), h0, xh);
-          a1[j] = il__dpbusd_vex(il__dpbusd_vex(a1[j], l1, xl), h1, xh);
+          const __m256i c = q41 ? _mm256_setzero_si256() : _mm256_set1_epi32(il__gemm_ld32(x[j] + io->coff + 4 * b));
+          a0[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a0[j], ones));
+          a1[j] = _mm256_add_epi32(c, _mm256_madd_epi16(a1[j], ones));
         }
-      }
     } else {
 #pragma GCC unroll 8
       for (int g = 0; g < 8; g++) {
@@ -596,8 +585,8 @@ IL__GEMM_DRIVER(il__gemm_avx2_q4_k, 2, 3, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q6_k, 4, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_q5_k, 5, 2, false, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q8_0, 0, 3, true, 0x80)
-IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 2, true, 0)
-IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_1, 3, 2, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_0, 1, 3, true, 0)
+IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_1, 3, 3, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q4_k, 2, 3, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q6_k, 4, 2, true, 0)
 IL__GEMM_DRIVER(il__gemm_avx2_vnni_q5_k, 5, 3, true, 0)
