@@ -263,12 +263,38 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m25
   }
 }
 
+/* One 4-byte group of 4-bit weights of the 16 rows (panel lanes at p: the low nibbles, or the
+ * high with hi) against each of the T tokens' 4 activation bytes at x[j] + xo: vpdpbusd into
+ * int32 (vnni), or vpmaddubsw into int16 sums (8 groups at most: 8 x 3810). Q4_0, Q4_1, Q4_K. */
+IL__INLINE void il__nibble_group(const uint8_t *p, const bool hi, const uint8_t *const x[], const size_t xo,
+                                 const int T, const bool vnni, __m256i a0[], __m256i a1[]) {
+  const __m256i m0f = _mm256_set1_epi8(0x0F);
+  __m256i w0 = _mm256_load_si256((const __m256i *)p), w1 = _mm256_load_si256((const __m256i *)(p + 32));
+  if (hi) {
+    w0 = _mm256_srli_epi16(w0, 4);
+    w1 = _mm256_srli_epi16(w1, 4);
+  }
+  w0 = _mm256_and_si256(w0, m0f);
+  w1 = _mm256_and_si256(w1, m0f);
+  for (int j = 0; j < T; j++) {
+    const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + xo));
+    if (vnni) {
+      a0[j] = il__dpbusd_vex(a0[j], w0, xb);
+      a1[j] = il__dpbusd_vex(a1[j], w1, xb);
+    } else {
+      a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
+      a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
+      IL__CHAIN(a0[j], a1[j]);
+    }
+  }
+}
+
 /* 16 rows (panel lanes [h, h+16)) x T tokens; q4: the panel holds Q4_0 nibbles, or with q41
  * Q4_1 nibbles and mins (else Q8_0 bytes, flipped for vnni). */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                          const bool q4, const bool q41, const bool vnni, il__gemm_pf *pf) {
   const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
-  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   const int64_t nb4 = nb & ~(int64_t)3;
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
@@ -290,27 +316,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
       for (int s = 0; s < 2; s++) {
         const size_t xo = s ? hi : lo;
 #pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-          __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 128 * g));
-          __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 128 * g + 32));
-          if (s) {
-            w0 = _mm256_srli_epi16(w0, 4);
-            w1 = _mm256_srli_epi16(w1, 4);
-          }
-          w0 = _mm256_and_si256(w0, m0f);
-          w1 = _mm256_and_si256(w1, m0f);
-          for (int j = 0; j < T; j++) {
-            const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + xo + 4 * g));
-            if (vnni) {
-              a0[j] = il__dpbusd_vex(a0[j], w0, xb);
-              a1[j] = il__dpbusd_vex(a1[j], w1, xb);
-            } else {
-              a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
-              a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
-              IL__CHAIN(a0[j], a1[j]);
-            }
-          }
-        }
+        for (int g = 0; g < 4; g++) il__nibble_group(pb + 128 * g, s, x, xo + 4 * g, T, vnni, a0, a1);
       }
       if (!vnni)
         for (int j = 0; j < T; j++) {
@@ -392,7 +398,7 @@ IL__INLINE void il__tile_k4_scale(const float *sc, int64_t b, const il__tile_io 
  * scale at its end; the mins are one vpmaddwd per part against the sums of 32. */
 IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                               const bool vnni, il__gemm_pf *pf) {
-  const __m256i m0f = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 f0[3], f1[3];
   const uint8_t *x[3];
   il__tile_begin(io, T, x, f0, f1);
@@ -404,27 +410,8 @@ IL__INLINE void il__tile_q4_k(const uint8_t *panel, int64_t nb, const il__tile_i
       __m256i a0[3], a1[3];
       for (int j = 0; j < T; j++) a0[j] = a1[j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; g++) {
-        __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 1024 * p + 128 * g));
-        __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 1024 * p + 128 * g + 32));
-        if (hi) {
-          w0 = _mm256_srli_epi16(w0, 4);
-          w1 = _mm256_srli_epi16(w1, 4);
-        }
-        w0 = _mm256_and_si256(w0, m0f);
-        w1 = _mm256_and_si256(w1, m0f);
-        for (int j = 0; j < T; j++) {
-          const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
-          if (vnni) {
-            a0[j] = il__dpbusd_vex(a0[j], w0, xb);
-            a1[j] = il__dpbusd_vex(a1[j], w1, xb);
-          } else {
-            a0[j] = _mm256_add_epi16(a0[j], _mm256_maddubs_epi16(w0, xb));
-            a1[j] = _mm256_add_epi16(a1[j], _mm256_maddubs_epi16(w1, xb));
-            IL__CHAIN(a0[j], a1[j]);
-          }
-        }
-      }
+      for (int g = 0; g < 8; g++)
+        il__nibble_group(pb + 1024 * p + 128 * g, hi, x, (size_t)(b * IL_QK_K + 32 * s + 4 * g), T, vnni, a0, a1);
       if (!vnni)
         for (int j = 0; j < T; j++) {
           a0[j] = _mm256_madd_epi16(a0[j], ones);
