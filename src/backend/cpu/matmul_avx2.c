@@ -499,6 +499,7 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
           const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)x)), s0);
           const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(x + 32))), s1);
           ai[j] = _mm256_add_epi32(ai[j], _mm256_add_epi32(p0, p1));
+          IL__CHAIN(ai[j]);
         }
       }
       uint32_t dm32;
@@ -570,6 +571,7 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
           for (int j = 0; j < T; j++) {
             const int8_t *x = (const int8_t *)xq[j] + b * IL_QK_K + 128 * n + 32 * k;
             ai[j] = _mm256_add_epi32(ai[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)x)), sv));
+            IL__CHAIN(ai[j]);
           }
         }
       }
