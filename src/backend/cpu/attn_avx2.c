@@ -19,6 +19,8 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "backend/cpu/simd_avx2.h"
+
 #define IL__INLINE static inline __attribute__((always_inline))
 
 /* kind: 0 f32, 1 f16, 2 bf16 (the upper half of an f32: shift the 16 bits into place), 3 q8_0
@@ -37,21 +39,13 @@ IL__INLINE __m256 il__ld(const void *row, int64_t d, int f16) {
   return _mm256_loadu_ps((const float *)row + d);
 }
 
-IL__INLINE __m256 il__exp8(__m256 x) {
+/* exp for the softmax: inputs clamped to [-87.3, 88] and 2^n in one factor (an underflow
+ * gives about 1e-38, not 0: harmless next to the row max's exp of 1; cheaper than il__exp8). */
+IL__INLINE __m256 il__exp8_softmax(__m256 x) {
   x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.3365447504f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+  __m256 n;
+  const __m256 y = il__exp8_reduced(x, &n);
+  return _mm256_mul_ps(y, il__pow2i8(_mm256_cvtps_epi32(n)));
 }
 
 /* Lane i of the result = horizontal sum of v[i]. */
@@ -245,14 +239,14 @@ static float il__exp_sum(float *s, int n, float mx) {
   __m256 sum = _mm256_setzero_ps();
   int j = 0;
   for (; j + 8 <= n; j += 8) {
-    const __m256 e = il__exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    const __m256 e = il__exp8_softmax(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
     _mm256_storeu_ps(s + j, e);
     sum = _mm256_add_ps(sum, e);
   }
   if (j < n) {
     float t[8] = {0};
     memcpy(t, s + j, (size_t)(n - j) * sizeof(float));
-    const __m256 e = il__exp8(_mm256_sub_ps(_mm256_loadu_ps(t), mv));
+    const __m256 e = il__exp8_softmax(_mm256_sub_ps(_mm256_loadu_ps(t), mv));
     _mm256_storeu_ps(t, e);
     memcpy(s + j, t, (size_t)(n - j) * sizeof(float));
     float tail = 0;

@@ -716,6 +716,7 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
   if (vnni && !strcmp(vnni, "0") && isa == IL_ISA_AVX2 && c->kernels == il_cpu_isa_kernels(isa))
     c->kernels = il_cpu_isa_kernels_avx2_plain();
   if (isa == IL_ISA_AVX512 && il__ops_avx512.compiled) c->ops = &il__ops_avx512;
+  else if (isa == IL_ISA_AVX2 && il__ops_avx2.compiled) c->ops = &il__ops_avx2;
   if (isa >= IL_ISA_AVX2 && il__cvt_avx2.compiled) c->cvt = &il__cvt_avx2;
   return il_pool_new(o->threads, &c->pool);
 }

@@ -27,6 +27,7 @@ typedef struct {
 } il__ops;
 
 extern const il__ops il__ops_avx512;
+extern const il__ops il__ops_avx2; /* swiglu only (attn_head NULL) */
 
 /* Row conversions between F32 and F16/BF16, n elements, rounding to nearest even (F16
  * overflows to inf; NaN stays NaN): copy's conversions of 16-bit activations and the KV store's
