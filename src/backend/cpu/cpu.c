@@ -580,17 +580,31 @@ static const il_attn_kernel *il__cpu_attn_kernels(il_backend *b, int *n) {
 
 /* ---------------------------------------------------------------- elementwise */
 
+typedef struct {
+  const il__ops *ops;
+  float *g;
+  const float *u;
+  int64_t n;
+} il__swiglu_ctx;
+
+static void il__swiglu_row(void *p, int64_t t) {
+  const il__swiglu_ctx *s = p;
+  float *g = s->g + t * s->n;
+  const float *u = s->u + t * s->n;
+  if (s->ops) {
+    s->ops->swiglu(g, u, s->n);
+    return;
+  }
+  for (int64_t i = 0; i < s->n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* Rows split across the pool (a 512-token prompt's SwiGLU is 4M elements a layer); elementwise,
+ * so the result does not depend on the thread count. */
 static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   IL_TRY(il__elementwise_check("swiglu", &gate, &up));
-  const il__cpu *c = il__c(b);
-  float *g = il__cpu_ptr(gate);
-  const float *u = il__cpu_ptr(up);
-  const int64_t n = gate.rows * gate.cols;
-  if (c->ops) {
-    c->ops->swiglu(g, u, n);
-    return IL_OK;
-  }
-  for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  il__cpu *c = il__c(b);
+  il__swiglu_ctx s = {.ops = c->ops, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
+  il__for_rows(c, gate.rows, gate.cols, il__swiglu_row, &s);
   return IL_OK;
 }
 
