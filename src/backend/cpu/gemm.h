@@ -78,9 +78,8 @@
 /* Q6_K (2026-11-30, 1 / 2 threads): AVX-512 0.53x / 0.50x at 16, 0.92x / 0.83x at 32,
  * 1.09x / 1.00x at 40, 1.14x / 1.09x at 44, 1.41x / 1.30x at 64 (the plain C packer unpacks
  * 6-bit weights to bytes, about 13 ms per builtin:1b layer on one thread); AVX-VNNI and AVX2
- * 0.78-0.86x at 16, 1.00-1.09x at 24, 1.32-1.49x at 44 (their tile kernels are slower). The
- * threshold is per type, so 44: no level loses. */
-#define IL__GEMM_MIN_TOK_Q6_K 44
+ * 0.78-0.86x at 16, 1.00-1.09x at 24, 1.32-1.49x at 44 (their tile kernels are slower); it
+ * was 44 for every level until the next-panel prefetch (below). */
 /* Q5_K (2026-11-30 15:21 UTC, 1 thread, CPU time; the machine was shared, so 2-thread wall
  * times were too noisy to use): with the AVX2 packer, AVX-512 0.63x at 8, 0.90x at 12, 1.06x
  * at 16, 1.28x at 20, 1.66x at 32; AVX-VNNI 1.16x at 8, 1.72x at 16; AVX2 0.96x at 8, 1.17x
@@ -96,8 +95,6 @@
  * AVX2 (Q5_K's plain threshold is 12 since, below). Q6_K: AVX-512 1.08x / 0.99x at 32, 1.22x
  * / 1.15x at 40; AVX-VNNI 1.32x / 1.21x at 32; plain AVX2 1.35x / 1.00x at 40: from 40 with
  * vpdpbusd, 44 on plain AVX2. */
-#define IL__GEMM_MIN_TOK_Q4_K 20
-#define IL__GEMM_MIN_TOK_Q5_K_VNNI 12
 /* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
  * longer: Q4_K 32, Q6_K 44. Q8_0, Q4_0, Q4_1 and Q5_K were 16, 32, 20 and 16 there until the
  * plain GEMM's sums were kept chains and Q4_0/Q4_1 took T = 3 (2026-11-30 20:11 UTC, GEMM vs
@@ -106,12 +103,12 @@
  * thresholds as with vpdpbusd. Workspaces are sized with plain = false, the earliest use. */
 static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   switch (t) {
-  case IL_DTYPE_Q8_0: return 12;
-  case IL_DTYPE_Q4_0: return 16;
-  case IL_DTYPE_Q4_K: return plain ? 32 : IL__GEMM_MIN_TOK_Q4_K;
-  case IL_DTYPE_Q5_K: return IL__GEMM_MIN_TOK_Q5_K_VNNI;
-  case IL_DTYPE_Q6_K: return plain ? IL__GEMM_MIN_TOK_Q6_K : 40;
+  case IL_DTYPE_Q8_0:
+  case IL_DTYPE_Q5_K: return 12;
+  case IL_DTYPE_Q4_0:
   case IL_DTYPE_Q4_1: return 16;
+  case IL_DTYPE_Q4_K: return plain ? 32 : 20;
+  case IL_DTYPE_Q6_K: return plain ? 44 : 40;
   case IL_DTYPE_F16:
   case IL_DTYPE_BF16: return IL__GEMM_MIN_TOK_F16;
   default: return 32;

@@ -7,7 +7,6 @@
 
 #if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
 #include <immintrin.h>
-#include <math.h>
 
 #include "backend/cpu/simd_avx2.h"
 #include "core/dtype.h"
@@ -65,16 +64,18 @@ const il__cvt il__cvt_avx2 = {.compiled = true,
                               .bf16_to_f32 = il__bf16_to_f32,
                               .f32_to_bf16 = il__f32_to_bf16};
 
-/* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i], 8 lanes at a time; the tail as cpu.c. */
+static inline __m256 il__silu_mul8(__m256 g, __m256 u) {
+  return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), il__exp8(_mm256_sub_ps(_mm256_setzero_ps(), g)))), u);
+}
+
+/* gate[i] = gate[i] / (1 + exp(-gate[i])) * up[i], 8 lanes at a time, the tail masked. */
 static void il__swiglu(float *gate, const float *up, int64_t n) {
-  const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
-    const __m256 e = il__exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), u));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(gate + i, il__silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i < n) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(gate + i, m, il__silu_mul8(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m)));
   }
-  for (; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 /* attn_head: none (the attention kernels are attn.c's, for every level) */
