@@ -11,9 +11,9 @@
 
 static size_t il__gemm_block_bytes(il_dtype t) {
   switch (t) {
-  case IL_DTYPE_Q8_0: return 8 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
-  case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 4 * IL__GEMM_ROWS;
-  case IL_DTYPE_Q4_1: return 4 * 4 * IL__GEMM_ROWS + 2 * 4 * IL__GEMM_ROWS;
+  case IL_DTYPE_Q8_0: return 8 * 4 * IL__GEMM_ROWS + 2 * IL__GEMM_ROWS;
+  case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 2 * IL__GEMM_ROWS;
+  case IL_DTYPE_Q4_1: return 4 * 4 * IL__GEMM_ROWS + 2 * 2 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
   case IL_DTYPE_Q5_K: return (64 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;
   case IL_DTYPE_Q6_K: return (64 * 4 + 16 * 4 + 4) * IL__GEMM_ROWS;
@@ -180,21 +180,15 @@ void il__gemm_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_t fli
     const size_t step = i < nr ? bsz : 0;
     for (int64_t b = 0; b < nb; b++) {
       const uint8_t *blk = w + b * step;
-      uint8_t *dst = panel + b * bb + 4 * i;
+      uint8_t *dst = panel + b * bb + 4 * i, *sc = panel + b * bb + groups * 4 * IL__GEMM_ROWS + 2 * i;
       for (int g = 0; g < groups; g++) {
         uint32_t v;
         memcpy(&v, blk + qo + 4 * g, 4);
         if (q8) v ^= fx;
         memcpy(dst + g * 4 * IL__GEMM_ROWS, &v, 4);
       }
-      uint16_t h[2];
-      memcpy(h, blk, qo);
-      const float d = il_fp16_to_f32(h[0]);
-      memcpy(dst + groups * 4 * IL__GEMM_ROWS, &d, 4);
-      if (q41) {
-        const float m = il_fp16_to_f32(h[1]);
-        memcpy(dst + (groups + 1) * 4 * IL__GEMM_ROWS, &m, 4);
-      }
+      memcpy(sc, blk, 2); /* d (and Q4_1's m) as stored: f16 */
+      if (q41) memcpy(sc + 2 * IL__GEMM_ROWS, blk + 2, 2);
     }
   }
 }

@@ -200,8 +200,8 @@ void il__gemm_avx2_pack(const il__mm_args *a, int64_t r0, uint8_t *panel, uint8_
       }
       /* vpinsrw, not a 16-byte reload of the 2-byte stores: that reload misses store
        * forwarding and stalled the pack (41% of its samples on one instruction) */
-      _mm256_store_ps((float *)(pb + so - 32 * q) + 8 * q, _mm256_cvtph_ps(il__gather8(h)));
-      if (q41) _mm256_store_ps((float *)(pb + so + 128 - 32 * q) + 8 * q, _mm256_cvtph_ps(il__gather8(m)));
+      _mm_store_si128((__m128i *)(pb + so - 16 * q), il__gather8(h)); /* rows 8q..8q+7: so + 16q */
+      if (q41) _mm_store_si128((__m128i *)(pb + so + 64 - 16 * q), il__gather8(m));
       if (q8) {
         __m256i r[8];
         for (int i = 0; i < 8; i++) r[i] = _mm256_xor_si256(fx, _mm256_loadu_si256((const __m256i *)(rq[i] + b * sq[i] + 2)));
@@ -289,7 +289,7 @@ IL__INLINE void il__nibble_group(const uint8_t *p, const bool hi, const uint8_t 
  * Q4_1 nibbles and mins (else Q8_0 bytes, flipped for vnni). */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int h, const int T,
                          const bool q4, const bool q41, const bool vnni, il__gemm_pf *pf) {
-  const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+  const size_t bb = q41 ? 640 : q4 ? 576 : 1088, so = q4 ? 512 : 1024;
   const __m256i ones = _mm256_set1_epi16(1);
   const int64_t nb4 = nb & ~(int64_t)3;
   __m256 f0[3], f1[3];
@@ -340,14 +340,16 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
         }
       }
     }
-    const __m256 d0 = _mm256_load_ps((const float *)(pb + so)), d1 = _mm256_load_ps((const float *)(pb + so) + 8);
+    const uint8_t *ps = panel + b * bb + so + 2 * h; /* f16 scales of rows h.., mins 64 bytes on */
+    const __m256 d0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)ps)), d1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(ps + 16)));
     for (int j = 0; j < T; j++) {
       const __m256 dx = _mm256_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
       f0[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a0[j]), _mm256_mul_ps(d0, dx), f0[j]);
       f1[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a1[j]), _mm256_mul_ps(d1, dx), f1[j]);
     }
     if (q41) {
-      const __m256 m0 = _mm256_load_ps((const float *)(pb + so + 128)), m1 = _mm256_load_ps((const float *)(pb + so + 128) + 8);
+      const __m256 m0 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(ps + 64))),
+                   m1 = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(ps + 80)));
       for (int j = 0; j < T; j++) {
         const __m256 s = _mm256_set1_ps(il__gemm_ldf(x[j] + io->coff + 4 * b)); /* d * sum(q) */
         f0[j] = _mm256_fmadd_ps(m0, s, f0[j]);
@@ -541,6 +543,8 @@ IL__INLINE void il__tile_kind(const uint8_t *panel, int64_t nb, const il__tile_i
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
     if (pack && (kind == 2 || kind == 4)) il__gemm_pack(a, r0, panel, 0);                           \
     else if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                         \
+    if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */                                     \
+    if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */                                     \
     const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS;              \
     const int64_t nb = a->n_in / (kind == 2 || kind >= 4 ? IL_QK_K : IL_QK);                       \
     il__tile_io io = {.as = a->act_stride,                                                         \
@@ -616,6 +620,7 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *i
 IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
                            const bool bf) {
   if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
+  if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */
   const int64_t nr = a->n_out - r0 < IL__GEMM_ROWS ? a->n_out - r0 : IL__GEMM_ROWS, n = a->n_in;
   il__tile_io io = {.as = 4 * (size_t)n, .ldy = a->ldy};
   il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (nr + 15) / 16 * ((t1 - t0 + 5) / 6) * ((n + 31) / 32));

@@ -67,7 +67,7 @@ IL__INLINE il__tile_io il__io_init(const il__mm_args *a, int64_t r0, size_t coff
  * per accumulator at the block's end, as in the tile kernels. */
 IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io, const int T, const bool q4,
                          const bool q41, il__gemm_pf *pf) {
-  const size_t bb = q41 ? 768 : q4 ? 640 : 1152, so = q4 ? 512 : 1024;
+  const size_t bb = q41 ? 640 : q4 ? 576 : 1088, so = q4 ? 512 : 1024;
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   const int64_t nb4 = nb & ~(int64_t)3;
   __m512 f0[6], f1[6];
@@ -107,14 +107,16 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
         }
       }
     }
-    const __m512 d0 = _mm512_load_ps(pb + so), d1 = _mm512_load_ps(pb + so + 64);
+    const __m512 d0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(pb + so))),
+                 d1 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(pb + so + 32)));
     for (int j = 0; j < T; j++) {
       const __m512 dx = _mm512_set1_ps(il__gemm_ldf(x[j] + io->doff + 4 * b));
       f0[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a0[j]), _mm512_mul_ps(d0, dx), f0[j]);
       f1[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a1[j]), _mm512_mul_ps(d1, dx), f1[j]);
     }
     if (q41) {
-      const __m512 m0 = _mm512_load_ps(pb + so + 128), m1 = _mm512_load_ps(pb + so + 192);
+      const __m512 m0 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(pb + so + 64))),
+                   m1 = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(pb + so + 96)));
       for (int j = 0; j < T; j++) {
         const __m512 s = _mm512_set1_ps(il__gemm_ldf(x[j] + io->coff + 4 * b)); /* d * sum(q) */
         f0[j] = _mm512_fmadd_ps(m0, s, f0[j]);
@@ -283,6 +285,7 @@ IL__INLINE void il__gemm_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t
                            const il_dtype t) {
   if (pack && t == IL_DTYPE_Q5_K) il__gemm_avx2_pack(a, r0, panel, 0);
   else if (pack) il__gemm_pack(a, r0, panel, 0);
+  if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */
   /* Q6_K: the sums of 16 (its -32 offset); Q4_K, Q5_K: the sums of 32 (their mins) */
   il__tile_io io = il__io_init(a, r0, t == IL_DTYPE_Q6_K ? il__act_aux_off(a->n_in, IL_QK_K) : il__act_bsum32_off(a->n_in));
   const int64_t nb = a->n_in / IL_QK_K, tm = t == IL_DTYPE_Q4_K ? 3 : t == IL_DTYPE_Q5_K ? 6 : 4;
@@ -315,6 +318,7 @@ void il__gemm_avx512_q6_k(const il__mm_args *a, int64_t r0, int64_t t0, int64_t 
 #define IL__GEMM_DRIVER(name, q4, q41, TM, flip)                                                    \
   void name(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) { \
     if (pack) il__gemm_avx2_pack(a, r0, panel, flip);                                                   \
+    if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */                                          \
     il__tile_io io = il__io_init(a, r0, il__act_aux_off(a->n_in, IL_QK));                          \
     const int64_t nb = a->n_in / IL_QK;                                                            \
     il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + TM - 1) / TM * nb);                   \
@@ -380,6 +384,7 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *i
 IL__INLINE void il__gemm_h(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack,
                            const bool bf) {
   if (pack) il__gemm_avx2_pack(a, r0, panel, 0);
+  if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */
   const int64_t n = a->n_in;
   il__tile_io io = il__io_init(a, r0, 0);
   io.as = 4 * (size_t)n; /* the float rows of x */
@@ -492,6 +497,7 @@ IL__INLINE IL__BF16 void il__tile_bd(const uint8_t *panel, int64_t np, const il_
 
 static IL__BF16 void il__gemm_bd(const il__mm_args *a, int64_t r0, int64_t t0, int64_t t1, uint8_t *panel, bool pack) {
   if (pack) il__gemm_avx512_pack_bf16_pairs(a, r0, panel);
+  if (t0 >= t1) return; /* pack only (il_cpu_matmul_pack) */
   const int64_t np = (a->n_in + 1) / 2;
   il__tile_io io = il__io_init(a, r0, 0); /* as: the BF16 pairs' row stride */
   il__gemm_pf pf = il__gemm_pf_init(a, r0, t1, (t1 - t0 + 11) / 12 * ((np + 15) / 16));
