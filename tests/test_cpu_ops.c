@@ -52,7 +52,7 @@ static void test_matmul_multi(void) {
           y1[p] = calloc((size_t)(outs[p] * nt), 4);
           y2[p] = calloc((size_t)(outs[p] * nt), 4);
           IL_CHECK_OK(il_cpu_matmul(pool, il_cpu_isa_kernels(il_cpu_isa_best()), t, w[p], rs, outs[p], n_in, x, nt, y1[p], outs[p], work));
-          parts[p] = (il_cpu_mm_part){w[p], rs, outs[p], y2[p], outs[p]};
+          parts[p] = (il_cpu_mm_part){w[p], rs, outs[p], y2[p], outs[p], NULL};
         }
         IL_CHECK_OK(il_cpu_matmul_multi(pool, il_cpu_isa_kernels(il_cpu_isa_best()), t, 3, parts, n_in, x, nt, work));
         for (int p = 0; p < 3; p++) {

@@ -82,6 +82,7 @@ static void add_table(const il__kernels *k, const char *name) {
  * the BF16 GEMM's vdpbf16ps path on CPUs with AVX512_BF16); 2 the same except one element of
  * the last token (the conversion finds it, and the GEMM keeps its F32 path). */
 static int x_bf16;
+static int n_repacked; /* cases run from a repacked copy (il_cpu_matmul_pack) */
 
 static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int nthreads, int variant,
                      stats *st) {
@@ -111,6 +112,35 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
     if (s != IL_OK) {
       IL_CHECK_OK(s);
       failed_call = 1;
+    }
+  }
+  /* --repack: each table that has a panel layout for t multiplies from its own packed copy too
+   * (every batch size through the GEMM micro-kernels, one token included); checked below like
+   * the tables, and bit for bit against the table's own result where that took the GEMM */
+  float *yp[8] = {0};
+  uint8_t *pk[8] = {0};
+  for (int l = 1; l <= det && !failed_call; l++) {
+    const size_t pbytes = il_cpu_matmul_packed_size(tables[l], t, n_out, n_in);
+    if (!pbytes) continue;
+    pk[l] = aligned_alloc(64, (pbytes + 63) & ~(size_t)63);
+    memset(pk[l], 0xA5, pbytes);
+    yp[l] = malloc(sizeof(float) * (size_t)(ysz + 1));
+    for (int64_t i = 0; i <= ysz; i++) yp[l][i] = -12345.0f;
+    IL_CHECK_OK(il_cpu_matmul_pack(pools[nthreads], tables[l], t, w, stride, n_out, n_in, pk[l]));
+    n_repacked++;
+    const il_cpu_mm_part part = {w, stride, n_out, yp[l], ldy, pk[l]};
+    il_status s = il_cpu_matmul_multi(pools[nthreads], tables[l], t, 1, &part, n_in, x, n_tok, work[l]);
+    if (s != IL_OK) {
+      IL_CHECK_OK(s);
+      failed_call = 1;
+    } else if (n_tok >= il__gemm_min_tok(t, tables[l]->plain_int8) && ws && !x_bf16) {
+      int same = 1;
+      for (int64_t tk = 0; tk < n_tok; tk++)
+        for (int64_t r = 0; r < n_out; r++) same &= memcmp(&yp[l][tk * ldy + r], &y[l][tk * ldy + r], 4) == 0;
+      if (!same)
+        fprintf(stderr, "  %s %s: repacked GEMM differs from packing per call (n_in=%lld n_out=%lld n_tok=%lld)\n",
+                il_dtype_name(t), table_names[l], (long long)n_in, (long long)n_out, (long long)n_tok);
+      IL_CHECK(same);
     }
   }
   if (failed_call) goto out;
@@ -179,6 +209,16 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
                   il_dtype_name(t), table_names[l], (long long)n_in, (long long)n_out, (long long)n_tok,
                   nthreads, stride, (long long)r, (long long)tk, got, got0);
         }
+        if (!yp[l]) continue;
+        const double gp = yp[l][tk * ldy + r], ep = fabs(gp - got0);
+        if (mag > 0 && ep / mag > st->max_err_rel) st->max_err_rel = ep / mag;
+        if (!(ep <= tol)) {
+          bad++;
+          IL_CHECK(ep <= tol);
+          fprintf(stderr, "  %s %s repacked vs scalar n_in=%lld n_out=%lld n_tok=%lld thr=%d row %lld tok %lld: %.9g vs %.9g\n",
+                  il_dtype_name(t), table_names[l], (long long)n_in, (long long)n_out, (long long)n_tok, nthreads,
+                  (long long)r, (long long)tk, gp, got0);
+        }
       }
     }
   }
@@ -188,8 +228,8 @@ static void run_case(il_dtype t, int64_t n_in, int64_t n_out, int64_t n_tok, int
     int pad_bad = 0;
     for (int64_t tk = 0; tk < n_tok; tk++)
       for (int64_t i = n_out; i < ldy && (tk + 1) * ldy <= ysz; i++)
-        if (y[l][tk * ldy + i] != -12345.0f) pad_bad = 1;
-    if (y[l][ysz] != -12345.0f) pad_bad = 1;
+        if (y[l][tk * ldy + i] != -12345.0f || (yp[l] && yp[l][tk * ldy + i] != -12345.0f)) pad_bad = 1;
+    if (y[l][ysz] != -12345.0f || (yp[l] && yp[l][ysz] != -12345.0f)) pad_bad = 1;
     IL_CHECK(!pad_bad);
     if (ws && l > 0 && il_dtype_get(t)->quantized) { /* F16/BF16 workspaces hold only GEMM panels */
       /* the kernels align the workspace to 64 bytes; compare from there */
@@ -207,6 +247,8 @@ out:
   for (int l = 0; l <= det; l++) {
     free(y[l]);
     free(work[l]);
+    free(yp[l]);
+    free(pk[l]);
   }
   free(w);
   free(x);
@@ -388,6 +430,25 @@ static void test_errors(void) {
   for (int i = 0; i < 32; i++) wf[i] = (float)i;
   IL_CHECK_OK(il_cpu_matmul(NULL, NULL, IL_DTYPE_F32, wf, 128, 1, 32, xx, 1, yy, 1, NULL));
   IL_CHECK_NEAR(yy[0], 496.0, 1e-4);
+  /* --repack: no panel layout on the scalar table, for F32 or BF16; the copy must be aligned;
+   * repacked and plain parts do not mix in one call; repacked weights need a table with their GEMM */
+  static _Alignas(64) uint8_t pk[4096];
+  IL_CHECK_INT(il_cpu_matmul_packed_size(&il__matmul_scalar, IL_DTYPE_Q8_0, 1, 32), 0);
+  IL_CHECK_INT(il_cpu_matmul_pack(pools[1], &il__matmul_scalar, IL_DTYPE_Q8_0, w, 34, 1, 32, pk), IL_ERR_UNSUPPORTED);
+  IL_CHECK(strstr(il_error_detail(), "q8_0") != NULL);
+  const il__kernels *k2 = il_cpu_isa_kernels(IL_ISA_AVX2);
+  if (k2) {
+    IL_CHECK_INT(il_cpu_matmul_packed_size(k2, IL_DTYPE_F32, 1, 32), 0);
+    IL_CHECK_INT(il_cpu_matmul_packed_size(k2, IL_DTYPE_BF16, 1, 32), 0);
+    IL_CHECK_INT(il_cpu_matmul_packed_size(k2, IL_DTYPE_Q8_0, 33, 32), 2 * il__align64(il__gemm_panel_size(IL_DTYPE_Q8_0, 32)));
+    IL_CHECK_INT(il_cpu_matmul_pack(pools[1], k2, IL_DTYPE_Q8_0, w, 34, 1, 32, pk + 1), IL_ERR_INVALID_ARG);
+    IL_CHECK_OK(il_cpu_matmul_pack(pools[1], k2, IL_DTYPE_Q8_0, w, 34, 1, 32, pk));
+    const il_cpu_mm_part mixed[2] = {{w, 34, 1, y, 1, pk}, {w, 34, 1, y + 1, 1, NULL}};
+    IL_CHECK_INT(il_cpu_matmul_multi(pools[1], k2, IL_DTYPE_Q8_0, 2, mixed, 32, x, 1, w + 128), IL_ERR_INVALID_ARG);
+    IL_CHECK_INT(il_cpu_matmul_multi(pools[1], &il__matmul_scalar, IL_DTYPE_Q8_0, 1, mixed, 32, x, 1, w + 128), IL_ERR_INVALID_ARG);
+  } else {
+    printf("note: no AVX2 table on this CPU: repacking's errors on it not exercised\n");
+  }
 }
 
 static void test_isa(void) {
@@ -445,6 +506,8 @@ int main(void) {
   il_cpu_matmul_par_min(0);
   test_gemm_pack();
   test_gemm_batches();
+  printf("repacked (--repack): %d table x shape cases\n", n_repacked);
+  IL_CHECK(n_repacked > 0 || !il_cpu_isa_kernels(IL_ISA_AVX2));
   for (int n = 1; n <= 3; n++) il_pool_free(pools[n]);
   return il_test_finish();
 }

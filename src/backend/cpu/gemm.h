@@ -5,7 +5,7 @@
  * instead copies IL__GEMM_ROWS weight rows at a time into a "panel" (per thread, in the matmul
  * workspace) whose layout makes every vpdpbusd useful: one 32-bit lane per row, so a register
  * holds 4 consecutive weights of 16 rows and the activation is a broadcast 4-byte group of one
- * token. The panel (at most 36 bytes per weight column: 36 * n_in bytes, 295 KiB for n_in =
+ * token. The panel (at most 40.5 bytes per weight column, Q6_K: 40.5 * n_in bytes, 324 KiB for n_in =
  * 8192) stays in L1/L2 while every token of the batch sweeps it, and each micro-kernel keeps
  * T tokens x 32 rows of int32 and float accumulators in registers.
  *
@@ -13,11 +13,14 @@
  * hold zero weights, flipped like the others, and zero scales):
  *   Q8_0: 8 groups g of 128 bytes: bytes 4i..4i+3 = row i's weights 4g..4g+3, as stored
  *         (flip = 0) or XOR 0x80 (flip = 0x80: w + 128, the unsigned operand of vpdpbusd);
- *         then 32 floats: row i's block scale.                          1152 bytes per block
+ *         then 32 f16: row i's block scale d, as stored.                1088 bytes per block
  *   Q4_0: 4 groups g of 128 bytes: bytes 4i..4i+3 = row i's qs[4g..4g+3] (low nibbles: weights
- *         4g..4g+3, high nibbles: 16+4g..16+4g+3, unsigned 0..15); then 32 float scales.
- *                                                                        640 bytes per block
- *   Q4_1: as Q4_0, then 32 floats: row i's block min m.                 768 bytes per block
+ *         4g..4g+3, high nibbles: 16+4g..16+4g+3, unsigned 0..15); then 32 f16 scales.
+ *                                                                        576 bytes per block
+ *   Q4_1: as Q4_0, then 32 f16: row i's block min m.                    640 bytes per block
+ *   (Q8_0, Q4_0 and Q4_1 panels are as large as the GGUF rows, 34, 18 and 20 bytes per 32
+ *   weights of a row: the scales stay f16, one vcvtph2ps per 8 or 16 rows per block, so
+ *   weights repacked at load (--repack) cost no more memory or bandwidth than the file's.)
  *   Q4_K, per 256-element super-block: 4 parts p of 8 groups g of 128 bytes: bytes 4i..4i+3 =
  *         row i's qs[32p+4g..32p+4g+3] (low nibbles: sub-block 2p, elements 4g..4g+3; high:
  *         sub-block 2p+1); then 8 x 32 floats d * scale_s (sub-block s, row i); then 4 x 128
@@ -144,7 +147,9 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
  * prefetched into L2 a few lines per block while the micro-kernels compute this panel, so the
  * memory-bound pack that follows reads L2 instead of DRAM, and DRAM is busy during compute
  * rather than idle. Only on the last token slice of a panel (earlier slices are followed by
- * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. */
+ * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. With
+ * repacked weights (a->w is the panels, a->w_stride a 32nd of one) this is the next panel, and
+ * a->no_pf turns it off for one token (matmul.c). */
 typedef struct {
   const char *p, *end;
   int64_t lines; /* cache lines per step */
@@ -153,6 +158,7 @@ static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int
   il__gemm_pf pf = {NULL, NULL, 0};
   const int64_t n0 = r0 + IL__GEMM_ROWS;
   if (t1 < a->n_tok || n0 >= a->n_out || steps <= 0) return pf;
+  if (a->no_pf) return pf;
   const int64_t n1 = n0 + IL__GEMM_ROWS < a->n_out ? n0 + IL__GEMM_ROWS : a->n_out;
   pf.p = (const char *)a->w + (size_t)n0 * a->w_stride;
   pf.end = (const char *)a->w + (size_t)n1 * a->w_stride;

@@ -43,6 +43,7 @@ typedef struct {
   _Atomic int *inexact;
   float *y;
   int64_t ldy;
+  bool no_pf; /* the GEMM skips its prefetch of the next panel (gemm.h) */
 } il__mm_args;
 
 /* Rows [r0, r1) of y for every token. */

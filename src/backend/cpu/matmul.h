@@ -49,9 +49,24 @@ typedef struct {
   int64_t n_out;
   float *y;
   int64_t ldy;
+  const void *packed; /* NULL, or W repacked by il_cpu_matmul_pack with the same table (w unused) */
 } il_cpu_mm_part;
 il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtype, int n_parts,
                               const il_cpu_mm_part *parts, int64_t n_in, const float *x, int64_t n_tok, void *work);
+
+/* Weights repacked once, at load (--repack): the GEMM's 32-row panels (backend/cpu/gemm.h) of
+ * the whole matrix, one after another, so every matmul on them, one token or many, runs the
+ * blocked GEMM micro-kernels straight from the panels and never packs. Bytes of that copy for
+ * table k (the panel layout depends on it: Q8_0's bytes are flipped where vpdpbusd multiplies
+ * them), or 0 when k has no GEMM for wtype (scalar, F32) or the type has two layouts (BF16:
+ * which one a batch uses depends on its activations). */
+size_t il_cpu_matmul_packed_size(const il__kernels *k, il_dtype wtype, int64_t n_out, int64_t n_in);
+/* Writes that copy of W (n_out rows of n_in, w_stride apart) to dst (64-byte aligned, of
+ * il_cpu_matmul_packed_size bytes), the panels shared out over the pool's threads.
+ * IL_ERR_UNSUPPORTED when the size is 0. Pass dst as il_cpu_mm_part.packed, to calls with the
+ * same table. */
+il_status il_cpu_matmul_pack(il_pool *pool, const il__kernels *k, il_dtype wtype, const void *w, size_t w_stride,
+                             int64_t n_out, int64_t n_in, void *dst);
 
 /* Multiply-adds below which a matmul runs on the calling thread alone (default 2^17); tests set
  * 0 so that every shape also runs threaded. Not thread-safe: set it before any matmul runs. */
