@@ -26,7 +26,7 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_BACKEND_OPS_VERSION 4 /* 2: round_to, value_stats; 3: reserve; 4: copy converts */
+#define IL_BACKEND_OPS_VERSION 5 /* 2: round_to, value_stats; 3: reserve; 4: copy converts; 5: prepare_weight */
 
 /* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
  * weight type, so il_dtype_get does not list it). */
@@ -221,6 +221,16 @@ typedef struct il_backend_ops {
    * out-of-memory report's arithmetic. (optional, both: NULL where ops need no scratch) */
   il_status (*reserve)(il_backend *, int32_t max_tokens, const il_tensor *w, int n);
   size_t (*reserve_bytes)(il_backend *, int32_t max_tokens, const il_tensor *w, int n);
+
+  /* ---- appended in version 5: weight layouts ---- */
+  /* Called by the model once for each matmul weight it placed (not for the embedding table,
+   * which only get_rows reads, unless the output head shares it), before any op reads it: the
+   * backend may keep a copy in the layout its matmul prefers (cpu with --repack: the GEMM's
+   * panels, under IL_MEM_WEIGHTS, freed with the buffer). The tensor keeps its view and type.
+   * *own_copy: true when matmul will never read the placed bytes again (the model may then
+   * release a file mapping's pages of them); get_rows, copy and the other ops still read them.
+   * IL_ERR_OOM with the report. (optional: NULL where weights are used as placed) */
+  il_status (*prepare_weight)(il_backend *, const il_tensor *w, bool *own_copy);
 } il_backend_ops;
 
 struct il_backend {

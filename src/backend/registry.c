@@ -35,7 +35,7 @@ il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_back
   il_backend_opts dflt = {0};
   if (!opts) opts = &dflt;
   if (!spec || !*spec) spec = "cpu";
-  il__cpu_opts co = {opts->threads, opts->isa};
+  il__cpu_opts co = {opts->threads, opts->isa, opts->repack};
   if (!strcmp(spec, "cpu")) {
     if (opts->mem_limit) il_mem_set_limit(opts->mem_limit);
     return il__cpu_backend_new(&co, out);

@@ -20,6 +20,7 @@ typedef struct {
   int threads;      /* host threads for CPU kernels (cpu and sim); 0 = one per core */
   const char *isa;  /* CPU kernel level: NULL/"" best, or scalar | avx2 | avx512 */
   size_t mem_limit; /* device allocators reserve at most this (0 = the device's size) */
+  bool repack;      /* cpu: keep GEMM-capable weights in the panel layout (--repack) */
 } il_backend_opts;
 
 /* Opens the backend `spec` names. IL_ERR_INVALID_ARG naming the part of the spec that is

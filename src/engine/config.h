@@ -35,6 +35,7 @@ struct il_config {
   int batch;           /* max tokens per forward call */
   int n_seq;           /* sequences held in the KV cache */
   char isa[16];        /* "" = best detected; scalar | avx2 | avx512 */
+  bool repack;         /* CPU: matmul weights kept in the GEMM's panel layout, made at load */
   char device[64];     /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N] */
   char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
   char attn[16];       /* attention kernel: auto or a name the backend lists */

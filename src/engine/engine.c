@@ -407,7 +407,7 @@ static il_status il__placement(il_engine *e) {
   bool any_cpu = !e->embd_dev || !e->out_dev || e->auto_layers;
   for (int32_t l = 0; l < L; l++) any_cpu |= !e->layer_dev[l];
   if (any_cpu && !e->info.host_visible) {
-    il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
+    il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa, .repack = cfg->repack};
     IL_TRY(il_backend_open("cpu", &bo, &e->host));
   } else {
     e->host = e->backend; /* the device is the CPU: every component is there already */
@@ -465,7 +465,7 @@ static int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq) {
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
-  il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa};
+  il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa, .repack = cfg->repack};
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
     return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
   IL_TRY(il__kv_options(cfg, &e->kv_opts));

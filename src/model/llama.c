@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/quant.h"
 #include "memory/mem.h"
@@ -312,6 +314,34 @@ static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w,
   return IL_OK;
 }
 
+/* The whole pages of a file-mapped weight the backend no longer reads (it keeps its own copy:
+ * cpu --repack), paged out so the copy does not double the resident memory (MADV_PAGEOUT drops
+ * clean file pages; a later read faults them in again from the file, so nothing is lost) and
+ * no longer counted as mapped. A hint: where it fails nothing changes. */
+static void il__release_pages(il_model_dev *d, const il_weight *w) {
+#ifdef MADV_PAGEOUT
+  if (!d->model->gguf) return; /* built-in weights are the model's own heap memory */
+  const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)w->data;
+  const uintptr_t a = (p + pg - 1) & ~(pg - 1), e = (p + il__w_span(w)) & ~(pg - 1);
+  if (pg > 1 && e > a && madvise((void *)a, e - a, MADV_PAGEOUT) == 0) {
+    il_mem_note_mapped(IL_MEM_WEIGHTS, -(int64_t)(e - a));
+    d->released_bytes += e - a;
+  }
+#else
+  (void)d;
+  (void)w;
+#endif
+}
+
+/* A matmul weight, placed: the backend may keep its own layout of it (cpu --repack). */
+static il_status il__place_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *out) {
+  IL_TRY(il__place_w(d, b, w, out));
+  bool own = false;
+  if (b->ops->version >= 5 && b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, out, &own));
+  if (own) il__release_pages(d, w);
+  return IL_OK;
+}
+
 static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int64_t n, const char *name, il_tensor *out) {
   if (!v) return IL_OK;
   IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, v, 1, n, 0, IL_DTYPE_F32, name, out));
@@ -510,8 +540,14 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
   IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
   d->output_shared = m->tied_output && d->out_b == d->embd_b;
-  if (d->output_shared) d->output = d->tok_embd;
-  else IL_TRY(il__place_w(d, d->out_b, &m->output, &d->output));
+  if (d->output_shared) { /* get_rows reads the rows too: no pages are released */
+    d->output = d->tok_embd;
+    bool own = false;
+    if (d->out_b->ops->version >= 5 && d->out_b->ops->prepare_weight)
+      IL_TRY(d->out_b->ops->prepare_weight(d->out_b, &d->output, &own));
+  } else {
+    IL_TRY(il__place_mm(d, d->out_b, &m->output, &d->output));
+  }
   d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
   if (!d->layers) return IL_ERR_OOM;
   if (d->stream) IL_TRY(il__stream_init(d, m));
@@ -522,16 +558,16 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
     if (d->stream && b == d->stream_b) continue; /* streamed through the slots */
     IL_TRY(il__place_v(d, b, L->attn_norm, hp->n_embd, "attn_norm.weight", &D->attn_norm));
     IL_TRY(il__place_v(d, b, L->ffn_norm, hp->n_embd, "ffn_norm.weight", &D->ffn_norm));
-    IL_TRY(il__place_w(d, b, &L->wq, &D->wq));
-    IL_TRY(il__place_w(d, b, &L->wk, &D->wk));
-    IL_TRY(il__place_w(d, b, &L->wv, &D->wv));
-    IL_TRY(il__place_w(d, b, &L->wo, &D->wo));
+    IL_TRY(il__place_mm(d, b, &L->wq, &D->wq));
+    IL_TRY(il__place_mm(d, b, &L->wk, &D->wk));
+    IL_TRY(il__place_mm(d, b, &L->wv, &D->wv));
+    IL_TRY(il__place_mm(d, b, &L->wo, &D->wo));
     IL_TRY(il__place_v(d, b, L->bq, q_dim, "attn_q.bias", &D->bq));
     IL_TRY(il__place_v(d, b, L->bk, kv_dim, "attn_k.bias", &D->bk));
     IL_TRY(il__place_v(d, b, L->bv, kv_dim, "attn_v.bias", &D->bv));
-    IL_TRY(il__place_w(d, b, &L->w_gate, &D->w_gate));
-    IL_TRY(il__place_w(d, b, &L->w_up, &D->w_up));
-    IL_TRY(il__place_w(d, b, &L->w_down, &D->w_down));
+    IL_TRY(il__place_mm(d, b, &L->w_gate, &D->w_gate));
+    IL_TRY(il__place_mm(d, b, &L->w_up, &D->w_up));
+    IL_TRY(il__place_mm(d, b, &L->w_down, &D->w_down));
   }
   return IL_OK;
 }
@@ -568,6 +604,7 @@ void il_model_dev_free(il_model_dev *d) {
   il_backend_tensor_free(d->out_b, &d->out_norm);
   il_backend_tensor_free(d->embd_b, &d->tok_embd);
   il_mem_free(d->layer_b);
+  if (d->released_bytes) il_mem_note_mapped(IL_MEM_WEIGHTS, (int64_t)d->released_bytes); /* the mapping is the model's */
   memset(d, 0, sizeof *d);
 }
 

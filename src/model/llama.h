@@ -145,6 +145,7 @@ typedef struct {
   bool output_shared;
   il_layer_dev *layers;                 /* [n_layer] */
   size_t uploaded_bytes;                /* bytes copied to devices (0 when read in place) */
+  size_t released_bytes;                /* file-mapped weight pages released (cpu --repack) */
 } il_model_dev;
 
 /* Places the model's weights as p says (NULL: everything on b). On failure (IL_ERR_OOM from a

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "backend/check.h"
+#include "core/log.h"
 #include "core/quant.h"
 #include "core/timer.h"
 
@@ -43,6 +44,7 @@ static il_status il__cpu_alloc(il_backend *b, il_mem_category cat, size_t bytes,
   buf->cat = cat;
   buf->wrapped = false;
   buf->handle = NULL;
+  buf->packed = NULL;
   *out = buf;
   return IL_OK;
 }
@@ -50,6 +52,7 @@ static il_status il__cpu_alloc(il_backend *b, il_mem_category cat, size_t bytes,
 static void il__cpu_buffer_free(il_backend *b, il_buffer *buf) {
   if (!buf) return;
   if (!buf->wrapped) il_mem_free(buf->base);
+  il_mem_free(buf->packed);
   il_mem_free(buf);
 }
 
@@ -184,6 +187,48 @@ static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_t
   return IL_OK;
 }
 
+/* --repack: the weight's panels, made once when it is placed, for the types whose panels are
+ * no larger than their rows (Q8_0, Q4_0, Q4_1: f16 scales; F16), so one-token generation,
+ * which then reads the panels too, streams the same bytes. The K-quants' panels hold unpacked
+ * scales (Q4_K, 1.25x its bytes) or weights (Q5_K 1.75x, Q6_K 1.54x), and a one-token pass from
+ * them ran at 0.48-0.72x (bench_matmul --repack, docs/performance.md): they, F32, BF16 (whose
+ * batches pick one of two layouts by their activations) and every type on the scalar table are
+ * used as stored, said once in the log. */
+static il_status il__cpu_prepare_weight(il_backend *b, const il_tensor *w, bool *own_copy) {
+  il__cpu *c = il__c(b);
+  *own_copy = false;
+  if (!c->repack || !w->buf || w->off || w->rows <= 0 || w->buf->packed) return IL_OK;
+  const size_t bytes = il_cpu_matmul_packed_size(c->kernels, w->type, w->rows, w->cols);
+  const size_t rows = (size_t)(w->rows + 31) / 32 * 32 * il_dtype_row_size(w->type, w->cols);
+  if (!bytes || bytes > rows) {
+    if (w->type != IL_DTYPE_F32 && !c->repack_noted) {
+      c->repack_noted = true;
+      il_log(IL_LOG_INFO, "--repack: %s weights ('%s') are used as stored: %s", il_dtype_name(w->type), il__nm(w),
+             bytes ? "their panels would be larger than the file's rows and slow down one-token generation"
+                   : "no panel layout for them on these kernels");
+    }
+    return IL_OK;
+  }
+  uint8_t *p = il_mem_alloc(IL_MEM_WEIGHTS, bytes, "repacked weights");
+  if (!p) return il_error(IL_ERR_OOM, "--repack: %zu bytes for the panels of '%s'", bytes, il__nm(w));
+  il_status st = il_cpu_matmul_pack(c->pool, c->kernels, w->type, il__cpu_ptr(*w), w->stride, w->rows, w->cols, p);
+  if (st != IL_OK) {
+    il_mem_free(p);
+    return il_error_wrap(st, "--repack '%s': ", il__nm(w));
+  }
+  w->buf->packed = p;
+  w->buf->packed_rows = w->rows;
+  w->buf->packed_cols = w->cols;
+  *own_copy = true;
+  return IL_OK;
+}
+
+/* The panels of weight view w when it is the whole tensor they were made from, else NULL. */
+static const void *il__packed(const il_tensor *w) {
+  const il_buffer *bf = w->buf;
+  return bf && bf->packed && !w->off && w->rows == bf->packed_rows && w->cols == bf->packed_cols ? bf->packed : NULL;
+}
+
 static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->stride / 4) : y->cols; }
 
 static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
@@ -191,8 +236,9 @@ static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tens
   IL_TRY(il__mm_check(&y, &w, &x));
   size_t need = il_cpu_matmul_work_size(w.type, w.cols, x.rows, il_pool_size(c->pool));
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
-  il_status st = il_cpu_matmul(c->pool, c->kernels, w.type, il__cpu_ptr(w), w.stride, w.rows, w.cols, il__cpu_ptr(x),
-                               x.rows, il__cpu_ptr(y), il__ldy(&y), c->work);
+  const il_cpu_mm_part part = {.w = il__cpu_ptr(w), .w_stride = w.stride, .n_out = w.rows, .y = il__cpu_ptr(y),
+                               .ldy = il__ldy(&y), .packed = il__packed(&w)};
+  il_status st = il_cpu_matmul_multi(c->pool, c->kernels, w.type, 1, &part, w.cols, il__cpu_ptr(x), x.rows, c->work);
   if (st != IL_OK) return il_error_wrap(st, "matmul '%s': ", il__nm(&w));
   return IL_OK;
 }
@@ -223,7 +269,8 @@ static il_status il__cpu_reserve(il_backend *b, int32_t max_tokens, const il_ten
 static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
   il__cpu *c = il__c(b);
   bool fuse = n >= 2 && n <= IL_CPU_MM_MAX_PARTS;
-  for (int i = 1; i < n && fuse; i++) fuse = w[i].type == w[0].type && w[i].cols == w[0].cols;
+  for (int i = 1; i < n && fuse; i++)
+    fuse = w[i].type == w[0].type && w[i].cols == w[0].cols && !il__packed(&w[i]) == !il__packed(&w[0]);
   if (!fuse) {
     for (int i = 0; i < n; i++) IL_TRY(il__cpu_matmul(b, y[i], w[i], x));
     return IL_OK;
@@ -232,7 +279,7 @@ static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, 
   for (int i = 0; i < n; i++) {
     IL_TRY(il__mm_check(&y[i], &w[i], &x));
     parts[i] = (il_cpu_mm_part){.w = il__cpu_ptr(w[i]), .w_stride = w[i].stride, .n_out = w[i].rows,
-                                .y = il__cpu_ptr(y[i]), .ldy = il__ldy(&y[i])};
+                                .y = il__cpu_ptr(y[i]), .ldy = il__ldy(&y[i]), .packed = il__packed(&w[i])};
   }
   size_t need = il_cpu_matmul_work_size(w[0].type, w[0].cols, x.rows, il_pool_size(c->pool));
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
@@ -721,6 +768,7 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
                       il_cpu_isa_compiled());
   }
   c->isa = isa;
+  c->repack = o->repack;
   c->kernels = il_cpu_isa_kernels(isa);
   const char *gemm = getenv("IL_CPU_GEMM"); /* 0: tile kernels only, to measure the GEMM against them */
   if (gemm && !strcmp(gemm, "0")) c->kernels = il_cpu_isa_kernels_tiles(isa);
@@ -780,6 +828,7 @@ const il_backend_ops il__cpu_ops_template = {
     .value_stats = il__cpu_value_stats,
     .reserve = il__cpu_reserve,
     .reserve_bytes = il__cpu_reserve_bytes,
+    .prepare_weight = il__cpu_prepare_weight,
 };
 
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {

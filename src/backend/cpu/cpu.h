@@ -26,6 +26,11 @@ struct il_buffer {
   il_mem_category cat;
   bool wrapped;  /* caller-owned memory: never freed, not counted */
   void *handle;  /* the allocator's block (sim) */
+  /* cpu --repack: the weight's copy in the GEMM's panel layout (il_cpu_matmul_pack), under
+   * IL_MEM_WEIGHTS, for the tensor placed in this buffer (offset 0, these rows and columns);
+   * NULL when none */
+  uint8_t *packed;
+  int64_t packed_rows, packed_cols;
 };
 
 typedef struct {
@@ -34,6 +39,8 @@ typedef struct {
   const il__kernels *kernels; /* matmul table for isa on this CPU */
   const il__ops *ops;         /* SIMD swiglu, NULL for the portable C */
   const il__cvt *cvt;         /* SIMD F32 <-> F16/BF16 rows for copy, NULL for the portable C */
+  bool repack;                /* prepare_weight keeps weights in the GEMM's panel layout */
+  bool repack_noted;          /* the log line about a weight type that has no panel layout */
   void *work;                 /* matmul activation workspace (host scratch) */
   size_t work_size;
   char name[64];
@@ -51,6 +58,7 @@ typedef struct {
 typedef struct {
   int threads;   /* 0 = one per core */
   const char *isa; /* NULL or "" = best available (IL_ISA in the environment may lower it) */
+  bool repack;     /* weights repacked at load (cpu backend only; sim ignores it) */
 } il__cpu_opts;
 
 /* Fills c (pool, kernel tables). IL_ERR_UNSUPPORTED naming the level when the CPU or binary

@@ -176,6 +176,7 @@ static void il__sim_ops_init(void) {
   il__sim_ops.buffer_alloc = il__sim_alloc;
   il__sim_ops.buffer_free = il__sim_free;
   il__sim_ops.buffer_wrap_host = NULL;
+  il__sim_ops.prepare_weight = NULL; /* --repack: the panels would be host memory outside the device's budget */
   il__sim_ops.host_ptr = il__sim_host_ptr;
   il__sim_ops.memory = il__sim_memory;
   il__sim_ops.upload = il__sim_upload;
