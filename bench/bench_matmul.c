@@ -21,8 +21,11 @@
  *    fraction of the peak of the level that runs it. The peak is the sum of each thread's rate
  *    over its own CPU time; 1-thread GEMM times are the thread's CPU time, multi-thread ones wall
  *    time (on a shared machine the latter are only as good as the machine is idle).
+ * 6. With --repack, the same GEMV passes and batched matmuls from weights repacked once
+ *    (il_cpu_matmul_pack, what `--repack` does at load), alternating with the plain ones: GB/s
+ *    of the panels' bytes and % of the interleaved bandwidth for one token, GOPS for batches.
  * Usage: bench_matmul [--types f16,q4_0,...] [--no-gemm] [--no-levels] [--no-bw] [--passes N]
- *                     [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act]
+ *                     [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act] [--repack]
  * --avx2-plain: the AVX2 table without AVX-VNNI, on a CPU that has AVX-VNNI.
  * --bf16-act: the GEMM's activations rounded to BF16 (what --dtype bf16 stores), so BF16 weights
  *   run vdpbf16ps on CPUs with AVX512_BF16, quoted against that instruction's peak.
@@ -122,7 +125,13 @@ typedef struct {
   uint8_t *w[32][N_SHAPES];
   uint8_t *out;
   size_t layer_bytes, total_bytes;
+  /* --repack: the same matrices repacked (NULL when the table has no panel layout for t) */
+  uint8_t *pw[32][N_SHAPES];
+  uint8_t *pout;
+  size_t packed_bytes;
 } model;
+
+static int do_repack; /* --repack */
 
 static size_t mat_bytes(il_dtype t, shape s) { return il_dtype_row_size(t, s.n_in) * (size_t)s.n_out; }
 
@@ -146,34 +155,60 @@ static void model_build(model *m, il_dtype t, size_t budget, int max_layers) {
 
 static void model_free(model *m) {
   for (int l = 0; l < m->n_layers; l++)
-    for (int s = 0; s < N_SHAPES; s++) il_mem_free(m->w[l][s]);
+    for (int s = 0; s < N_SHAPES; s++) {
+      il_mem_free(m->w[l][s]);
+      il_mem_free(m->pw[l][s]);
+    }
   il_mem_free(m->out);
+  il_mem_free(m->pout);
 }
 
 static const il__kernels *mm_kernels; /* the level under test (default: the best) */
 static il_isa mm_isa;
 static int no_avxvnni; /* --avx2-plain */
 
-static void mm(il_pool *pool, il_dtype t, const uint8_t *w, shape s, const float *x, int64_t n_tok, float *y,
-               void *work) {
-  il_status st = il_cpu_matmul(pool, mm_kernels, t, w, il_dtype_row_size(t, s.n_in), s.n_out, s.n_in, x, n_tok, y, s.n_out, work);
+/* y = x W^T with table k; packed: W's repacked copy (il_cpu_matmul_pack with k), or NULL. */
+static void mm_k(il_pool *pool, const il__kernels *k, il_dtype t, const uint8_t *w, const uint8_t *packed, shape s,
+                 const float *x, int64_t n_tok, float *y, void *work) {
+  const il_cpu_mm_part part = {w, il_dtype_row_size(t, s.n_in), s.n_out, y, s.n_out, packed};
+  il_status st = il_cpu_matmul_multi(pool, k, t, 1, &part, s.n_in, x, n_tok, work);
   if (st != IL_OK) {
     fprintf(stderr, "bench_matmul: %s: %s\n", il_status_name(st), il_error_detail());
     exit(1);
   }
 }
+static void mm(il_pool *pool, il_dtype t, const uint8_t *w, shape s, const float *x, int64_t n_tok, float *y,
+               void *work) {
+  mm_k(pool, mm_kernels, t, w, NULL, s, x, n_tok, y, work);
+}
 
-/* One generation pass over the whole model; per-shape seconds accumulate into sec[]. */
-static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y, void *work, double sec[N_SHAPES + 1]) {
+/* W's repacked copy for table k (what --repack does at load), NULL when k has no panel layout
+ * for t; *bytes += its size. */
+static uint8_t *repack(il_pool *pool, const il__kernels *k, il_dtype t, const uint8_t *w, shape s, size_t *bytes) {
+  const size_t n = il_cpu_matmul_packed_size(k, t, s.n_out, s.n_in);
+  if (!n) return NULL;
+  uint8_t *p = xalloc(n, "repacked weights");
+  if (il_cpu_matmul_pack(pool, k, t, w, il_dtype_row_size(t, s.n_in), s.n_out, s.n_in, p) != IL_OK) {
+    fprintf(stderr, "bench_matmul: %s\n", il_error_detail());
+    exit(1);
+  }
+  *bytes += n;
+  return p;
+}
+
+/* One generation pass over the whole model (from the repacked copies with packed); per-shape
+ * seconds accumulate into sec[]. */
+static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y, void *work, double sec[N_SHAPES + 1],
+                        bool packed) {
   const double t0 = il_time_now();
   for (int l = 0; l < m->n_layers; l++)
     for (int s = 0; s < N_SHAPES; s++) {
       const double a = il_time_now();
-      mm(pool, m->t, m->w[l][s], layer_shapes[s], x, 1, y, work);
+      mm_k(pool, mm_kernels, m->t, m->w[l][s], packed ? m->pw[l][s] : NULL, layer_shapes[s], x, 1, y, work);
       sec[s] += il_time_now() - a;
     }
   const double a = il_time_now();
-  mm(pool, m->t, m->out, out_shape, x, 1, y, work);
+  mm_k(pool, mm_kernels, m->t, m->out, packed ? m->pout : NULL, out_shape, x, 1, y, work);
   sec[N_SHAPES] += il_time_now() - a;
   return il_time_now() - t0;
 }
@@ -212,17 +247,10 @@ static int peak_kind_for(il_isa isa, il_dtype t) {
 
 /* ---------------------------------------------------------------- batched GEMM vs peak */
 
-static double time_layer(il_pool *pool, const il__kernels *k, il_dtype t, uint8_t *const w[N_SHAPES], const float *x,
-                         int64_t nt, float *y, void *work) {
+static double time_layer(il_pool *pool, const il__kernels *k, il_dtype t, uint8_t *const w[N_SHAPES],
+                         uint8_t *const pw[N_SHAPES], const float *x, int64_t nt, float *y, void *work) {
   const double t0 = bench_clock(pool);
-  for (int s = 0; s < N_SHAPES; s++) {
-    il_status st = il_cpu_matmul(pool, k, t, w[s], il_dtype_row_size(t, layer_shapes[s].n_in), layer_shapes[s].n_out,
-                                 layer_shapes[s].n_in, x, nt, y, layer_shapes[s].n_out, work);
-    if (st != IL_OK) {
-      fprintf(stderr, "bench_matmul: %s: %s\n", il_status_name(st), il_error_detail());
-      exit(1);
-    }
-  }
+  for (int s = 0; s < N_SHAPES; s++) mm_k(pool, k, t, w[s], pw ? pw[s] : NULL, layer_shapes[s], x, nt, y, work);
   return bench_clock(pool) - t0;
 }
 
@@ -235,7 +263,7 @@ static void bench_gemm(il_pool *pool1, il_pool *pooln, const il__kernels *k, il_
   printf("\nbatched matmul, one layer (q,k,v,o,gate,up,down), %s kernels; tiles = the same table without\n"
          "the GEMM; 1T figures from the thread's CPU time, %dT from wall time\n",
          il_isa_name(isa), il_pool_size(pooln));
-  const int64_t toks[] = {512, 4, 16, 32, 48, 64};
+  const int64_t toks[] = {512, 1, 4, 16, 32, 48, 64};
   int kind = -1;
   double peak[2] = {0};
   for (int ti = 0; ti < n_types; ti++) {
@@ -251,32 +279,46 @@ static void bench_gemm(il_pool *pool1, il_pool *pooln, const il__kernels *k, il_
       printf(" GOPS (2 ops per multiply-add) and %% of the %s peak: 1T %.0f, %dT %.0f GOPS\n", il_peak_name((il_peak_kind)kind),
              peak[0], il_pool_size(pooln), peak[1]);
     }
-    uint8_t *w[N_SHAPES];
+    uint8_t *w[N_SHAPES], *pw[N_SHAPES] = {0};
     double ops1 = 0;
+    size_t pbytes = 0;
     for (int s = 0; s < N_SHAPES; s++) {
       w[s] = xalloc(mat_bytes(t, layer_shapes[s]), "weights");
       fill_weights(t, w[s], mat_bytes(t, layer_shapes[s]));
+      if (do_repack) pw[s] = repack(pooln, k, t, w[s], layer_shapes[s], &pbytes);
       ops1 += 2.0 * (double)layer_shapes[s].n_out * (double)layer_shapes[s].n_in;
     }
+    const bool rp = pw[0] != NULL;
     for (int pi = 0; pi < 2; pi++) {
       il_pool *pool = pi == 0 ? pool1 : pooln;
       for (size_t bi = 0; bi < sizeof toks / sizeof *toks; bi++) {
         const int64_t nt = toks[bi];
-        double best_g = 1e30, best_t = 1e30;
-        time_layer(pool, k, t, w, x, nt, y, work);
+        double best_g = 1e30, best_t = 1e30, best_p = 1e30;
+        time_layer(pool, k, t, w, NULL, x, nt, y, work);
         for (int r = 0; r < reps; r++) {
-          const double a = time_layer(pool, &tiles, t, w, x, nt, y, work);
-          const double b = time_layer(pool, k, t, w, x, nt, y, work);
+          const double a = time_layer(pool, &tiles, t, w, NULL, x, nt, y, work);
+          const double b = time_layer(pool, k, t, w, NULL, x, nt, y, work);
+          const double c = rp ? time_layer(pool, k, t, w, pw, x, nt, y, work) : 1e30;
           if (a < best_t) best_t = a;
           if (b < best_g) best_g = b;
+          if (c < best_p) best_p = c;
         }
         const double gg = ops1 * (double)nt / best_g / 1e9, gt = ops1 * (double)nt / best_t / 1e9;
-        printf("  %-5s %dT %3lld tok: GEMM %7.1f GOPS (%4.1f%% of peak, %.3f ms/token)  tiles %7.1f GOPS (%4.1f%%)  %.2fx\n",
+        printf("  %-5s %dT %3lld tok: GEMM %7.1f GOPS (%4.1f%% of peak, %.3f ms/token)  tiles %7.1f GOPS (%4.1f%%)  %.2fx",
                il_dtype_name(t), il_pool_size(pool), (long long)nt, gg, peak[pi] > 0 ? 100 * gg / peak[pi] : 0,
                best_g / (double)nt * 1e3, gt, peak[pi] > 0 ? 100 * gt / peak[pi] : 0, best_t / best_g);
+        if (rp) {
+          const double gp = ops1 * (double)nt / best_p / 1e9;
+          printf("  repacked %7.1f GOPS (%4.1f%%) %.2fx of the faster", gp, peak[pi] > 0 ? 100 * gp / peak[pi] : 0,
+                 (best_g < best_t ? best_g : best_t) / best_p);
+        }
+        printf("\n");
       }
     }
-    for (int s = 0; s < N_SHAPES; s++) il_mem_free(w[s]);
+    for (int s = 0; s < N_SHAPES; s++) {
+      il_mem_free(w[s]);
+      il_mem_free(pw[s]);
+    }
   }
 }
 
@@ -301,6 +343,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-bw")) do_bw = 0;
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
     else if (!strcmp(argv[i], "--bf16-act")) bf16_act = 1;
+    else if (!strcmp(argv[i], "--repack")) do_repack = 1;
     else if (!strcmp(argv[i], "--avx2-plain") && il__matmul_avx2.compiled && il_cpu_isa_kernels(IL_ISA_AVX2)) {
       mm_isa = IL_ISA_AVX2; /* the AVX2 table without AVX-VNNI, on a CPU that has it */
       mm_kernels = &il__matmul_avx2;
@@ -317,7 +360,7 @@ int main(int argc, char **argv) {
     }
     else {
       fprintf(stderr, "usage: bench_matmul [--types f16,q4_0,...] [--passes N] [--no-gemm] [--no-levels] [--no-bw]\n"
-                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act]\n");
+                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act] [--repack]\n");
       return 2;
     }
   }
@@ -385,20 +428,34 @@ int main(int argc, char **argv) {
     model m;
     model_build(&m, t, (size_t)1 << 30, 32);
     printf("%-5s %d layers + output = %.0f MB\n", il_dtype_name(t), m.n_layers, (double)m.total_bytes / 1e6);
+    if (do_repack) {
+      for (int l = 0; l < m.n_layers; l++)
+        for (int s = 0; s < N_SHAPES; s++) m.pw[l][s] = repack(pooln, mm_kernels, t, m.w[l][s], layer_shapes[s], &m.packed_bytes);
+      m.pout = repack(pooln, mm_kernels, t, m.out, out_shape, &m.packed_bytes);
+      if (m.pout) printf("  repacked (--repack): %.0f MB of panels, %.3fx the GGUF bytes\n", (double)m.packed_bytes / 1e6,
+                         (double)m.packed_bytes / (double)m.total_bytes);
+      else printf("  repacked (--repack): no panel layout for %s on this table\n", il_dtype_name(t));
+    }
     for (int pi = 0; pi < 2; pi++) {
       il_pool *pool = pi == 0 ? pool1 : pooln;
-      double best = 1e30, sec[N_SHAPES + 1] = {0}, tmp[N_SHAPES + 1];
-      gemv_pass(pool, &m, x, y, work, tmp); /* warm-up */
+      double best = 1e30, best_p = 1e30, sec[N_SHAPES + 1] = {0}, tmp[N_SHAPES + 1];
+      gemv_pass(pool, &m, x, y, work, tmp, false); /* warm-up */
+      if (m.pout) gemv_pass(pool, &m, x, y, work, tmp, true);
       for (int p = 0; p < passes; p++) {
         if (bw.buf) { /* a bandwidth pass right before each GEMV pass: both see the same neighbours */
           const double b = il_membw_pass(&bw, pool);
           if (b > local[ti][pi]) local[ti][pi] = b;
         }
         memset(tmp, 0, sizeof tmp);
-        double dt = gemv_pass(pool, &m, x, y, work, tmp);
+        double dt = gemv_pass(pool, &m, x, y, work, tmp, false);
         if (dt < best) {
           best = dt;
           memcpy(sec, tmp, sizeof sec);
+        }
+        if (m.pout) { /* the repacked pass right after: same neighbours again */
+          double ps[N_SHAPES + 1] = {0};
+          dt = gemv_pass(pool, &m, x, y, work, ps, true);
+          if (dt < best_p) best_p = dt;
         }
       }
       const double gbs = (double)m.total_bytes / best / 1e9, bwl = local[ti][pi];
@@ -414,6 +471,13 @@ int main(int argc, char **argv) {
         printf(" %s %.1f", sh.name, b / sec[s] / 1e9);
       }
       printf("\n");
+      if (m.pout) {
+        const double gp = (double)m.packed_bytes / best_p / 1e9;
+        printf("  %dT repacked: pass %.1f ms (%.2fx the plain pass's speed), %.2f GB/s of panel bytes", il_pool_size(pool),
+               best_p * 1e3, best / best_p, gp);
+        if (bwl > 0) printf(" = %.1f%% of %.2f", 100 * gp / bwl, bwl);
+        printf("\n");
+      }
     }
     if (do_gemm) {
       /* one layer, 512 tokens vs 1 token */
