@@ -31,7 +31,7 @@ static void il__chat_help(void) {
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --stats", "print tokens and speed of each reply to stderr");
   il_cli_print_options(stdout, "model,wtype,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,isa,device,mem-limit,attn");
+                               "repeat-penalty,repeat-last-n,isa,repack,device,mem-limit,attn");
   printf("\nexamples:\n"
          "  inferlab chat -m smollm2-135m-instruct.gguf\n"
          "  printf 'Hello\\nTell me a story\\n' | inferlab chat -m builtin:tiny -n 16 --temp 0\n"

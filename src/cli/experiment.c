@@ -45,7 +45,7 @@ static void il__experiment_help(void) {
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "engine options (the baseline):\n");
-  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-predict,isa");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-predict,isa,repack");
   printf("\nexamples:\n"
          "  inferlab experiment --change batch=8 --repeat 10\n"
          "  inferlab experiment -m model.gguf --threads 2 --change threads=4\n"

@@ -19,7 +19,7 @@ static void il__logits_help(void) {
          "failed run leaves no partial output (a device or FIFO is written directly).\n\noptions:\n");
   printf("  %-24s %s\n", "    --tokens LIST", "comma-separated token ids");
   printf("  %-24s %s\n", "-o, --output FILE", "output file (required)");
-  il_cli_print_options(stdout, "model,wtype,prompt,no-bos,threads,ctx,batch,isa");
+  il_cli_print_options(stdout, "model,wtype,prompt,no-bos,threads,ctx,batch,isa,repack");
   printf("\nexample:\n  inferlab logits -m stories.gguf --tokens 1,403,407,261 -o out.f32\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 not found,\n"
          "            69 unsupported, 71 out of memory, 73 OUT cannot be written\n");

@@ -1,7 +1,8 @@
 /* backend/cpu/cpu: the CPU backend, and the parts of it the simulated device reuses.
  *
  * A CPU buffer is host memory: allocated through memory/ under its category, or wrapped around
- * caller-owned memory (the mmap of a GGUF file: weights are read in place, never copied). The
+ * caller-owned memory (the mmap of a GGUF file: weights are read in place, never copied, unless
+ * --repack asks for the GEMM's panel copy of the matmul weights: prepare_weight). The
  * ops resolve a tensor to base + off and call the raw-pointer kernels (matmul.c, ops_*.c) on
  * the backend's thread pool with the kernel table chosen when the backend was opened.
  *

@@ -149,7 +149,7 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
  * rather than idle. Only on the last token slice of a panel (earlier slices are followed by
  * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. With
  * repacked weights (a->w is the panels, a->w_stride a 32nd of one) this is the next panel, and
- * a->no_pf turns it off for one token (matmul.c). */
+ * a->no_pf turns it off for one token on AVX-512 (matmul.c). */
 typedef struct {
   const char *p, *end;
   int64_t lines; /* cache lines per step */

@@ -15,7 +15,9 @@
  * 2 threads) and 16 rows for small batches (the rows stay in L1/L2 while all tokens sweep them).
  * Batches of il__gemm_min_tok tokens or more run the blocked GEMM where the table has one
  * (backend/cpu/gemm.h): a chunk is a 32-row panel, which the thread packs into its own part of
- * the workspace, times a token slice when the panels are fewer than 4 per thread.
+ * the workspace, times a token slice when the panels are fewer than 4 per thread. Weights
+ * repacked at load (il_cpu_matmul_pack, --repack) are already panels: every batch size, one
+ * token included, runs the GEMM from them, a chunk being one of their panels.
  *
  * Not for: choosing the kernel table (isa.c), the kernels themselves (matmul_scalar.c,
  * matmul_avx2.c, matmul_avx512.c).
@@ -410,12 +412,15 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     if (packed) { /* rows as 1/32 of a panel: the prefetches of "the next rows" fetch the next panel */
       tp->a.w = pt->packed;
       tp->a.w_stride = panel_bytes / IL__GEMM_ROWS;
-      /* but not for one token, where the panels stream from DRAM at the rate they are used
-       * and the hardware prefetcher does better alone (bench_matmul --repack, one 1B layer,
-       * Zen 5, 2026-11-30 22:17 UTC, GOPS with -> without, 1 / 2 threads: Q8_0 1 token 69 ->
-       * 76 / 89 -> 97, 4 tokens 239 -> 248 / 343 -> 335, 16 tokens 710 -> 512 / 1245 -> 934;
-       * Q4_0 1 token 150 -> 133 / 189 -> 187 (noise), 4 tokens 583 -> 351 / 724 -> 620) */
-      tp->a.no_pf = n_tok == 1;
+      /* except for one token on AVX-512, where the panels stream from DRAM at the rate they
+       * are used and the hardware prefetcher does better alone (bench_matmul --repack, Zen 5,
+       * 2026-11-30 22:17 UTC, one 1B layer, GOPS with -> without, 1 / 2 threads: Q8_0 1 token
+       * 69 -> 76 / 89 -> 97, 4 tokens 239 -> 248 / 343 -> 335, 16 tokens 710 -> 512 / 1245 ->
+       * 934; whole-model one-token passes Q8_0 0.92x -> 1.03x and 0.95x -> 0.99x of the plain
+       * kernels). The AVX2 tables keep it (22:52 UTC, one-token passes with -> without, 1 / 2
+       * threads: Q4_0 1.00-1.02x -> 0.91-0.95x / 1.08x -> 1.01-1.03x, F16 0.95x -> 0.72x /
+       * 1.03-1.06x -> 0.78-0.95x). */
+      tp->a.no_pf = n_tok == 1 && k->one_tok_no_pf;
     }
     tp->a.n_out = pt->n_out;
     tp->a.y = pt->y;

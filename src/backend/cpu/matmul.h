@@ -1,7 +1,7 @@
 /* backend/cpu/matmul: y = W x for every weight type, on the thread pool.
  *
  * W is n_out rows of n_in elements in its storage type (as in the GGUF file, read in place from
- * the mmap). X is n_tok rows of n_in floats. For quantized W the activations are first
+ * the mmap), or its copy repacked into the GEMM's panels (il_cpu_matmul_pack, below). X is n_tok rows of n_in floats. For quantized W the activations are first
  * quantized to 8 bits (in the workspace, shared by all threads) and the dot products run in
  * integer arithmetic, as GGUF engines do. The caller passes the kernel table of one
  * instruction-set level (AVX-512 VNNI, AVX2, or scalar; NULL = scalar), which the CPU backend
