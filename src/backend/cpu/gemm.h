@@ -157,9 +157,10 @@ typedef struct {
 } il__gemm_pf;
 /* One token from repacked panels on AVX-512 (a->no_pf): the panel streams from DRAM once, and a
  * prefetch into L1 this far ahead of the block being read (instead of the next panel into L2)
- * raised one-token passes 3-5% (bench_matmul --repack, Zen 5, 2026-11-30 23:30 UTC, two rounds,
+ * raised one-token passes (bench_matmul --repack, Zen 5, 2026-11-30 23:25 UTC, two rounds,
  * 1 / 2 threads: Q4_0 0.92-0.93x -> 0.95-0.98x / 0.97-0.99x -> 1.00-1.06x of the tile kernels,
- * Q8_0 level / 0.99-1.02x -> 1.04x). */
+ * Q8_0 level / 0.99-1.02x -> 1.04x; with it in the F16 kernel too, 23:27: F16 0.91-0.94x ->
+ * 1.03-1.05x). */
 #define IL__GEMM_STREAM_PF 4096
 static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int64_t t1, int64_t steps) {
   il__gemm_pf pf = {NULL, NULL, 0, a->no_pf};
