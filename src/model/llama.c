@@ -333,13 +333,19 @@ static void il__release_pages(il_model_dev *d, const il_weight *w) {
 #endif
 }
 
-/* A matmul weight, placed: the backend may keep its own layout of it (cpu --repack). */
+/* The backend may keep its own layout of matmul weight t, placed from w (cpu --repack); with
+ * release, the mapping's pages of w then go (not when get_rows still reads them). */
+static il_status il__prepare_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *t, bool release) {
+  bool own = false;
+  if (b->ops->version >= 5 && b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, t, &own));
+  if (own && release) il__release_pages(d, w);
+  return IL_OK;
+}
+
+/* A matmul weight, placed and prepared. */
 static il_status il__place_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *out) {
   IL_TRY(il__place_w(d, b, w, out));
-  bool own = false;
-  if (b->ops->version >= 5 && b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, out, &own));
-  if (own) il__release_pages(d, w);
-  return IL_OK;
+  return il__prepare_mm(d, b, w, out, true);
 }
 
 static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int64_t n, const char *name, il_tensor *out) {
@@ -540,11 +546,9 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
   IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
   d->output_shared = m->tied_output && d->out_b == d->embd_b;
-  if (d->output_shared) { /* get_rows reads the rows too: no pages are released */
+  if (d->output_shared) {
     d->output = d->tok_embd;
-    bool own = false;
-    if (d->out_b->ops->version >= 5 && d->out_b->ops->prepare_weight)
-      IL_TRY(d->out_b->ops->prepare_weight(d->out_b, &d->output, &own));
+    IL_TRY(il__prepare_mm(d, d->out_b, &m->tok_embd, &d->output, false));
   } else {
     IL_TRY(il__place_mm(d, d->out_b, &m->output, &d->output));
   }

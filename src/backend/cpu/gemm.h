@@ -149,13 +149,13 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
  * rather than idle. Only on the last token slice of a panel (earlier slices are followed by
  * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. With
  * repacked weights (a->w is the panels, a->w_stride a 32nd of one) this is the next panel, and
- * a->no_pf turns it off for one token on AVX-512 (matmul.c). */
+ * a->stream turns it off for one token on AVX-512 (matmul.c). */
 typedef struct {
   const char *p, *end;
   int64_t lines; /* cache lines per step */
-  bool stream;   /* a->no_pf: the micro-kernel prefetches its own panel IL__GEMM_STREAM_PF ahead */
+  bool stream;   /* a->stream: the micro-kernel prefetches its own panel IL__GEMM_STREAM_PF ahead */
 } il__gemm_pf;
-/* One token from repacked panels on AVX-512 (a->no_pf): the panel streams from DRAM once, and a
+/* One token from repacked panels on AVX-512 (a->stream): the panel streams from DRAM once, and a
  * prefetch into L1 this far ahead of the block being read (instead of the next panel into L2)
  * raised one-token passes (bench_matmul --repack, Zen 5, 2026-11-30 23:25 UTC, two rounds,
  * 1 / 2 threads: Q4_0 0.92-0.93x -> 0.95-0.98x / 0.97-0.99x -> 1.00-1.06x of the tile kernels,
@@ -163,10 +163,9 @@ typedef struct {
  * 1.03-1.05x). */
 #define IL__GEMM_STREAM_PF 4096
 static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int64_t t1, int64_t steps) {
-  il__gemm_pf pf = {NULL, NULL, 0, a->no_pf};
+  il__gemm_pf pf = {NULL, NULL, 0, a->stream};
   const int64_t n0 = r0 + IL__GEMM_ROWS;
-  if (t1 < a->n_tok || n0 >= a->n_out || steps <= 0) return pf;
-  if (a->no_pf) return pf;
+  if (a->stream || t1 < a->n_tok || n0 >= a->n_out || steps <= 0) return pf;
   const int64_t n1 = n0 + IL__GEMM_ROWS < a->n_out ? n0 + IL__GEMM_ROWS : a->n_out;
   pf.p = (const char *)a->w + (size_t)n0 * a->w_stride;
   pf.end = (const char *)a->w + (size_t)n1 * a->w_stride;

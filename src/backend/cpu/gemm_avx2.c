@@ -261,19 +261,11 @@ IL__INLINE void il__store(const il__tile_io *io, const int T, __m256 f0[], __m25
   }
 }
 
-/* One 4-byte group of 4-bit weights of the 16 rows (panel lanes at p: the low nibbles, or the
- * high with hi) against each of the T tokens' 4 activation bytes at x[j] + xo: vpdpbusd into
- * int32 (vnni), or vpmaddubsw into int16 sums (8 groups at most: 8 x 3810). Q4_0, Q4_1, Q4_K. */
-IL__INLINE void il__nibble_group(const uint8_t *p, const bool hi, const uint8_t *const x[], const size_t xo,
-                                 const int T, const bool vnni, __m256i a0[], __m256i a1[]) {
-  const __m256i m0f = _mm256_set1_epi8(0x0F);
-  __m256i w0 = _mm256_load_si256((const __m256i *)p), w1 = _mm256_load_si256((const __m256i *)(p + 32));
-  if (hi) {
-    w0 = _mm256_srli_epi16(w0, 4);
-    w1 = _mm256_srli_epi16(w1, 4);
-  }
-  w0 = _mm256_and_si256(w0, m0f);
-  w1 = _mm256_and_si256(w1, m0f);
+/* One 4-byte group of unsigned weights of the 16 rows (w0: rows 0..7, w1: 8..15) against each
+ * of the T tokens' 4 activation bytes at x[j] + xo: vpdpbusd into int32 (vnni), or vpmaddubsw
+ * added into int16 sums (the caller bounds how many). Q4_0, Q4_1, Q4_K, Q5_K. */
+IL__INLINE void il__group_dot(__m256i w0, __m256i w1, const uint8_t *const x[], const size_t xo, const int T,
+                              const bool vnni, __m256i a0[], __m256i a1[]) {
   for (int j = 0; j < T; j++) {
     const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + xo));
     if (vnni) {
@@ -286,6 +278,20 @@ IL__INLINE void il__nibble_group(const uint8_t *p, const bool hi, const uint8_t 
       IL__CHAIN(a1[j]);
     }
   }
+}
+
+/* One 4-byte group of 4-bit weights of the 16 rows (panel lanes at p: the low nibbles, or the
+ * high with hi), as il__group_dot (AVX2: 8 groups at most in the int16 sums, 8 x 3810).
+ * Q4_0, Q4_1, Q4_K. */
+IL__INLINE void il__nibble_group(const uint8_t *p, const bool hi, const uint8_t *const x[], const size_t xo,
+                                 const int T, const bool vnni, __m256i a0[], __m256i a1[]) {
+  const __m256i m0f = _mm256_set1_epi8(0x0F);
+  __m256i w0 = _mm256_load_si256((const __m256i *)p), w1 = _mm256_load_si256((const __m256i *)(p + 32));
+  if (hi) {
+    w0 = _mm256_srli_epi16(w0, 4);
+    w1 = _mm256_srli_epi16(w1, 4);
+  }
+  il__group_dot(_mm256_and_si256(w0, m0f), _mm256_and_si256(w1, m0f), x, xo, T, vnni, a0, a1);
 }
 
 /* Block b of 16 rows (panel lanes [h, h+16)) x T tokens into the float accumulators f0, f1:
@@ -475,20 +481,9 @@ IL__INLINE void il__tile_q5_k(const uint8_t *panel, int64_t nb, const il__tile_i
         for (int j = 0; j < T; j++) c0[j] = c1[j] = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int g = g4; g < g4 + 4; g++) {
-          const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g));
-          const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g + 32));
-          for (int j = 0; j < T; j++) {
-            const __m256i xb = _mm256_set1_epi32(il__gemm_ld32(x[j] + b * IL_QK_K + 32 * s + 4 * g));
-            if (vnni) {
-              a0[j] = il__dpbusd_vex(a0[j], w0, xb);
-              a1[j] = il__dpbusd_vex(a1[j], w1, xb);
-            } else {
-              c0[j] = _mm256_add_epi16(c0[j], _mm256_maddubs_epi16(w0, xb));
-              c1[j] = _mm256_add_epi16(c1[j], _mm256_maddubs_epi16(w1, xb));
-              IL__CHAIN(c0[j]);
-              IL__CHAIN(c1[j]);
-            }
-          }
+          il__group_dot(_mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g)),
+                        _mm256_load_si256((const __m256i *)(pb + 1024 * s + 128 * g + 32)), x,
+                        (size_t)(b * IL_QK_K + 32 * s + 4 * g), T, vnni, vnni ? a0 : c0, vnni ? a1 : c1);
         }
         if (!vnni)
           for (int j = 0; j < T; j++) {

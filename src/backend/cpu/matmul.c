@@ -413,14 +413,15 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
       tp->a.w = pt->packed;
       tp->a.w_stride = panel_bytes / IL__GEMM_ROWS;
       /* except for one token on AVX-512, where the panels stream from DRAM at the rate they
-       * are used and the hardware prefetcher does better alone (bench_matmul --repack, Zen 5,
+       * are used and the next-panel prefetch into L2 lost to none (and lost to a prefetch of
+       * the panel being read into L1 more: a->stream, gemm.h) (bench_matmul --repack, Zen 5,
        * 2026-11-30 22:17 UTC, one 1B layer, GOPS with -> without, 1 / 2 threads: Q8_0 1 token
        * 69 -> 76 / 89 -> 97, 4 tokens 239 -> 248 / 343 -> 335, 16 tokens 710 -> 512 / 1245 ->
        * 934; whole-model one-token passes Q8_0 0.92x -> 1.03x and 0.95x -> 0.99x of the plain
        * kernels). The AVX2 tables keep it (22:52 UTC, one-token passes with -> without, 1 / 2
        * threads: Q4_0 1.00-1.02x -> 0.91-0.95x / 1.08x -> 1.01-1.03x, F16 0.95x -> 0.72x /
        * 1.03-1.06x -> 0.78-0.95x). */
-      tp->a.no_pf = n_tok == 1 && k->one_tok_no_pf;
+      tp->a.stream = n_tok == 1 && k->one_tok_stream;
     }
     tp->a.n_out = pt->n_out;
     tp->a.y = pt->y;
