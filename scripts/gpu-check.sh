@@ -34,15 +34,29 @@ steps=()   # "name rc seconds"
 failed=0
 
 say() { echo "$*" | tee -a "$txt"; }
-# step NAME TIMEOUT CMD...: runs CMD with a timeout, output into the report; 77 counts as a skip.
+# step NAME TIMEOUT CMD...: runs CMD with a timeout, output into the report (line-buffered, so a
+# step stopped at its limit still leaves what it printed); 77 counts as a skip. The whole run keeps
+# to GPU_CHECK_BUDGET seconds (default 480): a step gets at most what is left of it, and a step
+# that would start with under 10 s left is skipped and reported as such.
+budget=${GPU_CHECK_BUDGET:-480}
+buf=()
+command -v stdbuf > /dev/null && buf=(stdbuf -oL -eL)
 step() {
   local name=$1 limit=$2
   shift 2
+  local left=$(( budget - ($(date +%s) - t_start) ))
+  if [ "$left" -lt 10 ]; then
+    say ""
+    say "==== $name: skipped, ${left}s of the ${budget}s budget left"
+    steps+=("$name skipped 0")
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   say ""
   say "==== $name: $*"
   local t0 rc ms dt
   t0=$(date +%s%N)
-  timeout --kill-after=10 "$limit" "$@" >> "$txt" 2>&1
+  timeout --kill-after=10 "$limit" "${buf[@]}" "$@" >> "$txt" 2>&1
   rc=$?
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   dt=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
@@ -67,7 +81,11 @@ write_json() {
       set -- $s
       [ $first = 1 ] || echo ","
       first=0
-      printf '    {"name": "%s", "exit": %s, "seconds": %s}' "$1" "$2" "${3:-0}"
+      if [ "$2" = skipped ]; then
+        printf '    {"name": "%s", "exit": null, "skipped": true, "seconds": 0}' "$1"
+      else
+        printf '    {"name": "%s", "exit": %s, "seconds": %s}' "$1" "$2" "${3:-0}"
+      fi
     done
     echo ""
     echo "  ],"
@@ -86,7 +104,8 @@ if ! command -v nvidia-smi > /dev/null; then
   write_json
   exit 2
 fi
-nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv | tee -a "$txt"
+nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv | tee -a "$txt"
+say "kernel $(uname -r), $(nproc) CPUs, $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2)"
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
@@ -130,12 +149,13 @@ if grep -q "SKIP (part): backend cuda" "$txt"; then
   steps+=("cuda_open 1 0")
   failed=1
 fi
+step test_cuda_engine 180 "$bdir/test_cuda_engine"
+step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
+step bench_cuda 240 "$bdir/bench_cuda" --json "$out/bench_cuda.json"
 step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
-step test_cuda_engine 180 "$bdir/test_cuda_engine"
-step test_sim 120 "$bdir/test_sim"
 step test_doctor_elf 60 "$bdir/test_doctor_elf" # the real libcuda's ELF: its version string where doctor reads it
-step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
+step test_sim 120 "$bdir/test_sim"
 sanitizer=$(command -v compute-sanitizer || echo "$(dirname "$nvcc")/compute-sanitizer")
 [ -x "$sanitizer" ] || sanitizer=$(dirname "$(dirname "$nvcc")")/compute-sanitizer/compute-sanitizer
 if [ -x "$sanitizer" ]; then
@@ -143,7 +163,6 @@ if [ -x "$sanitizer" ]; then
 else
   say "compute-sanitizer not found (PATH, next to nvcc, the toolkit's compute-sanitizer/): memcheck skipped"
 fi
-step bench_cuda 300 "$bdir/bench_cuda" --json "$out/bench_cuda.json"
 
 write_json
 say ""
