@@ -842,7 +842,10 @@ static void il__destroy(il_backend *b) {
   if (!b) return;
   il__cu *c = il__cu_of(b);
   if (c) {
-    (void)cudaSetDevice(c->dev);
+    /* an open that failed on a bad ordinal left nothing on a device: no cudaSetDevice then
+     * (compute-sanitizer reported that call's error on the first H200 run) */
+    int n_dev = 0;
+    if (cudaGetDeviceCount(&n_dev) == cudaSuccess && c->dev >= 0 && c->dev < n_dev) (void)cudaSetDevice(c->dev);
     if (c->compute) (void)cudaStreamSynchronize(c->compute);
     if (c->copy) (void)cudaStreamSynchronize(c->copy);
     if (c->ws) il__free(b, c->ws);
