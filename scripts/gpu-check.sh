@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh: the CUDA backend's whole GPU check in one run, sized for one H200 in
-# under 8 minutes (a 15-minute device lease with room to rerun).
+# about 80 s (76 s on the first run, 2026-12-01), well inside a 15-minute device lease.
 #
 #   scripts/gpu-check.sh [OUTDIR]       OUTDIR defaults to $OUT, else ./gpu-check-out
 #   GPU_CHECK_BUILD=build/release scripts/gpu-check.sh [OUTDIR]
@@ -19,6 +19,8 @@
 # 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
 # 5. benchmarks: bench_cuda (copy roofline, matvec GB/s per type on Llama-3-8B shapes, 512-token
 #    GEMM TFLOP/s, builtin:1b prompt and generation tokens/s).
+# Order: facts, build, smoke, the GPU tests, bench_cuda, then the op-test variants, test_doctor_elf,
+# test_sim and memcheck (the most telling first, should the budget run out).
 # Writes OUTDIR/gpu-check.txt (everything printed, in order), OUTDIR/gpu-check.json (facts,
 # timings, each step's exit code) and OUTDIR/bench_cuda.json. Exit code: 0 when every step
 # passed, 1 when one failed (the report says which), 2 when there is no GPU or no nvcc.
