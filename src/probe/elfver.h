@@ -12,8 +12,11 @@
  * (https://github.com/stackhpc/ansible-slurm-appliance/issues/287). It is read here as a
  * NUL-delimited string of the driver-version shape (3-digit major, ".minor", optional
  * ".patch": 535.54.03, 570.144) in the .rodata section, the most frequent such string
- * winning. [inferred layout: no real NVIDIA library was available to confirm that the string
- * sits in .rodata as a C string; a library where it does not reads as "no version found".]
+ * winning. [inferred layout, and wrong on the one real library read so far: the 580.159.04
+ * libcuda.so of an H200 machine (2026-12-01, test_doctor_elf's real-library case) holds ten
+ * distinct version-shaped strings in .rodata, the most frequent being '535.54.02', so this rule
+ * returned that. Whether 580.159.04 is among them was not seen (no second GPU run was lent);
+ * until it is, the file-name suffix is the trustworthy version of a real driver.]
  *
  * Byte layout read (ELF-64, little-endian only; others are refused with their class):
  *   Ehdr (64 bytes): e_ident[16] ("\x7fELF", class 2 = 64-bit, data 1 = LSB), ...,
