@@ -16,7 +16,9 @@
  * On a machine with an NVIDIA driver (scripts/gpu-check.sh runs this test there), the installed
  * libcuda.so.VERSION files are read too and the version found inside must be the one in the
  * file name: the check of the layout above on a real library. Without a driver that part says
- * it did not run.
+ * it did not run; IL_TEST_LIBCUDA_DIRS adds directories to read (a libcuda unpacked from a
+ * driver package, such as Debian 12's libcuda1 535.261.03, whose .rodata layout the
+ * synthesized test_scan_real_layout copies).
  * Bad input: every truncation of a valid file, 3000 seeded random corruptions and hand-made
  * bad headers must give an error value naming the file and an offset, never a crash (run under
  * ASan in the sanitizer tier).
@@ -104,14 +106,78 @@ static const char *write_tmp(const buf_t *w) {
 
 static void test_scan(void) {
   char v[32];
+  /* Highest, not most frequent, and compared as numbers. */
   static const char ok[] = "x\0" "570.144\0" "535.54.03\0" "535.54.03\0";
   IL_CHECK_INT(il_elfver_scan(ok, sizeof ok - 1, v, sizeof v), 2);
-  IL_CHECK_STR(v, "535.54.03");
+  IL_CHECK_STR(v, "570.144");
+  static const char num[] = "535.86.06\0" "535.261.03\0" "535.86.06\0";
+  IL_CHECK_INT(il_elfver_scan(num, sizeof num - 1, v, sizeof v), 2);
+  IL_CHECK_STR(v, "535.261.03");
   /* Not driver versions: CUDA versions, 4-digit majors, empty groups, 3 groups, leading zero,
-   * a version inside a longer string, and a string cut by the end of the buffer. */
-  static const char bad[] = "1.0\0" "12.2\0" "5354.03\0" "535.\0" "535..1\0" "535.54.03.1\0" "053.1\0" "abc535.54.03\0" "535.1234\0" "470.82.01";
+   * a version inside a longer string that is not a library or profile name, names whose
+   * version is not at the end or not of the shape, and a string cut by the end of the buffer. */
+  static const char bad[] = "1.0\0" "12.2\0" "5354.03\0" "535.\0" "535..1\0" "535.54.03.1\0" "053.1\0" "abc535.54.03\0" "535.1234\0"
+                            "libnvidia-ml.so.1\0" "libx.so.535.54.03.bak\0" "libx.so.53.54\0" "profiles-535.54.03-r\0" "profiles-535.54.03.rc\0" "470.82.01";
   IL_CHECK_INT(il_elfver_scan(bad, sizeof bad - 1, v, sizeof v), 0);
   IL_CHECK_STR(v, "");
+}
+
+/* The former rule, kept to show the real layout defeats it: the most frequent NUL-delimited
+ * string (the first of equals). Only for buffers whose other strings are all distinct. */
+static void most_frequent(const char *buf, size_t n, char *out, size_t nout) {
+  int best = 0;
+  out[0] = 0;
+  for (size_t a = 0; a < n; a += strlen(buf + a) + 1) {
+    int k = 0;
+    for (size_t b = 0; b < n; b += strlen(buf + b) + 1) k += !strcmp(buf + a, buf + b);
+    if (buf[a] && k > best) best = k, snprintf(out, nout, "%s", buf + a);
+  }
+}
+
+/* The layout of Debian 12's libcuda.so.535.261.03 (observed, see elfver.h): its own version
+ * once bare and inside two library names and the profile path list, a table of older versions
+ * (five of them twice each) around it. */
+static void test_scan_real_layout(void) {
+  static const char ro[] = "RM dup object call failed\0" "535.261.03\0"
+                           "libnvidia-pkcs11-openssl3.so.535.261.03\0" "libnvidia-pkcs11.so.535.261.03\0"
+                           "__RM_NO_VERSION_CHECK\0" "450.36.05\0" "DeviceFileUID\0" "/sys/devices/system/node/node%d/meminfo\0"
+                           "450.36.05\0" "450.51.02\0" "/dev/nvidia-caps\0" "450.51.02\0" "450.79\0" "450.111\0" "470.57.01\0"
+                           "Tegra\0" "470.57.01\0" "510.48\0" "515.39\0" "525.65\0" "535.54.02\0" "/dev/char/%d:%d\0" "535.54.02\0"
+                           "535.86.06\0" "535.86.06\0"
+                           "/etc/nvidia/nvidia-application-profiles-rc:/etc/nvidia/nvidia-application-profiles-rc.d/:"
+                           "/usr/share/nvidia/nvidia-application-profiles-535.261.03-rc:/usr/share/nvidia/nvidia-application-profiles-rc\0";
+  char v[32], old[32];
+  IL_CHECK_INT(il_elfver_scan(ro, sizeof ro - 1, v, sizeof v), 11);
+  IL_CHECK_STR(v, "535.261.03");
+  most_frequent(ro, sizeof ro - 1, old, sizeof old);
+  IL_CHECK_STR(old, "450.36.05"); /* what the former rule read: a table entry */
+
+  /* The own version only inside a name, not bare: the name outranks the bare versions. */
+  static const char named_only[] = "535.86.06\0" "535.86.06\0" "libnvidia-pkcs11.so.535.261.03\0" "535.54.02\0";
+  IL_CHECK_INT(il_elfver_scan(named_only, sizeof named_only - 1, v, sizeof v), 3);
+  IL_CHECK_STR(v, "535.261.03");
+  /* A name outranks a higher bare version; only the profile-list form present. */
+  static const char profile[] = "580.1.1\0" "x:/usr/share/nvidia/nvidia-application-profiles-570.144-rc:y\0";
+  IL_CHECK_INT(il_elfver_scan(profile, sizeof profile - 1, v, sizeof v), 2);
+  IL_CHECK_STR(v, "570.144");
+  /* No name at all: the highest bare version (a library is not older than its table). */
+  static const char bare[] = "450.36.05\0" "450.36.05\0" "535.261.03\0" "535.54.02\0" "535.54.02\0";
+  IL_CHECK_INT(il_elfver_scan(bare, sizeof bare - 1, v, sizeof v), 3);
+  IL_CHECK_STR(v, "535.261.03");
+
+  /* Read through the ELF path too, with the layout split across the 1 MiB pieces. */
+  size_t big = ((size_t)1 << 20) + 4096;
+  char *buf = calloc(1, big);
+  memcpy(buf + (1 << 20) - 20, ro, sizeof ro - 1);
+  buf_t w = make_elf("libcuda.so.1", buf, big);
+  const char *p = write_tmp(&w);
+  il_elfver_info info;
+  IL_CHECK_OK(il_elfver_read(p, &info));
+  IL_CHECK_STR(info.version, "535.261.03");
+  IL_CHECK_INT(info.n_versions, 11);
+  unlink(p);
+  free(w.b);
+  free(buf);
 }
 
 static void test_read_valid(void) {
@@ -289,21 +355,30 @@ static void test_loader_bare_file(void) {
   sr_destroy(root);
 }
 
-/* Real libcuda.so.X.Y.Z files in the usual driver directories: the ELF's version string must
- * equal the file name's. */
+/* Real libcuda.so.X.Y.Z files in the usual driver directories (Debian's nvidia/current
+ * included) and in those IL_TEST_LIBCUDA_DIRS names (':'-separated; for a library unpacked from
+ * a package, never installed): the ELF's version string must equal the file name's. */
 static void test_real_libcuda(void) {
-  static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib/x86_64-linux-gnu",
-                                     "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib"};
+  static const char *const dirs[] = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu/nvidia/current", "/usr/lib64", "/usr/lib",
+                                     "/lib/x86_64-linux-gnu", "/usr/local/nvidia/lib64", "/usr/lib/wsl/lib"};
+  char extra[1024] = "";
+  const char *env = getenv("IL_TEST_LIBCUDA_DIRS");
+  if (env) snprintf(extra, sizeof extra, "%s", env);
+  const char *all[sizeof dirs / sizeof dirs[0] + 8];
+  size_t n_dirs = 0;
+  for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) all[n_dirs++] = dirs[d];
+  char *save = NULL;
+  for (char *d = strtok_r(extra, ":", &save); d && n_dirs < sizeof all / sizeof all[0]; d = strtok_r(NULL, ":", &save)) all[n_dirs++] = d;
   int n_read = 0;
-  for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
-    DIR *dir = opendir(dirs[d]);
+  for (size_t d = 0; d < n_dirs; d++) {
+    DIR *dir = opendir(all[d]);
     if (!dir) continue;
     struct dirent *e;
     while ((e = readdir(dir))) {
       const char *ver = e->d_name + 11; /* after "libcuda.so.": "535.54.03", not "1" */
       if (strncmp(e->d_name, "libcuda.so.", 11) || !strchr(ver, '.')) continue;
       char path[1024];
-      snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+      snprintf(path, sizeof path, "%s/%s", all[d], e->d_name);
       il_elfver_info info;
       IL_CHECK_OK(il_elfver_read(path, &info));
       printf("real %s: SONAME '%s', version in the ELF '%s' (%d distinct)\n", path, info.soname, info.version,
@@ -318,6 +393,7 @@ static void test_real_libcuda(void) {
 
 int main(void) {
   test_scan();
+  test_scan_real_layout();
   test_read_valid();
   test_read_hostile();
   test_loader_bare_file();

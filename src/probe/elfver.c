@@ -12,17 +12,19 @@
 #include <unistd.h>
 
 #include "memory/mem.h"
+#include "probe/sysfs.h" /* il_sysfs_vercmp: 535.261.03 > 535.86.06, group by group */
 
 #define IL_ELFVER_MAX_SECTIONS 4096
 #define IL_ELFVER_MAX_RODATA ((uint64_t)256 << 20)
 #define IL_ELFVER_CHUNK ((size_t)1 << 20)
-#define IL_ELFVER_MAX_DISTINCT 16
+#define IL_ELFVER_MAX_DISTINCT 64 /* a real 535 libcuda holds 11; the table only grows */
 
 /* ---- version-shaped strings ------------------------------------------------------------ */
 
 typedef struct {
   char s[IL_ELFVER_MAX_DISTINCT][16];
-  int count[IL_ELFVER_MAX_DISTINCT];
+  int bare[IL_ELFVER_MAX_DISTINCT];  /* times seen as a whole NUL-delimited string */
+  int named[IL_ELFVER_MAX_DISTINCT]; /* times seen inside a name: "x.so.V", "-V-rc" */
   int n;
 } il__tally;
 
@@ -44,16 +46,33 @@ static bool il__version_shaped(const char *s, size_t len) {
   return groups >= 1 && groups <= 2;
 }
 
-static void il__tally_add(il__tally *t, const char *s, size_t len) {
-  for (int i = 0; i < t->n; i++)
-    if (strlen(t->s[i]) == len && !memcmp(t->s[i], s, len)) {
-      t->count[i]++;
-      return;
-    }
-  if (t->n == IL_ELFVER_MAX_DISTINCT) return;
-  memcpy(t->s[t->n], s, len);
-  t->s[t->n][len] = 0;
-  t->count[t->n++] = 1;
+static void il__tally_add(il__tally *t, const char *s, size_t len, bool named) {
+  int i = 0;
+  while (i < t->n && !(strlen(t->s[i]) == len && !memcmp(t->s[i], s, len))) i++;
+  if (i == t->n) {
+    if (t->n == IL_ELFVER_MAX_DISTINCT) return;
+    memcpy(t->s[i], s, len);
+    t->s[i][len] = 0;
+    t->n++;
+  }
+  if (named) t->named[i]++;
+  else t->bare[i]++;
+}
+
+/* One NUL-terminated string s[0..len): a bare version, or names that carry one at their end
+ * ("libnvidia-pkcs11.so.535.261.03") or before "-rc" (".../nvidia-application-profiles-535.261.03-rc:..."). */
+static void il__tally_string(il__tally *t, const char *s, size_t len) {
+  if (il__version_shaped(s, len)) {
+    il__tally_add(t, s, len, false);
+    return;
+  }
+  for (size_t j = 0; j + 5 < len; j++) {
+    if (s[j] == '.' && !memcmp(s + j, ".so.", 4) && il__version_shaped(s + j + 4, len - j - 4)) il__tally_add(t, s + j + 4, len - j - 4, true);
+    if (s[j] != '-') continue;
+    size_t e = j + 1;
+    while (e < len && e - j <= 12 && ((s[e] >= '0' && s[e] <= '9') || s[e] == '.')) e++;
+    if (len - e >= 3 && !memcmp(s + e, "-rc", 3) && il__version_shaped(s + j + 1, e - j - 1)) il__tally_add(t, s + j + 1, e - j - 1, true);
+  }
 }
 
 /* Every run buf[a..b) with buf[b] == 0 and (a == 0 or buf[a-1] == 0); a run that reaches the
@@ -63,18 +82,26 @@ static size_t il__tally_scan(il__tally *t, const char *buf, size_t n) {
   size_t start = 0, last_nul = n;
   for (size_t i = 0; i < n; i++) {
     if (buf[i]) continue;
-    if (il__version_shaped(buf + start, i - start)) il__tally_add(t, buf + start, i - start);
+    if (i > start) il__tally_string(t, buf + start, i - start);
     start = i + 1;
     last_nul = i;
   }
   return last_nul;
 }
 
+/* The library's own version (the rule in elfver.h): the highest one seen inside a name, else
+ * the highest bare one. */
 static int il__tally_best(const il__tally *t, char *out, size_t nout) {
   if (nout) out[0] = 0;
   int best = -1;
-  for (int i = 0; i < t->n; i++)
-    if (best < 0 || t->count[i] > t->count[best]) best = i;
+  for (int i = 0; i < t->n; i++) {
+    if (best < 0) {
+      best = i;
+      continue;
+    }
+    bool named = t->named[i] > 0, best_named = t->named[best] > 0;
+    if (named != best_named ? named : il_sysfs_vercmp(t->s[i], t->s[best]) > 0) best = i;
+  }
   if (best >= 0 && nout) snprintf(out, nout, "%s", t->s[best]);
   return t->n;
 }

@@ -11,12 +11,23 @@
  * client has the version 535.54.03, but this kernel module has the version 530.30.02"
  * (https://github.com/stackhpc/ansible-slurm-appliance/issues/287). It is read here as a
  * NUL-delimited string of the driver-version shape (3-digit major, ".minor", optional
- * ".patch": 535.54.03, 570.144) in the .rodata section, the most frequent such string
- * winning. [inferred layout, and wrong on the one real library read so far: the 580.159.04
- * libcuda.so of an H200 machine (2026-12-01, test_doctor_elf's real-library case) holds ten
- * distinct version-shaped strings in .rodata, the most frequent being '535.54.02', so this rule
- * returned that. Whether 580.159.04 is among them was not seen (no second GPU run was lent);
- * until it is, the file-name suffix is the trustworthy version of a real driver.]
+ * ".patch": 535.54.03, 570.144) in the .rodata section, where a real libcuda keeps it beside a
+ * table of older driver versions (what the table is for was not found out):
+ *   bare, once:        "535.261.03"
+ *   inside names:      "libnvidia-pkcs11.so.535.261.03", "libnvidia-pkcs11-openssl3.so.535.261.03",
+ *                      ".../nvidia-application-profiles-535.261.03-rc:..." (a ':'-separated path list)
+ *   the table, bare:   450.36.05 450.51.02 470.57.01 535.54.02 535.86.06 twice each,
+ *                      450.79 450.111 510.48 515.39 525.65 once each
+ * [observed: Debian 12's libcuda.so.535.261.03 (non-free libcuda1), read 2026-12-01.] So the
+ * rule is: the highest version seen inside a name (a library's ".so.VERSION" suffix, or
+ * "-VERSION-rc"); when no name carries one, the highest bare one, because a library is not
+ * older than the versions its table names. Versions compare numerically group by group
+ * (535.261.03 > 535.86.06). The former rule, the most frequent bare string, read the table's
+ * 450.36.05 from that file, and '535.54.02' (among ten distinct strings) from the 580.159.04
+ * libcuda.so of an H200 machine (2026-12-01, test_doctor_elf's real-library case). [inferred:
+ * that the 580 file carries 580.159.04 in a name, or at least as its highest bare version;
+ * it was not re-read.] The file-name suffix, when there is one, stays the version probe/loader
+ * trusts first; this rule is for a bare libcuda.so.1.
  *
  * Byte layout read (ELF-64, little-endian only; others are refused with their class):
  *   Ehdr (64 bytes): e_ident[16] ("\x7fELF", class 2 = 64-bit, data 1 = LSB), ...,
@@ -39,7 +50,7 @@
 typedef struct {
   char soname[128];     /* DT_SONAME, "" when the library has none */
   char version[32];     /* "535.54.03", "" when no string of that shape was found */
-  int n_versions;       /* distinct version-shaped strings seen in .rodata */
+  int n_versions;       /* distinct version-shaped strings seen in .rodata, bare or inside names */
 } il_elfver_info;
 
 /* Reads path. IL_OK with *out filled (version may be ""); IL_ERR_NOT_FOUND / IL_ERR_IO when
@@ -48,8 +59,9 @@ typedef struct {
  * most the headers, the dynamic section and .rodata (up to 256 MiB), in 1 MiB pieces. */
 il_status il_elfver_read(const char *path, il_elfver_info *out);
 
-/* Scans buf[0..n) for NUL-delimited driver-version strings (the rule above); exposed for the
- * tests. Writes the most frequent into out and returns the number of distinct ones. */
+/* Scans buf[0..n) for NUL-delimited driver-version strings, bare or inside names (the rule
+ * above); exposed for the tests. Writes the library's own version by that rule into out ("" when
+ * there is none) and returns the number of distinct versions seen (at most 64 are kept). */
 int il_elfver_scan(const char *buf, size_t n, char *out, size_t nout);
 
 #endif
