@@ -6,6 +6,7 @@
  * text, and the exit code. Scenario numbers refer to shared/research/gpu-stack-failures.md.
  */
 #include "sysroots/scenario.h"
+#include "core/text.h"
 #include "probe/driver.h"
 
 /* A healthy host with two A100s and this driver; callers change one thing. */
@@ -579,6 +580,61 @@ static void test_min_driver_table(void) {
   IL_CHECK_INT(il_sysfs_vercmp("535.54.03", "535.54.03"), 0);
 }
 
+/* The real machine (sysroot "/") with a libcuda loaded: cuda.loader asks realpath which file
+ * on the loader's path is the one loaded. That call aborted every fortified build with
+ * "*** buffer overflow detected ***" (exit 134; an H200 whose GCC 13 defaults to
+ * _FORTIFY_SOURCE=3, 2026-12-01): its buffer was 1024 bytes and glibc's check wants PATH_MAX,
+ * whatever the path. A fixture sysroot never reaches it, and neither does a machine without a
+ * driver. Here LD_LIBRARY_PATH lists an older stand-in first and the fake libcuda second, which
+ * is the one loaded: the check must name it and list the other. The same run gives NVML more
+ * running processes than the snapshot lists (20, and 100: more than the first request's room,
+ * so NVML answers INSUFFICIENT_SIZE and is asked again; the first 16 listed as NVML gave them,
+ * all counted, none from stack bytes) and a GPU name longer than NVML's 96-byte buffer. */
+static void test_real_root_loaded_libcuda(void) {
+  const char *tmp = sr_new_host(); /* a scratch directory: the sysroot is "/" */
+  scen s;
+  sc_init(&s, "/");
+  sr_write(tmp, "/a/libcuda.so.470.82.01", "ELF stand-in");
+  sr_link(tmp, "/a/libcuda.so.1", "libcuda.so.470.82.01");
+  char unused[PATH_MAX], ld[512], picked[PATH_MAX], other[PATH_MAX];
+  sr_install_cuda(tmp, "/b", "580.159.04", unused, sizeof unused);
+  sr_install_nvml(tmp, "580.159.04", s.nvml, sizeof s.nvml);
+  snprintf(s.cuda, sizeof s.cuda, "%s/b/libcuda.so.1", tmp);
+  snprintf(ld, sizeof ld, "LD_LIBRARY_PATH=%s/a:%s/b", tmp, tmp);
+  sc_env(&s, ld);
+  char procs[160] = "";
+  for (int k = 0; k < IL_NVML_MAX_PROCS + 4; k++) il_appendf(procs, sizeof procs, "%s%d:1", k ? "," : "", 1001 + k);
+  sr_scenario(tmp, "%sdev0.procs=%s\ndev1.nprocs=100\ndev1.name=NVIDIA %0130d\n", SR_TWO_A100, procs, 0);
+  il_doctor *dr = sc_run(&s);
+  IL_CHECK(dr->cuda.loaded);
+  const il_check *c = il_doctor_find(dr, "cuda.loader");
+  snprintf(picked, sizeof picked, "%s/b/libcuda.so.1", tmp);
+  snprintf(other, sizeof other, "%s/a/libcuda.so.1 (470.82.01, LD_LIBRARY_PATH)", tmp);
+  IL_CHECK_STR(c ? il_check_evidence(c, "picked") : "", picked);
+  IL_CHECK_STR(c ? il_check_evidence(c, "version") : "", "580.159.04");
+  const char *also = c ? il_check_evidence(c, "also_on_path") : NULL;
+  IL_CHECK(also && strstr(also, other));
+  if (!also || !strstr(also, other)) dump(dr);
+  /* 20 processes: NVML says INSUFFICIENT_SIZE to a short buffer; the first 16 are listed, as
+   * NVML gave them, and all 20 are counted */
+  IL_CHECK_INT(dr->nvml.devices[0].n_procs, IL_NVML_MAX_PROCS);
+  IL_CHECK_INT(dr->nvml.devices[0].n_procs_total, IL_NVML_MAX_PROCS + 4);
+  IL_CHECK_INT(dr->nvml.devices[0].procs[IL_NVML_MAX_PROCS - 1].pid, 1000 + IL_NVML_MAX_PROCS);
+  /* 100: more than the first request's room of 64, so NVML is asked again with room for them */
+  IL_CHECK_INT(dr->nvml.devices[1].n_procs, IL_NVML_MAX_PROCS);
+  IL_CHECK_INT(dr->nvml.devices[1].n_procs_total, 100);
+  IL_CHECK_INT(dr->nvml.devices[1].procs[0].pid, 1001);
+  IL_CHECK(strlen(dr->nvml.devices[1].name) < sizeof dr->nvml.devices[1].name);
+  il_doctor_free(dr);
+  /* Negative: room for all of them: every pid as NVML gave it. */
+  sr_scenario(tmp, "%sdev0.procs=1001:1,1002:2\n", SR_TWO_A100);
+  dr = sc_run(&s);
+  IL_CHECK_INT(dr->nvml.devices[0].n_procs, 2);
+  IL_CHECK_INT(dr->nvml.devices[0].procs[1].pid, 1002);
+  il_doctor_free(dr);
+  sr_destroy(tmp);
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_min_driver_table();
@@ -605,5 +661,6 @@ int main(void) {
   test_vram_taken();
   test_health_and_fabric();
   test_wsl();
+  test_real_root_loaded_libcuda();
   return il_test_finish();
 }

@@ -184,11 +184,11 @@ static void il__sample(il_usage *u) {
       g->mem_n++;
       g->mem_mean = u->mem_sum[i] / g->mem_n;
       if (u->nv.DeviceGetComputeRunningProcesses) {
-        unsigned np = IL_NVML_MAX_PROCS;
-        il_nvml_process_info procs[IL_NVML_MAX_PROCS];
-        int rc = u->nv.DeviceGetComputeRunningProcesses(u->handles[i], &np, procs);
-        if (rc == 0 || rc == IL_NVML_ERROR_INSUFFICIENT_SIZE) {
-          if (np > IL_NVML_MAX_PROCS) np = IL_NVML_MAX_PROCS;
+        unsigned np = 0;
+        il_nvml_process_info procs[256];
+        int rc = il_nvml_processes(&u->nv, u->handles[i], procs, 256, &np);
+        if (rc == 0) {
+          if (np > 256) np = 256; /* (a tree of ours past the first 256 processes is not summed) */
           long long mine = 0;
           for (unsigned k = 0; k < np; k++)
             for (int j = 0; j < n_tree; j++)

@@ -928,8 +928,8 @@ void il__driver_check_gpus(il_doctor *dr) {
         char u[32], t[32];
         il_mem_format_bytes((size_t)d->mem_used, u, sizeof u);
         il_mem_format_bytes((size_t)d->mem_total, t, sizeof t);
-        il_appendf(text, sizeof text, "%sGPU %d: %s of %s already used by %d process%s", l ? "; " : "", i, u, t, d->n_procs,
-                 d->n_procs == 1 ? "" : "es");
+        il_appendf(text, sizeof text, "%sGPU %d: %s of %s already used by %d process%s", l ? "; " : "", i, u, t,
+                   d->n_procs_total, d->n_procs_total == 1 ? "" : "es");
         for (int k = 0; k < d->n_procs; k++) {
           size_t fl = strlen(fixpids);
           il_appendf(fixpids, sizeof fixpids, "%s%u", fl ? " " : "", d->procs[k].pid);

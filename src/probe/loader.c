@@ -17,6 +17,7 @@
  * Not for: loading the libraries (probe/nvml, probe/cudadrv).
  */
 #include <glob.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,7 +282,9 @@ void il__loader_check(il_doctor *dr) {
    * explains where it came from. */
   int pick = 0;
   if (il_sysfs_is_real(&dr->fs) && dr->cuda_loaded[0]) {
-    char real[1024];
+    /* realpath needs PATH_MAX bytes: with _FORTIFY_SOURCE a smaller buffer aborts the run
+     * ("buffer overflow detected") on the first call, whatever the path. */
+    char real[PATH_MAX];
     for (int i = 0; i < n; i++)
       if (realpath(cand[i].path, real) && !strcmp(real, dr->cuda_loaded)) pick = i;
   }

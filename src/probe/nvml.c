@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "memory/mem.h"
 #include "probe/sysfs.h"
 
 /* Resolves the first name the library exports. Versioned names come first: the unversioned
@@ -180,17 +181,37 @@ static void il__read_device(il_nvml *nv, unsigned i, il_nvml_device *d) {
     d->remap_failure = (int)rf;
   }
   if (nv->DeviceGetComputeRunningProcesses) {
-    unsigned n = IL_NVML_MAX_PROCS;
-    /* Twice the room the count allows: a driver whose process struct were larger than the
-     * v2 layout would still write inside this buffer. */
-    il_nvml_process_info procs[IL_NVML_MAX_PROCS * 2];
-    int rc = nv->DeviceGetComputeRunningProcesses(h, &n, procs);
-    if (rc == 0 || rc == IL_NVML_ERROR_INSUFFICIENT_SIZE) {
-      if (n > IL_NVML_MAX_PROCS) n = IL_NVML_MAX_PROCS;
-      d->n_procs = (int)n;
-      memcpy(d->procs, procs, sizeof procs[0] * n);
+    unsigned total = 0;
+    if (il_nvml_processes(nv, h, d->procs, IL_NVML_MAX_PROCS, &total) == 0) {
+      d->n_procs_total = (int)total;
+      d->n_procs = total < IL_NVML_MAX_PROCS ? (int)total : IL_NVML_MAX_PROCS;
     }
   }
+}
+
+int il_nvml_processes(il_nvml *nv, il_nvml_handle h, il_nvml_process_info *out, unsigned cap, unsigned *total) {
+  *total = 0;
+  /* Twice the room the count allows: a driver whose process struct were larger than the v2
+   * layout would still write inside the buffer. */
+  il_nvml_process_info local[64 * 2], *buf = local;
+  unsigned room = 64, n = room;
+  int rc = nv->DeviceGetComputeRunningProcesses(h, &n, buf);
+  /* More processes than room: NVML sets n to the number needed and promises nothing about the
+   * array; ask again with that much (and a margin for processes starting meanwhile). */
+  for (int tries = 0; rc == IL_NVML_ERROR_INSUFFICIENT_SIZE && n > room && n < (1u << 20) && tries < 3; tries++) {
+    if (buf != local) il_mem_free(buf);
+    room = n + 16;
+    buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf * room * 2, "NVML process list");
+    if (!buf) return IL_NVML_ERROR_UNKNOWN;
+    n = room;
+    rc = nv->DeviceGetComputeRunningProcesses(h, &n, buf);
+  }
+  if (rc == 0) {
+    *total = n;
+    memcpy(out, buf, sizeof *buf * (n < cap ? n : cap));
+  }
+  if (buf != local) il_mem_free(buf);
+  return rc;
 }
 
 void il_nvml_snapshot(il_nvml *nv, il_nvml_snapshot_t *snap) {

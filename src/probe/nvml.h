@@ -119,7 +119,8 @@ typedef struct {
   int compute_mode;         /* 0 default, 2 prohibited, 3 exclusive process; -1 unknown */
   int persistence;          /* -1 unknown */
   int remap_corr, remap_unc, remap_pending, remap_failure; /* row remapping; -1 unsupported */
-  int n_procs;
+  int n_procs;               /* listed in procs: the first IL_NVML_MAX_PROCS */
+  int n_procs_total;         /* running on the device (0 when NVML could not list them) */
   il_nvml_process_info procs[IL_NVML_MAX_PROCS];
 } il_nvml_device;
 
@@ -151,6 +152,12 @@ void il_nvml_snapshot(il_nvml *nv, il_nvml_snapshot_t *snap);
 /* Reads the fast-changing fields (utilization, memory, power, temperature, clocks) of device
  * `handle` into d. For the monitor, between Init and Shutdown. */
 void il_nvml_sample_device(il_nvml *nv, il_nvml_handle handle, il_nvml_device *d);
+
+/* Device h's running compute processes: the first cap of them into out and how many there are
+ * into *total, asking again with a larger buffer (memory layer, IL_MEM_OTHER) when NVML says
+ * there are more than its first room of 64. Returns the NVML code (0: out and *total valid; an
+ * error leaves *total 0). Needs DeviceGetComputeRunningProcesses. */
+int il_nvml_processes(il_nvml *nv, il_nvml_handle h, il_nvml_process_info *out, unsigned cap, unsigned *total);
 
 /* Number of devices whose handle NVML returned (handle_rc == 0): the usable GPUs. */
 int il_nvml_usable_count(const il_nvml_snapshot_t *s);

@@ -96,12 +96,13 @@ static void il__text_devices(const il_doctor *dr, FILE *out) {
             il__num(d->util_gpu, "%", ug, sizeof ug), il__num(d->util_mem, "%", um, sizeof um), il__num(d->temp_c, " C", t, sizeof t), p, pl,
             il__num(d->clock_sm_mhz, " MHz", sm, sizeof sm), il__num(d->clock_mem_mhz, " MHz", mm, sizeof mm));
     fprintf(out, "     MIG %s; ECC uncorrected (volatile) %s; processes %d", d->mig_current == 1 ? "enabled" : d->mig_current == 0 ? "disabled" : "n/a",
-            ecc, d->n_procs);
+            ecc, d->n_procs_total);
     for (int k = 0; k < d->n_procs; k++) {
       char b[32];
       il_mem_format_bytes((size_t)d->procs[k].used_gpu_memory, b, sizeof b);
       fprintf(out, "%s pid %u (%s)", k ? "," : ":", d->procs[k].pid, b);
     }
+    if (d->n_procs_total > d->n_procs) fprintf(out, " and %d more", d->n_procs_total - d->n_procs);
     fputc('\n', out);
   }
 }
@@ -208,6 +209,7 @@ static void il__json_device(FILE *out, const il_nvml_device *d) {
   il__jint(out, "ecc_uncorrected_aggregate", d->ecc_uncorrected_aggregate, true);
   il__jstr(out, "compute_mode", d->compute_mode == 0 ? "default" : d->compute_mode == 2 ? "prohibited" : d->compute_mode == 3 ? "exclusive_process"
                                 : d->compute_mode < 0 ? "unknown" : "other", true);
+  il__jint(out, "processes_total", d->n_procs_total, true);
   il__jkey(out, "processes");
   fputc('[', out);
   for (int k = 0; k < d->n_procs; k++) {

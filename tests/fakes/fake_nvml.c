@@ -201,8 +201,15 @@ int nvmlDeviceGetRemappedRows(nvmlDevice_t h, unsigned *corr, unsigned *unc, uns
 int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned *count, nvmlProcessInfo_t *infos) {
   const char *v = FAKE_DEV_FIELD(h, "procs");
   unsigned n = 0;
-  nvmlProcessInfo_t tmp[32];
-  for (const char *p = v; p && *p && n < 32;) {
+  nvmlProcessInfo_t tmp[256];
+  /* devN.nprocs=K: K processes, pids 1001.., 1 MiB each (lists longer than a scenario value) */
+  const char *nk = FAKE_DEV_FIELD(h, "nprocs");
+  for (unsigned k = 0, kn = nk ? (unsigned)strtoul(nk, NULL, 10) : 0; k < kn && n < 256; k++, n++) {
+    tmp[n].pid = 1001 + k;
+    tmp[n].usedGpuMemory = 1u << 20;
+    tmp[n].gpuInstanceId = tmp[n].computeInstanceId = 0xFFFFFFFFu;
+  }
+  for (const char *p = v; p && *p && n < 256;) {
     char *end; /* strtoul's end pointer is char ** even for a const string */
     tmp[n].pid = (unsigned)strtoul(p, &end, 10);
     p = end;

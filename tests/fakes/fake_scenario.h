@@ -14,7 +14,8 @@
  *   devN.power_mw  devN.power_limit_mw  devN.clock_sm  devN.clock_mem  devN.clock_gfx
  *   devN.cc=8.0  devN.mig=0|1  devN.mig_pending  devN.mig_max  devN.mig_count
  *   devN.ecc_vol  devN.ecc_agg  devN.retired_pending  devN.compute_mode  devN.persistence
- *   devN.procs=PID:BYTES,PID:BYTES   devN.remap=CORR,UNC,PENDING,FAILURE (nvmlDeviceGetRemappedRows)
+ *   devN.procs=PID:BYTES,PID:BYTES   devN.nprocs=K (K processes first: pids 1001.., 1 MiB each)
+ *   devN.remap=CORR,UNC,PENDING,FAILURE (nvmlDeviceGetRemappedRows)
  *   cuda.init=804   cuda.version=12020 (default cuda_driver)   cuda.count (default count)
  * Header-only (static functions) so each fake is one self-contained shared object.
  */
