@@ -149,18 +149,18 @@ static inline int32_t il__gemm_q6_off(const uint8_t *x, size_t coff, int64_t b, 
  * rather than idle. Only on the last token slice of a panel (earlier slices are followed by
  * the same panel); nothing past n_out. Type-agnostic: the rows are one byte range. With
  * repacked weights (a->w is the panels, a->w_stride a 32nd of one) this is the next panel, and
- * a->stream turns it off for one token on AVX-512 (matmul.c). */
+ * a->stream turns it off for small batches on AVX-512 (matmul.c). */
 typedef struct {
   const char *p, *end;
   int64_t lines; /* cache lines per step */
   bool stream;   /* a->stream: the micro-kernel prefetches its own panel IL__GEMM_STREAM_PF ahead */
 } il__gemm_pf;
-/* One token from repacked panels on AVX-512 (a->stream): the panel streams from DRAM once, and a
- * prefetch into L1 this far ahead of the block being read (instead of the next panel into L2)
- * raised one-token passes (bench_matmul --repack, Zen 5, 2026-11-30 23:25 UTC, two rounds,
+/* A small batch from repacked panels on AVX-512 (a->stream): the panel streams from DRAM once,
+ * and a prefetch into L1 this far ahead of the block being read (instead of the next panel into
+ * L2) raised one-token passes (bench_matmul --repack, Zen 5, 2026-11-30 23:25 UTC, two rounds,
  * 1 / 2 threads: Q4_0 0.92-0.93x -> 0.95-0.98x / 0.97-0.99x -> 1.00-1.06x of the tile kernels,
  * Q8_0 level / 0.99-1.02x -> 1.04x; with it in the F16 kernel too, 23:27: F16 0.91-0.94x ->
- * 1.03-1.05x). */
+ * 1.03-1.05x). How many tokens it pays for is the table's stream_tok (matmul_avx512.c). */
 #define IL__GEMM_STREAM_PF 4096
 static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int64_t t1, int64_t steps) {
   il__gemm_pf pf = {NULL, NULL, 0, a->stream};

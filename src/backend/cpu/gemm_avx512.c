@@ -76,7 +76,7 @@ IL__INLINE void il__tile(const uint8_t *panel, int64_t nb, const il__tile_io *io
   for (int64_t b = 0; b < nb; b++) {
     const uint8_t *pb = panel + b * bb;
     il__gemm_pf_step(pf);
-    if (T == 1 && pf->stream) /* (past the last panel it touches nothing: prefetches do not fault) */
+    if (pf->stream) /* (past the last panel it touches nothing: prefetches do not fault) */
       for (size_t l = 0; l < bb; l += 64) _mm_prefetch((const char *)pb + IL__GEMM_STREAM_PF + l, _MM_HINT_T0);
     __m512i a0[6], a1[6];
     for (int j = 0; j < T; j++)
@@ -363,7 +363,7 @@ IL__INLINE void il__tile_h(const uint8_t *panel, int64_t n, const il__tile_io *i
   for (int64_t k = 0; k < n; k++) {
     const uint8_t *p = panel + 64 * k;
     if (k % 32 == 0) il__gemm_pf_step(pf); /* per 32 elements (2 KiB of panel) */
-    if (T == 1 && pf->stream) _mm_prefetch((const char *)p + IL__GEMM_STREAM_PF, _MM_HINT_T0);
+    if (pf->stream) _mm_prefetch((const char *)p + IL__GEMM_STREAM_PF, _MM_HINT_T0);
     __m512 w0, w1;
     if (bf) {
       const __m512i v = _mm512_load_si512(p);

@@ -43,8 +43,8 @@ typedef struct {
   _Atomic int *inexact;
   float *y;
   int64_t ldy;
-  /* one token from repacked panels on a table with one_tok_stream: the GEMM prefetches the
-   * panel it reads into L1 instead of the next one into L2 (gemm.h) */
+  /* a small batch from repacked panels (stream_tok): the GEMM prefetches the panel it reads
+   * into L1 instead of the next one into L2 (gemm.h) */
   bool stream;
 } il__mm_args;
 
@@ -63,8 +63,9 @@ struct il__kernels {
   il__mm_quant_fn quant[IL_DTYPE_COUNT];
   il__mm_gemm_fn gemm[IL_DTYPE_COUNT]; /* (optional) batches of il__gemm_min_tok tokens or more */
   bool plain_int8; /* int8 products without vpdpbusd (plain AVX2): later GEMM thresholds */
-  /* one token from repacked weights runs with il__mm_args.stream (matmul.c: AVX-512) */
-  bool one_tok_stream;
+  /* batches of at most stream_tok[type] tokens from repacked weights run with
+   * il__mm_args.stream (matmul.c; AVX-512 only; 0: never) */
+  uint8_t stream_tok[IL_DTYPE_COUNT];
   /* (optional) x -> BF16 pairs for the BF16 GEMM's vdpbf16ps path, units = tokens; used only on
    * CPUs with AVX512_BF16 (sys/cpuid), and only when x is exactly BF16 (--dtype bf16). */
   il__mm_quant_fn bf16_act;

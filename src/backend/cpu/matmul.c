@@ -420,8 +420,15 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
        * 934; whole-model one-token passes Q8_0 0.92x -> 1.03x and 0.95x -> 0.99x of the plain
        * kernels). The AVX2 tables keep it (22:52 UTC, one-token passes with -> without, 1 / 2
        * threads: Q4_0 1.00-1.02x -> 0.91-0.95x / 1.08x -> 1.01-1.03x, F16 0.95x -> 0.72x /
-       * 1.03-1.06x -> 0.78-0.95x). */
-      tp->a.stream = n_tok == 1 && k->one_tok_stream;
+       * 1.03-1.06x -> 0.78-0.95x). On AVX-512 the same holds for small batches of F16 and
+       * Q8_0, not Q4_0/Q4_1 (the table's stream_tok; builtin:1b --repack, batched decode, 2
+       * threads, Zen 5, 2026-12-01 03:30-03:45 UTC, generated tokens/s, one-token rule ->
+       * stream up to 8 tokens, four alternating rounds: F16 at 4 sequences 50-100 -> 64-91 and
+       * at 8 112-134 -> 79-167, 3 of 4 rounds faster; Q8_0 at 4 71-190 -> 187-211 and at 8
+       * 264-296 -> 267-323, every round; Q4_0 at 4 level, at 8 467-512 -> 435-455, slower;
+       * stream up to 16, three rounds: F16 at 16 180-192 -> 191-202, every round; Q8_0 at 16
+       * 469-537 -> 425-429, slower; Q4_1 at 8 460-471 -> 361-423, slower). */
+      tp->a.stream = n_tok <= k->stream_tok[wtype];
     }
     tp->a.n_out = pt->n_out;
     tp->a.y = pt->y;

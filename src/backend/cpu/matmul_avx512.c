@@ -686,7 +686,7 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_F16] = il__gemm_avx512_f16,                                                 \
              [IL_DTYPE_BF16] = il__gemm_avx512_bf16},                                              \
     .bf16_act = il__gemm_avx512_bf16_act,                                                          \
-    .one_tok_stream = true,                                                                         \
+    .stream_tok = {[IL_DTYPE_F16] = 16, [IL_DTYPE_Q8_0] = 8, [IL_DTYPE_Q4_0] = 1, [IL_DTYPE_Q4_1] = 1}, \
   }
 const il__kernels il__matmul_avx512 = IL__AVX512_TABLE(il__rows_q4_0p, il__rows_q4_1p);
 const il__kernels il__matmul_avx512_gfni = IL__AVX512_TABLE(il__rows_q4_0g, il__rows_q4_1g);
