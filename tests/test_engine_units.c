@@ -52,7 +52,13 @@ static void test_config(void) {
   il_config d;
   il_config_defaults(&d);
   il_request_opts_defaults(&r2);
+  IL_CHECK(!il_config_given(&d, "repack"));
   IL_CHECK_OK(il_config_load(&d, &r2, path));
+  /* the file names every engine option, so each one counts as given (serve's --repack default
+   * gives way to it); request options are not engine options */
+  IL_CHECK(il_config_given(&d, "repack") && il_config_given(&d, "threads") && !il_config_given(&d, "seed"));
+  IL_CHECK(!il_config_given(&d, "no-such-option"));
+  d.given = c.given;
   IL_CHECK(memcmp(&c, &d, sizeof c) == 0);
   IL_CHECK(memcmp(&r, &r2, sizeof r) == 0);
   /* without a request the same file is refused at its first request option, by line */

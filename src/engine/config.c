@@ -1,6 +1,7 @@
 /* engine/config: option table, validation, config files. */
 #include "engine/config.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -35,7 +36,7 @@ static const il_opt il__options[] = {
     {"no-parse-special", 0, IL_OPT_BOOL, IL__R(p.no_parse_special), 0, 1, "read control-token text in the prompt as plain text", false, true},
     {"ignore-eos", 0, IL_OPT_BOOL, IL__R(p.ignore_eos), 0, 1, "keep generating after end-of-generation tokens", false, true},
     {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)", false, false},
-    {"repack", 0, IL_OPT_BOOL, IL__O(repack), 0, 1, "CPU: repack matmul weights at load into the blocked GEMM's layout (batches faster, more memory)", false, false},
+    {"repack", 0, IL_OPT_BOOL, IL__O(repack), 0, 1, "CPU: keep matmul weights in the blocked GEMM's layout, made at load (batches faster)", false, false},
     {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]", false, false},
     {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false, false},
     {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false, false},
@@ -51,6 +52,8 @@ static const il_opt il__options[] = {
     {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu", false, false},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, false, false},
 };
+
+static_assert(sizeof il__options / sizeof il__options[0] <= 65, "il_config.given has a bit per option");
 
 void il_config_defaults(il_config *c) {
   memset(c, 0, sizeof *c);
@@ -176,7 +179,13 @@ il_status il_config_apply(il_config *c, il_request_opts *r, const char *name, co
         return il_error(IL_ERR_INVALID_ARG, "%s: '%s' is not a boolean (true/false)", where, value);
       break;
   }
+  if (!o->request) c->given |= (uint64_t)1 << (o - il__options);
   return IL_OK;
+}
+
+bool il_config_given(const il_config *c, const char *name) {
+  const il_opt *o = il_config_find(name);
+  return o && !o->request && (c->given >> (o - il__options) & 1);
 }
 
 static char *il__trim(char *s) {

@@ -55,6 +55,8 @@ struct il_config {
                           engine takes it, at most the model's default context */
   bool logits_all;     /* not an option: the caller wants logits for every entry of a pass
                           (logits, eval); otherwise buffers hold one row per sequence */
+  uint64_t given;      /* not an option: bit i when engine option i of the table was applied
+                          (a flag or a config file line): il_config_given */
 };
 
 typedef enum { IL_OPT_INT, IL_OPT_U64, IL_OPT_FLOAT, IL_OPT_STR, IL_OPT_BOOL } il_opt_kind;
@@ -85,6 +87,9 @@ const il_opt *il_config_find_short(char c);
  * naming `where` (e.g. "--threads" or "run.conf:3") for an unknown key, a malformed number or a
  * value out of range. */
 il_status il_config_apply(il_config *c, il_request_opts *r, const char *name, const char *value, const char *where);
+/* Whether engine option name was applied to c (by a flag or a config file line) since
+ * il_config_defaults: a command whose default differs by situation keeps what the user gave. */
+bool il_config_given(const il_config *c, const char *name);
 /* Strict decimal integer for every integer option and flag: an optional '-', then digits only
  * (no spaces, '+' or base prefix; "010" is ten), within [min, max] before any narrowing.
  * IL_ERR_INVALID_ARG naming `where` ("--threads") and the text. */
