@@ -46,7 +46,7 @@ typedef struct {
   double rss_mean;
   bool gpu_available;             /* NVML loaded, initialized and listed devices */
   char gpu_reason[640];           /* why not, when !gpu_available */
-  char nvml_driver[64];
+  char nvml_driver[80];
   int n_gpus;
   il_usage_gpu gpus[IL_NVML_MAX_DEVICES];
 } il_usage_result;

@@ -128,8 +128,8 @@ typedef struct {
   bool loaded;              /* the library was found and its core functions resolved */
   int init_rc;              /* nvmlInit_v2 result (meaningful when loaded) */
   char init_error[160];     /* nvmlErrorString(init_rc) */
-  char driver_version[64];  /* "535.54.03" */
-  char nvml_version[64];    /* "12.535.54.03" */
+  char driver_version[80];  /* "535.54.03"; 80: NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE */
+  char nvml_version[80];    /* "12.535.54.03"; 80: NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE */
   int cuda_driver_version;  /* 12020 = CUDA 12.2; 0 unknown */
   int count_rc;
   int n_devices;
