@@ -9,6 +9,10 @@
 #include "core/text.h"
 #include "probe/driver.h"
 
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 /* A healthy host with two A100s and this driver; callers change one thing. */
 static const char *healthy_root(scen *s) {
   return sc_two_a100(s, "");
@@ -635,6 +639,32 @@ static void test_real_root_loaded_libcuda(void) {
   sr_destroy(tmp);
 }
 
+/* More supplementary groups than il_sysfs keeps: getgroups with too small a buffer fails and
+ * fills nothing, so the groups are read in full and the first IL_SYSFS_MAX_GROUPS kept (they
+ * were dropped: every device node owned by a group then looked out of reach). Needs root to
+ * set the groups, in a child so this process keeps its own. */
+static void test_many_groups(void) {
+  if (geteuid() != 0) {
+    printf("note: test_many_groups did not run: setting 1100 supplementary groups needs root\n");
+    return;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    static gid_t want[1100];
+    for (int i = 0; i < 1100; i++) want[i] = (gid_t)(50000 + i);
+    if (setgroups(1100, want) != 0) _exit(3); /* (above the kernel's limit: not this test's subject) */
+    il_sysfs fs;
+    if (il_sysfs_init(&fs, "/", NULL) != IL_OK) _exit(1);
+    bool ok = fs.n_groups == IL_SYSFS_MAX_GROUPS;
+    for (int i = 0; ok && i < fs.n_groups; i++) ok = fs.groups[i] == want[i];
+    _exit(ok ? 0 : 2);
+  }
+  int st = 0;
+  IL_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+  IL_CHECK(WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3));
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 3) printf("note: test_many_groups: setgroups(1100) refused here\n");
+}
+
 int main(void) {
   if (!sr_fake_lib("nvml") || !sr_fake_lib("cuda")) IL_SKIP("fake NVML/CUDA libraries not built (target il_fake_nvml, il_fake_cuda)");
   test_min_driver_table();
@@ -662,5 +692,6 @@ int main(void) {
   test_health_and_fabric();
   test_wsl();
   test_real_root_loaded_libcuda();
+  test_many_groups();
   return il_test_finish();
 }

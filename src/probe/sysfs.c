@@ -37,6 +37,14 @@ il_status il_sysfs_init(il_sysfs *fs, const char *root, char *const *env) {
   fs->uid = getuid();
   fs->gid = getgid();
   int n = getgroups(IL_SYSFS_MAX_GROUPS, fs->groups);
+  if (n < 0) { /* more groups than room (EINVAL, nothing filled): read them all, keep the first */
+    int all = getgroups(0, NULL);
+    gid_t *g = all > 0 ? il_mem_alloc(IL_MEM_OTHER, sizeof *g * (size_t)all, "supplementary groups") : NULL;
+    n = g ? getgroups(all, g) : -1;
+    if (n > IL_SYSFS_MAX_GROUPS) n = IL_SYSFS_MAX_GROUPS;
+    if (n > 0) memcpy(fs->groups, g, sizeof *g * (size_t)n);
+    il_mem_free(g);
+  }
   fs->n_groups = n < 0 ? 0 : n;
   return IL_OK;
 }

@@ -21,7 +21,8 @@
 
 #include "core/status.h"
 
-#define IL_SYSFS_MAX_GROUPS 64
+/* supplementary groups kept (directory-service users can have hundreds; Linux allows 65536) */
+#define IL_SYSFS_MAX_GROUPS 1024
 
 typedef struct {
   char root[1024];   /* sysroot without trailing slash; "" means the real root */
