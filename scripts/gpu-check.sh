@@ -19,8 +19,8 @@
 # 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
 # 5. benchmarks: bench_cuda (copy roofline, matvec GB/s per type on Llama-3-8B shapes, 512-token
 #    GEMM TFLOP/s, builtin:1b prompt and generation tokens/s).
-# Order: facts, build, smoke, the GPU tests, bench_cuda, then the op-test variants, test_doctor_elf,
-# test_sim and memcheck (the most telling first, should the budget run out).
+# Order: facts, build, smoke, the GPU tests, bench_cuda, then the op-test variants, test_doctor_elf
+# (and the real libcuda's version strings), test_sim and memcheck (the most telling first, should the budget run out).
 # Writes OUTDIR/gpu-check.txt (everything printed, in order), OUTDIR/gpu-check.json (facts,
 # timings, each step's exit code) and OUTDIR/bench_cuda.json. Exit code: 0 when every step
 # passed, 1 when one failed (the report says which), 2 when there is no GPU or no nvcc.
@@ -157,6 +157,16 @@ step bench_cuda 240 "$bdir/bench_cuda" --json "$out/bench_cuda.json"
 step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_doctor_elf 60 "$bdir/test_doctor_elf" # the real libcuda's ELF: its version string where doctor reads it
+# the evidence behind probe/elfver's rule: every driver-version-shaped string in the real
+# libcuda files, bare (NUL-delimited) or inside a name, with counts
+info libcuda_strings 30 python3 -c '
+import collections, glob, re
+for f in sorted(set(glob.glob("/usr/lib*/**/libcuda.so.*.*", recursive=True) + glob.glob("/usr/local/nvidia/lib*/libcuda.so.*.*"))):
+    d = open(f, "rb").read()
+    bare = collections.Counter(m.group(1).decode() for m in re.finditer(rb"\x00(\d{3}\.\d{1,3}(?:\.\d{1,3})?)\x00", d))
+    named = collections.Counter(m.group(0).decode(errors="replace") for m in re.finditer(rb"[\x20-\x7e]{0,60}(?:\.so\.|-)\d{3}\.\d{1,3}(?:\.\d{1,3})?(?=\x00|-rc)", d))
+    print(f, "bare:", dict(bare.most_common()), "in names:", dict(named.most_common(12)))
+'
 step test_sim 120 "$bdir/test_sim"
 sanitizer=$(command -v compute-sanitizer || echo "$(dirname "$nvcc")/compute-sanitizer")
 [ -x "$sanitizer" ] || sanitizer=$(dirname "$(dirname "$nvcc")")/compute-sanitizer/compute-sanitizer
