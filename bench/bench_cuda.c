@@ -14,8 +14,9 @@
  *    the quantized types as dequantized F16 tiles); TFLOP/s against the tensor peak estimated
  *    from SMs x clock x dense FP16 FLOP/clock/SM for the architecture (sm_80: 2048, sm_90: 4096,
  *    sm_86/89: 1024; a table, printed as such).
- *    The quantized types Q8_0, Q4_0 and Q4_1 are measured again with matvec version 2
- *    (IL_CUDA_MATVEC=2: dp4a on 8-bit activations) under "matmul_matvec_v2".
+ *    The first pass runs matvec version 1 (IL_CUDA_MATVEC=1) for every type; Q8_0, Q4_0 and
+ *    Q4_1 are measured again with version 2 (dp4a on 8-bit activations, the default) under
+ *    "matmul_matvec_v2".
  * 4. Attention: every kernel of the backend (naive, memeff) on Llama-3-8B heads (32 query heads,
  *    8 KV heads of 128, F32 cache) at 4k, 8k, 16k and 32k positions, for 1 query token (decode:
  *    GB/s of K and V read) and 64 (the end of a prompt chunk): milliseconds per call.
@@ -458,6 +459,7 @@ int main(int argc, char **argv) {
     printf("SKIP: cuda: %s\n", why);
     return 77;
   }
+  setenv("IL_CUDA_MATVEC", "1", 1); /* the first pass: version 1 for every type (above) */
   if (il_backend_open(device, NULL, &B) != IL_OK) {
     printf("SKIP: %s\n", il_error_detail());
     return 77;
@@ -515,18 +517,18 @@ int main(int argc, char **argv) {
     bench_types("q8_0,q4_0,q4_1", copy_gbs, d, "matmul_matvec_v2");
     B->ops->destroy(B);
     B = NULL;
-    unsetenv("IL_CUDA_MATVEC");
+    setenv("IL_CUDA_MATVEC", "1", 1);
   }
   il_jsonw_key(&J, "engine");
   il_jsonw_arr(&J);
   if (engine) {
     printf("\n");
     bench_engine(device, "f16", copy_gbs, "");
-    bench_engine(device, "q4_0", copy_gbs, "");
+    bench_engine(device, "q4_0", copy_gbs, "matvec v1");
     if (!sim) {
       setenv("IL_CUDA_MATVEC", "2", 1);
       bench_engine(device, "q4_0", copy_gbs, "matvec v2");
-      unsetenv("IL_CUDA_MATVEC");
+      setenv("IL_CUDA_MATVEC", "1", 1);
     }
   }
   il_jsonw_arr_end(&J);

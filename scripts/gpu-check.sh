@@ -11,9 +11,9 @@
 # 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
 #    (nvidia-smi --query-gpu=compute_cap), timed;
 # 3. tests: test_cuda_module, test_cuda_glue (transfers, copies, events, a device OOM),
-#    test_backend_ops (every op on cuda vs the scalar CPU; again with
-#    IL_CUDA_NO_CUBLAS=1, which sends batches through the matvec fallback, and with IL_CUDA_MATVEC=2,
-#    the dp4a matvec for Q8_0/Q4_0/Q4_1, held to 1e-4 of the CPU), test_cuda_engine
+#    test_backend_ops (every op on cuda vs the scalar CPU, the dp4a matvec (version 2, the default
+#    for Q8_0/Q4_0/Q4_1) held to 1e-4 of the CPU; again with IL_CUDA_NO_CUBLAS=1, which sends
+#    batches through the matvec fallback, and with that and IL_CUDA_MATVEC=1, version 1), test_cuda_engine
 #    (logits vs cpu, --mem-limit OOM on the device), test_sim, each with a timeout; then
 #    test_backend_ops under compute-sanitizer memcheck when the toolkit has it;
 # 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
@@ -155,7 +155,7 @@ step test_cuda_engine 180 "$bdir/test_cuda_engine"
 step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
 step bench_cuda 240 "$bdir/bench_cuda" --json "$out/bench_cuda.json"
 step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
-step test_backend_ops_matvec2 120 env IL_CUDA_MATVEC=2 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
+step test_backend_ops_matvec1 120 env IL_CUDA_MATVEC=1 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_doctor_elf 60 "$bdir/test_doctor_elf" # the real libcuda's ELF: its version string where doctor reads it
 # the evidence behind probe/elfver's rule: every driver-version-shaped string in the real
 # libcuda files, bare (NUL-delimited) or inside a name, with counts

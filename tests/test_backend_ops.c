@@ -59,12 +59,13 @@ static bool env_on(const char *name, const char *value) {
  * normalized by the magnitude of the terms (sqrt(sum_r (sum_k |w_rk x_k|)^2)), which stays
  * meaningful when an output cancels to near zero. Matvec (up to 8 tokens, or every batch with
  * IL_CUDA_NO_CUBLAS=1) sums F32 products: 1e-5. cuBLAS rounds x (and quantized weights) to
- * 16 bits: F32 1e-5, F16 and quantized 2e-3, BF16 1e-2. IL_CUDA_MATVEC=2 quantizes the
- * activations of Q8_0/Q4_0/Q4_1 exactly as the CPU does, so those matvecs are compared with
- * the CPU instead, at 1e-4 of the same magnitude. */
+ * 16 bits: F32 1e-5, F16 and quantized 2e-3, BF16 1e-2. Matvec version 2 (the default;
+ * IL_CUDA_MATVEC=1 selects version 1) quantizes the activations of Q8_0/Q4_0/Q4_1 exactly as
+ * the CPU does, so those matvecs are compared with the CPU instead, at 1e-4 of the same
+ * magnitude. */
 static bool gpu_vs_cpu(il_dtype t, int64_t n_tok) {
   const bool matvec = n_tok <= 8 || env_on("IL_CUDA_NO_CUBLAS", NULL);
-  return env_on("IL_CUDA_MATVEC", "2") && matvec && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1);
+  return !env_on("IL_CUDA_MATVEC", "1") && matvec && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1);
 }
 
 static double gpu_mm_tol(il_dtype t, int64_t n_tok) {

@@ -58,7 +58,7 @@ typedef struct {
   size_t dry_size;                 /* dry: the device size it stands for (0: the real one) */
   size_t fixed;                    /* device memory in use when it opened: context, cuBLAS, others */
   uintptr_t next_fake;             /* dry: the next segment's address (never dereferenced) */
-  int matvec_version;              /* IL_CUDA_MATVEC=2: matvec_q8.cu where it applies; else 1 */
+  int matvec_version;              /* 2: matvec_q8.cu where it applies (default); IL_CUDA_MATVEC=1: 1 */
   bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */
   int launch;                      /* id of the last launch that can fault */
   char launch_what[IL__CU_LAUNCH_RING][96];
