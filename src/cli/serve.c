@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/oom.h"
 #include "memory/mem.h"
+#include "model/builtin.h"
 
 #if IL_HAVE_SERVER
 #include <pthread.h>
@@ -151,7 +152,7 @@ int il_cli_serve(int argc, char **argv) {
    * repacked weights 1.1-2x faster (docs/devices.md), and one sequence about as fast. Only for a
    * GGUF file on the CPU: a built-in model's weights are the program's own memory (the copy
    * would add their size), and other devices keep their own weights. */
-  if (!il_config_given(&cfg, "repack") && !strcmp(cfg.device, "cpu") && strncmp(cfg.model, "builtin:", 8)) cfg.repack = true;
+  if (!il_config_given(&cfg, "repack") && !strcmp(cfg.device, "cpu") && !il_builtin_is(cfg.model)) cfg.repack = true;
 
   /* signals are taken by sigwait below: blocked here, before any thread starts */
   sigset_t set;

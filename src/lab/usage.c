@@ -185,10 +185,11 @@ static void il__sample(il_usage *u) {
       g->mem_mean = u->mem_sum[i] / g->mem_n;
       if (u->nv.DeviceGetComputeRunningProcesses) {
         unsigned np = 0;
-        il_nvml_process_info procs[256];
-        int rc = il_nvml_processes(&u->nv, u->handles[i], procs, 256, &np);
+        il_nvml_process_info procs[256]; /* (a tree of ours past the first 256 is not summed) */
+        const unsigned cap = (unsigned)(sizeof procs / sizeof procs[0]);
+        int rc = il_nvml_processes(&u->nv, u->handles[i], procs, cap, &np);
         if (rc == 0) {
-          if (np > 256) np = 256; /* (a tree of ours past the first 256 processes is not summed) */
+          if (np > cap) np = cap;
           long long mine = 0;
           for (unsigned k = 0; k < np; k++)
             for (int j = 0; j < n_tree; j++)
