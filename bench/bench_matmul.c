@@ -26,6 +26,9 @@
  *    of the panels' bytes and % of the interleaved bandwidth for one token, GOPS for batches.
  * Usage: bench_matmul [--types f16,q4_0,...] [--no-gemm] [--no-levels] [--no-bw] [--passes N]
  *                     [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act] [--repack]
+ *                     [--gemv-tokens N]
+ * --gemv-tokens N: the GEMV passes multiply N tokens at once (1-64; default 1), a batch of N
+ *   sequences decoding together; below the type's GEMM threshold that runs the tile kernels.
  * --avx2-plain: the AVX2 table without AVX-VNNI, on a CPU that has AVX-VNNI.
  * --bf16-act: the GEMM's activations rounded to BF16 (what --dtype bf16 stores), so BF16 weights
  *   run vdpbf16ps on CPUs with AVX512_BF16, quoted against that instruction's peak.
@@ -44,6 +47,7 @@
 #include "core/quant.h"
 #include "memory/mem.h"
 
+static int gemv_tok = 1; /* --gemv-tokens */
 static uint64_t rng_state = 88172645463325252ull;
 static float frand(void) {
   rng_state ^= rng_state << 13;
@@ -204,11 +208,11 @@ static double gemv_pass(il_pool *pool, const model *m, const float *x, float *y,
   for (int l = 0; l < m->n_layers; l++)
     for (int s = 0; s < N_SHAPES; s++) {
       const double a = il_time_now();
-      mm_k(pool, mm_kernels, m->t, m->w[l][s], packed ? m->pw[l][s] : NULL, layer_shapes[s], x, 1, y, work);
+      mm_k(pool, mm_kernels, m->t, m->w[l][s], packed ? m->pw[l][s] : NULL, layer_shapes[s], x, gemv_tok, y, work);
       sec[s] += il_time_now() - a;
     }
   const double a = il_time_now();
-  mm_k(pool, mm_kernels, m->t, m->out, packed ? m->pout : NULL, out_shape, x, 1, y, work);
+  mm_k(pool, mm_kernels, m->t, m->out, packed ? m->pout : NULL, out_shape, x, gemv_tok, y, work);
   sec[N_SHAPES] += il_time_now() - a;
   return il_time_now() - t0;
 }
@@ -344,6 +348,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
     else if (!strcmp(argv[i], "--bf16-act")) bf16_act = 1;
     else if (!strcmp(argv[i], "--repack")) do_repack = 1;
+    else if (!strcmp(argv[i], "--gemv-tokens") && i + 1 < argc && atoi(argv[i + 1]) >= 1 && atoi(argv[i + 1]) <= 64)
+      gemv_tok = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--avx2-plain") && il__matmul_avx2.compiled && il_cpu_isa_kernels(IL_ISA_AVX2)) {
       mm_isa = IL_ISA_AVX2; /* the AVX2 table without AVX-VNNI, on a CPU that has it */
       mm_kernels = &il__matmul_avx2;
@@ -360,7 +366,8 @@ int main(int argc, char **argv) {
     }
     else {
       fprintf(stderr, "usage: bench_matmul [--types f16,q4_0,...] [--passes N] [--no-gemm] [--no-levels] [--no-bw]\n"
-                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act] [--repack]\n");
+                      "                    [--gemm-only] [--isa scalar|avx2|avx512] [--avx2-plain] [--bf16-act] [--repack]\n"
+                      "                    [--gemv-tokens 1..64]\n");
       return 2;
     }
   }
@@ -422,7 +429,8 @@ int main(int argc, char **argv) {
   }
   void *work = xalloc(wsz + 64, "workspace");
 
-  printf("GEMV (1 token), weights in DRAM; GB/s of weight bytes and %% of measured read bandwidth\n");
+  printf("GEMV (%d token%s), weights in DRAM; GB/s of weight bytes and %% of measured read bandwidth\n", gemv_tok,
+         gemv_tok > 1 ? "s: a decode batch" : "");
   for (int ti = 0; ti < n_types; ti++) {
     const il_dtype t = types[ti];
     model m;

@@ -94,6 +94,24 @@ static inline bool il__one_row_tiles(const il__mm_args *a) {
   return a->n_tok == 1 && a->n_in >= IL__ONE_ROW_MIN_IN && __builtin_cpu_is("amd");
 }
 
+/* How a tile of R > 1 rows prefetches the rows it reads next (il__pf_dist bytes ahead, a whole
+ * number of tiles). Rows are contiguous, so the R rows of a future tile are one run of R *
+ * stride bytes. On AMD the tile prefetches that run in order, as one sequential stream
+ * (il__prefetch_tile); elsewhere each row prefetches its own line, R streams a row apart (the
+ * AVX-512 Xeon read at 97-99% of the bandwidth that way). On a Zen 5 (bench_matmul --no-gemm
+ * [--gemv-tokens N], 2026-12-01), one token, plain AVX2 table: the 4-row F16 tiles went from
+ * 75-83% of the read bandwidth to 85-92% on 1 thread and 94-97% on 2; Q4_0/Q4_1 on 2 threads
+ * from 81-89% to 95-100% (on 1 thread, bound by instructions there, 2-3% lower). Two tokens:
+ * AVX2 F16 +5-10%, Q8_0 on 2 threads 87-89% -> 97%; AVX-512 F16 +6-11% on 1 thread and 78-80%
+ * -> 93-95% on 2, Q8_0 on 2 threads 80-85% -> 91% but 3-8% lower on 1. Four tokens (AVX-512):
+ * level to +7% on 2 threads, F16 on 1 thread 3-11% lower. */
+static inline bool il__pf_linear(int R) { return R > 1 && __builtin_cpu_is("amd"); }
+/* The lines for bytes [o, o + n) of each of a tile's R rows, in the future tile at f: R * n
+ * bytes from f + R * o (the tile's position in its rows, scaled to the run). Into L1. */
+static inline void il__prefetch_tile(const uint8_t *f, int R, size_t o, size_t n) {
+  for (size_t b = 0; b < (size_t)R * n; b += 64) __builtin_prefetch(f + (size_t)R * o + b, 0, 3);
+}
+
 /* Keeps an integer SIMD running sum (one vector register) a chain of adds: without it GCC
  * reassociates the unrolled adds of a block into a tree over all its products and spills them
  * to the stack (the plain-AVX2 Q4_0 GEMM ran at 0.73x, the AVX2 K-quant tiles at 0.87-0.93x).

@@ -231,11 +231,14 @@ IL__INLINE void il__tile_float(const il__mm_args *a, int64_t r, int64_t t, const
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
   const int64_t n = a->n_in;
   const size_t pf = il__pf_dist(R, a->w_stride);
+  const bool lin = il__pf_linear(R);
   int64_t k = 0;
   /* 16-bit weights: 32 elements (one 64-byte line of each row) per step, one prefetch per line */
   if (kind != IL__W_F32)
     for (; k + 32 <= n; k += 32) {
-      for (int i = 0; i < R; i++) il__prefetch_l1(w[i] + pf + 2 * k);
+      if (lin) il__prefetch_tile(w[0] + pf, R, 2 * (size_t)k, 64);
+      else
+        for (int i = 0; i < R; i++) il__prefetch_l1(w[i] + pf + 2 * k);
       for (int h = 0; h < 32; h += 16) {
         __m512 wv[4];
         for (int i = 0; i < R; i++) wv[i] = il__loadw(kind, w[i], k + h);
@@ -245,10 +248,12 @@ IL__INLINE void il__tile_float(const il__mm_args *a, int64_t r, int64_t t, const
         }
       }
     }
+  const size_t es = kind == IL__W_F32 ? 4 : 2;
   for (; k + 16 <= n; k += 16) {
     __m512 wv[4];
+    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)k * es, 16 * es);
     for (int i = 0; i < R; i++) {
-      il__prefetch_l1(w[i] + pf + k * (kind == IL__W_F32 ? 4 : 2));
+      if (!lin) il__prefetch_l1(w[i] + pf + k * es);
       wv[i] = il__loadw(kind, w[i], k);
     }
     for (int j = 0; j < T; j++) {
@@ -300,6 +305,7 @@ IL__INLINE __m512i il__row_idx2(int i, int k) { /* [4i+k x8, 4i+k+1 x8] */
 IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = sizeof(il_block_q8_0), pf = il__pf_dist(R, a->w_stride);
+  const bool lin = il__pf_linear(R);
   const __m512i c80 = _mm512_set1_epi8((char)0x80);
   const __m512i cidx0 = il__row_idx2(0, 0), cidx1 = il__row_idx2(0, 2);
   __m512 acc[4][4];
@@ -316,11 +322,14 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; g++) {
     __m512i w0[4], w1[4], s = _mm512_setzero_si512();
+    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)g * 4 * bs, 4 * bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + g * 4 * bs;
-      il__prefetch(p + pf);
-      il__prefetch(p + pf + 64);
-      il__prefetch(p + pf + 128);
+      if (!lin) {
+        il__prefetch(p + pf);
+        il__prefetch(p + pf + 64);
+        il__prefetch(p + pf + 128);
+      }
       /* the 4 fp16 scales of this row from GPR loads (no cache-line-splitting 64-byte loads) */
       const uint64_t s4 = il__u16(p) | il__u16(p + bs) << 16 | il__u16(p + 2 * bs) << 32 | il__u16(p + 3 * bs) << 48;
       s = _mm512_mask_set1_epi64(s, (__mmask8)(1u << i), (long long)s4);
@@ -399,6 +408,7 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0), qo = q41 ? 4 : 2;
   const size_t pf = il__pf_dist(R, a->w_stride);
+  const bool lin = il__pf_linear(R);
   const __m512i idx4 = il__row_idx(0);
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   const __m512i nib_idx = il__q4_nib_idx(), sc_idx = il__q4_scale_idx();
@@ -418,10 +428,13 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
 #pragma GCC unroll 2
   for (int64_t g = 0; g < ng; g++) {
     __m512i lo[4], hi[4], zr[4], sd = _mm512_setzero_si512(), sm = _mm512_setzero_si512();
+    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)g * 4 * bs, 4 * bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + g * 4 * bs;
-      il__prefetch(p + pf);
-      il__prefetch(p + pf + 64);
+      if (!lin) {
+        il__prefetch(p + pf);
+        il__prefetch(p + pf + 64);
+      }
       if (vbmi) {
         zr[i] = _mm512_loadu_si512(p);
         const __m512i q = il__vbmi_perm2(zr[i], nib_idx, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 56))));
@@ -550,15 +563,18 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
   }
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+  const bool lin = il__pf_linear(R);
   for (int64_t b = 0; b < nb; b++) {
     __m512i ai[4][4];
     for (int i = 0; i < R; i++)
       for (int j = 0; j < T; j++) ai[i][j] = _mm512_setzero_si512();
+    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, bs);
     __m512i sc16[4], qh[4];
     __m128i mn16[4];
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
+      if (!lin)
+        for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
       uint64_t sc, mn;
       il__k4_scales(p + 4, &sc, &mn);
       sc16[i] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -629,11 +645,14 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
   }
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
+  const bool lin = il__pf_linear(R);
   for (int64_t b = 0; b < nb; b++) {
     __m512i ai[4][4], sc16[4];
+    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
+      if (!lin)
+        for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
       const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + offsetof(il_block_q6_K, scales))));
       sc16[i] = _mm512_castsi256_si512(s);
       for (int j = 0; j < T; j++) {
