@@ -100,8 +100,9 @@ static inline bool il__one_row_tiles(const il__mm_args *a) {
  * (il__prefetch_tile); elsewhere each row prefetches its own line, R streams a row apart (the
  * AVX-512 Xeon read at 97-99% of the bandwidth that way). On a Zen 5 (bench_matmul --no-gemm
  * [--gemv-tokens N], 2026-12-01), one token, plain AVX2 table: the 4-row F16 tiles went from
- * 75-83% of the read bandwidth to 85-92% on 1 thread and 94-97% on 2; Q4_0/Q4_1 on 2 threads
- * from 81-89% to 95-100% (on 1 thread, bound by instructions there, 2-3% lower). Two tokens:
+ * 80% of the read bandwidth to 90-92% on 1 thread and from 83-87% to 95-97% on 2; Q4_0/Q4_1
+ * on 2 threads from 81-89% to 95-101% (on 1 thread, bound by instructions there, 0-6% lower;
+ * level end to end). Two tokens:
  * AVX2 F16 +5-10%, Q8_0 on 2 threads 87-89% -> 97%; AVX-512 F16 +6-11% on 1 thread and 78-80%
  * -> 93-95% on 2, Q8_0 on 2 threads 80-85% -> 91% but 3-8% lower on 1. Four tokens (AVX-512):
  * level to +7% on 2 threads, F16 on 1 thread 3-11% lower. */
