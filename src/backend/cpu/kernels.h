@@ -102,10 +102,10 @@ static inline bool il__one_row_tiles(const il__mm_args *a) {
  * [--gemv-tokens N], 2026-12-01), one token, plain AVX2 table: the 4-row F16 tiles went from
  * 80% of the read bandwidth to 90-92% on 1 thread and from 83-87% to 95-97% on 2; Q4_0/Q4_1
  * on 2 threads from 81-89% to 95-101% (on 1 thread, bound by instructions there, 0-6% lower;
- * level end to end). Two tokens:
- * AVX2 F16 +5-10%, Q8_0 on 2 threads 87-89% -> 97%; AVX-512 F16 +6-11% on 1 thread and 78-80%
- * -> 93-95% on 2, Q8_0 on 2 threads 80-85% -> 91% but 3-8% lower on 1. Four tokens (AVX-512):
- * level to +7% on 2 threads, F16 on 1 thread 3-11% lower. */
+ * level end to end). Two tokens: AVX2 F16 +5-10%, Q8_0 on 2 threads 87-89% -> 97%; AVX-512
+ * F16 +6-11% on 1 thread and 78-80% -> 93-95% on 2, Q8_0 on 2 threads 80-85% -> 91% but 3-8%
+ * lower on 1. Four tokens (AVX-512): level to +7% on 2 threads, F16 on 1 thread 3-11% lower.
+ * docs/performance.md has the tables. */
 static inline bool il__pf_linear(int R) { return R > 1 && __builtin_cpu_is("amd"); }
 /* The lines for bytes [o, o + n) of each of a tile's R rows, in the future tile at f: R * n
  * bytes from f + R * o (the tile's position in its rows, scaled to the run). Into L1. */
