@@ -90,8 +90,17 @@ static inline size_t il__act_bf16_stride(int64_t n_in) { return il__align64(2 * 
  * a time, one sequential stream instead of four a row apart (matmul_avx512.c has the figures;
  * short rows, a small model's, keep the 4-row tiles and their shared reductions). */
 #define IL__ONE_ROW_MIN_IN 1024
+/* The vendor test of these helpers: libgcc's CPU model, x86 only (the SIMD kernels that use
+ * them are x86 only; elsewhere the answer is no). */
+static inline bool il__cpu_amd(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
 static inline bool il__one_row_tiles(const il__mm_args *a) {
-  return a->n_tok == 1 && a->n_in >= IL__ONE_ROW_MIN_IN && __builtin_cpu_is("amd");
+  return a->n_tok == 1 && a->n_in >= IL__ONE_ROW_MIN_IN && il__cpu_amd();
 }
 
 /* How a tile of R > 1 rows prefetches the rows it reads next (il__pf_dist bytes ahead, a whole
@@ -106,7 +115,7 @@ static inline bool il__one_row_tiles(const il__mm_args *a) {
  * F16 +6-11% on 1 thread and 78-80% -> 93-95% on 2, Q8_0 on 2 threads 80-85% -> 91% but 3-8%
  * lower on 1. Four tokens (AVX-512): level to +7% on 2 threads, F16 on 1 thread 3-11% lower.
  * docs/performance.md has the tables. */
-static inline bool il__pf_linear(int R) { return R > 1 && __builtin_cpu_is("amd"); }
+static inline bool il__pf_linear(int R) { return R > 1 && il__cpu_amd(); }
 /* The lines for bytes [o, o + n) of each of a tile's R rows, in the future tile at f: R * n
  * bytes from f + R * o (the tile's position in its rows, scaled to the run). Into L1. */
 static inline void il__prefetch_tile(const uint8_t *f, int R, size_t o, size_t n) {
