@@ -103,23 +103,57 @@ static inline bool il__one_row_tiles(const il__mm_args *a) {
   return a->n_tok == 1 && a->n_in >= IL__ONE_ROW_MIN_IN && il__cpu_amd();
 }
 
-/* How a tile of R > 1 rows prefetches the rows it reads next (il__pf_dist bytes ahead, a whole
- * number of tiles). Rows are contiguous, so the R rows of a future tile are one run of R *
- * stride bytes. On AMD the tile prefetches that run in order, as one sequential stream
- * (il__prefetch_tile); elsewhere each row prefetches its own line, R streams a row apart (the
- * AVX-512 Xeon read at 97-99% of the bandwidth that way). On a Zen 5 (bench_matmul --no-gemm
- * [--gemv-tokens N], 2026-12-01), one token, plain AVX2 table: the 4-row F16 tiles went from
- * 80% of the read bandwidth to 90-92% on 1 thread and from 83-87% to 95-97% on 2; Q4_0/Q4_1
- * on 2 threads from 81-89% to 95-101% (on 1 thread, bound by instructions there, 0-6% lower;
- * level end to end). Two tokens: AVX2 F16 +5-10%, Q8_0 on 2 threads 87-89% -> 97%; AVX-512
- * F16 +6-11% on 1 thread and 78-80% -> 93-95% on 2, Q8_0 on 2 threads 80-85% -> 91% but 3-8%
- * lower on 1. Four tokens (AVX-512): level to +7% on 2 threads, F16 on 1 thread 3-11% lower.
- * docs/performance.md has the tables. */
-static inline bool il__pf_linear(int R) { return R > 1 && il__cpu_amd(); }
-/* The lines for bytes [o, o + n) of each of a tile's R rows, in the future tile at f: R * n
- * bytes from f + R * o (the tile's position in its rows, scaled to the run). Into L1. */
-static inline void il__prefetch_tile(const uint8_t *f, int R, size_t o, size_t n) {
-  for (size_t b = 0; b < (size_t)R * n; b += 64) __builtin_prefetch(f + (size_t)R * o + b, 0, 3);
+/* Software prefetch of the rows a tile kernel reads next (matmul_avx2.c, matmul_avx512.c).
+ *
+ * Distance: rows are contiguous, so the tile after this one starts R rows further; fetching
+ * one or more tiles ahead (at least 8 KiB) at the same relative offset keeps enough reads in
+ * flight. It makes short rows (1-2 KiB, shorter than what the hardware prefetcher needs to ramp
+ * up within a 4 KiB page) stream at full bandwidth: +30-60% on one thread for Q4_0/Q8_0 rows of
+ * 2048. The driver gives each thread a contiguous range, so the prefetched rows are normally
+ * the thread's own next rows.
+ *
+ * Pattern: the R rows of a future tile are one run of R * stride bytes. On AMD a tile of R > 1
+ * rows prefetches that run in order, as one sequential stream: at byte o of its rows, R * n
+ * bytes from R * o. Elsewhere (and for one row) each row prefetches its own lines, R streams
+ * a row apart (the AVX-512 Xeon read at 97-99% of the bandwidth that way). On a Zen 5
+ * (bench_matmul --no-gemm [--gemv-tokens N], 2026-12-01), one token, plain AVX2 table: the
+ * 4-row F16 tiles went from 80% of the read bandwidth to 90-92% on 1 thread and from 83-87% to
+ * 95-97% on 2; Q4_0/Q4_1 on 2 threads from 81-89% to 95-101% (on 1 thread, bound by
+ * instructions there, 0-6% lower; level end to end). Two tokens: AVX2 F16 +5-10%, Q8_0 on 2
+ * threads 87-89% -> 97%; AVX-512 F16 +6-11% on 1 thread and 78-80% -> 93-95% on 2, Q8_0 on 2
+ * threads 80-85% -> 91% but 3-8% lower on 1. Four tokens (AVX-512): level to +7% on 2
+ * threads, F16 on 1 thread 3-11% lower. docs/performance.md has the tables.
+ *
+ * Level: into L1, except a tile's own rows with l2 (the AVX-512 quantized tiles on Intel: T2
+ * there was +3-4% at 2 threads over T0 on the AVX-512 Xeon, whose L1 fill buffers the demand
+ * loads also need; on a Zen 5 T0 was better: builtin:1b generation on one thread, Q4_0 +8%,
+ * Q8_0 +3%). */
+typedef struct {
+  const uint8_t *f; /* the first row + the distance: where the future tile starts */
+  size_t stride;
+  int R;
+  bool stream; /* one stream (AMD, R > 1) */
+  bool l2;     /* per-row lines into L2 */
+} il__pf_rows;
+
+/* For the tile of R rows starting at w0; l2: per-row lines into L2 unless on AMD. */
+static inline il__pf_rows il__pf_rows_init(const uint8_t *w0, size_t stride, int R, bool l2) {
+  const size_t tile = (size_t)R * stride;
+  const bool amd = il__cpu_amd();
+  return (il__pf_rows){w0 + tile * ((8192 + tile - 1) / tile), stride, R, R > 1 && amd, l2 && !amd};
+}
+/* The lines for bytes [o, o + n) of each of the tile's rows, in the future tile. */
+static inline void il__pf_rows_step(const il__pf_rows *p, size_t o, size_t n) {
+  if (p->stream) {
+    for (size_t b = 0; b < (size_t)p->R * n; b += 64) __builtin_prefetch(p->f + (size_t)p->R * o + b, 0, 3);
+    return;
+  }
+  for (int i = 0; i < p->R; i++)
+    for (size_t b = 0; b < n; b += 64) {
+      const uint8_t *q = p->f + (size_t)i * p->stride + o + b;
+      if (p->l2) __builtin_prefetch(q, 0, 1);
+      else __builtin_prefetch(q, 0, 3);
+    }
 }
 
 /* Keeps an integer SIMD running sum (one vector register) a chain of adds: without it GCC

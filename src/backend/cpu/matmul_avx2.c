@@ -39,11 +39,6 @@ IL__INLINE uint32_t il__u16(const uint8_t *p) {
 }
 IL__INLINE float il__hf(const uint8_t *p) { return _cvtsh_ss((unsigned short)il__u16(p)); }
 
-IL__INLINE size_t il__pf_dist(int R, size_t stride) {
-  const size_t tile = (size_t)R * stride;
-  return tile * ((8192 + tile - 1) / tile);
-}
-IL__INLINE void il__prefetch(const uint8_t *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
 IL__INLINE float il__hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -171,7 +166,7 @@ IL__INLINE void il__store(const il__mm_args *a, int64_t r, int64_t t, int R, int
   for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->w_stride;                   \
   for (int i = 0; i < R; i++)                                                                \
     for (int j = 0; j < T; j++) acc[i][j] = _mm256_setzero_ps();                             \
-  const size_t pf = il__pf_dist(R, a->w_stride)
+  const il__pf_rows pf = il__pf_rows_init(w[0], a->w_stride, R, false)
 
 /* ================================================================ float weights */
 
@@ -199,12 +194,9 @@ IL__INLINE void il__tile_float(const il__mm_args *a, int64_t r, int64_t t, const
   for (int j = 0; j < T; j++) x[j] = a->x + (t + j) * a->n_in;
   const int64_t n = a->n_in;
   const int es = kind == IL__W_F32 ? 4 : 2, step = 64 / es; /* elements per 64-byte line */
-  const bool lin = il__pf_linear(R);
   int64_t k = 0;
   for (; k + step <= n; k += step) {
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)k * es, 64);
-    else
-      for (int i = 0; i < R; i++) il__prefetch(w[i] + pf + (size_t)k * es);
+    il__pf_rows_step(&pf, (size_t)k * es, 64);
     for (int h = 0; h < step; h += 8) {
       __m256 wv[4];
       for (int i = 0; i < R; i++) wv[i] = il__loadw(kind, w[i], k + h);
@@ -293,7 +285,6 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
   const int64_t nb = a->n_in / IL_QK;
   const size_t bs = sizeof(il_block_q8_0);
   const __m256i flip = _mm256_set1_epi8((char)0x80);
-  const bool lin = il__pf_linear(R);
   const int8_t *xq[2];
   const float *dx[2];
   const int32_t *cx[2];
@@ -317,12 +308,8 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
       c0[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b]));
       c1[j] = _mm256_zextsi128_si256(_mm_cvtsi32_si128(cx[j][b + 1]));
     }
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, 2 * bs);
+    il__pf_rows_step(&pf, (size_t)b * bs, 2 * bs);
     for (int i = 0; i < R; i++) {
-      if (!lin) { /* one per block, as the one-block loop did */
-        il__prefetch(p[i] + pf);
-        il__prefetch(p[i] + pf + bs);
-      }
       const __m256i w0 = _mm256_loadu_si256((const __m256i *)(p[i] + 2));
       const __m256i w1 = _mm256_loadu_si256((const __m256i *)(p[i] + bs + 2));
       const __m256i si = _mm256_set_epi32(2 * i + 1, 2 * i + 1, 2 * i, 2 * i, 2 * i + 1, 2 * i + 1, 2 * i, 2 * i);
@@ -379,7 +366,6 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   const __m256i m0f = _mm256_set1_epi8(0x0F);
   const __m256i cidx = _mm256_set_epi32(2, 2, 2, 1, 2, 2, 2, 0); /* lanes 0 and 4, zeros elsewhere */
   const bool off8 = q41 || !vnni; /* the tile's offset/min accumulator */
-  const bool lin = il__pf_linear(R);
   const uint8_t *xq[2], *aux[2];
   const float *dx[2];
   __m256 off[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -413,9 +399,8 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
           off[j] = _mm256_fmadd_ps(s8[j], _mm256_cvtepi32_ps(_mm256_castps_si256(il__f2x4(aux[j] + 4 * b))), off[j]);
         }
       }
-      if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, 2 * bs);
+      il__pf_rows_step(&pf, (size_t)b * bs, 2 * bs);
       for (int i = 0; i < R; i++) {
-        if (!lin) il__prefetch(p[i] + pf);
         const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p[i] + qo))),
                                                   _mm_loadu_si128((const __m128i *)(p[i] + bs + qo)), 1);
         const __m256i lo = _mm256_and_si256(q, m0f), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m0f);
@@ -493,13 +478,10 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
     bs32[j] = (const int16_t *)(xq[j] + il__act_bsum32_off(a->n_in));
   }
-  const bool lin = il__pf_linear(R);
   for (int64_t b = 0; b < nb; b++) {
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, bs);
+    il__pf_rows_step(&pf, (size_t)b * bs, bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      if (!lin)
-        for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
       uint64_t sc, mn;
       il__k4_scales(p + 4, &sc, &mn);
       const __m128i mn16 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)mn));
@@ -563,13 +545,10 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
     bs16[j] = (const int16_t *)(xq[j] + il__act_aux_off(a->n_in, IL_QK_K));
   }
-  const bool lin = il__pf_linear(R);
   for (int64_t b = 0; b < nb; b++) {
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, bs);
+    il__pf_rows_step(&pf, (size_t)b * bs, bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      if (!lin)
-        for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
       const __m128i sc8 = _mm_loadu_si128((const __m128i *)(p + offsetof(il_block_q6_K, scales)));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
       __m256i ai[2];

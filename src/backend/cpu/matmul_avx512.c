@@ -5,8 +5,8 @@
  * 4-row GEMV that loads each activation vector once for 4 rows and keeps 4 independent
  * accumulator chains, and with a batch each weight vector is unpacked once and reused for T
  * tokens while each activation vector is reused for R rows. Rows ahead are prefetched in
- * software (see il__pf_dist); that, more than the arithmetic, is what brings generation to the
- * bandwidth roofline.
+ * software (il__pf_rows, kernels.h); that, more than the arithmetic, is what brings generation
+ * to the bandwidth roofline.
  *
  * Integer paths (weights read in place from their GGUF blocks, no repacking):
  *   Q4_0/Q4_1: four blocks' 16-byte nibble arrays form one zmm; AND 0x0F gives their first
@@ -45,26 +45,6 @@ IL__INLINE uint64_t il__u16(const uint8_t *p) {
 }
 IL__INLINE float il__hf(const uint8_t *p) { return _cvtsh_ss((unsigned short)il__u16(p)); }
 
-/* Software prefetch of the rows ahead. Rows are contiguous, so the tile after this one starts
- * R rows further; fetching one or more tiles ahead (at least 8 KiB) at the same relative
- * offset keeps enough reads in flight. It makes short rows (1-2 KiB, shorter than what the
- * hardware prefetcher needs to ramp up within a 4 KiB page) stream at full bandwidth: +30-60%
- * on one thread for Q4_0/Q8_0 rows of 2048. The driver gives each thread a contiguous range,
- * so the prefetched rows are normally the thread's own next rows. */
-IL__INLINE size_t il__pf_dist(int R, size_t stride) {
-  const size_t tile = (size_t)R * stride;
-  return tile * ((8192 + tile - 1) / tile);
-}
-/* Quantized rows: into L2 on Intel (T2: +3-4% at 2 threads over T0 on the AVX-512 Xeon, whose L1
- * fill buffers are also needed by the demand loads), into L1 on AMD (T0 on a Zen 5, builtin:1b
- * generation on one thread: Q4_0 +8%, Q8_0 +3% over T2; 2 threads too noisy there to rank).
- * The vendor test is one load and compare of libgcc's CPU model, predicted the same way every
- * time. Float rows go into L1 everywhere (T0 measured slightly better). */
-IL__INLINE void il__prefetch(const uint8_t *p) {
-  if (__builtin_cpu_is("amd")) _mm_prefetch((const char *)p, _MM_HINT_T0);
-  else _mm_prefetch((const char *)p, _MM_HINT_T2);
-}
-IL__INLINE void il__prefetch_l1(const uint8_t *p) { _mm_prefetch((const char *)p, _MM_HINT_T0); }
 
 /* ================================================================ activation quantization */
 
@@ -230,15 +210,12 @@ IL__INLINE void il__tile_float(const il__mm_args *a, int64_t r, int64_t t, const
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
   const int64_t n = a->n_in;
-  const size_t pf = il__pf_dist(R, a->w_stride);
-  const bool lin = il__pf_linear(R);
+  const il__pf_rows pf = il__pf_rows_init(w[0], a->w_stride, R, false);
   int64_t k = 0;
   /* 16-bit weights: 32 elements (one 64-byte line of each row) per step, one prefetch per line */
   if (kind != IL__W_F32)
     for (; k + 32 <= n; k += 32) {
-      if (lin) il__prefetch_tile(w[0] + pf, R, 2 * (size_t)k, 64);
-      else
-        for (int i = 0; i < R; i++) il__prefetch_l1(w[i] + pf + 2 * k);
+      il__pf_rows_step(&pf, 2 * (size_t)k, 64);
       for (int h = 0; h < 32; h += 16) {
         __m512 wv[4];
         for (int i = 0; i < R; i++) wv[i] = il__loadw(kind, w[i], k + h);
@@ -251,11 +228,8 @@ IL__INLINE void il__tile_float(const il__mm_args *a, int64_t r, int64_t t, const
   const size_t es = kind == IL__W_F32 ? 4 : 2;
   for (; k + 16 <= n; k += 16) {
     __m512 wv[4];
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)k * es, 16 * es);
-    for (int i = 0; i < R; i++) {
-      if (!lin) il__prefetch_l1(w[i] + pf + k * es);
-      wv[i] = il__loadw(kind, w[i], k);
-    }
+    il__pf_rows_step(&pf, (size_t)k * es, 16 * es);
+    for (int i = 0; i < R; i++) wv[i] = il__loadw(kind, w[i], k);
     for (int j = 0; j < T; j++) {
       const __m512 xv = _mm512_loadu_ps(x[j] + k);
       for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
@@ -304,8 +278,7 @@ IL__INLINE __m512i il__row_idx2(int i, int k) { /* [4i+k x8, 4i+k+1 x8] */
  * Four blocks (two zmm) per row and step. */
 IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
-  const size_t bs = sizeof(il_block_q8_0), pf = il__pf_dist(R, a->w_stride);
-  const bool lin = il__pf_linear(R);
+  const size_t bs = sizeof(il_block_q8_0);
   const __m512i c80 = _mm512_set1_epi8((char)0x80);
   const __m512i cidx0 = il__row_idx2(0, 0), cidx1 = il__row_idx2(0, 2);
   __m512 acc[4][4];
@@ -313,6 +286,7 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
   const uint8_t *w[4], *xq[4], *aux[4];
   const float *dx[4];
   for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->w_stride;
+  const il__pf_rows pf = il__pf_rows_init(w[0], a->w_stride, R, true); /* into L2 on Intel */
   for (int j = 0; j < T; j++) {
     xq[j] = a->act + (size_t)(t + j) * a->act_stride;
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
@@ -322,14 +296,9 @@ IL__INLINE void il__tile_q8_0(const il__mm_args *a, int64_t r, int64_t t, const 
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
   for (int64_t g = 0; g < ng; g++) {
     __m512i w0[4], w1[4], s = _mm512_setzero_si512();
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)g * 4 * bs, 4 * bs);
+    il__pf_rows_step(&pf, (size_t)g * 4 * bs, 4 * bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + g * 4 * bs;
-      if (!lin) {
-        il__prefetch(p + pf);
-        il__prefetch(p + pf + 64);
-        il__prefetch(p + pf + 128);
-      }
       /* the 4 fp16 scales of this row from GPR loads (no cache-line-splitting 64-byte loads) */
       const uint64_t s4 = il__u16(p) | il__u16(p + bs) << 16 | il__u16(p + 2 * bs) << 32 | il__u16(p + 3 * bs) << 48;
       s = _mm512_mask_set1_epi64(s, (__mmask8)(1u << i), (long long)s4);
@@ -407,8 +376,6 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
                             const bool gfni, const bool vbmi) {
   const int64_t nb = a->n_in / IL_QK, ng = nb / 4;
   const size_t bs = q41 ? sizeof(il_block_q4_1) : sizeof(il_block_q4_0), qo = q41 ? 4 : 2;
-  const size_t pf = il__pf_dist(R, a->w_stride);
-  const bool lin = il__pf_linear(R);
   const __m512i idx4 = il__row_idx(0);
   const __m512i m0f = _mm512_set1_epi8(0x0F);
   const __m512i nib_idx = il__q4_nib_idx(), sc_idx = il__q4_scale_idx();
@@ -417,6 +384,7 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
   const uint8_t *w[4], *xq[4], *aux[4];
   const float *dx[4];
   for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->w_stride;
+  const il__pf_rows pf = il__pf_rows_init(w[0], a->w_stride, R, true); /* into L2 on Intel */
   for (int j = 0; j < T; j++) {
     xq[j] = a->act + (size_t)(t + j) * a->act_stride;
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
@@ -428,13 +396,9 @@ IL__INLINE void il__tile_q4(const il__mm_args *a, int64_t r, int64_t t, const in
 #pragma GCC unroll 2
   for (int64_t g = 0; g < ng; g++) {
     __m512i lo[4], hi[4], zr[4], sd = _mm512_setzero_si512(), sm = _mm512_setzero_si512();
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)g * 4 * bs, 4 * bs);
+    il__pf_rows_step(&pf, (size_t)g * 4 * bs, 4 * bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + g * 4 * bs;
-      if (!lin) {
-        il__prefetch(p + pf);
-        il__prefetch(p + pf + 64);
-      }
       if (vbmi) {
         zr[i] = _mm512_loadu_si512(p);
         const __m512i q = il__vbmi_perm2(zr[i], nib_idx, _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(p + 56))));
@@ -548,7 +512,6 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
   const int64_t nb = a->n_in / IL_QK_K;
   const size_t bs = q5 ? sizeof(il_block_q5_K) : sizeof(il_block_q4_K);
   const size_t qso = q5 ? offsetof(il_block_q5_K, qs) : offsetof(il_block_q4_K, qs);
-  const size_t pf = il__pf_dist(R, a->w_stride);
   const __m512i m0f = _mm512_set1_epi8(0x0F), m10 = _mm512_set1_epi8(0x10);
   __m512 acc[4][4];
   float tail[4][4] = {{0}};
@@ -556,6 +519,7 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
   const float *dx[4];
   const int16_t *bs32[4];
   for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->w_stride;
+  const il__pf_rows pf = il__pf_rows_init(w[0], a->w_stride, R, true); /* into L2 on Intel */
   for (int j = 0; j < T; j++) {
     xq[j] = a->act + (size_t)(t + j) * a->act_stride;
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
@@ -563,18 +527,15 @@ IL__INLINE void il__tile_q45k(const il__mm_args *a, int64_t r, int64_t t, const 
   }
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
-  const bool lin = il__pf_linear(R);
   for (int64_t b = 0; b < nb; b++) {
     __m512i ai[4][4];
     for (int i = 0; i < R; i++)
       for (int j = 0; j < T; j++) ai[i][j] = _mm512_setzero_si512();
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, bs);
+    il__pf_rows_step(&pf, (size_t)b * bs, bs);
     __m512i sc16[4], qh[4];
     __m128i mn16[4];
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      if (!lin)
-        for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
       uint64_t sc, mn;
       il__k4_scales(p + 4, &sc, &mn);
       sc16[i] = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -630,7 +591,7 @@ IL__GEN_ROWS(il__rows_q5_k, il__tile_q5_k, 2)
  * values, sub-block scales per 16 elements; the -32 offset is -32 * sum(sc * bsum16). */
 IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T) {
   const int64_t nb = a->n_in / IL_QK_K;
-  const size_t bs = sizeof(il_block_q6_K), pf = il__pf_dist(R, a->w_stride);
+  const size_t bs = sizeof(il_block_q6_K);
   const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
   __m512 acc[4][4];
   float tail[4][4] = {{0}};
@@ -638,6 +599,7 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
   const float *dx[4];
   const int16_t *bs16[4];
   for (int i = 0; i < R; i++) w[i] = a->w + (size_t)(r + i) * a->w_stride;
+  const il__pf_rows pf = il__pf_rows_init(w[0], a->w_stride, R, true); /* into L2 on Intel */
   for (int j = 0; j < T; j++) {
     xq[j] = a->act + (size_t)(t + j) * a->act_stride;
     dx[j] = (const float *)(xq[j] + il__act_d_off(a->n_in));
@@ -645,14 +607,11 @@ IL__INLINE void il__tile_q6_k(const il__mm_args *a, int64_t r, int64_t t, const 
   }
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) acc[i][j] = _mm512_setzero_ps();
-  const bool lin = il__pf_linear(R);
   for (int64_t b = 0; b < nb; b++) {
     __m512i ai[4][4], sc16[4];
-    if (lin) il__prefetch_tile(w[0] + pf, R, (size_t)b * bs, bs);
+    il__pf_rows_step(&pf, (size_t)b * bs, bs);
     for (int i = 0; i < R; i++) {
       const uint8_t *p = w[i] + b * bs;
-      if (!lin)
-        for (size_t o = 0; o < bs; o += 64) il__prefetch(p + pf + o);
       const __m256i s = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + offsetof(il_block_q6_K, scales))));
       sc16[i] = _mm512_castsi256_si512(s);
       for (int j = 0; j < T; j++) {
