@@ -348,8 +348,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gemm-only")) gemm_only = 1;
     else if (!strcmp(argv[i], "--bf16-act")) bf16_act = 1;
     else if (!strcmp(argv[i], "--repack")) do_repack = 1;
-    else if (!strcmp(argv[i], "--gemv-tokens") && i + 1 < argc && atoi(argv[i + 1]) >= 1 && atoi(argv[i + 1]) <= 64)
-      gemv_tok = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--gemv-tokens") && i + 1 < argc) {
+      char *end;
+      const long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 64) {
+        fprintf(stderr, "bench_matmul: --gemv-tokens %s: expected a whole number from 1 to 64\n", argv[i]);
+        return 2;
+      }
+      gemv_tok = (int)v;
+    }
     else if (!strcmp(argv[i], "--avx2-plain") && il__matmul_avx2.compiled && il_cpu_isa_kernels(IL_ISA_AVX2)) {
       mm_isa = IL_ISA_AVX2; /* the AVX2 table without AVX-VNNI, on a CPU that has it */
       mm_kernels = &il__matmul_avx2;
