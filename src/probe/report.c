@@ -5,6 +5,7 @@
 
 #include "il_build_info.h"
 #include "memory/mem.h"
+#include "probe/classes.h"
 
 /* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlongs, no surrogates,
  * nothing above U+10FFFF), 0 when the bytes there are not one. */
@@ -138,7 +139,8 @@ il_status il_report_text_ex(const il_doctor *dr, FILE *out, bool show_all) {
         const il_check *c = &dr->checks.items[i];
         if ((int)c->verdict != pass || !c->fix[0]) continue;
         fprintf(out, "  %d. [%s %s]", step++, il_check_verdict_name(c->verdict), c->id);
-        if (c->scenario) fprintf(out, " (scenario %d)", c->scenario);
+        char doc[96];
+        if (c->scenario && il_class_doc(c->scenario, doc, sizeof doc)[0]) fprintf(out, " (%s)", doc);
         /* Each fix line on its own indented line. */
         const char *p = c->fix;
         while (*p) {
@@ -150,8 +152,9 @@ il_status il_report_text_ex(const il_doctor *dr, FILE *out, bool show_all) {
         fputc('\n', out);
       }
   }
-  fprintf(out, "\n%d OK (%d not applicable), %d WARN, %d FAIL -> exit code %d (0 all OK, 1 warnings, 2 failures)\n", counts[0], n_na, counts[1],
-          counts[2], il_doctor_exit_code(dr));
+  /* Checks that do not apply here are counted on their own, not as OK. */
+  fprintf(out, "\n%d OK, %d not applicable, %d WARN, %d FAIL -> exit code %d (0 all OK, 1 warnings, 2 failures)\n", counts[0] - n_na, n_na,
+          counts[1], counts[2], il_doctor_exit_code(dr));
   return ferror(out) ? il_error(IL_ERR_IO, "doctor: writing the report failed") : IL_OK;
 }
 
@@ -231,7 +234,9 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
   il__jstr(out, "inferlab_version", IL_VERSION_STRING, true);
   il__jstr(out, "sysroot", dr->fs.root[0] ? dr->fs.root : "/", true);
   il__jint(out, "exit_code", il_doctor_exit_code(dr), true);
-  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d,\"not_applicable\":%d},", counts[0], counts[1], counts[2], n_na);
+  /* ok counts the checks that apply and passed; not_applicable the others (ok + not_applicable +
+   * warn + fail = every check). */
+  fprintf(out, "\"summary\":{\"ok\":%d,\"warn\":%d,\"fail\":%d,\"not_applicable\":%d},", counts[0] - n_na, counts[1], counts[2], n_na);
 
   fputs("\"build\":{", out);
   bool cpu_only = !dr->opt.build_have_cuda || !dr->opt.build_cuda_version || !dr->opt.build_cuda_version[0];
@@ -324,6 +329,11 @@ il_status il_report_json(const il_doctor *dr, FILE *out) {
     il__jstr(out, "verdict", il_check_verdict_name(c->verdict), true);
     il__jbool(out, "applicable", !c->na, true);
     il__jint(out, "scenario", c->scenario ? c->scenario : -1, true);
+    {
+      char doc[96];
+      il__jstr(out, "class", il_class_slug(c->scenario), true);
+      il__jstr(out, "doc", c->scenario && il_class_doc(c->scenario, doc, sizeof doc)[0] ? doc : NULL, true);
+    }
     il__jstr(out, "summary", c->summary, true);
     fputs("\"evidence\":{", out);
     for (int k = 0; k < c->n_evidence; k++) {
