@@ -152,6 +152,27 @@ const char *il__distro_cmd(const il_doctor *dr, il_distro_cmd what, const char *
       else if (f == IL_DISTRO_ARCH) snprintf(buf, n, "sudo pacman -S nvidia-container-toolkit");
       else snprintf(buf, n, "sudo apt install nvidia-container-toolkit (after adding NVIDIA's apt repository)");
       break;
+    case IL_CMD_INSTALL_PKG:
+      if (f == IL_DISTRO_FEDORA || f == IL_DISTRO_RHEL) snprintf(buf, n, "sudo dnf install %s", a);
+      else if (f == IL_DISTRO_SUSE) snprintf(buf, n, "sudo zypper install %s", a);
+      else if (f == IL_DISTRO_ARCH) snprintf(buf, n, "sudo pacman -S %s", a);
+      else snprintf(buf, n, "sudo apt install %s", a);
+      break;
+    case IL_CMD_KERNEL_HEADERS:
+      if (f == IL_DISTRO_FEDORA || f == IL_DISTRO_RHEL) snprintf(buf, n, "sudo dnf install kernel-devel-%s kernel-headers-%s", a, a);
+      else if (f == IL_DISTRO_SUSE) snprintf(buf, n, "sudo zypper install kernel-default-devel");
+      else if (f == IL_DISTRO_ARCH) snprintf(buf, n, "sudo pacman -S linux-headers (the headers package of the kernel you boot)");
+      else snprintf(buf, n, "sudo apt install linux-headers-%s", a);
+      break;
+    case IL_CMD_GSP_FIRMWARE:
+      /* Debian splits the GSP firmware into its own package (endlessm/eos-meta#811: "will load the
+       * firmware file provided by firmware-nvidia-gsp"); elsewhere it ships with the driver of that
+       * exact version [inferred for the package names other than Debian's]. */
+      if (f == IL_DISTRO_DEBIAN) snprintf(buf, n, "sudo apt install firmware-nvidia-gsp (of driver %s)", a);
+      else if (f == IL_DISTRO_UBUNTU) snprintf(buf, n, "sudo apt install --reinstall nvidia-firmware-%s-%s", branch, a);
+      else if (f == IL_DISTRO_FEDORA || f == IL_DISTRO_RHEL) snprintf(buf, n, "sudo dnf reinstall the driver packages of version %s (they own /lib/firmware/nvidia/%s)", a, a);
+      else snprintf(buf, n, "reinstall the driver packages of version %s, which own /lib/firmware/nvidia/%s", a, a);
+      break;
   }
   return buf;
 }

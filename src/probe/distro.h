@@ -34,6 +34,9 @@ typedef enum {
   IL_CMD_REINSTALL_USERSPACE,/* arg: driver version */
   IL_CMD_FABRICMANAGER,      /* arg: driver version */
   IL_CMD_INSTALL_TOOLKIT,
+  IL_CMD_INSTALL_PKG,        /* arg: package name ("gcc-12") */
+  IL_CMD_KERNEL_HEADERS,     /* arg: kernel release */
+  IL_CMD_GSP_FIRMWARE,       /* arg: driver version whose GSP firmware is missing */
 } il_distro_cmd;
 
 /* Fills dr->distro. */

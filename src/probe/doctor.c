@@ -11,6 +11,7 @@
 #include "probe/driver.h"
 #include "probe/health.h"
 #include "probe/k8s.h"
+#include "probe/klog.h"
 #include "probe/loader.h"
 #include "sys/membw.h"
 
@@ -53,6 +54,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__distro_facts(dr);
   il__platform_facts(dr);
   il__container_facts(dr);
+  il__klog_gather(dr);
 
   il_nvml nv;
   const char *nvpath = il__lib_choice(dr, opt->nvml_lib, "INFERLAB_NVML_LIB", "libnvidia-ml.so.1");
@@ -106,6 +108,8 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__driver_check_runtime_features(dr);
   il__driver_check_nvcc(dr);
   il__platform_checks_kmod(dr);
+  il__klog_check_driver(dr);
+  il__klog_check_dkms(dr);
   for (int i = 0; i < nvis; i++) *il__check_add(&dr->checks, vis[i].id, vis[i].verdict, vis[i].scenario, "%s", "") = vis[i];
   il__container_checks(dr);
   il__k8s_check_mig(dr);
@@ -124,6 +128,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
 void il_doctor_free(il_doctor *dr) {
   if (!dr) return;
   il_check_list_free(&dr->checks);
+  il_mem_free(dr->klog);
   il_mem_free(dr);
 }
 

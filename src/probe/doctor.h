@@ -76,6 +76,11 @@ typedef struct il_doctor {
   il_host_info host;
   il_nvvis nvvis;
   il_cudavis cudavis;
+  /* The kernel and audit log lines about the driver, containers and security modules
+   * (probe/klog; owned, NULL when nothing was readable). */
+  char *klog;
+  size_t klog_len;
+  char klog_sources[600];
 } il_doctor;
 
 /* Defaults: real root, the given env, build facts of this binary, no bandwidth measurement,

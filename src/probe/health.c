@@ -24,6 +24,7 @@
  *   (https://github.com/NVIDIA/gpu-operator/issues/544).
  * Not for: ECC counters and lost GPUs as NVML reports them (probe/driver gpu.health).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,6 +38,9 @@
 #include "probe/health.h"
 #include "probe/distro.h"
 #include "probe/doctor.h"
+#include "probe/classes.h"
+#include "probe/klog.h"
+#include "probe/xid.h"
 
 /* ---- PCIe link width ------------------------------------------------------------------ */
 
@@ -83,147 +87,86 @@ static void il__check_pcie(il_doctor *dr) {
   for (int i = 0; i < tmp.n_evidence; i++) il__check_ev(c, tmp.evidence[i].key, "%s", tmp.evidence[i].value);
 }
 
-/* ---- Xid events ------------------------------------------------------------------------ */
-
-static const struct {
-  int xid;
-  int severity; /* 3 FAIL: the GPU needs a reset, drain or RMA; 2 WARN; 1 usually the application */
-  const char *meaning, *action;
-} il__xids[] = {
-    {79, 3, "GPU has fallen off the bus", "drain the node, power-cycle it; check power cabling, cooling and SBIOS; RMA if it repeats"},
-    {48, 3, "double-bit ECC error (DBE)", "reset the GPU (nvidia-smi -r) to retire the page; RMA if it repeats"},
-    {95, 3, "uncontained ECC error", "reset the GPU; every application on it was affected"},
-    {64, 3, "ECC page retirement or row remapper recording failure", "reset the GPU; RMA if the memory has no spare rows left"},
-    {119, 3, "GSP RPC timeout", "reset the GPU or reboot; update the driver if it repeats"},
-    {120, 3, "GSP error", "reset the GPU or reboot; update the driver if it repeats"},
-    {154, 3, "GPU recovery action changed (reset or reboot required)", "do the recovery action nvidia-smi -q shows (reset or reboot)"},
-    {63, 2, "ECC page retirement or row remapping event", "reset the GPU when idle to activate the remapped row"},
-    {94, 2, "contained ECC error", "restart the affected application; reset the GPU when idle"},
-    {92, 2, "high single-bit ECC error rate", "watch it; RMA if it keeps growing"},
-    {74, 2, "NVLink error", "check NVLink cabling/bridges; reset the GPUs"},
-    {13, 1, "graphics engine exception", "usually an application bug (out-of-range access); rerun"},
-    {31, 1, "GPU memory page fault", "usually an application bug (invalid address); rerun"},
-    {43, 1, "GPU stopped processing", "usually the application; rerun"},
-    {45, 1, "preemptive cleanup after earlier errors", "look at the Xid before it"},
-};
-
-static int il__xid_row(int xid) {
-  for (size_t i = 0; i < sizeof il__xids / sizeof il__xids[0]; i++)
-    if (il__xids[i].xid == xid) return (int)i;
-  return -1;
-}
-
-/* Reads the last `cap` bytes of a regular log file under the sysroot (never a FIFO). */
-static size_t il__read_tail(const il_sysfs *fs, const char *rel, char *buf, size_t cap) {
-  char path[2048];
-  buf[0] = 0;
-  if (!il_sysfs_path(fs, rel, path, sizeof path)) return 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return 0;
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return 0;
-  }
-  off_t off = sb.st_size > (off_t)(cap - 1) ? sb.st_size - (off_t)(cap - 1) : 0;
-  size_t got = 0;
-  while (got < cap - 1) {
-    ssize_t r = pread(fd, buf + got, cap - 1 - got, off + (off_t)got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += (size_t)r;
-  }
-  close(fd);
-  buf[got] = 0;
-  return got;
-}
-
-/* The kernel ring buffer through /dev/kmsg (real machine only): one record per read, read
- * until EAGAIN without blocking. Keeps only NVRM lines. */
-static size_t il__read_kmsg(char *buf, size_t cap) {
-  int fd = open("/dev/kmsg", O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  buf[0] = 0;
-  if (fd < 0) return 0;
-  size_t got = 0;
-  char rec[8192];
-  for (int k = 0; k < 200000; k++) {
-    ssize_t r = read(fd, rec, sizeof rec - 1);
-    if (r < 0 && errno == EPIPE) continue; /* overwritten record: go on */
-    if (r <= 0) break;
-    rec[r] = 0;
-    char *msg = strchr(rec, ';');
-    if (!msg || !strstr(msg, "NVRM")) continue;
-    msg++;
-    size_t l = strcspn(msg, "\n");
-    if (got + l + 2 >= cap) break;
-    memcpy(buf + got, msg, l);
-    got += l;
-    buf[got++] = '\n';
-  }
-  close(fd);
-  buf[got] = 0;
-  return got;
-}
+/* ---- Xid events ------------------------------------------------------------------------
+ * The kernel log lines probe/klog gathered, judged by Xid number through probe/xid: application
+ * faults (13, 31, 43) stay OK, corrected or contained events (63, 92, 94) warn, resets, driver/GSP
+ * errors (119, 120), NVLink and hardware (48, 79, 95) fail, and 154 by the recovery action it asks
+ * for. */
 
 static void il__check_xid(il_doctor *dr) {
-  const size_t cap = (size_t)1 << 20;
-  char *log = il_mem_alloc(IL_MEM_OTHER, cap, "kernel log");
-  if (!log) {
-    dr->checks.oom = true;
-    return;
-  }
-  const char *source = NULL;
-  if (il_sysfs_is_real(&dr->fs) && il__read_kmsg(log, cap) > 0) source = "/dev/kmsg";
-  static const char *const files[] = {"/var/log/kern.log", "/var/log/messages", "/var/log/syslog"};
-  for (size_t i = 0; i < 3 && !source; i++)
-    if (il__read_tail(&dr->fs, files[i], log, cap) > 0 && strstr(log, "NVRM")) source = files[i];
-  int counts[sizeof il__xids / sizeof il__xids[0]] = {0};
-  int unknown = 0, worst = 0;
-  char last_pci[sizeof il__xids / sizeof il__xids[0]][40];
-  memset(last_pci, 0, sizeof last_pci);
-  if (source) {
-    for (const char *p = log; (p = strstr(p, "NVRM: Xid (")) != NULL; p++) {
-      const char *close = strstr(p, "): ");
-      const char *eol = strchr(p, '\n');
-      if (!close || (eol && close > eol)) continue;
-      int xid = atoi(close + 3);
-      int row = il__xid_row(xid);
-      if (row < 0) {
-        unknown++;
-        continue;
-      }
-      counts[row]++;
-      if (il__xids[row].severity > worst) worst = il__xids[row].severity;
-      size_t l = (size_t)(close - (p + 11));
-      if (l >= sizeof last_pci[0]) l = sizeof last_pci[0] - 1;
-      memcpy(last_pci[row], p + 11, l);
-      last_pci[row][l] = 0;
-    }
-  }
-  il_mem_free(log);
   il_check *c;
-  if (!source) {
+  if (!dr->klog || !dr->klog_len || !il_sysfs_stristr(dr->klog, "nvrm")) {
     il__check_add(&dr->checks, "gpu.xid", IL_VERDICT_OK, 0, "no NVRM lines in the readable kernel logs%s",
                   il_sysfs_is_real(&dr->fs) ? " (reading /dev/kmsg may need root)" : "");
     return;
   }
+  enum { MAXEV = 256, MAXK = 24 };
+  il_xid_event *ev = il_mem_alloc(IL_MEM_OTHER, sizeof *ev * MAXEV, "Xid events");
+  if (!ev) {
+    dr->checks.oom = true;
+    return;
+  }
+  int n = il_xid_scan(dr->klog, ev, MAXEV);
+  if (n > MAXEV) n = MAXEV;
+  /* Distinct Xids with their count and last device, most severe first. */
+  struct {
+    int xid, count, rank;
+    char pci[40], recovery[64];
+  } k[MAXK];
+  int nk = 0;
+  for (int i = 0; i < n; i++) {
+    int j = 0;
+    while (j < nk && k[j].xid != ev[i].xid) j++;
+    if (j == nk) {
+      if (nk == MAXK) continue;
+      memset(&k[nk], 0, sizeof k[nk]);
+      k[nk].xid = ev[i].xid;
+      nk++;
+    }
+    k[j].count++;
+    if (ev[i].pci[0]) il_sysfs_copy(k[j].pci, sizeof k[j].pci, ev[i].pci);
+    if (ev[i].recovery[0]) il_sysfs_copy(k[j].recovery, sizeof k[j].recovery, ev[i].recovery);
+    il_xid_event tmp = ev[i];
+    il_sysfs_copy(tmp.recovery, sizeof tmp.recovery, k[j].recovery);
+    k[j].rank = il_xid_rank(&tmp);
+  }
+  il_mem_free(ev);
+  for (int i = 1; i < nk; i++)
+    for (int j = i; j > 0 && k[j - 1].rank < k[j].rank; j--) {
+      __typeof__(k[0]) t = k[j];
+      k[j] = k[j - 1];
+      k[j - 1] = t;
+    }
+  if (!nk) {
+    c = il__check_add(&dr->checks, "gpu.xid", IL_VERDICT_OK, 0, "no Xid events in %s", dr->klog_sources);
+    il__check_ev(c, "log", "%s", dr->klog_sources);
+    return;
+  }
   char text[400] = "";
-  /* Most severe first: the table is ordered by severity. */
-  for (size_t i = 0; i < sizeof il__xids / sizeof il__xids[0]; i++) {
-    if (!counts[i]) continue;
-    il_appendf(text, sizeof text, "%sXid %d %s x%d (%s)", text[0] ? "; " : "", il__xids[i].xid, il__xids[i].meaning, counts[i], last_pci[i]);
+  int worst = 0;
+  for (int i = 0; i < nk; i++) {
+    const il_xid_info *x = il_xid_lookup(k[i].xid);
+    il_appendf(text, sizeof text, "%sXid %d %s x%d (%s)", text[0] ? "; " : "", k[i].xid,
+               k[i].xid == 154 && k[i].recovery[0] ? k[i].recovery : x ? x->name : "(not in the Xid table)", k[i].count,
+               k[i].pci[0] ? k[i].pci : "device unknown");
+    if (k[i].rank > worst) worst = k[i].rank;
   }
-  if (!text[0] && !unknown) {
-    c = il__check_add(&dr->checks, "gpu.xid", IL_VERDICT_OK, 0, "no Xid events in %s", source);
-  } else {
-    il_verdict v = worst >= 3 ? IL_VERDICT_FAIL : worst == 2 ? IL_VERDICT_WARN : IL_VERDICT_OK;
-    if (unknown) il_appendf(text, sizeof text, "%s%d other Xid event%s", text[0] ? "; " : "", unknown, unknown == 1 ? "" : "s");
-    c = il__check_add(&dr->checks, "gpu.xid", v, counts[0] ? 10 : 0, "%s", text);
-    for (size_t i = 0; i < sizeof il__xids / sizeof il__xids[0]; i++)
-      if (counts[i] && il__xids[i].severity >= 2) il__check_fix(c, "Xid %d on %s: %s", il__xids[i].xid, last_pci[i], il__xids[i].action);
-    if (v == IL_VERDICT_OK && text[0]) il__check_fix(c, "Application-level Xids only: nothing to repair in the stack; see the application's error");
+  /* rank: 6 hardware, 5 reset/driver/NVLink (and a 154 asking for action), 4 unknown Xid, 3 watch */
+  il_verdict v = worst >= 4 ? IL_VERDICT_FAIL : worst == 3 ? IL_VERDICT_WARN : IL_VERDICT_OK;
+  int cls = k[0].xid == 79 ? 10 : IL_CLASS_XID;
+  c = il__check_add(&dr->checks, "gpu.xid", v, v == IL_VERDICT_OK ? 0 : cls, "%s", text);
+  for (int i = 0; i < nk; i++) {
+    if (k[i].rank < 3) continue;
+    const il_xid_info *x = il_xid_lookup(k[i].xid);
+    char act[400];
+    if (k[i].xid == 154) snprintf(act, sizeof act, "the driver asks for '%s': do it (nvidia-smi -q shows the pending recovery action)", k[i].recovery);
+    else if (x) il_sysfs_copy(act, sizeof act, il_xid_action(x->kind));
+    else il_sysfs_copy(act, sizeof act, "not in this build's Xid table: look it up in NVIDIA's Xid catalog");
+    act[0] = (char)tolower((unsigned char)act[0]);
+    il__check_fix(c, "Xid %d on %s: %s", k[i].xid, k[i].pci[0] ? k[i].pci : "the GPU", act);
   }
-  il__check_ev(c, "log", "%s", source);
+  if (v == IL_VERDICT_OK) il__check_fix(c, "Application-level Xids only: nothing to repair in the stack; see the application's error");
+  il__check_ev(c, "log", "%s", dr->klog_sources);
 }
 
 /* ---- row remapping, persistence ------------------------------------------------------------- */
@@ -329,7 +272,7 @@ static void il__fm_version(const il_sysfs *fs, char *ver, size_t n, char *loglin
   const size_t cap = (size_t)1 << 20;
   char *db = il_mem_alloc(IL_MEM_OTHER, cap, "dpkg status");
   if (db) {
-    if (il__read_tail(fs, "/var/lib/dpkg/status", db, cap) > 0) {
+    if (il__klog_read_tail(fs, "/var/lib/dpkg/status", db, cap) > 0) {
       for (const char *p = db; (p = strstr(p, "Package: nvidia-fabricmanager-")) != NULL; p++) {
         const char *end = strstr(p, "\n\n");
         const char *st = strstr(p, "\nStatus: install ok installed");
@@ -348,7 +291,7 @@ static void il__fm_version(const il_sysfs *fs, char *ver, size_t n, char *loglin
     il_mem_free(db);
   }
   char log[16384];
-  if (il__read_tail(fs, "/var/log/fabricmanager.log", log, sizeof log) > 0) {
+  if (il__klog_read_tail(fs, "/var/log/fabricmanager.log", log, sizeof log) > 0) {
     const char *m = strstr(log, "fabric manager NVIDIA GPU driver interface version");
     if (m) {
       il_sysfs_copy(logline, nl, m);
