@@ -25,6 +25,8 @@
 #include "probe/cgroup.h"
 #include "probe/distro.h"
 #include "probe/doctor.h"
+#include "probe/classes.h"
+#include "probe/layout.h"
 
 /* dockerd reads daemon.json whole; 1 MiB is far above any real one (they are a few KiB). */
 #define IL__DAEMON_JSON_MAX ((size_t)1 << 20)
@@ -66,6 +68,10 @@ static void il__check_inside(il_doctor *dr) {
   if (!dr->gpu_expected && !nvml && !cuda) {
     c = il__check_na(&dr->checks, "container.injection", IL_VERDICT_OK, 0,
                      "no GPU requested for this container and no NVIDIA GPU on the PCI bus: nothing to inject");
+  } else if (dr->tegra && cuda) {
+    /* Jetson in CSV mode: the L4T libraries and nvgpu nodes, no NVML or /dev/nvidiactl. */
+    c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_OK, 0, "Jetson container: the NVIDIA runtime mounted the L4T CUDA libraries (CSV mode)%s",
+                      nvml ? "" : "; no NVML, as on L4T");
   } else if (!nvml && !cuda && !nodes) {
     c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_FAIL, 21,
                       "container started without the NVIDIA runtime: no driver libraries, no /dev/nvidia* nodes");
@@ -91,29 +97,6 @@ static void il__check_inside(il_doctor *dr) {
 
 /* ---- on a host ---------------------------------------------------------------------------- */
 
-/* Value of `key = "..."` in a TOML text (first occurrence, any table). */
-static bool il__toml_string(const char *text, const char *key, char *buf, size_t n) {
-  size_t kl = strlen(key);
-  for (const char *p = text; p && *p;) {
-    const char *s = p;
-    while (*s == ' ' || *s == '\t') s++;
-    if (!strncmp(s, key, kl) && (s[kl] == ' ' || s[kl] == '=')) {
-      const char *q = strchr(s + kl, '"');
-      const char *eol = strchr(s, '\n');
-      if (q && (!eol || q < eol)) {
-        size_t l = strcspn(q + 1, "\"\n");
-        if (l >= n) l = n - 1;
-        memcpy(buf, q + 1, l);
-        buf[l] = 0;
-        return true;
-      }
-    }
-    p = strchr(p, '\n');
-    if (p) p++;
-  }
-  return false;
-}
-
 typedef struct {
   bool runtime, ctk, cli, hook, docker, containerd, podman;
   char runtime_path[512];
@@ -127,7 +110,7 @@ static void il__check_toolkit(il_doctor *dr, il__tools *t) {
   t->cli = il_sysfs_which(fs, "nvidia-container-cli", p, sizeof p);
   t->hook = il_sysfs_which(fs, "nvidia-container-runtime-hook", p, sizeof p);
   t->docker = il_sysfs_which(fs, "dockerd", p, sizeof p) || il_sysfs_which(fs, "docker", p, sizeof p) ||
-              il_sysfs_exists(fs, "/etc/docker/daemon.json");
+              il_sysfs_exists(fs, "/etc/docker/daemon.json") || il_sysfs_exists(fs, "/snap/bin/docker");
   t->containerd = il_sysfs_which(fs, "containerd", p, sizeof p) || il_sysfs_exists(fs, "/etc/containerd/config.toml");
   t->podman = il_sysfs_which(fs, "podman", p, sizeof p);
   bool any_tool = t->runtime || t->ctk || t->cli || t->hook;
@@ -137,8 +120,8 @@ static void il__check_toolkit(il_doctor *dr, il__tools *t) {
   il_check *c;
   char root[512] = "", ldc[512] = "";
   if (have_cfg) {
-    il__toml_string(cfg, "root", root, sizeof root);
-    il__toml_string(cfg, "ldconfig", ldc, sizeof ldc);
+    il__toml_value(cfg, "root", root, sizeof root);
+    il__toml_value(cfg, "ldconfig", ldc, sizeof ldc);
   }
   char tools[200];
   snprintf(tools, sizeof tools, "%s%s%s%s", t->runtime ? "nvidia-container-runtime " : "", t->ctk ? "nvidia-ctk " : "",
@@ -193,7 +176,11 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
     dr->checks.oom = true;
     return;
   }
-  const char *file = "/etc/docker/daemon.json";
+  /* Docker as a snap reads its own daemon.json; the host toolkit configures /etc/docker's
+   * (https://github.com/NVIDIA/nvidia-container-toolkit/issues/522: snap docker not supported;
+   * the snap's own NVIDIA support: https://github.com/canonical/docker-snap/pull/161). */
+  bool snap = il_sysfs_exists(fs, "/snap/docker") || il_sysfs_exists(fs, "/snap/bin/docker");
+  const char *file = snap ? "/var/snap/docker/current/config/daemon.json" : "/etc/docker/daemon.json";
   size_t len = 0;
   il_status rs = il_sysfs_read(fs, file, text, IL__DAEMON_JSON_MAX + 1, &len);
   const char *home = il_sysfs_getenv(fs, "HOME");
@@ -245,6 +232,15 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
   if (malformed) {
     c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_FAIL, 19, "%s is not valid JSON (%s): dockerd will not start with it", file, why);
     il__check_fix(c, "Fix the syntax (python3 -m json.tool %s shows where), then sudo systemctl restart docker", file);
+  } else if (!has_nvidia && snap) {
+    bool etc = il_sysfs_exists(fs, "/etc/docker/daemon.json");
+    c = il__check_add(&dr->checks, "container.docker", dr->gpu_expected ? IL_VERDICT_WARN : IL_VERDICT_OK, dr->gpu_expected ? IL_CLASS_DOCKER_SNAP : 0,
+                      "docker is the snap, which reads %s (no 'nvidia' runtime there)%s", file,
+                      etc ? "; /etc/docker/daemon.json, where the host toolkit writes, is not read by it" : "");
+    if (dr->gpu_expected)
+      il__check_fix(c, "Use the snap's own NVIDIA support (it configures itself when the host driver is present: sudo snap restart docker; "
+                       "snap logs docker.nvidia-container-toolkit shows why not), or remove the snap (sudo snap remove docker) and install "
+                       "docker from the distribution with the NVIDIA Container Toolkit");
   } else if (!has_nvidia) {
     bool toolkit = t->runtime || t->ctk;
     c = il__check_add(&dr->checks, "container.docker", dr->gpu_expected && toolkit ? IL_VERDICT_WARN : IL_VERDICT_OK, dr->gpu_expected && toolkit ? 19 : 0,
@@ -258,7 +254,7 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
     il__check_fix(c, "Make it the default: sudo nvidia-ctk runtime configure --runtime=docker --set-as-default && sudo systemctl restart docker");
     il__check_fix(c, "Or per container: docker run --gpus all IMAGE ...   or docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all IMAGE ...");
   } else {
-    c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_OK, 0, "docker: 'nvidia' runtime registered and default");
+    c = il__check_add(&dr->checks, "container.docker", IL_VERDICT_OK, 0, "docker%s: 'nvidia' runtime registered and default", snap ? " (snap)" : "");
   }
   if (has_nvidia && rpath[0]) {
     char found[512];
@@ -275,38 +271,6 @@ static void il__check_docker(il_doctor *dr, const il__tools *t) {
   il__check_ev(c, "daemon_json", "%s", rs == IL_OK ? file : "absent");
   il__check_ev(c, "runtimes.nvidia", "%s", has_nvidia ? "present" : "absent");
   il__check_ev(c, "default-runtime", "%s", deflt);
-  il_mem_free(text);
-}
-
-static void il__check_containerd(il_doctor *dr, const il__tools *t) {
-  char *text = il_mem_alloc(IL_MEM_OTHER, 65536, "containerd config");
-  if (!text) return;
-  il_check *c;
-  if (il_sysfs_read(&dr->fs, "/etc/containerd/config.toml", text, 65536, NULL) != IL_OK) {
-    il__check_na(&dr->checks, "container.containerd", IL_VERDICT_OK, 0, "no /etc/containerd/config.toml%s", t->containerd ? " (containerd defaults)" : "");
-    il_mem_free(text);
-    return;
-  }
-  /* CRI plugin: [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia] and
-   * default_runtime_name = "nvidia". */
-  bool has = strstr(text, "runtimes.nvidia]") || strstr(text, "runtimes.\"nvidia\"]");
-  char deflt[64] = "";
-  il__toml_string(text, "default_runtime_name", deflt, sizeof deflt);
-  bool kube = il_sysfs_which(&dr->fs, "kubelet", (char[512]){0}, 512);
-  if (!has && dr->gpu_expected) {
-    c = il__check_add(&dr->checks, "container.containerd", IL_VERDICT_WARN, 19, "containerd has no 'nvidia' runtime: Kubernetes pods on this node get no GPU");
-    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default && sudo systemctl restart containerd");
-  } else if (has && strcmp(deflt, "nvidia") && kube) {
-    c = il__check_add(&dr->checks, "container.containerd", IL_VERDICT_WARN, 19,
-                      "containerd has the 'nvidia' runtime but default is \"%s\": pods need runtimeClassName: nvidia", deflt[0] ? deflt : "runc");
-    il__check_fix(c, "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default && sudo systemctl restart containerd   "
-                     "(or create a RuntimeClass 'nvidia' and set runtimeClassName in the pod spec)");
-  } else {
-    c = il__check_add(&dr->checks, "container.containerd", IL_VERDICT_OK, 0, "containerd: nvidia runtime %s%s%s", has ? "registered" : "absent (no GPU here)",
-                      deflt[0] ? ", default " : "", deflt);
-  }
-  il__check_ev(c, "runtimes.nvidia", "%s", has ? "present" : "absent");
-  il__check_ev(c, "default_runtime_name", "%s", deflt[0] ? deflt : "(unset)");
   il_mem_free(text);
 }
 
@@ -347,7 +311,7 @@ static void il__check_crio(il_doctor *dr) {
       il_sysfs_copy(where, sizeof where, files[i]);
     }
     char d[64];
-    if (il__toml_string(text, "default_runtime", d, sizeof d)) il_sysfs_copy(deflt, sizeof deflt, d);
+    if (il__toml_value(text, "default_runtime", d, sizeof d)) il_sysfs_copy(deflt, sizeof deflt, d);
   }
   il_mem_free(text);
   bool kube = il_sysfs_which(fs, "kubelet", p, sizeof p);
@@ -461,6 +425,7 @@ void il__container_checks(il_doctor *dr) {
     il__check_ev(c, "engine", "%s", dr->container_engine);
     il__check_inside(dr);
     il__cgroup_check_devices(dr);
+    il__layout_check_jetson(dr);
     return;
   }
   il__check_add(&dr->checks, "container.detect", IL_VERDICT_OK, 0, "not in a container (no /.dockerenv, /run/.containerenv or container cgroup)");
@@ -468,10 +433,12 @@ void il__container_checks(il_doctor *dr) {
   memset(&t, 0, sizeof t);
   il__check_toolkit(dr, &t);
   il__check_docker(dr, &t);
-  il__check_containerd(dr, &t);
+  il__layout_check_containerd(dr);
+  il__layout_check_operator(dr);
   il__check_crio(dr);
   il__check_cdi(dr, &t);
   il__cgroup_check_rootless(dr);
   il__cgroup_check_lxc(dr);
   il__cgroup_check_systemd(dr);
+  il__layout_check_jetson(dr);
 }

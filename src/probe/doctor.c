@@ -12,6 +12,7 @@
 #include "probe/health.h"
 #include "probe/k8s.h"
 #include "probe/klog.h"
+#include "probe/layout.h"
 #include "probe/loader.h"
 #include "sys/membw.h"
 
@@ -53,6 +54,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   if (opt->bandwidth_ms > 0) il_cpu_read_bandwidth(0, IL_MEMBW_DEFAULT_BYTES, opt->bandwidth_ms, &dr->host.read_gbps);
   il__distro_facts(dr);
   il__platform_facts(dr);
+  il__layout_facts(dr);
   il__container_facts(dr);
   il__klog_gather(dr);
 
@@ -86,7 +88,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
     il_sysfs_copy(dr->cuda_path, sizeof dr->cuda_path, "libcuda.so.1");
     il_sysfs_copy(dr->cuda_error, sizeof dr->cuda_error, "no CUDA driver library given for this sysroot (--cuda-lib)");
   }
-  if (dr->nvml.loaded || dr->cuda.loaded) dr->gpu_expected = true;
+  if (dr->nvml.loaded || dr->cuda.loaded || dr->tegra) dr->gpu_expected = true;
 
   /* Visibility first: cuda.init's fix refers to its result. Reports list checks in the
    * order of the sections below, so visibility is computed here and added later. */

@@ -72,6 +72,8 @@ typedef struct il_doctor {
   char container_engine[32];
   bool wsl;
   bool gpu_expected;            /* some sign that an NVIDIA GPU should be usable here */
+  bool tegra;                   /* Jetson/Tegra board (probe/layout): integrated GPU, no PCI function */
+  char l4t_release[32];         /* "R35.4.1", "" unknown */
   il_distro distro;
   il_host_info host;
   il_nvvis nvvis;

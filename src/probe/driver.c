@@ -87,7 +87,12 @@ void il__driver_check_nvml(il_doctor *dr) {
   il_check *c;
   const il_nvml_snapshot_t *s = &dr->nvml;
   if (!s->loaded) {
-    if (dr->wsl) {
+    if (dr->tegra) {
+      /* Jetson: the integrated GPU is driven by nvgpu and reached through libcuda; L4T before
+       * JetPack 6 has no NVML (jetson.platform and cuda.init judge it). */
+      c = il__check_na(&dr->checks, "driver.nvml", IL_VERDICT_OK, 0, "Jetson/Tegra (%s): no NVML library, which is normal on L4T; CUDA is checked by cuda.init",
+                       dr->l4t_release[0] ? dr->l4t_release : "L4T");
+    } else if (dr->wsl) {
       c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 24, "WSL2: NVML cannot be loaded (%s)", dr->nvml_error);
       il__check_fix(c, "Update the NVIDIA driver on Windows (it provides /usr/lib/wsl/lib/libnvidia-ml.so.1), then in PowerShell: wsl --shutdown");
       il__check_fix(c, "Do not install a Linux NVIDIA driver inside WSL: sudo apt remove 'nvidia-utils-*' 'libnvidia-compute-*'");

@@ -126,6 +126,10 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
     il__check_na(&dr->checks, "kmod.nvidia", IL_VERDICT_OK, 0, "WSL2: no Linux kernel module needed (GPU paravirtualization through /dev/dxg)");
     return;
   }
+  if (dr->tegra) {
+    il__check_na(&dr->checks, "kmod.nvidia", IL_VERDICT_OK, 0, "Jetson/Tegra: the integrated GPU uses the nvgpu driver, not nvidia.ko (see jetson.platform)");
+    return;
+  }
   if (dr->n_pci == 0) {
     il__check_na(&dr->checks, "kmod.nvidia", IL_VERDICT_OK, 0, "no nvidia kernel module and no NVIDIA GPU: nothing to load");
     return;
@@ -301,6 +305,10 @@ static void il__check_devnodes(il_doctor *dr) {
   }
   if (!dr->gpu_expected) {
     il__check_na(&dr->checks, "devnodes", IL_VERDICT_OK, 0, "no /dev/nvidia* nodes needed (no NVIDIA GPU)");
+    return;
+  }
+  if (dr->tegra && !il_sysfs_exists(fs, "/dev/nvidiactl")) {
+    il__check_na(&dr->checks, "devnodes", IL_VERDICT_OK, 0, "Jetson/Tegra: the integrated GPU's nodes are /dev/nvmap, /dev/nvhost-* or /dev/nvgpu (see jetson.platform)");
     return;
   }
   int n = il_nvml_usable_count(&dr->nvml);
