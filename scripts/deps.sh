@@ -2,7 +2,7 @@
 # Installs what inferlab's build and tests need on Debian 12, only when missing.
 # Run as root (or with sudo available). Safe to run repeatedly.
 set -eu
-PKGS="build-essential cmake pkg-config libpcre2-dev python3 libmicrohttpd-dev libjansson-dev"
+PKGS="build-essential cmake pkg-config libpcre2-dev python3 libmicrohttpd-dev libjansson-dev libyaml-dev"
 # Optional, for tests that skip visibly without them: promtool (prometheus) checks /metrics,
 # headless chromium loads the chat page, pip installs the openai client, qemu-user runs the
 # matmul kernels as an AVX2-only CPU would (tests/emulated.sh).

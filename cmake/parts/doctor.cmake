@@ -33,3 +33,10 @@ pkg_check_modules(IL_JANSSON REQUIRED IMPORTED_TARGET jansson)
 target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_JANSSON)
 target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_JANSSON)
 target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_JANSSON)
+
+# doctor: CDI specs are YAML (or JSON); every host path in them is checked, so they are parsed
+# with libyaml (Debian: libyaml-dev) rather than by line.
+pkg_check_modules(IL_YAML REQUIRED IMPORTED_TARGET yaml-0.1)
+target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_YAML)
+target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_YAML)
+target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_YAML)

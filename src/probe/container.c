@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <yaml.h>
 
 #include "core/text.h"
 #include "memory/mem.h"
@@ -27,6 +28,7 @@
 #include "probe/doctor.h"
 #include "probe/classes.h"
 #include "probe/layout.h"
+#include "probe/security.h"
 
 /* dockerd reads daemon.json whole; 1 MiB is far above any real one (they are a few KiB). */
 #define IL__DAEMON_JSON_MAX ((size_t)1 << 20)
@@ -333,11 +335,43 @@ static void il__check_crio(il_doctor *dr) {
   il__check_ev(c, "default_runtime", "%s", deflt[0] ? deflt : "(unset)");
 }
 
+/* Checks every host path of a CDI spec (YAML or JSON, parsed with libyaml): the values of
+ * hostPath and path keys. Counts them and the missing ones, and lists the first few missing. */
+static void il__cdi_paths(const il_sysfs *fs, const char *text, int *n_paths, int *n_miss, char *miss, size_t nm) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) return;
+  yaml_parser_set_input_string(&parser, (const unsigned char *)text, strlen(text));
+  bool want = false;
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&parser, &ev)) break;
+    bool done = ev.type == YAML_STREAM_END_EVENT;
+    if (ev.type == YAML_SCALAR_EVENT) {
+      const char *v = (const char *)ev.data.scalar.value;
+      if (want && v[0] == '/') {
+        (*n_paths)++;
+        if (!il_sysfs_exists(fs, v)) {
+          if (*n_miss < 3) il_appendf(miss, nm, "%s%s", *n_miss ? ", " : "", v);
+          (*n_miss)++;
+        }
+        want = false;
+      } else {
+        want = !strcmp(v, "hostPath") || !strcmp(v, "path");
+      }
+    } else {
+      want = false;
+    }
+    yaml_event_delete(&ev);
+    if (done) break;
+  }
+  yaml_parser_delete(&parser);
+}
+
 static void il__check_cdi(il_doctor *dr, const il__tools *t) {
   const il_sysfs *fs = &dr->fs;
   static const char *const dirs[] = {"/etc/cdi", "/var/run/cdi"};
-  char specs[300] = "", stale[400] = "";
-  int n_specs = 0;
+  char specs[300] = "", stale[400] = "", gone[500] = "";
+  int n_specs = 0, n_paths = 0;
   char *text = il_mem_alloc(IL_MEM_OTHER, 1 << 18, "CDI spec");
   if (!text) return;
   const char *drv = dr->kmod_version[0] ? dr->kmod_version : dr->nvml.driver_version;
@@ -379,22 +413,31 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
           il_appendf(stale, sizeof stale, "%s%s gives /dev/nvidia-uvm major %d but /proc/devices says %d", l ? "; " : "", rel, spec_major, uvm_major);
         }
       }
-      /* Stale: a device node the spec injects that does not exist. */
-      for (const char *p = text; (p = strstr(p, "path: /dev/nvidia")) != NULL; p++) {
-        char node[128];
-        if (sscanf(p + 6, "%127s", node) != 1) continue;
-        if (!il_sysfs_exists(fs, node)) {
-          l = strlen(stale);
-          il_appendf(stale, sizeof stale, "%s%s lists %s, which does not exist", l ? "; " : "", rel, node);
-          break;
-        }
+      /* Every host path the spec names (mounts' hostPath, deviceNodes' and hooks' path) must
+       * exist: a spec is a snapshot, and an update that renames a library leaves it pointing at
+       * a file that is gone ("failed to fulfil mount request: open
+       * /usr/lib/libnvidia-egl-wayland.so.1.1.21: no such file or directory",
+       * https://github.com/homelab-00/TranscriptionSuite/pull/313). */
+      int nmiss = 0, npaths = 0;
+      char miss[300] = "";
+      il__cdi_paths(fs, text, &npaths, &nmiss, miss, sizeof miss);
+      n_paths += npaths;
+      if (nmiss) {
+        l = strlen(gone);
+        il_appendf(gone, sizeof gone, "%s%s names %d host path%s that do%s not exist (%s)", l ? "; " : "", rel, nmiss, nmiss == 1 ? "" : "s",
+                   nmiss == 1 ? "es" : "", miss);
       }
     }
     il_sysfs_list_free(names, n);
   }
   il_mem_free(text);
   il_check *c;
-  if (stale[0]) {
+  if (gone[0] && !stale[0]) {
+    c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s; containers requesting it fail to start", gone);
+    il__check_fix(c, "Regenerate it: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml   (and remove stale copies in /var/run/cdi); "
+                     "regenerate after every driver or library update (toolkit >= 1.18: systemctl enable --now nvidia-cdi-refresh.path)");
+  } else if (stale[0]) {
+    if (gone[0]) il_appendf(stale, sizeof stale, "; %s", gone);
     c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_FAIL, 23, "stale CDI spec: %s", stale);
     il__check_fix(c, "Regenerate it: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml   (and remove stale copies in /var/run/cdi); "
                      "regenerate after every driver or MIG change");
@@ -413,7 +456,8 @@ static void il__check_cdi(il_doctor *dr, const il__tools *t) {
   } else if (n_specs == 0) {
     c = il__check_na(&dr->checks, "container.cdi", IL_VERDICT_OK, 0, "no NVIDIA CDI spec (CDI not in use)");
   } else {
-    c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s", n_specs == 1 ? "" : "s", specs, drv[0] ? drv : "(unknown)");
+    c = il__check_add(&dr->checks, "container.cdi", IL_VERDICT_OK, 0, "CDI spec%s %s match driver %s; all %d host paths exist", n_specs == 1 ? "" : "s", specs,
+                      drv[0] ? drv : "(unknown)", n_paths);
   }
   il__check_ev(c, "specs", "%s", specs);
 }
@@ -425,6 +469,8 @@ void il__container_checks(il_doctor *dr) {
     il__check_ev(c, "engine", "%s", dr->container_engine);
     il__check_inside(dr);
     il__cgroup_check_devices(dr);
+    il__security_check_shm(dr);
+    il__security_check_lsm(dr);
     il__layout_check_jetson(dr);
     return;
   }
@@ -440,5 +486,8 @@ void il__container_checks(il_doctor *dr) {
   il__cgroup_check_rootless(dr);
   il__cgroup_check_lxc(dr);
   il__cgroup_check_systemd(dr);
+  il__security_check_toolkit_cgroup(dr);
+  il__security_check_hook_user(dr);
+  il__security_check_lsm(dr);
   il__layout_check_jetson(dr);
 }
