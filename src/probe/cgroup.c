@@ -410,3 +410,42 @@ void il__cgroup_check_systemd(il_doctor *dr) {
   }
   il__check_ev(c, "units", "%s", seen);
 }
+
+/* ---- inside a container: advice that works there ------------------------------------------
+ * Reboots, rmmod/modprobe, package managers, group changes, DKMS, initramfs, Secure Boot keys and
+ * service restarts cannot be done from inside a container: they change the host. Every fix line
+ * of a container's report that names one is marked as the host's (or the runtime's) job, so a
+ * user in a container is never told to run what cannot work where they are. */
+
+static bool il__host_only(const char *line) {
+  static const char *const words[] = {"reboot", "rmmod", "modprobe", "usermod", "apt ", "apt-get", "apt-mark", "dnf ", "yum ", "zypper",
+                                      "pacman", "dkms", "update-initramfs", "dracut", "mkinitcpio", "mokutil", "systemctl", "setsebool",
+                                      "update-grub", "grub2-mkconfig", "akmods", "nvidia-ctk", "snap ", "ubuntu-drivers", "kmodgenca",
+                                      "power-cycle", "nvidia-smi -r", "nvidia-smi -i", "nvidia-smi mig", "/etc/modprobe.d", "log out", "newgrp",
+                                      "sbios", "firmware setup", NULL};
+  for (int i = 0; words[i]; i++)
+    if (il_sysfs_stristr(line, words[i])) return true;
+  return false;
+}
+
+void il__cgroup_container_advice(il_doctor *dr) {
+  if (!dr->in_container) return;
+  for (int i = 0; i < dr->checks.n; i++) {
+    il_check *c = &dr->checks.items[i];
+    if (!c->fix[0]) continue;
+    char out[sizeof c->fix] = "";
+    for (const char *p = c->fix; *p;) {
+      size_t l = strcspn(p, "\n");
+      char line[sizeof c->fix];
+      memcpy(line, p, l);
+      line[l] = 0;
+      bool host = il_sysfs_stristr(line, "on the host") || il_sysfs_stristr(line, "recreate") || il_sysfs_stristr(line, "restart the container") ||
+                  il_sysfs_stristr(line, "start the container");
+      il_appendf(out, sizeof out, "%s%s%s", out[0] ? "\n" : "", !host && il__host_only(line) ? "On the host (it cannot be done inside this container): " : "",
+                 line);
+      p += l;
+      if (*p) p++;
+    }
+    il_sysfs_copy(c->fix, sizeof c->fix, out);
+  }
+}

@@ -20,5 +20,7 @@ void il__cgroup_check_devices(il_doctor *dr);
 void il__cgroup_check_lxc(il_doctor *dr);
 void il__cgroup_check_rootless(il_doctor *dr);
 void il__cgroup_check_systemd(il_doctor *dr);
+/* Inside a container: marks every fix line that only the host can carry out. */
+void il__cgroup_container_advice(il_doctor *dr);
 
 #endif

@@ -28,6 +28,7 @@
 #include "probe/doctor.h"
 #include "probe/classes.h"
 #include "probe/layout.h"
+#include "probe/loader.h"
 #include "probe/security.h"
 
 /* dockerd reads daemon.json whole; 1 MiB is far above any real one (they are a few KiB). */
@@ -90,6 +91,36 @@ static void il__check_inside(il_doctor *dr) {
     c = il__check_add(&dr->checks, "container.injection", IL_VERDICT_OK, 0, "NVIDIA runtime injected the driver (%s libraries, %s device nodes; capabilities %s)",
                       nvml && cuda ? "NVML and CUDA" : nvml ? "NVML" : "CUDA", nodes ? "with" : "without", eff);
   }
+  /* Who put the driver library here: the runtime bind-mounts each injected file (a mount point in
+   * /proc/self/mountinfo, legacy hook and CDI alike); a file that is no mount point came with the
+   * image, and an image's driver library of another version than the host's module breaks CUDA
+   * ("mount error: file creation failed: ... nvidia-smi: file exists",
+   * https://github.com/NVIDIA/nvidia-docker/issues/825; libcuda shipped in the image:
+   * https://github.com/NVIDIA/nvidia-docker/issues/1256). */
+  char *mi = il_mem_alloc(IL_MEM_OTHER, 1 << 17, "mountinfo");
+  if (mi && il_sysfs_read(fs, "/proc/self/mountinfo", mi, 1 << 17, NULL) == IL_OK && mi[0]) {
+    static const char *const libs[] = {"libcuda.so.1", "libnvidia-ml.so.1"};
+    for (int i = 0; i < 2; i++) {
+      il_lib_candidate cand[1];
+      if (il__loader_search(dr, libs[i], cand, 1) != 1) continue;
+      char key[600];
+      snprintf(key, sizeof key, " %s ", cand[0].target[0] ? cand[0].target : cand[0].path);
+      bool mounted = strstr(mi, key) != NULL;
+      il__check_ev(c, i ? "libnvidia_ml_origin" : "libcuda_origin", "%s: %s%s%s", cand[0].target[0] ? cand[0].target : cand[0].path,
+                   mounted ? "injected by the runtime (bind mount)" : "shipped in the image (no mount)", cand[0].version[0] ? ", version " : "",
+                   cand[0].version);
+      if (!mounted && cand[0].version[0] && dr->kmod_version[0] && strcmp(cand[0].version, dr->kmod_version) && c->verdict < IL_VERDICT_FAIL) {
+        c->verdict = IL_VERDICT_FAIL;
+        c->scenario = IL_CLASS_IMAGE_DRIVER;
+        snprintf(c->summary, sizeof c->summary, "the image ships its own %s (%s), not the host driver's %s the runtime injects: CUDA/NVML fail with "
+                 "a version mismatch", libs[i], cand[0].version, dr->kmod_version);
+        c->fix[0] = 0;
+        il__check_fix(c, "Rebuild the image without driver packages (no libnvidia-compute, cuda-drivers, nvidia-utils; remove %s): the driver's libraries "
+                         "come from the host at start", cand[0].target[0] ? cand[0].target : cand[0].path);
+      }
+    }
+  }
+  il_mem_free(mi);
   il__check_ev(c, "engine", "%s", dr->container_engine);
   il__check_ev(c, "NVIDIA_DRIVER_CAPABILITIES", "%s", caps ? caps : "(unset: utility,compute)");
   il__check_ev(c, "libnvidia_ml", "%s", nvml ? "loaded" : "missing");

@@ -7,6 +7,7 @@
 
 #include "il_build_info.h"
 #include "memory/mem.h"
+#include "probe/cgroup.h"
 #include "probe/container.h"
 #include "probe/driver.h"
 #include "probe/health.h"
@@ -119,6 +120,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__driver_check_gpus(dr);
   il__health_checks(dr);
   il__platform_checks_host(dr);
+  il__cgroup_container_advice(dr);
   if (dr->checks.oom) {
     il_doctor_free(dr);
     return il_error(IL_ERR_OOM, "doctor: out of memory while building the report");

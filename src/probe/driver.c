@@ -96,6 +96,13 @@ void il__driver_check_nvml(il_doctor *dr) {
       c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 24, "WSL2: NVML cannot be loaded (%s)", dr->nvml_error);
       il__check_fix(c, "Update the NVIDIA driver on Windows (it provides /usr/lib/wsl/lib/libnvidia-ml.so.1), then in PowerShell: wsl --shutdown");
       il__check_fix(c, "Do not install a Linux NVIDIA driver inside WSL: sudo apt remove 'nvidia-utils-*' 'libnvidia-compute-*'");
+    } else if (dr->in_container && dr->gpu_expected && il_sysfs_exists(&dr->fs, "/dev/nvidiactl")) {
+      /* Nodes but no libraries: the devices were injected (CDI or --device) without the driver's files. */
+      c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 23,
+                        "the GPU device nodes are in this container but libnvidia-ml.so.1 is not: the devices came without the driver libraries "
+                        "(a CDI spec without its mounts, or --device without the NVIDIA runtime)");
+      il__check_fix(c, "On the host, regenerate the CDI spec (sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml) and recreate the container with "
+                       "--device nvidia.com/gpu=all, or start it with the NVIDIA runtime (--gpus all)");
     } else if (dr->in_container && dr->gpu_expected) {
       c = il__check_add(&dr->checks, "driver.nvml", IL_VERDICT_FAIL, 21,
                         "libnvidia-ml.so.1 not found inside the container: the NVIDIA runtime did not inject the driver");
@@ -845,6 +852,13 @@ void il__driver_check_visibility(il_doctor *dr) {
   if (!dr->in_container) {
     c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_OK, 0, "NVIDIA_VISIBLE_DEVICES %s%s%s: only the NVIDIA container runtime reads it, "
                       "when a container starts; it does not affect this process", nvd ? "=\"" : "unset", nvd ? nvd : "", nvd ? "\"" : "");
+  } else if ((nv->mode == IL_NVVIS_VOID || nv->mode == IL_NVVIS_UNSET_VOID) && (gpus_here > 0 || il_sysfs_exists(fs, "/dev/nvidiactl"))) {
+    /* CDI (or --device) injected the GPU: nvidia-ctk's CDI specs set NVIDIA_VISIBLE_DEVICES=void
+     * so the legacy hook stays out (https://github.com/NVIDIA/nvidia-container-toolkit/pull/395). */
+    c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_OK, 0,
+                      "NVIDIA_VISIBLE_DEVICES %s, yet %s: the GPU came through CDI (or --device), which sets it to void on purpose%s",
+                      nv->mode == IL_NVVIS_VOID ? "is void" : "is unset", gpus_here > 0 ? "GPUs are injected" : "/dev/nvidiactl is here",
+                      gpus_here > 0 ? "" : " (NVML does not work: see driver.nvml)");
   } else if ((nv->mode == IL_NVVIS_VOID || nv->mode == IL_NVVIS_UNSET_VOID) && gpus_here == 0) {
     if (nv->mode == IL_NVVIS_VOID || dr->gpu_expected) {
       c = il__check_add(&dr->checks, "visibility.nvidia", IL_VERDICT_FAIL, 21,

@@ -362,7 +362,17 @@ static void il__check_devnodes(il_doctor *dr) {
     char grp[64];
     il_sysfs_group_name(fs, deny_gid, grp, sizeof grp);
     c = il__check_add(&dr->checks, "devnodes", IL_VERDICT_FAIL, 17, "not readable/writable by uid %u: %s", (unsigned)fs->uid, denied);
-    if (strcmp(grp, "root") && strcmp(grp, "0") && (denied_st.mode & 060) == 060)
+    if (dr->in_container) {
+      /* Inside, the nodes carry the modes the host (or the runtime's hook) gave them: a group
+       * change in here or a new login does nothing; the container must start with the group. */
+      if ((denied_st.mode & 060) == 060)
+        il__check_fix(c, "Start the container with the nodes' group (gid %u): docker run --group-add %u ...   (rootless podman: "
+                         "--group-add keep-groups, with the host user in that group); Kubernetes: securityContext.supplementalGroups: [%u]",
+                      (unsigned)deny_gid, (unsigned)deny_gid, (unsigned)deny_gid);
+      else
+        il__check_fix(c, "On the host, restore the driver's default mode 0666 for /dev/nvidia* (remove NVreg_DeviceFileMode/NVreg_DeviceFileUID/GID), "
+                         "or run this container's process as the nodes' owner");
+    } else if (strcmp(grp, "root") && strcmp(grp, "0") && (denied_st.mode & 060) == 060)
       il__check_fix(c, "sudo usermod -aG %s $USER   then log out and in (or: newgrp %s)", grp, grp);
     else
     {
@@ -370,7 +380,7 @@ static void il__check_devnodes(il_doctor *dr) {
       il__check_fix(c, "Restore the driver default (root:root 0666): remove NVreg_DeviceFileMode/NVreg_DeviceFileGID from /etc/modprobe.d/*nvidia*.conf, "
                        "then %s && sudo reboot", il__distro_cmd(dr, IL_CMD_INITRAMFS, NULL, ini, sizeof ini));
     }
-    if (dr->in_container) il__check_fix(c, "Rootless containers: sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups=true --in-place, or use CDI");
+
   } else {
     c = il__check_add(&dr->checks, "devnodes", IL_VERDICT_OK, 0, "%d device node%s present and usable by uid %u", nn, nn == 1 ? "" : "s", (unsigned)fs->uid);
   }
