@@ -120,6 +120,7 @@ il_status il_doctor_run(const il_doctor_options *opt, il_doctor **out) {
   il__driver_check_gpus(dr);
   il__health_checks(dr);
   il__platform_checks_host(dr);
+  il__klog_link_causes(dr);
   il__cgroup_container_advice(dr);
   if (dr->checks.oom) {
     il_doctor_free(dr);

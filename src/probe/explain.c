@@ -610,6 +610,19 @@ int il_explain(const char *text, il_explain_match *out, int max) {
   return n;
 }
 
+/* The fragment as a reader sees it: "a&b" (both in one line) prints as "a ... b". */
+static const char *il__shown(const char *matched, char *buf, size_t n) {
+  size_t o = 0;
+  for (const char *p = matched ? matched : ""; *p && o + 6 < n; p++) {
+    if (*p == '&') {
+      memcpy(buf + o, " ... ", 5);
+      o += 5;
+    } else buf[o++] = *p;
+  }
+  buf[o] = 0;
+  return buf;
+}
+
 static const char *il__doc(const il_explain_match *m, char *buf, size_t n) {
   if (m->scenario == IL_CLASS_XID || !strncmp(m->slug, "xid-", 4)) snprintf(buf, n, "docs/doctor.md#xid-events");
   else snprintf(buf, n, "docs/doctor.md#%s", m->slug);
@@ -626,8 +639,9 @@ int il_explain_print_text(const char *text, FILE *out) {
     return 0;
   }
   for (int i = 0; i < n; i++) {
-    char doc[96];
-    fprintf(out, "%s%d. %s (%s; matched \"%s\")\n", i ? "\n" : "", i + 1, m[i].title, il__doc(&m[i], doc, sizeof doc), m[i].matched);
+    char doc[96], shown[160];
+    fprintf(out, "%s%d. %s (%s; matched \"%s\")\n", i ? "\n" : "", i + 1, m[i].title, il__doc(&m[i], doc, sizeof doc),
+            il__shown(m[i].matched, shown, sizeof shown));
     if (m[i].detail[0]) fprintf(out, "   what the numbers say: %s\n", m[i].detail);
     fprintf(out, "   cause:  %s\n   fix:    %s\n   checks: inferlab doctor (see %s)\n", m[i].causes, m[i].fix, m[i].checks);
   }
@@ -653,7 +667,8 @@ int il_explain_print_json(const char *text, FILE *out) {
     fputs(",\"fix\":", out);
     il_report_json_string(out, m[i].fix);
     fputs(",\"matched\":", out);
-    il_report_json_string(out, m[i].matched);
+    char shown[160];
+    il_report_json_string(out, il__shown(m[i].matched, shown, sizeof shown));
     fputs(",\"detail\":", out);
     il_report_json_string(out, m[i].detail[0] ? m[i].detail : NULL);
     fputs(",\"checks\":[", out);

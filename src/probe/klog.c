@@ -280,7 +280,7 @@ void il__klog_check_driver(il_doctor *dr) {
     if (!first[0]) il_sysfs_copy(first, sizeof first, line);
     if (dr->host.hypervisor_flag)
       il__check_fix(&fixes, "This is a VM: give it a 64-bit MMIO window larger than the GPUs' BARs (VMware: pciPassthru.use64bitMMIO=\"TRUE\" and "
-                            "pciPassthru.64bitMMIOSizeGB = 2x the total GPU memory rounded up to a power of two; QEMU/OVMF: a larger 64-bit PCI "
+                            "pciPassthru.64bitMMIOSizeGB at least the sum of the GPUs' BAR sizes; QEMU/OVMF: a larger 64-bit PCI "
                             "window), then power the VM off and on");
     else
       il__check_fix(&fixes, "Enable Above 4G Decoding (and Resizable BAR) in the firmware setup; for an external or riser-attached GPU, boot with "
@@ -537,4 +537,23 @@ void il__klog_check_dkms(il_doctor *dr) {
     }
   }
   il__check_ev(c, "running_kernel", "%s", kver);
+}
+
+/* ---- the kernel log's cause for the checks that only saw the effect --------------------------
+ * driver.nvml ("No devices were found"), cuda.init (no device) and virt.pci (no driver bound) see
+ * that the driver did not take the GPU; when kmod.log found why, their "look at the kernel log"
+ * becomes that cause, so the report names it once instead of sending the user to dmesg. */
+void il__klog_link_causes(il_doctor *dr) {
+  const il_check *k = il_check_find(&dr->checks, "kmod.log");
+  if (!k || k->verdict != IL_VERDICT_FAIL || !k->scenario) return;
+  static const char *const ids[] = {"driver.nvml", "cuda.init", "virt.pci", "kmod.nvidia"};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+    for (int j = 0; j < dr->checks.n; j++) {
+      il_check *c = &dr->checks.items[j];
+      if (strcmp(c->id, ids[i]) || c->verdict != IL_VERDICT_FAIL || !strstr(c->fix, "dmesg")) continue;
+      c->scenario = k->scenario;
+      c->fix[0] = 0;
+      il__check_fix(c, "The kernel log says why (kmod.log): %.600s", k->summary);
+    }
+  }
 }

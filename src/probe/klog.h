@@ -28,5 +28,8 @@ size_t il__klog_journal_messages(const char *data, size_t n, char *out, size_t c
 size_t il__klog_read_tail(const il_sysfs *fs, const char *rel, char *buf, size_t cap);
 void il__klog_check_driver(il_doctor *dr);
 void il__klog_check_dkms(il_doctor *dr);
+/* After every check: points the checks that saw only the effect (no device, no driver bound) at
+ * the cause kmod.log found. */
+void il__klog_link_causes(il_doctor *dr);
 
 #endif

@@ -301,13 +301,10 @@ void il__security_check_shm(il_doctor *dr) {
     else
       il__check_fix(c, "Recreate the container with a larger /dev/shm: %s run --shm-size=8g ... (or --ipc=host); or NCCL_SHM_DISABLE=1 to use another transport",
                     !strcmp(dr->container_engine, "podman") ? "podman" : "docker");
+  } else if (gpus < 2) {
+    c = il__check_na(&dr->checks, "container.shm", IL_VERDICT_OK, 0, "one GPU or none: NCCL's shared memory is not needed (/dev/shm %lld MiB)", kb >= 0 ? kb / 1024 : -1);
   } else {
-    c = il__check_add(&dr->checks, "container.shm", IL_VERDICT_OK, 0, "/dev/shm %s%s", kb >= 0 ? "" : "size unknown",
-                      gpus >= 2 ? "is large enough for NCCL" : "(one GPU or none: NCCL's shared memory is not needed)");
-    if (kb >= 0) {
-      size_t sl = strlen(c->summary);
-      snprintf(c->summary + sl, sizeof c->summary - sl, " (%lld MiB)", kb / 1024);
-    }
+    c = il__check_add(&dr->checks, "container.shm", IL_VERDICT_OK, 0, "/dev/shm %lld MiB is large enough for NCCL between %d GPUs", kb / 1024, gpus);
   }
   il__check_ev(c, "mount", "%s", line);
 }
