@@ -9,6 +9,7 @@
  */
 #include "sysroots/scenario.h"
 #include "probe/classes.h"
+#include "probe/explain.h"
 #include "probe/klog.h"
 #include "probe/xid.h"
 
@@ -360,6 +361,10 @@ static void test_k3s(void) {
   EXPECT_NO_FAIL(dr);
   il_doctor_free(dr);
   sr_destroy(root);
+  /* A hand edit that K3s throws away (quoted from https://github.com/k3s-io/k3s/issues/4070). */
+  il_explain_match m[4];
+  int n = il_explain("The config.toml will be overwritten by k3s when it restarts", m, 4);
+  IL_CHECK(n >= 1 && m[0].scenario == IL_CLASS_K3S);
 }
 
 /* containerd 2: version 3 with single quotes and the cri.v1.runtime plugin
@@ -388,6 +393,10 @@ static void test_containerd2(void) {
   EXPECT(dr, "container.containerd", IL_VERDICT_FAIL, IL_CLASS_CONTAINERD2, "io.containerd.cri.v1.runtime");
   il_doctor_free(dr);
   sr_destroy(root);
+  /* The toolkit's own message on such a node (https://github.com/NVIDIA/gpu-operator/issues/2060). */
+  il_explain_match m[4];
+  int n = il_explain("time=\"2026-01-21T12:32:09Z\" level=fatal msg=\"Error: unable to load config: unsupported config version: 3\"", m, 4);
+  IL_CHECK(n >= 1 && m[0].scenario == IL_CLASS_CONTAINERD2);
 }
 
 /* Docker as a snap (https://github.com/NVIDIA/nvidia-container-toolkit/issues/522, https://github.com/canonical/docker-snap/issues/148). */

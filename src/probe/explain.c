@@ -311,6 +311,25 @@ static const il__scenario il__table[] = {
      "kmod.log virt.pci",
      {"rminitadapter failed", "rm_init_adapter failed"},
      {NULL}, true},
+    /* "Error: unable to load config: unsupported config version: 3": a toolkit older than version 3
+     * support on a containerd 2 node (https://github.com/NVIDIA/gpu-operator/issues/2060,
+     * https://github.com/NVIDIA/nvidia-container-toolkit/issues/803). */
+    {IL_CLASS_CONTAINERD2, NULL,
+     "containerd 2 writes config version 3; a toolkit (nvidia-ctk, the operator's toolkit container) older than version 3 support "
+     "cannot read it, and a version 2 section (io.containerd.grpc.v1.cri) in a version 3 file is ignored.",
+     "Use a toolkit >= 1.17.4 (the operator's default toolkit image, not an old override) and rerun sudo nvidia-ctk runtime configure --runtime=containerd; "
+     "sudo systemctl restart containerd.",
+     "container.containerd",
+     {"unsupported config version: 3"}, {NULL}, false},
+    /* K3s regenerates its containerd config on every start (https://github.com/k3s-io/k3s/issues/4070). */
+    {IL_CLASS_K3S, NULL,
+     "K3s/RKE2 regenerate their containerd config on every start: edits to config.toml are lost, and the nvidia runtime is there only when "
+     "nvidia-container-runtime was on PATH when k3s started.",
+     "Edit config.toml.tmpl (config-v3.toml.tmpl for containerd 2) instead, or set default-runtime: nvidia in /etc/rancher/k3s/config.yaml; "
+     "restart k3s; pods use runtimeClassName: nvidia otherwise.",
+     "container.containerd",
+     {"config.toml will be overwritten by k3s", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml&nvidia",
+      "/var/lib/rancher/rke2/agent/etc/containerd/config.toml&nvidia"}, {NULL}, false},
 };
 
 /* ---- the out-of-memory family, split by cause ----------------------------------------------
