@@ -26,7 +26,7 @@ typedef struct {
 typedef struct {
   char id[32];          /* stable id: "driver.nvml" */
   il_verdict verdict;
-  int scenario;         /* row of the research scenario table, 0 when none */
+  int scenario;         /* failure class id (probe/classes), 0 when none */
   char summary[400];    /* one line: what was found */
   char fix[900];        /* what to do, exact commands; "" when OK. Lines separated by '\n'. */
   int n_evidence;

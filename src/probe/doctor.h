@@ -7,13 +7,15 @@
  * the check groups in a fixed order; the check ids ("driver.nvml", "container.docker", ...) are
  * stable and documented in docs/doctor.md, and so is the JSON that probe/report writes. The
  * exit code of the command is the worst verdict: 0, 1 or 2.
- * Each failure scenario of the research file (shared/research/gpu-stack-failures.md) that a
- * process can observe maps to a check; a check records that scenario's number.
- * Layers, each only calling the ones below it: probe/check (the record) and the fact readers
- * (probe/sysfs, nvml, cudadrv, host, visible); probe/distro (per-distribution commands);
- * probe/loader (which libcuda is loaded) and probe/cgroup (containers beyond Docker);
- * probe/gpufamily, probe/container, probe/platform, probe/health, probe/driver (the check
- * groups); this file, which runs them. The group headers only name `struct il_doctor`; their
+ * Each failure class (probe/classes, one section of docs/doctor.md each) that a process can
+ * observe maps to a check; a check records its class id.
+ * Layers, each only calling the ones below it: probe/check (the record), probe/classes, and the
+ * fact readers (probe/sysfs, nvml, cudadrv, host, visible, klog: the kernel log the machine
+ * already wrote); probe/distro (per-distribution commands); probe/loader (which libcuda is
+ * loaded) and probe/cgroup (containers beyond Docker, container-aware fix lines);
+ * probe/gpufamily, probe/container, probe/platform, probe/health, probe/driver, probe/layout
+ * (containerd/K3s/RKE2, GPU operator, Jetson) and probe/security (SELinux/AppArmor, toolkit vs
+ * cgroup v2, CDI paths, the hook's user, /dev/shm) (the check groups); this file, which runs them. The group headers only name `struct il_doctor`; their
  * .c files read its fields here.
  * Not for: printing (probe/report), mapping pasted error text (probe/explain), monitoring.
  */

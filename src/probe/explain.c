@@ -1,4 +1,4 @@
-/* probe/explain: pasted error text -> failure scenario. See explain.h. */
+/* probe/explain: pasted error text -> failure class. See explain.h. */
 #include "probe/explain.h"
 
 #include <stdbool.h>
