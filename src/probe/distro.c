@@ -193,3 +193,24 @@ void il__distro_check(il_doctor *dr) {
   if (d->version_id[0]) il__check_ev(c, "version_id", "%s", d->version_id);
   il__check_ev(c, "family", "%s", il_distro_family_name(d->family));
 }
+
+void il__dpkg_version(const char *db, const char *pkg, bool prefix, char *buf, size_t n) {
+  buf[0] = 0;
+  char key[128];
+  snprintf(key, sizeof key, "Package: %s%s", pkg, prefix ? "" : "\n");
+  for (const char *p = db; (p = strstr(p, key)) != NULL; p++) {
+    if (p != db && p[-1] != '\n') continue;
+    const char *end = strstr(p, "\n\n");
+    const char *st = strstr(p, "\nStatus: install ok installed");
+    const char *v = strstr(p, "\nVersion: ");
+    if (st && v && (!end || (st < end && v < end))) {
+      char raw[64];
+      if (sscanf(v + 10, "%63[0-9.]", raw) == 1) {
+        size_t l = strlen(raw);
+        while (l && raw[l - 1] == '.') raw[--l] = 0;
+        il_sysfs_copy(buf, n, raw);
+      }
+      return;
+    }
+  }
+}

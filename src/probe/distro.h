@@ -4,6 +4,7 @@
 #ifndef IL_PROBE_DISTRO_H
 #define IL_PROBE_DISTRO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct il_doctor il_doctor;
@@ -46,5 +47,9 @@ const char *il_distro_family_name(il_distro_family f);
 /* Writes the command for `what` on this distribution into buf (n bytes) and returns buf. */
 const char *il__distro_cmd(const il_doctor *dr, il_distro_cmd what, const char *arg, char *buf, size_t n);
 void il__distro_check(il_doctor *dr);
+/* Version of an installed package in the text of /var/lib/dpkg/status ("1.7.0-1" -> "1.7.0": the
+ * leading digits and dots), "" when not installed. With prefix,
+ * the first installed package whose name starts with pkg ("nvidia-fabricmanager-"). */
+void il__dpkg_version(const char *db, const char *pkg, bool prefix, char *buf, size_t n);
 
 #endif

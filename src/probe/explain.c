@@ -498,17 +498,11 @@ static bool il__frag(const char *text, const char *pat) {
     p += l;
     if (*p) p++;
   }
-  for (const char *line = text; *line;) {
-    size_t l = strcspn(line, "\n");
-    char buf[4096];
-    size_t bl = l < sizeof buf - 1 ? l : sizeof buf - 1;
-    memcpy(buf, line, bl);
-    buf[bl] = 0;
+  char buf[4096];
+  for (const char *line = text; il_sysfs_next_line(&line, buf, sizeof buf);) {
     bool all = true;
     for (int i = 0; i < np && all; i++) all = il_sysfs_stristr(buf, parts[i]) != NULL;
     if (all) return true;
-    line += l;
-    if (*line) line++;
   }
   return false;
 }

@@ -273,20 +273,7 @@ static void il__fm_version(const il_sysfs *fs, char *ver, size_t n, char *loglin
   char *db = il_mem_alloc(IL_MEM_OTHER, cap, "dpkg status");
   if (db) {
     if (il__klog_read_tail(fs, "/var/lib/dpkg/status", db, cap) > 0) {
-      for (const char *p = db; (p = strstr(p, "Package: nvidia-fabricmanager-")) != NULL; p++) {
-        const char *end = strstr(p, "\n\n");
-        const char *st = strstr(p, "\nStatus: install ok installed");
-        const char *v = strstr(p, "\nVersion: ");
-        if (st && v && (!end || (st < end && v < end))) {
-          char raw[64];
-          if (sscanf(v + 10, "%63[0-9.]", raw) == 1) {
-            size_t l = strlen(raw);
-            while (l && raw[l - 1] == '.') raw[--l] = 0;
-            il_sysfs_copy(ver, n, raw);
-          }
-          break;
-        }
-      }
+      il__dpkg_version(db, "nvidia-fabricmanager-", true, ver, n);
     }
     il_mem_free(db);
   }

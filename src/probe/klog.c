@@ -365,26 +365,6 @@ void il__klog_check_driver(il_doctor *dr) {
 
 /* ---- kmod.dkms ------------------------------------------------------------------------------ */
 
-/* True when directory rel (a few levels) holds an nvidia.ko*. */
-static bool il__has_ko(const il_sysfs *fs, const char *rel, int depth) {
-  char **names;
-  int n;
-  if (depth > 3 || il_sysfs_list(fs, rel, &names, &n) != IL_OK) return false;
-  bool found = false;
-  for (int i = 0; i < n && !found; i++) {
-    if (!strncmp(names[i], "nvidia.ko", 9)) found = true;
-    else {
-      char sub[900];
-      snprintf(sub, sizeof sub, "%s/%s", rel, names[i]);
-      il_sysfs_stat_t st;
-      il_sysfs_stat(fs, sub, false, &st);
-      if (st.is_dir) found = il__has_ko(fs, sub, depth + 1);
-    }
-  }
-  il_sysfs_list_free(names, n);
-  return found;
-}
-
 /* "gcc-12" from "x86_64-linux-gnu-gcc-12 (Ubuntu 12.3.0-1ubuntu1~22.04) 12.3.0"; "gcc" plus the
  * version from "gcc (GCC) 11.2.0". */
 static void il__compiler_pkg(const char *built_by, char *buf, size_t n) {
@@ -483,7 +463,7 @@ void il__klog_check_dkms(il_doctor *dr) {
       char vdir[600], krel[900];
       snprintf(vdir, sizeof vdir, "%s/%s", mdir, vers[v]);
       snprintf(krel, sizeof krel, "%s/%s", vdir, kver);
-      if (kver[0] && il__has_ko(fs, krel, 0)) {
+      if (kver[0] && il_sysfs_find_below(fs, krel, "nvidia.ko", 5)) {
         il_appendf(built, sizeof built, "%s%s/%s", built[0] ? " " : "", mods[m], vers[v]);
         continue;
       }

@@ -92,26 +92,6 @@ void il__platform_facts(il_doctor *dr) {
 
 /* ---- kernel modules and device nodes -------------------------------------------------- */
 
-/* Looks for nvidia.ko* under /lib/modules/<kver>, a few levels deep. */
-static bool il__find_ko(const il_sysfs *fs, const char *dir, int depth) {
-  char **names;
-  int n;
-  if (depth > 5 || il_sysfs_list(fs, dir, &names, &n) != IL_OK) return false;
-  bool found = false;
-  for (int i = 0; i < n && !found; i++) {
-    if (!strncmp(names[i], "nvidia.ko", 9)) found = true;
-    else if (!strchr(names[i], '.') || !strcmp(names[i], "kernel")) {
-      char sub[1024];
-      snprintf(sub, sizeof sub, "%s/%s", dir, names[i]);
-      il_sysfs_stat_t st;
-      il_sysfs_stat(fs, sub, false, &st);
-      if (st.is_dir) found = il__find_ko(fs, sub, depth + 1);
-    }
-  }
-  il_sysfs_list_free(names, n);
-  return found;
-}
-
 static void il__check_kmod_nvidia(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   il_check *c;
@@ -137,7 +117,7 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
   char kver[128], dir[256];
   il_sysfs_copy(kver, sizeof kver, dr->host.kernel);
   snprintf(dir, sizeof dir, "/lib/modules/%s", kver);
-  bool for_running = kver[0] && il__find_ko(fs, dir, 0);
+  bool for_running = kver[0] && il_sysfs_find_below(fs, dir, "nvidia.ko", 5);
   char other[128] = "";
   char **names;
   int n;
@@ -146,7 +126,7 @@ static void il__check_kmod_nvidia(il_doctor *dr) {
       if (!strcmp(names[i], kver)) continue;
       char d[256];
       snprintf(d, sizeof d, "/lib/modules/%s", names[i]);
-      if (il__find_ko(fs, d, 0)) il_sysfs_copy(other, sizeof other, names[i]);
+      if (il_sysfs_find_below(fs, d, "nvidia.ko", 5)) il_sysfs_copy(other, sizeof other, names[i]);
     }
     il_sysfs_list_free(names, n);
   }

@@ -79,12 +79,8 @@ void il__security_check_lsm(il_doctor *dr) {
   bool bool_on = have_bool && boolean[0] == '1';
   char se[300] = "", aa[300] = "", se_line[240] = "", aa_line[240] = "", profile[128] = "";
   const char *log = dr->klog ? dr->klog : "";
-  for (const char *line = log; *line;) {
-    size_t l = strcspn(line, "\n");
-    char buf[2048];
-    size_t bl = l < sizeof buf - 1 ? l : sizeof buf - 1;
-    memcpy(buf, line, bl);
-    buf[bl] = 0;
+  char buf[2048];
+  for (const char *line = log; il_sysfs_next_line(&line, buf, sizeof buf);) {
     bool dev = strstr(buf, "nvidia") || strstr(buf, "xserver_misc_device_t") || strstr(buf, "dri_device_t") || strstr(buf, "/dev/char/");
     if (!se[0] && strstr(buf, "avc:") && strstr(buf, "denied") && dev) {
       char sc[200], tc[200], st[64], tt[64], name[128];
@@ -105,8 +101,6 @@ void il__security_check_lsm(il_doctor *dr) {
       snprintf(aa, sizeof aa, "AppArmor profile %s denied %s access to %s", profile[0] ? profile : "?", comm[0] ? comm : "a process", name[0] ? name : "a device node");
       il_sysfs_copy(aa_line, sizeof aa_line, buf);
     }
-    line += l;
-    if (*line) line++;
   }
   il_check *c;
   if (!se[0] && !aa[0]) {
@@ -144,28 +138,6 @@ void il__security_check_lsm(il_doctor *dr) {
   if (aa_line[0]) il__check_ev(c, "apparmor", "%s", aa_line);
 }
 
-/* Installed version of a dpkg package ("1.7.0-1" -> "1.7.0"), "" when not installed. */
-static void il__dpkg_version(const char *db, const char *pkg, char *buf, size_t n) {
-  buf[0] = 0;
-  char key[96];
-  snprintf(key, sizeof key, "Package: %s\n", pkg);
-  for (const char *p = db; (p = strstr(p, key)) != NULL; p++) {
-    if (p != db && p[-1] != '\n') continue;
-    const char *end = strstr(p, "\n\n");
-    const char *st = strstr(p, "\nStatus: install ok installed");
-    const char *v = strstr(p, "\nVersion: ");
-    if (st && v && (!end || (st < end && v < end))) {
-      char raw[64];
-      if (sscanf(v + 10, "%63[0-9.]", raw) == 1) {
-        size_t l = strlen(raw);
-        while (l && raw[l - 1] == '.') raw[--l] = 0;
-        il_sysfs_copy(buf, n, raw);
-      }
-      return;
-    }
-  }
-}
-
 void il__security_check_toolkit_cgroup(il_doctor *dr) {
   const il_sysfs *fs = &dr->fs;
   const size_t cap = (size_t)1 << 20;
@@ -176,8 +148,8 @@ void il__security_check_toolkit_cgroup(il_doctor *dr) {
   }
   char lib[64] = "", tk[64] = "";
   if (il__klog_read_tail(fs, "/var/lib/dpkg/status", db, cap) > 0) {
-    il__dpkg_version(db, "libnvidia-container1", lib, sizeof lib);
-    il__dpkg_version(db, "nvidia-container-toolkit", tk, sizeof tk);
+    il__dpkg_version(db, "libnvidia-container1", false, lib, sizeof lib);
+    il__dpkg_version(db, "nvidia-container-toolkit", false, tk, sizeof tk);
   }
   il_mem_free(db);
   const char *ver = lib[0] ? lib : tk;

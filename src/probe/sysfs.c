@@ -300,3 +300,34 @@ int il_sysfs_vercmp(const char *a, const char *b) {
   }
   return 0;
 }
+
+bool il_sysfs_find_below(const il_sysfs *fs, const char *rel, const char *prefix, int maxdepth) {
+  char **names;
+  int n;
+  if (maxdepth < 0 || il_sysfs_list(fs, rel, &names, &n) != IL_OK) return false;
+  bool found = false;
+  size_t pl = strlen(prefix);
+  for (int i = 0; i < n && !found; i++) {
+    if (!strncmp(names[i], prefix, pl)) found = true;
+    else if (!strchr(names[i], '.')) {
+      char sub[1024];
+      snprintf(sub, sizeof sub, "%s/%s", rel, names[i]);
+      il_sysfs_stat_t st;
+      il_sysfs_stat(fs, sub, false, &st);
+      if (st.is_dir) found = il_sysfs_find_below(fs, sub, prefix, maxdepth - 1);
+    }
+  }
+  il_sysfs_list_free(names, n);
+  return found;
+}
+
+bool il_sysfs_next_line(const char **cur, char *buf, size_t n) {
+  const char *p = *cur;
+  if (!p || !*p) return false;
+  size_t l = strcspn(p, "\n");
+  size_t bl = l < n - 1 ? l : n - 1;
+  memcpy(buf, p, bl);
+  buf[bl] = 0;
+  *cur = p + l + (p[l] ? 1 : 0);
+  return true;
+}

@@ -71,7 +71,14 @@ bool il_sysfs_link_name(const il_sysfs *fs, const char *rel, char *buf, size_t n
  * array of n strings; the caller frees it with il_sysfs_list_free. An absent directory gives
  * an empty list and IL_OK. IL_ERR_OOM on allocation failure. */
 il_status il_sysfs_list(const il_sysfs *fs, const char *rel, char ***names, int *n);
+/* True when directory rel, or one below it up to maxdepth levels, holds an entry whose name
+ * starts with prefix ("nvidia.ko" finds nvidia.ko, nvidia.ko.xz, nvidia.ko.zst). Descends only into
+ * directories without a '.' in their name (kernel/drivers/video, updates/dkms, x86_64/module). */
+bool il_sysfs_find_below(const il_sysfs *fs, const char *rel, const char *prefix, int maxdepth);
 void il_sysfs_list_free(char **names, int n);
+/* Copies the line at *cur (without its newline, cut to n-1 bytes) into buf and moves *cur past
+ * it; false at the end of the text. `for (const char *p = text; il_sysfs_next_line(&p, b, sizeof b);)`. */
+bool il_sysfs_next_line(const char **cur, char *buf, size_t n);
 
 /* Value of environment variable `name` in fs->env, NULL when unset. Borrowed from env. */
 const char *il_sysfs_getenv(const il_sysfs *fs, const char *name);

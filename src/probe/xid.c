@@ -201,12 +201,8 @@ static void il__recovery(const char *line, size_t l, char *buf, size_t n) {
 int il_xid_scan(const char *text, il_xid_event *out, int max) {
   int n = 0;
   if (!text) return 0;
-  for (const char *line = text; *line;) {
-    size_t l = strcspn(line, "\n");
-    char buf[2048];
-    size_t bl = l < sizeof buf - 1 ? l : sizeof buf - 1;
-    memcpy(buf, line, bl);
-    buf[bl] = 0;
+  char buf[2048];
+  for (const char *line = text; il_sysfs_next_line(&line, buf, sizeof buf);) {
     /* Kernel form: "Xid (PCI:0000:01:00): 79," or "Xid (0000:03:00): 14,". */
     const char *x = il_sysfs_stristr(buf, "xid (");
     const char *cause = il_sysfs_stristr(buf, "caused by previous xid ");
@@ -217,7 +213,7 @@ int il_xid_scan(const char *text, il_xid_event *out, int max) {
         int xid = atoi(close + 3);
         const char *pci = x + 5;
         if (cause) xid = atoi(cause + 23);
-        if (xid == 154) il__recovery(buf, bl, rec, sizeof rec);
+        if (xid == 154) il__recovery(buf, strlen(buf), rec, sizeof rec);
         if (xid > 0) il__push(out, max, &n, xid, pci, (size_t)(close - pci), rec);
       }
     } else if (cause) {
@@ -231,7 +227,7 @@ int il_xid_scan(const char *text, il_xid_event *out, int max) {
         while (*q == ' ' || *q == '=' || *q == ':' || *q == '#') q++;
         if (!isdigit((unsigned char)*q)) continue;
         int xid = atoi(q);
-        if (xid == 154) il__recovery(buf, bl, rec, sizeof rec);
+        if (xid == 154) il__recovery(buf, strlen(buf), rec, sizeof rec);
         if (xid > 0 && xid < 1000) il__push(out, max, &n, xid, NULL, 0, rec);
         break;
       }
@@ -241,12 +237,10 @@ int il_xid_scan(const char *text, il_xid_event *out, int max) {
                il_sysfs_stristr(buf, "_kgsplogrpctimeout") || il_sysfs_stristr(buf, "waiting for rpc response from gpu"))
         il__push(out, max, &n, 119, NULL, 0, NULL);
       else if (il_sysfs_stristr(buf, "gpu recovery action changed")) {
-        il__recovery(buf, bl, rec, sizeof rec);
+        il__recovery(buf, strlen(buf), rec, sizeof rec);
         il__push(out, max, &n, 154, NULL, 0, rec);
       }
     }
-    line += l;
-    if (*line) line++;
   }
   return n;
 }
