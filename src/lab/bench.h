@@ -145,6 +145,11 @@ typedef struct {
   size_t predicted_reserved; /* lab/plan's dry run: what the allocator will reserve on this device */
   size_t predicted_min;      /* and the smallest device that runs the combination (0: not planned) */
   char *memory_map_svg;
+  /* what the engine chose and moved (any device): the attention kernel and why auto skipped the
+   * ones before it, and the host<->device traffic of the whole run, load included (zero on cpu) */
+  char attn[32];
+  char attn_why[256];
+  il_transfer_stats transfers;
 } il_bench_result;
 
 /* Fills defaults: 5 reps, 1 warm-up, seed 1234, no usage sampling, interval 200 ms. */
