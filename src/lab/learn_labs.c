@@ -589,7 +589,7 @@ static il_status il__engine_after(il__learn *L) {
       il_sweep_get(a ? &L->x->variant : &L->x->baseline, "wtype", w, sizeof w);
       il__quality q;
       IL_TRY(il__kl(L, w, &q));
-      il__learn_fact(L, a ? "kl_variant" : "kl_baseline", "%.5f", q.kl_mean);
+      il__learn_fact(L, a ? "kl_variant" : "kl_baseline", "%.4g", q.kl_mean);
       il__learn_fact(L, a ? "top1_variant" : "top1_baseline", "%.1f%%", q.top1 * 100);
     }
     il__learn_say(L, "   KL(f32 || %s) = %s nats, top-1 %s;  KL(f32 || %s) = %s nats, top-1 %s", il__learn_fact_get(L, "from"),
@@ -740,11 +740,11 @@ static il_status il__quality_before(il__learn *L) {
     if (st != IL_OK) break;
     char w[24], key[32];
     il__learn_fmt("bytes", q.weights, w, sizeof w);
-    il__learn_say(L, "   %-6s %9.5f   %7.1f%%   %s", types[i], q.kl_mean, q.top1 * 100, w);
+    il__learn_say(L, "   %-6s %9.4g   %7.1f%%   %s", types[i], q.kl_mean, q.top1 * 100, w);
     fprintf(f, "{\"type\":\"%s\",\"kl_mean\":%.9g,\"kl_p99\":%.9g,\"top1\":%.9g,\"ppl_ratio\":%.9g,\"weight_bytes\":%.0f}\n", types[i],
             q.kl_mean, q.kl_p99, q.top1, q.ppl_ratio, q.weights);
     snprintf(key, sizeof key, "kl_%s", types[i]);
-    il__learn_fact(L, key, "%.5f", q.kl_mean);
+    il__learn_fact(L, key, "%.4g", q.kl_mean);
     snprintf(key, sizeof key, "top1_%s", types[i]);
     il__learn_fact(L, key, "%.1f%%", q.top1 * 100);
   }
