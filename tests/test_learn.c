@@ -13,10 +13,11 @@
  *   (bench's JSON of the run against summary.json's baseline_config, byte for byte); a machine
  *   lesson's rollback.sh makes the repaired tree equal to the broken one byte for byte, and the
  *   doctor then reports the failure again;
- * - the quick check follows the figures: the out-of-memory lesson on two device sizes names each
- *   run's own capacity and the planner's need for its own baseline.conf; the batch lesson's
- *   largest batch differs between the sizes and is, by `inferlab plan`, the largest that fits;
- *   the f16 lesson on cpu and on sim quotes each run's own activation figures;
+ * - the quick check follows the figures: the out-of-memory lesson on two device sizes (learn all's
+ *   sim:32MiB and sim:48MiB) names each run's own capacity and the planner's need for its own
+ *   baseline.conf; the batch lesson's largest batch differs between the sizes and is, by
+ *   `inferlab plan`, the largest that fits; the f16 lesson on sim and on cpu quotes each run's own
+ *   activation figures;
  * - Ctrl-C stops a lesson after its current run: exit 130, the summary and learn.json are
  *   written with the runs measured, one samples.jsonl line each;
  * - German, the list, and the exit codes of bad input.
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/registry.h"
 #include "harness.h"
 #include "lab/machine.h"
 
@@ -168,7 +170,7 @@ static void check_evidence(json_t *doc) {
   IL_CHECK_INT(json_array_size(json_object_get(doc, "quiz")), 3);
 }
 
-static void test_all(void) {
+static json_t *test_all(void) {
   char cmd[4096], out[4096];
   snprintf(cmd, sizeof cmd, "%s learn all --quick --json --out %s/all -q > %s/all.json 2> %s/all.err", cli, tmp, tmp, tmp);
   int code = il_test_run(cmd, NULL, 0);
@@ -176,7 +178,7 @@ static void test_all(void) {
   snprintf(out, sizeof out, "%s/all.json", tmp);
   json_t *all = load_json(out);
   IL_CHECK(all && json_array_size(all) == 32);
-  if (!all) return;
+  if (!all) return NULL;
   size_t i;
   json_t *d;
   json_array_foreach(all, i, d) {
@@ -273,7 +275,7 @@ static void test_all(void) {
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   snprintf(cmd, sizeof cmd, "%s learn --machine %s", cli, var);
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 1); /* the warning is back */
-  json_decref(all);
+  return all;
 }
 
 /* Runs one lesson with --json and returns its document (caller decrefs). */
@@ -285,69 +287,75 @@ static json_t *lesson(const char *args, const char *sub, int want_code) {
   return load_json(path);
 }
 
-static void test_answers_follow_figures(void) {
-  /* out of memory on two sizes: each answer names its own device and the planner's need */
-  const char *sizes[2] = {"sim:32MiB", "sim:48MiB"};
-  char caps[2][64] = {"", ""};
-  int largest[2] = {0, 0};
-  for (int k = 0; k < 2; k++) {
-    char args[256], sub[32];
-    snprintf(args, sizeof args, "cuda-out-of-memory --device %s", sizes[k]);
-    snprintf(sub, sizeof sub, "oom%d", k);
-    json_t *d = lesson(args, sub, 0);
-    if (!d) continue;
-    char conf[4096], need[32], cap[32];
-    snprintf(conf, sizeof conf, "%s/baseline.conf", dir_of(d));
-    int code = 0;
+/* The out-of-memory and batch lessons' answers for one run: checked against the planner on
+ * that run's own baseline.conf. Returns the capacity the answer named and the largest batch. */
+static void check_oom_batch(json_t *oom, json_t *batch, const char *dev, char *cap_out, size_t cap_n, int *largest) {
+  char conf[4096], need[32], cap[32];
+  int code = 0;
+  cap_out[0] = 0;
+  *largest = 0;
+  if (oom) {
+    snprintf(conf, sizeof conf, "%s/baseline.conf", dir_of(oom));
     json_t *p = plan_of(conf, NULL, &code);
     IL_CHECK_INT(code, 1);
     fmt_bytes(json_number_value(json_object_get(p, "peak_bytes")), need, sizeof need);
     fmt_bytes(json_number_value(json_object_get(p, "capacity_bytes")), cap, sizeof cap);
     json_decref(p);
-    const char *a0 = answer(d, 0);
-    printf("%s: %s\n", sizes[k], a0);
+    const char *a0 = answer(oom, 0);
+    printf("%s: %s\n", dev, a0);
     IL_CHECK(a0 && strstr(a0, need) && strstr(a0, cap));
-    snprintf(caps[k], sizeof caps[k], "%s", cap);
-    const char *a1 = answer(d, 1);
-    IL_CHECK(a1 && fact(d, "fix_option") && strstr(a1, fact(d, "fix_option")) && strstr(a1, fact(d, "fix_value")));
-    json_decref(d);
+    snprintf(cap_out, cap_n, "%s", cap);
+    const char *a1 = answer(oom, 1);
+    IL_CHECK(a1 && fact(oom, "fix_option") && strstr(a1, fact(oom, "fix_option")) && strstr(a1, fact(oom, "fix_value")));
+  }
+  if (batch) {
     /* the batch lesson's largest batch, checked with the planner: it fits, one more does not */
-    snprintf(args, sizeof args, "batch-size --device %s", sizes[k]);
-    snprintf(sub, sizeof sub, "batch%d", k);
-    d = lesson(args, sub, 0);
-    if (!d) continue;
-    largest[k] = fact(d, "largest_batch") ? atoi(fact(d, "largest_batch")) : 0;
-    IL_CHECK(largest[k] > 1);
+    *largest = fact(batch, "largest_batch") ? atoi(fact(batch, "largest_batch")) : 0;
+    IL_CHECK(*largest > 1);
     char want[64], extra[64];
-    snprintf(want, sizeof want, "%d", largest[k]);
-    IL_CHECK(answer(d, 2) && strstr(answer(d, 2), want));
-    snprintf(conf, sizeof conf, "%s/baseline.conf", dir_of(d));
-    snprintf(extra, sizeof extra, "--n-seq %d --ctx %d", largest[k], 40);
+    snprintf(want, sizeof want, "%d", *largest);
+    printf("%s: %s\n", dev, answer(batch, 2));
+    IL_CHECK(answer(batch, 2) && strstr(answer(batch, 2), want));
+    snprintf(conf, sizeof conf, "%s/baseline.conf", dir_of(batch));
+    snprintf(extra, sizeof extra, "--n-seq %d --ctx %d", *largest, 40);
     json_decref(plan_of(conf, extra, &code));
     IL_CHECK_INT(code, 0);
-    snprintf(extra, sizeof extra, "--n-seq %d --ctx %d", largest[k] + 1, 40);
+    snprintf(extra, sizeof extra, "--n-seq %d --ctx %d", *largest + 1, 40);
     json_decref(plan_of(conf, extra, &code));
     IL_CHECK_INT(code, 1);
-    json_decref(d);
   }
+}
+
+static void check_fp16(json_t *d, const char *dev) {
+  char a[32], b[32];
+  if (!d) return;
+  fmt_bytes(mean_of(d, "act_bytes", "baseline"), a, sizeof a);
+  fmt_bytes(mean_of(d, "act_bytes", "variant"), b, sizeof b);
+  printf("%s: %s\n", dev, answer(d, 0));
+  IL_CHECK(answer(d, 0) && strstr(answer(d, 0), a) && strstr(answer(d, 0), b));
+}
+
+/* The same lessons on a second device (the first is learn all's sim:32MiB run): each run's
+ * answers come from its own figures, and the figures differ. */
+static void test_answers_follow_figures(json_t *all) {
+  char caps[2][64];
+  int largest[2];
+  check_oom_batch(find_doc(all, "cuda-out-of-memory"), find_doc(all, "batch-size"), "sim:32MiB", caps[0], 64, &largest[0]);
+  json_t *oom = lesson("cuda-out-of-memory --device sim:48MiB", "oom48", 0);
+  json_t *batch = lesson("batch-size --device sim:48MiB", "batch48", 0);
+  check_oom_batch(oom, batch, "sim:48MiB", caps[1], 64, &largest[1]);
+  json_decref(oom);
+  json_decref(batch);
   IL_CHECK(strcmp(caps[0], caps[1]) != 0);
   IL_CHECK(largest[0] != largest[1]);
-  /* fp16 on two devices: each answer quotes its own run's activation bytes */
-  const char *devs[2] = {"cpu", "sim:32MiB"};
-  for (int k = 0; k < 2; k++) {
-    char args[128], sub[32], a[32], b[32];
-    snprintf(args, sizeof args, "fp16 --device %s", devs[k]);
-    snprintf(sub, sizeof sub, "fp16-%d", k);
-    json_t *d = lesson(args, sub, 0);
-    if (!d) continue;
-    fmt_bytes(mean_of(d, "act_bytes", "baseline"), a, sizeof a);
-    fmt_bytes(mean_of(d, "act_bytes", "variant"), b, sizeof b);
-    printf("%s: %s\n", devs[k], answer(d, 0));
-    IL_CHECK(answer(d, 0) && strstr(answer(d, 0), a) && strstr(answer(d, 0), b));
-    json_decref(d);
-  }
+  /* fp16 on the host and on the simulated device: each quotes its own run's activation bytes */
+  check_fp16(find_doc(all, "fp16"), "sim:32MiB");
+  json_t *d = lesson("fp16 --device cpu", "fp16cpu", 0);
+  check_fp16(d, "cpu");
+  IL_CHECK(strcmp(answer(d, 0), answer(find_doc(all, "fp16"), 0)) != 0);
+  json_decref(d);
   /* a lesson that needs a device says why on cpu */
-  json_t *d = lesson("cpu-offloading --device cpu", "skip", 0);
+  d = lesson("cpu-offloading --device cpu", "skip", 0);
   IL_CHECK(d && !strcmp(json_string_value(json_object_get(d, "status")), "skipped"));
   json_decref(d);
 }
@@ -417,9 +425,10 @@ static void test_cli(void) {
   json_t *list = json_loads(out, 0, &e);
   IL_CHECK(list && json_array_size(list) == 32);
   json_decref(list);
-  snprintf(cmd, sizeof cmd, "%s learn Batchgröße --lang de --quick --no-ask -q --out %s/de", cli, tmp);
+  snprintf(cmd, sizeof cmd, "LANG=de_DE.UTF-8 %s learn Standard-Laufzeit --quick --no-ask -q --out %s/de", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "Was es ist") && strstr(out, "5. Kurztest") && strstr(out, "F: ") && strstr(out, "Läufe je Arm"));
+  IL_CHECK(strstr(out, "Was es ist") && strstr(out, "5. Kurztest") && strstr(out, "F: ") && strstr(out, "Läufe je Arm") &&
+           strstr(out, "Übungsrechner"));
   snprintf(cmd, sizeof cmd, "%s learn --help", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "--device") && strstr(out, "exit codes"));
@@ -436,6 +445,17 @@ static void test_cli(void) {
     int code = il_test_run(cmd, out, sizeof out);
     if (code != bad[i].code) fprintf(stderr, "learn %s: exit %d, want %d: %s\n", bad[i].args, code, bad[i].code, out);
     IL_CHECK_INT(code, bad[i].code);
+  }
+  snprintf(cmd, sizeof cmd, "%s learn fp16 --quick --device sim:4GB,pcie=fast -q --no-ask 2>&1", cli);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
+  IL_CHECK(strstr(out, "pcie") != NULL);
+  if (il_backend_cuda_unavailable()) {
+    /* no CUDA here: said before anything is shown or measured */
+    snprintf(cmd, sizeof cmd, "%s learn fp16 --quick --device cuda -q --no-ask --out %s/nocuda 2>&1", cli, tmp);
+    IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 69);
+    IL_CHECK(strstr(out, "What it is") == NULL);
+    snprintf(cmd, sizeof cmd, "%s/nocuda", tmp);
+    IL_CHECK(access(cmd, F_OK) != 0);
   }
   snprintf(cmd, sizeof cmd, "%s learn vram-fragmentation --pattern fragmenting --json", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
@@ -456,8 +476,9 @@ int main(void) {
     return 1;
   }
   test_cli();
-  test_all();
-  test_answers_follow_figures();
+  json_t *all = test_all();
+  if (all) test_answers_follow_figures(all);
+  json_decref(all);
   test_ctrl_c();
   char cmd[1100];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);

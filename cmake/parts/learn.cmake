@@ -25,3 +25,19 @@ function(il_learn_wire_tests)
   endforeach()
 endfunction()
 cmake_language(DEFER CALL il_learn_wire_tests)
+
+# test_learn runs all 32 lessons and a few more through the binary: seconds of CPU, but on a
+# loaded 2-core machine under the sanitizers its wall time can pass the default 300 s.
+# The lesson names (cuda-out-of-memory, ...) are no reason for the gpu label the test loop gives
+# sources that mention CUDA: these tests need no GPU.
+function(il_learn_test_timeout)
+  if(TEST test_learn)
+    set_tests_properties(test_learn PROPERTIES TIMEOUT 900)
+  endif()
+  foreach(t test_learn test_learn_units test_learn_machine)
+    if(TEST ${t})
+      set_tests_properties(${t} PROPERTIES LABELS quick)
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER CALL il_learn_test_timeout)

@@ -4,6 +4,7 @@
 #include "lab/learn.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "backend/registry.h"
 #include "core/jsonw.h"
 #include "lab/learn_impl.h"
 #include "lab/learn_texts.h"
@@ -941,6 +943,15 @@ il_status il_learn_run(const il_learn_concept *c, const il_learn_options *o, FIL
   il_status st = il_learn_text_get(c, L->lang, &L->text);
   int n_quiz = 0, unresolved = 0;
   if (st != IL_OK) goto done;
+  if (c->kind != IL_LEARN_MACHINE && c->kind != IL_LEARN_QUALITY) {
+    /* a device this build or machine lacks, or a spec that does not parse, is the caller's error,
+     * said before anything is measured */
+    il_backend *b = NULL;
+    il_backend_opts bo = {0};
+    st = il_backend_open(L->device, &bo, &b);
+    if (st != IL_OK) goto done; /* the message names the device */
+    b->ops->destroy(b);
+  }
   snprintf(L->parent, sizeof L->parent, "%s/%02d-%s", o->out_dir && *o->out_dir ? o->out_dir : "runs/learn", c->number, c->slug);
   il__print_text(L);
   il__learn_log(L, "lesson %d %s on %s (%s%s)", c->number, c->slug, L->device, o->quick ? "quick, " : "", il__lang_names[L->lang]);
@@ -955,7 +966,12 @@ il_status il_learn_run(const il_learn_concept *c, const il_learn_options *o, FIL
     goto done;
   }
   st = il__mkdirs(L->parent);
-  if (st == IL_OK) st = il_experiment_prepare_dir(x, L->parent);
+  if (st == IL_OK) {
+    /* absolute, so rollback.sh and the .cmd files work from any directory */
+    char abs[PATH_MAX];
+    if (realpath(L->parent, abs)) snprintf(L->parent, sizeof L->parent, "%.2000s", abs);
+    st = il_experiment_prepare_dir(x, L->parent);
+  }
   if (st != IL_OK) goto done;
   {
     const char *exp_files[] = {"env.json", "command.txt", "samples.jsonl", "summary.txt", "summary.json"};

@@ -8,6 +8,7 @@
  * effect on any sim size or GPU; a device too large for that is capped with --mem-limit.
  * See lab/learn_impl.h for the steps.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -805,6 +806,8 @@ static il_status il__numerics_define(il__learn *L) {
       *p = '/';
     }
   mkdir(mk, 0755);
+  char abs[PATH_MAX];
+  if (realpath(mk, abs)) snprintf(L->parent, sizeof L->parent, "%.2000s", abs);
   IL_TRY(il__hot_model(L));
   il_sweep_point *b = &L->base;
   il_sweep_point_defaults(b);

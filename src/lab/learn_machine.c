@@ -103,8 +103,9 @@ static il_status il__machine_before(il__learn *L) {
     size_t k = 0, j = 0;
     char joined[1000];
     for (const char *q = c->fix; *q && k + 8 < sizeof fix && j + 3 < sizeof joined; q++) {
+      if (*q == '\n' && !q[1]) break; /* a trailing newline ends the last step */
       if (*q == '\n') {
-        memcpy(fix + k, "\n     ", 7), k += 7;
+        memcpy(fix + k, "\n     ", 6), k += 6;
         joined[j++] = ';', joined[j++] = ' ';
       } else {
         fix[k++] = *q;
