@@ -10,7 +10,8 @@
  *   allocator's rules (ten 2 MiB blocks in one 20 MiB segment, five freed: 10 MiB free, largest
  *   2 MiB, fragmentation 0.8), the long request's outcome, a device without an allocator;
  * - lab/bench's new figures: the attention kernel the engine used and the host->device bytes,
- *   checked against the config and the model's own weight bytes.
+ *   checked against the config and the model's own weight bytes; no_prediction skips the
+ *   planner's prediction on sim.
  */
 #include <string.h>
 
@@ -177,6 +178,22 @@ static void test_bench_figures(void) {
       IL_CHECK_INT(r.transfers.upload_bytes, 0);
       IL_CHECK_INT(r.transfers.n_uploads, 0);
     }
+    il_bench_result_free(&r);
+  }
+  /* the planner's prediction on sim, and without it when the caller plans itself */
+  for (int k = 0; k < 2; k++) {
+    il_sweep_point p;
+    il_sweep_point_defaults(&p);
+    p.prompt = 8;
+    p.gen = 1;
+    IL_CHECK_OK(il_sweep_set(&p, "device", "sim:64MiB", "test"));
+    il_bench_options ok = o;
+    ok.no_prediction = k == 1;
+    il_bench_result r;
+    memset(&r, 0, sizeof r);
+    IL_CHECK_OK(il_bench_run(&p, &ok, &r));
+    if (k == 0) IL_CHECK(r.predicted_min > 0 && r.predicted_reserved >= r.predicted_min);
+    else IL_CHECK(r.predicted_min == 0 && r.predicted_reserved == 0);
     il_bench_result_free(&r);
   }
   /* auto says which kernel it took */

@@ -39,7 +39,7 @@ static void il__learn_help(void) {
          "options:\n"
          "      --device D     where the engine lessons run: cpu, sim:SIZE or cuda[:N] [" IL_LEARN_DEFAULT_DEVICE "]\n"
          "      --lang L       en or de [from LC_ALL, LC_MESSAGES or LANG; else en]\n"
-         "      --quick        small workloads, 3 runs per arm, no warm-up (seconds per lesson)\n"
+         "      --quick        small workloads, one thread, 3 runs per arm, no warm-up (seconds per lesson)\n"
          "      --repeat N     runs per arm [3 with --quick, else 5]\n"
          "      --out DIR      parent of the evidence folders [runs/learn]\n"
          "      --json         the lesson's result as JSON on stdout (learn all: an array); no text\n"

@@ -271,7 +271,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     il_status ust = il_usage_start(&uo, &u);
     if (ust != IL_OK) return il__fail(r, ust);
   }
-  if (!strncmp(cfg.device, "sim:", 4)) {
+  if (!strncmp(cfg.device, "sim:", 4) && !o->no_prediction) {
     /* the planner's prediction for this exact combination, beside what the run will measure */
     il_plan plan;
     if (il_plan_run(&cfg, &plan) == IL_OK && plan.fits) {

@@ -109,6 +109,8 @@ typedef struct {
   bool sample_usage;   /* run lab/usage during the point (GPU view, sampled RSS) */
   const char *nvml_lib;
   bool no_gpu;
+  bool no_prediction;  /* skip the planner's prediction on sim (predicted_* stay 0): a caller that
+                        * plans its points itself saves the dry runs */
   int interval_ms;
   /* optional: called after each repetition (warm-up ones with rep < 0) */
   void (*progress)(void *ud, int rep, int reps);

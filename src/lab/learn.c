@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/registry.h"
 #include "core/jsonw.h"
@@ -715,21 +716,6 @@ static void il__render(il__learn *L, const char *tmpl, char *out, size_t n, int 
 
 /* ---- the lesson --------------------------------------------------------------------------- */
 
-static il_status il__mkdirs(const char *path) {
-  char buf[2048];
-  snprintf(buf, sizeof buf, "%s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return il_error(IL_ERR_OUTPUT, "%s: cannot create the directory: %s", buf, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return il_error(IL_ERR_OUTPUT, "%s: cannot create the directory: %s", buf, strerror(errno));
-  return IL_OK;
-}
-
 static void il__print_text(il__learn *L) {
   il__learn_say(L, "%d  %s  (%s: %s)\n%s\n", L->c->number, L->text.name, il__learn_ui(L, "lever"), L->c->lever, L->text.line);
   const char *parts[4] = {L->text.what, L->text.where, L->text.failure, L->text.check};
@@ -935,7 +921,8 @@ il_status il_learn_run(const il_learn_concept *c, const il_learn_options *o, FIL
   il_experiment_init(x);
   x->repeat = o->repeat > 0 ? o->repeat : o->quick ? 3 : 5;
   x->bench.warmup = o->quick ? 0 : 1;
-  x->bench.no_gpu = true; /* NVML sampling only where a lab asks for it */
+  x->bench.no_gpu = true;        /* NVML sampling only where a lab asks for it */
+  x->bench.no_prediction = true; /* the lessons plan their arms themselves, once */
   x->environ_list = o->environ_list;
   x->command_line = o->command_line;
   x->progress = o->progress;
@@ -952,7 +939,13 @@ il_status il_learn_run(const il_learn_concept *c, const il_learn_options *o, FIL
     if (st != IL_OK) goto done; /* the message names the device */
     b->ops->destroy(b);
   }
-  snprintf(L->parent, sizeof L->parent, "%s/%02d-%s", o->out_dir && *o->out_dir ? o->out_dir : "runs/learn", c->number, c->slug);
+  {
+    /* absolute, so rollback.sh and the .cmd files work from any directory */
+    const char *od = o->out_dir && *o->out_dir ? o->out_dir : "runs/learn";
+    char cwd[PATH_MAX] = "";
+    if (od[0] != '/' && !getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+    snprintf(L->parent, sizeof L->parent, "%.1000s%s%.900s/%02d-%s", cwd, cwd[0] ? "/" : "", od, c->number, c->slug);
+  }
   il__print_text(L);
   il__learn_log(L, "lesson %d %s on %s (%s%s)", c->number, c->slug, L->device, o->quick ? "quick, " : "", il__lang_names[L->lang]);
   st = L->ops->define(L);
@@ -965,13 +958,7 @@ il_status il_learn_run(const il_learn_concept *c, const il_learn_options *o, FIL
     il__learn_say(L, "%s: %s", il__learn_ui(L, "skipped"), L->reason);
     goto done;
   }
-  st = il__mkdirs(L->parent);
-  if (st == IL_OK) {
-    /* absolute, so rollback.sh and the .cmd files work from any directory */
-    char abs[PATH_MAX];
-    if (realpath(L->parent, abs)) snprintf(L->parent, sizeof L->parent, "%.2000s", abs);
-    st = il_experiment_prepare_dir(x, L->parent);
-  }
+  st = il_experiment_prepare_dir(x, L->parent);
   if (st != IL_OK) goto done;
   {
     const char *exp_files[] = {"env.json", "command.txt", "samples.jsonl", "summary.txt", "summary.json"};
@@ -1072,6 +1059,8 @@ done:
   r->has_expectation = L->expect_key != NULL && met;
   r->expectation_met = met && !strcmp(met, "1");
   if (L->log) fclose(L->log);
+  il_engine_free(L->ref);
+  for (int i = 0; i < 8; i++) il_engine_free(L->qeng[i]);
   il_mem_free(L->logbuf);
   il_learn_text_free(&L->text);
   il_experiment_free(x);

@@ -65,6 +65,9 @@ struct il__learn {
   il_sweep_point base;
   char change[320];      /* "dtype=f16" */
   char model_path[2048]; /* a model file the lab made (numerics) */
+  struct il_engine *ref; /* the f32 reference the quality figures are measured against, opened once (owned) */
+  struct il_engine *qeng[8]; /* the models measured against it, one per weight type, opened once (owned) */
+  char qtype[8][16];
   /* machine */
   const il_machine_scenario *scen;
   char tree[2][2300];    /* baseline, variant */

@@ -107,17 +107,41 @@ static il_status il__plan(const il_sweep_point *p, il_plan *out) {
   return il_plan_run(&c, out);
 }
 
+/* Whether p opens on its device: one dry open on sim (what the planner does for each trial),
+ * the planner on other devices. */
+static il_status il__fits(const il_sweep_point *p, bool *fits) {
+  il_config c = p->cfg;
+  if (c.ctx == 0) c.ctx = p->prompt + p->gen;
+  if (strncmp(c.device, "sim:", 4)) {
+    il_plan plan;
+    IL_TRY(il_plan_run(&c, &plan));
+    *fits = plan.fits;
+    return IL_OK;
+  }
+  char dev[sizeof c.device];
+  snprintf(dev, sizeof dev, "%s", c.device);
+  if ((size_t)snprintf(c.device, sizeof c.device, "%s,dry", dev) >= sizeof c.device)
+    return il_error(IL_ERR_INVALID_ARG, "--device %s: too long", dev);
+  il_engine *e = NULL;
+  il_status st = il_engine_open(&c, &e);
+  il_engine_free(e);
+  *fits = st == IL_OK;
+  if (st == IL_ERR_OOM) il_error_clear();
+  return st == IL_ERR_OOM ? IL_OK : st;
+}
+
 /* The fewest parallel sequences (1, 2, 4, ... 256) at which p no longer fits its device at
  * ctx 1024, with the variant `change` still fitting; when the device is too large even for
  * that, a --mem-limit of three quarters of one sequence's need. Fills p and the facts. */
 static il_status il__too_large(il__learn *L, il_sweep_point *p, const char *change_key, const char *change_val) {
   p->cfg.ctx = 1024;
-  il_plan plan;
-  for (int s = 1; s <= 256; s *= 2) {
+  bool fits = true;
+  for (int s = 1; s <= 256 && fits; s *= 2) {
     p->cfg.n_seq = s;
-    IL_TRY(il__plan(p, &plan));
-    if (!plan.fits) break;
+    IL_TRY(il__fits(p, &fits));
   }
+  il_plan plan;
+  IL_TRY(il__plan(p, &plan));
   if (plan.fits) {
     p->cfg.n_seq = 1;
     IL_TRY(il__plan(p, &plan));
@@ -227,6 +251,9 @@ static il_status il__engine_define(il__learn *L) {
   b->gen = il__gen(L);
   IL_TRY(il__set(b, "device", L->device));
   IL_TRY(il__set(b, "model", "builtin:tiny"));
+  /* --quick is for CI: one thread, because on a loaded machine a pool's threads wait for each
+   * other at every op (the throughput lesson changes the thread count itself) */
+  if (L->quick && strcmp(slug, "throughput")) IL_TRY(il__set(b, "threads", "1"));
   L->change[0] = 0;
   /* the lessons whose change needs a separate device memory: not on the host */
   const char *needs_device[] = {"model-offloading", "cpu-offloading", "vae-offloading"};
@@ -274,7 +301,7 @@ static il_status il__engine_define(il__learn *L) {
     il__expect(L, "weights_bytes", -1);
   } else if (!strcmp(slug, "attention-slicing") || !strcmp(slug, "memory-efficient-attention") ||
              !strcmp(slug, "flashattention") || !strcmp(slug, "xformers")) {
-    b->prompt = L->quick ? 256 : 1024;
+    b->prompt = L->quick ? 128 : 1024;
     b->gen = L->quick ? 2 : 8;
     const bool dispatch = !strcmp(slug, "xformers");
     IL_TRY(il__set(b, "attn", dispatch ? "auto" : "naive"));
@@ -321,13 +348,7 @@ static il_status il__engine_define(il__learn *L) {
     il__expect(L, "prompt_tps", +1);
   } else if (!strcmp(slug, "batch-size") || !strcmp(slug, "gpu-utilization")) {
     snprintf(L->change, sizeof L->change, "batch=8");
-    if (!strcmp(slug, "gpu-utilization")) {
-    int m = il__learn_metric_index(L, "gpu_util");
-    const il_experiment_effect *e = &L->eff[m];
-    if (L->have_eff && e->a.n && e->b.n) il__learn_fact(L, "gpu_util", "%.1f%% -> %.1f%%", e->a.mean, e->b.mean);
-    else il__learn_fact(L, "gpu_util", "-");
-  }
-  if (!strcmp(slug, "batch-size")) {
+    if (!strcmp(slug, "batch-size")) {
       il__focus(L, "gen_tps", "gen_tps_seq", "kv_bytes");
       il__expect(L, "gen_tps", +1);
     } else {
@@ -335,7 +356,7 @@ static il_status il__engine_define(il__learn *L) {
       il__expect(L, "gen_gflops", +1);
       L->x->bench.sample_usage = true;
       L->x->bench.no_gpu = false;
-      int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+      int threads = L->quick ? 1 : (int)sysconf(_SC_NPROCESSORS_ONLN); /* the threads the runs use */
       if (il_bench_measure_roofline(threads > 0 ? threads : 1, L->quick ? 100 : 300, &L->x->bench.roofline_gbps) != IL_OK) {
         L->x->bench.roofline_gbps = 0;
         il_error_clear();
@@ -555,14 +576,31 @@ static il_status il__kl(il__learn *L, const char *wtype, il__quality *q) {
   snprintf(c.device, sizeof c.device, "cpu");
   c.ctx = 64;
   c.batch = 64;
+  if (L->quick) c.threads = 1;
   il_config cr = c;
   snprintf(c.wtype, sizeof c.wtype, "%s", wtype);
-  il_engine *e = NULL, *ref = NULL;
-  il_status st = il_engine_open(&c, &e);
-  if (st == IL_OK) st = il_engine_open(&cr, &ref);
+  /* each weight type's model is generated once per lesson: the measurement is the evaluation,
+   * not the load */
+  il_engine *e = NULL;
+  int slot = -1;
+  for (int i = 0; i < 8 && slot < 0; i++)
+    if (L->qeng[i] && !strcmp(L->qtype[i], wtype)) slot = i;
+  for (int i = 0; i < 8 && slot < 0; i++)
+    if (!L->qeng[i]) slot = i;
+  il_status st = IL_OK;
+  if (slot < 0) st = il_error(IL_ERR_INTERNAL, "more than 8 weight types in one lesson");
+  else if (!L->qeng[slot]) {
+    st = il_engine_open(&c, &L->qeng[slot]);
+    if (st == IL_OK) snprintf(L->qtype[slot], sizeof L->qtype[slot], "%s", wtype);
+  }
+  if (st == IL_OK) e = L->qeng[slot];
+  /* the reference is the same for every measurement: opened once per lesson (each window
+   * rewrites positions 0.. of sequence 0, so the engines carry nothing from one text to the next) */
+  if (st == IL_OK && !L->ref) st = il_engine_open(&cr, &L->ref);
+  il_engine *ref = L->ref;
   il_eval_result r;
   if (st == IL_OK) {
-    il_eval_params p = {64, L->quick ? 2 : 6, NULL, NULL};
+    il_eval_params p = {64, L->quick ? 1 : 6, NULL, NULL};
     st = il_eval_text(e, ref, text, &p, &r);
   }
   if (st == IL_OK) {
@@ -572,8 +610,6 @@ static il_status il__kl(il__learn *L, const char *wtype, il__quality *q) {
     q->ppl_ratio = r.ppl_ratio;
     q->weights = (double)e->model->weight_bytes;
   }
-  il_engine_free(e);
-  il_engine_free(ref);
   il_mem_free(text);
   return st;
 }
@@ -597,13 +633,19 @@ static il_status il__engine_after(il__learn *L) {
                   il__learn_fact_get(L, "kl_baseline"), il__learn_fact_get(L, "top1_baseline"), il__learn_fact_get(L, "to"),
                   il__learn_fact_get(L, "kl_variant"), il__learn_fact_get(L, "top1_variant"));
   }
+  if (!strcmp(slug, "gpu-utilization")) {
+    int m = il__learn_metric_index(L, "gpu_util");
+    const il_experiment_effect *e = m >= 0 ? &L->eff[m] : NULL;
+    if (e && L->have_eff && e->a.n && e->b.n) il__learn_fact(L, "gpu_util", "%.1f%% -> %.1f%%", e->a.mean, e->b.mean);
+    else il__learn_fact(L, "gpu_util", "-");
+  }
   if (!strcmp(slug, "batch-size")) {
     /* the curves: throughput and latency per batch, one run each, and the largest batch that fits */
     il_status fst = IL_OK;
     FILE *f = il__learn_open(L, "curve.jsonl", &fst);
     if (!f) return fst;
     il__learn_say(L, "   %s", il__learn_ui(L, "curve"));
-    for (int bsz = 1; bsz <= 16 && !il__learn_stopped(L); bsz *= 2) {
+    for (int bsz = 1; bsz <= (L->quick ? 8 : 16) && !il__learn_stopped(L); bsz *= 2) {
       il_sweep_point p = L->x->baseline;
       p.cfg.n_seq = bsz;
       il_bench_options o = L->x->bench;
@@ -627,11 +669,11 @@ static il_status il__engine_after(il__learn *L) {
       /* the largest batch the device holds, by the planner: doubling, then bisection */
       il_sweep_point p = L->x->baseline;
       int lo = 0, hi = 0;
-      il_plan plan;
+      bool fits = false;
       for (int s = 1; s <= 65536; s *= 2) {
         p.cfg.n_seq = s;
-        if (il__plan(&p, &plan) != IL_OK) break;
-        if (!plan.fits) {
+        if (il__fits(&p, &fits) != IL_OK) break;
+        if (!fits) {
           hi = s;
           break;
         }
@@ -639,8 +681,8 @@ static il_status il__engine_after(il__learn *L) {
       }
       while (hi && hi - lo > 1) {
         p.cfg.n_seq = (lo + hi) / 2;
-        if (il__plan(&p, &plan) != IL_OK) break;
-        if (plan.fits) lo = p.cfg.n_seq;
+        if (il__fits(&p, &fits) != IL_OK) break;
+        if (fits) lo = p.cfg.n_seq;
         else hi = p.cfg.n_seq;
       }
       il_error_clear();
@@ -698,6 +740,7 @@ static il_status il__quality_define(il__learn *L) {
   IL_TRY(il__set(b, "model", "builtin:tiny"));
   IL_TRY(il__set(b, "device", "cpu"));
   IL_TRY(il__set(b, "wtype", "q8_0"));
+  if (L->quick) IL_TRY(il__set(b, "threads", "1"));
   b->prompt = il__prompt(L);
   b->gen = il__gen(L);
   snprintf(L->change, sizeof L->change, "wtype=q4_0");
@@ -806,8 +849,6 @@ static il_status il__numerics_define(il__learn *L) {
       *p = '/';
     }
   mkdir(mk, 0755);
-  char abs[PATH_MAX];
-  if (realpath(mk, abs)) snprintf(L->parent, sizeof L->parent, "%.2000s", abs);
   IL_TRY(il__hot_model(L));
   il_sweep_point *b = &L->base;
   il_sweep_point_defaults(b);
@@ -815,6 +856,7 @@ static il_status il__numerics_define(il__learn *L) {
   IL_TRY(il__set(b, "device", L->device));
   IL_TRY(il__set(b, "dtype", "f16"));
   IL_TRY(il__set(b, "check-numerics", "true"));
+  if (L->quick) IL_TRY(il__set(b, "threads", "1"));
   b->prompt = 6;
   b->gen = 1;
   snprintf(L->change, sizeof L->change, "dtype=bf16");

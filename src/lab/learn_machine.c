@@ -77,6 +77,23 @@ static il_status il__machine_files(il__learn *L) {
 
 static const il_check *il__find(const il_machine_report *r, const char *id) { return il_doctor_find(r->dr, id); }
 
+/* The facts of one arm's doctor report (verdict, summary, exit code) and its JSON as evidence. */
+static il_status il__arm_report(il__learn *L, const il_machine_report *r, const il_check *c, const char *arm) {
+  char key[48], name[48];
+  snprintf(key, sizeof key, "verdict_%s", arm);
+  il__learn_fact(L, key, "%s", c ? il_check_verdict_name(c->verdict) : "?");
+  snprintf(key, sizeof key, "summary_%s", arm);
+  il__learn_fact(L, key, "%s", c ? c->summary : "");
+  snprintf(key, sizeof key, "exit_%s", arm);
+  il__learn_fact(L, key, "%d", il_doctor_exit_code(r->dr));
+  snprintf(name, sizeof name, "doctor-%s.json", arm);
+  il_status st = IL_OK;
+  FILE *f = il__learn_open(L, name, &st);
+  if (!f) return st;
+  il_report_json(r->dr, f);
+  return fclose(f) == 0 ? IL_OK : il_error(IL_ERR_OUTPUT, "%s/%s: write failed", L->x->dir, name);
+}
+
 static il_status il__machine_before(il__learn *L) {
   il__learn_say(L, "%s", il__learn_ui(L, "step1"));
   /* this machine, for the same check */
@@ -119,16 +136,8 @@ static il_status il__machine_before(il__learn *L) {
   } else {
     il__learn_fact(L, "fix", "-");
   }
-  il__learn_fact(L, "verdict_baseline", "%s", c ? il_check_verdict_name(c->verdict) : "?");
-  il__learn_fact(L, "summary_baseline", "%s", c ? c->summary : "");
   il__learn_fact(L, "scenario", "%d", c ? c->scenario : 0);
-  il__learn_fact(L, "exit_baseline", "%d", il_doctor_exit_code(r.dr));
-  il_status st = IL_OK;
-  FILE *f = il__learn_open(L, "doctor-baseline.json", &st);
-  if (f) {
-    il_report_json(r.dr, f);
-    fclose(f);
-  }
+  il_status st = il__arm_report(L, &r, c, "baseline");
   il_machine_report_free(&r);
   return st;
 }
@@ -180,18 +189,9 @@ static il_status il__machine_run(void *ud, il_experiment *x, int arm, int run, d
   }
   il__learn_log(L, "run %d %s: %s %s, %d FAIL, %d WARN", run, arm ? "variant" : "baseline",
                 c ? il_check_verdict_name(c->verdict) : "?", L->scen->check, fails, warns);
-  if (arm == 1 && run == 0) {
-    il__learn_fact(L, "verdict_variant", "%s", c ? il_check_verdict_name(c->verdict) : "?");
-    il__learn_fact(L, "summary_variant", "%s", c ? c->summary : "");
-    il__learn_fact(L, "exit_variant", "%d", il_doctor_exit_code(r.dr));
-    il_status st = IL_OK;
-    FILE *j = il__learn_open(L, "doctor-variant.json", &st);
-    if (j) {
-      il_report_json(r.dr, j);
-      fclose(j);
-    }
-  }
+  il_status st = arm == 1 && run == 0 ? il__arm_report(L, &r, c, "variant") : IL_OK;
   il_machine_report_free(&r);
+  IL_TRY(st);
   il__learn_file(L, "logs/");
   il__learn_sample_line(L, arm, run, vals);
   return IL_OK;
