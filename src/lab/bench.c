@@ -271,7 +271,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     il_status ust = il_usage_start(&uo, &u);
     if (ust != IL_OK) return il__fail(r, ust);
   }
-  if (!strncmp(cfg.device, "sim:", 4)) {
+  if (!strncmp(cfg.device, "sim:", 4) && !o->no_prediction) {
     /* the planner's prediction for this exact combination, beside what the run will measure */
     il_plan plan;
     if (il_plan_run(&cfg, &plan) == IL_OK && plan.fits) {
@@ -324,6 +324,11 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     }
   }
   if (st != IL_OK) il__fail(r, st);
+  if (st == IL_OK && w.e) {
+    snprintf(r->attn, sizeof r->attn, "%s", w.e->attn ? w.e->attn->name : "");
+    snprintf(r->attn_why, sizeof r->attn_why, "%s", w.e->attn_why);
+    if (w.e->backend->ops->transfers) w.e->backend->ops->transfers(w.e->backend, &r->transfers);
+  }
   if (st == IL_OK && w.e && w.e->backend->ops->allocator_stats) {
     /* a device with a caching allocator: its figures and its memory map, as the run left them */
     il_backend *b = w.e->backend;

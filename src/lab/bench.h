@@ -109,6 +109,8 @@ typedef struct {
   bool sample_usage;   /* run lab/usage during the point (GPU view, sampled RSS) */
   const char *nvml_lib;
   bool no_gpu;
+  bool no_prediction;  /* skip the planner's prediction on sim (predicted_* stay 0): a caller that
+                        * plans its points itself saves the dry runs */
   int interval_ms;
   /* optional: called after each repetition (warm-up ones with rep < 0) */
   void (*progress)(void *ud, int rep, int reps);
@@ -145,6 +147,11 @@ typedef struct {
   size_t predicted_reserved; /* lab/plan's dry run: what the allocator will reserve on this device */
   size_t predicted_min;      /* and the smallest device that runs the combination (0: not planned) */
   char *memory_map_svg;
+  /* what the engine chose and moved (any device): the attention kernel and why auto skipped the
+   * ones before it, and the host<->device traffic of the whole run, load included (zero on cpu) */
+  char attn[32];
+  char attn_why[256];
+  il_transfer_stats transfers;
 } il_bench_result;
 
 /* Fills defaults: 5 reps, 1 warm-up, seed 1234, no usage sampling, interval 200 ms. */
