@@ -222,8 +222,10 @@ static bool il__content(json_t *c, int i, const char **text, char **owned, il_ap
   return true;
 }
 
-/* messages -> the prompt text through the chat template (*text: il_mem, caller frees). */
-static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *len, il_api_error *e) {
+/* messages -> the prompt text through the chat template (*text: il_mem, caller frees), and the
+ * ranges of it that are message content (*lit: il_mem, caller frees; tokenized as text). */
+static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *len, il_text_range **lit,
+                         size_t *n_lit, il_api_error *e) {
   if (!json_is_array(msgs) || json_array_size(msgs) == 0)
     return IL__BAD("messages", "'messages' must be a non-empty array of {\"role\", \"content\"}");
   size_t n = json_array_size(msgs);
@@ -244,7 +246,7 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
     }
   }
   if (ok) {
-    il_status st = il_template_render(api->tmpl, m, (int)n, true, text, len);
+    il_status st = il_template_render_parts(api->tmpl, m, (int)n, true, text, len, lit, n_lit);
     if (st == IL_ERR_INVALID_ARG) ok = IL__BAD("messages", "%s", il_error_detail());
     else if (st != IL_OK) {
       il_api_error_set(e, 500, "server_error", NULL, NULL, "%s", il_error_detail());
@@ -258,9 +260,9 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
 }
 
 static bool il__tokenize(const il_api *api, const char *text, size_t len, bool add_special, bool parse_special,
-                         int32_t **tokens, int32_t *n, il_api_error *e) {
+                         const il_text_range *lit, size_t n_lit, int32_t **tokens, int32_t *n, il_api_error *e) {
   size_t nt = 0;
-  il_status st = il_tokenize_alloc(api->e->vocab, text, len, add_special, parse_special, tokens, &nt);
+  il_status st = il_tokenize_literal_alloc(api->e->vocab, text, len, add_special, parse_special, lit, n_lit, tokens, &nt);
   if (st != IL_OK) {
     il_api_error_set(e, 500, "server_error", NULL, NULL, "tokenizer: %s", il_error_detail());
     return false;
@@ -274,8 +276,8 @@ static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *
   const il_request_params *rp = &api->defaults;
   if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
   if (json_is_string(p))
-    return il__tokenize(api, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special,
-                        tokens, n, e);
+    return il__tokenize(api, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special, NULL,
+                        0, tokens, n, e);
   if (!json_is_array(p) || json_array_size(p) == 0)
     return IL__BAD("prompt", "'prompt' must be a string or a non-empty array of token ids");
   size_t k = json_array_size(p);
@@ -592,9 +594,11 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
   int32_t *tokens = NULL, n = 0;
   if (ok && chat) {
     char *text = NULL;
-    size_t tl = 0;
-    ok = il__messages(api, json_object_get(o, "messages"), &text, &tl, e) &&
-         il__tokenize(api, text, tl, !api->defaults.no_bos, true, &tokens, &n, e);
+    size_t tl = 0, nl = 0;
+    il_text_range *lit = NULL;
+    ok = il__messages(api, json_object_get(o, "messages"), &text, &tl, &lit, &nl, e) &&
+         il__tokenize(api, text, tl, !api->defaults.no_bos, true, lit, nl, &tokens, &n, e);
+    il_mem_free(lit);
     il_mem_free(text);
   } else if (ok) {
     json_t *pr = json_object_get(o, "prompt");
@@ -687,13 +691,16 @@ bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **o
   if (!pr) pr = json_object_get(o, "content");
   if (ok && msgs) {
     char *text = NULL;
-    size_t tl = 0;
-    ok = il__messages(api, msgs, &text, &tl, e) && il__tokenize(api, text, tl, add_special, true, &tokens, &n, e);
+    size_t tl = 0, nl = 0;
+    il_text_range *lit = NULL;
+    ok = il__messages(api, msgs, &text, &tl, &lit, &nl, e) &&
+         il__tokenize(api, text, tl, add_special, true, lit, nl, &tokens, &n, e);
+    il_mem_free(lit);
     il_mem_free(text);
   } else if (ok) {
     if (!json_is_string(pr)) ok = IL__BAD("prompt", "'prompt' must be a string (or send 'messages')");
     else ok = il__tokenize(api, json_string_value(pr), json_string_length(pr), add_special,
-                           !api->defaults.no_parse_special, &tokens, &n, e);
+                           !api->defaults.no_parse_special, NULL, 0, &tokens, &n, e);
   }
   json_decref(o);
   if (!ok) return false;
