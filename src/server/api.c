@@ -8,12 +8,15 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "core/timer.h"
 #include "memory/mem.h"
 
 typedef struct il_api_choice {
   il_sbuf text;             /* not streaming: the whole text */
-  json_t *lp;               /* not streaming: logprobs being collected */
+  il_sbuf lp[4];            /* not streaming, logprobs as JSON text without brackets: chat: lp[0] the
+                               entries; completions: tokens, token_logprobs, top_logprobs, text_offset */
   il_finish_reason finish;
   bool role_sent;           /* streaming chat: the first delta carries the role */
   size_t offset;            /* completions: text offset of the next token */
@@ -28,73 +31,31 @@ void il_api_error_set(il_api_error *e, int status, const char *type, const char 
   e->status = status;
   e->type = type;
   snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+  e->param[il_utf8_cut(e->param, strlen(e->param))] = 0;
   e->code = code;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->message, sizeof e->message, fmt, ap);
+  int n = vsnprintf(e->message, sizeof e->message, fmt, ap);
   va_end(ap);
+  if (n >= (int)sizeof e->message) e->message[il_utf8_cut(e->message, strlen(e->message))] = 0;
 }
 
-json_t *il_api_error_json(const il_api_error *e) {
-  json_t *err = json_object();
-  if (!err) return NULL;
-  json_object_set_new(err, "message", json_stringn_nocheck(e->message, strlen(e->message)));
-  json_object_set_new(err, "type", json_string(e->type));
-  json_object_set_new(err, "param", e->param[0] ? json_string(e->param) : json_null());
-  json_object_set_new(err, "code", e->code ? json_string(e->code) : json_null());
-  return json_pack("{s:o}", "error", err);
+void il_api_error_write(il_sbuf *b, const il_api_error *e) {
+  il_sbuf_puts(b, "{\"error\":{\"message\":");
+  il_sbuf_json_str(b, e->message, strlen(e->message));
+  il_sbuf_puts(b, ",\"type\":");
+  il_sbuf_json_str(b, e->type, strlen(e->type));
+  il_sbuf_puts(b, ",\"param\":");
+  if (e->param[0]) il_sbuf_json_str(b, e->param, strlen(e->param));
+  else il_sbuf_puts(b, "null");
+  il_sbuf_puts(b, ",\"code\":");
+  if (e->code) il_sbuf_json_str(b, e->code, strlen(e->code));
+  else il_sbuf_puts(b, "null");
+  il_sbuf_puts(b, "}}");
 }
 
 #define IL__BAD(param, ...) (il_api_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__), false)
-
-/* ---- UTF-8 ---- */
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there are not one. */
-static size_t il__utf8_seq(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  size_t need;
-  unsigned min;
-  if (c >= 0xC2 && c <= 0xDF) need = 2, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) need = 3, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) need = 4, min = 0x10000;
-  else return 0;
-  if (n < need) return 0;
-  unsigned cp = c & (need == 2 ? 0x1F : need == 3 ? 0x0F : 0x07);
-  for (size_t i = 1; i < need; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return need;
-}
-
-size_t il_api_utf8_check(const char *s, size_t len) {
-  const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < len;) {
-    size_t k = il__utf8_seq(u + i, len - i);
-    if (!k) return i;
-    i += k;
-  }
-  return len;
-}
-
-/* A JSON string of bytes that may not be valid UTF-8 (a token can be half a character):
- * invalid bytes become U+FFFD. */
-static json_t *il__jstr(const char *s, size_t n) {
-  if (!s || !n) return json_string("");
-  if (il_api_utf8_check(s, n) == n) return json_stringn(s, n);
-  il_sbuf b = {0};
-  const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    size_t k = il__utf8_seq(u + i, n - i);
-    if (k) il_sbuf_put(&b, s + i, k), i += k;
-    else il_sbuf_puts(&b, "\xEF\xBF\xBD"), i++;
-  }
-  json_t *j = b.oom ? NULL : json_stringn(b.p ? b.p : "", b.len);
-  il_sbuf_free(&b);
-  return j;
-}
+#define IL__OOM(what) (il_api_error_set(e, 500, "server_error", NULL, "out_of_memory", "out of memory %s", what), false)
 
 /* ---- setup ---- */
 
@@ -121,7 +82,7 @@ il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const cha
 static bool il__parse(const char *body, size_t len, json_t **out, il_api_error *e) {
   *out = NULL;
   if (!body || !len) return IL__BAD(NULL, "the request has no body: send a JSON object");
-  size_t bad = il_api_utf8_check(body, len);
+  size_t bad = il_utf8_check(body, len);
   if (bad != len) {
     il_api_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8",
                      "the request body is not valid UTF-8 (byte %zu is 0x%02X)", bad, (unsigned char)body[bad]);
@@ -179,9 +140,10 @@ static bool il__model(const il_api *api, json_t *o, il_api_error *e) {
   if (!v || json_is_null(v)) return true;
   if (!json_is_string(v)) return IL__BAD("model", "'model' must be a string");
   if (strcmp(json_string_value(v), api->model_id)) {
+    char clip[80];
     il_api_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
-                     "the model '%s' does not exist; this server serves '%s' (GET /v1/models)", json_string_value(v),
-                     api->model_id);
+                     "the model '%s' does not exist; this server serves '%s' (GET /v1/models)",
+                     il_utf8_clip(json_string_value(v), clip, sizeof clip), api->model_id);
     return false;
   }
   return true;
@@ -398,17 +360,19 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
   return true;
 }
 
-/* ---- the stream: events -> JSON ---- */
+/* ---- the stream: events -> JSON text ---- */
+
+static void il__choice_free(il_api_choice *ch) {
+  il_sbuf_free(&ch->text);
+  for (int k = 0; k < 4; k++) il_sbuf_free(&ch->lp[k]);
+}
 
 void il_api_stream_unref(il_api_stream *st) {
   pthread_mutex_lock(&st->mu);
   int left = --st->refs;
   pthread_mutex_unlock(&st->mu);
   if (left) return;
-  for (int i = 0; st->ch && i < st->n; i++) {
-    il_sbuf_free(&st->ch[i].text);
-    json_decref(st->ch[i].lp);
-  }
+  for (int i = 0; st->ch && i < st->n; i++) il__choice_free(&st->ch[i]);
   il_mem_free(st->ch);
   il_sbuf_free(&st->out);
   pthread_cond_destroy(&st->cv);
@@ -416,167 +380,264 @@ void il_api_stream_unref(il_api_stream *st) {
   il_mem_free(st);
 }
 
-static json_t *il__piece(const il_api *api, int32_t id, json_t **bytes) {
-  char buf[256];
-  size_t n = il_vocab_token_piece(api->e->vocab, id, true, buf, sizeof buf);
-  if (n > sizeof buf) n = sizeof buf;
-  if (bytes) {
-    *bytes = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
-  }
-  return il__jstr(buf, n);
+/* A token's text with control tokens shown, as the detokenizer gives it (may be half a
+ * character). */
+static size_t il__piece(const il_api *api, int32_t id, char *buf, size_t cap) {
+  size_t n = il_vocab_token_piece(api->e->vocab, id, true, buf, cap);
+  return n > cap ? cap : n;
+}
+
+static void il__bytes(il_sbuf *b, const char *p, size_t n) {
+  il_sbuf_puts(b, "[");
+  for (size_t i = 0; i < n; i++) il_sbuf_printf(b, i ? ",%u" : "%u", (unsigned char)p[i]);
+  il_sbuf_puts(b, "]");
 }
 
 /* One token's logprobs in the chat format: {"token", "logprob", "bytes", "top_logprobs"}. */
-static json_t *il__chat_lp(const il_api *api, const il_sched_event *ev) {
-  json_t *bytes = NULL, *tok = il__piece(api, ev->token, &bytes), *top = json_array();
+static void il__chat_lp(il_sbuf *b, const il_api *api, const il_sched_event *ev) {
+  char buf[256];
+  size_t n = il__piece(api, ev->token, buf, sizeof buf);
+  il_sbuf_puts(b, "{\"token\":");
+  il_sbuf_json_str(b, buf, n);
+  il_sbuf_puts(b, ",\"logprob\":");
+  il_sbuf_json_float(b, ev->logprob);
+  il_sbuf_puts(b, ",\"bytes\":");
+  il__bytes(b, buf, n);
+  il_sbuf_puts(b, ",\"top_logprobs\":[");
   for (int i = 0; i < ev->n_top; i++) {
-    json_t *b = NULL, *t = il__piece(api, ev->top_ids[i], &b);
-    json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", t, "logprob", (double)ev->top_logprobs[i], "bytes", b));
+    n = il__piece(api, ev->top_ids[i], buf, sizeof buf);
+    il_sbuf_puts(b, i ? ",{\"token\":" : "{\"token\":");
+    il_sbuf_json_str(b, buf, n);
+    il_sbuf_puts(b, ",\"logprob\":");
+    il_sbuf_json_float(b, ev->top_logprobs[i]);
+    il_sbuf_puts(b, ",\"bytes\":");
+    il__bytes(b, buf, n);
+    il_sbuf_puts(b, "}");
   }
-  return json_pack("{s:o,s:f,s:o,s:o}", "token", tok, "logprob", (double)ev->logprob, "bytes", bytes, "top_logprobs", top);
+  il_sbuf_puts(b, "]}");
 }
 
-/* Appends one token to completions-style logprobs {"tokens", "token_logprobs", "top_logprobs",
- * "text_offset"}. */
-static void il__cmpl_lp_add(const il_api *api, json_t *lp, const il_sched_event *ev, size_t offset) {
-  json_t *top = json_object();
-  for (int i = 0; i < ev->n_top; i++) {
-    json_t *t = il__piece(api, ev->top_ids[i], NULL);
-    if (json_is_string(t)) json_object_set_new(top, json_string_value(t), json_real(ev->top_logprobs[i]));
-    json_decref(t);
+/* The alternatives of one token in the completions format: {piece: logprob, ...}; a piece that
+ * repeats (two tokens with the same text) keeps its first, most likely, entry. */
+static void il__cmpl_top(il_sbuf *b, const il_api *api, const il_sched_event *ev) {
+  char bufs[IL_SCHED_MAX_TOP_LOGPROBS][256];
+  size_t lens[IL_SCHED_MAX_TOP_LOGPROBS];
+  int k = 0;
+  il_sbuf_puts(b, "{");
+  for (int i = 0; i < ev->n_top && i < IL_SCHED_MAX_TOP_LOGPROBS; i++) {
+    lens[k] = il__piece(api, ev->top_ids[i], bufs[k], sizeof bufs[k]);
+    bool dup = false;
+    for (int j = 0; j < k && !dup; j++) dup = lens[j] == lens[k] && !memcmp(bufs[j], bufs[k], lens[k]);
+    if (dup) continue;
+    if (k) il_sbuf_puts(b, ",");
+    il_sbuf_json_str(b, bufs[k], lens[k]);
+    il_sbuf_puts(b, ":");
+    il_sbuf_json_float(b, ev->top_logprobs[i]);
+    k++;
   }
-  json_array_append_new(json_object_get(lp, "tokens"), il__piece(api, ev->token, NULL));
-  json_array_append_new(json_object_get(lp, "token_logprobs"), json_real(ev->logprob));
-  json_array_append_new(json_object_get(lp, "top_logprobs"), top);
-  json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)offset));
+  il_sbuf_puts(b, "}");
 }
 
-static json_t *il__cmpl_lp_new(void) {
-  return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+/* Appends one token to the four completions lists (each comma-separated, no brackets). */
+static void il__cmpl_lp_add(il_sbuf lp[4], const il_api *api, const il_sched_event *ev, size_t offset) {
+  char buf[256];
+  size_t n = il__piece(api, ev->token, buf, sizeof buf);
+  for (int k = 0; k < 4; k++)
+    if (lp[k].len) il_sbuf_puts(&lp[k], ",");
+  il_sbuf_json_str(&lp[0], buf, n);
+  il_sbuf_json_float(&lp[1], ev->logprob);
+  il__cmpl_top(&lp[2], api, ev);
+  il_sbuf_printf(&lp[3], "%zu", offset);
 }
 
-static json_t *il__usage(const il_sched_event *ev) {
-  return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", ev->n_prompt, "completion_tokens", ev->n_gen,
-                   "total_tokens", ev->n_prompt + ev->n_gen, "prompt_tokens_details", "cached_tokens", ev->n_cached);
-}
-
-static json_t *il__frame(const il_api_stream *st, const char *object) {
-  return json_pack("{s:s,s:s,s:I,s:s}", "id", st->rid, "object", object, "created", (json_int_t)st->created, "model",
-                   st->api->model_id);
-}
-
-static void il__sse(il_api_stream *st, json_t *j) {
-  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
-  if (!s) {
-    st->out.oom = true;
-    return;
+static void il__cmpl_lp_write(il_sbuf *b, il_sbuf lp[4]) {
+  static const char *const names[4] = {"{\"tokens\":[", "],\"token_logprobs\":[", "],\"top_logprobs\":[",
+                                       "],\"text_offset\":["};
+  for (int k = 0; k < 4; k++) {
+    il_sbuf_puts(b, names[k]);
+    il_sbuf_put(b, lp[k].p ? lp[k].p : "", lp[k].len);
+    if (lp[k].oom) b->oom = true;
   }
-  il_sbuf_puts(&st->out, "data: ");
-  il_sbuf_puts(&st->out, s);
-  il_sbuf_puts(&st->out, "\n\n");
-  il_mem_free(s);
+  il_sbuf_puts(b, "]}");
 }
 
-static const char *il__reason(il_finish_reason r) { return r == IL_FINISH_NONE ? NULL : il_finish_name(r); }
+static void il__usage(il_sbuf *b, const il_sched_event *ev) {
+  il_sbuf_printf(b,
+                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+                 "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                 (int)ev->n_prompt, (int)ev->n_gen, (int)(ev->n_prompt + ev->n_gen), (int)ev->n_cached);
+}
+
+/* {"id", "object", "created", "model", then the caller's fields and the closing brace. */
+static void il__frame(il_sbuf *b, const il_api_stream *st, const char *object) {
+  il_sbuf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", st->rid, object,
+                 st->created);
+  il_sbuf_json_str(b, st->api->model_id, strlen(st->api->model_id));
+}
+
+static void il__reason(il_sbuf *b, il_finish_reason r) {
+  if (r == IL_FINISH_NONE) il_sbuf_puts(b, "null");
+  else il_sbuf_printf(b, "\"%s\"", il_finish_name(r));
+}
+
+/* Moves a finished chunk into the stream's output whole, or marks the output failed: a client
+ * never reads half a chunk. */
+static void il__emit_chunk(il_api_stream *st, il_sbuf *c) {
+  if (c->oom) st->out.oom = true;
+  else il_sbuf_put(&st->out, c->p, c->len);
+  il_sbuf_free(c);
+}
 
 static void il__stream_event(il_api_stream *st, const il_sched_event *ev) {
   il_api_choice *ch = &st->ch[ev->choice];
   const bool lp = st->logprobs >= 0 && ev->token >= 0;
   if (!ev->len && !lp && ev->finish == IL_FINISH_NONE && (!st->chat || ch->role_sent)) return;
-  json_t *c = json_pack("{s:i}", "index", ev->choice);
+  il_sbuf chunk = {0}, *b = &chunk;
+  il_sbuf_puts(b, "data: ");
+  il__frame(b, st, st->chat ? "chat.completion.chunk" : "text_completion");
+  il_sbuf_printf(b, ",\"choices\":[{\"index\":%d,", (int)ev->choice);
   if (st->chat) {
-    json_t *delta = json_object();
-    if (!ch->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
+    il_sbuf_puts(b, "\"delta\":{");
+    const bool content = ev->len || ev->finish == IL_FINISH_NONE;
+    if (!ch->role_sent) il_sbuf_puts(b, content ? "\"role\":\"assistant\"," : "\"role\":\"assistant\"");
     ch->role_sent = true;
-    if (ev->len || ev->finish == IL_FINISH_NONE) json_object_set_new(delta, "content", il__jstr(ev->text, ev->len));
-    json_object_set_new(c, "delta", delta);
-    json_object_set_new(c, "logprobs", lp ? json_pack("{s:[o]}", "content", il__chat_lp(st->api, ev)) : json_null());
-  } else {
-    json_object_set_new(c, "text", il__jstr(ev->text, ev->len));
-    json_t *l = json_null();
-    if (lp) {
-      l = il__cmpl_lp_new();
-      il__cmpl_lp_add(st->api, l, ev, ch->offset);
+    if (content) {
+      il_sbuf_puts(b, "\"content\":");
+      il_sbuf_json_str(b, ev->text, ev->len);
     }
-    json_object_set_new(c, "logprobs", l);
+    il_sbuf_puts(b, "},\"logprobs\":");
+    if (lp) {
+      il_sbuf_puts(b, "{\"content\":[");
+      il__chat_lp(b, st->api, ev);
+      il_sbuf_puts(b, "]}");
+    } else {
+      il_sbuf_puts(b, "null");
+    }
+  } else {
+    il_sbuf_puts(b, "\"text\":");
+    il_sbuf_json_str(b, ev->text, ev->len);
+    il_sbuf_puts(b, ",\"logprobs\":");
+    if (lp) {
+      il_sbuf one[4] = {{0}};
+      il__cmpl_lp_add(one, st->api, ev, ch->offset);
+      il__cmpl_lp_write(b, one);
+      for (int k = 0; k < 4; k++) il_sbuf_free(&one[k]);
+    } else {
+      il_sbuf_puts(b, "null");
+    }
     ch->offset += ev->len;
   }
-  const char *r = il__reason(ev->finish);
-  json_object_set_new(c, "finish_reason", r ? json_string(r) : json_null());
-  json_t *f = il__frame(st, st->chat ? "chat.completion.chunk" : "text_completion");
-  json_object_set_new(f, "choices", json_pack("[o]", c));
-  il__sse(st, f);
+  il_sbuf_puts(b, ",\"finish_reason\":");
+  il__reason(b, ev->finish);
+  il_sbuf_puts(b, "}]}\n\n");
+  il__emit_chunk(st, b);
+}
+
+static bool il__choice_oom(const il_api_choice *ch) {
+  return ch->text.oom || ch->lp[0].oom || ch->lp[1].oom || ch->lp[2].oom || ch->lp[3].oom;
 }
 
 static void il__collect_event(il_api_stream *st, const il_sched_event *ev) {
   il_api_choice *ch = &st->ch[ev->choice];
   if (st->logprobs >= 0 && ev->token >= 0) {
-    if (!ch->lp) ch->lp = st->chat ? json_array() : il__cmpl_lp_new();
-    if (st->chat) json_array_append_new(ch->lp, il__chat_lp(st->api, ev));
-    else il__cmpl_lp_add(st->api, ch->lp, ev, ch->text.len);
+    if (st->chat) {
+      if (ch->lp[0].len) il_sbuf_puts(&ch->lp[0], ",");
+      il__chat_lp(&ch->lp[0], st->api, ev);
+    } else {
+      il__cmpl_lp_add(ch->lp, st->api, ev, ch->text.len);
+    }
   }
   il_sbuf_put(&ch->text, ev->text, ev->len);
 }
 
+/* The whole non-streaming body, each choice's buffers freed as soon as they are copied. */
+static void il__body(il_api_stream *st, const il_sched_event *ev) {
+  il_sbuf *b = &st->out;
+  il__frame(b, st, st->chat ? "chat.completion" : "text_completion");
+  il_sbuf_puts(b, ",\"choices\":[");
+  for (int i = 0; i < st->n; i++) {
+    il_api_choice *ch = &st->ch[i];
+    if (il__choice_oom(ch)) b->oom = true;
+    il_sbuf_printf(b, i ? ",{\"index\":%d," : "{\"index\":%d,", i);
+    il_sbuf_puts(b, st->chat ? "\"message\":{\"role\":\"assistant\",\"content\":" : "\"text\":");
+    il_sbuf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
+    il_sbuf_puts(b, st->chat ? "},\"logprobs\":" : ",\"logprobs\":");
+    if (st->logprobs < 0) {
+      il_sbuf_puts(b, "null");
+    } else if (st->chat) {
+      il_sbuf_puts(b, "{\"content\":[");
+      il_sbuf_put(b, ch->lp[0].p ? ch->lp[0].p : "", ch->lp[0].len);
+      il_sbuf_puts(b, "]}");
+    } else {
+      il__cmpl_lp_write(b, ch->lp);
+    }
+    il_sbuf_puts(b, ",\"finish_reason\":");
+    il__reason(b, ch->finish);
+    il_sbuf_puts(b, "}");
+    il__choice_free(ch);
+  }
+  il_sbuf_puts(b, "],\"usage\":");
+  il__usage(b, ev);
+  il_sbuf_puts(b, "}");
+}
+
+/* A failure the client must hear about instead of the body: whatever was built is dropped. */
+static void il__fail_body(il_api_stream *st, const il_api_error *e) {
+  for (int i = 0; i < st->n; i++) il__choice_free(&st->ch[i]);
+  il_sbuf_free(&st->out);
+  st->status = e->status;
+  il_api_error_write(&st->out, e);
+}
+
 static void il__final(il_api_stream *st, const il_sched_event *ev) {
   if (st->stream) {
+    if (st->failed) return; /* the stream ends without [DONE]: the client knows it is incomplete */
+    il_sbuf c = {0};
     if (st->include_usage) {
-      json_t *f = il__frame(st, st->chat ? "chat.completion.chunk" : "text_completion");
-      json_object_set_new(f, "choices", json_array());
-      json_object_set_new(f, "usage", il__usage(ev));
-      il__sse(st, f);
+      il_sbuf_puts(&c, "data: ");
+      il__frame(&c, st, st->chat ? "chat.completion.chunk" : "text_completion");
+      il_sbuf_puts(&c, ",\"choices\":[],\"usage\":");
+      il__usage(&c, ev);
+      il_sbuf_puts(&c, "}\n\n");
     }
-    il_sbuf_puts(&st->out, "data: [DONE]\n\n");
+    il_sbuf_puts(&c, "data: [DONE]\n\n");
+    il__emit_chunk(st, &c);
     return;
   }
   il_finish_reason worst = IL_FINISH_NONE;
   for (int i = 0; i < st->n; i++)
     if (st->ch[i].finish == IL_FINISH_ERROR || st->ch[i].finish == IL_FINISH_CANCELLED) worst = st->ch[i].finish;
-  json_t *body;
-  if (worst != IL_FINISH_NONE) {
-    il_api_error e;
+  il_api_error e;
+  if (st->failed) {
+    il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
+  } else if (worst != IL_FINISH_NONE) {
     if (worst == IL_FINISH_ERROR) il_api_error_set(&e, 500, "server_error", NULL, "engine_error", "the engine failed while generating");
     else il_api_error_set(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
-    st->status = e.status;
-    body = il_api_error_json(&e);
   } else {
     st->status = 200;
-    json_t *choices = json_array();
-    for (int i = 0; i < st->n; i++) {
-      il_api_choice *ch = &st->ch[i];
-      json_t *text = il__jstr(ch->text.p ? ch->text.p : "", ch->text.len), *lp = ch->lp ? json_incref(ch->lp) : json_null();
-      if (st->logprobs >= 0 && !ch->lp) lp = st->chat ? json_array() : il__cmpl_lp_new();
-      json_t *c = st->chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", i, "message", "role", "assistant",
-                                       "content", text, "logprobs", st->chat && st->logprobs >= 0 ? json_pack("{s:o}", "content", lp) : lp,
-                                       "finish_reason", il_finish_name(ch->finish))
-                           : json_pack("{s:i,s:o,s:o,s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
-                                       il_finish_name(ch->finish));
-      json_array_append_new(choices, c);
-    }
-    body = il__frame(st, st->chat ? "chat.completion" : "text_completion");
-    json_object_set_new(body, "choices", choices);
-    json_object_set_new(body, "usage", il__usage(ev));
+    il__body(st, ev);
+    if (!st->out.oom) return;
+    il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
   }
-  char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-  json_decref(body);
-  if (!s) st->out.oom = true;
-  else il_sbuf_puts(&st->out, s);
-  il_mem_free(s);
+  il__fail_body(st, &e);
 }
 
-/* The scheduler's callback (engine thread). */
+/* The scheduler's callback (engine thread). A write that fails ends the request: it is
+ * cancelled, and its answer is an error, never a partial body. */
 static void il__on_event(void *ud, const il_sched_event *ev) {
   il_api_stream *st = ud;
   pthread_mutex_lock(&st->mu);
   if (ev->done) {
     il__final(st, ev);
     st->done = true;
-  } else {
+  } else if (!st->failed) {
     if (ev->finish != IL_FINISH_NONE) st->ch[ev->choice].finish = ev->finish;
     if (st->stream) il__stream_event(st, ev);
     else il__collect_event(st, ev);
+    if (st->out.oom || il__choice_oom(&st->ch[ev->choice])) {
+      st->failed = true;
+      il_sched_cancel(st->api->sched, st->id);
+    }
   }
   pthread_cond_broadcast(&st->cv);
   pthread_mutex_unlock(&st->mu);
@@ -658,30 +719,35 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
   return ok;
 }
 
-bool il_api_models(const il_api *api, const char *id, json_t **out, il_api_error *e) {
-  *out = NULL;
+/* out complete: true; else it is freed and e says out of memory. */
+static bool il__done(il_sbuf *out, il_api_error *e) {
+  if (!out->oom) return true;
+  il_sbuf_free(out);
+  return IL__OOM("building the response");
+}
+
+bool il_api_models(const il_api *api, const char *id, il_sbuf *out, il_api_error *e) {
   if (!api->e) {
     il_api_error_set(e, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
     return false;
   }
-  json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", api->model_id, "object", "model", "created",
-                        (json_int_t)time(NULL), "owned_by", "inferlab", "max_model_len", api->e->n_ctx);
-  if (id) {
-    if (strcmp(id, api->model_id)) {
-      json_decref(m);
-      il_api_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
-                       "the model '%s' does not exist; this server serves '%s'", id, api->model_id);
-      return false;
-    }
-    *out = m;
-    return true;
+  if (id && strcmp(id, api->model_id)) {
+    char clip[80];
+    il_api_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
+                     "the model '%s' does not exist; this server serves '%s'", il_utf8_clip(id, clip, sizeof clip),
+                     api->model_id);
+    return false;
   }
-  *out = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
-  return true;
+  if (!id) il_sbuf_puts(out, "{\"object\":\"list\",\"data\":[");
+  il_sbuf_puts(out, "{\"id\":");
+  il_sbuf_json_str(out, api->model_id, strlen(api->model_id));
+  il_sbuf_printf(out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"inferlab\",\"max_model_len\":%d}",
+                 (long long)time(NULL), (int)api->e->n_ctx);
+  if (!id) il_sbuf_puts(out, "]}");
+  return il__done(out, e);
 }
 
-bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e) {
-  *out = NULL;
+bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_sbuf *out, il_api_error *e) {
   json_t *o = NULL;
   if (!il__parse(body, len, &o, e)) return false;
   bool add_special = true, pieces = false;
@@ -704,19 +770,24 @@ bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **o
   }
   json_decref(o);
   if (!ok) return false;
-  json_t *ids = json_array(), *pc = pieces ? json_array() : NULL;
-  for (int32_t i = 0; i < n; i++) {
-    json_array_append_new(ids, json_integer(tokens[i]));
-    if (pc) json_array_append_new(pc, il__piece(api, tokens[i], NULL));
+  il_sbuf_puts(out, "{\"tokens\":[");
+  for (int32_t i = 0; i < n; i++) il_sbuf_printf(out, i ? ",%d" : "%d", (int)tokens[i]);
+  il_sbuf_printf(out, "],\"count\":%d,\"max_model_len\":%d", (int)n, (int)api->e->n_ctx);
+  if (pieces) {
+    il_sbuf_puts(out, ",\"pieces\":[");
+    char buf[256];
+    for (int32_t i = 0; i < n; i++) {
+      if (i) il_sbuf_puts(out, ",");
+      il_sbuf_json_str(out, buf, il__piece(api, tokens[i], buf, sizeof buf));
+    }
+    il_sbuf_puts(out, "]");
   }
+  il_sbuf_puts(out, "}");
   il_mem_free(tokens);
-  *out = json_pack("{s:o,s:i,s:i}", "tokens", ids, "count", n, "max_model_len", api->e->n_ctx);
-  if (pc) json_object_set_new(*out, "pieces", pc);
-  return true;
+  return il__done(out, e);
 }
 
-bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e) {
-  *out = NULL;
+bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_sbuf *out, il_api_error *e) {
   json_t *o = NULL;
   if (!il__parse(body, len, &o, e)) return false;
   json_t *t = json_object_get(o, "tokens");
@@ -725,10 +796,7 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t *
   if (ok && !json_is_array(t)) ok = IL__BAD("tokens", "'tokens' must be an array of token ids");
   size_t n = ok ? json_array_size(t) : 0;
   int32_t *ids = ok ? il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
-  if (ok && !ids) {
-    il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    ok = false;
-  }
+  if (ok && !ids) ok = IL__OOM("reading the token ids");
   for (size_t i = 0; ok && i < n; i++) {
     json_t *x = json_array_get(t, i);
     if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= nv)
@@ -740,12 +808,14 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t *
     size_t need = il_detokenize(api->e->vocab, ids, n, false, NULL, 0);
     char *text = il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text");
     if (!text) {
-      il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-      ok = false;
+      ok = IL__OOM("detokenizing");
     } else {
       il_detokenize(api->e->vocab, ids, n, false, text, need);
-      *out = json_pack("{s:o}", "prompt", il__jstr(text, need));
+      il_sbuf_puts(out, "{\"prompt\":");
+      il_sbuf_json_str(out, text, need);
+      il_sbuf_puts(out, "}");
       il_mem_free(text);
+      ok = il__done(out, e);
     }
   }
   il_mem_free(ids);

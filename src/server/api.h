@@ -6,12 +6,15 @@
  * submits the request to the scheduler with an il_api_stream as the event target. The engine
  * thread then writes the response into the stream: server-sent events ("data: {chunk}\n\n",
  * "data: [DONE]") when streaming, else the whole JSON body when the request is done.
+ * Responses are JSON text written as they are built (server/sbuf.h): a step that fails marks
+ * the buffer, and the request answers an error instead of a partial 200. Error messages are
+ * valid UTF-8 whatever the client sent: a message cut at its size limit is cut at a character
+ * boundary, quoted client strings are clipped (il_utf8_clip), invalid bytes become U+FFFD.
  * Not for: sockets, connection limits or authentication (server/server.c).
  */
 #ifndef IL_SERVER_API_H
 #define IL_SERVER_API_H
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -27,10 +30,11 @@ typedef struct {
   char message[512];
 } il_api_error;
 
+/* Fills e; the message is cut at a character boundary when it is longer than its buffer. */
 void il_api_error_set(il_api_error *e, int status, const char *type, const char *param, const char *code,
                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-/* {"error": {"message", "type", "param", "code"}}; NULL on out of memory. */
-json_t *il_api_error_json(const il_api_error *e);
+/* Appends {"error": {"message", "type", "param", "code"}} to b (b->oom on failure). */
+void il_api_error_write(il_sbuf *b, const il_api_error *e);
 
 typedef struct {
   il_engine *e;            /* borrowed */
@@ -60,6 +64,7 @@ typedef struct il_api_stream {
   struct il_server *srv;
   il_sbuf out;             /* bytes to send */
   size_t out_pos;
+  bool failed;             /* a write failed: the request is cancelled and answers an error */
   /* how to write events */
   const il_api *api;
   bool chat, include_usage;
@@ -77,15 +82,14 @@ void il_api_stream_unref(il_api_stream *st);
  * two references (the scheduler's, dropped at its final event, and the caller's). On failure
  * returns false with e filled; nothing is left allocated. */
 bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len, il_api_stream **out, il_api_error *e);
+/* The other endpoints write their whole 200 body into *out (empty on entry; on failure it is
+ * freed and e is filled). */
 /* GET /v1/models (id NULL) or /v1/models/ID. */
-bool il_api_models(const il_api *api, const char *id, json_t **out, il_api_error *e);
+bool il_api_models(const il_api *api, const char *id, il_sbuf *out, il_api_error *e);
 /* POST /v1/tokenize: {"prompt": TEXT} or {"messages": [...]}, "add_special" (default true),
  * "with_pieces". Answers {"tokens", "count", "max_model_len"[, "pieces"]}. */
-bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e);
+bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_sbuf *out, il_api_error *e);
 /* POST /v1/detokenize: {"tokens": [ids]} -> {"prompt": TEXT}. */
-bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e);
-
-/* Index of the first byte that is not part of valid UTF-8 (len when all valid). */
-size_t il_api_utf8_check(const char *s, size_t len);
+bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_sbuf *out, il_api_error *e);
 
 #endif

@@ -95,17 +95,23 @@ static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code
   return ret;
 }
 
-static enum MHD_Result il__send_json(il_server *s, struct MHD_Connection *c, int code, json_t *j) {
-  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
-  if (!text) return il__send(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of memory\"}}", 38);
-  enum MHD_Result r = il__send(s, c, code, "application/json", text, strlen(text));
-  il_mem_free(text);
+/* An error body; when even that cannot be built (out of memory), a fixed one. */
+static enum MHD_Result il__send_error(il_server *s, struct MHD_Connection *c, const il_api_error *e) {
+  static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
+                            "\"code\":\"out_of_memory\"}}";
+  il_sbuf b = {0};
+  il_api_error_write(&b, e);
+  enum MHD_Result r = b.oom ? il__send(s, c, 500, "application/json", oom, sizeof oom - 1)
+                            : il__send(s, c, e->status, "application/json", b.p, b.len);
+  il_sbuf_free(&b);
   return r;
 }
 
-static enum MHD_Result il__send_error(il_server *s, struct MHD_Connection *c, const il_api_error *e) {
-  return il__send_json(s, c, e->status, il_api_error_json(e));
+/* A 200 body an endpoint wrote into b (freed here), or its error. */
+static enum MHD_Result il__send_body(il_server *s, struct MHD_Connection *c, bool ok, il_sbuf *b, const il_api_error *e) {
+  enum MHD_Result r = ok ? il__send(s, c, 200, "application/json", b->p ? b->p : "", b->len) : il__send_error(s, c, e);
+  il_sbuf_free(b);
+  return r;
 }
 
 static enum MHD_Result il__fail(il_server *s, struct MHD_Connection *c, int status, const char *type,
@@ -197,6 +203,7 @@ static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool
   st->out = (il_sbuf){0};
   pthread_mutex_unlock(&st->mu);
   il_api_stream_unref(st);
+  /* the engine thread wrote either the whole body or an error; out of memory even for that: */
   enum MHD_Result ret = body.oom ? il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory building the response")
                                  : il__send(s, c, status, "application/json", body.p ? body.p : "", body.len);
   il_sbuf_free(&body);
@@ -277,24 +284,24 @@ static enum MHD_Result il__route(il_server *s, struct MHD_Connection *c, const c
   if (!strcmp(path, "/models") || !strncmp(path, "/models/", 8)) {
     if (!get) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET");
     il_api_error err;
-    json_t *j = NULL;
+    il_sbuf b = {0};
     pthread_rwlock_rdlock(&s->lock);
-    bool ok = il_api_models(&s->api, path[7] == '/' ? path + 8 : NULL, &j, &err);
+    bool ok = il_api_models(&s->api, path[7] == '/' ? path + 8 : NULL, &b, &err);
     pthread_rwlock_unlock(&s->lock);
-    return ok ? il__send_json(s, c, 200, j) : il__send_error(s, c, &err);
+    return il__send_body(s, c, ok, &b, &err);
   }
   if (!post) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use POST with a JSON body");
   if (!strcmp(path, "/chat/completions")) return il__generate(s, c, true, cc);
   if (!strcmp(path, "/completions")) return il__generate(s, c, false, cc);
   il_api_error err;
-  json_t *j = NULL;
+  il_sbuf b = {0};
   pthread_rwlock_rdlock(&s->lock);
   bool ok = s->api.sched != NULL;
   if (!ok) il_api_error_set(&err, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
-  else if (!strcmp(path, "/tokenize")) ok = il_api_tokenize(&s->api, cc->body.p, cc->body.len, &j, &err);
-  else ok = il_api_detokenize(&s->api, cc->body.p, cc->body.len, &j, &err);
+  else if (!strcmp(path, "/tokenize")) ok = il_api_tokenize(&s->api, cc->body.p, cc->body.len, &b, &err);
+  else ok = il_api_detokenize(&s->api, cc->body.p, cc->body.len, &b, &err);
   pthread_rwlock_unlock(&s->lock);
-  return ok ? il__send_json(s, c, 200, j) : il__send_error(s, c, &err);
+  return il__send_body(s, c, ok, &b, &err);
 }
 
 static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,

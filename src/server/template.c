@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "memory/mem.h"
+#include "server/sbuf.h"
 
 static const char *const il__names[IL_TEMPLATE_COUNT] = {"chatml", "smollm2", "llama2", "mistral",
                                                          "llama3", "phi3",    "gemma"};
@@ -242,9 +243,11 @@ il_status il_template_render_parts(il_template_kind k, const il_chat_msg *msgs, 
   if (k >= IL_TEMPLATE_COUNT) return il_error(IL_ERR_INVALID_ARG, "chat template %d: unknown", (int)k);
   for (int i = 0; i < n; i++) {
     const char *r = msgs[i].role;
-    if (!r || (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")))
+    if (!r || (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))) {
+      char clip[48];
       return il_error(IL_ERR_INVALID_ARG, "messages[%d].role: '%s' is not one of system, user, assistant", i,
-                      r ? r : "(none)");
+                      r ? il_utf8_clip(r, clip, sizeof clip) : "(none)");
+    }
     if (!msgs[i].content) return il_error(IL_ERR_INVALID_ARG, "messages[%d].content: missing", i);
   }
   il__buf b = {0};

@@ -44,4 +44,57 @@ if model:
     finally:
         t.eq(srv.stop(), 0, "exit code")
 
+# ---- client strings quoted in errors: valid UTF-8, cut at a character boundary ----
+
+
+def raw_get(port, path):
+    """GET with raw bytes in the path; (status, body bytes, Content-Length)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.split(b"\r\n")
+    length = [int(ln.split(b":")[1]) for ln in lines if ln.lower().startswith(b"content-length:")]
+    return int(lines[0].split()[1]), body, length[0] if length else None
+
+
+def error_of(status_body, what, want_status):
+    status, body = status_body[0], status_body[1]
+    t.eq(status, want_status, what + ": status")
+    t.check(b"\0" not in body, what + ": no NUL byte in the body")
+    try:
+        msg = json.loads(body.decode("utf-8"))["error"]["message"]  # strict UTF-8
+    except (UnicodeDecodeError, ValueError, KeyError) as e:
+        t.check(False, "%s: the body is valid UTF-8 JSON with an error (%r: %r)" % (what, e, body[:120]))
+        return ""
+    t.check("out of memory" not in msg, what + ": not reported as out of memory: " + msg[:80])
+    return msg
+
+
+srv = Server()
+try:
+    st, body, length = raw_get(srv.port, b"/v1/models/%ff")
+    t.eq(length, len(body), "GET /v1/models/%ff: Content-Length is the body's length")
+    msg = error_of((st, body), "GET /v1/models/%ff", 404)
+    t.check("\ufffd" in msg, "the invalid byte is shown as U+FFFD: %r" % msg[:80])
+    st, body, length = raw_get(srv.port, b"/v1/models/" + b"%c3%a9" * 300)
+    msg = error_of((st, body), "GET /v1/models/ + 300 x e-acute", 404)
+    t.check("..." in msg and len(msg) < 300, "the quoted id is clipped: %d characters" % len(msg))
+    msg = error_of(srv.post("/v1/completions", {"prompt": "x", "model": "\u00e9" * 300}), "model of 300 x e-acute", 404)
+    t.check(msg.count("\u00e9") < 100, "the quoted model is clipped")
+    msg = error_of(srv.post("/v1/chat/completions", {"messages": [{"role": "\u00e9" * 300, "content": "x"}]}),
+                   "role of 300 x e-acute", 400)
+    t.check("messages[0].role" in msg, "the role error names the message: " + msg[:60])
+    # an invalid byte in the body itself is a 400 that names the offset
+    msg = error_of(srv.post("/v1/completions", b'{"prompt": "\xc3"}'), "half a character in the body", 400)
+    t.check("byte 12" in msg, "the offset of the bad byte is named: " + msg)
+finally:
+    t.eq(srv.stop(), 0, "exit code")
+
 t.finish()
