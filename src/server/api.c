@@ -272,6 +272,7 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
       !il__num(o, "min_p", 0, 1, &min_p, e) || !il__num(o, "repeat_penalty", 0, 100, &rp, e))
     return false;
   if (top_p <= 0) return IL__BAD("top_p", "'top_p' must be greater than 0");
+  if (rp <= 0) return IL__BAD("repeat_penalty", "'repeat_penalty' is %g; it must be in (0, 100] (1 = off)", rp);
   p->sampling.temp = (float)temp;
   p->sampling.top_p = (float)top_p;
   p->sampling.min_p = (float)min_p;
@@ -353,7 +354,19 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
     if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
       return IL__BAD("response_format", "only {\"type\": \"text\"} is supported");
   }
-  if (json_is_array(tools) && json_array_size(tools)) return IL__BAD("tools", "tools are not supported");
+  /* function calling is not implemented: a request that asks for it is refused, never answered
+   * as if it had not asked (an empty tools list or tool_choice "none" asks for nothing) */
+  if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
+    return IL__BAD("tools", "'tools' is not supported (this server does not call functions)");
+  json_t *tc = json_object_get(o, "tool_choice");
+  if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
+    return IL__BAD("tool_choice", "'tool_choice' is not supported (only \"none\"; this server does not call functions)");
+  static const char *const legacy[] = {"functions", "function_call"};
+  for (int i = 0; i < 2; i++) {
+    json_t *f = json_object_get(o, legacy[i]);
+    if (f && !json_is_null(f) && !(i == 1 && json_is_string(f) && !strcmp(json_string_value(f), "none")))
+      return IL__BAD(legacy[i], "'%s' is not supported (this server does not call functions)", legacy[i]);
+  }
   json_t *bias = json_object_get(o, "logit_bias");
   if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
     return IL__BAD("logit_bias", "'logit_bias' is not supported (use --ignore-eos to suppress end of generation)");

@@ -5,7 +5,8 @@ characters it is, never as the control tokens of the chat template (on the stori
 whose vocabulary has <s> and </s>, with the llama2 template). Error messages that quote a
 client's string are valid UTF-8 cut at a character boundary (never a 500 "out of memory" for an
 encoding problem, never a stray NUL). Fields the server does not support are refused naming the
-field instead of being ignored.
+field instead of being ignored (tools, tool_choice, functions, function_call), and
+repeat_penalty 0 is refused as the CLI refuses it.
 """
 import json
 import os
@@ -94,6 +95,24 @@ try:
     # an invalid byte in the body itself is a 400 that names the offset
     msg = error_of(srv.post("/v1/completions", b'{"prompt": "\xc3"}'), "half a character in the body", 400)
     t.check("byte 12" in msg, "the offset of the bad byte is named: " + msg)
+
+    # ---- what is not supported is refused, naming the field ----
+    chat = {"messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+    for extra, field in [({"repeat_penalty": 0}, "repeat_penalty"), ({"repeat_penalty": -1}, "repeat_penalty"),
+                         ({"tools": {"type": "function"}}, "tools"), ({"tools": "all"}, "tools"),
+                         ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+                         ({"tool_choice": "auto"}, "tool_choice"), ({"tool_choice": {"type": "function"}}, "tool_choice"),
+                         ({"functions": [{"name": "f"}]}, "functions"), ({"function_call": "auto"}, "function_call")]:
+        st, data, _ = srv.post("/v1/chat/completions", dict(chat, **extra))
+        err = json.loads(data).get("error", {}) if st != 200 else {}
+        t.check(st == 400 and err.get("param") == field and field in err.get("message", ""),
+                "%r: 400 naming %s (%d %r)" % (extra, field, st, data[:120]))
+    for extra in [{"repeat_penalty": 1.1}, {"tools": []}, {"tools": None}, {"tool_choice": "none"},
+                  {"function_call": "none"}]:
+        st, data, _ = srv.post("/v1/chat/completions", dict(chat, **extra))
+        t.eq(st, 200, "%r asks for nothing unsupported" % extra)
+    st, data, _ = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 2, "repeat_penalty": 0})
+    t.eq((st, json.loads(data)["error"]["param"]), (400, "repeat_penalty"), "completions: repeat_penalty 0")
 finally:
     t.eq(srv.stop(), 0, "exit code")
 
