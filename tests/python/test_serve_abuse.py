@@ -144,6 +144,8 @@ finally:
 
 # a full queue: one slot and one waiting place; 8 long requests at once: one runs, at most one
 # waits (the scheduler may not have admitted the first when the second arrives), the rest get 503
+# (shorter under ASan: one running and one waiting request must finish within the client's timeout)
+LONG = 300 if SANITIZED else 900
 busy = Server("--parallel", "1", "--max-queue", "1", "--ignore-eos")
 try:
     got = []
@@ -152,7 +154,7 @@ try:
 
     def long_request(i):
         go.wait()
-        st, data, headers = busy.post("/v1/completions", {"prompt": "Once %d" % i, "max_tokens": 900, "seed": i})
+        st, data, headers = busy.post("/v1/completions", {"prompt": "Once %d" % i, "max_tokens": LONG, "seed": i})
         with lock:
             got.append((st, data, headers))
 
