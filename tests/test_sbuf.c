@@ -1,4 +1,5 @@
-/* tests/test_sbuf: the server's JSON text writer and UTF-8 helpers (server/sbuf).
+/* tests/test_sbuf: the server's JSON text writer and UTF-8 helpers (server/sbuf), and the
+ * per-request byte budgets with the JSON arena (server/budget).
  *
  * Escapes as JSON requires and turns bytes that are not UTF-8 into U+FFFD, so every string it
  * writes is valid; cuts at character boundaries; and under an allocation that fails at every
@@ -10,6 +11,7 @@
 
 #include "harness.h"
 #include "memory/mem.h"
+#include "server/budget.h"
 #include "server/sbuf.h"
 
 static void expect_str(const char *in, size_t n, const char *want) {
@@ -94,7 +96,75 @@ static void test_oom(void) {
   il_sbuf_free(&whole);
 }
 
+static void test_budget(void) {
+  size_t held0 = 0, held = 0;
+  uint64_t over0 = 0, over = 0;
+  il_budget_totals(&held0, NULL, &over0);
+  il_budget *b = il_budget_new(100000);
+  IL_CHECK(b != NULL);
+  IL_CHECK(il_budget_take(b, 60000));
+  IL_CHECK(!il_budget_take(b, 50000)); /* would pass the limit: refused, nothing charged */
+  IL_CHECK(il_budget_over(b));
+  IL_CHECK_INT(il_budget_used(b), 60000);
+  il_budget_totals(&held, NULL, &over);
+  IL_CHECK_INT(held - held0, 60000);
+  IL_CHECK_INT(over - over0, 1);
+  il_budget_give(b, 60000);
+  /* a buffer charges its capacity and gives it back */
+  il_sbuf sb = {.budget = b};
+  for (int i = 0; i < 1000; i++) il_sbuf_puts(&sb, "0123456789");
+  IL_CHECK(!sb.oom);
+  IL_CHECK(il_budget_used(b) >= sb.len && il_budget_used(b) <= 2 * sb.len + 4096);
+  for (int i = 0; i < 20000 && !sb.oom; i++) il_sbuf_puts(&sb, "0123456789");
+  IL_CHECK(sb.oom);                               /* stopped at the budget */
+  IL_CHECK(il_budget_used(b) <= 100000);
+  il_sbuf_free(&sb);
+  IL_CHECK_INT(il_budget_used(b), 0);
+  il_budget_unref(b);
+  il_budget_totals(&held, NULL, NULL);
+  IL_CHECK_INT(held, held0);
+
+  /* the arena: small blocks share chunks, a scope's end frees them, its budget bounds it */
+  il_budget *a = il_budget_new(1 << 20);
+  il_mem_stats m0, m1;
+  il_mem_stats_get(&m0);
+  il_jarena ar;
+  il_jarena_begin(&ar, a);
+  int got = 0;
+  for (int i = 0; i < 10000; i++) {
+    char *p = il_budget_json_malloc(24);
+    if (!p) break;
+    memset(p, 0x5a, 24);
+    il_budget_json_free(p); /* a no-op inside a scope */
+    got++;
+  }
+  IL_CHECK_INT(got, 10000);
+  /* 10000 x 24-byte blocks: about 320 KB in 64 KiB chunks, where memory/ would take 128 each */
+  IL_CHECK(il_budget_used(a) < 400000);
+  IL_CHECK(il_budget_used(a) > 320000);
+  void *big = il_budget_json_malloc(200000); /* a chunk of its own */
+  IL_CHECK(big != NULL);
+  void *none = NULL;
+  for (int i = 0; i < 10 && (none = il_budget_json_malloc(200000)); i++) {
+  }
+  IL_CHECK(none == NULL); /* the budget ran out: jansson sees a failed malloc */
+  IL_CHECK(il_budget_over(a));
+  il_jarena_end(&ar);
+  IL_CHECK_INT(il_budget_used(a), 0);
+  il_mem_stats_get(&m1);
+  IL_CHECK_INT(m1.current[IL_MEM_OTHER], m0.current[IL_MEM_OTHER]);
+  /* outside a scope: memory/, uncharged, freed one by one */
+  char *p = il_budget_json_malloc(10);
+  IL_CHECK(p != NULL);
+  memcpy(p, "123456789", 10);
+  il_budget_json_free(p);
+  il_mem_stats_get(&m1);
+  IL_CHECK_INT(m1.current[IL_MEM_OTHER], m0.current[IL_MEM_OTHER]);
+  il_budget_unref(a);
+}
+
 int main(void) {
+  test_budget();
   test_escape();
   test_cut();
   test_oom();

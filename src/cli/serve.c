@@ -30,7 +30,7 @@ static void il__serve_help(void) {
          "Stop it with Ctrl-C or SIGTERM. TLS: put a reverse proxy in front (docs/serve.md).\n\n"
          "server options:\n"
          "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
@@ -39,6 +39,7 @@ static void il__serve_help(void) {
          "    --alias NAME", "model name in /v1/models and requests [the file's base name]",
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --max-body BYTES", "largest request body [1048576]",
+         "    --max-request-memory BYTES", "most one request may make the server hold (413 beyond) [16 x max-body]",
          "    --max-connections N", "open connections before 429 [64]",
          "    --max-tokens N", "largest max_tokens a request may ask [the context]",
          "    --max-queue N", "requests waiting for a slot before 503 [4 x parallel]",
@@ -88,7 +89,7 @@ int il_cli_serve(int argc, char **argv) {
   bool help = false;
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
-             *step_tokens = NULL;
+             *step_tokens = NULL, *max_req_mem = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"host", 0, true, &host, NULL},
@@ -99,6 +100,7 @@ int il_cli_serve(int argc, char **argv) {
       {"alias", 0, true, &alias, NULL},
       {"chat-template", 0, true, &tmpl, NULL},
       {"max-body", 0, true, &max_body, NULL},
+      {"max-request-memory", 0, true, &max_req_mem, NULL},
       {"max-connections", 0, true, &max_conn, NULL},
       {"max-tokens", 0, true, &max_tokens, NULL},
       {"max-queue", 0, true, &max_queue, NULL},
@@ -127,6 +129,8 @@ int il_cli_serve(int argc, char **argv) {
   if (parallel) cfg.n_seq = (int)v;
   if (max_body && (rc = il__int_flag("--max-body", max_body, 1024, 1L << 30, &v))) return rc;
   if (max_body) o.max_body = (size_t)v;
+  if (max_req_mem && (rc = il__int_flag("--max-request-memory", max_req_mem, 1L << 20, 1L << 40, &v))) return rc;
+  if (max_req_mem) o.max_request_memory = (size_t)v;
   if (max_conn && (rc = il__int_flag("--max-connections", max_conn, 1, 100000, &v))) return rc;
   if (max_conn) o.max_connections = (int)v;
   if (max_tokens && (rc = il__int_flag("--max-tokens", max_tokens, 1, 1 << 22, &v))) return rc;

@@ -57,6 +57,14 @@ void il_api_error_write(il_sbuf *b, const il_api_error *e) {
 #define IL__BAD(param, ...) (il_api_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__), false)
 #define IL__OOM(what) (il_api_error_set(e, 500, "server_error", NULL, "out_of_memory", "out of memory %s", what), false)
 
+/* A budget ran out: 413 naming the limit. */
+static bool il__over(il_api_error *e, const il_budget *b, const char *what) {
+  il_api_error_set(e, 413, "invalid_request_error", NULL, "request_too_large",
+                   "%s needs more than the %zu bytes of server memory one request may hold (--max-request-memory)",
+                   what, il_budget_limit(b));
+  return false;
+}
+
 /* ---- setup ---- */
 
 il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const char *chat_template, int max_tokens,
@@ -79,8 +87,7 @@ il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const cha
 
 /* ---- parsing helpers: each returns false with e set ---- */
 
-static bool il__parse(const char *body, size_t len, json_t **out, il_api_error *e) {
-  *out = NULL;
+static bool il__parse_in(const char *body, size_t len, il_budget *b, json_t **out, il_api_error *e) {
   if (!body || !len) return IL__BAD(NULL, "the request has no body: send a JSON object");
   size_t bad = il_utf8_check(body, len);
   if (bad != len) {
@@ -90,16 +97,26 @@ static bool il__parse(const char *body, size_t len, json_t **out, il_api_error *
   }
   json_error_t je;
   json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  if (!j && il_budget_over(b)) return il__over(e, b, "parsing the request body");
   if (!j) {
     il_api_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
                      "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     return false;
   }
-  if (!json_is_object(j)) {
-    json_decref(j);
-    return IL__BAD(NULL, "the request body must be a JSON object");
-  }
+  if (!json_is_object(j)) return IL__BAD(NULL, "the request body must be a JSON object");
   *out = j;
+  return true;
+}
+
+/* Parses body into *out inside arena a (begun here, on budget b; the caller ends it after the
+ * last use of *out; on failure it is ended here). */
+static bool il__parse(const char *body, size_t len, il_jarena *a, il_budget *b, json_t **out, il_api_error *e) {
+  *out = NULL;
+  il_jarena_begin(a, b);
+  if (!il__parse_in(body, len, b, out, e)) {
+    il_jarena_end(a);
+    return false;
+  }
   return true;
 }
 
@@ -221,25 +238,80 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
   return ok;
 }
 
-static bool il__tokenize(const il_api *api, const char *text, size_t len, bool add_special, bool parse_special,
-                         const il_text_range *lit, size_t n_lit, int32_t **tokens, int32_t *n, il_api_error *e) {
+/* Token arrays are charged to the request's budget while they live. */
+static size_t il__tokens_bytes(size_t n) { return sizeof(int32_t) * (n + 1) + 64; }
+
+static void il__tokens_free(il_budget *b, int32_t *tokens, int32_t n) {
+  if (!tokens) return;
+  il_mem_free(tokens);
+  il_budget_give(b, il__tokens_bytes((size_t)n));
+}
+
+/* The tokenizer's scratch while it runs (memory/ category workspace, outside the budgets) is
+ * about 50 bytes per byte of text (a 1 MiB prompt: ~55 MB peak on builtin:tiny), so texts of
+ * IL__BIG_TEXT or more are tokenized at most IL__BIG_TOKENIZE at a time: ten concurrent 1 MiB
+ * prompts then hold two of those at once, not ten (they would share the CPUs anyway). */
+#define IL__BIG_TEXT ((size_t)64 << 10)
+#define IL__BIG_TOKENIZE 2
+static pthread_mutex_t il__gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t il__gate_cv = PTHREAD_COND_INITIALIZER;
+static int il__gate_busy;
+
+static bool il__tokenize(const il_api *api, il_budget *b, const char *text, size_t len, bool add_special,
+                         bool parse_special, const il_text_range *lit, size_t n_lit, int32_t **tokens, int32_t *n,
+                         il_api_error *e) {
   size_t nt = 0;
+  const bool big = len >= IL__BIG_TEXT;
+  if (big) {
+    pthread_mutex_lock(&il__gate_mu);
+    while (il__gate_busy >= IL__BIG_TOKENIZE) pthread_cond_wait(&il__gate_cv, &il__gate_mu);
+    il__gate_busy++;
+    pthread_mutex_unlock(&il__gate_mu);
+  }
   il_status st = il_tokenize_literal_alloc(api->e->vocab, text, len, add_special, parse_special, lit, n_lit, tokens, &nt);
+  if (big) {
+    pthread_mutex_lock(&il__gate_mu);
+    il__gate_busy--;
+    pthread_cond_signal(&il__gate_cv);
+    pthread_mutex_unlock(&il__gate_mu);
+  }
   if (st != IL_OK) {
     il_api_error_set(e, 500, "server_error", NULL, NULL, "tokenizer: %s", il_error_detail());
     return false;
+  }
+  if (nt > INT32_MAX || !il_budget_take(b, il__tokens_bytes(nt))) {
+    il_mem_free(*tokens);
+    *tokens = NULL;
+    return il__over(e, b, "the prompt's tokens");
   }
   *n = (int32_t)nt;
   return true;
 }
 
+/* A chat's messages through the template and the tokenizer (content as text). */
+static bool il__chat_tokens(const il_api *api, il_budget *b, json_t *msgs, bool add_special, int32_t **tokens,
+                            int32_t *n, il_api_error *e) {
+  char *text = NULL;
+  size_t tl = 0, nl = 0;
+  il_text_range *lit = NULL;
+  if (!il__messages(api, msgs, &text, &tl, &lit, &nl, e)) return false;
+  bool ok = il_budget_take(b, tl + 64) ? true : il__over(e, b, "the rendered chat");
+  if (ok) {
+    ok = il__tokenize(api, b, text, tl, add_special, true, lit, nl, tokens, n, e);
+    il_budget_give(b, tl + 64);
+  }
+  il_mem_free(lit);
+  il_mem_free(text);
+  return ok;
+}
+
 /* The prompt of a completions request: a string, [string], or [token ids]. */
-static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *n, il_api_error *e) {
+static bool il__prompt(const il_api *api, il_budget *b, json_t *p, int32_t **tokens, int32_t *n, il_api_error *e) {
   const il_request_params *rp = &api->defaults;
   if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
   if (json_is_string(p))
-    return il__tokenize(api, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special, NULL,
-                        0, tokens, n, e);
+    return il__tokenize(api, b, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special,
+                        NULL, 0, tokens, n, e);
   if (!json_is_array(p) || json_array_size(p) == 0)
     return IL__BAD("prompt", "'prompt' must be a string or a non-empty array of token ids");
   size_t k = json_array_size(p);
@@ -250,8 +322,10 @@ static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *
     if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv)
       return IL__BAD("prompt", "'prompt[%zu]' must be a token id in [0, %d)", i, nv);
   }
+  if (!il_budget_take(b, il__tokens_bytes(k))) return il__over(e, b, "the prompt's tokens");
   *tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * k, "prompt tokens");
   if (!*tokens) {
+    il_budget_give(b, il__tokens_bytes(k));
     il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     return false;
   }
@@ -380,6 +454,13 @@ static void il__choice_free(il_api_choice *ch) {
   for (int k = 0; k < 4; k++) il_sbuf_free(&ch->lp[k]);
 }
 
+static void il__body_free(il_api_stream *st) {
+  for (int k = 0; st->body && k < st->n_body; k++) il_sbuf_free(&st->body[k]);
+  il_mem_free(st->body);
+  st->body = NULL;
+  st->n_body = 0;
+}
+
 void il_api_stream_unref(il_api_stream *st) {
   pthread_mutex_lock(&st->mu);
   int left = --st->refs;
@@ -387,7 +468,9 @@ void il_api_stream_unref(il_api_stream *st) {
   if (left) return;
   for (int i = 0; st->ch && i < st->n; i++) il__choice_free(&st->ch[i]);
   il_mem_free(st->ch);
+  il__body_free(st);
   il_sbuf_free(&st->out);
+  il_budget_unref(st->budget);
   pthread_cond_destroy(&st->cv);
   pthread_mutex_destroy(&st->mu);
   il_mem_free(st);
@@ -557,46 +640,88 @@ static void il__collect_event(il_api_stream *st, const il_sched_event *ev) {
       if (ch->lp[0].len) il_sbuf_puts(&ch->lp[0], ",");
       il__chat_lp(&ch->lp[0], st->api, ev);
     } else {
-      il__cmpl_lp_add(ch->lp, st->api, ev, ch->text.len);
+      il__cmpl_lp_add(ch->lp, st->api, ev, ch->offset);
     }
   }
-  il_sbuf_put(&ch->text, ev->text, ev->len);
+  /* kept as escaped JSON string content: the body is sent from these buffers as they are
+   * (the scheduler's event text is whole UTF-8 characters, so escaping per event is escaping
+   * the whole) */
+  il_sbuf_json_chars(&ch->text, ev->text, ev->len);
+  ch->offset += ev->len;
 }
 
-/* The whole non-streaming body, each choice's buffers freed as soon as they are copied. */
+/* The non-streaming body as segments sent one after another without being copied together:
+ * short glue text written here, and each choice's text and logprob buffers moved in. */
+#define IL__MAX_SEGS (2 + IL_SCHED_MAX_N * 12) /* a choice: at most 11 (text, 4 lists, glue between) */
+
+static il_sbuf *il__seg_glue(il_api_stream *st) {
+  if (st->glue_open) return &st->body[st->n_body - 1];
+  il_sbuf *g = &st->body[st->n_body++];
+  *g = (il_sbuf){.budget = st->budget};
+  st->glue_open = true;
+  return g;
+}
+
+static void il__seg_move(il_api_stream *st, il_sbuf *from) {
+  if (from->oom) st->body_oom = true;
+  if (!from->len) {
+    il_sbuf_free(from);
+    return;
+  }
+  st->body[st->n_body++] = *from;
+  *from = (il_sbuf){.budget = st->budget};
+  st->glue_open = false;
+}
+
 static void il__body(il_api_stream *st, const il_sched_event *ev) {
-  il_sbuf *b = &st->out;
-  il__frame(b, st, st->chat ? "chat.completion" : "text_completion");
-  il_sbuf_puts(b, ",\"choices\":[");
+  st->body = il_mem_calloc(IL_MEM_OTHER, sizeof *st->body * IL__MAX_SEGS, "response segments");
+  if (!st->body) {
+    st->body_oom = true;
+    return;
+  }
+  il__frame(il__seg_glue(st), st, st->chat ? "chat.completion" : "text_completion");
+  il_sbuf_puts(il__seg_glue(st), ",\"choices\":[");
   for (int i = 0; i < st->n; i++) {
     il_api_choice *ch = &st->ch[i];
-    if (il__choice_oom(ch)) b->oom = true;
-    il_sbuf_printf(b, i ? ",{\"index\":%d," : "{\"index\":%d,", i);
-    il_sbuf_puts(b, st->chat ? "\"message\":{\"role\":\"assistant\",\"content\":" : "\"text\":");
-    il_sbuf_json_str(b, ch->text.p ? ch->text.p : "", ch->text.len);
-    il_sbuf_puts(b, st->chat ? "},\"logprobs\":" : ",\"logprobs\":");
+    il_sbuf *g = il__seg_glue(st);
+    il_sbuf_printf(g, i ? ",{\"index\":%d," : "{\"index\":%d,", i);
+    il_sbuf_puts(g, st->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
+    il__seg_move(st, &ch->text);
+    g = il__seg_glue(st);
+    il_sbuf_puts(g, st->chat ? "\"},\"logprobs\":" : "\",\"logprobs\":");
     if (st->logprobs < 0) {
-      il_sbuf_puts(b, "null");
+      il_sbuf_puts(g, "null");
     } else if (st->chat) {
-      il_sbuf_puts(b, "{\"content\":[");
-      il_sbuf_put(b, ch->lp[0].p ? ch->lp[0].p : "", ch->lp[0].len);
-      il_sbuf_puts(b, "]}");
+      il_sbuf_puts(g, "{\"content\":[");
+      il__seg_move(st, &ch->lp[0]);
+      il_sbuf_puts(il__seg_glue(st), "]}");
     } else {
-      il__cmpl_lp_write(b, ch->lp);
+      static const char *const names[4] = {"{\"tokens\":[", "],\"token_logprobs\":[", "],\"top_logprobs\":[",
+                                           "],\"text_offset\":["};
+      for (int k = 0; k < 4; k++) {
+        il_sbuf_puts(il__seg_glue(st), names[k]);
+        il__seg_move(st, &ch->lp[k]);
+      }
+      il_sbuf_puts(il__seg_glue(st), "]}");
     }
-    il_sbuf_puts(b, ",\"finish_reason\":");
-    il__reason(b, ch->finish);
-    il_sbuf_puts(b, "}");
+    g = il__seg_glue(st);
+    il_sbuf_puts(g, ",\"finish_reason\":");
+    il__reason(g, ch->finish);
+    il_sbuf_puts(g, "}");
     il__choice_free(ch);
   }
-  il_sbuf_puts(b, "],\"usage\":");
-  il__usage(b, ev);
-  il_sbuf_puts(b, "}");
+  il_sbuf *g = il__seg_glue(st);
+  il_sbuf_puts(g, "],\"usage\":");
+  il__usage(g, ev);
+  il_sbuf_puts(g, "}");
+  for (int k = 0; k < st->n_body; k++)
+    if (st->body[k].oom) st->body_oom = true;
 }
 
 /* A failure the client must hear about instead of the body: whatever was built is dropped. */
 static void il__fail_body(il_api_stream *st, const il_api_error *e) {
   for (int i = 0; i < st->n; i++) il__choice_free(&st->ch[i]);
+  il__body_free(st);
   il_sbuf_free(&st->out);
   st->status = e->status;
   il_api_error_write(&st->out, e);
@@ -621,7 +746,10 @@ static void il__final(il_api_stream *st, const il_sched_event *ev) {
   for (int i = 0; i < st->n; i++)
     if (st->ch[i].finish == IL_FINISH_ERROR || st->ch[i].finish == IL_FINISH_CANCELLED) worst = st->ch[i].finish;
   il_api_error e;
-  if (st->failed) {
+  if (st->failed && il_budget_over(st->budget)) {
+    il__over(&e, st->budget, "the response");
+    e.code = "response_too_large";
+  } else if (st->failed) {
     il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
   } else if (worst != IL_FINISH_NONE) {
     if (worst == IL_FINISH_ERROR) il_api_error_set(&e, 500, "server_error", NULL, "engine_error", "the engine failed while generating");
@@ -629,8 +757,13 @@ static void il__final(il_api_stream *st, const il_sched_event *ev) {
   } else {
     st->status = 200;
     il__body(st, ev);
-    if (!st->out.oom) return;
-    il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
+    if (!st->body_oom) return;
+    if (il_budget_over(st->budget)) {
+      il__over(&e, st->budget, "the response");
+      e.code = "response_too_large";
+    } else {
+      il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
+    }
   }
   il__fail_body(st, &e);
 }
@@ -659,26 +792,23 @@ static void il__on_event(void *ud, const il_sched_event *ev) {
 
 /* ---- endpoints ---- */
 
-bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len, il_api_stream **out, il_api_error *e) {
+bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len, il_budget *b, il_api_stream **out,
+                     il_api_error *e) {
   *out = NULL;
   json_t *o = NULL;
-  if (!il__parse(body, len, &o, e)) return false;
+  il_jarena arena;
+  if (!il__parse(body, len, &arena, b, &o, e)) return false;
   il_sched_params p;
   bool stream = false, usage = false, ok = il__model(api, o, e) && il__params(api, o, chat, &p, &stream, &usage, e);
   int32_t *tokens = NULL, n = 0;
   if (ok && chat) {
-    char *text = NULL;
-    size_t tl = 0, nl = 0;
-    il_text_range *lit = NULL;
-    ok = il__messages(api, json_object_get(o, "messages"), &text, &tl, &lit, &nl, e) &&
-         il__tokenize(api, text, tl, !api->defaults.no_bos, true, lit, nl, &tokens, &n, e);
-    il_mem_free(lit);
-    il_mem_free(text);
+    ok = il__chat_tokens(api, b, json_object_get(o, "messages"), !api->defaults.no_bos, &tokens, &n, e);
   } else if (ok) {
     json_t *pr = json_object_get(o, "prompt");
-    ok = pr ? il__prompt(api, pr, &tokens, &n, e) : IL__BAD("prompt", "'prompt' is required");
+    ok = pr ? il__prompt(api, b, pr, &tokens, &n, e) : IL__BAD("prompt", "'prompt' is required");
   }
   json_decref(o);
+  il_jarena_end(&arena); /* the request's JSON is gone from here on */
   if (ok && n == 0) ok = IL__BAD(chat ? "messages" : "prompt", "the prompt has no tokens");
   if (ok && n >= api->e->n_ctx) {
     il_api_error_set(e, 400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
@@ -690,6 +820,20 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     int32_t d = api->defaults.n_predict > 0 ? api->defaults.n_predict : room;
     p.max_tokens = d < room ? d : room;
   }
+  /* a whole response with logprobs is held until it is sent: refuse one that cannot fit before
+   * computing it (a stream sends as it goes) */
+  if (ok && !stream && p.logprobs >= 0) {
+    const unsigned long long entries = (unsigned long long)p.n * (unsigned long long)p.max_tokens * (1ull + (unsigned)p.logprobs),
+                             most = il_budget_limit(b) / IL_API_LOGPROB_BYTES;
+    if (entries > most) {
+      il_api_error_set(e, 400, "invalid_request_error", chat ? "top_logprobs" : "logprobs", "response_too_large",
+                       "n (%d) x max_tokens (%d) x (1 + %s %d) = %llu logprob entries; one response holds at most %llu "
+                       "(--max-request-memory %zu at %d bytes each): ask for fewer, or stream",
+                       (int)p.n, (int)p.max_tokens, chat ? "top_logprobs" : "logprobs", (int)p.logprobs, entries, most,
+                       il_budget_limit(b), IL_API_LOGPROB_BYTES);
+      ok = false;
+    }
+  }
   il_api_stream *st = NULL;
   if (ok) {
     st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "response stream");
@@ -697,13 +841,18 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     if (!st || !ch) {
       il_mem_free(st);
       il_mem_free(ch);
-      il_mem_free(tokens);
-      il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-      return false;
+      il__tokens_free(b, tokens, n);
+      return IL__OOM("starting the response");
     }
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
     st->refs = 2;
+    st->budget = il_budget_ref(b);
+    st->out.budget = b;
+    for (int32_t i = 0; i < p.n; i++) {
+      ch[i].text.budget = b;
+      for (int k = 0; k < 4; k++) ch[i].lp[k].budget = b;
+    }
     st->stream = stream;
     st->include_usage = usage;
     st->api = api;
@@ -727,15 +876,20 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
       st = NULL;
     }
   }
-  il_mem_free(tokens);
+  il__tokens_free(b, tokens, n);
   *out = st;
   return ok;
 }
 
-/* out complete: true; else it is freed and e says out of memory. */
+/* out complete: true; else it is freed and e says why (its budget, or out of memory). */
 static bool il__done(il_sbuf *out, il_api_error *e) {
   if (!out->oom) return true;
   il_sbuf_free(out);
+  if (il_budget_over(out->budget)) {
+    il__over(e, out->budget, "the response");
+    e->code = "response_too_large";
+    return false;
+  }
   return IL__OOM("building the response");
 }
 
@@ -760,56 +914,147 @@ bool il_api_models(const il_api *api, const char *id, il_sbuf *out, il_api_error
   return il__done(out, e);
 }
 
-bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_sbuf *out, il_api_error *e) {
+/* /v1/tokenize's body, made from the tokens while it is read: a stage of at most ~10 KiB is
+ * refilled item by item (one id, or one piece: at most 256 bytes, 1.5 KiB escaped), so the body
+ * never exists whole and no allocation happens once it has started. */
+struct il_api_gen {
+  const il_api *api;
+  il_budget *budget;
+  int32_t *tokens, n;
+  bool pieces;
+  int phase;     /* 0 start, 1 ids, 2 between, 3 pieces, 4 end, 5 done */
+  int32_t i;
+  il_sbuf stage;
+  size_t pos;
+};
+
+#define IL__GEN_STAGE ((size_t)16 << 10)
+#define IL__GEN_FILL ((size_t)8 << 10)
+
+static void il__gen_fill(il_api_gen *g) {
+  il_sbuf *b = &g->stage;
+  char buf[256];
+  while (b->len < IL__GEN_FILL && g->phase < 5) {
+    switch (g->phase) {
+      case 0:
+        il_sbuf_puts(b, "{\"tokens\":[");
+        g->phase = 1;
+        g->i = 0;
+        break;
+      case 1:
+        if (g->i < g->n) {
+          il_sbuf_printf(b, g->i ? ",%d" : "%d", (int)g->tokens[g->i]);
+          g->i++;
+        } else {
+          il_sbuf_printf(b, "],\"count\":%d,\"max_model_len\":%d", (int)g->n, (int)g->api->e->n_ctx);
+          g->phase = g->pieces ? 2 : 4;
+        }
+        break;
+      case 2:
+        il_sbuf_puts(b, ",\"pieces\":[");
+        g->phase = 3;
+        g->i = 0;
+        break;
+      case 3:
+        if (g->i < g->n) {
+          if (g->i) il_sbuf_puts(b, ",");
+          il_sbuf_json_str(b, buf, il__piece(g->api, g->tokens[g->i], buf, sizeof buf));
+          g->i++;
+        } else {
+          il_sbuf_puts(b, "]");
+          g->phase = 4;
+        }
+        break;
+      default:
+        il_sbuf_puts(b, "}");
+        g->phase = 5;
+    }
+  }
+}
+
+size_t il_api_gen_read(il_api_gen *g, char *buf, size_t max) {
+  if (g->pos == g->stage.len) {
+    il_sbuf_consume(&g->stage, g->stage.len);
+    g->pos = 0;
+    il__gen_fill(g);
+    if (g->stage.oom) return 0; /* cannot happen: the stage was reserved for the largest fill */
+  }
+  size_t n = g->stage.len - g->pos;
+  if (n > max) n = max;
+  memcpy(buf, g->stage.p + g->pos, n);
+  g->pos += n;
+  return n;
+}
+
+void il_api_gen_free(il_api_gen *g) {
+  if (!g) return;
+  il_sbuf_free(&g->stage);
+  il__tokens_free(g->budget, g->tokens, g->n);
+  il_budget_unref(g->budget);
+  il_mem_free(g);
+}
+
+bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_budget *b, il_api_gen **out, size_t *size,
+                     il_api_error *e) {
+  *out = NULL;
+  *size = 0;
   json_t *o = NULL;
-  if (!il__parse(body, len, &o, e)) return false;
+  il_jarena arena;
+  if (!il__parse(body, len, &arena, b, &o, e)) return false;
   bool add_special = true, pieces = false;
   bool ok = il__model(api, o, e) && il__bool(o, "add_special", &add_special, e) && il__bool(o, "with_pieces", &pieces, e);
   int32_t *tokens = NULL, n = 0;
   json_t *msgs = json_object_get(o, "messages"), *pr = json_object_get(o, "prompt");
   if (!pr) pr = json_object_get(o, "content");
   if (ok && msgs) {
-    char *text = NULL;
-    size_t tl = 0, nl = 0;
-    il_text_range *lit = NULL;
-    ok = il__messages(api, msgs, &text, &tl, &lit, &nl, e) &&
-         il__tokenize(api, text, tl, add_special, true, lit, nl, &tokens, &n, e);
-    il_mem_free(lit);
-    il_mem_free(text);
+    ok = il__chat_tokens(api, b, msgs, add_special, &tokens, &n, e);
   } else if (ok) {
     if (!json_is_string(pr)) ok = IL__BAD("prompt", "'prompt' must be a string (or send 'messages')");
-    else ok = il__tokenize(api, json_string_value(pr), json_string_length(pr), add_special,
+    else ok = il__tokenize(api, b, json_string_value(pr), json_string_length(pr), add_special,
                            !api->defaults.no_parse_special, NULL, 0, &tokens, &n, e);
   }
   json_decref(o);
+  il_jarena_end(&arena);
   if (!ok) return false;
-  il_sbuf_puts(out, "{\"tokens\":[");
-  for (int32_t i = 0; i < n; i++) il_sbuf_printf(out, i ? ",%d" : "%d", (int)tokens[i]);
-  il_sbuf_printf(out, "],\"count\":%d,\"max_model_len\":%d", (int)n, (int)api->e->n_ctx);
-  if (pieces) {
-    il_sbuf_puts(out, ",\"pieces\":[");
-    char buf[256];
-    for (int32_t i = 0; i < n; i++) {
-      if (i) il_sbuf_puts(out, ",");
-      il_sbuf_json_str(out, buf, il__piece(api, tokens[i], buf, sizeof buf));
-    }
-    il_sbuf_puts(out, "]");
+  il_api_gen *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "tokenize response");
+  if (!g) {
+    il__tokens_free(b, tokens, n);
+    return IL__OOM("starting the response");
   }
-  il_sbuf_puts(out, "}");
-  il_mem_free(tokens);
-  return il__done(out, e);
+  *g = (il_api_gen){.api = api, .budget = il_budget_ref(b), .tokens = tokens, .n = n, .pieces = pieces};
+  g->stage.budget = b;
+  if (!il_sbuf_reserve(&g->stage, IL__GEN_STAGE)) {
+    bool over = il_budget_over(b);
+    il_api_gen_free(g);
+    return over ? il__over(e, b, "the response") : IL__OOM("starting the response");
+  }
+  /* the exact length first (Content-Length), by making the body once and dropping it */
+  char sink[4096];
+  size_t total = 0, k;
+  while ((k = il_api_gen_read(g, sink, sizeof sink))) total += k;
+  il_sbuf_consume(&g->stage, g->stage.len);
+  g->pos = 0;
+  g->phase = 0;
+  *out = g;
+  *size = total;
+  return true;
 }
 
-bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_sbuf *out, il_api_error *e) {
+bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_budget *b, il_sbuf *out, il_api_error *e) {
   json_t *o = NULL;
-  if (!il__parse(body, len, &o, e)) return false;
+  il_jarena arena;
+  if (!il__parse(body, len, &arena, b, &o, e)) return false;
   json_t *t = json_object_get(o, "tokens");
   bool ok = il__model(api, o, e);
   const int32_t nv = il_vocab_size(api->e->vocab);
   if (ok && !json_is_array(t)) ok = IL__BAD("tokens", "'tokens' must be an array of token ids");
   size_t n = ok ? json_array_size(t) : 0;
+  if (ok && !il_budget_take(b, il__tokens_bytes(n))) ok = il__over(e, b, "the token ids");
   int32_t *ids = ok ? il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
-  if (ok && !ids) ok = IL__OOM("reading the token ids");
+  if (ok && !ids) {
+    il_budget_give(b, il__tokens_bytes(n));
+    ok = IL__OOM("reading the token ids");
+  }
   for (size_t i = 0; ok && i < n; i++) {
     json_t *x = json_array_get(t, i);
     if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= nv)
@@ -817,10 +1062,14 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_sbuf 
     else ids[i] = (int32_t)json_integer_value(x);
   }
   json_decref(o);
+  il_jarena_end(&arena);
   if (ok) {
     size_t need = il_detokenize(api->e->vocab, ids, n, false, NULL, 0);
-    char *text = il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text");
-    if (!text) {
+    char *text = il_budget_take(b, need + 64) ? il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text") : NULL;
+    if (!text && il_budget_over(b)) {
+      ok = il__over(e, b, "the detokenized text");
+    } else if (!text) {
+      il_budget_give(b, need + 64);
       ok = IL__OOM("detokenizing");
     } else {
       il_detokenize(api->e->vocab, ids, n, false, text, need);
@@ -828,9 +1077,10 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_sbuf 
       il_sbuf_json_str(out, text, need);
       il_sbuf_puts(out, "}");
       il_mem_free(text);
+      il_budget_give(b, need + 64);
       ok = il__done(out, e);
     }
   }
-  il_mem_free(ids);
+  if (ids) il__tokens_free(b, ids, (int32_t)n);
   return ok;
 }

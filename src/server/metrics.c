@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "memory/mem.h"
+#include "server/budget.h"
 
 static void il__head(il_sbuf *b, const char *name, const char *type, const char *help) {
   il_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -36,6 +37,18 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__metric(b, "inferlab_http_connections", "gauge", "HTTP connections open now", in->connections);
   il__metric(b, "inferlab_http_connections_rejected_total", "counter",
              "connections answered 429 because --max-connections were open", (double)in->connections_rejected);
+  size_t held = 0, peak = 0;
+  uint64_t over = 0;
+  il_budget_totals(&held, &peak, &over);
+  il__metric(b, "inferlab_http_request_memory_bytes", "gauge",
+             "bytes requests in flight hold now: bodies, parsed JSON, tokens, responses (--max-request-memory each)",
+             (double)held);
+  il__metric(b, "inferlab_http_request_memory_peak_bytes", "gauge", "peak of inferlab_http_request_memory_bytes",
+             (double)peak);
+  il__metric(b, "inferlab_http_request_memory_limit_bytes", "gauge", "bytes one request may hold (--max-request-memory)",
+             (double)in->request_memory_limit);
+  il__metric(b, "inferlab_http_requests_over_memory_total", "counter",
+             "requests that needed more than --max-request-memory (answered 413, or a stream ended)", (double)over);
   il__head(b, "inferlab_http_responses_total", "counter", "HTTP responses by status code");
   for (int i = 0; i < in->n_http; i++)
     il_sbuf_printf(b, "inferlab_http_responses_total{code=\"%d\"} %llu\n", in->http[i].code,

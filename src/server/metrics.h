@@ -32,6 +32,7 @@ typedef struct {
   int n_http;
   uint64_t connections_rejected; /* answered 429: too many connections */
   int connections;               /* open now */
+  size_t request_memory_limit;   /* --max-request-memory (the totals come from server/budget) */
   double uptime_seconds;
   const char *model_id;
 } il_metrics_in;

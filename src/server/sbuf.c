@@ -18,13 +18,22 @@ static bool il__grow(il_sbuf *b, size_t need) {
   if (b->len + need + 1 <= b->cap) return true;
   size_t cap = b->cap ? b->cap : 512;
   while (cap < b->len + need + 1) cap *= 2;
+  /* the new block is charged while the old one is still held (the copy holds both); when the
+   * doubled size does not fit in the budget, the size needed may */
+  if (b->budget && cap > il_budget_room(b->budget)) cap = (b->len + need + 1 + 4095) & ~(size_t)4095;
+  if (!il_budget_take(b->budget, cap)) {
+    b->oom = true;
+    return false;
+  }
   char *np = il_mem_alloc(IL_MEM_OTHER, cap, "server buffer");
   if (!np) {
+    il_budget_give(b->budget, cap);
     b->oom = true;
     return false;
   }
   if (b->len) memcpy(np, b->p, b->len);
   il_mem_free(b->p);
+  il_budget_give(b->budget, b->cap);
   b->p = np;
   b->cap = cap;
   return true;
@@ -71,8 +80,11 @@ void il_sbuf_consume(il_sbuf *b, size_t n) {
   b->p[b->len] = 0;
 }
 
+bool il_sbuf_reserve(il_sbuf *b, size_t n) { return il__grow(b, n); }
+
 void il_sbuf_free(il_sbuf *b) {
   il_mem_free(b->p);
+  il_budget_give(b->budget, b->cap);
   b->p = NULL;
   b->len = b->cap = 0;
   b->oom = false;
@@ -135,9 +147,14 @@ const char *il_utf8_clip(const char *s, char *buf, size_t cap) {
 /* ---- JSON text ---- */
 
 void il_sbuf_json_str(il_sbuf *b, const char *s, size_t n) {
+  il_sbuf_put(b, "\"", 1);
+  il_sbuf_json_chars(b, s, n);
+  il_sbuf_put(b, "\"", 1);
+}
+
+void il_sbuf_json_chars(il_sbuf *b, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  if (!il__grow(b, n + 2)) return;
-  b->p[b->len++] = '"';
+  if (!il__grow(b, n)) return;
   size_t run = 0; /* start of the bytes copied as they are */
   for (size_t i = 0; i < n;) {
     const unsigned char c = (unsigned char)s[i];
@@ -175,7 +192,6 @@ void il_sbuf_json_str(il_sbuf *b, const char *s, size_t n) {
     run = i;
   }
   il_sbuf_put(b, s + run, n - run);
-  il_sbuf_put(b, "\"", 1);
 }
 
 void il_sbuf_json_float(il_sbuf *b, float v) {

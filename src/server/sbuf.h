@@ -2,8 +2,9 @@
  * JSON text writer the responses are built with.
  *
  * Memory comes from memory/ (category other), so what the server holds for its clients shows
- * in the host accounting and in /metrics. A failed growth sets oom and drops later writes, so
- * callers check once at the end and never send a partial body.
+ * in the host accounting and in /metrics; a buffer with a budget (server/budget.h) charges its
+ * capacity to it first. A failed growth (out of memory, or the budget spent) sets oom and drops
+ * later writes, so callers check once at the end and never send a partial body.
  *
  * Responses are written as JSON text directly (il_sbuf_json_*), not built as a tree and then
  * dumped: a token's logprobs take their text's size, not a few hundred bytes of nodes, and no
@@ -17,10 +18,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/budget.h"
+
 typedef struct {
   char *p;     /* NUL-terminated when len > 0 */
   size_t len, cap;
   bool oom;
+  il_budget *budget; /* borrowed, must outlive the bytes; NULL: uncharged */
 } il_sbuf;
 
 void il_sbuf_put(il_sbuf *b, const void *s, size_t n);
@@ -28,11 +32,15 @@ void il_sbuf_puts(il_sbuf *b, const char *s);
 void il_sbuf_printf(il_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drops the first n bytes. */
 void il_sbuf_consume(il_sbuf *b, size_t n);
-
+/* Makes room for n more bytes now, so writes up to that size cannot fail later. */
+bool il_sbuf_reserve(il_sbuf *b, size_t n);
+/* Frees the bytes and gives their charge back; the budget pointer stays. */
 void il_sbuf_free(il_sbuf *b);
 
 /* A JSON string: '"', s[0..n) escaped, '"'; invalid UTF-8 bytes become U+FFFD. */
 void il_sbuf_json_str(il_sbuf *b, const char *s, size_t n);
+/* The same without the quotes (a string written in parts). */
+void il_sbuf_json_chars(il_sbuf *b, const char *s, size_t n);
 /* A JSON number for a float (a log-probability): the shortest text that reads back as the same
  * float; not finite: -9999.0 (OpenAI's value for a log-probability of minus infinity). */
 void il_sbuf_json_float(il_sbuf *b, float v);

@@ -39,8 +39,9 @@ struct il_server {
   double t_start;
 };
 
-/* Per request: the body as it arrives. */
+/* Per request: the body as it arrives, charged to the request's budget. */
 typedef struct {
+  il_budget *budget;
   il_sbuf body;
   bool too_big;
   bool too_many;
@@ -51,15 +52,11 @@ void il_server_opts_defaults(il_server_opts *o) {
   snprintf(o->host, sizeof o->host, "127.0.0.1");
   o->port = 8080;
   o->max_body = (size_t)1 << 20;
+  o->max_request_memory = 0; /* 16 x max_body */
   o->max_connections = 64;
   o->defaults = il_request_default_params();
   o->defaults.n_predict = -1;
 }
-
-/* ---- jansson's memory through memory/ ---- */
-
-static void *il__json_malloc(size_t n) { return il_mem_alloc(IL_MEM_OTHER, n, "json"); }
-static void il__json_free(void *p) { il_mem_free(p); }
 
 /* ---- responses ---- */
 
@@ -72,20 +69,9 @@ static void il__count(il_server *s, int code) {
   pthread_mutex_unlock(&s->mu);
 }
 
-static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code, const char *type, const char *body,
-                                size_t len) {
-  /* libmicrohttpd 0.9.75 takes void * even to copy the body (MUST_COPY), so it gets a copy of
-   * ours, counted by memory/ like every allocation, that it frees with il_mem_free when the
-   * response is done: no cast, and no allocation behind the memory layer. A failed create
-   * leaves the buffer with us. */
-  void *copy = il_mem_alloc(IL_MEM_OTHER, len ? len : 1, "HTTP response body");
-  if (!copy) return MHD_NO;
-  if (len) memcpy(copy, body, len);
-  struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, copy, il_mem_free);
-  if (!r) {
-    il_mem_free(copy);
-    return MHD_NO;
-  }
+/* Headers every response gets, then queued (r is released here). */
+static enum MHD_Result il__queue(il_server *s, struct MHD_Connection *c, int code, const char *type,
+                                 struct MHD_Response *r) {
   MHD_add_response_header(r, "Content-Type", type);
   if (code == 503 || code == 429) MHD_add_response_header(r, "Retry-After", "1");
   if (code == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
@@ -94,6 +80,129 @@ static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code
   MHD_destroy_response(r);
   return ret;
 }
+
+static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code, const char *type, const char *body,
+                                size_t len) {
+  /* libmicrohttpd 0.9.75 takes void * even to copy the body (MUST_COPY), so it gets a copy of
+   * ours, counted by memory/ like every allocation, that it frees with il_mem_free when the
+   * response is done: no cast, and no allocation behind the memory layer. A failed create
+   * leaves the buffer with us. For small bodies; il__send_sbuf hands a big one over. */
+  void *copy = il_mem_alloc(IL_MEM_OTHER, len ? len : 1, "HTTP response body");
+  if (!copy) return MHD_NO;
+  if (len) memcpy(copy, body, len);
+  struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, copy, il_mem_free);
+  if (!r) {
+    il_mem_free(copy);
+    return MHD_NO;
+  }
+  return il__queue(s, c, code, type, r);
+}
+
+/* A body handed to libmicrohttpd without a copy: the buffer (still charged to its budget, which
+ * this holds a reference to) is freed when the response is done. */
+typedef struct {
+  il_sbuf b;
+  il_budget *ref;
+} il__owned;
+
+static ssize_t il__owned_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  il__owned *o = cls;
+  if (pos >= o->b.len) return MHD_CONTENT_READER_END_OF_STREAM;
+  size_t n = o->b.len - (size_t)pos;
+  if (n > max) n = max;
+  memcpy(buf, o->b.p + pos, n);
+  return (ssize_t)n;
+}
+
+static void il__owned_free(void *cls) {
+  il__owned *o = cls;
+  il_sbuf_free(&o->b);
+  il_budget_unref(o->ref);
+  il_mem_free(o);
+}
+
+/* Sends b's bytes and takes them (b is empty afterwards, whatever happens). */
+static enum MHD_Result il__send_sbuf(il_server *s, struct MHD_Connection *c, int code, const char *type, il_sbuf *b) {
+  il__owned *o = il_mem_alloc(IL_MEM_OTHER, sizeof *o, "HTTP response");
+  if (!o) {
+    il_sbuf_free(b);
+    return MHD_NO;
+  }
+  o->b = *b;
+  o->ref = il_budget_ref(b->budget);
+  *b = (il_sbuf){.budget = b->budget};
+  struct MHD_Response *r = MHD_create_response_from_callback(o->b.len, 64 << 10, il__owned_read, o, il__owned_free);
+  if (!r) {
+    il__owned_free(o);
+    return MHD_NO;
+  }
+  return il__queue(s, c, code, type, r);
+}
+
+/* The same for a body in segments (a non-streaming generation: each choice's buffers as they
+ * were filled), sent one after another: the body is never copied into one buffer. */
+typedef struct {
+  il_sbuf *seg;
+  int n, cur;
+  size_t off;
+  il_budget *ref;
+} il__segs;
+
+static ssize_t il__segs_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos; /* sequential */
+  il__segs *o = cls;
+  size_t done = 0;
+  while (done < max && o->cur < o->n) {
+    il_sbuf *g = &o->seg[o->cur];
+    size_t k = g->len - o->off;
+    if (k > max - done) k = max - done;
+    memcpy(buf + done, g->p + o->off, k);
+    done += k;
+    o->off += k;
+    if (o->off == g->len) {
+      il_sbuf_free(g); /* sent: its bytes go back at once */
+      o->cur++;
+      o->off = 0;
+    }
+  }
+  return done ? (ssize_t)done : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void il__segs_free(void *cls) {
+  il__segs *o = cls;
+  for (int k = 0; k < o->n; k++) il_sbuf_free(&o->seg[k]);
+  il_mem_free(o->seg);
+  il_budget_unref(o->ref);
+  il_mem_free(o);
+}
+
+/* Takes seg[0..n) (an il_mem array of buffers charged to budget b). */
+static enum MHD_Result il__send_segs(il_server *s, struct MHD_Connection *c, il_sbuf *seg, int n, il_budget *b) {
+  il__segs *o = il_mem_calloc(IL_MEM_OTHER, sizeof *o, "HTTP response");
+  if (!o) {
+    for (int k = 0; k < n; k++) il_sbuf_free(&seg[k]);
+    il_mem_free(seg);
+    return MHD_NO;
+  }
+  *o = (il__segs){.seg = seg, .n = n, .ref = il_budget_ref(b)};
+  uint64_t size = 0;
+  for (int k = 0; k < n; k++) size += seg[k].len;
+  struct MHD_Response *r = MHD_create_response_from_callback(size, 64 << 10, il__segs_read, o, il__segs_free);
+  if (!r) {
+    il__segs_free(o);
+    return MHD_NO;
+  }
+  return il__queue(s, c, 200, "application/json", r);
+}
+
+/* /v1/tokenize's body, made while it is sent. */
+static ssize_t il__gen_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  size_t n = il_api_gen_read(cls, buf, max);
+  return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void il__gen_free(void *cls) { il_api_gen_free(cls); }
 
 /* An error body; when even that cannot be built (out of memory), a fixed one. */
 static enum MHD_Result il__send_error(il_server *s, struct MHD_Connection *c, const il_api_error *e) {
@@ -107,11 +216,11 @@ static enum MHD_Result il__send_error(il_server *s, struct MHD_Connection *c, co
   return r;
 }
 
-/* A 200 body an endpoint wrote into b (freed here), or its error. */
+/* A 200 body an endpoint wrote into b (taken here), or its error. */
 static enum MHD_Result il__send_body(il_server *s, struct MHD_Connection *c, bool ok, il_sbuf *b, const il_api_error *e) {
-  enum MHD_Result r = ok ? il__send(s, c, 200, "application/json", b->p ? b->p : "", b->len) : il__send_error(s, c, e);
+  if (ok) return il__send_sbuf(s, c, 200, "application/json", b);
   il_sbuf_free(b);
-  return r;
+  return il__send_error(s, c, e);
 }
 
 static enum MHD_Result il__fail(il_server *s, struct MHD_Connection *c, int status, const char *type,
@@ -171,15 +280,16 @@ static void il__reader_free(void *cls) {
   il_api_stream_unref(st);
 }
 
-static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool chat, const il__conn *cc) {
+static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool chat, il__conn *cc) {
   il_api_error err;
   il_api_stream *st = NULL;
   pthread_rwlock_rdlock(&s->lock);
   bool ok = s->api.sched != NULL;
-  if (ok) ok = il_api_generate(&s->api, chat, cc->body.p, cc->body.len, &st, &err);
+  if (ok) ok = il_api_generate(&s->api, chat, cc->body.p, cc->body.len, cc->budget, &st, &err);
   else il_api_error_set(&err, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
   if (st) st->srv = s;
   pthread_rwlock_unlock(&s->lock);
+  il_sbuf_free(&cc->body); /* parsed and tokenized: the budget goes to the response */
   if (!ok) return il__send_error(s, c, &err);
   if (st->stream) {
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, il__reader, st, il__reader_free);
@@ -199,15 +309,20 @@ static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool
   pthread_mutex_lock(&st->mu);
   while (!st->done) pthread_cond_wait(&st->cv, &st->mu);
   int status = st->status;
-  il_sbuf body = st->out;
-  st->out = (il_sbuf){0};
+  il_sbuf body = st->out, *seg = st->body;
+  int n_seg = st->n_body;
+  st->out = (il_sbuf){.budget = st->budget};
+  st->body = NULL;
+  st->n_body = 0;
   pthread_mutex_unlock(&st->mu);
   il_api_stream_unref(st);
+  if (seg) return il__send_segs(s, c, seg, n_seg, cc->budget);
   /* the engine thread wrote either the whole body or an error; out of memory even for that: */
-  enum MHD_Result ret = body.oom ? il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory building the response")
-                                 : il__send(s, c, status, "application/json", body.p ? body.p : "", body.len);
-  il_sbuf_free(&body);
-  return ret;
+  if (body.oom) {
+    il_sbuf_free(&body);
+    return il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory building the response");
+  }
+  return il__send_sbuf(s, c, status, "application/json", &body);
 }
 
 /* ---- routing ---- */
@@ -241,6 +356,7 @@ static enum MHD_Result il__metrics(il_server *s, struct MHD_Connection *c) {
                       .n_http = n,
                       .connections_rejected = atomic_load(&s->rejected),
                       .connections = atomic_load(&s->connections),
+                      .request_memory_limit = s->o.max_request_memory,
                       .uptime_seconds = il_time_now() - s->t_start,
                       .model_id = s->api.sched ? s->api.model_id : s->o.model_id};
   il_metrics_write(&b, &in);
@@ -284,7 +400,7 @@ static enum MHD_Result il__route(il_server *s, struct MHD_Connection *c, const c
   if (!strcmp(path, "/models") || !strncmp(path, "/models/", 8)) {
     if (!get) return il__fail(s, c, 405, "invalid_request_error", "method_not_allowed", "use GET");
     il_api_error err;
-    il_sbuf b = {0};
+    il_sbuf b = {.budget = cc->budget};
     pthread_rwlock_rdlock(&s->lock);
     bool ok = il_api_models(&s->api, path[7] == '/' ? path + 8 : NULL, &b, &err);
     pthread_rwlock_unlock(&s->lock);
@@ -294,14 +410,24 @@ static enum MHD_Result il__route(il_server *s, struct MHD_Connection *c, const c
   if (!strcmp(path, "/chat/completions")) return il__generate(s, c, true, cc);
   if (!strcmp(path, "/completions")) return il__generate(s, c, false, cc);
   il_api_error err;
-  il_sbuf b = {0};
+  il_sbuf b = {.budget = cc->budget};
+  il_api_gen *g = NULL;
+  size_t size = 0;
+  const bool tok = !strcmp(path, "/tokenize");
   pthread_rwlock_rdlock(&s->lock);
   bool ok = s->api.sched != NULL;
   if (!ok) il_api_error_set(&err, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
-  else if (!strcmp(path, "/tokenize")) ok = il_api_tokenize(&s->api, cc->body.p, cc->body.len, &b, &err);
-  else ok = il_api_detokenize(&s->api, cc->body.p, cc->body.len, &b, &err);
+  else if (tok) ok = il_api_tokenize(&s->api, cc->body.p, cc->body.len, cc->budget, &g, &size, &err);
+  else ok = il_api_detokenize(&s->api, cc->body.p, cc->body.len, cc->budget, &b, &err);
   pthread_rwlock_unlock(&s->lock);
-  return il__send_body(s, c, ok, &b, &err);
+  il_sbuf_free(&cc->body);
+  if (!tok || !ok) return il__send_body(s, c, ok, &b, &err);
+  struct MHD_Response *r = MHD_create_response_from_callback(size, 64 << 10, il__gen_read, g, il__gen_free);
+  if (!r) {
+    il_api_gen_free(g);
+    return MHD_NO;
+  }
+  return il__queue(s, c, 200, "application/json", r);
 }
 
 static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -313,6 +439,9 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
     cc = il_mem_calloc(IL_MEM_OTHER, sizeof *cc, "connection");
     if (!cc) return MHD_NO;
     *con_cls = cc;
+    cc->budget = il_budget_new(s->o.max_request_memory);
+    if (!cc->budget) return MHD_NO; /* il__completed frees cc */
+    cc->body.budget = cc->budget;
     if (atomic_load(&s->connections) > s->o.max_connections) {
       atomic_fetch_add(&s->rejected, 1);
       cc->too_many = true;
@@ -344,6 +473,12 @@ answer:
     snprintf(msg, sizeof msg, "request body larger than %zu bytes (--max-body)", s->o.max_body);
     return il__fail(s, c, 413, "invalid_request_error", "request_too_large", msg);
   }
+  if (cc->body.oom && il_budget_over(cc->budget)) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "the request body needs more than the %zu bytes of server memory one request may hold "
+             "(--max-request-memory)", s->o.max_request_memory);
+    return il__fail(s, c, 413, "invalid_request_error", "request_too_large", msg);
+  }
   if (cc->body.oom) return il__fail(s, c, 500, "server_error", "out_of_memory", "out of memory reading the body");
   return il__route(s, c, url, method, cc);
 }
@@ -355,6 +490,7 @@ static void il__completed(void *cls, struct MHD_Connection *c, void **con_cls, e
   il__conn *cc = *con_cls;
   if (!cc) return;
   il_sbuf_free(&cc->body);
+  il_budget_unref(cc->budget);
   il_mem_free(cc);
   *con_cls = NULL;
 }
@@ -372,7 +508,7 @@ static void il__connection(void *cls, struct MHD_Connection *c, void **socket_co
 
 il_status il_server_start(const il_server_opts *o, il_server **out) {
   *out = NULL;
-  json_set_alloc_funcs(il__json_malloc, il__json_free);
+  json_set_alloc_funcs(il_budget_json_malloc, il_budget_json_free); /* per-request arenas (server/budget.h) */
   struct sockaddr_storage addr;
   memset(&addr, 0, sizeof addr);
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
@@ -389,10 +525,14 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
     return il_error(IL_ERR_INVALID_ARG, "--host: '%s' is not an IPv4 or IPv6 address", o->host);
   }
   if (o->port < 0 || o->port > 65535) return il_error(IL_ERR_INVALID_ARG, "--port: %d is not a port", o->port);
+  if (o->max_request_memory && o->max_request_memory < o->max_body)
+    return il_error(IL_ERR_INVALID_ARG, "--max-request-memory %zu is less than --max-body %zu: a request's body alone "
+                    "would not fit", o->max_request_memory, o->max_body);
   il_server *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "server");
   if (!s) return IL_ERR_OOM;
   s->o = *o;
   if (!s->o.max_body) s->o.max_body = (size_t)1 << 20;
+  if (!s->o.max_request_memory) s->o.max_request_memory = 16 * s->o.max_body;
   if (s->o.max_connections <= 0) s->o.max_connections = 64;
   pthread_rwlock_init(&s->lock, NULL);
   pthread_mutex_init(&s->mu, NULL);

@@ -1,8 +1,9 @@
 /* server/server: the OpenAI-compatible HTTP server over the scheduler.
  *
  * HTTP is libmicrohttpd's (a thread per connection; streaming responses block in their
- * reader until the engine thread has produced the next bytes), JSON is jansson's (its memory
- * goes through memory/, category other). The server listens before the model is loaded, so
+ * reader until the engine thread has produced the next bytes), parsing JSON is jansson's (in
+ * a per-request arena charged to the request's budget, server/budget.h), responses are JSON
+ * text written directly (server/sbuf.h). The server listens before the model is loaded, so
  * /health answers 503 while loading; il_server_attach hands it an open engine, creates the
  * scheduler and starts the engine thread. Endpoints:
  *
@@ -14,7 +15,9 @@
  * Every error is an OpenAI-style body {"error": {"message", "type", "param", "code"}} with
  * the status that fits: 400 malformed JSON, wrong types, invalid UTF-8, bad values; 401 a
  * missing or wrong API key; 404 unknown model or path; 405 wrong method; 413 a body over
- * max_body; 429 too many connections; 503 loading or the queue full (with Retry-After).
+ * max_body, or a request that needs more than max_request_memory (its body, parsed JSON, tokens
+ * and response: server/budget.h); 429 too many connections; 503 loading or the queue full
+ * (with Retry-After).
  * Not for: TLS (put a reverse proxy in front), scheduling (engine/sched).
  */
 #ifndef IL_SERVER_SERVER_H
@@ -31,6 +34,7 @@ typedef struct {
   int port;               /* 0: any free port (il_server_port says which) */
   char api_key[256];      /* "" = no authentication */
   size_t max_body;        /* bytes per request body (default 1 MiB) */
+  size_t max_request_memory; /* bytes one request may make the server hold (0: 16 x max_body) */
   int max_connections;    /* open connections before 429 (default 64) */
   int max_tokens;         /* most max_tokens a request may ask (0: the context) */
   il_request_params defaults; /* what a request leaves out: sampling, no-bos, no-parse-special,
