@@ -751,6 +751,8 @@ static void il__final(il_api_stream *st, const il_sched_event *ev) {
     e.code = "response_too_large";
   } else if (st->failed) {
     il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
+  } else if (st->client_gone) {
+    il_api_error_set(&e, 499, "invalid_request_error", NULL, "client_closed", "the client closed the connection");
   } else if (worst != IL_FINISH_NONE) {
     if (worst == IL_FINISH_ERROR) il_api_error_set(&e, 500, "server_error", NULL, "engine_error", "the engine failed while generating");
     else il_api_error_set(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");

@@ -81,6 +81,7 @@ typedef struct il_api_stream {
   int n_body;
   bool glue_open, body_oom;
   bool failed;             /* a write failed: the request is cancelled and answers an error */
+  bool client_gone;        /* non-streaming: the client closed the connection; cancelled (499 in the log) */
   /* how to write events */
   const il_api *api;
   bool chat, include_usage;

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -280,6 +281,17 @@ static void il__reader_free(void *cls) {
   il_api_stream_unref(st);
 }
 
+/* The client closed its side (or the connection broke): EOF or an error on the socket, without
+ * consuming what it may have sent already (a pipelined request). */
+static bool il__peer_gone(int fd) {
+  if (fd < 0) return false;
+  struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+  if (poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) return true;
+  char byte;
+  return (p.revents & POLLIN) && recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool chat, il__conn *cc) {
   il_api_error err;
   il_api_stream *st = NULL;
@@ -305,9 +317,30 @@ static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool
     MHD_destroy_response(r);
     return ret;
   }
-  /* not streaming: this connection's thread waits for the whole answer */
+  /* not streaming: this connection's thread waits for the whole answer, looking at the socket
+   * every 200 ms: a client that went away cancels the request (as a stream's does when a write
+   * fails), so its tokens are not computed for nobody */
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const int fd = ci ? ci->connect_fd : -1;
   pthread_mutex_lock(&st->mu);
-  while (!st->done) pthread_cond_wait(&st->cv, &st->mu);
+  double next_look = il_time_now() + 0.2;
+  while (!st->done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 200 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&st->cv, &st->mu, &ts); /* woken by every token, or the timeout */
+    if (st->done || st->client_gone || il_time_now() < next_look) continue;
+    next_look = il_time_now() + 0.2;
+    if (!il__peer_gone(fd)) continue;
+    st->client_gone = true;
+    uint64_t id = st->id;
+    pthread_mutex_unlock(&st->mu);
+    pthread_rwlock_rdlock(&s->lock);
+    if (s->api.sched) il_sched_cancel(s->api.sched, id);
+    pthread_rwlock_unlock(&s->lock);
+    pthread_mutex_lock(&st->mu);
+  }
   int status = st->status;
   il_sbuf body = st->out, *seg = st->body;
   int n_seg = st->n_body;
