@@ -30,7 +30,7 @@ static void il__serve_help(void) {
          "Stop it with Ctrl-C or SIGTERM. TLS: put a reverse proxy in front (docs/serve.md).\n\n"
          "server options:\n"
          "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
@@ -40,7 +40,9 @@ static void il__serve_help(void) {
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --max-body BYTES", "largest request body [1048576]",
          "    --max-request-memory BYTES", "most one request may make the server hold (413 beyond) [16 x max-body]",
-         "    --max-connections N", "open connections before 429 [64]",
+         "    --max-connections N", "requests in progress before 429; idle connections beyond it close [64]",
+         "    --header-timeout S", "seconds a request's headers may take in all [30]",
+         "    --body-timeout S", "seconds a request's body may take in all [60]",
          "    --max-tokens N", "largest max_tokens a request may ask [the context]",
          "    --max-queue N", "requests waiting for a slot before 503 [4 x parallel]",
          "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]");
@@ -89,7 +91,7 @@ int il_cli_serve(int argc, char **argv) {
   bool help = false;
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
-             *step_tokens = NULL, *max_req_mem = NULL;
+             *step_tokens = NULL, *max_req_mem = NULL, *header_to = NULL, *body_to = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"host", 0, true, &host, NULL},
@@ -102,6 +104,8 @@ int il_cli_serve(int argc, char **argv) {
       {"max-body", 0, true, &max_body, NULL},
       {"max-request-memory", 0, true, &max_req_mem, NULL},
       {"max-connections", 0, true, &max_conn, NULL},
+      {"header-timeout", 0, true, &header_to, NULL},
+      {"body-timeout", 0, true, &body_to, NULL},
       {"max-tokens", 0, true, &max_tokens, NULL},
       {"max-queue", 0, true, &max_queue, NULL},
       {"step-tokens", 0, true, &step_tokens, NULL},
@@ -133,6 +137,10 @@ int il_cli_serve(int argc, char **argv) {
   if (max_req_mem) o.max_request_memory = (size_t)v;
   if (max_conn && (rc = il__int_flag("--max-connections", max_conn, 1, 100000, &v))) return rc;
   if (max_conn) o.max_connections = (int)v;
+  if (header_to && (rc = il__int_flag("--header-timeout", header_to, 1, 3600, &v))) return rc;
+  if (header_to) o.header_timeout = (double)v;
+  if (body_to && (rc = il__int_flag("--body-timeout", body_to, 1, 3600, &v))) return rc;
+  if (body_to) o.body_timeout = (double)v;
   if (max_tokens && (rc = il__int_flag("--max-tokens", max_tokens, 1, 1 << 22, &v))) return rc;
   if (max_tokens) o.max_tokens = (int)v;
   if (max_queue && (rc = il__int_flag("--max-queue", max_queue, 1, 1 << 20, &v))) return rc;

@@ -36,7 +36,14 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__metric(b, "inferlab_uptime_seconds", "gauge", "seconds since the server started", in->uptime_seconds);
   il__metric(b, "inferlab_http_connections", "gauge", "HTTP connections open now", in->connections);
   il__metric(b, "inferlab_http_connections_rejected_total", "counter",
-             "connections answered 429 because --max-connections were open", (double)in->connections_rejected);
+             "requests answered 429 because --max-connections were in progress", (double)in->connections_rejected);
+  static const char *const why[3] = {"header_timeout", "body_timeout", "evicted"};
+  il__head(b, "inferlab_http_connections_dropped_total", "counter",
+           "connections closed by the server: headers or body not complete in time (--header-timeout, "
+           "--body-timeout), or idle while --max-connections were open (evicted, oldest first)");
+  for (int i = 0; i < 3; i++)
+    il_sbuf_printf(b, "inferlab_http_connections_dropped_total{reason=\"%s\"} %llu\n", why[i],
+                   (unsigned long long)in->dropped[i]);
   size_t held = 0, peak = 0;
   uint64_t over = 0;
   il_budget_totals(&held, &peak, &over);

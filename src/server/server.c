@@ -19,10 +19,12 @@
 #include "core/timer.h"
 #include "memory/mem.h"
 #include "server/api.h"
+#include "server/guard.h"
 #include "server/metrics.h"
 #include "server/page.h"
 
 #define IL__MAX_CODES 32
+#define IL__RESERVE 64 /* connections above --max-connections libmicrohttpd accepts (the reserve) */
 
 struct il_server {
   il_server_opts o;
@@ -33,6 +35,7 @@ struct il_server {
   il_gpu_sampler *gpu;
   char template_note[192];
   atomic_int connections;
+  il_guard *guard;       /* deadlines, eviction of idle connections, the active count */
   atomic_ullong rejected;
   pthread_mutex_t mu;    /* the status counters */
   il_http_count codes[IL__MAX_CODES];
@@ -42,6 +45,7 @@ struct il_server {
 
 /* Per request: the body as it arrives, charged to the request's budget. */
 typedef struct {
+  int slot;       /* the connection's in the guard */
   il_budget *budget;
   il_sbuf body;
   bool too_big;
@@ -55,6 +59,8 @@ void il_server_opts_defaults(il_server_opts *o) {
   o->max_body = (size_t)1 << 20;
   o->max_request_memory = 0; /* 16 x max_body */
   o->max_connections = 64;
+  o->header_timeout = 30;
+  o->body_timeout = 60;
   o->defaults = il_request_default_params();
   o->defaults.n_predict = -1;
 }
@@ -388,6 +394,9 @@ static enum MHD_Result il__metrics(il_server *s, struct MHD_Connection *c) {
                       .http = codes,
                       .n_http = n,
                       .connections_rejected = atomic_load(&s->rejected),
+                      .dropped = {il_guard_dropped(s->guard, IL_GUARD_DROP_HEADER_TIMEOUT),
+                                  il_guard_dropped(s->guard, IL_GUARD_DROP_BODY_TIMEOUT),
+                                  il_guard_dropped(s->guard, IL_GUARD_DROP_EVICTED)},
                       .connections = atomic_load(&s->connections),
                       .request_memory_limit = s->o.max_request_memory,
                       .uptime_seconds = il_time_now() - s->t_start,
@@ -472,10 +481,15 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
     cc = il_mem_calloc(IL_MEM_OTHER, sizeof *cc, "connection");
     if (!cc) return MHD_NO;
     *con_cls = cc;
+    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    cc->slot = sc ? (int)(intptr_t)sc->socket_context - 1 : -1;
+    il_guard_set_phase(s->guard, cc->slot, IL_GUARD_BODY); /* headers complete: the body's deadline */
     cc->budget = il_budget_new(s->o.max_request_memory);
     if (!cc->budget) return MHD_NO; /* il__completed frees cc */
     cc->body.budget = cc->budget;
-    if (atomic_load(&s->connections) > s->o.max_connections) {
+    /* requests in progress beyond the limit wait outside (429); /health and /metrics always get
+     * in: they are small, and what a monitor needs when the server is full */
+    if (il_guard_active(s->guard) > s->o.max_connections && strcmp(url, "/health") && strcmp(url, "/metrics")) {
       atomic_fetch_add(&s->rejected, 1);
       cc->too_many = true;
     }
@@ -495,10 +509,11 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
     return MHD_YES;
   }
 answer:
+  il_guard_set_phase(s->guard, cc->slot, IL_GUARD_BUSY);
   if (cc->too_many) {
     char msg[160];
-    snprintf(msg, sizeof msg, "too many connections: %d are open (--max-connections %d); try again shortly",
-             atomic_load(&s->connections), s->o.max_connections);
+    snprintf(msg, sizeof msg, "too many requests in progress: %d (--max-connections %d); try again shortly",
+             il_guard_active(s->guard), s->o.max_connections);
     return il__fail(s, c, 429, "rate_limit_error", "too_many_connections", msg);
   }
   if (cc->too_big) {
@@ -517,24 +532,32 @@ answer:
 }
 
 static void il__completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)cls;
   (void)c;
   (void)toe;
+  il_server *s = cls;
   il__conn *cc = *con_cls;
   if (!cc) return;
+  il_guard_set_phase(s->guard, cc->slot, IL_GUARD_HEADERS); /* kept alive: the next request's headers are due */
   il_sbuf_free(&cc->body);
   il_budget_unref(cc->budget);
   il_mem_free(cc);
   *con_cls = NULL;
 }
 
+/* The socket stays open until after CLOSED is notified (libmicrohttpd closes it in its cleanup,
+ * after this callback), so the guard may shut it down until il_guard_remove. */
 static void il__connection(void *cls, struct MHD_Connection *c, void **socket_context,
                            enum MHD_ConnectionNotificationCode toe) {
-  (void)c;
-  (void)socket_context;
   il_server *s = cls;
-  if (toe == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&s->connections, 1);
-  else atomic_fetch_sub(&s->connections, 1);
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    atomic_fetch_add(&s->connections, 1);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int slot = ci ? il_guard_add(s->guard, ci->connect_fd) : -1;
+    *socket_context = (void *)(intptr_t)(slot + 1);
+  } else {
+    atomic_fetch_sub(&s->connections, 1);
+    il_guard_remove(s->guard, (int)(intptr_t)*socket_context - 1);
+  }
 }
 
 /* ---- lifecycle ---- */
@@ -544,7 +567,8 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   json_set_alloc_funcs(il_budget_json_malloc, il_budget_json_free); /* per-request arenas (server/budget.h) */
   struct sockaddr_storage addr;
   memset(&addr, 0, sizeof addr);
-  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
+  /* poll(), not select(): a connection's socket may be numbered past FD_SETSIZE */
+  unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD;
   struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
   struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
   if (inet_pton(AF_INET, o->host, &a4->sin_addr) == 1) {
@@ -566,7 +590,18 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   s->o = *o;
   if (!s->o.max_body) s->o.max_body = (size_t)1 << 20;
   if (!s->o.max_request_memory) s->o.max_request_memory = 16 * s->o.max_body;
+  if (s->o.header_timeout <= 0) s->o.header_timeout = 30;
+  if (s->o.body_timeout <= 0) s->o.body_timeout = 60;
   if (s->o.max_connections <= 0) s->o.max_connections = 64;
+  /* libmicrohttpd's limit keeps a reserve above --max-connections: idle connections beyond the
+   * limit are evicted oldest first (server/guard.h), and a reserve place is what a new one
+   * takes meanwhile */
+  const unsigned hard_limit = (unsigned)s->o.max_connections + IL__RESERVE;
+  il_status gst = il_guard_new((int)hard_limit, s->o.max_connections, s->o.header_timeout, s->o.body_timeout, &s->guard);
+  if (gst != IL_OK) {
+    il_mem_free(s);
+    return gst;
+  }
   pthread_rwlock_init(&s->lock, NULL);
   pthread_mutex_init(&s->mu, NULL);
   s->t_start = il_time_now();
@@ -574,10 +609,11 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   s->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, il__handler, s, MHD_OPTION_SOCK_ADDR,
                           (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, il__completed, s,
                           MHD_OPTION_NOTIFY_CONNECTION, il__connection, s, MHD_OPTION_CONNECTION_LIMIT,
-                          (unsigned)(s->o.max_connections + 16), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                          hard_limit, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
                           MHD_OPTION_END);
   if (!s->d) {
     int e = errno;
+    il_guard_free(s->guard);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->mu);
     il_mem_free(s);
@@ -624,6 +660,7 @@ void il_server_stop(il_server *s) {
   pthread_rwlock_unlock(&s->lock);
   il_sched_free(sched); /* running streams end ("cancelled"); their connections finish */
   MHD_stop_daemon(s->d);
+  il_guard_free(s->guard); /* after the daemon: no connection is left to shut down */
   il_gpu_sampler_stop(s->gpu);
   pthread_rwlock_destroy(&s->lock);
   pthread_mutex_destroy(&s->mu);

@@ -35,7 +35,10 @@ typedef struct {
   char api_key[256];      /* "" = no authentication */
   size_t max_body;        /* bytes per request body (default 1 MiB) */
   size_t max_request_memory; /* bytes one request may make the server hold (0: 16 x max_body) */
-  int max_connections;    /* open connections before 429 (default 64) */
+  int max_connections;    /* requests in progress before 429; idle connections beyond it are
+                             closed oldest first (default 64) */
+  double header_timeout;  /* seconds a request's headers may take in all (0: 30) */
+  double body_timeout;    /* seconds its body may take in all (0: 60) */
   int max_tokens;         /* most max_tokens a request may ask (0: the context) */
   il_request_params defaults; /* what a request leaves out: sampling, no-bos, no-parse-special,
                                  ignore-eos, and n_predict as max_tokens (-1: until the context is full) */

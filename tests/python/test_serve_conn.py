@@ -2,6 +2,12 @@
 
 A non-streaming request whose client closes the connection is cancelled (its slot freed, its
 tokens no longer computed), as a stream's already was.
+
+Slowloris: idle sockets beyond --max-connections (and beyond the 64 reserve places above it)
+cannot lock anyone out: /health answers within 5 s while they are open, the oldest idle ones
+are closed to make room, and headers or a body that trickle in byte by byte are cut when their
+total time (--header-timeout, --body-timeout; short here) is up, however steadily the bytes
+come. /metrics counts each reason.
 """
 import json
 import os
@@ -51,6 +57,75 @@ try:
     t.eq(m.get(running), 0, "its slot is free")
     st, data, _ = srv.post("/v1/completions", {"prompt": "Once", "max_tokens": 4})
     t.eq(st, 200, "the next request is served")
+finally:
+    t.eq(srv.stop(), 0, "exit code")
+
+# ---- slowloris ----
+
+
+def closed_within(sock, trickle, seconds):
+    """Sends trickle one byte every 0.25 s until the server closes the socket; the seconds taken,
+    or None when it is still open after `seconds`."""
+    t0 = time.time()
+    sock.settimeout(0.25)
+    i = 0
+    while time.time() - t0 < seconds:
+        try:
+            sock.send(trickle[i % len(trickle):i % len(trickle) + 1])
+            i += 1
+            if sock.recv(4096) == b"":
+                return time.time() - t0
+        except socket.timeout:
+            continue
+        except OSError:
+            return time.time() - t0
+    return None
+
+
+srv = Server("--max-connections", "8", "--header-timeout", "2", "--body-timeout", "3")
+try:
+    held = []
+    for i in range(8 + 64 + 8):  # beyond --max-connections and the reserve
+        try:
+            h = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+            h.sendall(b"GET /health HTTP/1.1\r\n")  # a request line, and then nothing
+            held.append(h)
+        except OSError:
+            pass
+    time.sleep(0.5)  # they are open and idle (the header timeout is 2 s)
+    t0 = time.time()
+    st, data, _ = srv.request("GET", "/health", timeout=5)
+    took = time.time() - t0
+    t.eq(st, 200, "/health with %d idle sockets open" % len(held))
+    t.check(took < 5, "/health answered in %.2f s (< 5 s)" % took)
+    st, data, _ = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 2})
+    t.eq(st, 200, "a request is served too")
+    m = wait_metrics(srv, lambda m: m.get('inferlab_http_connections_dropped_total{reason="evicted"}', 0) >= 1)
+    t.check(m.get('inferlab_http_connections_dropped_total{reason="evicted"}', 0) >= 1,
+            "idle connections were evicted to make room: %r" % m.get('inferlab_http_connections_dropped_total{reason="evicted"}'))
+    m = wait_metrics(srv, lambda m: m.get('inferlab_http_connections_dropped_total{reason="header_timeout"}', 0) >= 1, 30)
+    t.check(m.get('inferlab_http_connections_dropped_total{reason="header_timeout"}', 0) >= 1,
+            "the rest timed out waiting for headers")
+    for h in held:
+        h.close()
+    # a header that keeps coming, a byte at a time: cut by total time, not by idleness
+    h = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    took = closed_within(h, b"GET /health HTTP/1.1\r\nX-Slow: " + b"a" * 4000, 30)
+    h.close()
+    t.check(took is not None and took >= 1.5, "a header trickling a byte every 0.25 s is closed after the 2 s "
+            "header timeout, not kept alive by its bytes (%s s)" % (None if took is None else "%.1f" % took))
+    # a body the same way
+    h = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    h.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100000\r\n\r\n")
+    took = closed_within(h, b'{"prompt": "' + b"a" * 4000, 30)
+    h.close()
+    t.check(took is not None and took >= 2.5, "a body trickling in is closed after the 3 s body timeout (%s s)"
+            % (None if took is None else "%.1f" % took))
+    m = wait_metrics(srv, lambda m: m.get('inferlab_http_connections_dropped_total{reason="body_timeout"}', 0) >= 1, 10)
+    t.eq(m.get('inferlab_http_connections_dropped_total{reason="body_timeout"}', 0), 1, "the body timeout is counted")
+    st, _, _ = srv.get("/health")
+    t.eq(st, 200, "served afterwards")
 finally:
     t.eq(srv.stop(), 0, "exit code")
 
