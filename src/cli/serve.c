@@ -17,6 +17,7 @@
 #if IL_HAVE_SERVER
 #include <pthread.h>
 
+#include "server/access.h"
 #include "server/server.h"
 #include "server/template.h"
 #endif
@@ -60,16 +61,21 @@ static void il__serve_help(void) {
 }
 
 #if IL_HAVE_SERVER
-/* Reads the first line of path into key (the API key file). */
+/* Reads the first line of path into key (the API key file), whole: a line longer than the
+ * buffer is an error, never a shorter key. */
 static il_status il__read_key(const char *path, char *key, size_t cap) {
   FILE *f = fopen(path, "r");
   if (!f) return il_error(IL_ERR_IO, "--api-key-file %s: cannot open", path);
   bool ok = fgets(key, (int)cap, f) != NULL;
+  bool whole = ok && (strchr(key, '\n') || feof(f) || fgetc(f) == EOF);
   fclose(f);
   if (!ok) return il_error(IL_ERR_INVALID_ARG, "--api-key-file %s: empty", path);
+  if (!whole) return il_error(IL_ERR_INVALID_ARG, "--api-key-file %s: the key is longer than %zu bytes", path, cap - 2);
   key[strcspn(key, "\r\n")] = 0;
   if (!*key) return il_error(IL_ERR_INVALID_ARG, "--api-key-file %s: the first line is empty", path);
-  return IL_OK;
+  char flag[64];
+  snprintf(flag, sizeof flag, "--api-key-file %.40s", path);
+  return il_access_key_check(key, flag);
 }
 
 static int il__int_flag(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -154,10 +160,13 @@ int il_cli_serve(int argc, char **argv) {
     snprintf(o.chat_template, sizeof o.chat_template, "%s", tmpl);
   }
   if (key && key_file) return il_cli_usage_error("serve", "give --api-key or --api-key-file, not both");
-  if (key) snprintf(o.api_key, sizeof o.api_key, "%s", key);
+  static char key_buf[IL_ACCESS_KEY_MAX + 2]; /* the key and its newline; not on the stack */
+  if (key && il_access_key_check(key, "--api-key") != IL_OK) return il_cli_usage_error("serve", "%s", il_error_detail());
+  if (key) o.api_key = key;
   if (key_file) {
-    il_status st = il__read_key(key_file, o.api_key, sizeof o.api_key);
+    il_status st = il__read_key(key_file, key_buf, sizeof key_buf);
     if (st != IL_OK) return il_cli_fail("serve", st);
+    o.api_key = key_buf;
   }
   o.defaults = req.p; /* sampling flags, no-bos, and n-predict as the default max_tokens */
   /* --repack is on unless given: a server decodes several sequences per step, which run from
@@ -181,7 +190,7 @@ int il_cli_serve(int argc, char **argv) {
           o.host, strchr(o.host, ':') ? "]" : "", il_server_port(srv), cfg.model);
   if (!strcmp(o.host, "0.0.0.0") || !strcmp(o.host, "::"))
     fprintf(stderr, "inferlab serve: note: listening on every interface%s\n",
-            o.api_key[0] ? "" : " without --api-key: anyone who can reach this port can use the model");
+            o.api_key ? "" : " without --api-key: anyone who can reach this port can use the model");
   il_engine *e = NULL;
   st = il_engine_open(&cfg, &e); /* --fit is the engine option: it applies the report's change and logs it */
   if (st == IL_OK) st = il_server_attach(srv, e);

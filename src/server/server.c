@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "core/timer.h"
 #include "memory/mem.h"
+#include "server/access.h"
 #include "server/api.h"
 #include "server/guard.h"
 #include "server/metrics.h"
@@ -34,6 +36,8 @@ struct il_server {
   il_api api;            /* engine, scheduler, template (api.sched NULL until attached) */
   il_gpu_sampler *gpu;
   char template_note[192];
+  char *key;             /* the API key (NULL: none) */
+  size_t key_len;
   atomic_int connections;
   il_guard *guard;       /* deadlines, eviction of idle connections, the active count */
   atomic_ullong rejected;
@@ -367,14 +371,10 @@ static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool
 /* ---- routing ---- */
 
 static bool il__authorized(il_server *s, struct MHD_Connection *c) {
-  if (!s->o.api_key[0]) return true;
+  if (!s->key) return true;
   const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-  if (!h || strncmp(h, "Bearer ", 7)) return false;
-  const char *k = h + 7, *want = s->o.api_key;
-  size_t kl = strlen(k), wl = strlen(want);
-  unsigned diff = (unsigned)(kl ^ wl);
-  for (size_t i = 0; i < wl; i++) diff |= (unsigned char)want[i] ^ (unsigned char)(i < kl ? k[i] : 0);
-  return diff == 0; /* compared in time independent of where they differ */
+  if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+  return il_access_key_equal(s->key, s->key_len, h + 7, strlen(h + 7)); /* whole keys, constant time */
 }
 
 static enum MHD_Result il__metrics(il_server *s, struct MHD_Connection *c) {
@@ -585,9 +585,20 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   if (o->max_request_memory && o->max_request_memory < o->max_body)
     return il_error(IL_ERR_INVALID_ARG, "--max-request-memory %zu is less than --max-body %zu: a request's body alone "
                     "would not fit", o->max_request_memory, o->max_body);
+  if (o->api_key) IL_TRY(il_access_key_check(o->api_key, "--api-key"));
   il_server *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "server");
   if (!s) return IL_ERR_OOM;
   s->o = *o;
+  s->o.api_key = NULL;
+  if (o->api_key) {
+    s->key_len = strlen(o->api_key);
+    s->key = il_mem_alloc(IL_MEM_OTHER, s->key_len + 1, "API key");
+    if (!s->key) {
+      il_mem_free(s);
+      return IL_ERR_OOM;
+    }
+    memcpy(s->key, o->api_key, s->key_len + 1);
+  }
   if (!s->o.max_body) s->o.max_body = (size_t)1 << 20;
   if (!s->o.max_request_memory) s->o.max_request_memory = 16 * s->o.max_body;
   if (s->o.header_timeout <= 0) s->o.header_timeout = 30;
@@ -599,6 +610,7 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   const unsigned hard_limit = (unsigned)s->o.max_connections + IL__RESERVE;
   il_status gst = il_guard_new((int)hard_limit, s->o.max_connections, s->o.header_timeout, s->o.body_timeout, &s->guard);
   if (gst != IL_OK) {
+    il_mem_free(s->key);
     il_mem_free(s);
     return gst;
   }
@@ -614,6 +626,7 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   if (!s->d) {
     int e = errno;
     il_guard_free(s->guard);
+    il_mem_free(s->key);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->mu);
     il_mem_free(s);
@@ -661,6 +674,8 @@ void il_server_stop(il_server *s) {
   il_sched_free(sched); /* running streams end ("cancelled"); their connections finish */
   MHD_stop_daemon(s->d);
   il_guard_free(s->guard); /* after the daemon: no connection is left to shut down */
+  if (s->key) memset(s->key, 0, s->key_len);
+  il_mem_free(s->key);
   il_gpu_sampler_stop(s->gpu);
   pthread_rwlock_destroy(&s->lock);
   pthread_mutex_destroy(&s->mu);

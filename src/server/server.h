@@ -32,7 +32,7 @@
 typedef struct {
   char host[64];          /* address to bind: 127.0.0.1 (default), 0.0.0.0, ::1, ... */
   int port;               /* 0: any free port (il_server_port says which) */
-  char api_key[256];      /* "" = no authentication */
+  const char *api_key;    /* NULL: no authentication; else copied (server/access.h: never empty) */
   size_t max_body;        /* bytes per request body (default 1 MiB) */
   size_t max_request_memory; /* bytes one request may make the server hold (0: 16 x max_body) */
   int max_connections;    /* requests in progress before 429; idle connections beyond it are
@@ -53,7 +53,7 @@ typedef struct il_server il_server;
 /* Defaults above. Can't fail. */
 void il_server_opts_defaults(il_server_opts *o);
 /* Binds and starts serving (/health 503 until attached). Errors: IL_ERR_INVALID_ARG (bad
- * host), IL_ERR_IO (cannot bind: the detail says why), IL_ERR_OOM. *out owned by the caller,
+ * host, an empty or unusable API key), IL_ERR_IO (cannot bind: the detail says why), IL_ERR_OOM. *out owned by the caller,
  * released with il_server_stop. */
 il_status il_server_start(const il_server_opts *o, il_server **out);
 /* The port listened on. */
