@@ -31,12 +31,15 @@ static void il__serve_help(void) {
          "Stop it with Ctrl-C or SIGTERM. TLS: put a reverse proxy in front (docs/serve.md).\n\n"
          "server options:\n"
          "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
+         "  %-24s %s\n  %-24s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
          "    --api-key KEY", "require 'Authorization: Bearer KEY' on /v1/*",
          "    --api-key-file F", "read the key from the first line of F (keeps it out of ps)",
+         "    --allowed-hosts LIST", "Host names served beyond localhost and the address (.domain, *)",
+         "    --cors-origins LIST", "origins whose web pages may call the API (scheme://host:port, *)",
          "    --alias NAME", "model name in /v1/models and requests [the file's base name]",
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --max-body BYTES", "largest request body [1048576]",
@@ -97,7 +100,8 @@ int il_cli_serve(int argc, char **argv) {
   bool help = false;
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
-             *step_tokens = NULL, *max_req_mem = NULL, *header_to = NULL, *body_to = NULL;
+             *step_tokens = NULL, *max_req_mem = NULL, *header_to = NULL, *body_to = NULL,
+             *allowed_hosts = NULL, *cors_origins = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"host", 0, true, &host, NULL},
@@ -105,6 +109,8 @@ int il_cli_serve(int argc, char **argv) {
       {"parallel", 0, true, &parallel, NULL},
       {"api-key", 0, true, &key, NULL},
       {"api-key-file", 0, true, &key_file, NULL},
+      {"allowed-hosts", 0, true, &allowed_hosts, NULL},
+      {"cors-origins", 0, true, &cors_origins, NULL},
       {"alias", 0, true, &alias, NULL},
       {"chat-template", 0, true, &tmpl, NULL},
       {"max-body", 0, true, &max_body, NULL},
@@ -154,6 +160,8 @@ int il_cli_serve(int argc, char **argv) {
   if (step_tokens && (rc = il__int_flag("--step-tokens", step_tokens, 1, 1 << 16, &v))) return rc;
   if (step_tokens) o.sched.step_tokens = (int)v;
   if (alias) snprintf(o.model_id, sizeof o.model_id, "%s", alias);
+  o.allowed_hosts = allowed_hosts;
+  o.cors_origins = cors_origins;
   if (tmpl) {
     il_template_kind k;
     if (il_template_by_name(tmpl, &k) != IL_OK) return il_cli_usage_error("serve", "%s", il_error_detail());

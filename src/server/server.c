@@ -37,6 +37,7 @@ struct il_server {
   il_gpu_sampler *gpu;
   char template_note[192];
   char *key;             /* the API key (NULL: none) */
+  il_access *access;     /* Host and Origin rules */
   size_t key_len;
   atomic_int connections;
   il_guard *guard;       /* deadlines, eviction of idle connections, the active count */
@@ -54,6 +55,7 @@ typedef struct {
   il_sbuf body;
   bool too_big;
   bool too_many;
+  il_api_error refuse;    /* answered at once, before the body (status 0: none) */
 } il__conn;
 
 void il_server_opts_defaults(il_server_opts *o) {
@@ -81,9 +83,20 @@ static void il__count(il_server *s, int code) {
 }
 
 /* Headers every response gets, then queued (r is released here). */
+/* An allowed foreign origin (--cors-origins) may read the response. */
+static void il__cors(il_server *s, struct MHD_Connection *c, struct MHD_Response *r) {
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+  bool cors = false;
+  if (!origin || !il_access_origin_ok(s->access, origin, host, &cors) || !cors) return;
+  MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+  MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result il__queue(il_server *s, struct MHD_Connection *c, int code, const char *type,
                                  struct MHD_Response *r) {
   MHD_add_response_header(r, "Content-Type", type);
+  il__cors(s, c, r);
   if (code == 503 || code == 429) MHD_add_response_header(r, "Retry-After", "1");
   if (code == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   il__count(s, code);
@@ -319,13 +332,9 @@ static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool
       il__reader_free(st);
       return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    il__count(s, 200);
-    enum MHD_Result ret = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ret;
+    return il__queue(s, c, 200, "text/event-stream", r);
   }
   /* not streaming: this connection's thread waits for the whole answer, looking at the socket
    * every 200 ms: a client that went away cancels the request (as a stream's does when a write
@@ -472,6 +481,57 @@ static enum MHD_Result il__route(il_server *s, struct MHD_Connection *c, const c
   return il__queue(s, c, 200, "application/json", r);
 }
 
+/* What is refused from the headers alone, before a body is read: a Host that is not this
+ * server's (DNS rebinding), an origin that is neither the server's own page nor in
+ * --cors-origins, a POST whose body is not declared JSON (a web page can send text/plain or a
+ * form to any address without asking; application/json needs a CORS preflight first). A
+ * preflight from an allowed origin is answered 204 (e->status 204). */
+static bool il__refused(il_server *s, struct MHD_Connection *c, const char *url, const char *method, il_api_error *e) {
+  const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  char clip[80];
+  if (!il_access_host_ok(s->access, host)) {
+    il_api_error_set(e, 403, "invalid_request_error", NULL, "host_not_allowed",
+                     "Host '%s' is not this server's: it answers %s (--allowed-hosts adds names)",
+                     il_utf8_clip(host, clip, sizeof clip), il_access_hosts_note(s->access));
+    return true;
+  }
+  bool cors = false;
+  if (!il_access_origin_ok(s->access, origin, host, &cors)) {
+    il_api_error_set(e, 403, "invalid_request_error", NULL, "origin_not_allowed",
+                     "requests from the web page at '%s' are not allowed (--cors-origins lists the origins that are)",
+                     il_utf8_clip(origin, clip, sizeof clip));
+    return true;
+  }
+  if (!strcmp(method, "OPTIONS")) {
+    if (cors && MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method")) e->status = 204;
+    else il_api_error_set(e, 405, "invalid_request_error", NULL, "method_not_allowed",
+                          "OPTIONS is answered for the origins of --cors-origins only (a CORS preflight)");
+    return true;
+  }
+  if (!strcmp(method, "POST")) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const bool json = ct && !strncasecmp(ct, "application/json", 16) && (!ct[16] || ct[16] == ';' || ct[16] == ' ');
+    if (!json) {
+      il_api_error_set(e, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                       "POST %s: the body must be sent as 'Content-Type: application/json' (got %s)",
+                       il_utf8_clip(url, clip, sizeof clip), ct ? "another type" : "none");
+      return true;
+    }
+  }
+  return false;
+}
+
+/* 204 to a CORS preflight from an allowed origin (il__queue adds Allow-Origin). */
+static enum MHD_Result il__preflight(il_server *s, struct MHD_Connection *c) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+  MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+  return il__queue(s, c, 204, "text/plain", r);
+}
+
 static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                    const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -487,6 +547,7 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
     cc->budget = il_budget_new(s->o.max_request_memory);
     if (!cc->budget) return MHD_NO; /* il__completed frees cc */
     cc->body.budget = cc->budget;
+    if (il__refused(s, c, url, method, &cc->refuse)) goto answer;
     /* requests in progress beyond the limit wait outside (429); /health and /metrics always get
      * in: they are small, and what a monitor needs when the server is full */
     if (il_guard_active(s->guard) > s->o.max_connections && strcmp(url, "/health") && strcmp(url, "/metrics")) {
@@ -510,6 +571,8 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
   }
 answer:
   il_guard_set_phase(s->guard, cc->slot, IL_GUARD_BUSY);
+  if (cc->refuse.status == 204) return il__preflight(s, c);
+  if (cc->refuse.status) return il__send_error(s, c, &cc->refuse);
   if (cc->too_many) {
     char msg[160];
     snprintf(msg, sizeof msg, "too many requests in progress: %d (--max-connections %d); try again shortly",
@@ -586,14 +649,21 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
     return il_error(IL_ERR_INVALID_ARG, "--max-request-memory %zu is less than --max-body %zu: a request's body alone "
                     "would not fit", o->max_request_memory, o->max_body);
   if (o->api_key) IL_TRY(il_access_key_check(o->api_key, "--api-key"));
+  il_access *access = NULL;
+  IL_TRY(il_access_new(o->host, o->allowed_hosts, o->cors_origins, &access));
   il_server *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "server");
-  if (!s) return IL_ERR_OOM;
+  if (!s) {
+    il_access_free(access);
+    return IL_ERR_OOM;
+  }
   s->o = *o;
-  s->o.api_key = NULL;
+  s->o.api_key = s->o.allowed_hosts = s->o.cors_origins = NULL;
+  s->access = access;
   if (o->api_key) {
     s->key_len = strlen(o->api_key);
     s->key = il_mem_alloc(IL_MEM_OTHER, s->key_len + 1, "API key");
     if (!s->key) {
+      il_access_free(access);
       il_mem_free(s);
       return IL_ERR_OOM;
     }
@@ -610,6 +680,7 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   const unsigned hard_limit = (unsigned)s->o.max_connections + IL__RESERVE;
   il_status gst = il_guard_new((int)hard_limit, s->o.max_connections, s->o.header_timeout, s->o.body_timeout, &s->guard);
   if (gst != IL_OK) {
+    il_access_free(access);
     il_mem_free(s->key);
     il_mem_free(s);
     return gst;
@@ -626,6 +697,7 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   if (!s->d) {
     int e = errno;
     il_guard_free(s->guard);
+    il_access_free(s->access);
     il_mem_free(s->key);
     pthread_rwlock_destroy(&s->lock);
     pthread_mutex_destroy(&s->mu);
@@ -674,6 +746,7 @@ void il_server_stop(il_server *s) {
   il_sched_free(sched); /* running streams end ("cancelled"); their connections finish */
   MHD_stop_daemon(s->d);
   il_guard_free(s->guard); /* after the daemon: no connection is left to shut down */
+  il_access_free(s->access);
   if (s->key) memset(s->key, 0, s->key_len);
   il_mem_free(s->key);
   il_gpu_sampler_stop(s->gpu);

@@ -14,9 +14,10 @@
  *
  * Every error is an OpenAI-style body {"error": {"message", "type", "param", "code"}} with
  * the status that fits: 400 malformed JSON, wrong types, invalid UTF-8, bad values; 401 a
- * missing or wrong API key; 404 unknown model or path; 405 wrong method; 413 a body over
+ * missing or wrong API key; 403 a Host or Origin that is not allowed (server/access.h); 404 unknown model or path; 405 wrong method; 413 a body over
  * max_body, or a request that needs more than max_request_memory (its body, parsed JSON, tokens
- * and response: server/budget.h); 429 too many connections; 503 loading or the queue full
+ * and response: server/budget.h); 415 a POST body not declared application/json; 429 too many
+ * requests in progress; 503 loading or the queue full
  * (with Retry-After).
  * Not for: TLS (put a reverse proxy in front), scheduling (engine/sched).
  */
@@ -33,6 +34,8 @@ typedef struct {
   char host[64];          /* address to bind: 127.0.0.1 (default), 0.0.0.0, ::1, ... */
   int port;               /* 0: any free port (il_server_port says which) */
   const char *api_key;    /* NULL: no authentication; else copied (server/access.h: never empty) */
+  const char *allowed_hosts; /* --allowed-hosts: comma-separated names beyond the defaults (NULL: none) */
+  const char *cors_origins;  /* --cors-origins: comma-separated origins whose pages may call (NULL: none) */
   size_t max_body;        /* bytes per request body (default 1 MiB) */
   size_t max_request_memory; /* bytes one request may make the server hold (0: 16 x max_body) */
   int max_connections;    /* requests in progress before 429; idle connections beyond it are
