@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -79,6 +80,33 @@ static il_status il__read_key(const char *path, char *key, size_t cap) {
   char flag[64];
   snprintf(flag, sizeof flag, "--api-key-file %.40s", path);
   return il_access_key_check(key, flag);
+}
+
+/* SIGINT and SIGTERM are taken by one thread from the start. While the model loads (a slow
+ * link or a large file: minutes, and loading cannot be interrupted from inside) a signal ends
+ * the process at once, nothing being served or written yet; once it is ready the main thread
+ * is told, and stops the server cleanly. */
+static struct {
+  sigset_t set;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool ready;
+  int sig;
+} il__sigs = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void *il__sig_thread(void *arg) {
+  (void)arg;
+  int sig = 0;
+  if (sigwait(&il__sigs.set, &sig)) return NULL;
+  pthread_mutex_lock(&il__sigs.mu);
+  if (!il__sigs.ready) {
+    fprintf(stderr, "inferlab serve: %s while loading: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    _exit(IL_EXIT_OK);
+  }
+  il__sigs.sig = sig;
+  pthread_cond_signal(&il__sigs.cv);
+  pthread_mutex_unlock(&il__sigs.mu);
+  return NULL;
 }
 
 static int il__int_flag(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -183,13 +211,16 @@ int il_cli_serve(int argc, char **argv) {
    * would add their size), and other devices keep their own weights. */
   if (!il_config_given(&cfg, "repack") && !strcmp(cfg.device, "cpu") && !il_builtin_is(cfg.model)) cfg.repack = true;
 
-  /* signals are taken by sigwait below: blocked here, before any thread starts */
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  /* signals are taken by il__sig_thread: blocked here, before any other thread starts */
+  sigemptyset(&il__sigs.set);
+  sigaddset(&il__sigs.set, SIGINT);
+  sigaddset(&il__sigs.set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &il__sigs.set, NULL);
   signal(SIGPIPE, SIG_IGN);
+  pthread_t sig_thread;
+  if (pthread_create(&sig_thread, NULL, il__sig_thread, NULL))
+    return il_cli_fail("serve", il_error(IL_ERR_INTERNAL, "cannot start the signal thread"));
+  pthread_detach(sig_thread);
 
   il_server *srv = NULL;
   il_status st = il_server_start(&o, &srv);
@@ -210,8 +241,11 @@ int il_cli_serve(int argc, char **argv) {
   }
   fprintf(stderr, "inferlab serve: ready: %s on %s, %d slots x %d tokens, %s%s\n", cfg.model, e->info.name, e->n_seq,
           e->n_ctx, il_server_template_note(srv), cfg.repack ? ", weights repacked (--repack)" : "");
-  int sig = 0;
-  sigwait(&set, &sig);
+  pthread_mutex_lock(&il__sigs.mu);
+  il__sigs.ready = true;
+  while (!il__sigs.sig) pthread_cond_wait(&il__sigs.cv, &il__sigs.mu);
+  int sig = il__sigs.sig;
+  pthread_mutex_unlock(&il__sigs.mu);
   fprintf(stderr, "inferlab serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   il_server_stop(srv);
   il_engine_free(e);
