@@ -129,11 +129,13 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__head(b, "inferlab_kv_cache_usage_perc", "gauge", "fraction of KV cells holding live tokens (vllm:kv_cache_usage_perc)");
   il_sbuf_printf(b, "inferlab_kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, cells > 0 ? (double)s->kv_cells_used / cells : 0.0);
   il__head(b, "inferlab_kv_cache_blocks", "gauge",
-           "KV cache blocks by state (contiguous cache: one block of ctx cells per sequence slot)");
-  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"used\"} %d\n", m, s->slots_used);
-  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"free\"} %d\n", m, s->n_slots - s->slots_used);
+           "KV cache blocks by state (--kv paged: the pool's pages, a finished slot's cached prefix counted as used; "
+           "contiguous: one block of ctx cells per sequence slot)");
+  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"used\"} %d\n", m,
+                 s->kv_blocks_total - s->kv_blocks_free);
+  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"free\"} %d\n", m, s->kv_blocks_free);
   il__head(b, "inferlab_kv_cache_block_size", "gauge", "cells per KV cache block");
-  il_sbuf_printf(b, "inferlab_kv_cache_block_size{model_name=\"%s\"} %d\n", m, s->n_ctx);
+  il_sbuf_printf(b, "inferlab_kv_cache_block_size{model_name=\"%s\"} %d\n", m, s->kv_block);
   il__head(b, "inferlab_engine_steps_total", "counter", "scheduler steps that ran a batch");
   il_sbuf_printf(b, "inferlab_engine_steps_total{model_name=\"%s\"} %llu\n", m, (unsigned long long)s->steps);
   il__head(b, "inferlab_engine_busy_seconds_total", "counter", "seconds spent in forward passes");
