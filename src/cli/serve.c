@@ -33,7 +33,7 @@ static void il__serve_help(void) {
          "server options:\n"
          "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
          "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
@@ -50,7 +50,8 @@ static void il__serve_help(void) {
          "    --body-timeout S", "seconds a request's body may take in all [60]",
          "    --max-tokens N", "largest max_tokens a request may ask [the context]",
          "    --max-queue N", "requests waiting for a slot before 503 [4 x parallel]",
-         "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]");
+         "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]",
+         "    --log-format F", "a line per finished request on stderr: text, json or off [text]");
   printf("\nengine options (-n/--n-predict is the default max_tokens of a request; --repack is on\n"
          "unless given, for a GGUF model on the CPU):\n");
   il_cli_print_options(stdout, NULL);
@@ -129,7 +130,7 @@ int il_cli_serve(int argc, char **argv) {
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
              *step_tokens = NULL, *max_req_mem = NULL, *header_to = NULL, *body_to = NULL,
-             *allowed_hosts = NULL, *cors_origins = NULL;
+             *allowed_hosts = NULL, *cors_origins = NULL, *log_format = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"host", 0, true, &host, NULL},
@@ -139,6 +140,7 @@ int il_cli_serve(int argc, char **argv) {
       {"api-key-file", 0, true, &key_file, NULL},
       {"allowed-hosts", 0, true, &allowed_hosts, NULL},
       {"cors-origins", 0, true, &cors_origins, NULL},
+      {"log-format", 0, true, &log_format, NULL},
       {"alias", 0, true, &alias, NULL},
       {"chat-template", 0, true, &tmpl, NULL},
       {"max-body", 0, true, &max_body, NULL},
@@ -189,6 +191,8 @@ int il_cli_serve(int argc, char **argv) {
   if (step_tokens) o.sched.step_tokens = (int)v;
   if (alias) snprintf(o.model_id, sizeof o.model_id, "%s", alias);
   o.allowed_hosts = allowed_hosts;
+  if (log_format && il_reqlog_parse(log_format, &o.log_format) != IL_OK)
+    return il_cli_usage_error("serve", "%s", il_error_detail());
   o.cors_origins = cors_origins;
   if (tmpl) {
     il_template_kind k;

@@ -20,6 +20,8 @@ typedef struct il_api_choice {
   il_finish_reason finish;
   bool role_sent;           /* streaming chat: the first delta carries the role */
   size_t offset;            /* completions: text offset of the next token */
+  double t_first, t_last;   /* when its first and last tokens came (the request log) */
+  int n_tok;
 } il_api_choice;
 
 static atomic_ullong il__next_rid = 1;
@@ -461,6 +463,40 @@ static void il__body_free(il_api_stream *st) {
   st->n_body = 0;
 }
 
+void il_api_stream_ref(il_api_stream *st) {
+  pthread_mutex_lock(&st->mu);
+  st->refs++;
+  pthread_mutex_unlock(&st->mu);
+}
+
+void il_api_stream_log(il_api_stream *st, il_reqlog_entry *e, char *finish, size_t cap) {
+  pthread_mutex_lock(&st->mu);
+  e->id = st->rid;
+  e->generation = true;
+  e->prompt_tokens = st->n_prompt;
+  e->generated_tokens = st->n_gen;
+  e->cached_tokens = st->n_cached;
+  double first = 0, tpot = 0;
+  int n_tpot = 0;
+  unsigned seen = 0;
+  finish[0] = 0;
+  for (int i = 0; i < st->n; i++) {
+    const il_api_choice *ch = &st->ch[i];
+    if (ch->n_tok && (!first || ch->t_first < first)) first = ch->t_first;
+    if (ch->n_tok > 1) tpot += (ch->t_last - ch->t_first) / (ch->n_tok - 1), n_tpot++;
+    /* each reason once, in the order the choices show them */
+    if (ch->finish != IL_FINISH_NONE && !(seen & (1u << ch->finish))) {
+      seen |= 1u << ch->finish;
+      const size_t fl = strlen(finish);
+      snprintf(finish + fl, cap - fl, fl ? ",%s" : "%s", il_finish_name(ch->finish));
+    }
+  }
+  e->ttft_ms = first ? (first - st->t_submit) * 1e3 : -1;
+  e->tpot_ms = n_tpot ? tpot / n_tpot * 1e3 : -1;
+  e->finish = finish;
+  pthread_mutex_unlock(&st->mu);
+}
+
 void il_api_stream_unref(il_api_stream *st) {
   pthread_mutex_lock(&st->mu);
   int left = --st->refs;
@@ -775,7 +811,15 @@ static void il__final(il_api_stream *st, const il_sched_event *ev) {
 static void il__on_event(void *ud, const il_sched_event *ev) {
   il_api_stream *st = ud;
   pthread_mutex_lock(&st->mu);
+  if (!ev->done && ev->token >= 0) {
+    il_api_choice *ch = &st->ch[ev->choice];
+    ch->t_last = il_time_now();
+    if (!ch->n_tok++) ch->t_first = ch->t_last;
+  }
   if (ev->done) {
+    st->n_prompt = ev->n_prompt;
+    st->n_gen = ev->n_gen;
+    st->n_cached = ev->n_cached;
     il__final(st, ev);
     st->done = true;
   } else if (!st->failed) {
@@ -865,6 +909,7 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     st->created = (long long)time(NULL);
     snprintf(st->rid, sizeof st->rid, "%s-%llu", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&il__next_rid, 1));
+    st->t_submit = il_time_now();
     il_status s = il_sched_submit(api->sched, tokens, n, &p, il__on_event, st, &st->id);
     if (s != IL_OK) {
       ok = false;

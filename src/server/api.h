@@ -26,6 +26,7 @@
 #include <stdbool.h>
 
 #include "engine/sched.h"
+#include "server/reqlog.h"
 #include "server/sbuf.h"
 #include "server/template.h"
 
@@ -82,6 +83,8 @@ typedef struct il_api_stream {
   bool glue_open, body_oom;
   bool failed;             /* a write failed: the request is cancelled and answers an error */
   bool client_gone;        /* non-streaming: the client closed the connection; cancelled (499 in the log) */
+  double t_submit;         /* the request log's figures: submitted, and the final event's counts */
+  int32_t n_prompt, n_gen, n_cached;
   /* how to write events */
   const il_api *api;
   bool chat, include_usage;
@@ -92,8 +95,12 @@ typedef struct il_api_stream {
   struct il_api_choice *ch;
 } il_api_stream;
 
+/* One more reference (the connection's, for the request log). */
+void il_api_stream_ref(il_api_stream *st);
 /* Drops one reference; the last frees the stream. */
 void il_api_stream_unref(il_api_stream *st);
+/* The request log's generation fields of st into e; finish (cap bytes) holds its reasons. */
+void il_api_stream_log(il_api_stream *st, il_reqlog_entry *e, char *finish, size_t cap);
 
 /* Parses, validates and submits a generation request, charging budget b (borrowed; the stream
  * takes a reference). On success *out holds a stream with two references (the scheduler's,

@@ -24,6 +24,7 @@
 #include "server/guard.h"
 #include "server/metrics.h"
 #include "server/page.h"
+#include "server/reqlog.h"
 
 #define IL__MAX_CODES 32
 #define IL__RESERVE 64 /* connections above --max-connections libmicrohttpd accepts (the reserve) */
@@ -56,7 +57,15 @@ typedef struct {
   bool too_big;
   bool too_many;
   il_api_error refuse;    /* answered at once, before the body (status 0: none) */
+  /* the request log */
+  int status;             /* of the response queued */
+  double t_start;         /* the headers were complete */
+  char method[16], path[256], client[64];
+  il_api_stream *st;      /* a generation's (a reference), for its tokens and timings */
 } il__conn;
+
+/* The request whose handler runs on this thread: il__queue records the status there. */
+static _Thread_local il__conn *il__current;
 
 void il_server_opts_defaults(il_server_opts *o) {
   memset(o, 0, sizeof *o);
@@ -67,6 +76,7 @@ void il_server_opts_defaults(il_server_opts *o) {
   o->max_connections = 64;
   o->header_timeout = 30;
   o->body_timeout = 60;
+  o->log_format = IL_REQLOG_TEXT;
   o->defaults = il_request_default_params();
   o->defaults.n_predict = -1;
 }
@@ -97,6 +107,7 @@ static enum MHD_Result il__queue(il_server *s, struct MHD_Connection *c, int cod
                                  struct MHD_Response *r) {
   MHD_add_response_header(r, "Content-Type", type);
   il__cors(s, c, r);
+  if (il__current) il__current->status = code;
   if (code == 503 || code == 429) MHD_add_response_header(r, "Retry-After", "1");
   if (code == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
   il__count(s, code);
@@ -326,6 +337,8 @@ static enum MHD_Result il__generate(il_server *s, struct MHD_Connection *c, bool
   pthread_rwlock_unlock(&s->lock);
   il_sbuf_free(&cc->body); /* parsed and tokenized: the budget goes to the response */
   if (!ok) return il__send_error(s, c, &err);
+  il_api_stream_ref(st); /* the request log reads it when the request is over */
+  cc->st = st;
   if (st->stream) {
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, il__reader, st, il__reader_free);
     if (!r) {
@@ -532,6 +545,55 @@ static enum MHD_Result il__preflight(il_server *s, struct MHD_Connection *c) {
   return il__queue(s, c, 204, "text/plain", r);
 }
 
+static enum MHD_Result il__answer(il_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                                  il__conn *cc);
+
+/* What the request log needs from the start of a request. */
+static void il__log_start(il__conn *cc, struct MHD_Connection *c, const char *url, const char *method) {
+  cc->t_start = il_time_now();
+  snprintf(cc->method, sizeof cc->method, "%s", method);
+  snprintf(cc->path, sizeof cc->path, "%s", url);
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (sa && sa->sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+    snprintf(cc->client, sizeof cc->client, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+  } else if (sa && sa->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+    inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof ip);
+    snprintf(cc->client, sizeof cc->client, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+  }
+}
+
+/* The request's line on stderr (--log-format), when it is over: a stream's once its final
+ * event is in (a client that left: the cancellation, within a step). Health checks and
+ * scrapes that succeed are not logged: a probe every few seconds would bury the requests. */
+static void il__log_end(il_server *s, il__conn *cc) {
+  if (s->o.log_format == IL_REQLOG_OFF) return;
+  const bool probe = !strcmp(cc->path, "/health") || !strcmp(cc->path, "/metrics");
+  if (probe && cc->status >= 200 && cc->status < 300) return;
+  il_reqlog_entry e = {.method = cc->method, .path = cc->path, .client = cc->client, .status = cc->status,
+                       .time_ms = (il_time_now() - cc->t_start) * 1e3};
+  char finish[64];
+  if (cc->st) {
+    pthread_mutex_lock(&cc->st->mu);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 5;
+    while (!cc->st->done && pthread_cond_timedwait(&cc->st->cv, &cc->st->mu, &ts) != ETIMEDOUT) {
+    }
+    if (cc->st->client_gone) e.status = 499; /* nginx's "client closed request" */
+    pthread_mutex_unlock(&cc->st->mu);
+    il_api_stream_log(cc->st, &e, finish, sizeof finish);
+  }
+  il_sbuf b = {0};
+  il_reqlog_write(&b, s->o.log_format, &e);
+  if (!b.oom && b.len) fwrite(b.p, 1, b.len, stderr); /* one write: lines of concurrent requests do not mix */
+  il_sbuf_free(&b);
+}
+
 static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                    const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -541,6 +603,7 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
     cc = il_mem_calloc(IL_MEM_OTHER, sizeof *cc, "connection");
     if (!cc) return MHD_NO;
     *con_cls = cc;
+    il__log_start(cc, c, url, method);
     const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     cc->slot = sc ? (int)(intptr_t)sc->socket_context - 1 : -1;
     il_guard_set_phase(s->guard, cc->slot, IL_GUARD_BODY); /* headers complete: the body's deadline */
@@ -571,6 +634,14 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
   }
 answer:
   il_guard_set_phase(s->guard, cc->slot, IL_GUARD_BUSY);
+  il__current = cc;
+  enum MHD_Result ret = il__answer(s, c, url, method, cc);
+  il__current = NULL;
+  return ret;
+}
+
+static enum MHD_Result il__answer(il_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                                  il__conn *cc) {
   if (cc->refuse.status == 204) return il__preflight(s, c);
   if (cc->refuse.status) return il__send_error(s, c, &cc->refuse);
   if (cc->too_many) {
@@ -601,6 +672,8 @@ static void il__completed(void *cls, struct MHD_Connection *c, void **con_cls, e
   il__conn *cc = *con_cls;
   if (!cc) return;
   il_guard_set_phase(s->guard, cc->slot, IL_GUARD_HEADERS); /* kept alive: the next request's headers are due */
+  il__log_end(s, cc);
+  if (cc->st) il_api_stream_unref(cc->st);
   il_sbuf_free(&cc->body);
   il_budget_unref(cc->budget);
   il_mem_free(cc);

@@ -29,6 +29,7 @@
 
 #include "engine/engine.h"
 #include "engine/sched.h"
+#include "server/reqlog.h"
 
 typedef struct {
   char host[64];          /* address to bind: 127.0.0.1 (default), 0.0.0.0, ::1, ... */
@@ -42,6 +43,7 @@ typedef struct {
                              closed oldest first (default 64) */
   double header_timeout;  /* seconds a request's headers may take in all (0: 30) */
   double body_timeout;    /* seconds its body may take in all (0: 60) */
+  il_reqlog_format log_format; /* one line per finished request on stderr (server/reqlog.h) */
   int max_tokens;         /* most max_tokens a request may ask (0: the context) */
   il_request_params defaults; /* what a request leaves out: sampling, no-bos, no-parse-special,
                                  ignore-eos, and n_predict as max_tokens (-1: until the context is full) */

@@ -62,6 +62,11 @@ try:
     t.eq(m.get(running), 0, "its slot is free")
     st, data, _ = srv.post("/v1/completions", {"prompt": "Once", "max_tokens": 4})
     t.eq(st, 200, "the next request is served")
+    deadline = time.time() + 10
+    while not any(" 499 " in ln for ln in srv.lines()) and time.time() < deadline:
+        time.sleep(0.05)
+    logged = [ln for ln in srv.lines() if " 499 " in ln]
+    t.check(len(logged) == 1 and "finish=cancelled" in logged[0], "the request log says 499, cancelled: %r" % logged)
 finally:
     t.eq(srv.stop(), 0, "exit code")
 
