@@ -31,9 +31,9 @@ static void il__serve_help(void) {
          "/v1/detokenize, /health (503 while loading), /metrics (Prometheus) and a chat page at /.\n"
          "Stop it with Ctrl-C or SIGTERM. TLS: put a reverse proxy in front (docs/serve.md).\n\n"
          "server options:\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n"
+         "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n"
+         "  %-28s %s\n  %-28s %s\n  %-28s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
@@ -44,8 +44,8 @@ static void il__serve_help(void) {
          "    --alias NAME", "model name in /v1/models and requests [the file's base name]",
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --max-body BYTES", "largest request body [1048576]",
-         "    --max-request-memory BYTES", "most one request may make the server hold (413 beyond) [16 x max-body]",
-         "    --max-connections N", "requests in progress before 429; idle connections beyond it close [64]",
+         "    --max-request-memory N", "bytes one request may make the server hold (413 beyond) [16 x max-body]",
+         "    --max-connections N", "requests in progress before 429 (idle connections beyond: closed) [64]",
          "    --header-timeout S", "seconds a request's headers may take in all [30]",
          "    --body-timeout S", "seconds a request's body may take in all [60]",
          "    --max-tokens N", "largest max_tokens a request may ask [the context]",
