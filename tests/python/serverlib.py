@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -101,6 +102,21 @@ class Server:
         data = r.read()
         c.close()
         return r.status, data, dict(r.getheaders())
+
+    def raw(self, request, timeout=60):
+        """Sends the bytes of a request on a socket of its own and reads until the server
+        closes it (send 'Connection: close'); (the socket's local port, the whole answer)."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.sendall(request)
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        local = s.getsockname()[1]
+        s.close()
+        return local, data
 
     def get(self, path):
         return self.request("GET", path)

@@ -10,7 +10,6 @@ repeat_penalty 0 is refused as the CLI refuses it.
 """
 import json
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -48,17 +47,9 @@ if model:
 # ---- client strings quoted in errors: valid UTF-8, cut at a character boundary ----
 
 
-def raw_get(port, path):
+def raw_get(srv, path):
     """GET with raw bytes in the path; (status, body bytes, Content-Length)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-    s.close()
+    _, data = srv.raw(b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     head, body = data.split(b"\r\n\r\n", 1)
     lines = head.split(b"\r\n")
     length = [int(ln.split(b":")[1]) for ln in lines if ln.lower().startswith(b"content-length:")]
@@ -80,11 +71,11 @@ def error_of(status_body, what, want_status):
 
 srv = Server()
 try:
-    st, body, length = raw_get(srv.port, b"/v1/models/%ff")
+    st, body, length = raw_get(srv, b"/v1/models/%ff")
     t.eq(length, len(body), "GET /v1/models/%ff: Content-Length is the body's length")
     msg = error_of((st, body), "GET /v1/models/%ff", 404)
     t.check("\ufffd" in msg, "the invalid byte is shown as U+FFFD: %r" % msg[:80])
-    st, body, length = raw_get(srv.port, b"/v1/models/" + b"%c3%a9" * 300)
+    st, body, length = raw_get(srv, b"/v1/models/" + b"%c3%a9" * 300)
     msg = error_of((st, body), "GET /v1/models/ + 300 x e-acute", 404)
     t.check("..." in msg and len(msg) < 300, "the quoted id is clipped: %d characters" % len(msg))
     msg = error_of(srv.post("/v1/completions", {"prompt": "x", "model": "\u00e9" * 300}), "model of 300 x e-acute", 404)

@@ -28,21 +28,6 @@ def wait_lines(srv, pred, n=1, timeout=20):
         time.sleep(0.05)
 
 
-def raw(port, request):
-    """Sends request on a socket of our own; (local port, the whole answer)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
-    s.sendall(request)
-    data = b""
-    while True:
-        d = s.recv(65536)
-        if not d:
-            break
-        data += d
-    local = s.getsockname()[1]
-    s.close()
-    return local, data
-
-
 def post(body):
     b = json.dumps(body).encode()
     return (b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
@@ -54,7 +39,7 @@ srv = Server("--log-format", "json", "--ignore-eos")
 try:
     body = {"prompt": "Once upon a time", "max_tokens": 6, "seed": 3}
     t0 = time.time()
-    port, data = raw(srv.port, post(dict(body)))
+    port, data = srv.raw(post(dict(body)))
     wall_ms = (time.time() - t0) * 1e3
     resp = json.loads(data.split(b"\r\n\r\n", 1)[1])
     lines = wait_lines(srv, lambda ln: ln.startswith("{") and resp["id"] in ln)
@@ -107,7 +92,7 @@ try:
     t.check(not any(('"/health"' in ln or '"/metrics"' in ln) and '"status":200' in ln for ln in srv.lines()),
             "successful probes are not logged")
     # a path with a newline in it stays on its line
-    raw(srv.port, b"GET /v1/x%0a{%22event%22:%22forged%22} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    srv.raw(b"GET /v1/x%0a{%22event%22:%22forged%22} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     got = wait_lines(srv, lambda ln: "forged" in ln)
     t.check(len(got) == 1 and json.loads(got[0])["path"] == '/v1/x\n{"event":"forged"}',
             "an escaped path: one line, the path as sent: %r" % got)
@@ -117,14 +102,14 @@ finally:
 # ---- text, and off ----
 srv = Server("--ignore-eos")
 try:
-    port, data = raw(srv.port, post({"prompt": "Hello", "max_tokens": 3}))
+    port, data = srv.raw(post({"prompt": "Hello", "max_tokens": 3}))
     rid = json.loads(data.split(b"\r\n\r\n", 1)[1])["id"]
     got = wait_lines(srv, lambda ln: ln.startswith("inferlab serve: request %s " % rid))
     t.eq(len(got), 1, "text: one line")
     ln = got[0] if got else ""
     t.check(" POST /v1/completions 200 client=127.0.0.1:%d " % port in ln and " generated=3 " in ln and
             " finish=length " in ln and " ttft_ms=" in ln and " time_ms=" in ln, "text fields: %r" % ln)
-    raw(srv.port, b"GET /a%20b%0ac HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    srv.raw(b"GET /a%20b%0ac HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     got = wait_lines(srv, lambda ln: "/a%20b%0Ac 404" in ln)
     t.eq(len(got), 1, "text: a space and a newline in the path are %XX")
 finally:
