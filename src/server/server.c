@@ -92,7 +92,6 @@ static void il__count(il_server *s, int code) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* Headers every response gets, then queued (r is released here). */
 /* An allowed foreign origin (--cors-origins) may read the response. */
 static void il__cors(il_server *s, struct MHD_Connection *c, struct MHD_Response *r) {
   const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
@@ -103,6 +102,8 @@ static void il__cors(il_server *s, struct MHD_Connection *c, struct MHD_Response
   MHD_add_response_header(r, "Vary", "Origin");
 }
 
+/* Headers every response gets, the status for the request log and the counters, then queued
+ * (r is released here). */
 static enum MHD_Result il__queue(il_server *s, struct MHD_Connection *c, int code, const char *type,
                                  struct MHD_Response *r) {
   MHD_add_response_header(r, "Content-Type", type);
