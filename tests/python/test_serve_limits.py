@@ -7,7 +7,7 @@ leave the server's peak RSS within a bound (it was 3.9 GB on this load), answer 
 with 413/400 naming --max-request-memory, count what requests hold in /metrics, and give it all
 back afterwards. A stream whose client does not read is ended when its unsent bytes reach the
 budget.
-Under AddressSanitizer (10-20x slower) the prompts are 256 KB and the stream 240 tokens long,
+Under AddressSanitizer (10-20x slower) the prompts are 128 KB and the stream 120 tokens long,
 and RSS is not bounded (ASan's shadow memory and quarantine); the budgets are checked the same.
 """
 import json
@@ -23,8 +23,8 @@ from serverlib import Checks, Server  # noqa: E402
 t = Checks()
 SANITIZED = "ASAN_OPTIONS" in os.environ
 MiB = 1 << 20
-PROMPT_BYTES = (256 << 10) if SANITIZED else 1000000
-STREAM_TOKENS = 240 if SANITIZED else 960
+PROMPT_BYTES = (128 << 10) if SANITIZED else 1000000
+STREAM_TOKENS = 120 if SANITIZED else 960
 
 
 def proc_kib(pid, key):
