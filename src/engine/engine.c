@@ -522,6 +522,9 @@ static il_status il__open(il_engine *e) {
     const int32_t dflt = hp->n_ctx_train < IL__DEFAULT_CTX_CAP ? hp->n_ctx_train : IL__DEFAULT_CTX_CAP;
     if (e->n_ctx > dflt) e->n_ctx = dflt;
   }
+  if ((int64_t)e->n_ctx * e->n_seq > INT32_MAX) /* KV cells and slots are int32 indices */
+    return il_error(IL_ERR_INVALID_ARG, "--ctx %d x --n-seq %d = %lld KV cells: more than %d; lower --ctx or --n-seq",
+                    e->n_ctx, e->n_seq, (long long)e->n_ctx * e->n_seq, INT32_MAX);
   e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));

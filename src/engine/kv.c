@@ -111,6 +111,8 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
                     il_dtype_name(o.type));
   if (o.block < 0 || o.block > n_ctx)
     return il_error(IL_ERR_INVALID_ARG, "--kv-block %d: must be 1..%d (the context)", o.block, n_ctx);
+  if (n_ctx <= 0 || n_seq <= 0 || (int64_t)n_ctx * n_seq > INT32_MAX)
+    return il_error(IL_ERR_INVALID_ARG, "kv cache: --ctx %d x --n-seq %d cells: must be 1..%d", n_ctx, n_seq, INT32_MAX);
   kv->backend = b;
   kv->n_layer = hp->n_layer;
   kv->n_seq = n_seq;

@@ -95,6 +95,8 @@ void il_sched_params_from_request(const il_request_params *rp, il_sched_params *
 
 const il_engine *il_sched_engine(const il_sched *s) { return s->e; }
 
+static void il__gauges_locked(il_sched *s);
+
 il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) {
   *out = NULL;
   il_sched *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "scheduler");
@@ -130,6 +132,7 @@ il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) 
     il_sched_free(s);
     return IL_ERR_OOM;
   }
+  il__gauges_locked(s); /* the block counts before the first step (no other thread yet) */
   *out = s;
   return IL_OK;
 }
@@ -260,6 +263,16 @@ static void il__gauges_locked(il_sched *s) {
   s->st.slots_used = used;
   s->st.running = running;
   s->st.kv_cells_used = cells;
+  s->st.kv_paged = s->e->kv.paged;
+  s->st.kv_block = s->e->kv.paged ? s->e->kv.block : s->n_ctx;
+  s->st.kv_blocks_total = s->n_slots;
+  s->st.kv_blocks_free = s->n_slots - used;
+  if (s->e->kv.paged) { /* the pool's pages: a finished slot's cached prefix still holds its own */
+    il_kv_cache_stats ks;
+    il_kv_cache_stats_get(&s->e->kv, 1, &ks);
+    s->st.kv_blocks_total = ks.blocks_total;
+    s->st.kv_blocks_free = ks.blocks_free;
+  }
 }
 
 /* ---- finishing ---- */

@@ -107,6 +107,8 @@ typedef struct {
   int32_t running;               /* requests with at least one choice in a slot */
   int32_t waiting;               /* requests not yet admitted */
   int32_t slots_used;
+  bool kv_paged;                 /* --kv paged: the three below are the page pool's */
+  int32_t kv_block, kv_blocks_total, kv_blocks_free; /* positions per block, blocks (contiguous: one a slot) */
   int64_t kv_cells_used;         /* positions holding live tokens, over all busy slots */
   uint64_t finished[IL_FINISH_COUNT]; /* choices, by finish reason */
   uint64_t requests_finished;

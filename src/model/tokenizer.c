@@ -77,8 +77,19 @@ static void il__fen_add(uint32_t *f, size_t n, size_t i) {
  * in order, so the cost is O(len + occurrences * log len): neither a long special token nor a
  * long prompt multiplies the work (a 64 KiB prompt against a 256 KiB token is linear).
  * taken[i]: 0 free text, 1 removed whitespace, 2 inside a special token. */
+/* Whether [pos, pos + n) overlaps one of the sorted, disjoint ranges lit[0..n_lit). */
+static bool il__in_literal(const il_text_range *lit, size_t n_lit, size_t pos, size_t n) {
+  size_t lo = 0, hi = n_lit;
+  while (lo < hi) { /* the first range that ends after pos */
+    size_t mid = lo + (hi - lo) / 2;
+    if (lit[mid].end <= pos) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < n_lit && lit[lo].start < pos + n;
+}
+
 static il_status il__partition(const il_vocab *v, const char *text, size_t len, bool parse_special,
-                               uint8_t *taken, il__vec *hits) {
+                               const il_text_range *lit, size_t n_lit, uint8_t *taken, il__vec *hits) {
   const uint16_t allowed = parse_special
                                ? (IL__ATTR_CONTROL | IL__ATTR_USER_DEFINED | IL__ATTR_UNKNOWN)
                                : IL__ATTR_USER_DEFINED;
@@ -94,6 +105,8 @@ static il_status il__partition(const il_vocab *v, const char *text, size_t len, 
     for (; node >= 0; node = v->trie_out[node]) { /* every token ending at p */
       int32_t id = v->trie_tok[node];
       if (!(v->attr[id] & allowed)) continue;
+      if (n_lit && !(v->attr[id] & IL__ATTR_USER_DEFINED) && il__in_literal(lit, n_lit, p + 1 - v->len[id], v->len[id]))
+        continue; /* a control token's text inside literal text is text */
       il__occ o = {v->special_rank[id], 0, p + 1 - v->len[id]};
       il_status s = il__vec_push(&occ, &o);
       if (s != IL_OK) {
@@ -170,7 +183,7 @@ static il_status il__encode_fragment(const il_vocab *v, const char *text, size_t
 }
 
 static il_status il__tokenize(const il_vocab *v, const char *text, size_t len, bool add_special,
-                              bool parse_special, il__vec *out) {
+                              bool parse_special, const il_text_range *lit, size_t n_lit, il__vec *out) {
   if (add_special && v->add_bos && v->bos >= 0) IL_TRY(il__vec_push(out, &v->bos));
   il_status s = IL_OK;
   uint8_t *taken = NULL;
@@ -180,7 +193,7 @@ static il_status il__tokenize(const il_vocab *v, const char *text, size_t len, b
   if (len > 0) {
     taken = il_mem_calloc(IL_MEM_WORKSPACE, len, "tokenizer partition");
     if (!taken) return IL_ERR_OOM;
-    if (v->n_special > 0) s = il__partition(v, text, len, parse_special, taken, &hits);
+    if (v->n_special > 0) s = il__partition(v, text, len, parse_special, lit, n_lit, taken, &hits);
   }
   bool prev_special = true; /* SentencePiece prefixes a space to the first fragment */
   size_t h = 0, p = 0;
@@ -214,7 +227,7 @@ il_status il_tokenize(const il_vocab *v, const char *text, size_t len, bool add_
                       bool parse_special, int32_t *out, size_t cap, size_t *n_out) {
   il__vec res;
   il__vec_init(&res, sizeof(int32_t));
-  il_status s = il__tokenize(v, text, len, add_special, parse_special, &res);
+  il_status s = il__tokenize(v, text, len, add_special, parse_special, NULL, 0, &res);
   if (s != IL_OK) {
     il__vec_free(&res);
     *n_out = 0;
@@ -231,11 +244,17 @@ il_status il_tokenize(const il_vocab *v, const char *text, size_t len, bool add_
 
 il_status il_tokenize_alloc(const il_vocab *v, const char *text, size_t len, bool add_special,
                             bool parse_special, int32_t **out, size_t *n_out) {
+  return il_tokenize_literal_alloc(v, text, len, add_special, parse_special, NULL, 0, out, n_out);
+}
+
+il_status il_tokenize_literal_alloc(const il_vocab *v, const char *text, size_t len, bool add_special,
+                                    bool parse_special, const il_text_range *literal, size_t n_literal,
+                                    int32_t **out, size_t *n_out) {
   il__vec res;
   il__vec_init(&res, sizeof(int32_t));
   *out = NULL;
   *n_out = 0;
-  il_status s = il__tokenize(v, text, len, add_special, parse_special, &res);
+  il_status s = il__tokenize(v, text, len, add_special, parse_special, literal, n_literal, &res);
   if (s == IL_OK) {
     int32_t *ids = il_mem_alloc(IL_MEM_OTHER, (res.n + 1) * sizeof *ids, "token ids");
     if (!ids) s = IL_ERR_OOM;

@@ -55,4 +55,19 @@ il_status il_tokenize(const il_vocab *v, const char *text, size_t len, bool add_
 il_status il_tokenize_alloc(const il_vocab *v, const char *text, size_t len, bool add_special,
                             bool parse_special, int32_t **out, size_t *n_out);
 
+/* A byte range [start, end) of a text. */
+typedef struct {
+  size_t start, end;
+} il_text_range;
+
+/* il_tokenize_alloc, except that control and unknown tokens are never matched where their text
+ * overlaps one of the literal ranges (sorted, disjoint; user-defined tokens still are, as with
+ * parse_special off): there the bytes are tokenized as text. A chat prompt passes its messages'
+ * content as literal, so only the template's own markers become control tokens and a user's
+ * "<|im_end|>" stays text; for text without special-token texts in those ranges the result is
+ * that of il_tokenize_alloc. Errors: IL_ERR_OOM. */
+il_status il_tokenize_literal_alloc(const il_vocab *v, const char *text, size_t len, bool add_special,
+                                    bool parse_special, const il_text_range *literal, size_t n_literal,
+                                    int32_t **out, size_t *n_out);
+
 #endif

@@ -8,15 +8,20 @@
 #include <string.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "core/timer.h"
 #include "memory/mem.h"
 
 typedef struct il_api_choice {
   il_sbuf text;             /* not streaming: the whole text */
-  json_t *lp;               /* not streaming: logprobs being collected */
+  il_sbuf lp[4];            /* not streaming, logprobs as JSON text without brackets: chat: lp[0] the
+                               entries; completions: tokens, token_logprobs, top_logprobs, text_offset */
   il_finish_reason finish;
   bool role_sent;           /* streaming chat: the first delta carries the role */
   size_t offset;            /* completions: text offset of the next token */
+  double t_first, t_last;   /* when its first and last tokens came (the request log) */
+  int n_tok;
 } il_api_choice;
 
 static atomic_ullong il__next_rid = 1;
@@ -28,72 +33,38 @@ void il_api_error_set(il_api_error *e, int status, const char *type, const char 
   e->status = status;
   e->type = type;
   snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+  e->param[il_utf8_cut(e->param, strlen(e->param))] = 0;
   e->code = code;
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(e->message, sizeof e->message, fmt, ap);
+  int n = vsnprintf(e->message, sizeof e->message, fmt, ap);
   va_end(ap);
+  if (n >= (int)sizeof e->message) e->message[il_utf8_cut(e->message, strlen(e->message))] = 0;
 }
 
-json_t *il_api_error_json(const il_api_error *e) {
-  json_t *err = json_object();
-  if (!err) return NULL;
-  json_object_set_new(err, "message", json_stringn_nocheck(e->message, strlen(e->message)));
-  json_object_set_new(err, "type", json_string(e->type));
-  json_object_set_new(err, "param", e->param[0] ? json_string(e->param) : json_null());
-  json_object_set_new(err, "code", e->code ? json_string(e->code) : json_null());
-  return json_pack("{s:o}", "error", err);
+void il_api_error_write(il_sbuf *b, const il_api_error *e) {
+  il_sbuf_puts(b, "{\"error\":{\"message\":");
+  il_sbuf_json_str(b, e->message, strlen(e->message));
+  il_sbuf_puts(b, ",\"type\":");
+  il_sbuf_json_str(b, e->type, strlen(e->type));
+  il_sbuf_puts(b, ",\"param\":");
+  if (e->param[0]) il_sbuf_json_str(b, e->param, strlen(e->param));
+  else il_sbuf_puts(b, "null");
+  il_sbuf_puts(b, ",\"code\":");
+  if (e->code) il_sbuf_json_str(b, e->code, strlen(e->code));
+  else il_sbuf_puts(b, "null");
+  il_sbuf_puts(b, "}}");
 }
 
 #define IL__BAD(param, ...) (il_api_error_set(e, 400, "invalid_request_error", param, NULL, __VA_ARGS__), false)
+#define IL__OOM(what) (il_api_error_set(e, 500, "server_error", NULL, "out_of_memory", "out of memory %s", what), false)
 
-/* ---- UTF-8 ---- */
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when the bytes there are not one. */
-static size_t il__utf8_seq(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  size_t need;
-  unsigned min;
-  if (c >= 0xC2 && c <= 0xDF) need = 2, min = 0x80;
-  else if (c >= 0xE0 && c <= 0xEF) need = 3, min = 0x800;
-  else if (c >= 0xF0 && c <= 0xF4) need = 4, min = 0x10000;
-  else return 0;
-  if (n < need) return 0;
-  unsigned cp = c & (need == 2 ? 0x1F : need == 3 ? 0x0F : 0x07);
-  for (size_t i = 1; i < need; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return need;
-}
-
-size_t il_api_utf8_check(const char *s, size_t len) {
-  const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < len;) {
-    size_t k = il__utf8_seq(u + i, len - i);
-    if (!k) return i;
-    i += k;
-  }
-  return len;
-}
-
-/* A JSON string of bytes that may not be valid UTF-8 (a token can be half a character):
- * invalid bytes become U+FFFD. */
-static json_t *il__jstr(const char *s, size_t n) {
-  if (!s || !n) return json_string("");
-  if (il_api_utf8_check(s, n) == n) return json_stringn(s, n);
-  il_sbuf b = {0};
-  const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < n;) {
-    size_t k = il__utf8_seq(u + i, n - i);
-    if (k) il_sbuf_put(&b, s + i, k), i += k;
-    else il_sbuf_puts(&b, "\xEF\xBF\xBD"), i++;
-  }
-  json_t *j = b.oom ? NULL : json_stringn(b.p ? b.p : "", b.len);
-  il_sbuf_free(&b);
-  return j;
+/* A budget ran out: 413 naming the limit. */
+static bool il__over(il_api_error *e, const il_budget *b, const char *what) {
+  il_api_error_set(e, 413, "invalid_request_error", NULL, "request_too_large",
+                   "%s needs more than the %zu bytes of server memory one request may hold (--max-request-memory)",
+                   what, il_budget_limit(b));
+  return false;
 }
 
 /* ---- setup ---- */
@@ -118,10 +89,9 @@ il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const cha
 
 /* ---- parsing helpers: each returns false with e set ---- */
 
-static bool il__parse(const char *body, size_t len, json_t **out, il_api_error *e) {
-  *out = NULL;
+static bool il__parse_in(const char *body, size_t len, il_budget *b, json_t **out, il_api_error *e) {
   if (!body || !len) return IL__BAD(NULL, "the request has no body: send a JSON object");
-  size_t bad = il_api_utf8_check(body, len);
+  size_t bad = il_utf8_check(body, len);
   if (bad != len) {
     il_api_error_set(e, 400, "invalid_request_error", NULL, "invalid_utf8",
                      "the request body is not valid UTF-8 (byte %zu is 0x%02X)", bad, (unsigned char)body[bad]);
@@ -129,16 +99,26 @@ static bool il__parse(const char *body, size_t len, json_t **out, il_api_error *
   }
   json_error_t je;
   json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  if (!j && il_budget_over(b)) return il__over(e, b, "parsing the request body");
   if (!j) {
     il_api_error_set(e, 400, "invalid_request_error", NULL, "invalid_json",
                      "the request body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
     return false;
   }
-  if (!json_is_object(j)) {
-    json_decref(j);
-    return IL__BAD(NULL, "the request body must be a JSON object");
-  }
+  if (!json_is_object(j)) return IL__BAD(NULL, "the request body must be a JSON object");
   *out = j;
+  return true;
+}
+
+/* Parses body into *out inside arena a (begun here, on budget b; the caller ends it after the
+ * last use of *out; on failure it is ended here). */
+static bool il__parse(const char *body, size_t len, il_jarena *a, il_budget *b, json_t **out, il_api_error *e) {
+  *out = NULL;
+  il_jarena_begin(a, b);
+  if (!il__parse_in(body, len, b, out, e)) {
+    il_jarena_end(a);
+    return false;
+  }
   return true;
 }
 
@@ -179,9 +159,10 @@ static bool il__model(const il_api *api, json_t *o, il_api_error *e) {
   if (!v || json_is_null(v)) return true;
   if (!json_is_string(v)) return IL__BAD("model", "'model' must be a string");
   if (strcmp(json_string_value(v), api->model_id)) {
+    char clip[80];
     il_api_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
-                     "the model '%s' does not exist; this server serves '%s' (GET /v1/models)", json_string_value(v),
-                     api->model_id);
+                     "the model '%s' does not exist; this server serves '%s' (GET /v1/models)",
+                     il_utf8_clip(json_string_value(v), clip, sizeof clip), api->model_id);
     return false;
   }
   return true;
@@ -222,8 +203,10 @@ static bool il__content(json_t *c, int i, const char **text, char **owned, il_ap
   return true;
 }
 
-/* messages -> the prompt text through the chat template (*text: il_mem, caller frees). */
-static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *len, il_api_error *e) {
+/* messages -> the prompt text through the chat template (*text: il_mem, caller frees), and the
+ * ranges of it that are message content (*lit: il_mem, caller frees; tokenized as text). */
+static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *len, il_text_range **lit,
+                         size_t *n_lit, il_api_error *e) {
   if (!json_is_array(msgs) || json_array_size(msgs) == 0)
     return IL__BAD("messages", "'messages' must be a non-empty array of {\"role\", \"content\"}");
   size_t n = json_array_size(msgs);
@@ -244,7 +227,7 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
     }
   }
   if (ok) {
-    il_status st = il_template_render(api->tmpl, m, (int)n, true, text, len);
+    il_status st = il_template_render_parts(api->tmpl, m, (int)n, true, text, len, lit, n_lit);
     if (st == IL_ERR_INVALID_ARG) ok = IL__BAD("messages", "%s", il_error_detail());
     else if (st != IL_OK) {
       il_api_error_set(e, 500, "server_error", NULL, NULL, "%s", il_error_detail());
@@ -257,25 +240,80 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
   return ok;
 }
 
-static bool il__tokenize(const il_api *api, const char *text, size_t len, bool add_special, bool parse_special,
-                         int32_t **tokens, int32_t *n, il_api_error *e) {
+/* Token arrays are charged to the request's budget while they live. */
+static size_t il__tokens_bytes(size_t n) { return sizeof(int32_t) * (n + 1) + 64; }
+
+static void il__tokens_free(il_budget *b, int32_t *tokens, int32_t n) {
+  if (!tokens) return;
+  il_mem_free(tokens);
+  il_budget_give(b, il__tokens_bytes((size_t)n));
+}
+
+/* The tokenizer's scratch while it runs (memory/ category workspace, outside the budgets) is
+ * about 50 bytes per byte of text (a 1 MiB prompt: ~55 MB peak on builtin:tiny), so texts of
+ * IL__BIG_TEXT or more are tokenized at most IL__BIG_TOKENIZE at a time: ten concurrent 1 MiB
+ * prompts then hold two of those at once, not ten (they would share the CPUs anyway). */
+#define IL__BIG_TEXT ((size_t)64 << 10)
+#define IL__BIG_TOKENIZE 2
+static pthread_mutex_t il__gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t il__gate_cv = PTHREAD_COND_INITIALIZER;
+static int il__gate_busy;
+
+static bool il__tokenize(const il_api *api, il_budget *b, const char *text, size_t len, bool add_special,
+                         bool parse_special, const il_text_range *lit, size_t n_lit, int32_t **tokens, int32_t *n,
+                         il_api_error *e) {
   size_t nt = 0;
-  il_status st = il_tokenize_alloc(api->e->vocab, text, len, add_special, parse_special, tokens, &nt);
+  const bool big = len >= IL__BIG_TEXT;
+  if (big) {
+    pthread_mutex_lock(&il__gate_mu);
+    while (il__gate_busy >= IL__BIG_TOKENIZE) pthread_cond_wait(&il__gate_cv, &il__gate_mu);
+    il__gate_busy++;
+    pthread_mutex_unlock(&il__gate_mu);
+  }
+  il_status st = il_tokenize_literal_alloc(api->e->vocab, text, len, add_special, parse_special, lit, n_lit, tokens, &nt);
+  if (big) {
+    pthread_mutex_lock(&il__gate_mu);
+    il__gate_busy--;
+    pthread_cond_signal(&il__gate_cv);
+    pthread_mutex_unlock(&il__gate_mu);
+  }
   if (st != IL_OK) {
     il_api_error_set(e, 500, "server_error", NULL, NULL, "tokenizer: %s", il_error_detail());
     return false;
+  }
+  if (nt > INT32_MAX || !il_budget_take(b, il__tokens_bytes(nt))) {
+    il_mem_free(*tokens);
+    *tokens = NULL;
+    return il__over(e, b, "the prompt's tokens");
   }
   *n = (int32_t)nt;
   return true;
 }
 
+/* A chat's messages through the template and the tokenizer (content as text). */
+static bool il__chat_tokens(const il_api *api, il_budget *b, json_t *msgs, bool add_special, int32_t **tokens,
+                            int32_t *n, il_api_error *e) {
+  char *text = NULL;
+  size_t tl = 0, nl = 0;
+  il_text_range *lit = NULL;
+  if (!il__messages(api, msgs, &text, &tl, &lit, &nl, e)) return false;
+  bool ok = il_budget_take(b, tl + 64) ? true : il__over(e, b, "the rendered chat");
+  if (ok) {
+    ok = il__tokenize(api, b, text, tl, add_special, true, lit, nl, tokens, n, e);
+    il_budget_give(b, tl + 64);
+  }
+  il_mem_free(lit);
+  il_mem_free(text);
+  return ok;
+}
+
 /* The prompt of a completions request: a string, [string], or [token ids]. */
-static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *n, il_api_error *e) {
+static bool il__prompt(const il_api *api, il_budget *b, json_t *p, int32_t **tokens, int32_t *n, il_api_error *e) {
   const il_request_params *rp = &api->defaults;
   if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
   if (json_is_string(p))
-    return il__tokenize(api, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special,
-                        tokens, n, e);
+    return il__tokenize(api, b, json_string_value(p), json_string_length(p), !rp->no_bos, !rp->no_parse_special,
+                        NULL, 0, tokens, n, e);
   if (!json_is_array(p) || json_array_size(p) == 0)
     return IL__BAD("prompt", "'prompt' must be a string or a non-empty array of token ids");
   size_t k = json_array_size(p);
@@ -286,8 +324,10 @@ static bool il__prompt(const il_api *api, json_t *p, int32_t **tokens, int32_t *
     if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= nv)
       return IL__BAD("prompt", "'prompt[%zu]' must be a token id in [0, %d)", i, nv);
   }
+  if (!il_budget_take(b, il__tokens_bytes(k))) return il__over(e, b, "the prompt's tokens");
   *tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * k, "prompt tokens");
   if (!*tokens) {
+    il_budget_give(b, il__tokens_bytes(k));
     il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     return false;
   }
@@ -308,6 +348,7 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
       !il__num(o, "min_p", 0, 1, &min_p, e) || !il__num(o, "repeat_penalty", 0, 100, &rp, e))
     return false;
   if (top_p <= 0) return IL__BAD("top_p", "'top_p' must be greater than 0");
+  if (rp <= 0) return IL__BAD("repeat_penalty", "'repeat_penalty' is %g; it must be in (0, 100] (1 = off)", rp);
   p->sampling.temp = (float)temp;
   p->sampling.top_p = (float)top_p;
   p->sampling.min_p = (float)min_p;
@@ -389,192 +430,406 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
     if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
       return IL__BAD("response_format", "only {\"type\": \"text\"} is supported");
   }
-  if (json_is_array(tools) && json_array_size(tools)) return IL__BAD("tools", "tools are not supported");
+  /* function calling is not implemented: a request that asks for it is refused, never answered
+   * as if it had not asked (an empty tools list or tool_choice "none" asks for nothing) */
+  if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
+    return IL__BAD("tools", "'tools' is not supported (this server does not call functions)");
+  json_t *tc = json_object_get(o, "tool_choice");
+  if (tc && !json_is_null(tc) && !(json_is_string(tc) && !strcmp(json_string_value(tc), "none")))
+    return IL__BAD("tool_choice", "'tool_choice' is not supported (only \"none\"; this server does not call functions)");
+  static const char *const legacy[] = {"functions", "function_call"};
+  for (int i = 0; i < 2; i++) {
+    json_t *f = json_object_get(o, legacy[i]);
+    if (f && !json_is_null(f) && !(i == 1 && json_is_string(f) && !strcmp(json_string_value(f), "none")))
+      return IL__BAD(legacy[i], "'%s' is not supported (this server does not call functions)", legacy[i]);
+  }
   json_t *bias = json_object_get(o, "logit_bias");
   if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
     return IL__BAD("logit_bias", "'logit_bias' is not supported (use --ignore-eos to suppress end of generation)");
   return true;
 }
 
-/* ---- the stream: events -> JSON ---- */
+/* ---- the stream: events -> JSON text ---- */
+
+static void il__choice_free(il_api_choice *ch) {
+  il_sbuf_free(&ch->text);
+  for (int k = 0; k < 4; k++) il_sbuf_free(&ch->lp[k]);
+}
+
+static void il__body_free(il_api_stream *st) {
+  for (int k = 0; st->body && k < st->n_body; k++) il_sbuf_free(&st->body[k]);
+  il_mem_free(st->body);
+  st->body = NULL;
+  st->n_body = 0;
+}
+
+void il_api_stream_ref(il_api_stream *st) {
+  pthread_mutex_lock(&st->mu);
+  st->refs++;
+  pthread_mutex_unlock(&st->mu);
+}
+
+void il_api_stream_log(il_api_stream *st, il_reqlog_entry *e, char *finish, size_t cap) {
+  pthread_mutex_lock(&st->mu);
+  e->id = st->rid;
+  e->generation = true;
+  e->prompt_tokens = st->n_prompt;
+  e->generated_tokens = st->n_gen;
+  e->cached_tokens = st->n_cached;
+  double first = 0, tpot = 0;
+  int n_tpot = 0;
+  unsigned seen = 0;
+  finish[0] = 0;
+  for (int i = 0; i < st->n; i++) {
+    const il_api_choice *ch = &st->ch[i];
+    if (ch->n_tok && (!first || ch->t_first < first)) first = ch->t_first;
+    if (ch->n_tok > 1) tpot += (ch->t_last - ch->t_first) / (ch->n_tok - 1), n_tpot++;
+    /* each reason once, in the order the choices show them */
+    if (ch->finish != IL_FINISH_NONE && !(seen & (1u << ch->finish))) {
+      seen |= 1u << ch->finish;
+      const size_t fl = strlen(finish);
+      snprintf(finish + fl, cap - fl, fl ? ",%s" : "%s", il_finish_name(ch->finish));
+    }
+  }
+  e->ttft_ms = first ? (first - st->t_submit) * 1e3 : -1;
+  e->tpot_ms = n_tpot ? tpot / n_tpot * 1e3 : -1;
+  e->finish = finish;
+  pthread_mutex_unlock(&st->mu);
+}
 
 void il_api_stream_unref(il_api_stream *st) {
   pthread_mutex_lock(&st->mu);
   int left = --st->refs;
   pthread_mutex_unlock(&st->mu);
   if (left) return;
-  for (int i = 0; st->ch && i < st->n; i++) {
-    il_sbuf_free(&st->ch[i].text);
-    json_decref(st->ch[i].lp);
-  }
+  for (int i = 0; st->ch && i < st->n; i++) il__choice_free(&st->ch[i]);
   il_mem_free(st->ch);
+  il__body_free(st);
   il_sbuf_free(&st->out);
+  il_budget_unref(st->budget);
   pthread_cond_destroy(&st->cv);
   pthread_mutex_destroy(&st->mu);
   il_mem_free(st);
 }
 
-static json_t *il__piece(const il_api *api, int32_t id, json_t **bytes) {
-  char buf[256];
-  size_t n = il_vocab_token_piece(api->e->vocab, id, true, buf, sizeof buf);
-  if (n > sizeof buf) n = sizeof buf;
-  if (bytes) {
-    *bytes = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(*bytes, json_integer((unsigned char)buf[i]));
-  }
-  return il__jstr(buf, n);
+/* A token's text with control tokens shown, as the detokenizer gives it (may be half a
+ * character). */
+static size_t il__piece(const il_api *api, int32_t id, char *buf, size_t cap) {
+  size_t n = il_vocab_token_piece(api->e->vocab, id, true, buf, cap);
+  return n > cap ? cap : n;
+}
+
+static void il__bytes(il_sbuf *b, const char *p, size_t n) {
+  il_sbuf_puts(b, "[");
+  for (size_t i = 0; i < n; i++) il_sbuf_printf(b, i ? ",%u" : "%u", (unsigned char)p[i]);
+  il_sbuf_puts(b, "]");
 }
 
 /* One token's logprobs in the chat format: {"token", "logprob", "bytes", "top_logprobs"}. */
-static json_t *il__chat_lp(const il_api *api, const il_sched_event *ev) {
-  json_t *bytes = NULL, *tok = il__piece(api, ev->token, &bytes), *top = json_array();
+static void il__chat_lp(il_sbuf *b, const il_api *api, const il_sched_event *ev) {
+  char buf[256];
+  size_t n = il__piece(api, ev->token, buf, sizeof buf);
+  il_sbuf_puts(b, "{\"token\":");
+  il_sbuf_json_str(b, buf, n);
+  il_sbuf_puts(b, ",\"logprob\":");
+  il_sbuf_json_float(b, ev->logprob);
+  il_sbuf_puts(b, ",\"bytes\":");
+  il__bytes(b, buf, n);
+  il_sbuf_puts(b, ",\"top_logprobs\":[");
   for (int i = 0; i < ev->n_top; i++) {
-    json_t *b = NULL, *t = il__piece(api, ev->top_ids[i], &b);
-    json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", t, "logprob", (double)ev->top_logprobs[i], "bytes", b));
+    n = il__piece(api, ev->top_ids[i], buf, sizeof buf);
+    il_sbuf_puts(b, i ? ",{\"token\":" : "{\"token\":");
+    il_sbuf_json_str(b, buf, n);
+    il_sbuf_puts(b, ",\"logprob\":");
+    il_sbuf_json_float(b, ev->top_logprobs[i]);
+    il_sbuf_puts(b, ",\"bytes\":");
+    il__bytes(b, buf, n);
+    il_sbuf_puts(b, "}");
   }
-  return json_pack("{s:o,s:f,s:o,s:o}", "token", tok, "logprob", (double)ev->logprob, "bytes", bytes, "top_logprobs", top);
+  il_sbuf_puts(b, "]}");
 }
 
-/* Appends one token to completions-style logprobs {"tokens", "token_logprobs", "top_logprobs",
- * "text_offset"}. */
-static void il__cmpl_lp_add(const il_api *api, json_t *lp, const il_sched_event *ev, size_t offset) {
-  json_t *top = json_object();
-  for (int i = 0; i < ev->n_top; i++) {
-    json_t *t = il__piece(api, ev->top_ids[i], NULL);
-    if (json_is_string(t)) json_object_set_new(top, json_string_value(t), json_real(ev->top_logprobs[i]));
-    json_decref(t);
+/* The alternatives of one token in the completions format: {piece: logprob, ...}; a piece that
+ * repeats (two tokens with the same text) keeps its first, most likely, entry. */
+static void il__cmpl_top(il_sbuf *b, const il_api *api, const il_sched_event *ev) {
+  char bufs[IL_SCHED_MAX_TOP_LOGPROBS][256];
+  size_t lens[IL_SCHED_MAX_TOP_LOGPROBS];
+  int k = 0;
+  il_sbuf_puts(b, "{");
+  for (int i = 0; i < ev->n_top && i < IL_SCHED_MAX_TOP_LOGPROBS; i++) {
+    lens[k] = il__piece(api, ev->top_ids[i], bufs[k], sizeof bufs[k]);
+    bool dup = false;
+    for (int j = 0; j < k && !dup; j++) dup = lens[j] == lens[k] && !memcmp(bufs[j], bufs[k], lens[k]);
+    if (dup) continue;
+    if (k) il_sbuf_puts(b, ",");
+    il_sbuf_json_str(b, bufs[k], lens[k]);
+    il_sbuf_puts(b, ":");
+    il_sbuf_json_float(b, ev->top_logprobs[i]);
+    k++;
   }
-  json_array_append_new(json_object_get(lp, "tokens"), il__piece(api, ev->token, NULL));
-  json_array_append_new(json_object_get(lp, "token_logprobs"), json_real(ev->logprob));
-  json_array_append_new(json_object_get(lp, "top_logprobs"), top);
-  json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)offset));
+  il_sbuf_puts(b, "}");
 }
 
-static json_t *il__cmpl_lp_new(void) {
-  return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+/* Appends one token to the four completions lists (each comma-separated, no brackets). */
+static void il__cmpl_lp_add(il_sbuf lp[4], const il_api *api, const il_sched_event *ev, size_t offset) {
+  char buf[256];
+  size_t n = il__piece(api, ev->token, buf, sizeof buf);
+  for (int k = 0; k < 4; k++)
+    if (lp[k].len) il_sbuf_puts(&lp[k], ",");
+  il_sbuf_json_str(&lp[0], buf, n);
+  il_sbuf_json_float(&lp[1], ev->logprob);
+  il__cmpl_top(&lp[2], api, ev);
+  il_sbuf_printf(&lp[3], "%zu", offset);
 }
 
-static json_t *il__usage(const il_sched_event *ev) {
-  return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", ev->n_prompt, "completion_tokens", ev->n_gen,
-                   "total_tokens", ev->n_prompt + ev->n_gen, "prompt_tokens_details", "cached_tokens", ev->n_cached);
-}
-
-static json_t *il__frame(const il_api_stream *st, const char *object) {
-  return json_pack("{s:s,s:s,s:I,s:s}", "id", st->rid, "object", object, "created", (json_int_t)st->created, "model",
-                   st->api->model_id);
-}
-
-static void il__sse(il_api_stream *st, json_t *j) {
-  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  json_decref(j);
-  if (!s) {
-    st->out.oom = true;
-    return;
+static void il__cmpl_lp_write(il_sbuf *b, il_sbuf lp[4]) {
+  static const char *const names[4] = {"{\"tokens\":[", "],\"token_logprobs\":[", "],\"top_logprobs\":[",
+                                       "],\"text_offset\":["};
+  for (int k = 0; k < 4; k++) {
+    il_sbuf_puts(b, names[k]);
+    il_sbuf_put(b, lp[k].p ? lp[k].p : "", lp[k].len);
+    if (lp[k].oom) b->oom = true;
   }
-  il_sbuf_puts(&st->out, "data: ");
-  il_sbuf_puts(&st->out, s);
-  il_sbuf_puts(&st->out, "\n\n");
-  il_mem_free(s);
+  il_sbuf_puts(b, "]}");
 }
 
-static const char *il__reason(il_finish_reason r) { return r == IL_FINISH_NONE ? NULL : il_finish_name(r); }
+static void il__usage(il_sbuf *b, const il_sched_event *ev) {
+  il_sbuf_printf(b,
+                 "{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d,"
+                 "\"prompt_tokens_details\":{\"cached_tokens\":%d}}",
+                 (int)ev->n_prompt, (int)ev->n_gen, (int)(ev->n_prompt + ev->n_gen), (int)ev->n_cached);
+}
+
+/* {"id", "object", "created", "model", then the caller's fields and the closing brace. */
+static void il__frame(il_sbuf *b, const il_api_stream *st, const char *object) {
+  il_sbuf_printf(b, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", st->rid, object,
+                 st->created);
+  il_sbuf_json_str(b, st->api->model_id, strlen(st->api->model_id));
+}
+
+static void il__reason(il_sbuf *b, il_finish_reason r) {
+  if (r == IL_FINISH_NONE) il_sbuf_puts(b, "null");
+  else il_sbuf_printf(b, "\"%s\"", il_finish_name(r));
+}
+
+/* Moves a finished chunk into the stream's output whole, or marks the output failed: a client
+ * never reads half a chunk. */
+static void il__emit_chunk(il_api_stream *st, il_sbuf *c) {
+  if (c->oom) st->out.oom = true;
+  else il_sbuf_put(&st->out, c->p, c->len);
+  il_sbuf_free(c);
+}
 
 static void il__stream_event(il_api_stream *st, const il_sched_event *ev) {
   il_api_choice *ch = &st->ch[ev->choice];
   const bool lp = st->logprobs >= 0 && ev->token >= 0;
   if (!ev->len && !lp && ev->finish == IL_FINISH_NONE && (!st->chat || ch->role_sent)) return;
-  json_t *c = json_pack("{s:i}", "index", ev->choice);
+  il_sbuf chunk = {0}, *b = &chunk;
+  il_sbuf_puts(b, "data: ");
+  il__frame(b, st, st->chat ? "chat.completion.chunk" : "text_completion");
+  il_sbuf_printf(b, ",\"choices\":[{\"index\":%d,", (int)ev->choice);
   if (st->chat) {
-    json_t *delta = json_object();
-    if (!ch->role_sent) json_object_set_new(delta, "role", json_string("assistant"));
+    il_sbuf_puts(b, "\"delta\":{");
+    const bool content = ev->len || ev->finish == IL_FINISH_NONE;
+    if (!ch->role_sent) il_sbuf_puts(b, content ? "\"role\":\"assistant\"," : "\"role\":\"assistant\"");
     ch->role_sent = true;
-    if (ev->len || ev->finish == IL_FINISH_NONE) json_object_set_new(delta, "content", il__jstr(ev->text, ev->len));
-    json_object_set_new(c, "delta", delta);
-    json_object_set_new(c, "logprobs", lp ? json_pack("{s:[o]}", "content", il__chat_lp(st->api, ev)) : json_null());
-  } else {
-    json_object_set_new(c, "text", il__jstr(ev->text, ev->len));
-    json_t *l = json_null();
-    if (lp) {
-      l = il__cmpl_lp_new();
-      il__cmpl_lp_add(st->api, l, ev, ch->offset);
+    if (content) {
+      il_sbuf_puts(b, "\"content\":");
+      il_sbuf_json_str(b, ev->text, ev->len);
     }
-    json_object_set_new(c, "logprobs", l);
+    il_sbuf_puts(b, "},\"logprobs\":");
+    if (lp) {
+      il_sbuf_puts(b, "{\"content\":[");
+      il__chat_lp(b, st->api, ev);
+      il_sbuf_puts(b, "]}");
+    } else {
+      il_sbuf_puts(b, "null");
+    }
+  } else {
+    il_sbuf_puts(b, "\"text\":");
+    il_sbuf_json_str(b, ev->text, ev->len);
+    il_sbuf_puts(b, ",\"logprobs\":");
+    if (lp) {
+      il_sbuf one[4] = {{0}};
+      il__cmpl_lp_add(one, st->api, ev, ch->offset);
+      il__cmpl_lp_write(b, one);
+      for (int k = 0; k < 4; k++) il_sbuf_free(&one[k]);
+    } else {
+      il_sbuf_puts(b, "null");
+    }
     ch->offset += ev->len;
   }
-  const char *r = il__reason(ev->finish);
-  json_object_set_new(c, "finish_reason", r ? json_string(r) : json_null());
-  json_t *f = il__frame(st, st->chat ? "chat.completion.chunk" : "text_completion");
-  json_object_set_new(f, "choices", json_pack("[o]", c));
-  il__sse(st, f);
+  il_sbuf_puts(b, ",\"finish_reason\":");
+  il__reason(b, ev->finish);
+  il_sbuf_puts(b, "}]}\n\n");
+  il__emit_chunk(st, b);
+}
+
+static bool il__choice_oom(const il_api_choice *ch) {
+  return ch->text.oom || ch->lp[0].oom || ch->lp[1].oom || ch->lp[2].oom || ch->lp[3].oom;
 }
 
 static void il__collect_event(il_api_stream *st, const il_sched_event *ev) {
   il_api_choice *ch = &st->ch[ev->choice];
   if (st->logprobs >= 0 && ev->token >= 0) {
-    if (!ch->lp) ch->lp = st->chat ? json_array() : il__cmpl_lp_new();
-    if (st->chat) json_array_append_new(ch->lp, il__chat_lp(st->api, ev));
-    else il__cmpl_lp_add(st->api, ch->lp, ev, ch->text.len);
+    if (st->chat) {
+      if (ch->lp[0].len) il_sbuf_puts(&ch->lp[0], ",");
+      il__chat_lp(&ch->lp[0], st->api, ev);
+    } else {
+      il__cmpl_lp_add(ch->lp, st->api, ev, ch->offset);
+    }
   }
-  il_sbuf_put(&ch->text, ev->text, ev->len);
+  /* kept as escaped JSON string content: the body is sent from these buffers as they are
+   * (the scheduler's event text is whole UTF-8 characters, so escaping per event is escaping
+   * the whole) */
+  il_sbuf_json_chars(&ch->text, ev->text, ev->len);
+  ch->offset += ev->len;
+}
+
+/* The non-streaming body as segments sent one after another without being copied together:
+ * short glue text written here, and each choice's text and logprob buffers moved in. */
+#define IL__MAX_SEGS (2 + IL_SCHED_MAX_N * 12) /* a choice: at most 11 (text, 4 lists, glue between) */
+
+static il_sbuf *il__seg_glue(il_api_stream *st) {
+  if (st->glue_open) return &st->body[st->n_body - 1];
+  il_sbuf *g = &st->body[st->n_body++];
+  *g = (il_sbuf){.budget = st->budget};
+  st->glue_open = true;
+  return g;
+}
+
+static void il__seg_move(il_api_stream *st, il_sbuf *from) {
+  if (from->oom) st->body_oom = true;
+  if (!from->len) {
+    il_sbuf_free(from);
+    return;
+  }
+  st->body[st->n_body++] = *from;
+  *from = (il_sbuf){.budget = st->budget};
+  st->glue_open = false;
+}
+
+static void il__body(il_api_stream *st, const il_sched_event *ev) {
+  st->body = il_mem_calloc(IL_MEM_OTHER, sizeof *st->body * IL__MAX_SEGS, "response segments");
+  if (!st->body) {
+    st->body_oom = true;
+    return;
+  }
+  il__frame(il__seg_glue(st), st, st->chat ? "chat.completion" : "text_completion");
+  il_sbuf_puts(il__seg_glue(st), ",\"choices\":[");
+  for (int i = 0; i < st->n; i++) {
+    il_api_choice *ch = &st->ch[i];
+    il_sbuf *g = il__seg_glue(st);
+    il_sbuf_printf(g, i ? ",{\"index\":%d," : "{\"index\":%d,", i);
+    il_sbuf_puts(g, st->chat ? "\"message\":{\"role\":\"assistant\",\"content\":\"" : "\"text\":\"");
+    il__seg_move(st, &ch->text);
+    g = il__seg_glue(st);
+    il_sbuf_puts(g, st->chat ? "\"},\"logprobs\":" : "\",\"logprobs\":");
+    if (st->logprobs < 0) {
+      il_sbuf_puts(g, "null");
+    } else if (st->chat) {
+      il_sbuf_puts(g, "{\"content\":[");
+      il__seg_move(st, &ch->lp[0]);
+      il_sbuf_puts(il__seg_glue(st), "]}");
+    } else {
+      static const char *const names[4] = {"{\"tokens\":[", "],\"token_logprobs\":[", "],\"top_logprobs\":[",
+                                           "],\"text_offset\":["};
+      for (int k = 0; k < 4; k++) {
+        il_sbuf_puts(il__seg_glue(st), names[k]);
+        il__seg_move(st, &ch->lp[k]);
+      }
+      il_sbuf_puts(il__seg_glue(st), "]}");
+    }
+    g = il__seg_glue(st);
+    il_sbuf_puts(g, ",\"finish_reason\":");
+    il__reason(g, ch->finish);
+    il_sbuf_puts(g, "}");
+    il__choice_free(ch);
+  }
+  il_sbuf *g = il__seg_glue(st);
+  il_sbuf_puts(g, "],\"usage\":");
+  il__usage(g, ev);
+  il_sbuf_puts(g, "}");
+  for (int k = 0; k < st->n_body; k++)
+    if (st->body[k].oom) st->body_oom = true;
+}
+
+/* A failure the client must hear about instead of the body: whatever was built is dropped. */
+static void il__fail_body(il_api_stream *st, const il_api_error *e) {
+  for (int i = 0; i < st->n; i++) il__choice_free(&st->ch[i]);
+  il__body_free(st);
+  il_sbuf_free(&st->out);
+  st->status = e->status;
+  il_api_error_write(&st->out, e);
 }
 
 static void il__final(il_api_stream *st, const il_sched_event *ev) {
   if (st->stream) {
+    if (st->failed) return; /* the stream ends without [DONE]: the client knows it is incomplete */
+    il_sbuf c = {0};
     if (st->include_usage) {
-      json_t *f = il__frame(st, st->chat ? "chat.completion.chunk" : "text_completion");
-      json_object_set_new(f, "choices", json_array());
-      json_object_set_new(f, "usage", il__usage(ev));
-      il__sse(st, f);
+      il_sbuf_puts(&c, "data: ");
+      il__frame(&c, st, st->chat ? "chat.completion.chunk" : "text_completion");
+      il_sbuf_puts(&c, ",\"choices\":[],\"usage\":");
+      il__usage(&c, ev);
+      il_sbuf_puts(&c, "}\n\n");
     }
-    il_sbuf_puts(&st->out, "data: [DONE]\n\n");
+    il_sbuf_puts(&c, "data: [DONE]\n\n");
+    il__emit_chunk(st, &c);
     return;
   }
   il_finish_reason worst = IL_FINISH_NONE;
   for (int i = 0; i < st->n; i++)
     if (st->ch[i].finish == IL_FINISH_ERROR || st->ch[i].finish == IL_FINISH_CANCELLED) worst = st->ch[i].finish;
-  json_t *body;
-  if (worst != IL_FINISH_NONE) {
-    il_api_error e;
+  il_api_error e;
+  if (st->failed && il_budget_over(st->budget)) {
+    il__over(&e, st->budget, "the response");
+    e.code = "response_too_large";
+  } else if (st->failed) {
+    il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
+  } else if (st->client_gone) {
+    il_api_error_set(&e, 499, "invalid_request_error", NULL, "client_closed", "the client closed the connection");
+  } else if (worst != IL_FINISH_NONE) {
     if (worst == IL_FINISH_ERROR) il_api_error_set(&e, 500, "server_error", NULL, "engine_error", "the engine failed while generating");
     else il_api_error_set(&e, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
-    st->status = e.status;
-    body = il_api_error_json(&e);
   } else {
     st->status = 200;
-    json_t *choices = json_array();
-    for (int i = 0; i < st->n; i++) {
-      il_api_choice *ch = &st->ch[i];
-      json_t *text = il__jstr(ch->text.p ? ch->text.p : "", ch->text.len), *lp = ch->lp ? json_incref(ch->lp) : json_null();
-      if (st->logprobs >= 0 && !ch->lp) lp = st->chat ? json_array() : il__cmpl_lp_new();
-      json_t *c = st->chat ? json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", i, "message", "role", "assistant",
-                                       "content", text, "logprobs", st->chat && st->logprobs >= 0 ? json_pack("{s:o}", "content", lp) : lp,
-                                       "finish_reason", il_finish_name(ch->finish))
-                           : json_pack("{s:i,s:o,s:o,s:s}", "index", i, "text", text, "logprobs", lp, "finish_reason",
-                                       il_finish_name(ch->finish));
-      json_array_append_new(choices, c);
+    il__body(st, ev);
+    if (!st->body_oom) return;
+    if (il_budget_over(st->budget)) {
+      il__over(&e, st->budget, "the response");
+      e.code = "response_too_large";
+    } else {
+      il_api_error_set(&e, 500, "server_error", NULL, "out_of_memory", "out of memory building the response");
     }
-    body = il__frame(st, st->chat ? "chat.completion" : "text_completion");
-    json_object_set_new(body, "choices", choices);
-    json_object_set_new(body, "usage", il__usage(ev));
   }
-  char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-  json_decref(body);
-  if (!s) st->out.oom = true;
-  else il_sbuf_puts(&st->out, s);
-  il_mem_free(s);
+  il__fail_body(st, &e);
 }
 
-/* The scheduler's callback (engine thread). */
+/* The scheduler's callback (engine thread). A write that fails ends the request: it is
+ * cancelled, and its answer is an error, never a partial body. */
 static void il__on_event(void *ud, const il_sched_event *ev) {
   il_api_stream *st = ud;
   pthread_mutex_lock(&st->mu);
+  if (!ev->done && ev->token >= 0) {
+    il_api_choice *ch = &st->ch[ev->choice];
+    ch->t_last = il_time_now();
+    if (!ch->n_tok++) ch->t_first = ch->t_last;
+  }
   if (ev->done) {
+    st->n_prompt = ev->n_prompt;
+    st->n_gen = ev->n_gen;
+    st->n_cached = ev->n_cached;
     il__final(st, ev);
     st->done = true;
-  } else {
+  } else if (!st->failed) {
     if (ev->finish != IL_FINISH_NONE) st->ch[ev->choice].finish = ev->finish;
     if (st->stream) il__stream_event(st, ev);
     else il__collect_event(st, ev);
+    if (st->out.oom || il__choice_oom(&st->ch[ev->choice])) {
+      st->failed = true;
+      il_sched_cancel(st->api->sched, st->id);
+    }
   }
   pthread_cond_broadcast(&st->cv);
   pthread_mutex_unlock(&st->mu);
@@ -583,24 +838,23 @@ static void il__on_event(void *ud, const il_sched_event *ev) {
 
 /* ---- endpoints ---- */
 
-bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len, il_api_stream **out, il_api_error *e) {
+bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len, il_budget *b, il_api_stream **out,
+                     il_api_error *e) {
   *out = NULL;
   json_t *o = NULL;
-  if (!il__parse(body, len, &o, e)) return false;
+  il_jarena arena;
+  if (!il__parse(body, len, &arena, b, &o, e)) return false;
   il_sched_params p;
   bool stream = false, usage = false, ok = il__model(api, o, e) && il__params(api, o, chat, &p, &stream, &usage, e);
   int32_t *tokens = NULL, n = 0;
   if (ok && chat) {
-    char *text = NULL;
-    size_t tl = 0;
-    ok = il__messages(api, json_object_get(o, "messages"), &text, &tl, e) &&
-         il__tokenize(api, text, tl, !api->defaults.no_bos, true, &tokens, &n, e);
-    il_mem_free(text);
+    ok = il__chat_tokens(api, b, json_object_get(o, "messages"), !api->defaults.no_bos, &tokens, &n, e);
   } else if (ok) {
     json_t *pr = json_object_get(o, "prompt");
-    ok = pr ? il__prompt(api, pr, &tokens, &n, e) : IL__BAD("prompt", "'prompt' is required");
+    ok = pr ? il__prompt(api, b, pr, &tokens, &n, e) : IL__BAD("prompt", "'prompt' is required");
   }
   json_decref(o);
+  il_jarena_end(&arena); /* the request's JSON is gone from here on */
   if (ok && n == 0) ok = IL__BAD(chat ? "messages" : "prompt", "the prompt has no tokens");
   if (ok && n >= api->e->n_ctx) {
     il_api_error_set(e, 400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
@@ -612,6 +866,20 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     int32_t d = api->defaults.n_predict > 0 ? api->defaults.n_predict : room;
     p.max_tokens = d < room ? d : room;
   }
+  /* a whole response with logprobs is held until it is sent: refuse one that cannot fit before
+   * computing it (a stream sends as it goes) */
+  if (ok && !stream && p.logprobs >= 0) {
+    const unsigned long long entries = (unsigned long long)p.n * (unsigned long long)p.max_tokens * (1ull + (unsigned)p.logprobs),
+                             most = il_budget_limit(b) / IL_API_LOGPROB_BYTES;
+    if (entries > most) {
+      il_api_error_set(e, 400, "invalid_request_error", chat ? "top_logprobs" : "logprobs", "response_too_large",
+                       "n (%d) x max_tokens (%d) x (1 + %s %d) = %llu logprob entries; one response holds at most %llu "
+                       "(--max-request-memory %zu at %d bytes each): ask for fewer, or stream",
+                       (int)p.n, (int)p.max_tokens, chat ? "top_logprobs" : "logprobs", (int)p.logprobs, entries, most,
+                       il_budget_limit(b), IL_API_LOGPROB_BYTES);
+      ok = false;
+    }
+  }
   il_api_stream *st = NULL;
   if (ok) {
     st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "response stream");
@@ -619,13 +887,18 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     if (!st || !ch) {
       il_mem_free(st);
       il_mem_free(ch);
-      il_mem_free(tokens);
-      il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-      return false;
+      il__tokens_free(b, tokens, n);
+      return IL__OOM("starting the response");
     }
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
     st->refs = 2;
+    st->budget = il_budget_ref(b);
+    st->out.budget = b;
+    for (int32_t i = 0; i < p.n; i++) {
+      ch[i].text.budget = b;
+      for (int k = 0; k < 4; k++) ch[i].lp[k].budget = b;
+    }
     st->stream = stream;
     st->include_usage = usage;
     st->api = api;
@@ -636,6 +909,7 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     st->created = (long long)time(NULL);
     snprintf(st->rid, sizeof st->rid, "%s-%llu", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&il__next_rid, 1));
+    st->t_submit = il_time_now();
     il_status s = il_sched_submit(api->sched, tokens, n, &p, il__on_event, st, &st->id);
     if (s != IL_OK) {
       ok = false;
@@ -649,78 +923,184 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
       st = NULL;
     }
   }
-  il_mem_free(tokens);
+  il__tokens_free(b, tokens, n);
   *out = st;
   return ok;
 }
 
-bool il_api_models(const il_api *api, const char *id, json_t **out, il_api_error *e) {
-  *out = NULL;
+/* out complete: true; else it is freed and e says why (its budget, or out of memory). */
+static bool il__done(il_sbuf *out, il_api_error *e) {
+  if (!out->oom) return true;
+  il_sbuf_free(out);
+  if (il_budget_over(out->budget)) {
+    il__over(e, out->budget, "the response");
+    e->code = "response_too_large";
+    return false;
+  }
+  return IL__OOM("building the response");
+}
+
+bool il_api_models(const il_api *api, const char *id, il_sbuf *out, il_api_error *e) {
   if (!api->e) {
     il_api_error_set(e, 503, "server_error", NULL, "loading", "the model is loading; try again shortly");
     return false;
   }
-  json_t *m = json_pack("{s:s,s:s,s:I,s:s,s:i}", "id", api->model_id, "object", "model", "created",
-                        (json_int_t)time(NULL), "owned_by", "inferlab", "max_model_len", api->e->n_ctx);
-  if (id) {
-    if (strcmp(id, api->model_id)) {
-      json_decref(m);
-      il_api_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
-                       "the model '%s' does not exist; this server serves '%s'", id, api->model_id);
-      return false;
-    }
-    *out = m;
-    return true;
+  if (id && strcmp(id, api->model_id)) {
+    char clip[80];
+    il_api_error_set(e, 404, "invalid_request_error", "model", "model_not_found",
+                     "the model '%s' does not exist; this server serves '%s'", il_utf8_clip(id, clip, sizeof clip),
+                     api->model_id);
+    return false;
   }
-  *out = json_pack("{s:s,s:[o]}", "object", "list", "data", m);
-  return true;
+  if (!id) il_sbuf_puts(out, "{\"object\":\"list\",\"data\":[");
+  il_sbuf_puts(out, "{\"id\":");
+  il_sbuf_json_str(out, api->model_id, strlen(api->model_id));
+  il_sbuf_printf(out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"inferlab\",\"max_model_len\":%d}",
+                 (long long)time(NULL), (int)api->e->n_ctx);
+  if (!id) il_sbuf_puts(out, "]}");
+  return il__done(out, e);
 }
 
-bool il_api_tokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e) {
+/* /v1/tokenize's body, made from the tokens while it is read: a stage of at most ~10 KiB is
+ * refilled item by item (one id, or one piece: at most 256 bytes, 1.5 KiB escaped), so the body
+ * never exists whole and no allocation happens once it has started. */
+struct il_api_gen {
+  const il_api *api;
+  il_budget *budget;
+  int32_t *tokens, n;
+  bool pieces;
+  int phase;     /* 0 start, 1 ids, 2 between, 3 pieces, 4 end, 5 done */
+  int32_t i;
+  il_sbuf stage;
+  size_t pos;
+};
+
+#define IL__GEN_STAGE ((size_t)16 << 10)
+#define IL__GEN_FILL ((size_t)8 << 10)
+
+static void il__gen_fill(il_api_gen *g) {
+  il_sbuf *b = &g->stage;
+  char buf[256];
+  while (b->len < IL__GEN_FILL && g->phase < 5) {
+    switch (g->phase) {
+      case 0:
+        il_sbuf_puts(b, "{\"tokens\":[");
+        g->phase = 1;
+        g->i = 0;
+        break;
+      case 1:
+        if (g->i < g->n) {
+          il_sbuf_printf(b, g->i ? ",%d" : "%d", (int)g->tokens[g->i]);
+          g->i++;
+        } else {
+          il_sbuf_printf(b, "],\"count\":%d,\"max_model_len\":%d", (int)g->n, (int)g->api->e->n_ctx);
+          g->phase = g->pieces ? 2 : 4;
+        }
+        break;
+      case 2:
+        il_sbuf_puts(b, ",\"pieces\":[");
+        g->phase = 3;
+        g->i = 0;
+        break;
+      case 3:
+        if (g->i < g->n) {
+          if (g->i) il_sbuf_puts(b, ",");
+          il_sbuf_json_str(b, buf, il__piece(g->api, g->tokens[g->i], buf, sizeof buf));
+          g->i++;
+        } else {
+          il_sbuf_puts(b, "]");
+          g->phase = 4;
+        }
+        break;
+      default:
+        il_sbuf_puts(b, "}");
+        g->phase = 5;
+    }
+  }
+}
+
+size_t il_api_gen_read(il_api_gen *g, char *buf, size_t max) {
+  if (g->pos == g->stage.len) {
+    il_sbuf_consume(&g->stage, g->stage.len);
+    g->pos = 0;
+    il__gen_fill(g);
+    if (g->stage.oom) return 0; /* cannot happen: the stage was reserved for the largest fill */
+  }
+  size_t n = g->stage.len - g->pos;
+  if (n > max) n = max;
+  memcpy(buf, g->stage.p + g->pos, n);
+  g->pos += n;
+  return n;
+}
+
+void il_api_gen_free(il_api_gen *g) {
+  if (!g) return;
+  il_sbuf_free(&g->stage);
+  il__tokens_free(g->budget, g->tokens, g->n);
+  il_budget_unref(g->budget);
+  il_mem_free(g);
+}
+
+bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_budget *b, il_api_gen **out, size_t *size,
+                     il_api_error *e) {
   *out = NULL;
+  *size = 0;
   json_t *o = NULL;
-  if (!il__parse(body, len, &o, e)) return false;
+  il_jarena arena;
+  if (!il__parse(body, len, &arena, b, &o, e)) return false;
   bool add_special = true, pieces = false;
   bool ok = il__model(api, o, e) && il__bool(o, "add_special", &add_special, e) && il__bool(o, "with_pieces", &pieces, e);
   int32_t *tokens = NULL, n = 0;
   json_t *msgs = json_object_get(o, "messages"), *pr = json_object_get(o, "prompt");
   if (!pr) pr = json_object_get(o, "content");
   if (ok && msgs) {
-    char *text = NULL;
-    size_t tl = 0;
-    ok = il__messages(api, msgs, &text, &tl, e) && il__tokenize(api, text, tl, add_special, true, &tokens, &n, e);
-    il_mem_free(text);
+    ok = il__chat_tokens(api, b, msgs, add_special, &tokens, &n, e);
   } else if (ok) {
     if (!json_is_string(pr)) ok = IL__BAD("prompt", "'prompt' must be a string (or send 'messages')");
-    else ok = il__tokenize(api, json_string_value(pr), json_string_length(pr), add_special,
-                           !api->defaults.no_parse_special, &tokens, &n, e);
+    else ok = il__tokenize(api, b, json_string_value(pr), json_string_length(pr), add_special,
+                           !api->defaults.no_parse_special, NULL, 0, &tokens, &n, e);
   }
   json_decref(o);
+  il_jarena_end(&arena);
   if (!ok) return false;
-  json_t *ids = json_array(), *pc = pieces ? json_array() : NULL;
-  for (int32_t i = 0; i < n; i++) {
-    json_array_append_new(ids, json_integer(tokens[i]));
-    if (pc) json_array_append_new(pc, il__piece(api, tokens[i], NULL));
+  il_api_gen *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "tokenize response");
+  if (!g) {
+    il__tokens_free(b, tokens, n);
+    return IL__OOM("starting the response");
   }
-  il_mem_free(tokens);
-  *out = json_pack("{s:o,s:i,s:i}", "tokens", ids, "count", n, "max_model_len", api->e->n_ctx);
-  if (pc) json_object_set_new(*out, "pieces", pc);
+  *g = (il_api_gen){.api = api, .budget = il_budget_ref(b), .tokens = tokens, .n = n, .pieces = pieces};
+  g->stage.budget = b;
+  if (!il_sbuf_reserve(&g->stage, IL__GEN_STAGE)) {
+    bool over = il_budget_over(b);
+    il_api_gen_free(g);
+    return over ? il__over(e, b, "the response") : IL__OOM("starting the response");
+  }
+  /* the exact length first (Content-Length), by making the body once and dropping it */
+  char sink[4096];
+  size_t total = 0, k;
+  while ((k = il_api_gen_read(g, sink, sizeof sink))) total += k;
+  il_sbuf_consume(&g->stage, g->stage.len);
+  g->pos = 0;
+  g->phase = 0;
+  *out = g;
+  *size = total;
   return true;
 }
 
-bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t **out, il_api_error *e) {
-  *out = NULL;
+bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_budget *b, il_sbuf *out, il_api_error *e) {
   json_t *o = NULL;
-  if (!il__parse(body, len, &o, e)) return false;
+  il_jarena arena;
+  if (!il__parse(body, len, &arena, b, &o, e)) return false;
   json_t *t = json_object_get(o, "tokens");
   bool ok = il__model(api, o, e);
   const int32_t nv = il_vocab_size(api->e->vocab);
   if (ok && !json_is_array(t)) ok = IL__BAD("tokens", "'tokens' must be an array of token ids");
   size_t n = ok ? json_array_size(t) : 0;
+  if (ok && !il_budget_take(b, il__tokens_bytes(n))) ok = il__over(e, b, "the token ids");
   int32_t *ids = ok ? il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
   if (ok && !ids) {
-    il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-    ok = false;
+    il_budget_give(b, il__tokens_bytes(n));
+    ok = IL__OOM("reading the token ids");
   }
   for (size_t i = 0; ok && i < n; i++) {
     json_t *x = json_array_get(t, i);
@@ -729,18 +1109,25 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, json_t *
     else ids[i] = (int32_t)json_integer_value(x);
   }
   json_decref(o);
+  il_jarena_end(&arena);
   if (ok) {
     size_t need = il_detokenize(api->e->vocab, ids, n, false, NULL, 0);
-    char *text = il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text");
-    if (!text) {
-      il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
-      ok = false;
+    char *text = il_budget_take(b, need + 64) ? il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text") : NULL;
+    if (!text && il_budget_over(b)) {
+      ok = il__over(e, b, "the detokenized text");
+    } else if (!text) {
+      il_budget_give(b, need + 64);
+      ok = IL__OOM("detokenizing");
     } else {
       il_detokenize(api->e->vocab, ids, n, false, text, need);
-      *out = json_pack("{s:o}", "prompt", il__jstr(text, need));
+      il_sbuf_puts(out, "{\"prompt\":");
+      il_sbuf_json_str(out, text, need);
+      il_sbuf_puts(out, "}");
       il_mem_free(text);
+      il_budget_give(b, need + 64);
+      ok = il__done(out, e);
     }
   }
-  il_mem_free(ids);
+  if (ids) il__tokens_free(b, ids, (int32_t)n);
   return ok;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "memory/mem.h"
+#include "server/budget.h"
 
 static void il__head(il_sbuf *b, const char *name, const char *type, const char *help) {
   il_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -35,7 +36,26 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__metric(b, "inferlab_uptime_seconds", "gauge", "seconds since the server started", in->uptime_seconds);
   il__metric(b, "inferlab_http_connections", "gauge", "HTTP connections open now", in->connections);
   il__metric(b, "inferlab_http_connections_rejected_total", "counter",
-             "connections answered 429 because --max-connections were open", (double)in->connections_rejected);
+             "requests answered 429 because --max-connections were in progress", (double)in->connections_rejected);
+  static const char *const why[3] = {"header_timeout", "body_timeout", "evicted"};
+  il__head(b, "inferlab_http_connections_dropped_total", "counter",
+           "connections closed by the server: headers or body not complete in time (--header-timeout, "
+           "--body-timeout), or idle while --max-connections were open (evicted, oldest first)");
+  for (int i = 0; i < 3; i++)
+    il_sbuf_printf(b, "inferlab_http_connections_dropped_total{reason=\"%s\"} %llu\n", why[i],
+                   (unsigned long long)in->dropped[i]);
+  size_t held = 0, peak = 0;
+  uint64_t over = 0;
+  il_budget_totals(&held, &peak, &over);
+  il__metric(b, "inferlab_http_request_memory_bytes", "gauge",
+             "bytes requests in flight hold now: bodies, parsed JSON, tokens, responses (--max-request-memory each)",
+             (double)held);
+  il__metric(b, "inferlab_http_request_memory_peak_bytes", "gauge", "peak of inferlab_http_request_memory_bytes",
+             (double)peak);
+  il__metric(b, "inferlab_http_request_memory_limit_bytes", "gauge", "bytes one request may hold (--max-request-memory)",
+             (double)in->request_memory_limit);
+  il__metric(b, "inferlab_http_requests_over_memory_total", "counter",
+             "requests that needed more than --max-request-memory (answered 413, or a stream ended)", (double)over);
   il__head(b, "inferlab_http_responses_total", "counter", "HTTP responses by status code");
   for (int i = 0; i < in->n_http; i++)
     il_sbuf_printf(b, "inferlab_http_responses_total{code=\"%d\"} %llu\n", in->http[i].code,
@@ -109,11 +129,13 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__head(b, "inferlab_kv_cache_usage_perc", "gauge", "fraction of KV cells holding live tokens (vllm:kv_cache_usage_perc)");
   il_sbuf_printf(b, "inferlab_kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, cells > 0 ? (double)s->kv_cells_used / cells : 0.0);
   il__head(b, "inferlab_kv_cache_blocks", "gauge",
-           "KV cache blocks by state (contiguous cache: one block of ctx cells per sequence slot)");
-  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"used\"} %d\n", m, s->slots_used);
-  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"free\"} %d\n", m, s->n_slots - s->slots_used);
+           "KV cache blocks by state (--kv paged: the pool's pages, a finished slot's cached prefix counted as used; "
+           "contiguous: one block of ctx cells per sequence slot)");
+  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"used\"} %d\n", m,
+                 s->kv_blocks_total - s->kv_blocks_free);
+  il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"free\"} %d\n", m, s->kv_blocks_free);
   il__head(b, "inferlab_kv_cache_block_size", "gauge", "cells per KV cache block");
-  il_sbuf_printf(b, "inferlab_kv_cache_block_size{model_name=\"%s\"} %d\n", m, s->n_ctx);
+  il_sbuf_printf(b, "inferlab_kv_cache_block_size{model_name=\"%s\"} %d\n", m, s->kv_block);
   il__head(b, "inferlab_engine_steps_total", "counter", "scheduler steps that ran a batch");
   il_sbuf_printf(b, "inferlab_engine_steps_total{model_name=\"%s\"} %llu\n", m, (unsigned long long)s->steps);
   il__head(b, "inferlab_engine_busy_seconds_total", "counter", "seconds spent in forward passes");

@@ -31,7 +31,9 @@ typedef struct {
   const il_http_count *http;
   int n_http;
   uint64_t connections_rejected; /* answered 429: too many connections */
+  uint64_t dropped[3];           /* closed: header_timeout, body_timeout, evicted (server/guard.h) */
   int connections;               /* open now */
+  size_t request_memory_limit;   /* --max-request-memory (the totals come from server/budget) */
   double uptime_seconds;
   const char *model_id;
 } il_metrics_in;

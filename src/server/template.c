@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "memory/mem.h"
+#include "server/sbuf.h"
 
 static const char *const il__names[IL_TEMPLATE_COUNT] = {"chatml", "smollm2", "llama2", "mistral",
                                                          "llama3", "phi3",    "gemma"};
@@ -75,6 +76,9 @@ typedef struct {
   char *p;
   size_t len, cap;
   bool oom;
+  il_text_range *lit; /* where message content went (NULL: not asked for) */
+  size_t n_lit, lit_cap;
+  bool want_lit;
 } il__buf;
 
 static void il__put(il__buf *b, const char *s, size_t n) {
@@ -99,12 +103,32 @@ static void il__put(il__buf *b, const char *s, size_t n) {
 
 static void il__puts(il__buf *b, const char *s) { il__put(b, s, strlen(s)); }
 
-/* Text without leading and trailing whitespace (Python's str.strip(), which templates use). */
+/* Message content: put, and its range recorded as literal text. */
+static void il__put_content(il__buf *b, const char *s, size_t n) {
+  size_t start = b->len;
+  il__put(b, s, n);
+  if (!b->want_lit || b->oom || b->len == start) return;
+  if (b->n_lit == b->lit_cap) {
+    size_t cap = b->lit_cap ? 2 * b->lit_cap : 16;
+    il_text_range *nl = il_mem_alloc(IL_MEM_OTHER, cap * sizeof *nl, "chat prompt content ranges");
+    if (!nl) {
+      b->oom = true;
+      return;
+    }
+    if (b->n_lit) memcpy(nl, b->lit, b->n_lit * sizeof *nl);
+    il_mem_free(b->lit);
+    b->lit = nl;
+    b->lit_cap = cap;
+  }
+  b->lit[b->n_lit++] = (il_text_range){start, b->len};
+}
+
+/* Content without leading and trailing whitespace (Python's str.strip(), which templates use). */
 static void il__put_trim(il__buf *b, const char *s) {
   size_t n = strlen(s);
   while (n && (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')) s++, n--;
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
-  il__put(b, s, n);
+  il__put_content(b, s, n);
 }
 
 static void il__render(il_template_kind k, const il_chat_msg *m, int n, bool gen, il__buf *b) {
@@ -120,7 +144,7 @@ static void il__render(il_template_kind k, const il_chat_msg *m, int n, bool gen
         il__puts(b, "<|im_start|>");
         il__puts(b, m[i].role);
         il__puts(b, "\n");
-        il__puts(b, m[i].content);
+        il__put_content(b, m[i].content, strlen(m[i].content));
         il__puts(b, "<|im_end|>\n");
       }
       if (gen) il__puts(b, "<|im_start|>assistant\n");
@@ -174,7 +198,7 @@ static void il__render(il_template_kind k, const il_chat_msg *m, int n, bool gen
         il__puts(b, "<|");
         il__puts(b, m[i].role);
         il__puts(b, "|>\n");
-        il__puts(b, m[i].content);
+        il__put_content(b, m[i].content, strlen(m[i].content));
         il__puts(b, "<|end|>\n");
       }
       if (gen) il__puts(b, "<|assistant|>\n");
@@ -207,24 +231,37 @@ static void il__render(il_template_kind k, const il_chat_msg *m, int n, bool gen
 
 il_status il_template_render(il_template_kind k, const il_chat_msg *msgs, int n, bool add_generation_prompt,
                              char **out, size_t *len) {
+  return il_template_render_parts(k, msgs, n, add_generation_prompt, out, len, NULL, NULL);
+}
+
+il_status il_template_render_parts(il_template_kind k, const il_chat_msg *msgs, int n, bool add_generation_prompt,
+                                   char **out, size_t *len, il_text_range **content, size_t *n_content) {
   *out = NULL;
   *len = 0;
+  if (content) *content = NULL;
+  if (n_content) *n_content = 0;
   if (k >= IL_TEMPLATE_COUNT) return il_error(IL_ERR_INVALID_ARG, "chat template %d: unknown", (int)k);
   for (int i = 0; i < n; i++) {
     const char *r = msgs[i].role;
-    if (!r || (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")))
+    if (!r || (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant"))) {
+      char clip[48];
       return il_error(IL_ERR_INVALID_ARG, "messages[%d].role: '%s' is not one of system, user, assistant", i,
-                      r ? r : "(none)");
+                      r ? il_utf8_clip(r, clip, sizeof clip) : "(none)");
+    }
     if (!msgs[i].content) return il_error(IL_ERR_INVALID_ARG, "messages[%d].content: missing", i);
   }
   il__buf b = {0};
+  b.want_lit = content != NULL;
   il__puts(&b, "");
   il__render(k, msgs, n, add_generation_prompt, &b);
   if (b.oom) {
     il_mem_free(b.p);
+    il_mem_free(b.lit);
     return il_error(IL_ERR_OOM, "chat template: out of memory rendering %d messages", n);
   }
   *out = b.p;
   *len = b.len;
+  if (content) *content = b.lit;
+  if (n_content) *n_content = b.n_lit;
   return IL_OK;
 }

@@ -14,8 +14,11 @@
  *   gemma    <start_of_turn>user\nCONTENT<end_of_turn>\n ... <start_of_turn>model\n (system
  *            text goes before the first user message; "assistant" is "model")
  *
- * The rendered text carries no BOS: the caller tokenizes it with the vocabulary's add_bos and
- * with control tokens parsed (as llama.cpp's server does). A model without a template gets
+ * The rendered text carries no BOS: the caller tokenizes it with the vocabulary's add_bos, with
+ * control tokens parsed in the template's own text only: il_template_render_parts gives the
+ * byte ranges of message content, which il_tokenize_literal_alloc reads as text, so a message
+ * that contains "<|im_end|>\n<|im_start|>system" cannot open a turn of its own (vLLM and
+ * llama-server's --escape-special-in-input do the same). A model without a template gets
  * chatml; a template that matches no family is chatml too, with a note the caller can print.
  * Not for: tool calls, images, Jinja in general.
  */
@@ -27,6 +30,7 @@
 
 #include "core/status.h"
 #include "engine/engine.h"
+#include "model/tokenizer.h"
 
 typedef enum {
   IL_TEMPLATE_CHATML,
@@ -67,5 +71,10 @@ il_status il_template_for_engine(const il_engine *e, const char *override, il_te
  * length. Errors: IL_ERR_INVALID_ARG, IL_ERR_OOM. */
 il_status il_template_render(il_template_kind k, const il_chat_msg *msgs, int n, bool add_generation_prompt,
                              char **out, size_t *len);
+/* The same, and *content (may be NULL: not wanted) gets the byte ranges of *out that are
+ * message content, in order, *n_content of them (il_mem; free with il_mem_free; NULL when none):
+ * what the caller must tokenize as text. */
+il_status il_template_render_parts(il_template_kind k, const il_chat_msg *msgs, int n, bool add_generation_prompt,
+                                   char **out, size_t *len, il_text_range **content, size_t *n_content);
 
 #endif

@@ -2,21 +2,40 @@
 
 Every server test imports this: Server(...) starts the binary named by $IL_CLI with --port 0,
 reads the port from its "listening on" line, waits for /health 200, and stop() sends SIGTERM
-and returns the exit code. skip(reason) prints "SKIP: reason" and exits 77 (CTest's skip code).
+and returns the exit code. The server's stderr is read by a thread into Server.log the whole
+time (a pipe nobody reads would block the server once its request log fills it).
+skip(reason) prints "SKIP: reason" and exits 77 (CTest's skip code); fixture(rel) is the path of
+a file under $IL_FIXTURES, or None when absent (a failure under IL_REQUIRE_FIXTURES=1).
 """
 import http.client
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 
 
 def skip(reason):
     print("SKIP: " + reason)
     sys.exit(77)
+
+
+def fixture(rel, checks=None):
+    root = os.environ.get("IL_FIXTURES", os.path.join(os.environ.get("IL_SRC", "."), "..", "shared", "fixtures"))
+    path = os.path.join(root, rel)
+    if os.access(path, os.R_OK):
+        return path
+    if os.environ.get("IL_REQUIRE_FIXTURES") == "1":
+        print("FAILED: fixture %s is required (IL_REQUIRE_FIXTURES=1) but missing" % path)
+        if checks:
+            checks.failed += 1
+    else:
+        print("SKIP part: fixture %s absent" % path)
+    return None
 
 
 def need_server():
@@ -46,10 +65,14 @@ class Server:
                 self.port = int(m.group(1))
         if self.port is None:
             raise RuntimeError("server did not start: " + "".join(self.log) + self.p.stderr.read())
+        self.log_lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read_log, daemon=True)
+        self.reader.start()
         self.base = "http://127.0.0.1:%d" % self.port
         while wait_ready and time.time() < deadline:
             try:
-                if self.get("/health")[0] == 200:
+                # healthy, and the "ready" line (printed just after) read
+                if self.get("/health")[0] == 200 and any("ready:" in ln for ln in self.lines()):
                     break
             except OSError:
                 pass
@@ -57,6 +80,16 @@ class Server:
         else:
             if wait_ready:
                 raise RuntimeError("server never became healthy")
+
+    def _read_log(self):
+        for line in self.p.stderr:
+            with self.log_lock:
+                self.log.append(line)
+
+    def lines(self):
+        """The server's stderr lines so far."""
+        with self.log_lock:
+            return list(self.log)
 
     def request(self, method, path, body=None, headers=None, timeout=60):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
@@ -69,6 +102,21 @@ class Server:
         data = r.read()
         c.close()
         return r.status, data, dict(r.getheaders())
+
+    def raw(self, request, timeout=60):
+        """Sends the bytes of a request on a socket of its own and reads until the server
+        closes it (send 'Connection: close'); (the socket's local port, the whole answer)."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s.sendall(request)
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        local = s.getsockname()[1]
+        s.close()
+        return local, data
 
     def get(self, path):
         return self.request("GET", path)
@@ -105,8 +153,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait()
-        rest = self.p.stderr.read()
-        self.log.append(rest)
+        self.reader.join(timeout=10)
         return self.p.returncode
 
 

@@ -2,7 +2,8 @@
 from Debian's prometheus package; skipped visibly without it) with the vLLM-style metrics,
 and the numbers follow the traffic: counters and histograms after requests, the chat template
 note, the tokenize round trip; /health 503 while loading (a throttled sim device), device memory
-metrics; exit 71 when the model does not fit, and --fit applying the report's suggested change.
+metrics; exit 71 when the model does not fit, and --fit applying the report's suggested change;
+with --kv paged the KV block metrics count the pool's pages (they said 4 blocks of 1024).
 """
 import json
 import os
@@ -64,6 +65,33 @@ try:
 finally:
     t.eq(srv.stop(), 0, "exit code")
 t.check(any("chat template: chatml" in line for line in srv.log), "startup names the chat template")
+
+# the paged cache: /metrics reports its pages, not one block of ctx cells per slot
+paged = Server("--kv", "paged", "--kv-block", "16", "--parallel", "4", "--ignore-eos")
+try:
+    lbl = '{model_name="builtin:tiny"%s}'
+    m = paged.metrics()
+    t.eq(m.get("inferlab_kv_cache_block_size" + lbl % ""), 16, "paged: the block size is --kv-block")
+    t.eq(m.get("inferlab_kv_cache_blocks" + lbl % ',state="free"'), 4 * 1024 // 16, "paged: 256 pages free at first")
+    t.eq(m.get("inferlab_kv_cache_blocks" + lbl % ',state="used"'), 0, "paged: none used")
+    st, data, _ = paged.post("/v1/completions", {"prompt": "Once upon a time " * 8, "max_tokens": 8, "seed": 1})
+    n = json.loads(data)["usage"]["prompt_tokens"] + 8
+    m = paged.metrics()
+    used = m.get("inferlab_kv_cache_blocks" + lbl % ',state="used"')
+    # the finished request's cells stay cached for prefix reuse: its positions (the last sampled
+    # token is never decoded, so n - 1 of them) hold their pages
+    t.check(used in ((n - 1 + 15) // 16, (n + 15) // 16), "paged: the request's %d positions hold their pages: %r"
+            % (n - 1, used))
+    t.eq(used + m.get("inferlab_kv_cache_blocks" + lbl % ',state="free"'), 256, "paged: used + free = the pool")
+finally:
+    t.eq(paged.stop(), 0, "exit code (paged)")
+contig = Server("--parallel", "4")
+try:
+    m = contig.metrics()
+    t.eq(m.get('inferlab_kv_cache_block_size{model_name="builtin:tiny"}'), 1024, "contiguous: a block is a slot's context")
+    t.eq(m.get('inferlab_kv_cache_blocks{model_name="builtin:tiny",state="free"}'), 4, "contiguous: a block per slot")
+finally:
+    contig.stop()
 
 # /health is 503 while the model loads (weights copied to a simulated device at 20 MB/s), then
 # 200; /metrics then has the device's memory by category and its fragmentation

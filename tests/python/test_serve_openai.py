@@ -147,7 +147,7 @@ try:
     lbl = '{model_name="builtin:tiny"}'
     s = socket.create_connection(("127.0.0.1", dsrv.port))
     body = '{"prompt":"Once","max_tokens":8000,"stream":true,"seed":1}'
-    s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                "Content-Length: %d\r\n\r\n%s" % (len(body), body)).encode())
     got = b""
     s.settimeout(30)
