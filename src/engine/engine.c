@@ -470,6 +470,7 @@ static il_status il__warmup(il_engine *e) {
   IL_TRY(il_engine_decode(e, &b, 1, NULL));
   IL_TRY(il_engine_seq_remove(e, 0));
   il_startup_mark(&e->startup, IL_STARTUP_WARMUP, 0);
+  il_startup_note(&e->startup, IL_STARTUP_WARMUP, "one forward pass of one token (--preload)");
   return IL_OK;
 }
 

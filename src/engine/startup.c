@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,21 +130,48 @@ void il_startup_note(il_startup *s, il_startup_phase_id p, const char *fmt, ...)
 
 /* ---- the weights' read ---- */
 
+#define IL__RESIDENT_SAMPLES 4096 /* pages asked about: enough for a fraction to 2%, cheap on a large file */
+
 double il_startup_resident(const void *map, size_t size) {
   const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
   if (!map || !size || !pg) return -1;
   const uintptr_t a = (uintptr_t)map & ~(uintptr_t)(pg - 1);
-  const size_t len = (uintptr_t)map + size - a, n = (len + pg - 1) / pg;
-  unsigned char *vec = il_mem_alloc(IL_MEM_OTHER, n, "page residency");
-  if (!vec) return -1;
-  double frac = -1;
-  if (mincore((void *)a, len, vec) == 0) {
-    size_t in = 0;
-    for (size_t i = 0; i < n; i++) in += vec[i] & 1;
-    frac = (double)in / (double)n;
+  const size_t n = ((uintptr_t)map + size - a + pg - 1) / pg;
+  const size_t step = n > IL__RESIDENT_SAMPLES ? n / IL__RESIDENT_SAMPLES : 1;
+  size_t in = 0, asked = 0;
+  for (size_t i = 0; i < n; i += step, asked++) {
+    unsigned char v = 0;
+    if (mincore((void *)(a + i * pg), pg, &v) != 0) return -1;
+    in += v & 1;
   }
-  il_mem_free(vec);
-  return frac;
+  return asked ? (double)in / (double)asked : -1;
+}
+
+/* The residency of the last file mapped, when it was first mapped since an engine last took
+ * it: a command may read its metadata before the engine opens it (run sizes the context from the
+ * vocabulary), and those faults pull neighbouring pages in by readahead. */
+static pthread_mutex_t il__first_lock = PTHREAD_MUTEX_INITIALIZER;
+static char il__first_path[1024];
+static double il__first_resident = -1;
+static size_t il__first_size;
+
+void il_startup_file_mapped(const char *path, const void *map, size_t size, size_t data_off) {
+  pthread_mutex_lock(&il__first_lock);
+  if (strcmp(il__first_path, path) || il__first_size != size) {
+    snprintf(il__first_path, sizeof il__first_path, "%s", path);
+    il__first_size = size;
+    il__first_resident = size > data_off ? il_startup_resident((const uint8_t *)map + data_off, size - data_off) : -1;
+  }
+  pthread_mutex_unlock(&il__first_lock);
+  il_startup_here(IL_STARTUP_OPEN);
+}
+
+static double il__resident_at_first_map(const char *path, size_t size) {
+  pthread_mutex_lock(&il__first_lock);
+  const double r = !strcmp(il__first_path, path) && il__first_size == size ? il__first_resident : -2;
+  il__first_path[0] = 0; /* taken: the next open of the file looks again */
+  pthread_mutex_unlock(&il__first_lock);
+  return r;
 }
 
 /* Reads every page of p[0..n) once (one byte per page) so the mapping is filled now. */
@@ -190,12 +218,13 @@ il_status il_startup_read(il_startup *s, const char *path, void *map, size_t siz
   const size_t data = size > data_off ? size - data_off : 0;
   s->file_bytes = data;
   s->mmap = !o->no_mmap;
-  s->resident = il_startup_resident((const uint8_t *)map + data_off, data);
+  s->resident = il__resident_at_first_map(path, size);
+  if (s->resident < -1) s->resident = il_startup_resident((const uint8_t *)map + data_off, data);
   const char *src = s->resident < 0 ? "page cache unknown" : s->resident >= 0.9 ? "from the page cache"
                     : s->resident <= 0.1                         ? "from disk"
                                                                  : "partly from disk";
-  char res[48] = "";
-  if (s->resident >= 0) snprintf(res, sizeof res, " (%.0f%% resident before)", 100 * s->resident);
+  char res[64] = "";
+  if (s->resident >= 0) snprintf(res, sizeof res, " (%.0f%% resident when first mapped)", 100 * s->resident);
   il_startup_mark(s, IL_STARTUP_READ, 0); /* the residency check itself */
   if (o->no_mmap) {
     IL_TRY(il__read_into(path, map, size));
@@ -248,8 +277,9 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
       snprintf(buf, n, "%.0f MB faulted in through mmap at %.0f MB/s from the page cache: --no-mmap reads it "
                "with large requests; compare the two (inferlab experiment ... --no-mmap)", mb, rate);
     else
-      snprintf(buf, n, "%.0f MB copied by read() from the page cache at %.0f MB/s (a memory copy): a smaller "
-               "weight type reads fewer bytes (inferlab convert --type q4_0)", mb, rate);
+      snprintf(buf, n, "%.0f MB copied by read() from the page cache at %.0f MB/s (a memory copy): the "
+               "default --mmap maps the cached pages without copying them; compare the two "
+               "(inferlab experiment ... --mmap)", mb, rate);
     break;
   case IL_STARTUP_FIRST_TOKEN:
     if (!s->read_at_load && s->file_bytes && s->resident >= 0 && s->resident < 0.9)
@@ -273,9 +303,11 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
                "fewer bytes (a smaller weight type) or a server kept warm", mb, rate, 100 * rate * 1e6 / s->link_rate,
                s->link_rate / 1e6);
     else if (s->link_rate > 0)
-      snprintf(buf, n, "%.0f MB uploaded at %.0f MB/s, %.0f%% of the link's %.0f MB/s%s", mb, rate,
+      snprintf(buf, n, "%.0f MB uploaded at %.0f MB/s, %.0f%% of the link's %.0f MB/s: %s", mb, rate,
                100 * rate * 1e6 / s->link_rate, s->link_rate / 1e6,
-               s->pinned ? "" : ": the copies come from pageable memory; pinned staging reaches the link's rate");
+               s->pinned ? "per-copy overhead between the copies (many small tensors)"
+                         : "the copies come from pageable memory, one tensor at a time; pinned staging and "
+                           "overlapping the read with the copies approach the link's rate");
     else if (!p->bytes)
       snprintf(buf, n, "weights placed in host memory (nothing copied): the placement itself");
     else

@@ -127,7 +127,13 @@ void il_startup_alloc(il_startup *s, int32_t n_ctx, uint64_t kv_bytes, uint64_t 
 /* The first generated token: a FIRST_TOKEN mark, once, after the open. */
 void il_startup_first_token(il_startup *s);
 
-/* Fraction of the pages of map[0..size) in memory (mincore), -1 when it cannot tell. */
+/* Called by the GGUF reader when it has mapped path (size bytes, tensor data from data_off):
+ * records the page-cache residency of the data the first time this file is mapped in the
+ * process (before any read of it), and marks OPEN on the current timeline. Can't fail. */
+void il_startup_file_mapped(const char *path, const void *map, size_t size, size_t data_off);
+
+/* Fraction of the pages of map[0..size) in memory (mincore over at most 4096 evenly spaced
+ * pages), -1 when it cannot tell. */
 double il_startup_resident(const void *map, size_t size);
 
 /* Seconds covered: from the origin to the last mark. */
