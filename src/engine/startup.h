@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/jsonw.h"
 #include "core/status.h"
 
 typedef enum {
@@ -77,6 +78,9 @@ const char *il_startup_phase_name(il_startup_phase_id p);
  * start. Can't fail. */
 void il_startup_main(void);
 
+/* No engine of this process gets "process" and "config": for a command that opens many
+ * (bench), whose timelines are compared with each other. Can't fail. */
+void il_startup_skip_process(void);
 /* Starts timeline s for one engine open (zeroes it) and makes it the calling thread's current
  * one, which il_startup_add and il_startup_here feed. The process's first successful open
  * also gets "process" and "config". Can't fail. */
@@ -132,7 +136,7 @@ void il_startup_first_token(il_startup *s);
  * process (before any read of it), and marks OPEN on the current timeline. Can't fail. */
 void il_startup_file_mapped(const char *path, const void *map, size_t size, size_t data_off);
 
-/* Fraction of the pages of map[0..size) in memory (mincore over at most 4096 evenly spaced
+/* Fraction of the pages of map[0..size) in memory (mincore over at most 1024 evenly spaced
  * pages), -1 when it cannot tell. */
 double il_startup_resident(const void *map, size_t size);
 
@@ -148,5 +152,7 @@ void il_startup_print(const il_startup *s, FILE *f, const char *prefix);
 /* The timeline as one JSON object {"origin":..,"total_seconds":..,"phases":[{"name",
  * "start","end","seconds","bytes","rate","note"}..],"verdict":{"phase","text"}}. */
 void il_startup_write_json(const il_startup *s, FILE *f);
+/* The same object as a value of a JSON document being written (a bench report). */
+void il_startup_json(const il_startup *s, il_jsonw *w);
 
 #endif
