@@ -307,9 +307,9 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
     else if (s->link_rate > 0)
       snprintf(buf, n, "%.0f MB uploaded at %.0f MB/s, %.0f%% of the link's %.0f MB/s: %s", mb, rate,
                100 * rate * 1e6 / s->link_rate, s->link_rate / 1e6,
-               s->pinned ? "per-copy overhead between the copies (many small tensors)"
-                         : "the copies come from pageable memory, one tensor at a time; pinned staging and "
-                           "overlapping the read with the copies approach the link's rate");
+               s->pinned ? "the time goes to the copies themselves (one tensor at a time), not to the link"
+                         : "the copies, one tensor at a time from pageable memory into newly allocated device "
+                           "memory, take longer than the link; overlapping the read with the copies hides part");
     else if (!p->bytes)
       snprintf(buf, n, "weights placed in host memory (nothing copied): the placement itself");
     else
