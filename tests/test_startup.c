@@ -226,6 +226,12 @@ static void run_once(const char *cli, const char *gguf, const char *extra, bool 
     const char *note = strstr(rd, "\"note\":\"");
     IL_CHECK(note && strstr(note, expect_cold ? "\"note\":\"from disk" : "\"note\":\"from the page cache") == note);
   }
+  const bool no_mmap = strstr(extra, "--no-mmap") && !strstr(extra, "--mmap");
+  IL_CHECK(strstr(j, no_mmap ? "\"mmap\":false" : "\"mmap\":true") != NULL);
+  const bool at_load = no_mmap || strstr(extra, "--preload") || strstr(extra, "--mlock");
+  IL_CHECK(strstr(j, at_load ? "\"read_at_load\":true" : "\"read_at_load\":false") != NULL);
+  if (strstr(extra, "--mlock")) /* locked, or a warning that names the limit */
+    IL_CHECK(strstr(j, "\"mlocked\":true") || strstr(out, "--mlock:"));
   printf("run %s: timeline %.4f s of %.4f s measured outside (%.1f%%; the rest: fork before the start, report and "
          "exit after the first token)\n",
          extra, sum, t1 - t0, 100 * sum / (t1 - t0));
@@ -246,6 +252,8 @@ static void test_run(void) {
   if (stat(gguf, &sb) != 0) return;
   run_once(cli, gguf, "", false);
   run_once(cli, gguf, "--no-mmap", false);
+  run_once(cli, gguf, "--mlock", false);
+  run_once(cli, gguf, "--no-mmap --mmap", false); /* --mmap undoes --no-mmap */
   const double left = il__drop(gguf, (size_t)sb.st_size);
   if (left >= 0 && left <= 0.1) run_once(cli, gguf, "--preload", true);
   else printf("SKIP (part): the page cache kept %.0f%% of the dropped model\n", 100 * left);

@@ -375,6 +375,7 @@ void il_startup_json(const il_startup *s, il_jsonw *wp) {
   il_jsonw_knum(&w, "total_seconds", il_startup_total(s));
   il_jsonw_kbool(&w, "mmap", s->mmap);
   il_jsonw_kbool(&w, "read_at_load", s->read_at_load);
+  il_jsonw_kbool(&w, "mlocked", s->mlocked);
   il_jsonw_knum(&w, "resident_before", s->resident);
   il_jsonw_kint(&w, "file_bytes", (long long)s->file_bytes);
   il_jsonw_knum(&w, "link_rate", s->link_rate);
