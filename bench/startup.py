@@ -97,7 +97,7 @@ def main():
         model = os.path.join(a.work, "1b-%s.gguf" % t)
         if not os.path.exists(model):
             subprocess.run([CLI, "convert", "builtin:1b", "--type", t, "-o", model], check=True,
-                           stdout=subprocess.DEVNULL)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         size = os.path.getsize(model)
         # the rooflines of this file, in this run
         plain_read(model)

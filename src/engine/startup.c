@@ -285,8 +285,9 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
     break;
   case IL_STARTUP_FIRST_TOKEN:
     if (!s->read_at_load && s->file_bytes && s->resident >= 0 && s->resident < 0.9)
-      snprintf(buf, n, "the first token read %.0f%% of %.0f MB of weights from disk through mmap page faults: "
-               "--preload reads them at load, and a warm page cache (keep the server running) avoids the disk",
+      snprintf(buf, n, "%.0f%% of the %.0f MB of weights were not in the page cache, so the first token read "
+               "them from disk through mmap page faults, inside its time: --preload reads them at load (where "
+               "the read phase measures it), a warm page cache (keep the server running) avoids the disk",
                100 * (1 - s->resident), (double)s->file_bytes / 1e6);
     else
       snprintf(buf, n, "the prompt's forward pass: a shorter prompt, or more threads/a faster device");
@@ -296,8 +297,9 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
       snprintf(buf, n, "built-in weights are generated at every start: export them once "
                "(inferlab convert builtin:NAME -o model.gguf) and run the file");
     else
-      snprintf(buf, n, "%.0f MB converted or repacked at load (%.0f MB/s): a file converted once "
-               "(inferlab convert --type) or dropping --repack avoids it", mb, rate);
+      snprintf(buf, n, "%.0f MB repacked into the CPU GEMM's panel layout at load (%.0f MB/s; --repack, serve's "
+               "default for a GGUF file on the CPU): --repack=false skips it, at the cost of batched decode speed "
+               "(docs/devices.md)", mb, rate);
     break;
   case IL_STARTUP_UPLOAD:
     if (s->link_rate > 0 && rate * 1e6 >= 0.8 * s->link_rate)

@@ -341,8 +341,8 @@ static il_status il__prepare_mm(il_model_dev *d, il_backend *b, const il_weight 
   bool own = false;
   const double t0 = il_time_now();
   if (b->ops->version >= 5 && b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, t, &own));
-  il_startup_add(IL_STARTUP_CONVERT, il_time_now() - t0, own ? il__w_span(w) : 0); /* repacked: not an upload */
   if (own && release) il__release_pages(d, w);
+  il_startup_add(IL_STARTUP_CONVERT, il_time_now() - t0, own ? il__w_span(w) : 0); /* repacked: not an upload */
   return IL_OK;
 }
 
