@@ -250,6 +250,11 @@ static void test_run(void) {
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   struct stat sb;
   if (stat(gguf, &sb) != 0) return;
+  /* an unwritable --startup-json fails before the run, naming the flag (exit 73) */
+  char out[2048];
+  snprintf(cmd, sizeof cmd, "%s run -m %s -n 1 -p Hi --startup-json /nonexistent-dir/s.json 2>&1", cli, gguf);
+  IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 73);
+  IL_CHECK(strstr(out, "--startup-json") != NULL);
   run_once(cli, gguf, "", false);
   run_once(cli, gguf, "--no-mmap", false);
   run_once(cli, gguf, "--mlock", false);

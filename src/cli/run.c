@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "core/outfile.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
@@ -124,6 +125,11 @@ int il_cli_run(int argc, char **argv) {
   if (file) {
     il_status fst = il__read_file(file, sizeof req.prompt, req.prompt);
     if (fst != IL_OK) return il_cli_fail("run", fst);
+  }
+  if (startup_json) { /* a path that cannot be written fails before the run, not after it */
+    const char *inputs[1] = {cfg.model};
+    il_status ost = il_outfile_check("--startup-json", startup_json, inputs, 1);
+    if (ost != IL_OK) return il_cli_fail("run", ost);
   }
   il_engine *e = NULL;
   il_cli_progress_start("inferlab run: loading %s", cfg.model);
