@@ -426,7 +426,7 @@ double il_startup_phase_seconds(const il_startup *s, const char *name) {
 
 void il_startup_builtin(il_startup *s, uint64_t bytes) {
   il_startup_mark(s, IL_STARTUP_CONVERT, bytes);
-  il_startup_note(s, IL_STARTUP_CONVERT, "built-in weights generated in memory");
+  il_startup_note(s, IL_STARTUP_CONVERT, "built-in weights generated at load, in memory");
 }
 
 il_status il_startup_read_gguf(il_startup *s, const il_gguf *g, const il_config *cfg) {

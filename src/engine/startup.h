@@ -119,7 +119,7 @@ il_status il_startup_read(il_startup *s, const char *path, void *map, size_t siz
 /* The engine's steps, each a mark with its facts (engine.c calls one per step). */
 typedef struct il_gguf il_gguf;
 typedef struct il_config il_config;
-/* Built-in weights generated in memory: a CONVERT mark of `bytes`. */
+/* Built-in weights generated at load: a CONVERT mark of `bytes`. */
 void il_startup_builtin(il_startup *s, uint64_t bytes);
 /* il_startup_read for the model file of g, with the config's --no-mmap, --preload, --mlock. */
 il_status il_startup_read_gguf(il_startup *s, const struct il_gguf *g, const struct il_config *cfg);
