@@ -14,6 +14,7 @@
  *   after the first token) is printed, not asserted: it depends on the scheduler.
  */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -120,6 +121,77 @@ static void test_marks(void) {
   IL_CHECK_INT(il_startup_verdict(&s, v, sizeof v), best);
   snprintf(want, sizeof want, "%s takes", il_startup_phase_name((il_startup_phase_id)best));
   IL_CHECK(strstr(v, want) == v);
+}
+
+/* A timeline built by hand: phase p takes `sec` seconds and `bytes`, the rest 1 ms each. */
+static void il__fake(il_startup *s, il_startup_phase_id p, double sec, uint64_t bytes) {
+  memset(s, 0, sizeof *s);
+  s->resident = -1;
+  double t = 100;
+  s->origin = t;
+  for (int i = IL_STARTUP_BACKEND; i <= IL_STARTUP_ALLOC; i++) {
+    const double d = i == (int)p ? sec : 0.001;
+    s->phase[i] = (il_startup_phase){.start = t, .end = t + d, .seconds = d, .bytes = i == (int)p ? bytes : 0};
+    t += d;
+  }
+  s->last = t;
+}
+
+/* Each verdict names the dominant phase, its share and the rate from the figures. */
+static void test_verdicts(void) {
+  il_startup s;
+  char v[512];
+  il__fake(&s, IL_STARTUP_READ, 2.0, 1000000000); /* 1 GB in 2 s: 500 MB/s */
+  s.resident = 0.02, s.mmap = true, s.read_at_load = true, s.file_bytes = 1000000000;
+  IL_CHECK_INT(il_startup_verdict(&s, v, sizeof v), IL_STARTUP_READ);
+  IL_CHECK(strstr(v, "from disk at 500 MB/s") && strstr(v, "--preload"));
+  IL_CHECK(strstr(v, "read takes 100% (2.000 of 2.007 s)") == v); /* 7 phases of 1 ms beside it */
+  s.resident = 1;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "mmap at 500 MB/s") && strstr(v, "--no-mmap"));
+  s.mmap = false;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "read() from the page cache at 500 MB/s") && strstr(v, "--mmap"));
+
+  il__fake(&s, IL_STARTUP_UPLOAD, 1.0, 3600000000); /* 3.6 GB/s on a 4 GB/s link: 90% */
+  s.link_rate = 4e9;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "3600 MB/s, 90% of the link's 4000 MB/s: the link is the limit") != NULL);
+  il__fake(&s, IL_STARTUP_UPLOAD, 1.0, 400000000); /* 10% */
+  s.link_rate = 4e9;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "400 MB/s, 10% of the link's 4000 MB/s: the copies") != NULL);
+
+  il__fake(&s, IL_STARTUP_CONVERT, 3.0, 600000000);
+  il_startup_verdict(&s, v, sizeof v); /* no file: a built-in model */
+  IL_CHECK(strstr(v, "inferlab convert builtin:") != NULL);
+  s.file_bytes = 600000000;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "600 MB repacked") && strstr(v, "200 MB/s") && strstr(v, "--repack=false"));
+
+  il__fake(&s, IL_STARTUP_ALLOC, 0.5, 600000000);
+  s.kv_bytes = 512000000, s.n_ctx = 4096;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "512 MB of it a KV cache for 4096 positions") && strstr(v, "--ctx"));
+
+  il__fake(&s, IL_STARTUP_FIRST_TOKEN, 0, 0);
+  s.phase[IL_STARTUP_FIRST_TOKEN] = (il_startup_phase){.start = s.last, .end = s.last + 5, .seconds = 5};
+  s.last += 5;
+  s.resident = 0.25, s.file_bytes = 800000000;
+  IL_CHECK_INT(il_startup_verdict(&s, v, sizeof v), IL_STARTUP_FIRST_TOKEN);
+  IL_CHECK(strstr(v, "75% of the 800 MB of weights were not in the page cache") != NULL);
+
+  /* the text report: one line per phase that took time, the verdict last */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  il_startup_print(&s, f, "> ");
+  fclose(f);
+  IL_CHECK(strstr(buf, "> startup: 5.008 s from the engine's open to the first token\n") == buf);
+  IL_CHECK(strstr(buf, ">   first_token    5.000 s  99.8%") != NULL);
+  IL_CHECK(strstr(buf, "warmup") == NULL); /* did not run */
+  IL_CHECK(strstr(buf, ">   verdict: first_token takes") != NULL);
+  free(buf);
 }
 
 /* The read phase of a mapping of path (n bytes) under options o. */
@@ -270,6 +342,7 @@ int main(void) {
   snprintf(il__dir, sizeof il__dir, "/tmp/il_startup_XXXXXX");
   if (!mkdtemp(il__dir)) IL_SKIP("cannot create a temporary directory");
   test_marks();
+  test_verdicts();
   test_read_source();
   test_run();
   char p[300];
