@@ -162,6 +162,11 @@ static void test_verdicts(void) {
   il_startup_verdict(&s, v, sizeof v);
   IL_CHECK(strstr(v, "400 MB/s, 10% of the link's 4000 MB/s: the copies") != NULL);
 
+  il__fake(&s, IL_STARTUP_UPLOAD, 2.0, 600000000); /* cold, read on first use: the disk is in it */
+  s.link_rate = 4e9, s.resident = 0, s.file_bytes = 600000000;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "600 MB uploaded at 300 MB/s, reading 100% of the weights from disk") != NULL);
+
   il__fake(&s, IL_STARTUP_CONVERT, 3.0, 600000000);
   il_startup_verdict(&s, v, sizeof v); /* no file: a built-in model */
   IL_CHECK(strstr(v, "inferlab convert builtin:") != NULL);

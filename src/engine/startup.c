@@ -302,7 +302,11 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
                "(docs/devices.md)", mb, rate);
     break;
   case IL_STARTUP_UPLOAD:
-    if (s->link_rate > 0 && rate * 1e6 >= 0.8 * s->link_rate)
+    if (!s->read_at_load && s->file_bytes && s->resident >= 0 && s->resident < 0.9)
+      snprintf(buf, n, "%.0f MB uploaded at %.0f MB/s, reading %.0f%% of the weights from disk through page "
+               "faults on the way: --preload reads them first at the disk's pace (measured in the read phase), a "
+               "warm page cache (keep the server running) leaves only the copies", mb, rate, 100 * (1 - s->resident));
+    else if (s->link_rate > 0 && rate * 1e6 >= 0.8 * s->link_rate)
       snprintf(buf, n, "%.0f MB uploaded at %.0f MB/s, %.0f%% of the link's %.0f MB/s: the link is the limit; "
                "fewer bytes (a smaller weight type) or a server kept warm", mb, rate, 100 * rate * 1e6 / s->link_rate,
                s->link_rate / 1e6);
