@@ -154,6 +154,15 @@ IL_API const il_vocab *il_engine_vocab(const il_engine *e);
 /* Positions per sequence in the KV cache, as sized at open. */
 IL_API int32_t il_engine_n_ctx(const il_engine *e);
 
+/* The startup timeline of the open (engine/startup.h has the struct): phases "process",
+ * "config", "backend", "open", "metadata", "tokenizer", "read", "convert", "upload", "alloc",
+ * "warmup", "first_token", contiguous from the process's start (first engine of a process) or
+ * the open. Borrowed from the engine; valid until il_engine_free. Can't fail. */
+typedef struct il_startup il_startup;
+IL_API const il_startup *il_engine_startup(const il_engine *e);
+/* Seconds of phase `name` (0 for a phase that did not run, -1 for an unknown name). */
+IL_API double il_startup_phase_seconds(const il_startup *s, const char *name);
+
 IL_API int32_t il_model_n_vocab(const il_model *m);
 IL_API int32_t il_model_n_layer(const il_model *m);
 IL_API int32_t il_model_n_embd(const il_model *m);

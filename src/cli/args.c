@@ -84,6 +84,16 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_requ
       continue;
     }
     const il_opt *o = cfg ? (short_flag ? il_config_find_short(short_flag) : il_config_find(name)) : NULL;
+    if (!o && cfg && !short_flag && !inline_val) { /* --mmap: the default of the boolean --no-mmap */
+      char neg[sizeof name + 3];
+      snprintf(neg, sizeof neg, "no-%s", name);
+      const il_opt *n = il_config_find(neg);
+      if (n && n->kind == IL_OPT_BOOL && !n->request) {
+        il_status st = il_config_apply(cfg, req, n->name, "false", a);
+        if (st != IL_OK) return il_cli_usage_error(cmd, "%s", il_error_detail());
+        continue;
+      }
+    }
     if (!o) return il_cli_usage_error(cmd, "unknown option '%s'", a);
     if (o->request && !req)
       return il_cli_usage_error(cmd, "--%s is a generation option; '%s' does not generate text", o->name, cmd);

@@ -49,7 +49,7 @@ static void il__bench_help(void) {
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "      --interval MS        GPU/RSS sampling interval [200]\n"
          "engine options (each accepts a comma list to sweep; booleans as --NAME=true,false):\n");
-  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa,repack");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa,repack,no-mmap,mlock,preload");
   printf("\nexamples:\n"
          "  inferlab bench --batch 1,4 --prompt 64 --gen 32\n"
          "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"
@@ -220,6 +220,7 @@ int il_cli_bench(int argc, char **argv) {
     opt.peaks = il_mem_calloc(IL_MEM_OTHER, sizeof *opt.peaks, "compute peaks"); /* NULL: none measured */
   }
   bool progress = !quiet && isatty(2);
+  il_startup_skip_process(); /* every combination's timeline starts at its open, so they compare */
   il_bench_result *results = il_mem_calloc(IL_MEM_OTHER, sizeof *results * count, "bench results");
   if (!results) {
     il_mem_free(opt.peaks);
@@ -260,6 +261,11 @@ int il_cli_bench(int argc, char **argv) {
     if (progress) fprintf(stderr, "\r\033[K");
     if (st != IL_OK)
       fprintf(stderr, "inferlab bench: %s: %s\n", *results[i].label ? results[i].label : "run", results[i].error);
+    else if (!quiet && results[i].startup.last > 0) { /* the open's timeline, once per combination */
+      char prefix[300];
+      snprintf(prefix, sizeof prefix, "inferlab bench: %s: ", *results[i].label ? results[i].label : "run");
+      il_startup_print(&results[i].startup, stderr, prefix);
+    }
     if (table) il_report_table_row(&rep, (int)i, out);
   }
   sigaction(SIGINT, &old_int, NULL);

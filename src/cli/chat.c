@@ -30,7 +30,7 @@ static void il__chat_help(void) {
          "    --system TEXT", "a system message first in the conversation",
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --stats", "print tokens and speed of each reply to stderr");
-  il_cli_print_options(stdout, "model,wtype,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
+  il_cli_print_options(stdout, "model,wtype,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,no-mmap,mlock,preload,"
                                "repeat-penalty,repeat-last-n,isa,repack,device,mem-limit,attn");
   printf("\nexamples:\n"
          "  inferlab chat -m smollm2-135m-instruct.gguf\n"
@@ -120,6 +120,7 @@ int il_cli_chat(int argc, char **argv) {
   il_engine *e = NULL;
   il_status st = il_engine_open(&cfg, &e);
   if (st != IL_OK) return il_cli_fail("chat", st);
+  il_startup_print(il_engine_startup(e), stderr, "");
   char how[128];
   st = il_template_for_engine(e, tmpl, &kind, how, sizeof how);
   il_sched *s = NULL;

@@ -40,6 +40,9 @@ int il_cli_fail_model(const char *cmd, const char *model, il_status s);
 /* Prints "inferlab CMD: FMT" plus a hint to run --help, returns IL_EXIT_USAGE. */
 int il_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Writes the startup timeline as JSON to path (--startup-json; core/outfile rules). */
+typedef struct il_startup il_startup;
+il_status il_cli_write_startup_json(const char *path, const il_startup *s);
 /* Every subcommand: int il_cli_NAME(int argc, char **argv), argv[0] being the command name. */
 #define IL__CLI_DECL(name, fn, summary) int fn(int argc, char **argv);
 #include "cli/commands.def"

@@ -6,6 +6,7 @@
 #include "backend/cudamod.h"
 #include "backend/registry.h"
 #include "core/log.h"
+#include "engine/startup.h"
 #include "sys/cpuid.h"
 #include "cli/cli.h"
 #include "format/llama2c.h"
@@ -122,6 +123,7 @@ static void il__log_stderr(void *ud, il_log_level level, const char *msg) {
 }
 
 int main(int argc, char **argv) {
+  il_startup_main(); /* the end of the startup timeline's "process" phase */
   il_log_set(il__log_stderr, NULL);
   if (argc < 2) {
     il__print_help(stderr);

@@ -8,6 +8,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "core/outfile.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
@@ -18,9 +19,11 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,mlock,preload");
+  printf("  %-24s %s\n", "    --mmap", "weights through a file mapping, read on first use (the default; undoes --no-mmap)");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
+  printf("  %-24s %s\n", "    --startup-json FILE", "write the startup timeline (docs/startup.md) as JSON to FILE");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
          "  inferlab run -m stories.gguf -p \"Once upon a time\" -n 100 --temp 0\n"
@@ -104,15 +107,16 @@ int il_cli_run(int argc, char **argv) {
   static il_request_opts req; /* 64 KiB of prompt text: not on the stack */
   il_request_opts_defaults(&req);
   bool help = false, no_echo = false;
-  const char *file = NULL;
+  const char *file = NULL, *startup_json = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"file", 'f', true, &file, NULL},
       {"no-echo", 0, false, NULL, &no_echo},
+      {"startup-json", 0, true, &startup_json, NULL},
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 3, pos, 0, &n_pos);
+  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 4, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__run_help();
@@ -121,6 +125,11 @@ int il_cli_run(int argc, char **argv) {
   if (file) {
     il_status fst = il__read_file(file, sizeof req.prompt, req.prompt);
     if (fst != IL_OK) return il_cli_fail("run", fst);
+  }
+  if (startup_json) { /* a path that cannot be written fails before the run, not after it */
+    const char *inputs[1] = {cfg.model};
+    il_status ost = il_outfile_check("--startup-json", startup_json, inputs, 1);
+    if (ost != IL_OK) return il_cli_fail("run", ost);
   }
   il_engine *e = NULL;
   il_cli_progress_start("inferlab run: loading %s", cfg.model);
@@ -189,6 +198,8 @@ int il_cli_run(int argc, char **argv) {
     il_cli_print_memory(stderr);
     il__print_memory_totals(stderr);
     il__print_device_memory(stderr, e);
+    il_startup_print(il_engine_startup(e), stderr, "");
+    if (startup_json) st = il_cli_write_startup_json(startup_json, il_engine_startup(e));
   }
   il_mem_free(prompt);
   il_engine_free(e);

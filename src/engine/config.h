@@ -49,6 +49,9 @@ struct il_config {
   char place[256];     /* component placement: token_embd=cpu,output=cpu,blk.0-3=cpu,... */
   bool fit;            /* when the device is too small, apply the out-of-memory report's first fix */
   char offload[16];    /* none | stream: device layers' weights stay in host memory, two slots on the device */
+  bool no_mmap;        /* weights read() into memory at load (default: a file mapping, read on first use) */
+  bool mlock;          /* weights locked in memory (read at load) */
+  bool preload;        /* every weight page read and one warm-up pass before the engine is ready */
   int fit_depth;       /* not an option: fixes --fit has applied so far */
   int auto_from;       /* not an option: --gpu-layers auto is being retried below this count */
   bool ctx_is_hint;    /* not an option: ctx was sized by the caller for its run (prompt + n): the

@@ -462,6 +462,18 @@ static int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq) {
   return batch < cells ? batch : (int32_t)cells;
 }
 
+/* --preload: one forward pass of one token, so the first request meets kernels, buffers and
+ * weights already touched; the cache is emptied again. */
+static il_status il__warmup(il_engine *e) {
+  const int32_t bos = il_vocab_bos(e->vocab);
+  const il_batch_entry b = {.token = bos >= 0 ? bos : 0, .seq = 0, .pos = 0, .logits = true};
+  IL_TRY(il_engine_decode(e, &b, 1, NULL));
+  IL_TRY(il_engine_seq_remove(e, 0));
+  il_startup_mark(&e->startup, IL_STARTUP_WARMUP, 0);
+  il_startup_note(&e->startup, IL_STARTUP_WARMUP, "one forward pass of one token (--preload)");
+  return IL_OK;
+}
+
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
@@ -486,17 +498,23 @@ static il_status il__open(il_engine *e) {
     e->backend->ops->memory(e->backend, &free_b, &total);
     e->fixed_bytes = e->info.host_visible ? 0 : total - free_b;
   }
+  il_startup_mark(&e->startup, IL_STARTUP_BACKEND, 0);
   if (il_builtin_is(cfg->model)) {
     /* a dry run (the planner) needs shapes only: no weights are generated */
     IL_TRY(il_builtin_open_ex(cfg->model, cfg->wtype, e->info.threads, !e->info.dry, &e->model));
+    il_startup_builtin(&e->startup, e->model->weight_bytes);
     IL_TRY(il_builtin_vocab(e->model, &e->vocab));
+    il_startup_mark(&e->startup, IL_STARTUP_TOKENIZER, 0);
   } else {
     if (*cfg->wtype)
       return il_error(IL_ERR_INVALID_ARG, "--wtype applies to built-in models only; convert '%s' with "
                                           "'inferlab convert --type' instead", cfg->model);
     IL_TRY(il_model_open_gguf(cfg->model, &e->model));
+    il_startup_mark(&e->startup, IL_STARTUP_METADATA, 0);
     il_status st = il_vocab_from_gguf(e->model->gguf, &e->vocab);
     if (st != IL_OK) return il_error_wrap(st, "%s: ", cfg->model);
+    il_startup_mark(&e->startup, IL_STARTUP_TOKENIZER, 0);
+    IL_TRY(il_startup_read_gguf(&e->startup, e->model->gguf, cfg));
   }
   const il_hparams *hp = &e->model->hp;
   if (il_vocab_size(e->vocab) != hp->n_vocab)
@@ -546,6 +564,7 @@ static il_status il__open(il_engine *e) {
   il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
   if (st == IL_ERR_OOM) return il__oom(e, &shape);
   IL_TRY(st);
+  il_startup_upload(&e->startup, e->info.kind, e->info.name, e->weights.uploaded_bytes);
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
     size_t budget = il__available_memory(e->n_dev_layers ? e->backend : e->host) / 2;
@@ -572,6 +591,9 @@ static il_status il__open(il_engine *e) {
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
   if (!e->slots) return IL_ERR_OOM;
+  il_startup_alloc(&e->startup, e->n_ctx, il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &e->kv_opts),
+                   il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max));
+  if (cfg->preload) IL_TRY(il__warmup(e));
   e->load_seconds = il_time_now() - t0;
   return IL_OK;
 }
@@ -581,7 +603,9 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
   il_engine *e = il_mem_calloc(IL_MEM_OTHER, sizeof *e, "engine");
   if (!e) return IL_ERR_OOM;
   e->cfg = *cfg;
+  il_startup_begin(&e->startup);
   il_status st = il__open(e);
+  il_startup_end(&e->startup, st == IL_OK);
   if (st == IL_ERR_OOM && (e->auto_layers || e->auto_retry) && e->n_dev_layers > 0) {
     /* --gpu-layers auto: the prediction counts allocated bytes; when the allocator's segments
      * need a little more, one layer fewer, until it opens */
@@ -685,6 +709,7 @@ il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, bool 
 const il_model *il_engine_model(const il_engine *e) { return e->model; }
 const il_vocab *il_engine_vocab(const il_engine *e) { return e->vocab; }
 int32_t il_engine_n_ctx(const il_engine *e) { return e->n_ctx; }
+const il_startup *il_engine_startup(const il_engine *e) { return &e->startup; }
 
 il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
                              il_token_fn fn, void *ud, il_gen_stats *stats) {
@@ -700,6 +725,7 @@ il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prom
       if (len && fn) fn(ud, -1, text, len);
       break;
     }
+    il_startup_first_token(&e->startup);
     if (fn && !fn(ud, tok, text, len)) break;
   }
   il_request_stats(r, stats);

@@ -20,6 +20,7 @@
 #include "engine/kv.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/startup.h"
 #include "model/llama.h"
 #include "model/tokenizer.h"
 
@@ -48,6 +49,7 @@ struct il_engine {
   int32_t n_ctx, n_seq, n_batch, n_logits_max;
   size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
   double load_seconds;
+  il_startup startup;     /* the open's timeline (engine/startup.h) */
   bool ctx_capped;        /* the context was reduced to fit memory */
 };
 

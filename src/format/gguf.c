@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/startup.h"
 #include "format/gguf_impl.h"
 #include "memory/mem.h"
 
@@ -532,6 +533,7 @@ il_status il_gguf_open(const char *path, il_gguf **out) {
   int e = errno;
   close(fd);
   if (map == MAP_FAILED) return il_error(IL_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
+  il_startup_file_mapped(path, map, size, 0); /* the page cache before any read; an engine's timeline */
   il_status st = il__open_image(map, size, path, map, out);
   if (st != IL_OK) {
     munmap(map, size);
@@ -563,6 +565,7 @@ uint32_t il_gguf_alignment(const il_gguf *g) { return g->alignment; }
 const char *il_gguf_path(const il_gguf *g) { return g->name; }
 size_t il_gguf_file_size(const il_gguf *g) { return g->size; }
 uint64_t il_gguf_data_offset(const il_gguf *g) { return g->data_offset; }
+const void *il_gguf_image(const il_gguf *g) { return g->map; }
 
 /* ---- metadata access ---- */
 

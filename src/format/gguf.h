@@ -83,6 +83,8 @@ uint32_t il_gguf_alignment(const il_gguf *g);
 const char *il_gguf_path(const il_gguf *g);
 size_t il_gguf_file_size(const il_gguf *g);
 uint64_t il_gguf_data_offset(const il_gguf *g); /* file offset of the tensor data section */
+/* The file's mapping (il_gguf_file_size bytes), NULL for a reader of an image in memory. */
+const void *il_gguf_image(const il_gguf *g);
 
 /* ---- metadata ---- */
 int64_t il_gguf_kv_count(const il_gguf *g);

@@ -293,6 +293,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     r->weight_bytes = m->weight_bytes;
     uint64_t embd = (uint64_t)m->tok_embd.n_out * (uint64_t)m->tok_embd.row_stride;
     r->bytes_per_pass = m->tied_output || embd >= m->weight_bytes ? m->weight_bytes : m->weight_bytes - embd;
+    r->startup = *il_engine_startup(e);
     r->threads = e->info.threads;
     r->n_ctx = e->n_ctx;
     r->n_batch = e->n_batch;

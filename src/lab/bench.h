@@ -152,6 +152,7 @@ typedef struct {
   char attn[32];
   char attn_why[256];
   il_transfer_stats transfers;
+  il_startup startup;      /* the open's timeline (engine/startup) */
 } il_bench_result;
 
 /* Fills defaults: 5 reps, 1 warm-up, seed 1234, no usage sampling, interval 200 ms. */

@@ -178,6 +178,10 @@ il_status il_report_json_write(const il_report *r, FILE *f) {
       il_jsonw_num(&w, res->device_stats.fragmentation);
       il_jsonw_obj_end(&w);
     }
+    if (res->startup.last > 0) {
+      il_jsonw_key(&w, "startup");
+      il_startup_json(&res->startup, &w);
+    }
     il_jsonw_key(&w, "summary");
     il_jsonw_obj(&w);
     for (int m = 0; m < IL_BM_COUNT; m++) {

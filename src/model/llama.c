@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "core/quant.h"
+#include "core/timer.h"
+#include "engine/startup.h"
 #include "memory/mem.h"
 
 /* ---- architectures ---- */
@@ -337,8 +339,10 @@ static void il__release_pages(il_model_dev *d, const il_weight *w) {
  * release, the mapping's pages of w then go (not when get_rows still reads them). */
 static il_status il__prepare_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *t, bool release) {
   bool own = false;
+  const double t0 = il_time_now();
   if (b->ops->version >= 5 && b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, t, &own));
   if (own && release) il__release_pages(d, w);
+  il_startup_add(IL_STARTUP_CONVERT, il_time_now() - t0, own ? il__w_span(w) : 0); /* repacked: not an upload */
   return IL_OK;
 }
 

@@ -89,6 +89,16 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
              "1 - largest free cached block / free cached bytes (0: none free or one block)");
     il_sbuf_printf(b, "inferlab_device_memory_fragmentation_ratio{device=\"%s\"} %.6f\n", dev, cs.fragmentation);
   }
+  if (in->engine) { /* the open's timeline (engine/startup): constant once ready */
+    const il_startup *su = il_engine_startup(in->engine);
+    il__head(b, "inferlab_startup_phase_seconds", "gauge", "seconds each startup phase took (docs/startup.md)");
+    for (int p = 0; p < IL_STARTUP_COUNT; p++)
+      if (su->phase[p].end > 0)
+        il_sbuf_printf(b, "inferlab_startup_phase_seconds{phase=\"%s\"} %.9g\n", il_startup_phase_name((il_startup_phase_id)p),
+                       su->phase[p].seconds);
+    il__metric(b, "inferlab_startup_seconds", "gauge", "seconds from the process's start (or the open) to ready",
+               il_startup_total(su));
+  }
   if (in->gpu) {
     il_sample_set ss;
     il_gpu_sampler_read(in->gpu, &ss);

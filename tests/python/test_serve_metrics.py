@@ -55,6 +55,15 @@ try:
     t.check(m.get('inferlab_host_memory_bytes{category="kv"}', 0) > 0, "kv memory")
     t.check(m.get('inferlab_http_responses_total{code="200"}', 0) >= 6, "responses by code")
     t.check(m.get('inferlab_http_responses_total{code="400"}', 0) >= 1, "400 counted")
+    # the startup timeline: one gauge per phase that ran; they add up to the startup total, and
+    # the ready line on stderr quotes the same total
+    phases = {k[len('inferlab_startup_phase_seconds{phase="'):-2]: v for k, v in m.items()
+              if k.startswith("inferlab_startup_phase_seconds{")}
+    t.check({"backend", "convert", "tokenizer", "alloc"} <= set(phases), "startup phases: %r" % sorted(phases))
+    total = m.get("inferlab_startup_seconds", -1)
+    t.check(abs(sum(phases.values()) - total) <= 1e-6 * (1 + len(phases)), "phases add up: %r vs %r" % (phases, total))
+    ready = [ln for ln in srv.lines() if "ready:" in ln]
+    t.check(ready and ("started in %.3f s" % total) in ready[0], "ready line quotes the startup: %r" % ready[:1])
 
     if promtool:
         r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
