@@ -96,6 +96,15 @@ static void test_matcher(void) {
   IL_CHECK(!il_grammar_state_accepting(s));
   IL_CHECK_INT(il_grammar_state_accept_bytes(s, "a", 1), IL_ERR_INVALID_ARG);
   IL_CHECK_OK(il_grammar_state_accept_bytes(s, "\xb1", 1)); /* α */
+  IL_CHECK_INT(il_grammar_state_accept_bytes(s, "\xc1", 1), IL_ERR_INVALID_ARG); /* never in UTF-8 */
+  il_grammar_state_free(s);
+  il_grammar_free(g);
+  /* overlong encodings of ASCII are refused, also while half read */
+  g = parse("root ::= \"e\"\n");
+  IL_CHECK(!matches(g, "\xc1\xa5"));
+  IL_CHECK(!matches(g, "\xe0\x81\xa5"));
+  IL_CHECK_OK(il_grammar_state_new(g, NULL, &s));
+  IL_CHECK_INT(il_grammar_state_accept_bytes(s, "\xe0", 1), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_grammar_state_accept_bytes(s, "\xe4", 1), IL_ERR_INVALID_ARG); /* U+4000.. no */
   il_grammar_state_free(s);
   il_grammar_free(g);
@@ -207,6 +216,19 @@ static void generate(il_engine *e, const il_grammar_vocab *tv, const char *gbnf,
   out[n] = 0;
   il_gen_stats gs;
   il_request_stats(r, &gs);
+  /* the text itself is valid UTF-8 (an independent check of the matcher's decoding) */
+  size_t bad = 0;
+  for (size_t i = 0; i < n;) {
+    unsigned char c0 = (unsigned char)out[i];
+    size_t k = c0 < 0x80 ? 1 : c0 >= 0xC2 && c0 <= 0xDF ? 2 : c0 >= 0xE0 && c0 <= 0xEF ? 3 : c0 >= 0xF0 && c0 <= 0xF4 ? 4 : 0;
+    if (k == 0 || i + k > n) {
+      bad++;
+      break;
+    }
+    for (size_t j = 1; j < k; j++) bad += ((unsigned char)out[i + j] & 0xC0) != 0x80;
+    i += k;
+  }
+  IL_CHECK_INT(bad, 0);
   il_grammar_state *check = NULL;
   IL_CHECK_OK(il_grammar_state_new(g, NULL, &check));
   il_status cst = il_grammar_state_accept_bytes(check, out, n);

@@ -724,6 +724,7 @@ typedef struct {
   int32_t n;
   uint32_t cp_val; /* an incomplete UTF-8 character: its bits so far */
   int8_t cp_left;  /* ... and the continuation bytes still to come */
+  int8_t cp_total; /* ... of how many after the lead byte (1..3) */
 } il__gset;
 
 struct il_grammar_state {
@@ -843,27 +844,36 @@ static bool il__chars_match_any(const il_grammar *g, const il__gel *e, uint32_t 
  * when nothing can take the byte, or when a is full (then s->overflow). */
 static bool il__step(il_grammar_state *s, il__arena *a, const il__gset *in, uint8_t byte, il__gset *out) {
   const il_grammar *g = s->g;
+  /* the smallest code point of each length: shorter ones are overlong encodings, refused */
+  static const uint32_t min_cp[4] = {0, 0x80, 0x800, 0x10000};
   uint32_t cp;
-  int n = 0;
+  int n = 0, total;
   if (in->cp_left == 0) {
     n = byte < 0x80 ? 0 : (byte & 0xE0) == 0xC0 ? 1 : (byte & 0xF0) == 0xE0 ? 2 : (byte & 0xF8) == 0xF0 ? 3 : -1;
-    if (n < 0) return false;
+    if (n < 0 || byte == 0xC0 || byte == 0xC1 || byte > 0xF4) return false;
     cp = n == 0 ? byte : byte & (0x3Fu >> n);
+    total = n;
   } else {
     if ((byte & 0xC0) != 0x80) return false;
     cp = in->cp_val << 6 | (byte & 0x3F);
     n = in->cp_left - 1;
+    total = in->cp_total;
   }
   if (n > 0) {
     /* a character begun: the set stays, if some stack can take a character starting so */
     *out = *in;
     out->cp_val = cp;
     out->cp_left = (int8_t)n;
+    out->cp_total = (int8_t)total;
     uint32_t lo = cp << (6 * n), hi = lo | ((1u << (6 * n)) - 1);
+    if (lo < min_cp[total]) lo = min_cp[total];
+    if (hi > 0x10FFFF) hi = 0x10FFFF;
+    if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return false;
     for (int32_t i = 0; i < in->n; i++)
       if (in->st[i].pos >= 0 && il__chars_match_any(g, &g->el[in->st[i].pos], lo, hi)) return true;
     return false;
   }
+  if (cp < min_cp[total] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
   il__gbuild b;
   b.n = 0;
   for (int32_t i = 0; i < in->n && !s->overflow; i++) {
@@ -878,7 +888,7 @@ static bool il__step(il_grammar_state *s, il__arena *a, const il__gset *in, uint
   il__gstack *st = il__aalloc(s, a, sizeof(il__gstack) * (size_t)b.n);
   if (!st) return false;
   memcpy(st, b.st, sizeof(il__gstack) * (size_t)b.n);
-  *out = (il__gset){st, b.n, 0, 0};
+  *out = (il__gset){st, b.n, 0, 0, 0};
   return true;
 }
 
@@ -901,7 +911,7 @@ static bool il__compact(il_grammar_state *s, il__arena *a, const il__gset *in, i
       prev = nd;
     }
   }
-  *out = (il__gset){st, in->n, in->cp_val, in->cp_left};
+  *out = (il__gset){st, in->n, in->cp_val, in->cp_left, in->cp_total};
   return true;
 }
 
@@ -944,7 +954,7 @@ il_status il_grammar_state_new(const il_grammar *g, const il_grammar_vocab *tv, 
     return il__overflow();
   }
   memcpy(st, b.st, sizeof(il__gstack) * (size_t)b.n);
-  s->set = (il__gset){st, b.n, 0, 0};
+  s->set = (il__gset){st, b.n, 0, 0, 0};
   *out = s;
   return IL_OK;
 }
