@@ -42,7 +42,7 @@ static void test_parse_errors(void) {
   parse_fails("root ::= * \"a\"\n", "t.gbnf:1:10: '*' repeats nothing");
   parse_fails("root ::= \"a\"{3,2}\n", "n below m");
   parse_fails("root ::= \"a\"{2000}\n", "above 1000");
-  parse_fails("root ::= (\"a\" | \"b\"\n", "expected ')'");
+  parse_fails("root ::= (\"a\" | \"b\"\n", "t.gbnf:1:10: this '(' is not closed");
   parse_fails("root ::= \"a\" )\n", "t.gbnf:1:14: unexpected ')'");
   parse_fails("root ::= [z-a]\n", "range end below its start");
   parse_fails("root ::= []\n", "empty character class");

@@ -334,7 +334,8 @@ static bool il__parse_sequence(il__gparser *p, int32_t rule, bool nested) {
       int32_t sub = il__rule_new(p, NULL, 0, at);
       if (sub < 0 || !il__parse_alternates(p, sub, true)) return false;
       if (p->pos >= p->len || p->src[p->pos] != ')')
-        return il__perr(p, p->pos, "expected ')' to close the group opened at this rule's '('"), false;
+        return il__perr(p, at, "this '(' is not closed (expected ')' at line end or before %s)",
+                        p->pos >= p->len ? "the end of the grammar" : "what follows"), false;
       p->pos++;
       last = il__rule(p, rule)->els.n;
       if (!il__emit(p, rule, (il__gel){.kind = IL__G_REF, .a = sub})) return false;
