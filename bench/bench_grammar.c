@@ -20,6 +20,8 @@
 #include "engine/engine.h"
 #include "engine/grammar.h"
 #include "memory/mem.h"
+#include "probe/host.h"
+#include "probe/sysfs.h"
 #include "server/schema.h"
 
 static const char *const il__schema =
@@ -97,17 +99,11 @@ int main(int argc, char **argv) {
     }
   }
   if (steps < 1 || decode < 1) return 64;
-  char cpu[512] = "unknown";
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  char line[512];
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, "model name", 10)) {
-      const char *c = strchr(line, ':');
-      snprintf(cpu, sizeof cpu, "%s", c ? c + 2 : line);
-      cpu[strcspn(cpu, "\n")] = 0;
-      break;
-    }
-  if (f) fclose(f);
+  il_sysfs fs;
+  il_host_info host;
+  if (il_sysfs_init(&fs, "/", NULL) != IL_OK) return 1;
+  il_host_probe(&fs, &host);
+  const char *cpu = host.cpu_model[0] ? host.cpu_model : "unknown";
 
   il_config c;
   il_config_defaults(&c);
