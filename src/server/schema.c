@@ -446,19 +446,21 @@ static void il__re_seq(il__re *r, il_sbuf *b) {
       il_sbuf_put(b, &q, 1);
       r->pos++;
     } else if (q == '{') {
-      size_t end = r->pos;
-      while (end < r->len && r->s[end] != '}') end++;
-      if (end >= r->len) {
-        il__re_err(r, "unclosed {");
+      /* {m}, {m,} or {m,n}, m <= n <= 1000 (what a grammar takes), written back normalized */
+      long m = -1, n = -1;
+      size_t i = r->pos + 1;
+      for (; i < r->len && r->s[i] >= '0' && r->s[i] <= '9' && m <= 1000; i++) m = (m < 0 ? 0 : m * 10) + (r->s[i] - '0');
+      bool comma = i < r->len && r->s[i] == ',';
+      if (comma)
+        for (i++; i < r->len && r->s[i] >= '0' && r->s[i] <= '9' && n <= 1000; i++) n = (n < 0 ? 0 : n * 10) + (r->s[i] - '0');
+      else n = m;
+      if (m < 0 || i >= r->len || r->s[i] != '}' || m > 1000 || n > 1000 || (n >= 0 && n < m)) {
+        il__re_err(r, "a {m,n} quantifier that is not {m}, {m,} or {m,n} with m <= n <= 1000");
         return;
       }
-      for (size_t i = r->pos + 1; i < end; i++)
-        if (!(r->s[i] >= '0' && r->s[i] <= '9') && r->s[i] != ',') {
-          il__re_err(r, "a {m,n} quantifier that is not digits");
-          return;
-        }
-      il_sbuf_put(b, r->s + r->pos, end + 1 - r->pos);
-      r->pos = end + 1;
+      if (n < 0) il_sbuf_printf(b, "{%ld,}", m);
+      else il_sbuf_printf(b, "{%ld,%ld}", m, n);
+      r->pos = i + 1;
     }
     if (r->pos < r->len && r->s[r->pos] == '?') r->pos++; /* lazy: the same language */
     il_sbuf_puts(b, " ");
