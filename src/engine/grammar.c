@@ -214,21 +214,20 @@ static bool il__parse_alternates(il__gparser *p, int32_t rule, bool nested);
 static bool il__repeat(il__gparser *p, int32_t rule, int32_t from, int32_t min, int32_t max, size_t at) {
   il__vec *v = &il__rule(p, rule)->els;
   int32_t len = v->n - from;
-  il__gel sym[1];
   bool single_chars = len == 1 && ((il__gel *)v->p)[from].kind == IL__G_CHARS && !((il__gel *)v->p)[from].star;
   if (single_chars && max < 0) {
     /* x{m,}: m copies, then x* looping in place */
-    sym[0] = ((il__gel *)v->p)[from];
+    il__gel sym = ((il__gel *)v->p)[from];
     v->n = from;
     for (int32_t i = 0; i < min; i++)
-      if (!il__emit(p, rule, sym[0])) return false;
-    sym[0].star = 1;
-    return il__emit(p, rule, sym[0]);
+      if (!il__emit(p, rule, sym)) return false;
+    sym.star = 1;
+    return il__emit(p, rule, sym);
   }
-  /* the symbol moves into a rule of its own: S ::= symbol */
+  /* the symbol moves into a rule of its own, S ::= symbol (il__rule_new may move the rules:
+   * `v` is not used after it) */
   int32_t s = il__rule_new(p, NULL, 0, at);
   if (s < 0) return false;
-  v = &il__rule(p, rule)->els;
   for (int32_t i = 0; i < len; i++)
     if (!il__emit(p, s, ((il__gel *)il__rule(p, rule)->els.p)[from + i])) return false;
   if (!il__emit(p, s, (il__gel){.kind = IL__G_END})) return false;
