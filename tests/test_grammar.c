@@ -254,6 +254,36 @@ static void test_generate(il_engine *e) {
   il_grammar_vocab_free(tv);
 }
 
+/* Every allocation failing in turn: parse, vocabulary index, state, mask and advance either
+ * succeed or return IL_ERR_OOM, never crash or leak (ASan's leak check in the asan preset). */
+static void test_oom(il_engine *e) {
+  int fails = 0, n;
+  for (n = 1; n < 400; n++) {
+    il_mem_fail_after(n);
+    il_grammar *g = NULL;
+    il_grammar_vocab *tv = NULL;
+    il_grammar_state *s = NULL;
+    il_status st = il_grammar_parse(JSON_GBNF, strlen(JSON_GBNF), "oom", &g);
+    if (st == IL_OK) st = il_grammar_vocab_new(e->vocab, &tv);
+    if (st == IL_OK) st = il_grammar_state_new(g, tv, &s);
+    uint8_t allowed[(512 + 7) / 8];
+    int32_t k = 0;
+    if (st == IL_OK) st = il_grammar_state_accept_bytes(s, "{\"a\": [1", 8);
+    if (st == IL_OK) st = il_grammar_state_mask(s, allowed, &k);
+    il_mem_fail_after(0);
+    if (st != IL_OK) {
+      IL_CHECK_INT(st, IL_ERR_OOM);
+      fails++;
+    }
+    il_grammar_state_free(s);
+    il_grammar_vocab_free(tv);
+    il_grammar_free(g);
+    if (st == IL_OK) break; /* past the last allocation */
+  }
+  IL_CHECK(fails > 10);
+  IL_CHECK(n < 400);
+}
+
 int main(void) {
   test_parse_errors();
   test_matcher();
@@ -261,6 +291,7 @@ int main(void) {
   if (e) {
     test_mask(e);
     test_generate(e);
+    test_oom(e);
     il_engine_free(e);
   }
   return il_test_finish();
