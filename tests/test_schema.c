@@ -107,5 +107,8 @@ int main(void) {
   fails("{\"type\":\"object\",\"required\":[\"q\"]}", IL_ERR_UNSUPPORTED, "'q' has no schema");
   fails("{\"type\":", IL_ERR_FORMAT, "schema.json:1:");
   fails("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", IL_ERR_INVALID_ARG, "no value fits");
+  fails("{\"type\":\"string\",\"enum\":[\"a\",3]}", IL_ERR_INVALID_ARG, "$.enum[]: a value that 'type' does not allow");
+  fails("{\"type\":\"integer\",\"const\":1.5}", IL_ERR_INVALID_ARG, "$.const");
+  check("{\"type\":[\"string\",\"null\"],\"enum\":[\"a\",null]}", L("\"a\"", "null"), L("\"b\""));
   return il_test_finish();
 }

@@ -651,6 +651,21 @@ static il_status il__gen_ref(il__sch *c, const char *ref, const char *path, int 
   return c->out->oom ? IL_ERR_OOM : IL_OK;
 }
 
+/* The JSON value v is of one of the types `type` names (a string or a list). */
+static bool il__type_allows(json_t *type, json_t *v) {
+  size_t n = json_is_array(type) ? json_array_size(type) : 1;
+  for (size_t i = 0; i < n; i++) {
+    json_t *t = json_is_array(type) ? json_array_get(type, i) : type;
+    const char *k = json_is_string(t) ? json_string_value(t) : "";
+    if ((!strcmp(k, "object") && json_is_object(v)) || (!strcmp(k, "array") && json_is_array(v)) ||
+        (!strcmp(k, "string") && json_is_string(v)) || (!strcmp(k, "boolean") && json_is_boolean(v)) ||
+        (!strcmp(k, "null") && json_is_null(v)) || (!strcmp(k, "number") && json_is_number(v)) ||
+        (!strcmp(k, "integer") && (json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v))))))
+      return true;
+  }
+  return false;
+}
+
 static il_status il__gen(il__sch *c, json_t *s, const char *path, int *id) {
   if (json_is_true(s) || (json_is_object(s) && json_object_size(s) == 0)) {
     il_sbuf body = {.budget = c->out->budget};
@@ -679,6 +694,19 @@ static il_status il__gen(il__sch *c, json_t *s, const char *path, int *id) {
     if (siblings > 1 + (type != NULL)) {
       c->depth--;
       return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' with other constraining keywords beside it", path, which);
+    }
+  }
+  if ((cst || en) && type) {
+    /* a value the type excludes would be written and then fail validation */
+    json_t *one[1] = {cst};
+    size_t nv = cst ? 1 : json_is_array(en) ? json_array_size(en) : 0;
+    for (size_t i = 0; i < nv; i++) {
+      json_t *val = cst ? one[0] : json_array_get(en, i);
+      if (!il__type_allows(type, val)) {
+        c->depth--;
+        return il_error(IL_ERR_INVALID_ARG, "%s.%s%s: a value that 'type' does not allow", path, cst ? "const" : "enum",
+                        cst ? "" : "[]");
+      }
     }
   }
   il_sbuf body = {.budget = c->out->budget};
