@@ -109,6 +109,7 @@ int main(void) {
   fails("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", IL_ERR_INVALID_ARG, "no value fits");
   fails("{\"type\":\"string\",\"enum\":[\"a\",3]}", IL_ERR_INVALID_ARG, "$.enum[]: a value that 'type' does not allow");
   fails("{\"type\":\"integer\",\"const\":1.5}", IL_ERR_INVALID_ARG, "$.const");
+  fails("{\"type\":\"string\",\"anyOf\":[{\"maxLength\":3}]}", IL_ERR_UNSUPPORTED, "'anyOf' with other constraining keywords");
   check("{\"type\":[\"string\",\"null\"],\"enum\":[\"a\",null]}", L("\"a\"", "null"), L("\"b\""));
   return il_test_finish();
 }

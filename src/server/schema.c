@@ -690,8 +690,9 @@ static il_status il__gen(il__sch *c, json_t *s, const char *path, int *id) {
   json_t *type = json_object_get(s, "type");
   if (ref || cst || en || any) {
     const char *which = ref ? "$ref" : cst ? "const" : en ? "enum" : anyname;
-    /* a sibling type is implied by the values; others would constrain what the grammar writes */
-    if (siblings > 1 + (type != NULL)) {
+    /* beside const or enum a type is checked against the values (below); any other sibling
+     * (a type beside anyOf or $ref too) would constrain what the grammar writes */
+    if (siblings > 1 + (type != NULL && (cst || en))) {
       c->depth--;
       return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' with other constraining keywords beside it", path, which);
     }
