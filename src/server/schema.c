@@ -692,7 +692,7 @@ static il_status il__gen(il__sch *c, json_t *s, const char *path, int *id) {
     const char *which = ref ? "$ref" : cst ? "const" : en ? "enum" : anyname;
     /* beside const or enum a type is checked against the values (below); any other sibling
      * (a type beside anyOf or $ref too) would constrain what the grammar writes */
-    if (siblings > 1 + (type != NULL && (cst || en))) {
+    if (siblings > (size_t)(1 + (type != NULL && (cst || en)))) {
       c->depth--;
       return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' with other constraining keywords beside it", path, which);
     }
