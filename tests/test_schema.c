@@ -85,6 +85,8 @@ int main(void) {
   check("{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":"
         "\"array\",\"items\":{\"$ref\":\"#/$defs/node\"},\"maxItems\":2}},\"required\":[\"v\"]}},\"$ref\":\"#/$defs/node\"}",
         L("{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}"), L("{\"kids\":[]}", "{\"v\":1,\"kids\":[{}]}"));
+  check("{\"properties\":{\"s\":{\"maxLength\":2},\"n\":{\"maximum\":3,\"minimum\":1}},\"required\":[\"s\",\"n\"]}",
+        L("{\"s\":\"ab\",\"n\":2.5}"), L("{\"s\":\"abc\",\"n\":1}", "{\"s\":\"a\",\"n\":4}"));
   check("{}", L("{\"a\":[1,2,{\"b\":null}]}", "\"s\"", "1e5"), L("{a:1}"));
   /* response_format json_object */
   il_sbuf out = {0};

@@ -766,6 +766,12 @@ static il_status il__gen(il__sch *c, json_t *s, const char *path, int *id) {
     st = il__gen_object(c, s, path, id);
   } else if (json_object_get(s, "items") || json_object_get(s, "minItems") || json_object_get(s, "maxItems")) {
     st = il__gen_array(c, s, path, id);
+  } else if (json_object_get(s, "minLength") || json_object_get(s, "maxLength") || json_object_get(s, "pattern")) {
+    /* without a type these hold for strings only; writing a string that meets them is valid */
+    st = il__gen_string(c, s, path, id);
+  } else if (json_object_get(s, "minimum") || json_object_get(s, "maximum") || json_object_get(s, "exclusiveMinimum") ||
+             json_object_get(s, "exclusiveMaximum")) {
+    st = il__gen_numeric(c, s, path, false, id);
   } else {
     il_sbuf_puts(&body, "json-value");
     st = il__rule(c, &body, id);
