@@ -87,6 +87,8 @@ int main(void) {
         L("{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2},{\"v\":3,\"kids\":[]}]}"), L("{\"kids\":[]}", "{\"v\":1,\"kids\":[{}]}"));
   check("{\"properties\":{\"s\":{\"maxLength\":2},\"n\":{\"maximum\":3,\"minimum\":1}},\"required\":[\"s\",\"n\"]}",
         L("{\"s\":\"ab\",\"n\":2.5}"), L("{\"s\":\"abc\",\"n\":1}", "{\"s\":\"a\",\"n\":4}"));
+  /* \s is a space only: a raw tab inside a JSON string is not JSON */
+  check("{\"type\":\"string\",\"pattern\":\"^a\\\\sb$\"}", L("\"a b\""), L("\"a\tb\""));
   check("{}", L("{\"a\":[1,2,{\"b\":null}]}", "\"s\"", "1e5"), L("{a:1}"));
   /* response_format json_object */
   il_sbuf out = {0};

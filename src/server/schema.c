@@ -271,7 +271,7 @@ static bool il__re_class_escape(il_sbuf *b, char c, bool *neg) {
   switch (c) {
     case 'd': case 'D': il_sbuf_puts(b, "0-9"); return true;
     case 'w': case 'W': il_sbuf_puts(b, "a-zA-Z0-9_"); return true;
-    case 's': case 'S': il_sbuf_puts(b, " \\t"); return true;
+    case 's': case 'S': il_sbuf_puts(b, " "); return true; /* a tab would need a JSON escape */
     default: return false;
   }
 }
