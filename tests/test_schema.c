@@ -106,6 +106,9 @@ int main(void) {
   fails("{\"allOf\":[]}", IL_ERR_UNSUPPORTED, "'allOf'");
   fails("{\"type\":\"number\",\"minimum\":0.5}", IL_ERR_UNSUPPORTED, "$.minimum");
   fails("{\"type\":\"string\",\"pattern\":\"(?=a)\"}", IL_ERR_UNSUPPORTED, "$.pattern: lookaround");
+  fails("{\"type\":\"string\",\"pattern\":\"^(a?)*$\"}", IL_ERR_UNSUPPORTED, "can match nothing");
+  fails("{\"type\":\"string\",\"pattern\":\"(|b){2,}\"}", IL_ERR_UNSUPPORTED, "can match nothing");
+  check("{\"type\":\"string\",\"pattern\":\"^(a?b)*(c?){0,3}$\"}", L("\"\"", "\"abbcc\""), L("\"aa\"", "\"cccc\""));
   fails("{\"$ref\":\"#/$defs/nope\"}", IL_ERR_INVALID_ARG, "\"#/$defs/nope\" is not defined");
   fails("{\"type\":\"strin\"}", IL_ERR_INVALID_ARG, "unknown type \"strin\"");
   fails("{\"type\":\"object\",\"required\":[\"q\"]}", IL_ERR_UNSUPPORTED, "'q' has no schema");

@@ -284,26 +284,28 @@ static void il__re_class_char(il_sbuf *b, unsigned char c) {
   else il_sbuf_put(b, &c, 1);
 }
 
-static void il__re_alt(il__re *r, il_sbuf *b);
+static bool il__re_alt(il__re *r, il_sbuf *b);
 
 static bool il__re_bad_char(unsigned char c) { return c == '"' || c == '\\' || c < 0x20 || c == 0x7f; }
 
-static void il__re_atom(il__re *r, il_sbuf *b) {
+/* Writes one atom; true when it can match the empty string (a group that can). */
+static bool il__re_atom(il__re *r, il_sbuf *b) {
+  bool nullable = false;
   unsigned char c = (unsigned char)r->s[r->pos];
   if (c == '(') {
     r->pos++;
     if (r->pos + 1 < r->len && r->s[r->pos] == '?') {
       if (r->s[r->pos + 1] != ':') {
         il__re_err(r, "lookaround and named groups are not supported");
-        return;
+        return false;
       }
       r->pos += 2;
     }
     il_sbuf_puts(b, "(");
-    il__re_alt(r, b);
+    nullable = il__re_alt(r, b);
     if (r->pos >= r->len || r->s[r->pos] != ')') {
       il__re_err(r, "unclosed group");
-      return;
+      return false;
     }
     r->pos++;
     il_sbuf_puts(b, ")");
@@ -320,7 +322,7 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
       if (lo == '\\') {
         if (r->pos >= r->len) {
           il__re_err(r, "unfinished escape");
-          return;
+          return false;
         }
         char e = r->s[r->pos++];
         bool eneg;
@@ -329,14 +331,14 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
           il_sbuf_free(&tmp);
           if (eneg) {
             il__re_err(r, "\\D, \\W or \\S inside a class");
-            return;
+            return false;
           }
           il__re_class_escape(b, e, &eneg);
           continue;
         }
         if (e == 'n' || e == 't' || e == 'r' || e == 'b' || (e >= '0' && e <= '9') || (e >= 'a' && e <= 'z')) {
           il__re_err(r, "this escape inside a class is not supported");
-          return;
+          return false;
         }
         lo = (unsigned char)e;
       }
@@ -347,18 +349,18 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
         if (hi == '\\') {
           if (r->pos >= r->len) {
             il__re_err(r, "unfinished escape");
-            return;
+            return false;
           }
           hi = (unsigned char)r->s[r->pos++];
         }
         if (hi < lo) {
           il__re_err(r, "a range whose end is below its start");
-          return;
+          return false;
         }
       }
       if (lo >= 0x80 || hi >= 0x80) {
         il__re_err(r, "non-ASCII characters in a class");
-        return;
+        return false;
       }
       if (neg) {
         il__re_class_char(b, lo);
@@ -378,12 +380,12 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
     }
     if (r->pos >= r->len) {
       il__re_err(r, "unclosed class");
-      return;
+      return false;
     }
     r->pos++;
     if (!neg && b->len == start) {
       il__re_err(r, "a class with only quotes, backslashes or control characters");
-      return;
+      return false;
     }
     il_sbuf_puts(b, "]");
   } else if (c == '.') {
@@ -393,7 +395,7 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
     r->pos++;
     if (r->pos >= r->len) {
       il__re_err(r, "unfinished escape");
-      return;
+      return false;
     }
     char e = r->s[r->pos];
     bool neg;
@@ -405,11 +407,11 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
       il_sbuf_puts(b, neg ? "[^\"\\\\\\x00-\\x1f" : "[");
       il__re_class_escape(b, e, &neg);
       il_sbuf_puts(b, "]");
-      return;
+      return false;
     }
     if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9') || il__re_bad_char((unsigned char)e)) {
       il__re_err(r, "this escape is not supported");
-      return;
+      return false;
     }
     r->pos++;
     il__lit(b, &e, 1);
@@ -424,24 +426,30 @@ static void il__re_atom(il__re *r, il_sbuf *b) {
     size_t n = il_utf8_seq(r->s + r->pos, r->len - r->pos);
     if (n == 0) {
       il__re_err(r, "invalid UTF-8");
-      return;
+      return false;
     }
     il__lit(b, r->s + r->pos, n);
     r->pos += n;
   }
+  return nullable;
 }
 
-static void il__re_seq(il__re *r, il_sbuf *b) {
+/* Writes a sequence; true when all of it can match the empty string. A part that can, under
+ * an unbounded repetition, would make the grammar left-recursive: refused. */
+static bool il__re_seq(il__re *r, il_sbuf *b) {
+  bool all_nullable = true;
   while (r->st == IL_OK && r->pos < r->len && r->s[r->pos] != '|' && r->s[r->pos] != ')') {
     if (r->s[r->pos] == '$' && r->pos + 1 == r->len) {
       r->pos++;
       break;
     }
     il_sbuf_puts(b, "(");
-    il__re_atom(r, b);
+    bool an = il__re_atom(r, b);
     il_sbuf_puts(b, ")");
-    if (r->st != IL_OK || r->pos >= r->len) break;
-    char q = r->s[r->pos];
+    if (r->st != IL_OK) break;
+    char q = r->pos < r->len ? r->s[r->pos] : 0;
+    bool unbounded = q == '*' || q == '+', empty_atom = an;
+    if (q == '*' || q == '?') an = true;
     if (q == '*' || q == '+' || q == '?') {
       il_sbuf_put(b, &q, 1);
       r->pos++;
@@ -456,26 +464,36 @@ static void il__re_seq(il__re *r, il_sbuf *b) {
       else n = m;
       if (m < 0 || i >= r->len || r->s[i] != '}' || m > 1000 || n > 1000 || (n >= 0 && n < m)) {
         il__re_err(r, "a {m,n} quantifier that is not {m}, {m,} or {m,n} with m <= n <= 1000");
-        return;
+        return false;
       }
       if (n < 0) il_sbuf_printf(b, "{%ld,}", m);
       else il_sbuf_printf(b, "{%ld,%ld}", m, n);
       r->pos = i + 1;
+      unbounded = n < 0;
+      if (m == 0) an = true;
     }
+    if (unbounded && empty_atom) {
+      /* (a?)* matches what a* does, but as written it repeats a part that can be empty */
+      il__re_err(r, "a repeated part that can match nothing (write (a?)* as a*)");
+      break;
+    }
+    all_nullable = all_nullable && an;
     if (r->pos < r->len && r->s[r->pos] == '?') r->pos++; /* lazy: the same language */
     il_sbuf_puts(b, " ");
   }
+  return all_nullable;
 }
 
-static void il__re_alt(il__re *r, il_sbuf *b) {
+static bool il__re_alt(il__re *r, il_sbuf *b) {
   il_sbuf_puts(b, "(\"\" ");
-  il__re_seq(r, b);
+  bool nullable = il__re_seq(r, b);
   while (r->st == IL_OK && r->pos < r->len && r->s[r->pos] == '|') {
     r->pos++;
     il_sbuf_puts(b, ") | (\"\" ");
-    il__re_seq(r, b);
+    nullable = il__re_seq(r, b) || nullable;
   }
   il_sbuf_puts(b, ")");
+  return nullable;
 }
 
 static il_status il__gen_string(il__sch *c, json_t *s, const char *path, int *id) {
