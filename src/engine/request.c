@@ -153,7 +153,7 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
   il_sampler_accept(r->sampler, tok);
   r->stats.n_gen++;
   r->stats.gen_seconds += il_time_now() - t0;
-  if (il_vocab_is_eog(r->e->vocab, tok) && !p->ignore_eos) {
+  if (il_vocab_is_eog(r->e->vocab, tok) && (!p->ignore_eos || il_sampler_grammar_finished(r->sampler))) {
     r->stats.stopped_eog = true;
     return il__request_end(r, token, text, len);
   }

@@ -76,6 +76,8 @@ il_status il_sampler_set_grammar(il_sampler *s, il_grammar_state *gs) {
 
 il_status il_sampler_status(const il_sampler *s) { return s->status; }
 
+bool il_sampler_grammar_finished(const il_sampler *s) { return s->grammar && il_grammar_state_finished(s->grammar); }
+
 void il_sampler_accept(il_sampler *s, int32_t token) {
   if (s->p.repeat_last_n <= 0) return;
   s->hist[s->hist_pos] = token;

@@ -13,6 +13,7 @@
 #ifndef IL_ENGINE_SAMPLER_H
 #define IL_ENGINE_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -36,5 +37,8 @@ il_status il_sampler_set_grammar(il_sampler *s, il_grammar_state *gs);
  * work space ran out, or no token of the vocabulary can continue it); that sample returned the
  * vocabulary's EOS, and the caller ends the generation with this status. */
 il_status il_sampler_status(const il_sampler *s);
+/* Under a grammar that nothing but the end can follow: callers stop at EOS then even with
+ * ignore_eos (every further token would be EOS again). False without a grammar. */
+bool il_sampler_grammar_finished(const il_sampler *s);
 
 #endif

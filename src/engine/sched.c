@@ -448,7 +448,7 @@ static void il__sampled(il_sched *s, il__choice *c, const float *row, double now
   pthread_mutex_lock(&s->mu);
   s->st.gen_tokens++;
   pthread_mutex_unlock(&s->mu);
-  if (il_vocab_is_eog(s->e->vocab, tok) && !r->p.ignore_eos) {
+  if (il_vocab_is_eog(s->e->vocab, tok) && (!r->p.ignore_eos || il_sampler_grammar_finished(c->sampler))) {
     /* what the detokenizer still holds goes out; the choice stops either way */
     size_t n = il_detok_flush(c->detok, s->piece, s->piece_cap);
     il__text(s, c, -1, s->piece, n, 0, 0, true);

@@ -226,6 +226,17 @@ try:
 finally:
     t.eq(srv.stop(), 0, "server exit code (budget)")
 
+# --ignore-eos: a grammar that nothing can follow still ends the choice at EOS (stop, not length)
+srv = Server("--ignore-eos")
+try:
+    st, data, _ = srv.post("/v1/completions", {"prompt": "x", "max_tokens": 60, "seed": 1,
+                                               "grammar": 'root ::= "done" [0-9]'})
+    c = json.loads(data)["choices"][0] if st == 200 else {}
+    t.check(re.fullmatch(r"done[0-9]", c.get("text", "")) is not None and c.get("finish_reason") == "stop",
+            "--ignore-eos with a finished grammar: %r" % (c,))
+finally:
+    t.eq(srv.stop(), 0, "server exit code (ignore-eos)")
+
 # the official openai client
 try:
     import openai
