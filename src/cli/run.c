@@ -10,8 +10,10 @@
 #include "cli/progress.h"
 #include "core/outfile.h"
 #include "engine/engine.h"
+#include "engine/grammar.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
+#include "server/schema.h"
 
 static void il__run_help(void) {
   printf("usage: inferlab run [-m MODEL] [-p PROMPT] [-n N] [options]\n\n"
@@ -24,11 +26,15 @@ static void il__run_help(void) {
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
   printf("  %-24s %s\n", "    --startup-json FILE", "write the startup timeline (docs/startup.md) as JSON to FILE");
+  printf("  %-24s %s\n", "    --grammar FILE", "constrain the output to a GBNF grammar (llama.cpp's; start rule root)");
+  printf("  %-24s %s\n", "    --json-schema FILE", "constrain the output to JSON valid against a JSON Schema (docs/grammar.md)");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
          "  inferlab run -m stories.gguf -p \"Once upon a time\" -n 100 --temp 0\n"
-         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
-         "            69 unsupported, 71 out of memory\n");
+         "  inferlab run -p \"Answer:\" --grammar yesno.gbnf\n"
+         "  inferlab run -p \"A person:\" --json-schema person.json -n 200\n"
+         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, grammar or schema file, 66 model not\n"
+         "            found, 69 unsupported (a schema keyword outside the subset), 71 out of memory\n");
 }
 
 /* Device memory of a backend that is not the host (sim, cuda): the allocator's view. */
@@ -101,22 +107,89 @@ static void il__print_memory_totals(FILE *f) {
           rss >= 0 ? il_mem_format_bytes((size_t)rss, d, sizeof d) : "unknown");
 }
 
+#define IL__GRAMMAR_FILE_MAX (1u << 20)
+
+/* --grammar FILE (GBNF) or --json-schema FILE (converted by server/schema) -> *out. Errors name
+ * the file: IL_ERR_IO, IL_ERR_FORMAT (line:col), IL_ERR_UNSUPPORTED (schema keyword), IL_ERR_OOM. */
+static il_status il__load_grammar(const char *gbnf_path, const char *schema_path, il_grammar **out) {
+  *out = NULL;
+  const char *path = gbnf_path ? gbnf_path : schema_path;
+  const char *flag = gbnf_path ? "--grammar" : "--json-schema";
+  char *buf = il_mem_alloc(IL_MEM_OTHER, IL__GRAMMAR_FILE_MAX, "grammar file");
+  if (!buf) return IL_ERR_OOM;
+  FILE *f = fopen(path, "rb");
+  il_status st = f ? IL_OK : il_error(IL_ERR_IO, "%s %s: cannot open: %s", flag, path, strerror(errno));
+  size_t n = 0;
+  if (f) {
+    n = fread(buf, 1, IL__GRAMMAR_FILE_MAX, f);
+    if (ferror(f)) st = il_error(IL_ERR_IO, "%s %s: read error", flag, path);
+    else if (n == IL__GRAMMAR_FILE_MAX) st = il_error(IL_ERR_INVALID_ARG, "%s %s: larger than 1 MiB", flag, path);
+    fclose(f);
+  }
+  il_sbuf gbnf = {0};
+  if (st == IL_OK && schema_path) {
+    st = il_schema_text_to_gbnf(buf, n, path, &gbnf);
+    if (st != IL_OK && st != IL_ERR_FORMAT) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", il_error_detail());
+      st = il_error(st, "--json-schema %s: %s", path, msg);
+    }
+  }
+  if (st == IL_OK)
+    st = schema_path ? il_grammar_parse(gbnf.p, gbnf.len, path, out) : il_grammar_parse(buf, n, path, out);
+  if (st == IL_ERR_FORMAT) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", il_error_detail());
+    st = il_error(st, "%s %s", flag, msg);
+  }
+  il_sbuf_free(&gbnf);
+  il_mem_free(buf);
+  return st;
+}
+
+/* il_engine_generate's loop with the sampler constrained by g. */
+static il_status il__generate_grammar(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
+                                      const il_grammar *g, il_gen_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  il_grammar_vocab *tv = NULL;
+  il_grammar_state *gs = NULL;
+  il_request *r = NULL;
+  il_status st = il_grammar_vocab_new(e->vocab, &tv);
+  if (st == IL_OK) st = il_grammar_state_new(g, tv, &gs);
+  if (st == IL_OK) st = il_request_new_tokens(e, prompt, n_prompt, p, &r);
+  if (st == IL_OK) st = il_request_set_grammar(r, gs);
+  int32_t tok;
+  const char *text;
+  size_t len;
+  while (st == IL_OK && (st = il_request_next(r, &tok, &text, &len)) == IL_OK) {
+    il__emit(NULL, tok, text, len);
+    if (tok < 0) break;
+  }
+  if (r) il_request_stats(r, stats);
+  il_request_free(r);
+  il_grammar_state_free(gs);
+  il_grammar_vocab_free(tv);
+  return st;
+}
+
 int il_cli_run(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
   static il_request_opts req; /* 64 KiB of prompt text: not on the stack */
   il_request_opts_defaults(&req);
   bool help = false, no_echo = false;
-  const char *file = NULL, *startup_json = NULL;
+  const char *file = NULL, *startup_json = NULL, *grammar_file = NULL, *schema_file = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"file", 'f', true, &file, NULL},
       {"no-echo", 0, false, NULL, &no_echo},
       {"startup-json", 0, true, &startup_json, NULL},
+      {"grammar", 0, true, &grammar_file, NULL},
+      {"json-schema", 0, true, &schema_file, NULL},
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 4, pos, 0, &n_pos);
+  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 6, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__run_help();
@@ -130,6 +203,15 @@ int il_cli_run(int argc, char **argv) {
     const char *inputs[1] = {cfg.model};
     il_status ost = il_outfile_check("--startup-json", startup_json, inputs, 1);
     if (ost != IL_OK) return il_cli_fail("run", ost);
+  }
+  if (grammar_file && schema_file) {
+    fprintf(stderr, "inferlab run: --grammar and --json-schema: give one of them\n");
+    return IL_EXIT_USAGE;
+  }
+  il_grammar *grammar = NULL;
+  if (grammar_file || schema_file) {
+    il_status gst = il__load_grammar(grammar_file, schema_file, &grammar);
+    if (gst != IL_OK) return il_cli_fail("run", gst);
   }
   il_engine *e = NULL;
   il_cli_progress_start("inferlab run: loading %s", cfg.model);
@@ -154,7 +236,10 @@ int il_cli_run(int argc, char **argv) {
   }
   st = il_engine_open(&cfg, &e);
   il_cli_progress_stop();
-  if (st != IL_OK) return il_cli_fail_model("run", cfg.model, st);
+  if (st != IL_OK) {
+    il_grammar_free(grammar);
+    return il_cli_fail_model("run", cfg.model, st);
+  }
   int32_t *prompt = NULL, n_prompt = 0;
   il_gen_stats gs = {0};
   st = il_engine_tokenize(e, req.prompt, !req.p.no_bos, !req.p.no_parse_special, &prompt, &n_prompt);
@@ -163,7 +248,8 @@ int il_cli_run(int argc, char **argv) {
       fputs(req.prompt, stdout);
       fflush(stdout);
     }
-    st = il_engine_generate(e, prompt, n_prompt, &req.p, il__emit, NULL, &gs);
+    st = grammar ? il__generate_grammar(e, prompt, n_prompt, &req.p, grammar, &gs)
+                 : il_engine_generate(e, prompt, n_prompt, &req.p, il__emit, NULL, &gs);
     printf("\n");
   }
   if (st == IL_OK) {
@@ -203,5 +289,6 @@ int il_cli_run(int argc, char **argv) {
   }
   il_mem_free(prompt);
   il_engine_free(e);
+  il_grammar_free(grammar);
   return st == IL_OK ? IL_EXIT_OK : il_cli_fail("run", st);
 }

@@ -145,10 +145,15 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
    * context allows is pos == n_ctx: it is returned but not decoded (as llama2.c does) */
   if (r->pos > r->e->n_ctx) return il__request_end(r, token, text, len);
   int32_t tok = il_sampler_sample(r->sampler, r->logits);
+  il_status sst = il_sampler_status(r->sampler);
+  if (sst != IL_OK) {
+    r->done = true;
+    return sst;
+  }
   il_sampler_accept(r->sampler, tok);
   r->stats.n_gen++;
   r->stats.gen_seconds += il_time_now() - t0;
-  if (il_vocab_is_eog(r->e->vocab, tok) && !p->ignore_eos) {
+  if (il_vocab_is_eog(r->e->vocab, tok) && (!p->ignore_eos || il_sampler_grammar_finished(r->sampler))) {
     r->stats.stopped_eog = true;
     return il__request_end(r, token, text, len);
   }
@@ -159,6 +164,8 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
   r->pos++;
   return IL_OK;
 }
+
+il_status il_request_set_grammar(il_request *r, il_grammar_state *gs) { return il_sampler_set_grammar(r->sampler, gs); }
 
 int32_t il_request_n_prompt(const il_request *r) { return r->stats.n_prompt; }
 int32_t il_request_n_generated(const il_request *r) { return r->stats.n_gen; }

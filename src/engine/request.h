@@ -16,6 +16,7 @@
 #ifndef IL_ENGINE_REQUEST_H
 #define IL_ENGINE_REQUEST_H
 
+#include "engine/grammar.h"
 #include "inferlab.h"
 
 #define IL_REQUEST_PROMPT_MAX 65536 /* bytes of prompt text, NUL included */
@@ -33,6 +34,11 @@ void il_request_opts_defaults(il_request_opts *r);
 /* il_request_new for a prompt already tokenized (ids[n], n >= 1, copied). */
 il_status il_request_new_tokens(il_engine *e, const int32_t *ids, int32_t n, const il_request_params *p,
                                 il_request **out);
+
+/* Constrains the tokens r samples from now on to grammar state gs (borrowed, made with a
+ * vocabulary index of r's engine; it must outlive r): see il_sampler_set_grammar. A grammar
+ * that cannot go on ends il_request_next with the sampler's status. IL_ERR_OOM. */
+il_status il_request_set_grammar(il_request *r, il_grammar_state *gs);
 
 /* Timing and outcome of a request so far. */
 typedef struct {

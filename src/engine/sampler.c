@@ -21,6 +21,10 @@ struct il_sampler {
   float *prob;
   int32_t *hist; /* ring of the last repeat_last_n tokens */
   int32_t hist_n, hist_pos;
+  il_grammar_state *grammar; /* borrowed; NULL: unconstrained */
+  uint8_t *allowed;          /* [n_vocab bits]: the grammar's mask of this step */
+  float *masked;             /* [n_vocab]: the logits with the disallowed ones at -Inf */
+  il_status status;
 };
 
 il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out) {
@@ -47,8 +51,32 @@ void il_sampler_free(il_sampler *s) {
   il_mem_free(s->cand);
   il_mem_free(s->prob);
   il_mem_free(s->hist);
+  il_mem_free(s->allowed);
+  il_mem_free(s->masked);
   il_mem_free(s);
 }
+
+il_status il_sampler_set_grammar(il_sampler *s, il_grammar_state *gs) {
+  s->grammar = gs;
+  s->status = IL_OK;
+  if (gs && !s->masked) {
+    s->allowed = il_mem_alloc(IL_MEM_WORKSPACE, ((size_t)s->n_vocab + 7) / 8, "grammar mask");
+    s->masked = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(float) * (size_t)s->n_vocab, "masked logits");
+    if (!s->allowed || !s->masked) {
+      il_mem_free(s->allowed);
+      il_mem_free(s->masked);
+      s->allowed = NULL;
+      s->masked = NULL;
+      s->grammar = NULL;
+      return IL_ERR_OOM;
+    }
+  }
+  return IL_OK;
+}
+
+il_status il_sampler_status(const il_sampler *s) { return s->status; }
+
+bool il_sampler_grammar_finished(const il_sampler *s) { return s->grammar && il_grammar_state_finished(s->grammar); }
 
 void il_sampler_accept(il_sampler *s, int32_t token) {
   if (s->p.repeat_last_n <= 0) return;
@@ -121,7 +149,42 @@ static int32_t il__argmax(const float *logits, int32_t n) {
   return best < 0 ? 0 : best;
 }
 
+static int32_t il__sample_chain(il_sampler *s, const float *logits, int32_t n_allowed);
+
+/* Under a grammar: the mask, the chain over the masked logits, the grammar advanced. A failure
+ * is kept in s->status and ends the generation with EOS. */
+static int32_t il__sample_grammar(il_sampler *s, const float *logits) {
+  const int32_t eos = il_grammar_vocab_eos(il_grammar_state_vocab(s->grammar));
+  int32_t n_allowed = 0;
+  il_status st = il_grammar_state_mask(s->grammar, s->allowed, &n_allowed);
+  if (st == IL_OK && n_allowed == 0)
+    st = il_error(IL_ERR_UNSUPPORTED, "grammar: no token of the vocabulary can continue the grammar here");
+  if (st != IL_OK) {
+    s->status = st;
+    return eos;
+  }
+  for (int32_t i = 0; i < s->n_vocab; i++)
+    s->masked[i] = s->allowed[i >> 3] >> (i & 7) & 1 ? logits[i] : -INFINITY;
+  int32_t tok = il__sample_chain(s, s->masked, n_allowed);
+  if (!(s->allowed[tok >> 3] >> (tok & 7) & 1)) {
+    /* only NaN among the allowed logits (a direct caller's; the engine refuses them) */
+    for (tok = 0; !(s->allowed[tok >> 3] >> (tok & 7) & 1); tok++) {}
+  }
+  st = il_grammar_state_accept_token(s->grammar, tok);
+  if (st != IL_OK) {
+    s->status = st;
+    return eos;
+  }
+  return tok;
+}
+
 int32_t il_sampler_sample(il_sampler *s, const float *logits) {
+  if (s->grammar) return il__sample_grammar(s, logits);
+  return il__sample_chain(s, logits, s->n_vocab);
+}
+
+/* The chain; only the n_allowed best-ordered candidates can be drawn (the rest are -Inf). */
+static int32_t il__sample_chain(il_sampler *s, const float *logits, int32_t n_allowed) {
   const il_sampler_params *p = &s->p;
   int32_t n = s->n_vocab;
   if (p->temp <= 0 && p->repeat_penalty == 1.0f) return il__argmax(logits, n);
@@ -149,6 +212,7 @@ int32_t il_sampler_sample(il_sampler *s, const float *logits) {
     n = p->top_k;
   }
   qsort(s->cand, (size_t)n, sizeof *s->cand, il__cand_cmp);
+  if (n > n_allowed) n = n_allowed;
   /* probabilities at temperature 1 for the top-p / min-p cuts */
   float mx = s->cand[0].logit;
   /* Non-finite logits (the engine refuses them before sampling; this keeps a direct caller

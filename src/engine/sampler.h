@@ -5,14 +5,19 @@
  * temperature of 0 is greedy (argmax after the penalty). The same seed and settings give the
  * same tokens on every run and machine (the generator is a fixed 64-bit PCG-style LCG and the
  * sort is total: ties broken by token id).
- * Not for: grammar constraints or logit biases.
+ * A grammar (engine/grammar) constrains it: before the chain, the tokens the grammar does not
+ * allow get a logit of -Inf, so every setting above picks among the allowed ones only, and the
+ * token drawn advances the grammar's state.
+ * Not for: logit biases.
  */
 #ifndef IL_ENGINE_SAMPLER_H
 #define IL_ENGINE_SAMPLER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "core/status.h"
+#include "engine/grammar.h"
 
 /* il_sampler_params and il_sampler_new/free/accept/sample are public (inferlab.h). Beyond what
  * that header says: NaN logits are never picked while a number is present (NaN orders below
@@ -23,5 +28,17 @@
 /* IL_ERR_RANGE naming the position, the first token and how many logits of logits[n] are NaN
  * or infinite; IL_OK when all are finite. */
 il_status il_logits_check_finite(const float *logits, int32_t n, int32_t pos);
+
+/* Constrains s to grammar state gs (borrowed: it must outlive its use here; NULL lifts the
+ * constraint). From now on il_sampler_sample masks the logits with il_grammar_state_mask and
+ * advances gs by the token it returns. IL_ERR_OOM (the masked logits' buffer). */
+il_status il_sampler_set_grammar(il_sampler *s, il_grammar_state *gs);
+/* IL_OK, or why the last il_sampler_sample under a grammar could not follow it (the grammar's
+ * work space ran out, or no token of the vocabulary can continue it); that sample returned the
+ * vocabulary's EOS, and the caller ends the generation with this status. */
+il_status il_sampler_status(const il_sampler *s);
+/* Under a grammar that nothing but the end can follow: callers stop at EOS then even with
+ * ignore_eos (every further token would be EOS again). False without a grammar. */
+bool il_sampler_grammar_finished(const il_sampler *s);
 
 #endif

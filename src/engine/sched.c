@@ -36,6 +36,7 @@ typedef struct {
   int32_t next;      /* DECODE: the sampled token to feed at n_past */
   int32_t n_gen;
   il_sampler *sampler;
+  il_grammar_state *grammar; /* NULL: unconstrained */
   il_detok *detok;
   char *pending;     /* text held back because it may start a stop string */
   size_t pending_len;
@@ -144,17 +145,38 @@ static void il__req_free(il__req *r) {
   if (r->choices)
     for (int32_t i = 0; i < r->p.n; i++) {
       il_sampler_free(r->choices[i].sampler);
+      il_grammar_state_free(r->choices[i].grammar);
       il_detok_free(r->choices[i].detok);
       il_mem_free(r->choices[i].pending);
     }
   il_mem_free(r->choices);
   il_mem_free(r->prompt);
+  il_grammar_free(r->p.grammar);
   il_mem_free(r);
 }
 
+static il_status il__submit_check(il_sched *s, int32_t n_prompt, const il_sched_params *p);
+static il_status il__submit(il_sched *s, il__req *r, const int32_t *prompt, int32_t n_prompt, const il_sched_params *p,
+                            il_sched_fn fn, void *ud, uint64_t *id);
+
 il_status il_sched_submit(il_sched *s, const int32_t *prompt, int32_t n_prompt, const il_sched_params *p,
                           il_sched_fn fn, void *ud, uint64_t *id) {
+  il_status vst = il__submit_check(s, n_prompt, p);
+  if (vst != IL_OK) {
+    il_grammar_free(p->grammar); /* owned from here on, also when refused */
+    return vst;
+  }
+  il__req *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
+  if (!r) {
+    il_grammar_free(p->grammar);
+    return IL_ERR_OOM;
+  }
+  return il__submit(s, r, prompt, n_prompt, p, fn, ud, id);
+}
+
+static il_status il__submit_check(il_sched *s, int32_t n_prompt, const il_sched_params *p) {
   if (n_prompt <= 0) return il_error(IL_ERR_INVALID_ARG, "prompt: no tokens");
+  if (p->grammar && !p->grammar_vocab) return il_error(IL_ERR_INVALID_ARG, "grammar: no vocabulary index");
   if (p->n < 1 || p->n > IL_SCHED_MAX_N)
     return il_error(IL_ERR_INVALID_ARG, "n: %d is out of range [1, %d]", p->n, IL_SCHED_MAX_N);
   if (p->max_tokens < 0) return il_error(IL_ERR_INVALID_ARG, "max_tokens: %d must be at least 1", p->max_tokens);
@@ -171,8 +193,11 @@ il_status il_sched_submit(il_sched *s, const int32_t *prompt, int32_t n_prompt, 
                     "prompt (%d tokens) + max_tokens (%d) = %d is more than the context of %d tokens per sequence; "
                     "lower max_tokens to at most %d", n_prompt, p->max_tokens, n_prompt + p->max_tokens, s->n_ctx,
                     s->n_ctx - n_prompt);
-  il__req *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
-  if (!r) return IL_ERR_OOM;
+  return IL_OK;
+}
+
+static il_status il__submit(il_sched *s, il__req *r, const int32_t *prompt, int32_t n_prompt, const il_sched_params *p,
+                            il_sched_fn fn, void *ud, uint64_t *id) {
   r->p = *p;
   for (int32_t i = 0; i < r->p.n_stop; i++) r->p.stop[i][IL_SCHED_MAX_STOP_LEN - 1] = 0;
   r->n_prompt = n_prompt;
@@ -194,6 +219,8 @@ il_status il_sched_submit(il_sched *s, const int32_t *prompt, int32_t n_prompt, 
     il_sampler_params sp = p->sampling;
     sp.seed += (uint64_t)i;
     st = il_sampler_new(&sp, s->n_vocab, &c->sampler);
+    if (st == IL_OK && p->grammar) st = il_grammar_state_new(p->grammar, p->grammar_vocab, &c->grammar);
+    if (st == IL_OK && c->grammar) st = il_sampler_set_grammar(c->sampler, c->grammar);
     if (st == IL_OK) st = il_detok_new(s->e->vocab, false, &c->detok);
     /* pending holds at most a stop string's length plus one detokenizer output */
     if (st == IL_OK && !(c->pending = il_mem_alloc(IL_MEM_OTHER, max_stop + s->piece_cap + 1, "stop buffer")))
@@ -403,6 +430,12 @@ static float il__logprobs(il_sched *s, const float *l, int32_t tok, int32_t n_to
 static void il__sampled(il_sched *s, il__choice *c, const float *row, double now) {
   il__req *r = c->req;
   int32_t tok = il_sampler_sample(c->sampler, row);
+  if (il_sampler_status(c->sampler) != IL_OK) {
+    /* the grammar cannot go on (its work space, or no token continues it) */
+    il_log(IL_LOG_WARN, "request %llu: %s", (unsigned long long)r->id, il_error_detail());
+    il__finish_choice(s, c, IL_FINISH_ERROR, NULL, 0);
+    return;
+  }
   il_sampler_accept(c->sampler, tok);
   c->n_gen++;
   if (c->n_gen == 1) {
@@ -415,7 +448,7 @@ static void il__sampled(il_sched *s, il__choice *c, const float *row, double now
   pthread_mutex_lock(&s->mu);
   s->st.gen_tokens++;
   pthread_mutex_unlock(&s->mu);
-  if (il_vocab_is_eog(s->e->vocab, tok) && !r->p.ignore_eos) {
+  if (il_vocab_is_eog(s->e->vocab, tok) && (!r->p.ignore_eos || il_sampler_grammar_finished(c->sampler))) {
     /* what the detokenizer still holds goes out; the choice stops either way */
     size_t n = il_detok_flush(c->detok, s->piece, s->piece_cap);
     il__text(s, c, -1, s->piece, n, 0, 0, true);

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "engine/engine.h"
+#include "engine/grammar.h"
 
 #define IL_SCHED_MAX_STOP 4          /* stop strings per request (OpenAI's limit) */
 #define IL_SCHED_MAX_STOP_LEN 256    /* bytes per stop string */
@@ -61,6 +62,12 @@ typedef struct {
   int32_t n;                  /* choices, 1..IL_SCHED_MAX_N */
   int32_t logprobs;           /* -1: none; 0..20: the chosen token's logprob and this many alternatives */
   bool ignore_eos;
+  /* Structured output (engine/grammar): every choice's tokens follow this grammar. The
+   * scheduler owns it from il_sched_submit on (freed with the request, or at once when submit
+   * fails); each choice gets a state of its own. grammar_vocab is borrowed and must outlive the
+   * scheduler. NULL: unconstrained. */
+  il_grammar *grammar;
+  const il_grammar_vocab *grammar_vocab;
 } il_sched_params;
 
 /* Defaults from request options (temp, top-k, top-p, min-p, penalties, seed, ignore-eos), n = 1,

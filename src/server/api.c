@@ -12,6 +12,7 @@
 
 #include "core/timer.h"
 #include "memory/mem.h"
+#include "server/schema.h"
 
 typedef struct il_api_choice {
   il_sbuf text;             /* not streaming: the whole text */
@@ -84,7 +85,12 @@ il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const cha
   }
   api->max_tokens = max_tokens > 0 && max_tokens < e->n_ctx ? max_tokens : e->n_ctx;
   api->defaults = *defaults;
-  return IL_OK;
+  return il_grammar_vocab_new(e->vocab, &api->gvocab);
+}
+
+void il_api_free(il_api *api) {
+  il_grammar_vocab_free(api->gvocab);
+  api->gvocab = NULL;
 }
 
 /* ---- parsing helpers: each returns false with e set ---- */
@@ -424,12 +430,7 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
       return IL__BAD("suffix", "'suffix' is not supported");
     if (!il__int(o, "best_of", 1, 1, &v, &present, e)) return false;
   }
-  json_t *rf = json_object_get(o, "response_format"), *tools = json_object_get(o, "tools");
-  if (rf && !json_is_null(rf)) {
-    json_t *t = json_object_get(rf, "type");
-    if (!json_is_object(rf) || !json_is_string(t) || strcmp(json_string_value(t), "text"))
-      return IL__BAD("response_format", "only {\"type\": \"text\"} is supported");
-  }
+  json_t *tools = json_object_get(o, "tools");
   /* function calling is not implemented: a request that asks for it is refused, never answered
    * as if it had not asked (an empty tools list or tool_choice "none" asks for nothing) */
   if (tools && !json_is_null(tools) && !(json_is_array(tools) && json_array_size(tools) == 0))
@@ -447,6 +448,70 @@ static bool il__params(const il_api *api, json_t *o, bool chat, il_sched_params 
   if (bias && !json_is_null(bias) && !(json_is_object(bias) && json_object_size(bias) == 0))
     return IL__BAD("logit_bias", "'logit_bias' is not supported (use --ignore-eos to suppress end of generation)");
   return true;
+}
+
+/* response_format and grammar -> p->grammar (NULL for plain text), charged to b (*charge: the
+ * bytes, given back when the stream ends). Runs last among the checks, so nothing else can
+ * fail after it has compiled a grammar. */
+static bool il__structured(const il_api *api, json_t *o, il_budget *b, int32_t n_choices, il_sched_params *p,
+                           size_t *charge, il_api_error *e) {
+  p->grammar = NULL;
+  p->grammar_vocab = api->gvocab;
+  *charge = 0;
+  json_t *rf = json_object_get(o, "response_format"), *gr = json_object_get(o, "grammar");
+  const char *kind = "text";
+  json_t *schema = NULL;
+  if (rf && !json_is_null(rf)) {
+    json_t *t = json_object_get(rf, "type");
+    if (!json_is_object(rf) || !json_is_string(t))
+      return IL__BAD("response_format", "'response_format' must be an object with a string 'type'");
+    kind = json_string_value(t);
+    if (!strcmp(kind, "json_schema")) {
+      json_t *js = json_object_get(rf, "json_schema");
+      if (!json_is_object(js)) return IL__BAD("response_format", "'response_format.json_schema' must be an object");
+      json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+      if (name && !json_is_string(name)) return IL__BAD("response_format", "'response_format.json_schema.name' must be a string");
+      if (strict && !json_is_boolean(strict) && !json_is_null(strict))
+        return IL__BAD("response_format", "'response_format.json_schema.strict' must be a boolean");
+      schema = json_object_get(js, "schema");
+      if (!schema) schema = json_true(); /* no schema: any JSON value (OpenAI: any JSON) */
+      if (!json_is_object(schema) && !json_is_true(schema))
+        return IL__BAD("response_format", "'response_format.json_schema.schema' must be an object");
+    } else if (strcmp(kind, "json_object") && strcmp(kind, "text")) {
+      return IL__BAD("response_format", "'response_format.type' is \"%.64s\"; one of \"text\", \"json_object\", "
+                     "\"json_schema\"", kind);
+    }
+  }
+  if (gr && !json_is_null(gr)) {
+    if (!json_is_string(gr)) return IL__BAD("grammar", "'grammar' must be a string (GBNF)");
+    if (strcmp(kind, "text")) return IL__BAD("grammar", "'grammar' and a JSON 'response_format' together: give one");
+    if (json_string_length(gr) == 0) return true;
+  } else if (!strcmp(kind, "text")) {
+    return true;
+  }
+  il_sbuf gbnf = {.budget = b};
+  il_status st = IL_OK;
+  const char *param = gr && !json_is_null(gr) ? "grammar" : "response_format";
+  if (!strcmp(param, "grammar")) il_sbuf_put(&gbnf, json_string_value(gr), json_string_length(gr));
+  else if (!strcmp(kind, "json_object")) st = il_schema_any_gbnf(&gbnf);
+  else st = il_schema_to_gbnf(schema, &gbnf);
+  if (st == IL_OK && gbnf.oom) st = IL_ERR_OOM;
+  if (st == IL_OK) st = il_grammar_parse(gbnf.p, gbnf.len, param, &p->grammar);
+  il_sbuf_free(&gbnf);
+  if (st == IL_OK) {
+    *charge = il_grammar_bytes(p->grammar) + (size_t)n_choices * il_grammar_state_bytes();
+    if (!il_budget_take(b, *charge)) {
+      il_grammar_free(p->grammar);
+      p->grammar = NULL;
+      *charge = 0;
+      return il__over(e, b, "the grammar and its matcher states");
+    }
+    return true;
+  }
+  if (st == IL_ERR_OOM || il_budget_over(b)) return il__over(e, b, "compiling the grammar");
+  if (st == IL_ERR_FORMAT && strcmp(param, "grammar"))
+    return IL__BAD(param, "the schema's grammar does not parse (a bug; please report it): %s", il_error_detail());
+  return IL__BAD(param, "%s", il_error_detail());
 }
 
 /* ---- the stream: events -> JSON text ---- */
@@ -506,6 +571,7 @@ void il_api_stream_unref(il_api_stream *st) {
   il_mem_free(st->ch);
   il__body_free(st);
   il_sbuf_free(&st->out);
+  il_budget_give(st->budget, st->grammar_charge);
   il_budget_unref(st->budget);
   pthread_cond_destroy(&st->cv);
   pthread_mutex_destroy(&st->mu);
@@ -844,7 +910,9 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
   json_t *o = NULL;
   il_jarena arena;
   if (!il__parse(body, len, &arena, b, &o, e)) return false;
-  il_sched_params p;
+  static const il_sched_params zero;
+  il_sched_params p = zero;
+  size_t grammar_charge = 0;
   bool stream = false, usage = false, ok = il__model(api, o, e) && il__params(api, o, chat, &p, &stream, &usage, e);
   int32_t *tokens = NULL, n = 0;
   if (ok && chat) {
@@ -853,6 +921,7 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     json_t *pr = json_object_get(o, "prompt");
     ok = pr ? il__prompt(api, b, pr, &tokens, &n, e) : IL__BAD("prompt", "'prompt' is required");
   }
+  if (ok) ok = il__structured(api, o, b, p.n, &p, &grammar_charge, e);
   json_decref(o);
   il_jarena_end(&arena); /* the request's JSON is gone from here on */
   if (ok && n == 0) ok = IL__BAD(chat ? "messages" : "prompt", "the prompt has no tokens");
@@ -881,6 +950,10 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     }
   }
   il_api_stream *st = NULL;
+  if (!ok) {
+    il_grammar_free(p.grammar);
+    il_budget_give(b, grammar_charge);
+  }
   if (ok) {
     st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "response stream");
     il_api_choice *ch = il_mem_calloc(IL_MEM_OTHER, sizeof *ch * (size_t)p.n, "response choices");
@@ -888,8 +961,11 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
       il_mem_free(st);
       il_mem_free(ch);
       il__tokens_free(b, tokens, n);
+      il_grammar_free(p.grammar);
+      il_budget_give(b, grammar_charge);
       return IL__OOM("starting the response");
     }
+    st->grammar_charge = grammar_charge;
     pthread_mutex_init(&st->mu, NULL);
     pthread_cond_init(&st->cv, NULL);
     st->refs = 2;

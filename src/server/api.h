@@ -17,6 +17,11 @@
  * logprobs is checked before it runs: n x max_tokens x (1 + top_logprobs) entries at
  * IL_API_LOGPROB_BYTES each must fit in the budget. /v1/tokenize's body is produced while it is
  * sent (il_api_gen: the tokens and a 16 KiB stage, not a body of ~15 bytes per token).
+ * Structured output: response_format {"type": "json_object"} or {"type": "json_schema",
+ * "json_schema": {"name", "schema", "strict"}} (server/schema turns the schema into GBNF), or
+ * llama-server's "grammar" (GBNF text), compiled once per request: the grammar text, the
+ * parsed grammar and each choice's matcher state are charged to the request's budget. A schema
+ * keyword outside the subset is a 400 naming it and its JSON path (param response_format).
  * Not for: sockets, connection limits or authentication (server/server.c).
  */
 #ifndef IL_SERVER_API_H
@@ -25,6 +30,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "engine/grammar.h"
 #include "engine/sched.h"
 #include "server/reqlog.h"
 #include "server/sbuf.h"
@@ -56,12 +62,16 @@ typedef struct {
   char model_id[256];
   int max_tokens;          /* limit on a request's max_tokens (0: the context) */
   il_request_params defaults; /* what a request leaves out (n_predict <= 0: until the context is full) */
+  il_grammar_vocab *gvocab;   /* the vocabulary as a trie, for response_format and grammar (owned) */
 } il_api;
 
-/* Fills api for engine e (sched left NULL). model_id "" = the model file's base name or the
- * builtin:NAME. note gets the template line. Errors: --chat-template unknown. */
+/* Fills api for engine e (sched left NULL), with the vocabulary index structured output uses.
+ * model_id "" = the model file's base name or the builtin:NAME. note gets the template line.
+ * Errors: --chat-template unknown, IL_ERR_OOM. Release with il_api_free. */
 il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const char *chat_template, int max_tokens,
                       const il_request_params *defaults, char *note, size_t note_cap);
+/* Frees what il_api_init allocated (after the scheduler is gone). */
+void il_api_free(il_api *api);
 
 struct il_server;
 
@@ -85,6 +95,7 @@ typedef struct il_api_stream {
   bool client_gone;        /* non-streaming: the client closed the connection; cancelled (499 in the log) */
   double t_submit;         /* the request log's figures: submitted, and the final event's counts */
   int32_t n_prompt, n_gen, n_cached;
+  size_t grammar_charge;   /* bytes of the request's grammar charged to budget (given back at the end) */
   /* how to write events */
   const il_api *api;
   bool chat, include_usage;

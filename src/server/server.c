@@ -798,6 +798,7 @@ il_status il_server_attach(il_server *s, il_engine *e) {
   if (st == IL_OK) st = il_sched_start(sched);
   if (st != IL_OK) {
     il_sched_free(sched);
+    il_api_free(&api);
     return st;
   }
   api.sched = sched;
@@ -819,6 +820,7 @@ void il_server_stop(il_server *s) {
   pthread_rwlock_unlock(&s->lock);
   il_sched_free(sched); /* running streams end ("cancelled"); their connections finish */
   MHD_stop_daemon(s->d);
+  il_api_free(&s->api); /* after the daemon: no request is left to compile a grammar */
   il_guard_free(s->guard); /* after the daemon: no connection is left to shut down */
   il_access_free(s->access);
   if (s->key) memset(s->key, 0, s->key_len);
