@@ -129,6 +129,7 @@ if(il_cuda_build)
   add_library(inferlab_cuda_fake MODULE
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/src/backend/dry.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c
     ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp)
   set_target_properties(inferlab_cuda_fake PROPERTIES
     OUTPUT_NAME inferlab-cuda-fake
@@ -146,6 +147,20 @@ if(il_cuda_build)
     $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
   target_link_libraries(inferlab_cuda_fake PRIVATE Threads::Threads m)
   target_link_options(inferlab_cuda_fake PRIVATE -Wl,-Bsymbolic -Wl,--no-undefined)
+
+  # Matvec version 3 without a GPU: the kernels' per-lane functions (mv3.cuh) compiled for the
+  # host as their twin, against the references; the performance model and dispatch table.
+  # -ffp-contract=off: the twin's sums must not be fused where the kernels' are not.
+  add_executable(test_cuda_mv3 ${CMAKE_SOURCE_DIR}/tests/cuda/test_mv3.cpp ${CMAKE_SOURCE_DIR}/tests/harness.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c)
+  set_target_properties(test_cuda_mv3 PROPERTIES CXX_STANDARD 17)
+  target_include_directories(test_cuda_mv3 PRIVATE ${IL_INCLUDES} ${CMAKE_SOURCE_DIR}/tests)
+  target_include_directories(test_cuda_mv3 SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(test_cuda_mv3 PRIVATE -ffp-contract=off
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
+  target_link_libraries(test_cuda_mv3 PRIVATE inferlab_static)
+  add_test(NAME test_cuda_mv3 COMMAND test_cuda_mv3)
+  set_tests_properties(test_cuda_mv3 PROPERTIES LABELS "quick;gpu" TIMEOUT 300)
 
   # Tests and benchmarks load the module from their own directory: build it with them.
   function(il_cuda_wire_targets)
