@@ -162,6 +162,21 @@ if(il_cuda_build)
   add_test(NAME test_cuda_mv3 COMMAND test_cuda_mv3)
   set_tests_properties(test_cuda_mv3 PROPERTIES LABELS "quick;gpu" TIMEOUT 300)
 
+  # Static checks of version 3's SASS (registers, no local memory, 16-byte loads, no byte loads,
+  # dp4a): cuobjdump and nvdisasm from the toolkit or PyPI (nvidia-cuda-cuobjdump,
+  # nvidia-cuda-nvdisasm); without them the test skips, saying so.
+  find_program(IL_PYTHON3 python3)
+  # One architecture keeps it to seconds: sm_90 (the device the issue measures) when built.
+  set(il_sass_arch "")
+  if("90" IN_LIST il_archs_num)
+    set(il_sass_arch --arch sm_90)
+  endif()
+  if(IL_PYTHON3)
+    add_test(NAME test_cuda_sass COMMAND ${IL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/cuda/sass_check.py
+      ${il_sass_arch} $<TARGET_FILE:inferlab_cuda>)
+    set_tests_properties(test_cuda_sass PROPERTIES SKIP_RETURN_CODE 77 LABELS "quick;gpu" TIMEOUT 600)
+  endif()
+
   # Tests and benchmarks load the module from their own directory: build it with them.
   function(il_cuda_wire_targets)
     file(GLOB il_t ${CMAKE_SOURCE_DIR}/tests/test_*.c ${CMAKE_SOURCE_DIR}/bench/bench_*.c)
