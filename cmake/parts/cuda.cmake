@@ -89,6 +89,19 @@ if(il_cuda_build)
   set(IL_CUDA_VERSION "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
   message(STATUS "CUDA backend: module libinferlab-cuda.so for ${IL_CUDA_ARCHS_BUILT} (CUDA ${IL_CUDA_VERSION})")
 
+  # The committed matvec dispatch table (the model's ranking, or what a device measured:
+  # scripts/gpu-check.sh writes the replacement), compiled into the module as a string.
+  set(il_mv_table_file ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv_table.txt)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${il_mv_table_file})
+  file(READ ${il_mv_table_file} il_mv_table_text)
+  string(REPLACE "\\" "\\\\" il_mv_table_text "${il_mv_table_text}")
+  string(REPLACE "\"" "\\\"" il_mv_table_text "${il_mv_table_text}")
+  string(REPLACE "\n" "\\n\"\n  \"" il_mv_table_text "${il_mv_table_text}")
+  file(WRITE ${CMAKE_BINARY_DIR}/generated/il_mv_table.h.new
+    "/* generated from src/backend/cuda/mv_table.txt by cmake/parts/cuda.cmake */\n"
+    "static const char il__mv_table_text[] =\n  \"${il_mv_table_text}\";\n")
+  file(COPY_FILE ${CMAKE_BINARY_DIR}/generated/il_mv_table.h.new ${CMAKE_BINARY_DIR}/generated/il_mv_table.h ONLY_IF_DIFFERENT)
+
   file(GLOB il_cuda_c CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.c)
   file(GLOB il_cuda_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
   # backend/dry.c: the planner's dry device refusals, shared with sim (the module links no library)
@@ -161,6 +174,15 @@ if(il_cuda_build)
   target_link_libraries(test_cuda_mv3 PRIVATE inferlab_static)
   add_test(NAME test_cuda_mv3 COMMAND test_cuda_mv3)
   set_tests_properties(test_cuda_mv3 PROPERTIES LABELS "quick;gpu" TIMEOUT 300)
+
+  # The matvec tournament scripts/gpu-check.sh runs on a device (its twin check needs mv3.cuh).
+  add_executable(bench_cuda_mv3 ${CMAKE_SOURCE_DIR}/bench/bench_cuda_mv3.cpp ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c)
+  set_target_properties(bench_cuda_mv3 PROPERTIES CXX_STANDARD 17)
+  target_include_directories(bench_cuda_mv3 PRIVATE ${IL_INCLUDES})
+  target_include_directories(bench_cuda_mv3 SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(bench_cuda_mv3 PRIVATE -ffp-contract=off $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
+  target_link_libraries(bench_cuda_mv3 PRIVATE inferlab_static)
+  add_dependencies(bench_cuda_mv3 inferlab_cuda)
 
   # Static checks of version 3's SASS (registers, no local memory, 16-byte loads, no byte loads,
   # dp4a): cuobjdump and nvdisasm from the toolkit or PyPI (nvidia-cuda-cuobjdump,

@@ -23,6 +23,7 @@
 #include "backend/dry.h"
 #include "core/quant.h"
 #include "core/timer.h"
+#include "il_mv_table.h" /* il__mv_table_text: src/backend/cuda/mv_table.txt */
 
 #ifndef IL_CUDA_ARCHS_TEXT
 #define IL_CUDA_ARCHS_TEXT ""
@@ -1022,12 +1023,16 @@ static il_status il__parse_spec(const char *spec, int *dev, bool *dry, size_t *d
   return IL_OK;
 }
 
-/* The matvec dispatch: mv3_model.c's default table, the entries of the file IL_CUDA_MV_TABLE
- * names over it (what scripts/gpu-check.sh measured), and IL_CUDA_MATVEC: 1 (version 1
+/* The matvec dispatch: mv3_model.c's ranking, then the committed table (mv_table.txt, compiled
+ * in: the model's ranking until a device measures one), then the entries of the file
+ * IL_CUDA_MV_TABLE names (what scripts/gpu-check.sh measured), and IL_CUDA_MATVEC: 1 (version 1
  * everywhere), 2 (version 2 where it runs, else 1: the dispatch before version 3), a version 3
  * kernel name (w4u1, w4u2, w8u2: that one wherever the rows allow), or 3 (the table). */
 static il_status il__mv_setup(il__cu *c) {
   il__mv_table_default(&c->mv_table);
+  char err[256];
+  if (il__mv_table_parse(il__mv_table_text, &c->mv_table, err, sizeof err))
+    return il_error(IL_ERR_INTERNAL, "the module's matvec table (src/backend/cuda/mv_table.txt): %s", err);
   c->mv_force = -1;
   const char *mv = getenv("IL_CUDA_MATVEC");
   if (mv && *mv && strcmp(mv, "3")) {
@@ -1049,7 +1054,6 @@ static il_status il__mv_setup(il__cu *c) {
   fclose(f);
   if (more) return il_error(IL_ERR_FORMAT, "IL_CUDA_MV_TABLE=%s: larger than %zu bytes", path, sizeof text - 1);
   text[n] = 0;
-  char err[256];
   if (il__mv_table_parse(text, &c->mv_table, err, sizeof err))
     return il_error(IL_ERR_FORMAT, "IL_CUDA_MV_TABLE=%s: %s", path, err);
   return IL_OK;
