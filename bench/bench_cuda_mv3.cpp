@@ -125,7 +125,11 @@ static double event_seconds(il_backend *b, il_event *a, il_event *e) {
 }
 
 static double ceilings(il_backend *b, double *read_gbs) {
-  const int64_t n = quick ? (256 << 20) / 4 : (1 << 30) / 4;
+  /* 1 GiB (256 MiB with --quick), or a quarter of a smaller device's free memory */
+  size_t free_b = 0, total = 0;
+  b->ops->memory(b, &free_b, &total);
+  int64_t n = quick ? (256 << 20) / 4 : (1 << 30) / 4;
+  while (n > (1 << 20) && (size_t)n * 4 * 4 > free_b) n /= 2;
   il_tensor src, dst;
   CHECK(il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, n, IL_DTYPE_F32, "copy src", &src));
   CHECK(il_backend_tensor_new(b, IL_MEM_WORKSPACE, 1, n, IL_DTYPE_F32, "copy dst", &dst));
