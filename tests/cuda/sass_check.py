@@ -8,7 +8,7 @@ of il__k_mv3<T, NT, W, U> for each SASS architecture in it:
   - registers within the budget (--max-regs), no stack frame and no local memory (no STL/LDL);
   - 16-byte global loads (LDG.E.128) and no 1- or 2-byte global loads (LDG.*.U8/S8/U16/S16);
   - IDP.4A (dp4a) in the quantized instances, none in the float ones;
-and il__k_mv3_quant for local memory. Prints one line per weight type with the figures seen.
+and il__k_quant_x (the activation quantizer) for local memory. Prints one line per weight type with the figures seen.
 cuobjdump (and the nvdisasm it runs for -sass) come from $IL_CUOBJDUMP / $NVDISASM_PATH, PATH,
 /usr/local/cuda/bin, or PyPI's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm packages
 (site-packages/nvidia/cu*/bin). Exit 0: all checks passed; 1: a check failed; 77: no cuobjdump or
@@ -105,7 +105,7 @@ def main():
     n_inst = 0
     for (arch, fn), ops in sorted(code.items()):
         m = re.search(r"il__k_mv3ILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E", fn)
-        quant = "il__k_mv3_quant" in fn
+        quant = "il__k_quant_x" in fn
         if not m and not quant:
             continue
         u = None

@@ -16,29 +16,11 @@
 #include "backend/cuda/mv3.cuh"
 #include "backend/cuda/mv3.h"
 
-/* One token block of activations per warp: the CPU's quantizer, the same bits as the twin's
- * il__mv3_quant_block (a max and an integer sum do not depend on their order). */
-__global__ void __launch_bounds__(128) il__k_mv3_quant(const float *__restrict__ x, int64_t n_blocks, int8_t *xq,
-                                                       float *xd, int *xs) {
-  const int64_t blk = (int64_t)blockIdx.x * 4 + threadIdx.y;
-  if (blk >= n_blocks) return;
-  const int lane = threadIdx.x;
-  const float v = x[(size_t)blk * 32 + lane];
-  float amax = fabsf(v);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  const int q = il__quant_one(v, id);
-  xq[(size_t)blk * 32 + lane] = (int8_t)q;
-  int s = q;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) {
-    xd[blk] = d;
-    xs[blk] = s;
-  }
-}
+/* The activation quantizer is version 2's (matvec_q8.cu): one 32-value block per warp, the CPU's
+ * il__quant_block arithmetic, the same bits as the twin's il__mv3_quant_block (a max and an
+ * integer sum do not depend on their order), in the same workspace layout. */
+__global__ void il__k_quant_x(const float *__restrict__ x, int64_t n_in, int64_t n_blocks, int8_t *xq, float *xd,
+                              int *xs);
 
 template <int T, int NT, int W, int U>
 __global__ void __launch_bounds__(32 * W, 1) il__k_mv3(const uint8_t *__restrict__ w, size_t w_stride, int64_t n_out,
@@ -127,7 +109,7 @@ extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t 
   int8_t *xq = (int8_t *)work;
   float *xd = (float *)((uint8_t *)work + il__mv3_xd_off(n_in, n_tok));
   int *xs = (int *)(xd + n_blocks);
-  il__k_mv3_quant<<<(unsigned)((n_blocks + 3) / 4), dim3(32, 4), 0, s>>>(x, n_blocks, xq, xd, xs);
+  il__k_quant_x<<<(unsigned)((n_blocks + 3) / 4), dim3(32, 4), 0, s>>>(x, n_in, n_blocks, xq, xd, xs);
   return cudaGetLastError();
 }
 
