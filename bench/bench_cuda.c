@@ -15,13 +15,14 @@
  *    from SMs x clock x dense FP16 FLOP/clock/SM for the architecture (sm_80: 2048, sm_90: 4096,
  *    sm_86/89: 1024; a table, printed as such).
  *    The first pass runs matvec version 1 (IL_CUDA_MATVEC=1) for every type; Q8_0, Q4_0 and
- *    Q4_1 are measured again with version 2 (dp4a on 8-bit activations, the default) under
- *    "matmul_matvec_v2".
+ *    Q4_1 are measured again with version 2 (dp4a on 8-bit activations) under
+ *    "matmul_matvec_v2", and every type with the default dispatch (IL_CUDA_MATVEC=3: version 3
+ *    by the table, IL_CUDA_MV_TABLE's when set) under "matmul_matvec_table".
  * 4. Attention: every kernel of the backend (naive, memeff) on Llama-3-8B heads (32 query heads,
  *    8 KV heads of 128, F32 cache) at 4k, 8k, 16k and 32k positions, for 1 query token (decode:
  *    GB/s of K and V read) and 64 (the end of a prompt chunk): milliseconds per call.
- * 5. The engine: builtin:1b (F16 and Q4_0; Q4_0 again with matvec v2) at batch 1, 8 and 32
- *    sequences: a prompt (512 tokens at batch 1, 64 per sequence otherwise) and 128 generation
+ * 5. The engine: builtin:1b (F16 and Q4_0 with matvec v1, Q4_0 with v2, both with the table) at
+ *    batch 1, 8 and 32 sequences: a prompt (512 tokens at batch 1, 64 per sequence otherwise) and 128 generation
  *    steps of one token per sequence: tokens/s, and the weight bytes read per step against the
  *    copy roofline; then the device allocator's peak by category over the run, and GPU
  *    utilization, power and memory sampled by NVML every 50 ms during it.
@@ -517,6 +518,13 @@ int main(int argc, char **argv) {
     bench_types("q8_0,q4_0,q4_1", copy_gbs, d, "matmul_matvec_v2");
     B->ops->destroy(B);
     B = NULL;
+    /* and the default dispatch (matvec version 3 by the table; IL_CUDA_MV_TABLE's when set) */
+    setenv("IL_CUDA_MATVEC", "3", 1);
+    CHECK(il_backend_open(device, NULL, &B));
+    O = B->ops;
+    bench_types(types, copy_gbs, d, "matmul_matvec_table");
+    B->ops->destroy(B);
+    B = NULL;
     setenv("IL_CUDA_MATVEC", "1", 1);
   }
   il_jsonw_key(&J, "engine");
@@ -528,6 +536,9 @@ int main(int argc, char **argv) {
     if (!sim) {
       setenv("IL_CUDA_MATVEC", "2", 1);
       bench_engine(device, "q4_0", copy_gbs, "matvec v2");
+      setenv("IL_CUDA_MATVEC", "3", 1);
+      bench_engine(device, "f16", copy_gbs, "matvec table");
+      bench_engine(device, "q4_0", copy_gbs, "matvec table");
       setenv("IL_CUDA_MATVEC", "1", 1);
     }
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh: the CUDA backend's whole GPU check in one run, sized for one H200 in
-# about 80 s (76 s on the first run, 2026-12-01), well inside a 15-minute device lease.
+# scripts/gpu-check.sh: the CUDA backend's whole GPU check in one run, sized to one command of
+# under 8 minutes on one GPU (GPU_CHECK_BUDGET, default 450 s), leaving a 15-minute device
+# lease time to rerun it.
 #
 #   scripts/gpu-check.sh [OUTDIR]       OUTDIR defaults to $OUT, else ./gpu-check-out
 #   GPU_CHECK_BUILD=build/release scripts/gpu-check.sh [OUTDIR]
@@ -10,20 +11,27 @@
 # 1. facts: nvidia-smi (name, compute capability, driver, memory), nvcc --version;
 # 2. build: Release with -DIL_CUDA=ON for the present GPU's architecture only
 #    (nvidia-smi --query-gpu=compute_cap), timed;
-# 3. tests: test_cuda_module, test_cuda_glue (transfers, copies, events, a device OOM),
-#    test_backend_ops (every op on cuda vs the scalar CPU, the dp4a matvec (version 2, the default
-#    for Q8_0/Q4_0/Q4_1) held to 1e-4 of the CPU; again with IL_CUDA_NO_CUBLAS=1, which sends
-#    batches through the matvec fallback, and with that and IL_CUDA_MATVEC=1, version 1), test_cuda_engine
-#    (logits vs cpu, --mem-limit OOM on the device), test_sim, each with a timeout; then
-#    test_backend_ops under compute-sanitizer memcheck when the toolkit has it;
-# 4. smoke: inferlab --version, doctor, and a short run of builtin:tiny on cuda;
-# 5. benchmarks: bench_cuda (copy roofline, matvec GB/s per type on Llama-3-8B shapes, 512-token
-#    GEMM TFLOP/s, builtin:1b prompt and generation tokens/s).
-# Order: facts, build, smoke, the GPU tests, bench_cuda, then the op-test variants, test_doctor_elf
-# (and the real libcuda's version strings), test_sim and memcheck (the most telling first, should the budget run out).
+# 3. correctness: test_cuda_mv3 (matvec v3's host twin, host only), test_cuda_module,
+#    test_cuda_glue, test_backend_ops (every op on cuda vs the scalar CPU, with the committed
+#    matvec dispatch table), test_cuda_engine, each with a timeout;
+# 4. the matvec tournament (bench_cuda_mv3): the ceilings (1 GiB copy, a 16-byte-load read-only
+#    reduction, the cost of one small op), every matvec v3 kernel's device results against its
+#    host twin bit for bit, then every kernel (v1, v2, v3 w4u1/w4u2/w8u2) x weight type x
+#    Llama-3-8B and 1B shape x 1/2/4/8 tokens over weight sets rotated past L2; it writes
+#    OUTDIR/mv_table.txt, the fastest passing kernel per (type, shape class, tokens): commit it
+#    as src/backend/cuda/mv_table.txt with this run's report beside it;
+# 5. the op test again with that table (IL_CUDA_MV_TABLE), then builtin:1b end to end (F16 and
+#    Q4_0, 128 tokens at batch 1) with the dispatch before version 3 (IL_CUDA_MATVEC=2) and with
+#    the measured table;
+# 6. attention (attention_steps below: the attention work adds its steps there);
+# 7. smoke and the rest: a run of builtin:tiny, bench_cuda (copy roofline, matvec GB/s per type,
+#    512-token GEMM TFLOP/s, builtin:1b tokens/s), the op test with IL_CUDA_NO_CUBLAS=1 and with
+#    version 1, test_doctor_elf (and the real libcuda's version strings), test_sim, memcheck.
+# Order: the most telling first, should the budget run out.
 # Writes OUTDIR/gpu-check.txt (everything printed, in order), OUTDIR/gpu-check.json (facts,
-# timings, each step's exit code) and OUTDIR/bench_cuda.json. Exit code: 0 when every step
-# passed, 1 when one failed (the report says which), 2 when there is no GPU or no nvcc.
+# timings, each step's exit code), OUTDIR/bench_cuda.json, OUTDIR/bench_cuda_mv3.json and
+# OUTDIR/mv_table.txt. Exit code: 0 when every step passed, 1 when one failed (the report says
+# which), 2 when there is no GPU or no nvcc.
 set -u
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-gpu-check-out}}
@@ -40,7 +48,7 @@ say() { echo "$*" | tee -a "$txt"; }
 # step stopped at its limit still leaves what it printed); 77 counts as a skip. The whole run keeps
 # to GPU_CHECK_BUDGET seconds (default 480): a step gets at most what is left of it, and a step
 # that would start with under 10 s left is skipped and reported as such.
-budget=${GPU_CHECK_BUDGET:-480}
+budget=${GPU_CHECK_BUDGET:-450}
 buf=()
 command -v stdbuf > /dev/null && buf=(stdbuf -oL -eL)
 step() {
@@ -71,6 +79,16 @@ step() {
 # exits 1 for any warning about the machine).
 info() { INFO_ONLY=1 step "$@"; }
 
+# json_or_null FILE: FILE's text when it is whole JSON (a benchmark stopped midway leaves half a
+# document), else null.
+json_or_null() {
+  if [ -s "$1" ] && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2> /dev/null; then
+    cat "$1"
+  else
+    echo null
+  fi
+}
+
 write_json() {
   {
     echo "{"
@@ -91,11 +109,8 @@ write_json() {
     done
     echo ""
     echo "  ],"
-    if [ -s "$out/bench_cuda.json" ]; then
-      echo "  \"bench_cuda\": $(cat "$out/bench_cuda.json")"
-    else
-      echo "  \"bench_cuda\": null"
-    fi
+    echo "  \"bench_cuda_mv3\": $(json_or_null "$out/bench_cuda_mv3.json"),"
+    echo "  \"bench_cuda\": $(json_or_null "$out/bench_cuda.json")"
     echo "}"
   } > "$json"
 }
@@ -134,13 +149,28 @@ else
     -DCMAKE_CUDA_COMPILER="$nvcc"
   step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
   step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_cuda_glue \
-    test_backend_ops test_cuda_engine test_sim test_doctor_elf bench_cuda
+    test_backend_ops test_cuda_engine test_sim test_doctor_elf bench_cuda bench_cuda_mv3 test_cuda_mv3
 fi
 
 case $bdir in /*) ;; *) bdir=$PWD/$bdir ;; esac
 export IL_CLI=$bdir/inferlab IL_SRC=$PWD IL_FIXTURES=$PWD/../shared/fixtures
+# attention_steps: the attention kernels' checks and measurements (decode splits and tiles,
+# prefill) go here, each as a `step` with its own timeout; called after the matvec tournament.
+attention_steps() {
+  :
+}
+
+# e2e_1b WTYPE LABEL ENV...: builtin:1b, 128 generated tokens at batch 1 on cuda, greedy.
+e2e_1b() {
+  local wt=$1 label=$2
+  shift 2
+  step "e2e_1b_${wt}_${label}" 90 env "$@" "$bdir/inferlab" run --device cuda -m builtin:1b --wtype "$wt" \
+    -p "The history of the transistor" -n 128 --temp 0
+}
+
 step version 30 "$bdir/inferlab" --version
 info doctor 60 "$bdir/inferlab" doctor --bandwidth-ms 0
+step test_cuda_mv3 60 "$bdir/test_cuda_mv3"
 step test_cuda_module 60 "$bdir/test_cuda_module"
 step test_cuda_glue 60 "$bdir/test_cuda_glue"
 step test_backend_ops 120 "$bdir/test_backend_ops"
@@ -152,8 +182,21 @@ if grep -q "SKIP (part): backend cuda" "$txt"; then
   failed=1
 fi
 step test_cuda_engine 180 "$bdir/test_cuda_engine"
+step matvec_tournament 200 "$bdir/bench_cuda_mv3" --budget 150 --json "$out/bench_cuda_mv3.json" \
+  --table-out "$out/mv_table.txt"
+if [ -s "$out/mv_table.txt" ]; then
+  step test_backend_ops_measured_table 120 env IL_CUDA_MV_TABLE="$out/mv_table.txt" "$bdir/test_backend_ops"
+  for wt in f16 q4_0; do
+    e2e_1b "$wt" v2_dispatch IL_CUDA_MATVEC=2
+    e2e_1b "$wt" measured_table IL_CUDA_MV_TABLE="$out/mv_table.txt"
+  done
+fi
+attention_steps
 step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
-step bench_cuda 240 "$bdir/bench_cuda" --json "$out/bench_cuda.json"
+# bench_cuda's "matvec table" passes read the measured table when the tournament wrote one
+table_env=()
+[ -s "$out/mv_table.txt" ] && table_env=(IL_CUDA_MV_TABLE="$out/mv_table.txt")
+step bench_cuda 240 env "${table_env[@]}" "$bdir/bench_cuda" --json "$out/bench_cuda.json"
 step test_backend_ops_no_cublas 120 env IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_backend_ops_matvec1 120 env IL_CUDA_MATVEC=1 IL_CUDA_NO_CUBLAS=1 "$bdir/test_backend_ops"
 step test_doctor_elf 60 "$bdir/test_doctor_elf" # the real libcuda's ELF: its version string where doctor reads it

@@ -68,8 +68,19 @@ static bool gpu_vs_cpu(il_dtype t, int64_t n_tok) {
   return !env_on("IL_CUDA_MATVEC", "1") && matvec && (t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1);
 }
 
+/* Matvec version 3 (the default dispatch) multiplies K-quant weights with 8-bit activations in
+ * blocks of 32 (the CPU: blocks of 256), so those are held to the exact product at 2e-3 (its
+ * host test measures up to 6e-4); IL_CUDA_MATVEC=1 or 2 keeps them on version 1's exact F32
+ * activations (1e-5). */
+static bool gpu_kquant_v3(il_dtype t, int64_t n_tok) {
+  const bool matvec = n_tok <= 8 || env_on("IL_CUDA_NO_CUBLAS", NULL);
+  return matvec && !env_on("IL_CUDA_MATVEC", "1") && !env_on("IL_CUDA_MATVEC", "2") &&
+         (t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K || t == IL_DTYPE_Q6_K);
+}
+
 static double gpu_mm_tol(il_dtype t, int64_t n_tok) {
   if (gpu_vs_cpu(t, n_tok)) return 1e-4;
+  if (gpu_kquant_v3(t, n_tok)) return 2e-3;
   if (n_tok <= 8 || env_on("IL_CUDA_NO_CUBLAS", NULL) || t == IL_DTYPE_F32) return 1e-5;
   return t == IL_DTYPE_BF16 ? 1e-2 : 2e-3;
 }

@@ -89,6 +89,19 @@ if(il_cuda_build)
   set(IL_CUDA_VERSION "${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}")
   message(STATUS "CUDA backend: module libinferlab-cuda.so for ${IL_CUDA_ARCHS_BUILT} (CUDA ${IL_CUDA_VERSION})")
 
+  # The committed matvec dispatch table (the model's ranking, or what a device measured:
+  # scripts/gpu-check.sh writes the replacement), compiled into the module as a string.
+  set(il_mv_table_file ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv_table.txt)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${il_mv_table_file})
+  file(READ ${il_mv_table_file} il_mv_table_text)
+  string(REPLACE "\\" "\\\\" il_mv_table_text "${il_mv_table_text}")
+  string(REPLACE "\"" "\\\"" il_mv_table_text "${il_mv_table_text}")
+  string(REPLACE "\n" "\\n\"\n  \"" il_mv_table_text "${il_mv_table_text}")
+  file(WRITE ${CMAKE_BINARY_DIR}/generated/il_mv_table.h.new
+    "/* generated from src/backend/cuda/mv_table.txt by cmake/parts/cuda.cmake */\n"
+    "static const char il__mv_table_text[] =\n  \"${il_mv_table_text}\";\n")
+  file(COPY_FILE ${CMAKE_BINARY_DIR}/generated/il_mv_table.h.new ${CMAKE_BINARY_DIR}/generated/il_mv_table.h ONLY_IF_DIFFERENT)
+
   file(GLOB il_cuda_c CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.c)
   file(GLOB il_cuda_cu CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/backend/cuda/*.cu)
   # backend/dry.c: the planner's dry device refusals, shared with sim (the module links no library)
@@ -129,6 +142,7 @@ if(il_cuda_build)
   add_library(inferlab_cuda_fake MODULE
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/src/backend/dry.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c
     ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp)
   set_target_properties(inferlab_cuda_fake PROPERTIES
     OUTPUT_NAME inferlab-cuda-fake
@@ -146,6 +160,44 @@ if(il_cuda_build)
     $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
   target_link_libraries(inferlab_cuda_fake PRIVATE Threads::Threads m)
   target_link_options(inferlab_cuda_fake PRIVATE -Wl,-Bsymbolic -Wl,--no-undefined)
+
+  # Matvec version 3 without a GPU: the kernels' per-lane functions (mv3.cuh) compiled for the
+  # host as their twin, against the references; the performance model and dispatch table.
+  # -ffp-contract=off: the twin's sums must not be fused where the kernels' are not.
+  add_executable(test_cuda_mv3 ${CMAKE_SOURCE_DIR}/tests/cuda/test_mv3.cpp ${CMAKE_SOURCE_DIR}/tests/harness.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c)
+  set_target_properties(test_cuda_mv3 PROPERTIES CXX_STANDARD 17)
+  target_include_directories(test_cuda_mv3 PRIVATE ${IL_INCLUDES} ${CMAKE_SOURCE_DIR}/tests)
+  target_include_directories(test_cuda_mv3 SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(test_cuda_mv3 PRIVATE -ffp-contract=off
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
+  target_link_libraries(test_cuda_mv3 PRIVATE inferlab_static)
+  add_test(NAME test_cuda_mv3 COMMAND test_cuda_mv3)
+  set_tests_properties(test_cuda_mv3 PROPERTIES LABELS "quick;gpu" TIMEOUT 300)
+
+  # The matvec tournament scripts/gpu-check.sh runs on a device (its twin check needs mv3.cuh).
+  add_executable(bench_cuda_mv3 ${CMAKE_SOURCE_DIR}/bench/bench_cuda_mv3.cpp ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c)
+  set_target_properties(bench_cuda_mv3 PROPERTIES CXX_STANDARD 17)
+  target_include_directories(bench_cuda_mv3 PRIVATE ${IL_INCLUDES})
+  target_include_directories(bench_cuda_mv3 SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(bench_cuda_mv3 PRIVATE -ffp-contract=off $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wno-unused-parameter>)
+  target_link_libraries(bench_cuda_mv3 PRIVATE inferlab_static)
+  add_dependencies(bench_cuda_mv3 inferlab_cuda)
+
+  # Static checks of version 3's SASS (registers, no local memory, 16-byte loads, no byte loads,
+  # dp4a): cuobjdump and nvdisasm from the toolkit or PyPI (nvidia-cuda-cuobjdump,
+  # nvidia-cuda-nvdisasm); without them the test skips, saying so.
+  find_program(IL_PYTHON3 python3)
+  # One architecture keeps it to seconds: sm_90 (the device the issue measures) when built.
+  set(il_sass_arch "")
+  if("90" IN_LIST il_archs_num)
+    set(il_sass_arch --arch sm_90)
+  endif()
+  if(IL_PYTHON3)
+    add_test(NAME test_cuda_sass COMMAND ${IL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/cuda/sass_check.py
+      ${il_sass_arch} $<TARGET_FILE:inferlab_cuda>)
+    set_tests_properties(test_cuda_sass PROPERTIES SKIP_RETURN_CODE 77 LABELS "quick;gpu" TIMEOUT 600)
+  endif()
 
   # Tests and benchmarks load the module from their own directory: build it with them.
   function(il_cuda_wire_targets)

@@ -10,6 +10,8 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/decode.cuh"
+#include "backend/cuda/mv3.cuh"
+#include "backend/cuda/mv3.h"
 
 extern "C" {
 #include "core/quant.h" /* il_quantize_row: the q8_0 cells the kernel must write */
@@ -61,6 +63,44 @@ extern "C" cudaError_t il__cu_matvec(cudaStream_t s, il_dtype t, const void *w, 
   }
   delete[] row;
   return cudaSuccess;
+}
+
+/* Matvec version 3: its host twin (mv3.cuh), the bits the kernels must produce. */
+extern "C" bool il__cu_mv3_eligible(il_dtype t, int64_t n_in, const void *w, size_t stride, int64_t n_rows) {
+  return il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_rows);
+}
+
+static size_t fake_mv3_xd_off(int64_t n_in, int64_t n_tok) { return ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256; }
+
+extern "C" size_t il__cu_mv3_work(int64_t n_in, int64_t n_tok) {
+  return fake_mv3_xd_off(n_in, n_tok) + (size_t)(n_in / 32) * (size_t)n_tok * 8 + 256;
+}
+
+extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t n_in, int64_t n_tok, void *work) {
+  if (n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  const int64_t nb = n_in / 32;
+  int8_t *xq = (int8_t *)work;
+  float *xd = (float *)((uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+  int *xs = (int *)(xd + nb * n_tok);
+  for (int64_t t = 0; t < n_tok; t++) il__mv3_quant_twin(x + t * n_in, n_in, xq + t * n_in, xd + t * nb, xs + t * nb);
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
+                                  int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
+                                  float *y, int64_t ldy) {
+  if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 ||
+      !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
+    return cudaErrorInvalidValue;
+  il__mv3_act a[IL__CU_MV_MAX_TOK];
+  if (work) {
+    const int64_t nb = n_in / 32;
+    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+    const int *xs = (const int *)(xd + nb * n_tok);
+    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+  }
+  return il__mv3_matvec_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy) ? cudaSuccess
+                                                                                                  : cudaErrorInvalidValue;
 }
 
 extern "C" bool il__cu_matvec_q8_supports(il_dtype t) {

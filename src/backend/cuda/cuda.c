@@ -23,6 +23,7 @@
 #include "backend/dry.h"
 #include "core/quant.h"
 #include "core/timer.h"
+#include "il_mv_table.h" /* il__mv_table_text: src/backend/cuda/mv_table.txt */
 
 #ifndef IL_CUDA_ARCHS_TEXT
 #define IL_CUDA_ARCHS_TEXT ""
@@ -385,6 +386,11 @@ static bool il__supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype
  * recommends for cublasSetWorkspace (PyTorch sizes it the same way). */
 static size_t il__blas_ws_bytes(const il__cu *c) { return (size_t)(c->cc_major >= 9 ? 32 : 4) << 20; }
 
+/* Quantized weight types: matvec versions 2 and 3 multiply them with 8-bit activations. */
+static bool il__mv_quantized(il_dtype t) {
+  return il__weight_type(t) && t != IL_DTYPE_F32 && t != IL_DTYPE_F16 && t != IL_DTYPE_BF16;
+}
+
 /* The matmul workspace for passes of max_tokens rows over w[0..n), and whether cuBLAS runs. */
 static size_t il__reserve_plan(const il__cu *c, int32_t max_tokens, const il_tensor *w, int n, bool *uses_blas) {
   const int64_t mv_tok = max_tokens < IL__CU_MV_MAX_TOK ? max_tokens : IL__CU_MV_MAX_TOK;
@@ -397,8 +403,10 @@ static size_t il__reserve_plan(const il__cu *c, int32_t max_tokens, const il_ten
       k = il__cu_gemm_work(&w[i], max_tokens);
       gemm = true;
     }
-    if (c->matvec_version == 2 && il__cu_matvec_q8_supports(w[i].type) && w[i].cols % 32 == 0) {
-      const size_t m = il__cu_matvec_q8_work(w[i].cols, mv_tok);
+    if (il__mv_quantized(w[i].type) && w[i].cols % 32 == 0) {
+      /* versions 2 and 3: the 8-bit activations of one group of tokens */
+      size_t m = il__cu_matvec_q8_work(w[i].cols, mv_tok);
+      if (il__cu_mv3_work(w[i].cols, mv_tok) > m) m = il__cu_mv3_work(w[i].cols, mv_tok);
       if (m > k) k = m;
     }
     if (k > need) need = k;
@@ -462,11 +470,73 @@ static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_t
 
 static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->stride / 4) : y->cols; }
 
+/* The matvec kernel for w at nt tokens: the dispatch table's (or IL_CUDA_MATVEC's) choice, then
+ * version 2 where version 3 cannot load the rows in 16-byte words, then version 1 where version
+ * 2 does not run the type. */
+static il__mv_kind il__mv_pick(const il__cu *c, const il_tensor *w, int64_t nt) {
+  il__mv_kind k = IL__MV_V1;
+  if (c->mv_force >= 0) k = (il__mv_kind)c->mv_force;
+  else {
+    const int ti = il__mv_type_index(w->type);
+    if (ti >= 0) k = (il__mv_kind)c->mv_table.kind[ti][il__mv_class(w->type, w->rows, w->cols)][il__mv_tok_bucket(nt)];
+  }
+  if (k >= IL__MV_FIRST_V3 && !il__cu_mv3_eligible(w->type, w->cols, il__ptr(*w), w->stride, w->rows)) k = IL__MV_V2;
+  if (k == IL__MV_V2 && !(il__cu_matvec_q8_supports(w->type) && w->cols % 32 == 0)) k = IL__MV_V1;
+  return k;
+}
+
+/* y[i] = x w[i]^T for i < n through matvec, 8 tokens at a time (views checked). Version 3 on
+ * quantized weights quantizes each group of x once, for every matrix of the group (matmul_multi:
+ * Q/K/V, gate/up); version 2 quantizes for itself (into the same workspace). */
+static il_status il__mv_run(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+  il__cu *c = il__cu_of(b);
+  const int64_t g = x.rows < IL__CU_MV_MAX_TOK ? x.rows : IL__CU_MV_MAX_TOK;
+  size_t need = 0;
+  for (int i = 0; i < n; i++)
+    if (il__mv_quantized(w[i].type) && w[i].cols % 32 == 0) {
+      const size_t m2 = il__cu_matvec_q8_work(w[i].cols, g), m3 = il__cu_mv3_work(w[i].cols, g);
+      const size_t m = m2 > m3 ? m2 : m3;
+      if (m > need) need = m;
+    }
+  void *work = NULL;
+  if (need) IL_TRY(il__cu_workspace(b, need, &work));
+  for (int64_t t0 = 0; t0 < x.rows; t0 += IL__CU_MV_MAX_TOK) {
+    const int64_t nt = x.rows - t0 < IL__CU_MV_MAX_TOK ? x.rows - t0 : IL__CU_MV_MAX_TOK;
+    const float *xp = (const float *)il__ptr(x) + t0 * x.cols;
+    bool quantized = false; /* work holds this group's 8-bit activations */
+    for (int i = 0; i < n; i++) {
+      if (!w[i].rows) continue;
+      const int64_t ldy = il__ldy(&y[i]);
+      float *yp = (float *)il__ptr(y[i]) + t0 * ldy;
+      const il__mv_kind k = il__mv_pick(c, &w[i], nt);
+      const char *nm = il__nm(&w[i]);
+      if (k == IL__MV_V1) {
+        IL_CUDA_CHECK(c, il__cu_matvec(c->compute, w[i].type, il__ptr(w[i]), w[i].stride, w[i].rows, w[i].cols, xp, nt, yp,
+                                       ldy),
+                      "matmul", nm);
+      } else if (k == IL__MV_V2) {
+        IL_CUDA_CHECK(c, il__cu_matvec_q8(c->compute, w[i].type, il__ptr(w[i]), w[i].stride, w[i].rows, w[i].cols, xp, nt,
+                                          yp, ldy, work),
+                      "matmul", nm);
+        quantized = false; /* its own layout of the same values: not relied on */
+      } else {
+        if (il__mv_quantized(w[i].type) && !quantized) {
+          IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, xp, w[i].cols, nt, work), "matmul", nm);
+          quantized = true;
+        }
+        IL_CUDA_CHECK(c, il__cu_mv3(c->compute, k, w[i].type, il__ptr(w[i]), w[i].stride, w[i].rows, w[i].cols, xp, work,
+                                    nt, yp, ldy),
+                      "matmul", nm);
+      }
+    }
+  }
+  return IL_OK;
+}
+
 /* Generation (up to 8 tokens) reads the weights once in matvec; a batch goes to cuBLAS, or
  * to matvec in groups of 8 tokens where cuBLAS cannot take the operands (or IL_CUDA_NO_CUBLAS=1
  * in the environment asks for it: gpu-check runs the op test that way too, so the fallback is
- * tested). matvec_q8.cu (version 2) takes the weight types it covers; IL_CUDA_MATVEC=1 keeps
- * them on version 1. */
+ * tested). Which matvec: il__mv_pick. */
 static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__mm_check(&y, &w, &x));
@@ -476,29 +546,20 @@ static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x
     il_status st = il__cu_gemm(b, y, w, x);
     if (st != IL_ERR_UNSUPPORTED) return st;
   }
-  const int64_t ldy = il__ldy(&y);
-  const bool v2 = c->matvec_version == 2 && il__cu_matvec_q8_supports(w.type) && w.cols % 32 == 0;
-  void *work = NULL;
-  if (v2) IL_TRY(il__cu_workspace(b, il__cu_matvec_q8_work(w.cols, x.rows < IL__CU_MV_MAX_TOK ? x.rows : IL__CU_MV_MAX_TOK), &work));
-  for (int64_t t0 = 0; t0 < x.rows; t0 += IL__CU_MV_MAX_TOK) {
-    const int64_t nt = x.rows - t0 < IL__CU_MV_MAX_TOK ? x.rows - t0 : IL__CU_MV_MAX_TOK;
-    if (v2) {
-      IL_CUDA_CHECK(c, il__cu_matvec_q8(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols,
-                                        (const float *)il__ptr(x) + t0 * x.cols, nt, (float *)il__ptr(y) + t0 * ldy, ldy,
-                                        work),
-                    "matmul", il__nm(&w));
-      continue;
-    }
-    IL_CUDA_CHECK(c, il__cu_matvec(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols,
-                                   (const float *)il__ptr(x) + t0 * x.cols, nt, (float *)il__ptr(y) + t0 * ldy, ldy),
-                  "matmul", il__nm(&w));
-  }
-  return IL_OK;
+  return il__mv_run(b, 1, &y, &w, x);
 }
 
+/* Generation: the matrices that read the same x share its 8-bit activations (il__mv_run). */
 static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
-  for (int i = 0; i < n; i++) IL_TRY(il__matmul(b, y[i], w[i], x));
-  return IL_OK;
+  il__cu *c = il__cu_of(b);
+  if (x.rows > IL__CU_MV_MAX_TOK && !c->no_blas) {
+    for (int i = 0; i < n; i++) IL_TRY(il__matmul(b, y[i], w[i], x));
+    return IL_OK;
+  }
+  for (int i = 0; i < n; i++) IL_TRY(il__mm_check(&y[i], &w[i], &x));
+  if (!x.rows || n < 1) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
+  return il__mv_run(b, n, y, w, x);
 }
 
 /* ---------------------------------------------------------------- the other ops */
@@ -962,6 +1023,42 @@ static il_status il__parse_spec(const char *spec, int *dev, bool *dry, size_t *d
   return IL_OK;
 }
 
+/* The matvec dispatch: mv3_model.c's ranking, then the committed table (mv_table.txt, compiled
+ * in: the model's ranking until a device measures one), then the entries of the file
+ * IL_CUDA_MV_TABLE names (what scripts/gpu-check.sh measured), and IL_CUDA_MATVEC: 1 (version 1
+ * everywhere), 2 (version 2 where it runs, else 1: the dispatch before version 3), a version 3
+ * kernel name (w4u1, w4u2, w8u2: that one wherever the rows allow), or 3 (the table). */
+static il_status il__mv_setup(il__cu *c) {
+  il__mv_table_default(&c->mv_table);
+  char err[256];
+  if (il__mv_table_parse(il__mv_table_text, &c->mv_table, err, sizeof err))
+    return il_error(IL_ERR_INTERNAL, "the module's matvec table (src/backend/cuda/mv_table.txt): %s", err);
+  c->mv_force = -1;
+  const char *mv = getenv("IL_CUDA_MATVEC");
+  if (mv && *mv && strcmp(mv, "3")) {
+    if (!strcmp(mv, "1")) c->mv_force = IL__MV_V1;
+    else if (!strcmp(mv, "2")) c->mv_force = IL__MV_V2;
+    for (int k = IL__MV_FIRST_V3; k < IL__MV_N_KINDS; k++)
+      if (!strcmp(mv, il__mv_kind_name((il__mv_kind)k))) c->mv_force = k;
+    if (c->mv_force < 0)
+      return il_error(IL_ERR_INVALID_ARG, "IL_CUDA_MATVEC='%s': expected 1, 2, 3 (the dispatch table) or a version 3 "
+                      "kernel (w4u1, w4u2, w8u2)", mv);
+  }
+  const char *path = getenv("IL_CUDA_MV_TABLE");
+  if (!path || !*path) return IL_OK;
+  FILE *f = fopen(path, "rb");
+  if (!f) return il_error(IL_ERR_IO, "IL_CUDA_MV_TABLE=%s: cannot open it", path);
+  char text[32768];
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  const bool more = fgetc(f) != EOF;
+  fclose(f);
+  if (more) return il_error(IL_ERR_FORMAT, "IL_CUDA_MV_TABLE=%s: larger than %zu bytes", path, sizeof text - 1);
+  text[n] = 0;
+  if (il__mv_table_parse(text, &c->mv_table, err, sizeof err))
+    return il_error(IL_ERR_FORMAT, "IL_CUDA_MV_TABLE=%s: %s", path, err);
+  return IL_OK;
+}
+
 /* The rest of open, on c already zeroed and attached to b; b is destroyed by the caller on error. */
 static il_status il__open_device(il__cu *c, size_t mem_limit) {
   int n = 0;
@@ -1014,11 +1111,7 @@ static il_status il__open_device(il__cu *c, size_t mem_limit) {
   c->count_host = (unsigned long long *)((uint8_t *)page + 128);
   IL_CUBLAS_CHECK(c, cublasCreate(&c->blas), "open", "cuBLAS handle");
   IL_CUBLAS_CHECK(c, cublasSetStream(c->blas, c->compute), "open", "cuBLAS handle");
-  /* matvec version 2 (dp4a) by default for Q8_0/Q4_0/Q4_1: on an H200 (2026-12-01, bench_cuda)
-   * it read 4-13x faster than version 1 and passed the op test against the CPU at 1e-4;
-   * IL_CUDA_MATVEC=1 keeps version 1 */
-  const char *mv = getenv("IL_CUDA_MATVEC");
-  c->matvec_version = mv && !strcmp(mv, "1") ? 1 : 2;
+  IL_TRY(il__mv_setup(c));
   const char *nb = getenv("IL_CUDA_NO_CUBLAS");
   c->no_blas = nb && *nb && strcmp(nb, "0");
   /* what the context, cuBLAS, the records above and other processes hold: measured, not assumed */

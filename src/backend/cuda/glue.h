@@ -15,6 +15,7 @@
 #include <pthread.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/mv3.h"
 #include "backend/cudamod.h"
 
 extern const il_cudamod_host *il__cu_host;
@@ -58,7 +59,9 @@ typedef struct {
   size_t dry_size;                 /* dry: the device size it stands for (0: the real one) */
   size_t fixed;                    /* device memory in use when it opened: context, cuBLAS, others */
   uintptr_t next_fake;             /* dry: the next segment's address (never dereferenced) */
-  int matvec_version;              /* 2: matvec_q8.cu where it applies (default); IL_CUDA_MATVEC=1: 1 */
+  il__mv_table mv_table;           /* matvec kernel per (type, shape class, tokens): mv3_model.c's
+                                      default, or the file IL_CUDA_MV_TABLE names */
+  int mv_force;                    /* IL_CUDA_MATVEC: that kernel wherever it runs; -1: the table */
   bool no_blas;                    /* IL_CUDA_NO_CUBLAS=1: batches through matvec (test coverage) */
   int launch;                      /* id of the last launch that can fault */
   char launch_what[IL__CU_LAUNCH_RING][96];

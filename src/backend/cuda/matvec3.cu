@@ -1,0 +1,158 @@
+/* backend/cuda/matvec3: matvec version 3, y = x W^T for 1 to 8 tokens, every weight type, at
+ * the width of the memory system: 16-byte global loads, a warp instruction over 512 contiguous
+ * bytes of a row, several loads in flight per lane, dp4a on 8-bit activations for quantized
+ * weights. The per-lane arithmetic and the chunk geometry are mv3.cuh's, shared with the host
+ * twin in tests/cuda/test_mv3.cpp, which the results must equal bit for bit.
+ *
+ * Kernel il__k_mv3<T, NT, W, U>: W warps per block, one row per warp; each warp walks its row
+ * U chunks at a time: all of the U chunks' 16-byte loads are issued first (quantized types then
+ * copy them to the warp's slot of shared memory and __syncwarp), then each chunk is multiplied
+ * with the NT token rows, so 2-8 tokens read the weights once. No __syncthreads: warps are
+ * independent, and a warp past the last row leaves at once.
+ * CPU reference: backend/cpu/matmul_scalar.c (tests compare within the quantization tolerance);
+ * exactness: the host twin.
+ */
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/mv3.cuh"
+#include "backend/cuda/mv3.h"
+
+/* The activation quantizer is version 2's (matvec_q8.cu): one 32-value block per warp, the CPU's
+ * il__quant_block arithmetic, the same bits as the twin's il__mv3_quant_block (a max and an
+ * integer sum do not depend on their order), in the same workspace layout. */
+__global__ void il__k_quant_x(const float *__restrict__ x, int64_t n_in, int64_t n_blocks, int8_t *xq, float *xd,
+                              int *xs);
+
+template <int T, int NT, int W, int U>
+__global__ void __launch_bounds__(32 * W, 1) il__k_mv3(const uint8_t *__restrict__ w, size_t w_stride, int64_t n_out,
+                                                    int64_t n_in, const float *__restrict__ x,
+                                                    const int8_t *__restrict__ xq, const float *__restrict__ xd,
+                                                    const int *__restrict__ xs, int n_tok, float *__restrict__ y,
+                                                    int64_t ldy) {
+  constexpr bool Q = T != IL_DTYPE_F32 && T != IL_DTYPE_F16 && T != IL_DTYPE_BF16;
+  constexpr int CB = T == IL_DTYPE_Q8_0   ? 32 * 34
+                     : T == IL_DTYPE_Q4_0 ? 32 * 18
+                     : T == IL_DTYPE_Q4_1 ? 32 * 20
+                     : T == IL_DTYPE_Q4_K ? 4 * 144
+                     : T == IL_DTYPE_Q5_K ? 4 * 176
+                     : T == IL_DTYPE_Q6_K ? 8 * 210
+                                          : 512;
+  constexpr int LK = (CB / 16 + 31) / 32; /* loads per lane and chunk */
+  __shared__ __align__(16) uint8_t sm[Q ? W * U * CB : 16];
+  const int lane = threadIdx.x, warp = threadIdx.y;
+  const int64_t row = il__mv3_row_of(blockIdx.x, warp, W);
+  if (row >= n_out) return; /* the whole warp leaves together */
+  const uint4 *wr = (const uint4 *)(w + (size_t)row * w_stride);
+  const int64_t rb = il__mv3_row_bytes(T, n_in), row_words = rb / 16, n_chunks = (rb + CB - 1) / CB;
+  const int64_t nb = n_in / 32;
+  il__mv3_act a[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++) a[t] = il__mv3_act{xq + (size_t)t * (size_t)n_in, xd + t * nb, xs + t * nb};
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+  for (int64_t c0 = 0; c0 < n_chunks; c0 += U) {
+    uint4 r[U][LK];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int k = 0; k < LK; k++) {
+        const int64_t wi = il__mv3_word(T, row_words, c0 + u, k, lane);
+        r[u][k] = wi >= 0 ? __ldg(wr + wi) : make_uint4(0, 0, 0, 0);
+      }
+    if (Q) {
+#pragma unroll
+      for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int k = 0; k < LK; k++)
+          if (il__mv3_word(T, row_words, c0 + u, k, lane) >= 0)
+            ((uint4 *)(sm + (warp * U + u) * CB))[32 * k + lane] = r[u][k];
+      __syncwarp();
+#pragma unroll
+      for (int u = 0; u < U; u++)
+        if (c0 + u < n_chunks) il__mv3_lane_quant<T, NT>(sm + (warp * U + u) * CB, c0 + u, lane, nb, a, n_tok, acc);
+      __syncwarp(); /* the slot is rewritten by the next chunks */
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        const int64_t wi = il__mv3_word(T, row_words, c0 + u, 0, lane);
+        if (wi >= 0) {
+          const uint32_t wd[4] = {r[u][0].x, r[u][0].y, r[u][0].z, r[u][0].w};
+          il__mv3_lane_float<T, NT>(wd, wi, x, n_in, n_tok, acc);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; t++) {
+    float s = acc[t];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s = il__add(s, __shfl_xor_sync(0xffffffffu, s, o));
+    if (lane == 0 && t < n_tok) y[(size_t)t * (size_t)ldy + (size_t)row] = s;
+  }
+}
+
+extern "C" bool il__cu_mv3_eligible(il_dtype t, int64_t n_in, const void *w, size_t stride, int64_t n_rows) {
+  return il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_rows);
+}
+
+/* xq: n_tok rows of n_in int8 at the start; then xd (n_tok x nb floats) at a 256-byte
+ * boundary, then xs (n_tok x nb ints). */
+static size_t il__mv3_xd_off(int64_t n_in, int64_t n_tok) { return ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256; }
+
+extern "C" size_t il__cu_mv3_work(int64_t n_in, int64_t n_tok) {
+  return il__mv3_xd_off(n_in, n_tok) + (size_t)(n_in / 32) * (size_t)n_tok * 8 + 256;
+}
+
+extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t n_in, int64_t n_tok, void *work) {
+  if (n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  const int64_t n_blocks = n_in / 32 * n_tok;
+  int8_t *xq = (int8_t *)work;
+  float *xd = (float *)((uint8_t *)work + il__mv3_xd_off(n_in, n_tok));
+  int *xs = (int *)(xd + n_blocks);
+  il__k_quant_x<<<(unsigned)((n_blocks + 3) / 4), dim3(32, 4), 0, s>>>(x, n_in, n_blocks, xq, xd, xs);
+  return cudaGetLastError();
+}
+
+template <int T, int NT, int W, int U>
+static void il__mv3_go(cudaStream_t s, const void *w, size_t stride, int64_t n_out, int64_t n_in, const float *x,
+                       const int8_t *xq, const float *xd, const int *xs, int n_tok, float *y, int64_t ldy) {
+  const dim3 grid((unsigned)il__mv3_blocks(n_out, W)), block(32, W);
+  il__k_mv3<T, NT, W, U><<<grid, block, 0, s>>>((const uint8_t *)w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+}
+
+template <int T, int W, int U>
+static void il__mv3_tok(cudaStream_t s, const void *w, size_t stride, int64_t n_out, int64_t n_in, const float *x,
+                        const int8_t *xq, const float *xd, const int *xs, int n_tok, float *y, int64_t ldy) {
+  if (n_tok == 1) il__mv3_go<T, 1, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+  else if (n_tok == 2) il__mv3_go<T, 2, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+  else if (n_tok <= 4) il__mv3_go<T, 4, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+  else il__mv3_go<T, 8, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+}
+
+template <int T>
+static cudaError_t il__mv3_kind(cudaStream_t s, il__mv_kind k, const void *w, size_t stride, int64_t n_out,
+                                int64_t n_in, const float *x, const int8_t *xq, const float *xd, const int *xs,
+                                int n_tok, float *y, int64_t ldy) {
+  switch (k) {
+  case IL__MV_W4U1: il__mv3_tok<T, 4, 1>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy); break;
+  case IL__MV_W4U2: il__mv3_tok<T, 4, 2>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy); break;
+  case IL__MV_W8U2: il__mv3_tok<T, 8, 2>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy); break;
+  default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
+                                  int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
+                                  float *y, int64_t ldy) {
+  if (n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 || n_out > (int64_t)0x7fffffff ||
+      !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
+    return cudaErrorInvalidValue;
+  const int8_t *xq = (const int8_t *)work;
+  const float *xd = work ? (const float *)((const uint8_t *)work + il__mv3_xd_off(n_in, n_tok)) : NULL;
+  const int *xs = work ? (const int *)(xd + n_in / 32 * n_tok) : NULL;
+#define IL__MV3(T) return il__mv3_kind<T>(s, k, w, stride, n_out, n_in, x, xq, xd, xs, (int)n_tok, y, ldy)
+  IL__FOR_TYPE(t, IL__MV3)
+#undef IL__MV3
+  return cudaErrorInvalidValue;
+}
