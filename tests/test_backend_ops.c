@@ -596,6 +596,14 @@ static void test_seam(void) {
     il_tensor ids = put(b, NULL, 1, 4, IL_DTYPE_I32, "ids");
     IL_CHECK_INT(b->ops->swiglu(b, ids, ids), IL_ERR_UNSUPPORTED);
     il_backend_tensor_free(b, &ids);
+    /* a tensor of another backend (the reference cpu) is refused by every op, named, never
+     * read as if it were this backend's memory */
+    il_tensor alien = put(ref, NULL, 4, 4, IL_DTYPE_F32, "alien");
+    IL_CHECK_INT(b->ops->add(b, t, alien), IL_ERR_INVALID_ARG);
+    IL_CHECK(strstr(il_error_detail(), "'alien'") != NULL && strstr(il_error_detail(), "another backend") != NULL);
+    IL_CHECK_INT(b->ops->copy(b, alien, t), IL_ERR_INVALID_ARG);
+    IL_CHECK_INT(b->ops->download(b, junk, alien, 16), IL_ERR_INVALID_ARG);
+    il_backend_tensor_free(ref, &alien);
     il_backend_tensor_free(b, &t);
   }
   /* registry errors name the spec */

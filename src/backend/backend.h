@@ -6,8 +6,10 @@
  * test). Ops take typed 2-D views (il_tensor), so the element type travels with the data.
  * Bytes cross between the host and a backend only through upload, download and copy.
  * Every op returns il_status; ops may run asynchronously and sync returns the first deferred
- * error. The ops table is one const struct per backend kind with a version; members are only
- * appended, so a backend built as a module (cuda) can be loaded with dlopen.
+ * error. The ops table is one const struct per backend kind with a version that must match
+ * exactly, so a backend built as a module (cuda) is loaded with dlopen only when it was built
+ * against this header. A buffer knows its backend (owner): a view of another backend's buffer
+ * is refused by every op, never read as if it were local.
  *
  * Shapes in comments: [rows x cols]; rows are `stride` bytes apart, elements of a row are
  * contiguous. Vectors (norm weights, token ids, positions) are [1 x n].
@@ -26,11 +28,11 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_BACKEND_OPS_VERSION 5 /* 2: round_to, value_stats; 3: reserve; 4: copy converts; 5: prepare_weight */
-
-/* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
- * weight type, so il_dtype_get does not list it). */
-#define IL_DTYPE_I32 ((il_dtype)26)
+/* The ops table's layout. A table is used only by code built with the same number (the
+ * registry and the CUDA module loader refuse any other), so a member may be added, changed or
+ * removed together with this number, and no caller tests a table's version or guards a member
+ * by it. */
+#define IL_BACKEND_OPS_VERSION 6
 
 typedef struct il_backend il_backend;
 typedef struct il_buffer il_buffer; /* one allocation in one backend's space; opaque */
@@ -132,7 +134,7 @@ typedef struct {
 } il_transfer_stats;
 
 typedef struct il_backend_ops {
-  uint32_t version; /* IL_BACKEND_OPS_VERSION it was built with */
+  uint32_t version; /* IL_BACKEND_OPS_VERSION it was built with; checked once, at open */
 
   /* ---- memory ---- */
   /* A buffer of `bytes` under `cat`; IL_ERR_OOM with the device's report when it does not

@@ -337,7 +337,7 @@ static void il__release_pages(il_model_dev *d, const il_weight *w) {
  * release, the mapping's pages of w then go (not when get_rows still reads them). */
 static il_status il__prepare_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *t, bool release) {
   bool own = false;
-  if (b->ops->version >= 5 && b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, t, &own));
+  if (b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, t, &own));
   if (own && release) il__release_pages(d, w);
   return IL_OK;
 }
@@ -733,7 +733,7 @@ il_tensor il_model_output_shape(const il_model *m, il_dtype force) { return il__
  * its layers (or the stream slots, which are shaped like every layer) and the output head. */
 static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev *d, int32_t max_tokens) {
   const il_backend_ops *o = ln->b->ops;
-  if (o->version < 3 || !o->reserve) return IL_OK;
+  if (!o->reserve) return IL_OK;
   const int32_t n_layer = d->model->hp.n_layer;
   /* every layer's weights as shapes (a mix such as q4_k_m gives layers different types; a
    * streamed layer's slot has its shapes) */

@@ -41,6 +41,7 @@ static il_status il__cpu_alloc(il_backend *b, il_mem_category cat, size_t bytes,
     return IL_ERR_OOM;
   }
   buf->size = bytes;
+  buf->owner = b;
   buf->cat = cat;
   buf->wrapped = false;
   buf->handle = NULL;
@@ -60,7 +61,7 @@ static il_status il__cpu_wrap(il_backend *b, void *ptr, size_t bytes, il_mem_cat
   *out = NULL;
   il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
   if (!buf) return IL_ERR_OOM;
-  *buf = (il_buffer){.base = ptr, .size = bytes, .cat = cat, .wrapped = true};
+  *buf = (il_buffer){.base = ptr, .size = bytes, .owner = b, .cat = cat, .wrapped = true};
   *out = buf;
   return IL_OK;
 }
@@ -83,7 +84,7 @@ static void il__cpu_memory(il_backend *b, size_t *free_b, size_t *total) {
 /* ---------------------------------------------------------------- transfers */
 
 static il_status il__cpu_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
-  IL_TRY(il__check("upload", &dst, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "upload", &dst, IL_DTYPE_COUNT));
   if (bytes > dst.buf->size - dst.off)
     return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&dst), dst.off, dst.buf->size);
@@ -92,7 +93,7 @@ static il_status il__cpu_upload(il_backend *b, il_tensor dst, const void *src, s
 }
 
 static il_status il__cpu_download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
-  IL_TRY(il__check("download", &src, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "download", &src, IL_DTYPE_COUNT));
   if (bytes > src.buf->size - src.off)
     return il_error(IL_ERR_RANGE, "download: %zu bytes from '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&src), src.off, src.buf->size);
@@ -120,7 +121,7 @@ static const il__cvt il__cvt_c = {.compiled = true,
                                   .f32_to_bf16 = il__f32_to_bf16};
 
 static il_status il__cpu_copy(il_backend *b, il_tensor dst, il_tensor src) {
-  IL_TRY(il__copy_check(&dst, &src));
+  IL_TRY(il__copy_check(b, &dst, &src));
   uint8_t *d = il__cpu_ptr(dst);
   const uint8_t *s = il__cpu_ptr(src);
   if (dst.type == src.type) {
@@ -175,10 +176,10 @@ static il_status il__grow(void **buf, size_t *cap, size_t need, il_mem_category 
   return IL_OK;
 }
 
-static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_tensor *x) {
-  IL_TRY(il__check("matmul", w, IL_DTYPE_COUNT));
-  IL_TRY(il__check("matmul", x, IL_DTYPE_F32));
-  IL_TRY(il__check("matmul", y, IL_DTYPE_F32));
+static il_status il__mm_check(il_backend *b, const il_tensor *y, const il_tensor *w, const il_tensor *x) {
+  IL_TRY(il__check(b, "matmul", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "matmul", x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "matmul", y, IL_DTYPE_F32));
   IL_TRY(il__dense("matmul", x));
   if (x->cols != w->cols || y->rows != x->rows || y->cols != w->rows || (y->stride % 4 && y->rows > 1))
     return il_error(IL_ERR_INVALID_ARG, "matmul '%s' [%lld x %lld]: input [%lld x %lld] and output [%lld x %lld] do not fit",
@@ -233,7 +234,7 @@ static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->s
 
 static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cpu *c = il__c(b);
-  IL_TRY(il__mm_check(&y, &w, &x));
+  IL_TRY(il__mm_check(b, &y, &w, &x));
   size_t need = il_cpu_matmul_work_size(w.type, w.cols, x.rows, il_pool_size(c->pool));
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
   const il_cpu_mm_part part = {.w = il__cpu_ptr(w), .w_stride = w.stride, .n_out = w.rows, .y = il__cpu_ptr(y),
@@ -277,7 +278,7 @@ static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, 
   }
   il_cpu_mm_part parts[IL_CPU_MM_MAX_PARTS];
   for (int i = 0; i < n; i++) {
-    IL_TRY(il__mm_check(&y[i], &w[i], &x));
+    IL_TRY(il__mm_check(b, &y[i], &w[i], &x));
     parts[i] = (il_cpu_mm_part){.w = il__cpu_ptr(w[i]), .w_stride = w[i].stride, .n_out = w[i].rows,
                                 .y = il__cpu_ptr(y[i]), .ldy = il__ldy(&y[i]), .packed = il__packed(&w[i])};
   }
@@ -334,7 +335,7 @@ static void il__norm_row(void *p, int64_t t) {
 }
 
 static il_status il__cpu_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  IL_TRY(il__rmsnorm_check(&y, &x, &g));
+  IL_TRY(il__rmsnorm_check(b, &y, &x, &g));
   il__norm_ctx ctx = {il__cpu_ptr(y), il__cpu_ptr(x), y.stride, x.stride, il__cpu_ptr(g), x.cols, eps};
   il__for_rows(il__c(b), x.rows, x.cols, il__norm_row, &ctx);
   return IL_OK;
@@ -380,7 +381,7 @@ static void il__rope_row(void *p, int64_t t) {
 }
 
 static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
-  IL_TRY(il__rope_check(&x, &pos, p));
+  IL_TRY(il__rope_check(b, &x, &pos, p));
   il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p, 0, NULL, NULL};
   if (!(ctx.p.scale > 0)) ctx.p.scale = 1.0f;
   /* the first row's position from the cache (filled when it was another position or rope) */
@@ -413,7 +414,7 @@ static il_status il__store_row(const il__cvt *cv, uint8_t *dst, il_dtype t, cons
 }
 
 static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
-  IL_TRY(il__kv_store_check(kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type)));
+  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type)));
   const int32_t *sl = il__cpu_ptr(slots);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
@@ -473,15 +474,15 @@ static il_cpu_attn_args il__attn_args(il_backend *b, const il_attn_args *a) {
 }
 
 /* Checks every kernel relies on before it reads device memory: buffers, types, shapes. */
-static il_status il__attn_check(const il_attn_args *a) {
+static il_status il__attn_check(il_backend *b, const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
-  IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
-  IL_TRY(il__check("attention", &a->out, IL_DTYPE_F32));
-  IL_TRY(il__check("attention", &a->seq, IL_DTYPE_I32));
-  IL_TRY(il__check("attention", &a->pos, IL_DTYPE_I32));
-  IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("attention", &kv->v, kv->k.type));
-  IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->q, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->out, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->seq, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->pos, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "attention", &kv->v, kv->k.type));
+  IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (a->q.cols != a->n_heads * a->head_dim || a->out.rows != a->q.rows || a->out.cols != a->q.cols ||
       kv->k.cols != a->n_kv_heads * a->head_dim || kv->v.rows != kv->k.rows || kv->v.stride != kv->k.stride ||
       a->seq.cols < a->q.rows || a->pos.cols < a->q.rows || kv->block_table.rows * kv->block_table.cols <
@@ -566,8 +567,8 @@ static size_t il__attn_workspace(il_backend *b, const il_attn_kernel *k, const i
 }
 
 static il_status il__attn_run(il_backend *b, const il_attn_kernel *k, const il_attn_args *a, il_tensor ws) {
-  IL_TRY(il__attn_check(a));
-  if (ws.buf) IL_TRY(il__check("attention workspace", &ws, IL_DTYPE_COUNT));
+  IL_TRY(il__attn_check(b, a));
+  if (ws.buf) IL_TRY(il__check(b, "attention workspace", &ws, IL_DTYPE_COUNT));
   il_cpu_attn_args ca = il__attn_args(b, a);
   const size_t have = ws.buf ? ws.buf->size - ws.off : 0;
   il_status st = il__attn_cpu_kernel(k)->run(il__c(b)->pool, &ca, ws.buf ? il__cpu_ptr(ws) : NULL, have);
@@ -648,7 +649,7 @@ static void il__swiglu_row(void *p, int64_t t) {
 /* Rows split across the pool (a 512-token prompt's SwiGLU is 4M elements a layer); elementwise,
  * so the result does not depend on the thread count. */
 static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
-  IL_TRY(il__elementwise_check("swiglu", &gate, &up));
+  IL_TRY(il__elementwise_check(b, "swiglu", &gate, &up));
   il__cpu *c = il__c(b);
   il__swiglu_ctx s = {.ops = c->ops, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
   il__for_rows(c, gate.rows, gate.cols, il__swiglu_row, &s);
@@ -656,7 +657,7 @@ static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
 }
 
 static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) {
-  IL_TRY(il__elementwise_check("add", &y, &x));
+  IL_TRY(il__elementwise_check(b, "add", &y, &x));
   float *yp = il__cpu_ptr(y);
   const float *xp = il__cpu_ptr(x);
   const int64_t n = y.rows * y.cols;
@@ -665,7 +666,7 @@ static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) {
 }
 
 static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
-  IL_TRY(il__add_bias_check(&y, &bias));
+  IL_TRY(il__add_bias_check(b, &y, &bias));
   const float *bp = il__cpu_ptr(bias);
   for (int64_t t = 0; t < y.rows; t++) {
     float *row = (float *)((uint8_t *)il__cpu_ptr(y) + (size_t)t * y.stride);
@@ -676,7 +677,7 @@ static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
 
 static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
   *out = 0;
-  IL_TRY(il__check("count_nonfinite", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "count_nonfinite", &x, IL_DTYPE_F32));
   int64_t n = 0;
   for (int64_t t = 0; t < x.rows; t++) {
     const float *row = (const float *)((const uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
@@ -687,7 +688,7 @@ static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *ou
 }
 
 static il_status il__cpu_round_to(il_backend *b, il_tensor x, il_dtype type) {
-  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "round_to", &x, IL_DTYPE_F32));
   if (type == IL_DTYPE_F32) return IL_OK;
   if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
     return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
@@ -703,7 +704,7 @@ static il_status il__cpu_round_to(il_backend *b, il_tensor x, il_dtype type) {
 
 static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
   *nonfinite = 0, *absmax = 0;
-  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "value_stats", &x, IL_DTYPE_F32));
   int64_t n = 0;
   float m = 0;
   for (int64_t t = 0; t < x.rows; t++) {
@@ -718,7 +719,7 @@ static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfin
 }
 
 static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
-  IL_TRY(il__get_rows_check(&y, &w, &ids));
+  IL_TRY(il__get_rows_check(b, &y, &w, &ids));
   const int32_t *id = il__cpu_ptr(ids);
   for (int64_t t = 0; t < y.rows; t++) {
     if (id[t] < 0 || id[t] >= w.rows)

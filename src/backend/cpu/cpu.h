@@ -24,6 +24,7 @@
 struct il_buffer {
   uint8_t *base;
   size_t size;
+  il_backend *owner; /* the backend that made it; the view checks refuse it on any other */
   il_mem_category cat;
   bool wrapped;  /* caller-owned memory: never freed, not counted */
   void *handle;  /* the allocator's block (sim) */

@@ -61,7 +61,7 @@ static il_status il__sim_alloc(il_backend *b, il_mem_category cat, size_t bytes,
     il_mem_free(buf);
     return st;
   }
-  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .cat = cat, .wrapped = false, .handle = blk};
+  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .owner = b, .cat = cat, .wrapped = false, .handle = blk};
   *out = buf;
   return IL_OK;
 }
