@@ -44,7 +44,7 @@ typedef struct {
   size_t off;       /* bytes from the start of buf to row 0 */
   size_t stride;    /* bytes between rows */
   int64_t rows, cols;
-  il_dtype type;    /* activations F32 (stored F16/BF16 between ops); weights any storage type; ids I32 */
+  il_dtype type;    /* activations F32, or F16/BF16 where supports() says so; weights any storage type; ids I32 */
   const char *name; /* for messages: "blk.3.attn_q.weight" (borrowed, may be NULL) */
 } il_tensor;
 
@@ -86,7 +86,7 @@ typedef struct {
 /* One attention call: out[t] = softmax(q[t] K^T * scale) V over positions 0..pos[t] of
  * sequence seq[t], per head, grouped-query (n_heads / n_kv_heads query heads per kv head). */
 typedef struct {
-  il_tensor out, q;   /* F32 [n_tok x n_heads*head_dim] */
+  il_tensor out, q;   /* activations [n_tok x n_heads*head_dim] */
   il_tensor seq, pos; /* I32 [1 x n_tok] */
   const il_kv_view *kv;
   int64_t n_heads, n_kv_heads, head_dim;
@@ -126,6 +126,17 @@ typedef struct {
   bool host_visible;    /* buffers are host memory the caller may read (cpu) */
   bool dry;             /* allocates but computes nothing (the planner's sim:SIZE,dry) */
 } il_backend_info;
+
+/* An observer of op results (numerics checks; llama.cpp's eval callback). A backend calls fn after
+ * each op it runs, once per output, with the op and the result as the op computed it in F32: the
+ * output tensor itself, or, for an F16/BF16 output, the F32 values before they are narrowed to
+ * it (`stored`: the output's type; y.name is the output's name). fn may round y in place to
+ * `stored` (round_to): the narrowed bits stay the same. An error from fn is the op's error.
+ * kv_store reports nothing; rope_kv_store reports q. fn NULL: none (the default). */
+typedef struct {
+  il_status (*fn)(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored);
+  void *ctx;
+} il_op_observer;
 
 /* Counted host<->device traffic (sim and cuda; zero on cpu). */
 typedef struct {
@@ -167,13 +178,21 @@ typedef struct il_backend_ops {
   const il_attn_kernel *(*attn_kernels)(il_backend *, int *n);
   void (*info)(il_backend *, il_backend_info *out);
 
-  /* ---- ops (activations F32; model/ widens 16-bit activations with copy) ---- */
+  /* ---- ops ----
+   * Activations (every tensor but weights, norm weights, biases, ids and KV cells) are F32, or
+   * F16/BF16 where supports(op, wtype, atype) says so: the op then computes in F32 on values
+   * widened from them and rounds its results back to nearest even, as round_to does (cpu and
+   * sim: chunk by chunk in the scratch of reserve_act). Each op reports its outputs to the
+   * backend's observer (il_op_observer). */
   /* y[t] = row ids[t] of w, dequantized.  y [n x cols(w)], ids I32 [1 x n]. */
   il_status (*get_rows)(il_backend *, il_tensor y, il_tensor w, il_tensor ids);
   /* y = x W^T: y[t][r] = W[r] . x[t].  w [n_out x n_in], x [n_tok x n_in], y [n_tok x n_out]. */
   il_status (*matmul)(il_backend *, il_tensor y, il_tensor w, il_tensor x);
-  /* n matmuls that read the same x (Q, K and V; gate and up), so x is prepared once. */
-  il_status (*matmul_multi)(il_backend *, int n, const il_tensor *y, const il_tensor *w, il_tensor x);
+  /* n matmuls that read the same x (Q, K and V; gate and up), so x is prepared once, each plus
+   * its bias when bias is not NULL (bias[i] F32 [1 x cols(y[i])]; bias[i].buf NULL: none):
+   * QKV in one op, rounded once. */
+  il_status (*matmul_multi)(il_backend *, int n, const il_tensor *y, const il_tensor *w, const il_tensor *bias,
+                            il_tensor x);
   /* y[t] = x[t] / rms(x[t]) * g.  g [1 x cols]; y may be x. */
   il_status (*rmsnorm)(il_backend *, il_tensor y, il_tensor x, il_tensor g, float eps);
   /* Rotates the first n_rot dims of each head of x [n_tok x n_heads*head_dim] in place at
@@ -181,6 +200,10 @@ typedef struct il_backend_ops {
   il_status (*rope)(il_backend *, il_tensor x, il_tensor pos, const il_rope_params *p);
   /* Row i of k and v goes to cell slots[i] of kv->k and kv->v (I32 [1 x n]). */
   il_status (*kv_store)(il_backend *, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots);
+  /* rope(q, rq) and rope(k, rk) at pos, then kv_store(kv, k, v, slots), in one op: with 16-bit
+   * activations k is stored from its rotated F32 values (k itself may be left unrotated). */
+  il_status (*rope_kv_store)(il_backend *, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
+                             const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv, il_tensor slots);
   /* gate = silu(gate) * up, elementwise, same shape. */
   il_status (*swiglu)(il_backend *, il_tensor gate, il_tensor up);
   /* y += x, same shape. */
@@ -233,12 +256,21 @@ typedef struct il_backend_ops {
    * release a file mapping's pages of them); get_rows, copy and the other ops still read them.
    * IL_ERR_OOM with the report. (optional: NULL where weights are used as placed) */
   il_status (*prepare_weight)(il_backend *, const il_tensor *w, bool *own_copy);
+
+  /* ---- 16-bit activations ---- */
+  /* Allocates now (under IL_MEM_ACTIVATIONS, freeing the previous one) the F32 scratch in
+   * which the ops compute on atype (F16 or BF16) activations: chunks of `rows` rows, the F32
+   * copies of one op's inputs and outputs taking at most `cols` columns together. rows 0
+   * releases it. IL_ERR_OOM with the report. (optional: NULL where supports() refuses 16-bit
+   * activations; the caller then widens them itself with copy) */
+  il_status (*reserve_act)(il_backend *, il_dtype atype, int32_t rows, int64_t cols);
 } il_backend_ops;
 
 struct il_backend {
   const il_backend_ops *ops;
-  il_mem_space *space; /* where its allocations are counted (the host's for cpu) */
+  il_mem_space *space;     /* where its allocations are counted (the host's for cpu) */
   void *impl;
+  il_op_observer observer; /* set by the caller between ops; zero: none */
 };
 
 /* ---- conveniences over the ops table ---- */

@@ -33,6 +33,11 @@ static inline il_status il__check(il_backend *b, const char *op, const il_tensor
   return IL_OK;
 }
 
+/* Reports output y of op to b's observer (backend.h): y as computed in F32, stored at `stored`. */
+static inline il_status il__observe(il_backend *b, il_op op, il_tensor y, il_dtype stored) {
+  return b->observer.fn ? b->observer.fn(b->observer.ctx, b, op, y, stored) : IL_OK;
+}
+
 /* Same shape as ref. */
 static inline il_status il__same_shape(const char *op, const il_tensor *a, const il_tensor *ref) {
   if (a->rows != ref->rows || a->cols != ref->cols)

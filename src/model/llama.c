@@ -707,13 +707,29 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
       {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
       {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
       {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers), IL_DTYPE_F32,
-       "activations: f32 chunk", act != IL_DTYPE_F32},
+       "activations: f32 chunk", act != IL_DTYPE_F32 && !ln->direct},
   };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i].need)
       IL_TRY(il_backend_tensor_new(ln->b, IL_MEM_ACTIVATIONS, bufs[i].rows, bufs[i].cols, bufs[i].type, bufs[i].name,
                                    bufs[i].t));
+  /* the same F32 scratch, the backend's own where it computes on 16-bit activations itself */
+  if (act != IL_DTYPE_F32 && ln->direct) {
+    IL_TRY(ln->b->ops->reserve_act(ln->b, act, il_forward_chunk_rows(act, T), il__wide_cols(hp, ln->has_layers)));
+    ln->reserved = true;
+  }
   return IL_OK;
+}
+
+/* Whether b runs every op of the forward pass on activations of act itself (else the pass
+ * widens them into F32 copies chunk by chunk and narrows the results). */
+static bool il__direct(il_backend *b, il_dtype act, il_dtype kv_type) {
+  if (act == IL_DTYPE_F32) return true;
+  if (!b->ops->reserve_act) return false;
+  for (int op = 0; op < IL_OP_COUNT; op++)
+    if (!b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
+      return false;
+  return true;
 }
 
 static il_tensor il__shape_of(const il_weight *w, il_dtype force) {
@@ -774,7 +790,12 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
   if (!lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
   lo->has_output = true;
   il_status s = IL_OK;
-  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
+    int l = 0; /* the KV cells of the lane's first layer (the others are of the same type) */
+    while (l < hp->n_layer - 1 && d->layer_b[l] != st->lane[i].b) l++;
+    st->lane[i].direct = il__direct(st->lane[i].b, act_type, kv[l].k.type);
+    s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
+  }
   if (s == IL_OK) {
     st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * 4 * sizeof(int32_t), "batch staging");
     if (!st->host_batch) s = IL_ERR_OOM;
@@ -810,18 +831,45 @@ void il_forward_state_free(il_forward_state *st) {
     il_tensor *ts[] = {&ln->x,  &ln->xb,     &ln->xo,    &ln->q,   &ln->att,     &ln->k,   &ln->v,
                        &ln->hb, &ln->hb2,    &ln->logits, &ln->batch, &ln->attn_ws, &ln->wide};
     for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) il_backend_tensor_free(ln->b, ts[j]);
+    if (ln->reserved) ln->b->ops->reserve_act(ln->b, st->act_type, 0, 0);
   }
   il_mem_free(st->host_batch);
   il_mem_free(st->staging);
   memset(st, 0, sizeof *st);
 }
 
+/* ---- numerics: an observer of every op's result ----
+ * With check_numerics the backends report each op's output (backend.h: il_op_observer) to
+ * il__numerics, named by the op (the output view's name) and the layer (st->obs_layer): its
+ * largest magnitude before rounding, then inf/nan counted in what the stored type keeps (F16
+ * turns |x| > 65504 into inf), so the first op that made them is named. */
+
+/* Counts inf/nan in t and records the first place they appear. */
+static il_status il__bad(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *block) {
+  if (st->bad_layer >= 0) return IL_OK;
+  int64_t n = 0;
+  IL_TRY(b->ops->count_nonfinite(b, t, &n));
+  if (n) st->bad_layer = layer, st->bad_block = block, st->bad_count = n;
+  return IL_OK;
+}
+
+static il_status il__numerics(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
+  (void)op;
+  il_forward_state *st = ctx;
+  int64_t n = 0;
+  float m = 0;
+  IL_TRY(b->ops->value_stats(b, y, &n, &m));
+  if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = st->obs_layer, st->max_abs_op = y.name;
+  if (stored != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, stored));
+  return il__bad(st, b, y, st->obs_layer, y.name);
+}
+
 /* ---- ops over chunks of rows ----
- * An op of the forward pass runs as a loop over chunks of st->chunk rows of the batch. For each
- * it takes its inputs with il__in and its outputs with il__out, computes on those F32 views, and
- * hands every output to il__put. With F32 activations there is one chunk and the views are the
- * buffers themselves; with F16/BF16 they are F32 copies in the lane's scratch (`wide`): inputs
- * widened there, outputs narrowed back to the buffer by il__put. */
+ * Where a lane's backend computes on the activations' type itself (every F32 pass; cpu and sim
+ * with F16/BF16), an op is one call on the buffers and the backend reports its outputs. Where
+ * it does not (cuda with F16/BF16), the op runs as a loop over chunks of st->chunk rows: inputs
+ * taken with il__in and outputs with il__out as F32 copies in the lane's scratch (`wide`), the
+ * op computed there, and every output handed to il__put, which reports it and narrows it back. */
 typedef struct {
   il_forward_state *st;
   il_forward_lane *ln;
@@ -830,16 +878,17 @@ typedef struct {
 } il__chunk;
 
 static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, int32_t n, int32_t r0) {
-  const int32_t left = n - r0;
-  return (il__chunk){st, ln, n, r0, left < st->chunk ? left : st->chunk, 0};
+  const int32_t left = n - r0, step = ln->direct ? n : st->chunk;
+  return (il__chunk){st, ln, n, r0, left < step ? left : step, 0};
 }
 
 #define IL__CHUNKS(k, st, ln, n)                                                                                        \
   for (il__chunk k = il__chunk_at(st, ln, n, 0); k.rows > 0; k = il__chunk_at(st, ln, n, k.r0 + k.rows))
 
-/* Where the op writes the chunk's rows of t: t's rows when t is F32, else F32 scratch. */
+/* Where the op writes the chunk's rows of t: t's rows when t is F32 or the backend takes its
+ * type, else F32 scratch. */
 static il_status il__out(il__chunk *k, il_tensor t, il_tensor *out) {
-  if (t.type == IL_DTYPE_F32) {
+  if (t.type == IL_DTYPE_F32 || k->ln->direct) {
     *out = il_tensor_rows(t, k->r0, k->rows);
     return IL_OK;
   }
@@ -852,10 +901,10 @@ static il_status il__out(il__chunk *k, il_tensor t, il_tensor *out) {
   return IL_OK;
 }
 
-/* The chunk's rows of t as the op reads them: t's rows when F32, else widened into scratch. */
+/* The chunk's rows of t as the op reads them: t's rows, or widened into scratch. */
 static il_status il__in(il__chunk *k, il_tensor t, il_tensor *out) {
   IL_TRY(il__out(k, t, out));
-  if (t.type == IL_DTYPE_F32) return IL_OK;
+  if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
   return k->ln->b->ops->copy(k->ln->b, *out, il_tensor_rows(t, k->r0, k->rows));
 }
 
@@ -867,72 +916,69 @@ static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
   return t;
 }
 
-/* With check_numerics: counts inf/nan in t and records the first place they appear. */
-static il_status il__check(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *block) {
-  if (!st->check_numerics || st->bad_layer >= 0) return IL_OK;
-  int64_t n = 0;
-  IL_TRY(b->ops->count_nonfinite(b, t, &n));
-  if (n) st->bad_layer = layer, st->bad_block = block, st->bad_count = n;
-  return IL_OK;
+/* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies:
+ * reported as a backend would report it, then stored at t's type. */
+static il_status il__put(il__chunk *k, il_tensor y, il_tensor t) {
+  if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
+  il_backend *b = k->ln->b;
+  if (k->st->check_numerics) IL_TRY(il__numerics(k->st, b, IL_OP_COUNT, y, t.type));
+  return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
 }
 
-/* y, the result of op `op` of layer `layer` for the chunk's rows of t: with a check, its largest
- * magnitude before rounding, then inf/nan counted in what t's type keeps (F16 turns |x| > 65504
- * into inf), so the first op that made them is named; then stored at t's type. */
-static il_status il__put(il__chunk *k, il_tensor y, il_tensor t, int32_t layer, const char *op) {
-  il_forward_state *st = k->st;
-  il_backend *b = k->ln->b;
-  if (st->check_numerics) {
-    int64_t n = 0;
-    float m = 0;
-    IL_TRY(b->ops->value_stats(b, y, &n, &m));
-    if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = layer, st->max_abs_op = op;
-    if (t.type != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, t.type));
-    IL_TRY(il__check(st, b, y, layer, op));
-  }
-  if (t.type == IL_DTYPE_F32) return IL_OK;
-  return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
+/* t named for the reports (numerics, errors) by the op that writes it. */
+static il_tensor il__as(il_tensor t, const char *op) {
+  t.name = op;
+  return t;
 }
 
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
+  st->obs_layer = layer;
+  Y = il__as(Y, op);
   IL__CHUNKS(k, st, ln, n) {
     il_tensor x, y;
     IL_TRY(il__in(&k, X, &x));
     IL_TRY(il__out(&k, Y, &y));
     IL_TRY(ln->b->ops->rmsnorm(ln->b, y, x, g, eps));
-    IL_TRY(il__put(&k, y, Y, layer, op));
+    IL_TRY(il__put(&k, y, Y));
   }
   return IL_OK;
 }
 
 /* Y[i] = X W[i]^T for i < m (one matmul, or matmul_multi reading X once), plus bias[i] when
- * given. op NULL: Y is F32 and left unchecked (the logits). */
+ * given. op NULL: Y is F32 and not reported (the logits). */
 static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, int m, const il_tensor *Y,
                         const il_tensor *W, const il_tensor *bias, il_tensor X, int32_t layer, const char *const *op) {
   il_backend *b = ln->b;
+  const il_op_observer obs = b->observer;
+  if (!op) b->observer = (il_op_observer){0};
+  st->obs_layer = layer;
+  il_status s = IL_OK;
   IL__CHUNKS(k, st, ln, n) {
     il_tensor x, y[3];
-    IL_TRY(il__in(&k, X, &x));
-    for (int i = 0; i < m; i++) IL_TRY(il__out(&k, Y[i], &y[i]));
-    IL_TRY(m == 1 ? b->ops->matmul(b, y[0], W[0], x) : b->ops->matmul_multi(b, m, y, W, x));
-    for (int i = 0; bias && i < m; i++) IL_TRY(b->ops->add_bias(b, y[i], bias[i]));
-    for (int i = 0; op && i < m; i++) IL_TRY(il__put(&k, y[i], Y[i], layer, op[i]));
+    if ((s = il__in(&k, X, &x)) != IL_OK) break;
+    for (int i = 0; i < m && s == IL_OK; i++) s = il__out(&k, op ? il__as(Y[i], op[i]) : Y[i], &y[i]);
+    if (s == IL_OK) s = m == 1 && !bias ? b->ops->matmul(b, y[0], W[0], x) : b->ops->matmul_multi(b, m, y, W, bias, x);
+    for (int i = 0; op && i < m && s == IL_OK; i++) s = il__put(&k, y[i], Y[i]);
+    if (s != IL_OK) break;
   }
-  return IL_OK;
+  b->observer = obs;
+  return s;
 }
 
 /* Y = f(Y, X) elementwise: the residual add (Y += X) or SwiGLU (Y = silu(Y) * X). */
 static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, bool swiglu,
                             int32_t layer, const char *op) {
   il_backend *b = ln->b;
+  st->obs_layer = layer;
+  Y = il__as(Y, op);
   IL__CHUNKS(k, st, ln, n) {
     il_tensor y, x;
     IL_TRY(il__in(&k, Y, &y));
     IL_TRY(il__in(&k, X, &x));
     IL_TRY(swiglu ? b->ops->swiglu(b, y, x) : b->ops->add(b, y, x));
-    IL_TRY(il__put(&k, y, Y, layer, op));
+    IL_TRY(il__put(&k, y, Y));
   }
   return IL_OK;
 }
@@ -947,8 +993,22 @@ static il_status il__move(il_forward_state *st, const il_forward_lane *a, const 
   return IL_OK;
 }
 
+static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
+
 il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  /* with the check on, the lanes' backends report every op's result for the pass */
+  for (int i = 0; i < st->n_lanes; i++)
+    st->lane[i].b->observer = st->check_numerics && st->lane[i].direct ? (il_op_observer){il__numerics, st}
+                                                                       : (il_op_observer){0};
+  il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
+  for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
+  return s;
+}
+
+static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
   const il_model *m = d->model;
   const il_hparams *hp = &m->hp;
   *n_logits = 0;
@@ -983,13 +1043,14 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
 
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
   {
-    const il_tensor X = il_tensor_rows(cur->x, 0, n);
+    const il_tensor X = il__as(il_tensor_rows(cur->x, 0, n), "token_embd");
     const il_tensor tid = il_tensor_make(cur->batch.buf, cur->batch.off, 1, n, IL_DTYPE_I32, "token ids");
+    st->obs_layer = 0;
     IL__CHUNKS(k, st, cur, n) {
       il_tensor x;
       IL_TRY(il__out(&k, X, &x));
       IL_TRY(d->embd_b->ops->get_rows(d->embd_b, x, d->tok_embd, il__ids(tid, k.r0, k.rows)));
-      IL_TRY(il__put(&k, x, X, 0, "token_embd"));
+      IL_TRY(il__put(&k, x, X));
     }
   }
   static const char *const qkv_ops[3] = {"attn_q", "attn_k", "attn_v"}, *const gu_ops[2] = {"ffn_gate", "ffn_up"},
@@ -1002,6 +1063,7 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
     const il_backend_ops *ops = b->ops;
     const il_layer_dev *L = &d->layers[l];
     if (d->stream && b == d->stream_b) IL_TRY(il__stream_layer(d, l, &L));
+    st->obs_layer = l;
     const il_attn_args a0 = il_forward_attn_args(m, ln, n, &kv[l]);
     const il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
     const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
@@ -1012,26 +1074,24 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
     IL_TRY(il__norm(st, ln, n, XB, X, L->attn_norm, hp->norm_eps, l, "attn_norm"));
     const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V}, bqkv[3] = {L->bq, L->bk, L->bv};
     IL_TRY(il__mm(st, ln, n, 3, yqkv, wqkv, L->bq.buf ? bqkv : NULL, XB, l, qkv_ops));
-    IL__CHUNKS(k, st, ln, n) { /* q and k rotated; k and v into the cache (k's buffer keeps no rotation) */
+    IL__CHUNKS(k, st, ln, n) { /* q and k rotated; k and v into the cache */
       il_tensor q, kk, vv;
-      IL_TRY(il__in(&k, Q, &q));
+      IL_TRY(il__in(&k, il__as(Q, "rope"), &q));
       IL_TRY(il__in(&k, K, &kk));
       IL_TRY(il__in(&k, V, &vv));
-      const il_tensor at = il__ids(a0.pos, k.r0, k.rows);
-      IL_TRY(ops->rope(b, q, at, &rq));
-      IL_TRY(ops->rope(b, kk, at, &rk));
-      IL_TRY(ops->kv_store(b, &kv[l], kk, vv, il__ids(tslot, k.r0, k.rows)));
-      IL_TRY(il__put(&k, q, Q, l, "rope"));
+      IL_TRY(ops->rope_kv_store(b, q, kk, vv, il__ids(a0.pos, k.r0, k.rows), &rq, &rk, &kv[l],
+                                il__ids(tslot, k.r0, k.rows)));
+      IL_TRY(il__put(&k, q, Q));
     }
     IL__CHUNKS(k, st, ln, n) {
       il_attn_args a = a0;
       IL_TRY(il__in(&k, Q, &a.q));
-      IL_TRY(il__out(&k, ATT, &a.out));
+      IL_TRY(il__out(&k, il__as(ATT, "attention"), &a.out));
       a.pos = il__ids(a0.pos, k.r0, k.rows);
       a.seq = il__ids(a0.seq, k.r0, k.rows);
       a.slice = st->attn_slice;
       IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
-      IL_TRY(il__put(&k, a.out, ATT, l, "attention"));
+      IL_TRY(il__put(&k, a.out, ATT));
     }
     IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
     IL_TRY(il__binary(st, ln, n, X, XO, false, l, "attention residual"));
@@ -1060,7 +1120,7 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
                   "output_norm"));
   IL_TRY(il__mm(st, lo, n_out, 1, &LG, &d->output, NULL, XN, hp->n_layer, NULL));
   /* logits are downloaded as F32: checked, not rounded */
-  return il__check(st, b, LG, hp->n_layer, "output");
+  return st->check_numerics ? il__bad(st, b, LG, hp->n_layer, "output") : IL_OK;
 }
 
 int32_t il_model_n_vocab(const il_model *m) { return m->hp.n_vocab; }

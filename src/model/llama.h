@@ -171,8 +171,12 @@ typedef struct {
   il_tensor k, v;                /* [max_tokens x kv_dim] */
   il_tensor hb, hb2;             /* [max_tokens x n_ff] */
   il_tensor logits;              /* F32 [max_logits x n_vocab] (the output's lane) */
-  il_tensor wide;                /* 16-bit act_type only: F32 [1 x chunk * widest op], the F32
-                                  * copies an op computes on, one chunk of rows at a time */
+  il_tensor wide;                /* 16-bit act_type on a backend that computes on F32 only: F32
+                                  * [1 x chunk * widest op], the F32 copies an op computes on, one
+                                  * chunk of rows at a time */
+  bool direct;                   /* the backend computes on act_type itself (supports(); every
+                                  * F32 lane): ops run on the buffers, the backend chunks */
+  bool reserved;                 /* its reserve_act scratch is this lane's (16-bit, direct) */
   il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots */
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
@@ -193,15 +197,18 @@ typedef struct {
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
   /* Mixed precision: activations are stored at act_type between ops. With F16 or BF16 each op
-   * runs on chunks of `chunk` rows widened to F32 in the lane's `wide` scratch (compute and
-   * accumulation stay F32) and its results are narrowed back; with F32 chunk = max_tokens and
-   * the ops read and write the buffers themselves. */
+   * runs on chunks of `chunk` rows widened to F32 (compute and accumulation stay F32) and its
+   * results are narrowed back: by the backend in its reserve_act scratch where it takes 16-bit
+   * tensors (lane.direct), else by the pass in the lane's `wide` scratch; with F32 chunk =
+   * max_tokens and the ops read and write the buffers themselves. */
   il_dtype act_type;
   int32_t chunk;
-  /* Numerics check (off by default): inf/nan counted after every op (with act_type != F32) or
-   * every block, and the largest magnitude seen. The first place is kept until the caller
-   * resets bad_layer to -1. */
+  /* Numerics check (off by default): an observer of every op's result (il_op_observer, installed
+   * on the lanes' backends for each pass) counts inf/nan in what is stored and keeps the largest
+   * magnitude before rounding; the forward pass itself computes none of it. The first place is
+   * kept until the caller resets bad_layer to -1. */
   bool check_numerics;
+  int32_t obs_layer;             /* the layer of the ops now running, for the observer */
   int32_t bad_layer;             /* first layer where inf/nan appeared (-1: none; n_layer: the output head) */
   const char *bad_block;         /* "embedding", "attention", "feed-forward", "output", or the op */
   int64_t bad_count;

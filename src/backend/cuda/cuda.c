@@ -496,8 +496,15 @@ static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x
   return IL_OK;
 }
 
-static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
-  for (int i = 0; i < n; i++) IL_TRY(il__matmul(b, y[i], w[i], x));
+static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias);
+
+static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, const il_tensor *bias,
+                                  il_tensor x) {
+  for (int i = 0; i < n; i++) {
+    IL_TRY(il__matmul(b, y[i], w[i], x));
+    if (bias && bias[i].buf) IL_TRY(il__add_bias(b, y[i], bias[i]));
+    IL_TRY(il__observe(b, IL_OP_MATMUL, y[i], y[i].type));
+  }
   return IL_OK;
 }
 
@@ -726,7 +733,7 @@ static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor w
   IL_TRY(il__attn_prepare(b, a, ws, "naive", il__naive_why_not(b, a), il__naive_workspace(b, a), &x));
   if (!x.n_tok) return IL_OK;
   IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &x), "attention", il__nm(&a->kv->k));
-  return IL_OK;
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
 /* ---------------------------------------------------------------- attention: sliced */
@@ -762,7 +769,7 @@ static il_status il__sliced_run(il_backend *b, const il_attn_args *a, il_tensor 
     y.pos = x.pos + t0;
     IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &y), "attention", il__nm(&a->kv->k));
   }
-  return IL_OK;
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
 static const char *il__memeff_why_not(il_backend *b, const il_attn_args *a) {
@@ -780,7 +787,7 @@ static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor 
   IL_TRY(il__attn_prepare(b, a, ws, "memeff", il__memeff_why_not(b, a), 0, &x));
   if (!x.n_tok) return IL_OK;
   IL_CUDA_CHECK(c, il__cu_attn_memeff(c->compute, &x), "attention", il__nm(&a->kv->k));
-  return IL_OK;
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
 /* memeff first (what --attn auto takes): on an H200 (2026-12-01, gpu-check) it passed the op
@@ -876,6 +883,46 @@ static void il__destroy(il_backend *b) {
   il_mem_free(b);
 }
 
+/* The ops as the table lists them: each reports its output to the caller's observer
+ * (backend.h; the numerics check). */
+static il_status il__t_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  IL_TRY(il__get_rows(b, y, w, ids));
+  return il__observe(b, IL_OP_GET_ROWS, y, y.type);
+}
+static il_status il__t_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+  IL_TRY(il__matmul(b, y, w, x));
+  return il__observe(b, IL_OP_MATMUL, y, y.type);
+}
+static il_status il__t_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  IL_TRY(il__rmsnorm(b, y, x, g, eps));
+  return il__observe(b, IL_OP_RMSNORM, y, y.type);
+}
+static il_status il__t_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
+  IL_TRY(il__rope(b, x, pos, p));
+  return il__observe(b, IL_OP_ROPE, x, x.type);
+}
+/* The composition of rope, rope and kv_store (k rotated in place). */
+static il_status il__t_rope_kv_store(il_backend *b, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
+                                     const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
+                                     il_tensor slots) {
+  IL_TRY(il__rope(b, q, pos, rq));
+  IL_TRY(il__rope(b, k, pos, rk));
+  IL_TRY(il__kv_store(b, kv, k, v, slots));
+  return il__observe(b, IL_OP_ROPE, q, q.type);
+}
+static il_status il__t_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__swiglu(b, gate, up));
+  return il__observe(b, IL_OP_SWIGLU, gate, gate.type);
+}
+static il_status il__t_add(il_backend *b, il_tensor y, il_tensor x) {
+  IL_TRY(il__add(b, y, x));
+  return il__observe(b, IL_OP_ADD, y, y.type);
+}
+static il_status il__t_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
+  IL_TRY(il__add_bias(b, y, bias));
+  return il__observe(b, IL_OP_ADD, y, y.type);
+}
+
 static const il_backend_ops il__cuda_ops = {
     .version = IL_BACKEND_OPS_VERSION,
     .buffer_alloc = il__alloc,
@@ -890,15 +937,16 @@ static const il_backend_ops il__cuda_ops = {
     .supports = il__supports,
     .attn_kernels = il__attn_kernels,
     .info = il__info,
-    .get_rows = il__get_rows,
-    .matmul = il__matmul,
+    .get_rows = il__t_get_rows,
+    .matmul = il__t_matmul,
     .matmul_multi = il__matmul_multi,
-    .rmsnorm = il__rmsnorm,
-    .rope = il__rope,
+    .rmsnorm = il__t_rmsnorm,
+    .rope = il__t_rope,
     .kv_store = il__kv_store,
-    .swiglu = il__swiglu,
-    .add = il__add,
-    .add_bias = il__add_bias,
+    .rope_kv_store = il__t_rope_kv_store,
+    .swiglu = il__t_swiglu,
+    .add = il__t_add,
+    .add_bias = il__t_add_bias,
     .count_nonfinite = il__count_nonfinite,
     .event_record = il__event_record,
     .event_elapsed = il__event_elapsed,

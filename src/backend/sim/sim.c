@@ -156,6 +156,7 @@ static void il__sim_destroy(il_backend *b) {
   if (!b) return;
   il__sim *s = il__s(b);
   if (s) {
+    il__cpu_release_act(b); /* a buffer of this device's allocator */
     il__cpu_fini(&s->cpu);
     il_caching_destroy(s->alloc);
     if (s->space) {
