@@ -780,6 +780,159 @@ static void test_half_acts(void) {
   printf("f16/bf16 activations: every op on %d backends equals the f32 op on the widened values, rounded\n", tested);
 }
 
+
+/* ---- fused ops, sampling, step capture, copies off the op order ----
+ * Each fused op equals the composition of the ops it names, on every backend that has it (a
+ * backend without it is skipped by name: the caller composes). */
+
+static void test_fused(void) {
+  const int64_t R = 5, NI = 64, NO = 40;
+  float *x = randv((size_t)(R * NI), 2.0f), *g = randv((size_t)NI, 1.0f), *y0 = randv((size_t)(R * NO), 1.0f);
+  float *wq = malloc((size_t)(2 * NO * NI) * 4);
+  for (int64_t i = 0; i < 2 * NO * NI; i++) wq[i] = il_test_randf(&rng) * 0.3f;
+  int fused = 0;
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    const il_backend_ops *o = b->ops;
+    if (!o->rmsnorm_quant || !o->gate_up_swiglu || !o->matmul_add) {
+      printf("SKIP (part): %s has no fused ops (the model runs their compositions)\n", backends[bi].label);
+      continue;
+    }
+    il_tensor X = put(b, x, R, NI, IL_DTYPE_F32, "x"), G = put(b, g, 1, NI, IL_DTYPE_F32, "g"), Wg, Wu;
+    IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq, NO, NI, 0, IL_DTYPE_F32, "w_gate", &Wg));
+    IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq + NO * NI, NO, NI, 0, IL_DTYPE_F32, "w_up", &Wu));
+    /* rmsnorm_quant: the bytes of rmsnorm's rows through the reference quantizer */
+    il_tensor N = put(b, NULL, R, NI, IL_DTYPE_F32, "normed"), Q = put(b, NULL, R, NI, IL_DTYPE_Q8_0, "q8");
+    IL_CHECK_OK(o->rmsnorm(b, N, X, G, 1e-5f));
+    IL_CHECK_OK(o->rmsnorm_quant(b, Q, X, G, 1e-5f));
+    float *nh = malloc((size_t)(R * NI) * 4);
+    const size_t qrow = il_dtype_row_size(IL_DTYPE_Q8_0, NI);
+    uint8_t *qw = malloc(qrow * (size_t)R), *qg = malloc(qrow * (size_t)R);
+    get(b, N, nh);
+    get(b, Q, qg);
+    for (int64_t r = 0; r < R; r++) IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q8_0, nh + r * NI, qw + (size_t)r * qrow, NI));
+    IL_CHECK(memcmp(qw, qg, qrow * (size_t)R) == 0);
+    /* gate_up_swiglu = matmul_multi + swiglu; matmul_add = matmul + add: equal bits */
+    il_tensor H1 = put(b, NULL, R, NO, IL_DTYPE_F32, "h"), U1 = put(b, NULL, R, NO, IL_DTYPE_F32, "up");
+    il_tensor H2 = put(b, NULL, R, NO, IL_DTYPE_F32, "h2"), U2 = put(b, NULL, R, NO, IL_DTYPE_F32, "up2");
+    const il_tensor hy[2] = {H1, U1}, hw[2] = {Wg, Wu};
+    IL_CHECK_OK(o->matmul_multi(b, 2, hy, hw, NULL, X));
+    IL_CHECK_OK(o->swiglu(b, H1, U1));
+    IL_CHECK_OK(o->gate_up_swiglu(b, H2, U2, Wg, Wu, X));
+    il_tensor Y1 = put(b, y0, R, NO, IL_DTYPE_F32, "y"), Y2 = put(b, y0, R, NO, IL_DTYPE_F32, "y2");
+    il_tensor T1 = put(b, NULL, R, NO, IL_DTYPE_F32, "t"), T2 = put(b, NULL, R, NO, IL_DTYPE_F32, "t2");
+    IL_CHECK_OK(o->matmul(b, T1, Wg, X));
+    IL_CHECK_OK(o->add(b, Y1, T1));
+    IL_CHECK_OK(o->matmul_add(b, Y2, Wg, X, T2));
+    float *a = malloc((size_t)(R * NO) * 4), *c = malloc((size_t)(R * NO) * 4);
+    get(b, H1, a), get(b, H2, c);
+    IL_CHECK(memcmp(a, c, (size_t)(R * NO) * 4) == 0);
+    get(b, Y1, a), get(b, Y2, c);
+    IL_CHECK(memcmp(a, c, (size_t)(R * NO) * 4) == 0);
+    il_tensor *all[] = {&X, &G, &Wg, &Wu, &N, &Q, &H1, &U1, &H2, &U2, &Y1, &Y2, &T1, &T2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) il_backend_tensor_free(b, all[i]);
+    free(nh), free(qw), free(qg), free(a), free(c);
+    fused++;
+  }
+  free(x), free(g), free(y0), free(wq);
+  printf("fused ops (rmsnorm_quant, gate_up_swiglu, matmul_add) equal their compositions on %d backends\n", fused);
+}
+
+/* The test's own sampler: ranks by counting (no sort), the same rule as il_sample_args. */
+static int32_t ref_sample(const float *l, int n, float u, const il_sample_args *a) {
+  int order[64];
+  for (int i = 0; i < n; i++) {
+    int rank = 0;
+    for (int j = 0; j < n; j++) rank += l[j] > l[i] || (l[j] == l[i] && j < i);
+    order[rank] = i;
+  }
+  if (!(a->temperature > 0)) return order[0];
+  const int k = a->top_k > 0 && a->top_k < n ? a->top_k : n;
+  double p[64], total = 0;
+  for (int i = 0; i < k; i++) total += p[i] = exp(((double)l[order[i]] - l[order[0]]) / a->temperature);
+  int m = 0;
+  double kept = 0;
+  while (m < k && (m == 0 || kept < (double)a->top_p * total)) kept += p[m++];
+  double cum = 0;
+  for (int i = 0; i < m; i++)
+    if ((cum += p[i]) > (double)u * kept) return order[i];
+  return order[m - 1];
+}
+
+static void test_sample(void) {
+  enum { NR = 9, NV = 50 };
+  float l[NR * NV], u[NR];
+  for (int i = 0; i < NR * NV; i++) l[i] = il_test_randf(&rng) * 4.0f;
+  l[3 * NV + 7] = l[3 * NV + 30] = 9.0f; /* a tie at the top: the lower id wins */
+  for (int i = 0; i < NR; i++) u[i] = 0.5f * (il_test_randf(&rng) + 1.0f) * 0.999f;
+  const il_sample_args cases[] = {{0, 0, 1}, {1.0f, 0, 1}, {0.7f, 5, 1}, {1.3f, 0, 0.5f}, {0.5f, 10, 0.9f}};
+  int tested = 0;
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    if (!b->ops->sample) {
+      printf("SKIP (part): %s has no sampling op (the host samples)\n", backends[bi].label);
+      continue;
+    }
+    il_tensor L = put(b, l, NR, NV, IL_DTYPE_F32, "logits"), U = put(b, u, 1, NR, IL_DTYPE_F32, "draws");
+    il_tensor IDS = put(b, NULL, 1, NR, IL_DTYPE_I32, "ids");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      int32_t got[NR];
+      IL_CHECK_OK(b->ops->sample(b, IDS, L, U, &cases[c]));
+      get(b, IDS, got);
+      for (int r = 0; r < NR; r++) IL_CHECK_INT(got[r], ref_sample(l + r * NV, NV, u[r], &cases[c]));
+      if (c == 0) IL_CHECK_INT(got[3], 7);
+    }
+    IL_CHECK_INT(b->ops->sample(b, L, L, U, &cases[0]), IL_ERR_UNSUPPORTED); /* ids must be I32 */
+    il_backend_tensor_free(b, &L), il_backend_tensor_free(b, &U), il_backend_tensor_free(b, &IDS);
+    tested++;
+  }
+  printf("sample: argmax, temperature, top-k, top-p against the test's sampler on %d backends\n", tested);
+}
+
+/* cpu and sim: a capture records nothing and the ops in it run as called; upload_async's copy
+ * is in place once its event is waited for, and lands on the copy stream in order. */
+static void test_capture_async(void) {
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    if (backends[bi].gpu) continue;
+    float a[64], c[64], got[64];
+    for (int i = 0; i < 64; i++) a[i] = (float)i, c[i] = 0.5f;
+    il_tensor A = put(b, a, 1, 64, IL_DTYPE_F32, "a"), C = put(b, c, 1, 64, IL_DTYPE_F32, "c");
+    IL_CHECK(b->ops->capture_begin && b->ops->capture_end && b->ops->replay && b->ops->step_free);
+    il_step *step = (il_step *)&step;
+    IL_CHECK_OK(b->ops->capture_begin(b));
+    IL_CHECK_OK(b->ops->add(b, A, C));
+    IL_CHECK_OK(b->ops->capture_end(b, &step));
+    IL_CHECK(step == NULL);
+    get(b, A, got);
+    IL_CHECK(got[10] == 10.5f);
+    IL_CHECK_INT(b->ops->replay(b, NULL), IL_ERR_INVALID_ARG);
+    b->ops->step_free(b, NULL);
+    IL_CHECK(b->ops->upload_async && b->ops->event_wait);
+    il_event *e1 = NULL, *e2 = NULL;
+    float v1[64], v2[64];
+    for (int i = 0; i < 64; i++) v1[i] = -1.0f, v2[i] = (float)(i * i);
+    IL_CHECK_OK(b->ops->upload_async(b, A, v1, sizeof v1, &e1));
+    IL_CHECK_OK(b->ops->upload_async(b, A, v2, sizeof v2, &e2)); /* in order: v2 lands last */
+    IL_CHECK_OK(b->ops->event_wait(b, e2));
+    IL_CHECK_OK(b->ops->event_wait(b, e1));
+    get(b, A, got);
+    IL_CHECK(got[7] == 49.0f && got[63] == 3969.0f);
+    b->ops->event_free(b, e1), b->ops->event_free(b, e2);
+    /* an upload past its buffer: the error comes back at the event, naming the tensor */
+    il_event *e3 = NULL;
+    float big[80] = {0};
+    il_status st = b->ops->upload_async(b, A, big, sizeof big, &e3);
+    if (st == IL_OK) st = b->ops->event_wait(b, e3);
+    IL_CHECK_INT(st, IL_ERR_RANGE);
+    IL_CHECK(strstr(il_error_detail(), "'a'") != NULL);
+    if (e3) b->ops->event_free(b, e3);
+    IL_CHECK_OK(b->ops->sync(b));
+    il_backend_tensor_free(b, &A), il_backend_tensor_free(b, &C);
+  }
+  printf("capture_begin/end (nothing recorded on cpu and sim), upload_async + event_wait in order\n");
+}
+
 /* ---- the seam's guarantees ---- */
 
 static void test_seam(void) {
@@ -913,6 +1066,9 @@ int main(void) {
   test_attention();
   test_matmul();
   test_half_acts();
+  test_fused();
+  test_sample();
+  test_capture_async();
   test_seam(); /* last: it checks the transfers the others made */
   for (int i = 0; i < n_backends; i++) backends[i].b->ops->destroy(backends[i].b);
   ref->ops->destroy(ref);

@@ -37,6 +37,7 @@
 typedef struct il_backend il_backend;
 typedef struct il_buffer il_buffer; /* one allocation in one backend's space; opaque */
 typedef struct il_event il_event;
+typedef struct il_step il_step; /* a captured forward step (capture_end); opaque */
 
 /* A typed view of part of a buffer; a value that never owns. */
 typedef struct {
@@ -126,6 +127,17 @@ typedef struct {
   bool host_visible;    /* buffers are host memory the caller may read (cpu) */
   bool dry;             /* allocates but computes nothing (the planner's sim:SIZE,dry) */
 } il_backend_info;
+
+/* One sampling call: per row t of the logits, temperature <= 0 takes the argmax (the lowest id
+ * on ties); else the candidates in descending order of logit (lower id first on ties), the
+ * first top_k of them (0: all), softmax(logit / temperature) over those, the shortest prefix
+ * whose probability reaches top_p (1: all; at least one), and the first id whose cumulative
+ * probability exceeds u[t] times the prefix's total. */
+typedef struct {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+} il_sample_args;
 
 /* An observer of op results (numerics checks; llama.cpp's eval callback). A backend calls fn after
  * each op it runs, once per output, with the op and the result as the op computed it in F32: the
@@ -264,6 +276,47 @@ typedef struct il_backend_ops {
    * releases it. IL_ERR_OOM with the report. (optional: NULL where supports() refuses 16-bit
    * activations; the caller then widens them itself with copy) */
   il_status (*reserve_act)(il_backend *, il_dtype atype, int32_t rows, int64_t cols);
+
+  /* ---- fused ops: each equals the composition of the ops above it names (the cpu runs that
+   * composition; a device may run one kernel). (optional, each: NULL where not fused; the
+   * caller then runs the composition itself) ---- */
+  /* rmsnorm(x, g, eps) quantized to y's type (Q8_0: the activations a quantized matmul reads,
+   * with ggml's reference quantizer), rows as wide as x. Reports nothing to the observer. */
+  il_status (*rmsnorm_quant)(il_backend *, il_tensor y, il_tensor x, il_tensor g, float eps);
+  /* matmul_multi(2, {h, up}, {w_gate, w_up}, NULL, x), then swiglu(h, up): the feed-forward
+   * block's first half. up [n_tok x n_ff] may be left unwritten by a fused kernel. */
+  il_status (*gate_up_swiglu)(il_backend *, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up, il_tensor x);
+  /* matmul(tmp, w, x), then add(y, tmp): the residual add as the matmul's epilogue (the output
+   * projection, ffn_down). tmp [n_tok x n_out] may be left unwritten by a fused kernel. */
+  il_status (*matmul_add)(il_backend *, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp);
+
+  /* ---- sampling ---- */
+  /* ids[t] (I32 [1 x n]) = the token il_sample_args picks from row t of logits (F32
+   * [n x n_vocab]) with the uniform draw u[t] (F32 [1 x n], in [0, 1)). (optional: NULL where
+   * the host samples) */
+  il_status (*sample)(il_backend *, il_tensor ids, il_tensor logits, il_tensor u, const il_sample_args *a);
+
+  /* ---- step capture (CUDA graphs) ---- */
+  /* Between capture_begin and capture_end the ops run as called and may also be recorded as
+   * one step; *out is the step, or NULL where the backend records nothing (cpu, sim: the caller
+   * runs the ops again instead of replaying). replay runs a recorded step again (the tensors'
+   * contents as they are then); step_free releases one (NULL is ignored). (optional, all four:
+   * NULL where nothing is captured) */
+  il_status (*capture_begin)(il_backend *);
+  il_status (*capture_end)(il_backend *, il_step **out);
+  il_status (*replay)(il_backend *, il_step *step);
+  void (*step_free)(il_backend *, il_step *step);
+
+  /* ---- transfers off the op order ---- */
+  /* Starts copying bytes from host src into dst on the backend's copy stream and returns; src
+   * must stay valid and unchanged until *done has completed (event_wait, or the backend's
+   * sync). Ops queued after it do not wait for it unless event_wait says so. *done is freed
+   * with event_free. cpu: the copy is done when it returns. (optional: NULL where every
+   * upload is in order with the ops; use upload) */
+  il_status (*upload_async)(il_backend *, il_tensor dst, const void *src, size_t bytes, il_event **done);
+  /* The ops queued after this call (and the host, on return, for cpu and sim) wait for e.
+   * Returns the copy's error, if it failed. */
+  il_status (*event_wait)(il_backend *, il_event *e);
 } il_backend_ops;
 
 struct il_backend {

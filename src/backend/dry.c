@@ -49,4 +49,11 @@ void il_backend_dry_ops(il_backend_ops *o) {
   o->count_nonfinite = il__count;
   o->round_to = il__round;
   o->value_stats = il__stats;
+  /* the optional members a caller composes or does in order when they are absent */
+  o->rmsnorm_quant = NULL;
+  o->gate_up_swiglu = NULL;
+  o->matmul_add = NULL;
+  o->sample = NULL;
+  o->upload_async = NULL;
+  o->event_wait = NULL;
 }

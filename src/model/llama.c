@@ -2,7 +2,6 @@
 #include "model/llama.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -355,20 +354,14 @@ static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int
   return IL_OK;
 }
 
-/* ---- model offloading: two slots and a copy thread ---- */
+/* ---- model offloading: two slots, filled on the backend's copy stream ----
+ * Layer k always lives in slot k % 2. While layer l computes from its slot, layer l+1's
+ * weights are copied into the other with upload_async (sim and cuda: the device's copy stream;
+ * where the backend has none, the copy is made in order, at once); the pass waits for a slot's
+ * copies (event_wait) only when it reaches that layer. */
 
-struct il__streamer {
-  pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  il_model_dev *d;
-  int32_t layer, slot;  /* the copy asked for (layer -1: none) */
-  bool busy, quit;
-  il_status err;
-  char msg[512];
-};
-
-/* Copies layer l's weights from host memory into slot s (on the copy thread or the caller's). */
+/* Layer l's weights from host memory into slot s: queued where the backend copies off the op
+ * order (their events kept in d->slot_ev[s]), else copied now. */
 static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
   const il_hparams *hp = &d->model->hp;
   const il_layer *L = &d->model->layers[l];
@@ -378,7 +371,7 @@ static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
     il_tensor *t;
     const void *src;
     size_t bytes;
-  } parts[] = {
+  } parts[IL__SLOT_PARTS] = {
       {&D->attn_norm, L->attn_norm, 4 * (size_t)hp->n_embd},
       {&D->ffn_norm, L->ffn_norm, 4 * (size_t)hp->n_embd},
       {&D->wq, L->wq.data, il__w_span(&L->wq)},
@@ -392,68 +385,55 @@ static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
       {&D->w_up, L->w_up.data, il__w_span(&L->w_up)},
       {&D->w_down, L->w_down.data, il__w_span(&L->w_down)},
   };
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
-    if (parts[i].bytes) IL_TRY(b->ops->upload(b, *parts[i].t, parts[i].src, parts[i].bytes));
+  for (int i = 0; i < IL__SLOT_PARTS; i++) {
+    if (!parts[i].bytes) continue;
+    if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *parts[i].t, parts[i].src, parts[i].bytes, &d->slot_ev[s][i]));
+    else IL_TRY(b->ops->upload(b, *parts[i].t, parts[i].src, parts[i].bytes));
+  }
   return IL_OK;
 }
 
-static void *il__stream_main(void *p) {
-  il__streamer *st = p;
-  pthread_mutex_lock(&st->lock);
-  for (;;) {
-    while (!st->quit && st->layer < 0) pthread_cond_wait(&st->cond, &st->lock);
-    if (st->quit) break;
-    const int32_t l = st->layer, s = st->slot;
-    pthread_mutex_unlock(&st->lock);
-    il_status e = il__slot_load(st->d, s, l);
-    pthread_mutex_lock(&st->lock);
-    if (e != IL_OK && st->err == IL_OK) {
-      st->err = e;
-      snprintf(st->msg, sizeof st->msg, "%s", il_error_detail());
-    }
-    st->layer = -1;
-    st->busy = false;
-    pthread_cond_broadcast(&st->cond);
+/* Waits for slot s's queued copies; the first one's error, if any. */
+static il_status il__slot_wait(il_model_dev *d, int s) {
+  il_backend *b = d->stream_b;
+  il_status st = IL_OK;
+  for (int i = 0; i < IL__SLOT_PARTS; i++) {
+    il_event *e = d->slot_ev[s][i];
+    if (!e) continue;
+    il_status w = b->ops->event_wait(b, e);
+    if (w != IL_OK && st == IL_OK) st = il_error_wrap(w, "offload stream: ");
+    b->ops->event_free(b, e);
+    d->slot_ev[s][i] = NULL;
   }
-  pthread_mutex_unlock(&st->lock);
-  return NULL;
-}
-
-/* Waits for the copy in flight; its error, if any, becomes this thread's. */
-static il_status il__stream_wait(il__streamer *st) {
-  pthread_mutex_lock(&st->lock);
-  while (st->busy) pthread_cond_wait(&st->cond, &st->lock);
-  il_status e = st->err;
-  st->err = IL_OK;
-  pthread_mutex_unlock(&st->lock);
-  return e == IL_OK ? IL_OK : il_error(e, "offload stream: %s", st->msg);
-}
-
-static void il__stream_start(il__streamer *st, int32_t layer, int slot) {
-  pthread_mutex_lock(&st->lock);
-  st->layer = layer;
-  st->slot = slot;
-  st->busy = true;
-  pthread_cond_broadcast(&st->cond);
-  pthread_mutex_unlock(&st->lock);
+  return st;
 }
 
 /* The slot that holds layer l, ready to compute; starts copying layer l+1 into the other. */
 static il_status il__stream_layer(il_model_dev *d, int32_t l, const il_layer_dev **out) {
   const int s = l % 2;
-  IL_TRY(il__stream_wait(d->streamer));
+  il_status w = il__slot_wait(d, s);
+  if (w != IL_OK) {
+    d->slot_layer[s] = -1; /* its weights are not whole */
+    return w;
+  }
   if (d->slot_layer[s] != l) { /* not prefetched (the first layer of a pass): copy it now */
+    d->slot_layer[s] = -1;
     IL_TRY(il__slot_load(d, s, l));
+    IL_TRY(il__slot_wait(d, s));
     d->slot_layer[s] = l;
     d->streamed_bytes += il_model_layer_bytes(d->model, l);
   }
   const int32_t next = (l + 1) % d->model->hp.n_layer;
-  /* layer k always lives in slot k % 2; with an odd layer count the wrap to layer 0 lands in
-   * the slot just used, so that one is copied at the start of the next pass instead */
+  /* with an odd layer count the wrap to layer 0 lands in the slot just used, so that one is
+   * copied at the start of the next pass instead */
   if (next != l && next % 2 == 1 - s && d->slot_layer[1 - s] != next) {
     d->slot_layer[1 - s] = next;
     d->streamed_bytes += il_model_layer_bytes(d->model, next);
-    il__stream_start(d->streamer, next, 1 - s);
+    il_status st = il__slot_load(d, 1 - s, next);
+    if (st != IL_OK) {
+      d->slot_layer[1 - s] = -1;
+      return st;
+    }
   }
   *out = &d->slot[s];
   return IL_OK;
@@ -502,37 +482,19 @@ static il_status il__stream_init(il_model_dev *d, const il_model *m) {
     }
     d->slot_layer[s] = -1;
   }
-  il__streamer *st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "offload stream");
-  if (!st) return IL_ERR_OOM;
-  st->d = d;
-  st->layer = -1;
-  pthread_mutex_init(&st->lock, NULL);
-  pthread_cond_init(&st->cond, NULL);
-  if (pthread_create(&st->thread, NULL, il__stream_main, st) != 0) {
-    pthread_mutex_destroy(&st->lock);
-    pthread_cond_destroy(&st->cond);
-    il_mem_free(st);
-    return il_error(IL_ERR_INTERNAL, "--offload stream: cannot start the copy thread");
-  }
-  d->streamer = st;
   return IL_OK;
 }
 
-il_status il_model_dev_sync(il_model_dev *d) { return d->streamer ? il__stream_wait(d->streamer) : IL_OK; }
+il_status il_model_dev_sync(il_model_dev *d) {
+  if (!d->stream) return IL_OK;
+  il_status a = il__slot_wait(d, 0), b = il__slot_wait(d, 1);
+  return a != IL_OK ? a : b;
+}
 
 static void il__stream_free(il_model_dev *d) {
-  il__streamer *st = d->streamer;
-  if (st) {
-    pthread_mutex_lock(&st->lock);
-    while (st->busy) pthread_cond_wait(&st->cond, &st->lock);
-    st->quit = true;
-    pthread_cond_broadcast(&st->cond);
-    pthread_mutex_unlock(&st->lock);
-    pthread_join(st->thread, NULL);
-    pthread_mutex_destroy(&st->lock);
-    pthread_cond_destroy(&st->cond);
-    il_mem_free(st);
-    d->streamer = NULL;
+  if (d->stream) { /* copies in flight finish before their slots go */
+    (void)il_model_dev_sync(d);
+    il_error_clear();
   }
   for (int s = 0; s < 2 && d->stream_b; s++) {
     il_tensor *ts = &d->slot[s].attn_norm;

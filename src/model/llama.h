@@ -127,18 +127,19 @@ typedef struct {
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
-typedef struct il__streamer il__streamer;
+#define IL__SLOT_PARTS 12 /* the tensors of il_layer_dev */
 
 typedef struct {
   const il_model *model;
   il_backend *embd_b, *out_b;           /* as placed */
   /* --offload stream: two device slots, each holding one layer's weights; the next layer is
-   * copied into the other slot by a copy thread while this one computes */
+   * copied into the other slot on the backend's copy stream (upload_async) while this one
+   * computes */
   bool stream;
   il_backend *stream_b;
   il_layer_dev slot[2];
   int32_t slot_layer[2];                /* the layer each slot holds (-1: none) */
-  il__streamer *streamer;
+  il_event *slot_ev[2][IL__SLOT_PARTS]; /* the copies into each slot still to wait for */
   uint64_t streamed_bytes;              /* weight bytes copied into the slots so far */
   il_backend **layer_b;                 /* [n_layer], owned copy of the placement */
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */

@@ -976,18 +976,129 @@ static il_status il__attn_run(il_backend *b, const il_attn_kernel *kn, const il_
   return IL_OK;
 }
 
+/* ---------------------------------------------------------------- fused ops
+ * The compositions the table names, of the ops above (16-bit activations included): one call
+ * here is exactly the ops it stands for. */
+
+static il_status il__cpu_rmsnorm_quant(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  il__cpu *c = il__c(b);
+  IL_TRY(il__check(b, "rmsnorm_quant", &y, IL_DTYPE_COUNT));
+  if (!il_quantize_supported(y.type) || y.rows != x.rows || y.cols != x.cols)
+    return il_error(IL_ERR_UNSUPPORTED, "rmsnorm_quant: '%s' [%lld x %lld] of %s for rows [%lld x %lld]", il__nm(&y),
+                    (long long)y.rows, (long long)y.cols, il_dtype_name(y.type), (long long)x.rows, (long long)x.cols);
+  IL_TRY(il__wide_check(b, "rmsnorm_quant", &x, x.rows));
+  IL_TRY(il__grow(&c->qrow, &c->qrow_size, (size_t)x.cols * 4, IL_MEM_WORKSPACE, "rmsnorm_quant row"));
+  IL__WIDE(k, b, x.rows, il__half(x.type)) {
+    il_tensor xx;
+    IL_TRY(il__wide_in(&k, x, &xx));
+    IL_TRY(il__rmsnorm_check(b, &xx, &xx, &g));
+    il__norm_ctx ctx = {c->qrow, il__cpu_ptr(xx), 0, xx.stride, il__cpu_ptr(g), xx.cols, eps};
+    for (int64_t r = 0; r < k.rows; r++) {
+      il__norm_row(&ctx, r); /* rmsnorm's arithmetic, one row at a time */
+      IL_TRY(il_quantize_row(y.type, c->qrow, (uint8_t *)il__cpu_ptr(y) + (size_t)(k.r0 + r) * y.stride, x.cols));
+    }
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up,
+                                        il_tensor x) {
+  const il_tensor y[2] = {h, up}, w[2] = {w_gate, w_up};
+  IL_TRY(il__cpu_matmul_multi(b, 2, y, w, NULL, x));
+  return il__cpu_swiglu(b, h, up);
+}
+
+static il_status il__cpu_matmul_add(il_backend *b, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp) {
+  IL_TRY(il__cpu_matmul(b, tmp, w, x));
+  return il__cpu_add(b, y, tmp);
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct {
+  float l;
+  int32_t id;
+} il__cand;
+
+static int il__cand_cmp(const void *a, const void *b) {
+  const il__cand *x = a, *y = b;
+  if (x->l != y->l) return x->l > y->l ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* One row as il_sample_args says; cand: n_vocab entries of scratch. */
+static int32_t il__sample_row(const float *l, int64_t n, float u, const il_sample_args *a, il__cand *cand) {
+  if (!(a->temperature > 0)) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+      if (l[i] > l[best]) best = i;
+    return (int32_t)best;
+  }
+  for (int64_t i = 0; i < n; i++) cand[i] = (il__cand){l[i], (int32_t)i};
+  qsort(cand, (size_t)n, sizeof *cand, il__cand_cmp);
+  const int64_t k = a->top_k > 0 && a->top_k < n ? a->top_k : n;
+  double total = 0;
+  for (int64_t i = 0; i < k; i++) total += exp(((double)cand[i].l - cand[0].l) / a->temperature);
+  int64_t m = 0;
+  double kept = 0;
+  while (m < k && (m == 0 || kept < (double)a->top_p * total)) kept += exp(((double)cand[m].l - cand[0].l) / a->temperature), m++;
+  const double r = (double)u * kept;
+  double cum = 0;
+  for (int64_t i = 0; i < m; i++) {
+    cum += exp(((double)cand[i].l - cand[0].l) / a->temperature);
+    if (cum > r) return cand[i].id;
+  }
+  return cand[m - 1].id;
+}
+
+static il_status il__cpu_sample(il_backend *b, il_tensor ids, il_tensor logits, il_tensor u, const il_sample_args *a) {
+  il__cpu *c = il__c(b);
+  IL_TRY(il__check(b, "sample", &logits, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "sample", &ids, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "sample", &u, IL_DTYPE_F32));
+  if (ids.cols < logits.rows || u.cols < logits.rows || logits.cols < 1)
+    return il_error(IL_ERR_INVALID_ARG, "sample: %lld rows of %lld logits into %lld ids with %lld draws",
+                    (long long)logits.rows, (long long)logits.cols, (long long)ids.cols, (long long)u.cols);
+  IL_TRY(il__grow(&c->cand, &c->cand_size, (size_t)logits.cols * sizeof(il__cand), IL_MEM_WORKSPACE, "sampling candidates"));
+  const float *uv = il__cpu_ptr(u);
+  int32_t *out = il__cpu_ptr(ids);
+  for (int64_t t = 0; t < logits.rows; t++)
+    out[t] = il__sample_row((const float *)((const uint8_t *)il__cpu_ptr(logits) + (size_t)t * logits.stride), logits.cols,
+                            uv[t], a, c->cand);
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- step capture
+ * Nothing to record on the host: the ops run as called, and capture_end hands back no step. */
+
+static il_status il__cpu_capture_begin(il_backend *b) { return IL_OK; }
+static il_status il__cpu_capture_end(il_backend *b, il_step **out) {
+  *out = NULL;
+  return IL_OK;
+}
+static il_status il__cpu_replay(il_backend *b, il_step *step) {
+  return il_error(IL_ERR_INVALID_ARG, "replay: %s records no steps (capture_end gave none); run the ops again",
+                  il__c(b)->name);
+}
+static void il__cpu_step_free(il_backend *b, il_step *step) {}
+
 /* ---------------------------------------------------------------- events */
 
-struct il_event {
-  double t;
-};
-
 static il_status il__cpu_event_record(il_backend *b, il_event **out) {
-  *out = il_mem_alloc(IL_MEM_OTHER, sizeof **out, "event");
+  *out = il_mem_calloc(IL_MEM_OTHER, sizeof **out, "event");
   if (!*out) return IL_ERR_OOM;
   (*out)->t = il_time_now();
   return IL_OK;
 }
+
+/* The copy is done when upload returns: the event is recorded after it. */
+static il_status il__cpu_upload_async(il_backend *b, il_tensor dst, const void *src, size_t bytes, il_event **done) {
+  *done = NULL;
+  IL_TRY(b->ops->upload(b, dst, src, bytes));
+  return il__cpu_event_record(b, done);
+}
+
+static il_status il__cpu_event_wait(il_backend *b, il_event *e) { return IL_OK; }
 
 static il_status il__cpu_event_elapsed(il_backend *b, il_event *a, il_event *e, double *seconds) {
   *seconds = e->t - a->t;
@@ -1033,6 +1144,8 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
 void il__cpu_fini(il__cpu *c) {
   il_pool_free(c->pool);
   il_mem_free(c->work);
+  il_mem_free(c->qrow);
+  il_mem_free(c->cand);
   memset(c, 0, sizeof *c);
 }
 
@@ -1079,6 +1192,16 @@ const il_backend_ops il__cpu_ops_template = {
     .prepare_weight = il__cpu_prepare_weight,
     .rope_kv_store = il__cpu_rope_kv_store,
     .reserve_act = il__cpu_reserve_act,
+    .rmsnorm_quant = il__cpu_rmsnorm_quant,
+    .gate_up_swiglu = il__cpu_gate_up_swiglu,
+    .matmul_add = il__cpu_matmul_add,
+    .sample = il__cpu_sample,
+    .capture_begin = il__cpu_capture_begin,
+    .capture_end = il__cpu_capture_end,
+    .replay = il__cpu_replay,
+    .step_free = il__cpu_step_free,
+    .upload_async = il__cpu_upload_async,
+    .event_wait = il__cpu_event_wait,
 };
 
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {

@@ -47,6 +47,8 @@ typedef struct {
   size_t work_size;
   char name[64];
   il_buffer *wide;            /* reserve_act: the F32 copies of an op on 16-bit activations */
+  void *qrow, *cand;          /* rmsnorm_quant's F32 row; sample's candidates (host scratch) */
+  size_t qrow_size, cand_size;
   int32_t wide_rows;          /* rows per chunk there (0: none reserved) */
   /* rope: cos and sin of one position's angles, the last one rotated (a decode step rotates
    * q and k of every layer at one position: stories260K spent 3% of a token in pow, sin and
@@ -57,6 +59,15 @@ typedef struct {
     float cs[64], sn[64];
   } rope;
 } il__cpu;
+
+/* An event of the cpu and sim backends: when it happened, and (sim's upload_async) whether the
+ * copy it stands for is still queued, and how it ended. */
+struct il_event {
+  double t;
+  bool pending;
+  il_status st;
+  char msg[256];
+};
 
 /* Options of a CPU kernel set. */
 typedef struct {
