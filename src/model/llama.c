@@ -2,6 +2,7 @@
 #include "model/llama.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -130,6 +131,49 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp) {
   return il_hparams_validate(hp, il_gguf_path(g));
 }
 
+/* ---- the layer's tensors ---- */
+
+#define IL__M(n, slot, in, out, f) {n, slot, in, out, false, false, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__V(n, slot, in, bias, f) {n, slot, in, in, true, bias, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS] = {
+    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, false, attn_norm),
+    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, false, ffn_norm),
+    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, wq),
+    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, wk),
+    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, wv),
+    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, wo),
+    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, true, bq),
+    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, true, bk),
+    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, true, bv),
+    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, w_gate),
+    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, w_up),
+    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, w_down),
+};
+#undef IL__M
+#undef IL__V
+_Static_assert(sizeof(il_layer_dev) == IL_LAYER_TENSORS * sizeof(il_tensor), "il_layer_tensors lists every placed tensor");
+
+int64_t il_hparams_dim(const il_hparams *hp, il_dim d) {
+  switch (d) {
+  case IL_DIM_EMBD: return hp->n_embd;
+  case IL_DIM_Q: return (int64_t)hp->n_head * hp->head_dim;
+  case IL_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
+  case IL_DIM_FF: return hp->n_ff;
+  }
+  return 0;
+}
+
+/* Where tensor t of a layer lives: its matrix or vector in il_layer, its view in il_layer_dev. */
+static il_weight *il__lw(il_layer *L, const il_layer_tensor *t) { return (il_weight *)((char *)L + t->host); }
+static const il_weight *il__lwc(const il_layer *L, const il_layer_tensor *t) {
+  return (const il_weight *)((const char *)L + t->host);
+}
+static const float **il__lv(il_layer *L, const il_layer_tensor *t) { return (const float **)((char *)L + t->host); }
+static const float *il__lvc(const il_layer *L, const il_layer_tensor *t) {
+  return *(const float *const *)((const char *)L + t->host);
+}
+static il_tensor *il__ld(il_layer_dev *D, const il_layer_tensor *t) { return (il_tensor *)((char *)D + t->dev); }
+
 /* ---- binding weights ---- */
 
 il_status il_model_own(il_model *m, void *buf) {
@@ -192,8 +236,7 @@ static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t 
 
 il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   const il_hparams *hp = &m->hp;
-  const int64_t dim = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
-                kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+  const int64_t dim = hp->n_embd;
   const il_gguf_tensor *emb = il__find(ts, nt, "token_embd.weight");
   if (!emb) return il_error(IL_ERR_FORMAT, "tensor 'token_embd.weight' is missing");
   if (emb->n_dims != 2) return il_error(IL_ERR_FORMAT, "tensor 'token_embd.weight' must have 2 dimensions");
@@ -207,23 +250,16 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   m->layers = il_mem_calloc(IL_MEM_OTHER, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
   if (!m->layers) return IL_ERR_OOM;
   char name[96];
-#define IL__N(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, l), name)
   for (int l = 0; l < hp->n_layer; l++) {
     il_layer *L = &m->layers[l];
-    IL_TRY(il__bind_vector(m, ts, nt, IL__N("attn_norm.weight"), dim, true, &L->attn_norm));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("attn_q.weight"), dim, q_dim, true, &L->wq));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("attn_k.weight"), dim, kv_dim, true, &L->wk));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("attn_v.weight"), dim, kv_dim, true, &L->wv));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("attn_output.weight"), q_dim, dim, true, &L->wo));
-    IL_TRY(il__bind_vector(m, ts, nt, IL__N("attn_q.bias"), q_dim, hp->qkv_bias, &L->bq));
-    IL_TRY(il__bind_vector(m, ts, nt, IL__N("attn_k.bias"), kv_dim, hp->qkv_bias, &L->bk));
-    IL_TRY(il__bind_vector(m, ts, nt, IL__N("attn_v.bias"), kv_dim, hp->qkv_bias, &L->bv));
-    IL_TRY(il__bind_vector(m, ts, nt, IL__N("ffn_norm.weight"), dim, true, &L->ffn_norm));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("ffn_gate.weight"), dim, hp->n_ff, true, &L->w_gate));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("ffn_up.weight"), dim, hp->n_ff, true, &L->w_up));
-    IL_TRY(il__bind_matrix(ts, nt, IL__N("ffn_down.weight"), hp->n_ff, dim, true, &L->w_down));
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      snprintf(name, sizeof name, "blk.%d.%s", l, t->name);
+      const int64_t in = il_hparams_dim(hp, t->in), out = il_hparams_dim(hp, t->out);
+      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, !t->bias || hp->qkv_bias, il__lv(L, t)));
+      else IL_TRY(il__bind_matrix(ts, nt, name, in, out, true, il__lw(L, t)));
+    }
   }
-#undef IL__N
   /* totals, and the most common 2-D type for display */
   uint64_t by_type[IL_DTYPE_COUNT] = {0};
   m->n_params = 0;
@@ -292,12 +328,13 @@ size_t il_model_embd_bytes(const il_model *m) { return il__w_span(&m->tok_embd);
 size_t il_model_out_bytes(const il_model *m) { return il__w_span(&m->output) + 4 * (size_t)m->hp.n_embd; }
 
 size_t il_model_layer_bytes(const il_model *m, int l) {
-  const il_hparams *hp = &m->hp;
   const il_layer *L = &m->layers[l];
-  const size_t q_dim = (size_t)hp->n_head * hp->head_dim, kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-  size_t n = il__w_span(&L->wq) + il__w_span(&L->wk) + il__w_span(&L->wv) + il__w_span(&L->wo) +
-             il__w_span(&L->w_gate) + il__w_span(&L->w_up) + il__w_span(&L->w_down) + 8 * (size_t)hp->n_embd;
-  if (L->bq) n += 4 * (q_dim + 2 * kv_dim);
+  size_t n = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    if (!t->vector) n += il__w_span(il__lwc(L, t));
+    else if (il__lvc(L, t)) n += 4 * (size_t)il_hparams_dim(&m->hp, t->in);
+  }
   return n;
 }
 
@@ -363,32 +400,16 @@ static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int
 /* Layer l's weights from host memory into slot s: queued where the backend copies off the op
  * order (their events kept in d->slot_ev[s]), else copied now. */
 static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
-  const il_hparams *hp = &d->model->hp;
   const il_layer *L = &d->model->layers[l];
-  il_layer_dev *D = &d->slot[s];
   il_backend *b = d->stream_b;
-  const struct {
-    il_tensor *t;
-    const void *src;
-    size_t bytes;
-  } parts[IL__SLOT_PARTS] = {
-      {&D->attn_norm, L->attn_norm, 4 * (size_t)hp->n_embd},
-      {&D->ffn_norm, L->ffn_norm, 4 * (size_t)hp->n_embd},
-      {&D->wq, L->wq.data, il__w_span(&L->wq)},
-      {&D->wk, L->wk.data, il__w_span(&L->wk)},
-      {&D->wv, L->wv.data, il__w_span(&L->wv)},
-      {&D->wo, L->wo.data, il__w_span(&L->wo)},
-      {&D->bq, L->bq, D->bq.buf ? il_tensor_span(&D->bq) : 0},
-      {&D->bk, L->bk, D->bk.buf ? il_tensor_span(&D->bk) : 0},
-      {&D->bv, L->bv, D->bv.buf ? il_tensor_span(&D->bv) : 0},
-      {&D->w_gate, L->w_gate.data, il__w_span(&L->w_gate)},
-      {&D->w_up, L->w_up.data, il__w_span(&L->w_up)},
-      {&D->w_down, L->w_down.data, il__w_span(&L->w_down)},
-  };
-  for (int i = 0; i < IL__SLOT_PARTS; i++) {
-    if (!parts[i].bytes) continue;
-    if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *parts[i].t, parts[i].src, parts[i].bytes, &d->slot_ev[s][i]));
-    else IL_TRY(b->ops->upload(b, *parts[i].t, parts[i].src, parts[i].bytes));
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    const il_tensor *dst = il__ld(&d->slot[s], t);
+    if (!dst->buf) continue; /* a bias this architecture has not */
+    const void *src = t->vector ? (const void *)il__lvc(L, t) : il__lwc(L, t)->data;
+    const size_t bytes = il_tensor_span(dst);
+    if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &d->slot_ev[s][i]));
+    else IL_TRY(b->ops->upload(b, *dst, src, bytes));
   }
   return IL_OK;
 }
@@ -397,7 +418,7 @@ static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
 static il_status il__slot_wait(il_model_dev *d, int s) {
   il_backend *b = d->stream_b;
   il_status st = IL_OK;
-  for (int i = 0; i < IL__SLOT_PARTS; i++) {
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
     il_event *e = d->slot_ev[s][i];
     if (!e) continue;
     il_status w = b->ops->event_wait(b, e);
@@ -443,42 +464,30 @@ static il_status il__stream_layer(il_model_dev *d, int32_t l, const il_layer_dev
 static il_status il__stream_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
   const il_layer *L0 = &m->layers[0];
-  for (int l = 1; l < hp->n_layer; l++) {
-    const il_layer *L = &m->layers[l];
-    const il_weight *a[] = {&L0->wq, &L0->wk, &L0->wv, &L0->wo, &L0->w_gate, &L0->w_up, &L0->w_down},
-                    *b[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    for (int i = 0; i < 7; i++)
-      if (a[i]->type != b[i]->type || a[i]->row_stride != b[i]->row_stride || a[i]->n_out != b[i]->n_out)
+  for (int l = 1; l < hp->n_layer; l++)
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) continue;
+      const il_weight *a = il__lwc(L0, t), *b = il__lwc(&m->layers[l], t);
+      if (a->type != b->type || a->row_stride != b->row_stride || a->n_out != b->n_out)
         return il_error(IL_ERR_UNSUPPORTED, "--offload stream: '%s' is %s but '%s' is %s: streamed layers share two "
-                        "slots, so every layer needs the same types and shapes", b[i]->name, il_dtype_name(b[i]->type),
-                        a[i]->name, il_dtype_name(a[i]->type));
-  }
-  const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+                        "slots, so every layer needs the same types and shapes", b->name, il_dtype_name(b->type),
+                        a->name, il_dtype_name(a->type));
+    }
   il_backend *b = d->stream_b;
   for (int s = 0; s < 2; s++) {
-    il_layer_dev *D = &d->slot[s];
-    const struct {
-      il_tensor *t;
-      const il_weight *w; /* NULL: an F32 vector of n */
-      int64_t n;
-      const char *name;
-    } parts[] = {
-        {&D->attn_norm, NULL, hp->n_embd, "slot attn_norm"}, {&D->ffn_norm, NULL, hp->n_embd, "slot ffn_norm"},
-        {&D->wq, &L0->wq, 0, "slot attn_q"},                 {&D->wk, &L0->wk, 0, "slot attn_k"},
-        {&D->wv, &L0->wv, 0, "slot attn_v"},                 {&D->wo, &L0->wo, 0, "slot attn_output"},
-        {&D->bq, NULL, L0->bq ? q_dim : 0, "slot attn_q.bias"}, {&D->bk, NULL, L0->bk ? kv_dim : 0, "slot attn_k.bias"},
-        {&D->bv, NULL, L0->bv ? kv_dim : 0, "slot attn_v.bias"}, {&D->w_gate, &L0->w_gate, 0, "slot ffn_gate"},
-        {&D->w_up, &L0->w_up, 0, "slot ffn_up"},             {&D->w_down, &L0->w_down, 0, "slot ffn_down"},
-    };
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-      if (parts[i].w) {
-        il_buffer *buf;
-        IL_TRY(b->ops->buffer_alloc(b, IL_MEM_WEIGHTS, il__w_span(parts[i].w), parts[i].name, &buf));
-        *parts[i].t = (il_tensor){buf, 0, parts[i].w->row_stride, parts[i].w->n_out, parts[i].w->n_in, parts[i].w->type,
-                                  parts[i].name};
-      } else if (parts[i].n) {
-        IL_TRY(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 1, parts[i].n, IL_DTYPE_F32, parts[i].name, parts[i].t));
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      il_tensor *D = il__ld(&d->slot[s], t);
+      if (t->vector) {
+        if (il__lvc(L0, t))
+          IL_TRY(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 1, il_hparams_dim(hp, t->in), IL_DTYPE_F32, t->slot, D));
+        continue;
       }
+      const il_weight *w = il__lwc(L0, t);
+      il_buffer *buf;
+      IL_TRY(b->ops->buffer_alloc(b, IL_MEM_WEIGHTS, il__w_span(w), t->slot, &buf));
+      *D = (il_tensor){buf, 0, w->row_stride, w->n_out, w->n_in, w->type, t->slot};
     }
     d->slot_layer[s] = -1;
   }
@@ -497,14 +506,12 @@ static void il__stream_free(il_model_dev *d) {
     il_error_clear();
   }
   for (int s = 0; s < 2 && d->stream_b; s++) {
-    il_tensor *ts = &d->slot[s].attn_norm;
-    for (size_t i = 0; i < sizeof(il_layer_dev) / sizeof(il_tensor); i++) il_backend_tensor_free(d->stream_b, &ts[i]);
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) il_backend_tensor_free(d->stream_b, il__ld(&d->slot[s], &il_layer_tensors[i]));
   }
 }
 
 static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
-  const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
   IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
   IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
   d->output_shared = m->tied_output && d->out_b == d->embd_b;
@@ -522,18 +529,11 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
     il_layer_dev *D = &d->layers[l];
     il_backend *b = d->layer_b[l];
     if (d->stream && b == d->stream_b) continue; /* streamed through the slots */
-    IL_TRY(il__place_v(d, b, L->attn_norm, hp->n_embd, "attn_norm.weight", &D->attn_norm));
-    IL_TRY(il__place_v(d, b, L->ffn_norm, hp->n_embd, "ffn_norm.weight", &D->ffn_norm));
-    IL_TRY(il__place_mm(d, b, &L->wq, &D->wq));
-    IL_TRY(il__place_mm(d, b, &L->wk, &D->wk));
-    IL_TRY(il__place_mm(d, b, &L->wv, &D->wv));
-    IL_TRY(il__place_mm(d, b, &L->wo, &D->wo));
-    IL_TRY(il__place_v(d, b, L->bq, q_dim, "attn_q.bias", &D->bq));
-    IL_TRY(il__place_v(d, b, L->bk, kv_dim, "attn_k.bias", &D->bk));
-    IL_TRY(il__place_v(d, b, L->bv, kv_dim, "attn_v.bias", &D->bv));
-    IL_TRY(il__place_mm(d, b, &L->w_gate, &D->w_gate));
-    IL_TRY(il__place_mm(d, b, &L->w_up, &D->w_up));
-    IL_TRY(il__place_mm(d, b, &L->w_down, &D->w_down));
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) IL_TRY(il__place_v(d, b, il__lvc(L, t), il_hparams_dim(hp, t->in), t->name, il__ld(D, t)));
+      else IL_TRY(il__place_mm(d, b, il__lwc(L, t), il__ld(D, t)));
+    }
   }
   return IL_OK;
 }
@@ -560,8 +560,8 @@ void il_model_dev_free(il_model_dev *d) {
   il__stream_free(d);
   if (d->layers) {
     for (int l = 0; l < d->model->hp.n_layer; l++) {
-      il_tensor *ts = &d->layers[l].attn_norm;
-      for (size_t i = 0; i < sizeof(il_layer_dev) / sizeof(il_tensor); i++) il_backend_tensor_free(d->layer_b[l], &ts[i]);
+      for (int i = 0; i < IL_LAYER_TENSORS; i++)
+        il_backend_tensor_free(d->layer_b[l], il__ld(&d->layers[l], &il_layer_tensors[i]));
     }
     il_mem_free(d->layers);
   }
@@ -625,19 +625,24 @@ static il_forward_lane *il__lane_add(il_forward_state *st, il_backend *b) {
   return ln;
 }
 
+il_batch_views il_forward_batch_views(const il_forward_lane *ln, int32_t n) {
+  const size_t o = ln->batch.off, step = (size_t)n * 4;
+  return (il_batch_views){
+      .ids = il_tensor_make(ln->batch.buf, o, 1, n, IL_DTYPE_I32, "token ids"),
+      .pos = il_tensor_make(ln->batch.buf, o + step, 1, n, IL_DTYPE_I32, "positions"),
+      .seq = il_tensor_make(ln->batch.buf, o + 2 * step, 1, n, IL_DTYPE_I32, "sequences"),
+      .slots = il_tensor_make(ln->batch.buf, o + 3 * step, 1, n, IL_DTYPE_I32, "kv slots"),
+  };
+}
+
 il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv) {
   const il_hparams *hp = &m->hp;
-  il_tensor ids = ln->batch;
-  ids.cols = n;
-  ids.stride = (size_t)n * 4;
-  il_tensor pos = ids, seq = ids;
-  pos.off += (size_t)n * 4;
-  seq.off += (size_t)n * 8;
+  const il_batch_views bv = il_forward_batch_views(ln, n);
   return (il_attn_args){
       .out = il_tensor_rows(ln->att, 0, n),
       .q = il_tensor_rows(ln->q, 0, n),
-      .seq = seq,
-      .pos = pos,
+      .seq = bv.seq,
+      .pos = bv.pos,
       .kv = kv,
       .n_heads = hp->n_head,
       .n_kv_heads = hp->n_head_kv,
@@ -699,10 +704,11 @@ static il_tensor il__shape_of(const il_weight *w, il_dtype force) {
 }
 
 int il_model_layer_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out) {
-  const il_layer *L = &m->layers[l];
-  const il_weight *t[IL_MODEL_LAYER_MATMULS] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-  for (int i = 0; i < IL_MODEL_LAYER_MATMULS; i++) out[i] = il__shape_of(t[i], force);
-  return IL_MODEL_LAYER_MATMULS;
+  int n = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++)
+    if (!il_layer_tensors[i].vector) out[n++] = il__shape_of(il__lwc(&m->layers[l], &il_layer_tensors[i]), force);
+  IL_ASSERT(n == IL_MODEL_LAYER_MATMULS);
+  return n;
 }
 
 il_tensor il_model_output_shape(const il_model *m, il_dtype force) { return il__shape_of(&m->output, force); }
@@ -1006,7 +1012,7 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
   {
     const il_tensor X = il__as(il_tensor_rows(cur->x, 0, n), "token_embd");
-    const il_tensor tid = il_tensor_make(cur->batch.buf, cur->batch.off, 1, n, IL_DTYPE_I32, "token ids");
+    const il_tensor tid = il_forward_batch_views(cur, n).ids;
     st->obs_layer = 0;
     IL__CHUNKS(k, st, cur, n) {
       il_tensor x;
@@ -1027,7 +1033,7 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
     if (d->stream && b == d->stream_b) IL_TRY(il__stream_layer(d, l, &L));
     st->obs_layer = l;
     const il_attn_args a0 = il_forward_attn_args(m, ln, n, &kv[l]);
-    const il_tensor tslot = il_tensor_make(ln->batch.buf, ln->batch.off + (size_t)n * 12, 1, n, IL_DTYPE_I32, "kv slots");
+    const il_tensor tslot = il_forward_batch_views(ln, n).slots;
     const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                     Q = il_tensor_rows(ln->q, 0, n), K = il_tensor_rows(ln->k, 0, n), V = il_tensor_rows(ln->v, 0, n),
                     ATT = il_tensor_rows(ln->att, 0, n), HB = il_tensor_rows(ln->hb, 0, n),

@@ -127,7 +127,25 @@ typedef struct {
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
-#define IL__SLOT_PARTS 12 /* the tensors of il_layer_dev */
+/* The tensors of one layer, described once: the GGUF name after "blk.N.", the shape, and the
+ * fields that hold it in il_layer (host) and il_layer_dev (placed), in il_layer_dev's order.
+ * Binding, placement, the stream slots and the size estimates walk this table. */
+typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF } il_dim;
+
+typedef struct {
+  const char *name;  /* "attn_q.weight" */
+  const char *slot;  /* the stream slot's buffer: "slot attn_q" */
+  il_dim in, out;    /* a matrix [out rows x in] (GGUF ne[0] = in); a vector of `in` */
+  bool vector;       /* norms and biases: F32 copies made at load */
+  bool bias;         /* present only in architectures with QKV biases (hp->qkv_bias) */
+  size_t host;       /* offsetof(il_layer, ...): an il_weight, or a const float * for a vector */
+  size_t dev;        /* offsetof(il_layer_dev, ...): an il_tensor */
+} il_layer_tensor;
+
+#define IL_LAYER_TENSORS 12
+extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
+/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff). */
+int64_t il_hparams_dim(const il_hparams *hp, il_dim d);
 
 typedef struct {
   const il_model *model;
@@ -139,7 +157,7 @@ typedef struct {
   il_backend *stream_b;
   il_layer_dev slot[2];
   int32_t slot_layer[2];                /* the layer each slot holds (-1: none) */
-  il_event *slot_ev[2][IL__SLOT_PARTS]; /* the copies into each slot still to wait for */
+  il_event *slot_ev[2][IL_LAYER_TENSORS]; /* the copies into each slot still to wait for */
   uint64_t streamed_bytes;              /* weight bytes copied into the slots so far */
   il_backend **layer_b;                 /* [n_layer], owned copy of the placement */
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */
@@ -162,6 +180,12 @@ size_t il_model_dev_bytes(const il_model *m);
 size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
 size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
 size_t il_model_layer_bytes(const il_model *m, int l);
+
+/* The four I32 [1 x n] views of a pass's batch upload (one buffer: ids, then positions,
+ * sequences and KV slots, n entries each). */
+typedef struct {
+  il_tensor ids, pos, seq, slots;
+} il_batch_views;
 
 /* One backend's share of the activation buffers, stored at the state's act_type (F32, F16 or
  * BF16; logits always F32). */
@@ -241,6 +265,8 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
 void il_forward_state_free(il_forward_state *st);
 /* The lane of backend b, or NULL. */
 il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b);
+/* The views of a batch of n entries in lane ln's batch buffer. */
+il_batch_views il_forward_batch_views(const il_forward_lane *ln, int32_t n);
 /* The attention arguments of a batch of n tokens (views into lane ln) over one layer's cache. */
 il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv);
 
