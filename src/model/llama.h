@@ -172,6 +172,10 @@ typedef struct {
  * backends. */
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
 void il_model_dev_free(il_model_dev *d);
+/* The weights of layer l on its backend, ready for the forward pass: d->layers[l], or with
+ * --offload stream the slot that holds it (copied in now if it was not prefetched; the copy of
+ * layer l+1 into the other slot is started). Errors: the copy's, "offload stream: ...". */
+il_status il_model_dev_layer(il_model_dev *d, int32_t l, const il_layer_dev **out);
 /* Waits for a weight copy in flight (--offload stream); its error, if any. */
 il_status il_model_dev_sync(il_model_dev *d);
 /* Bytes il_model_dev_init allocates on a backend that cannot read host memory: the whole model
