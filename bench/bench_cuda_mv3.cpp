@@ -236,7 +236,7 @@ static int check_twins(const char *types) {
         for (int i = 0; i < 3; i++) yv[i] = il_tensor_rows(Y[i], 0, n_tok);
         /* matmul on the first matrix, matmul_multi over all three (one shared quantization) */
         for (int multi = 0; multi < 2; multi++) {
-          if (multi) CHECK(b->ops->matmul_multi(b, 3, yv, W, xv));
+          if (multi) CHECK(b->ops->matmul_multi(b, 3, yv, W, NULL, xv));
           else CHECK(b->ops->matmul(b, yv[0], W[0], xv));
           for (int i = 0; i < (multi ? 3 : 1); i++) {
             std::vector<float> got((size_t)rows * n_tok);

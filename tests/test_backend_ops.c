@@ -216,7 +216,7 @@ static void test_matmul(void) {
         Y2[0] = YY, Y2[0].cols = n_out;
         Y2[1] = Y2[0], Y2[1].off += (size_t)n_out * 4;
         const il_tensor ws[2] = {W, W};
-        IL_CHECK_OK(b->ops->matmul_multi(b, 2, Y2, ws, X));
+        IL_CHECK_OK(b->ops->matmul_multi(b, 2, Y2, ws, NULL, X));
         get(b, YY, multi[bi + 1]);
         IDS = put(b, ids, 1, n_tok, IL_DTYPE_I32, "ids");
         G = put(b, NULL, n_tok, n_in, IL_DTYPE_F32, "rows");
@@ -578,6 +578,372 @@ static void test_attention(void) {
   printf("attention: %zu shapes (GQA 1/4/2/1, several sequences, head sizes 16-128)\n", sizeof cs / sizeof cs[0]);
 }
 
+
+/* ---- F16/BF16 activations ----
+ * A backend that takes 16-bit activations (supports(op, wtype, F16/BF16)) computes each op in
+ * F32 on the widened values and rounds the results to nearest even: its output bits equal the
+ * same op run on F32 tensors of the widened inputs, narrowed on the host. Row-wise ops are
+ * exact for any chunk size of reserve_act; matmul and attention are exact with one chunk and
+ * within the type's rounding with chunks of 3 rows (a GEMM may sum in another order for
+ * another row count). The observer sees each op's F32 result before it is narrowed. */
+
+static uint16_t narrow1(il_dtype t, float v) { return t == IL_DTYPE_F16 ? il_f32_to_fp16(v) : il_f32_to_bf16(v); }
+static float widen1(il_dtype t, uint16_t v) { return t == IL_DTYPE_F16 ? il_fp16_to_f32(v) : il_bf16_to_f32(v); }
+
+/* n random values of scale, as t's bits (h) and their exact F32 values (f). */
+static void rand_half(il_dtype t, size_t n, float scale, uint16_t **h, float **f) {
+  *h = malloc(n * 2), *f = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) (*h)[i] = narrow1(t, il_test_randf(&rng) * scale), (*f)[i] = widen1(t, (*h)[i]);
+}
+
+/* got (t's bits, n) against want (F32 computed on the widened inputs): equal bits when tol is
+ * 0, else normalized error of the widened values within tol. */
+static int half_differs(const char *what, il_dtype t, const uint16_t *got, const float *want, size_t n, double tol) {
+  float *g = malloc(n * 4), *w = malloc(n * 4);
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    g[i] = widen1(t, got[i]), w[i] = widen1(t, narrow1(t, want[i]));
+    bad += tol == 0 && got[i] != narrow1(t, want[i]);
+  }
+  const double e = nerr(g, w, n);
+  if (tol > 0) bad = !(e <= tol);
+  if (bad) fprintf(stderr, "  %s (%s): %d values differ, normalized error %.3g\n", what, il_dtype_name(t), bad, e);
+  free(g), free(w);
+  return bad;
+}
+
+typedef struct {
+  int calls, half_calls;
+  float absmax;
+  const char *last;
+  il_op last_op;
+} obs_log;
+
+static il_status obs_fn(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
+  obs_log *o = ctx;
+  IL_CHECK_INT(y.type, IL_DTYPE_F32); /* the F32 values as computed */
+  int64_t nf = 0;
+  float m = 0;
+  IL_TRY(b->ops->value_stats(b, y, &nf, &m));
+  o->calls++, o->half_calls += stored != IL_DTYPE_F32, o->last = y.name, o->last_op = op;
+  if (m > o->absmax) o->absmax = m;
+  return IL_OK;
+}
+
+static void test_half_one(il_backend *b, il_dtype t, int32_t chunk) {
+  const int64_t R = 7, C = 40, NI = 64, NO = 24, HD = 16, NH = 2, CELLS = 16;
+  IL_CHECK_OK(b->ops->reserve_act(b, t, chunk, 4096));
+  const double mm_tol = chunk >= R ? 0 : t == IL_DTYPE_F16 ? 2e-3 : 1e-2;
+  uint16_t *ah, *ch, *xh, *qh, *kh, *vh;
+  float *af, *cf, *xf, *qf, *kf, *vf;
+  rand_half(t, (size_t)(R * C), 3.0f, &ah, &af);
+  rand_half(t, (size_t)(R * C), 1.0f, &ch, &cf);
+  rand_half(t, (size_t)(R * NI), 1.0f, &xh, &xf);
+  rand_half(t, (size_t)(R * NH * HD), 1.0f, &qh, &qf);
+  rand_half(t, (size_t)(R * HD), 1.0f, &kh, &kf);
+  rand_half(t, (size_t)(R * HD), 1.0f, &vh, &vf);
+  float *g = randv((size_t)C, 1.0f), *w = randv((size_t)(NO * NI), 0.5f), *bias = randv((size_t)NO, 1.0f);
+  int32_t ids[7] = {3, 0, 5, 5, 1, 4, 2}, pos[7] = {0, 1, 2, 3, 4, 5, 6}, seq[7] = {0}, table[1] = {0};
+  int32_t slots[7] = {0, 1, 2, 3, 4, 5, 6};
+  const size_t nE = (size_t)(R * C), nM = (size_t)(R * NO), nQ = (size_t)(R * NH * HD), nK = (size_t)(CELLS * HD);
+  /* [want: F32 ops on the widened inputs] and [got: the same ops on 16-bit tensors] */
+  float *want = calloc(6 * nE + 3 * nM + 2 * nQ + 2 * nK, 4);
+  uint16_t *got = calloc(6 * nE + 3 * nM + 2 * nQ, 2);
+  float *gotk = calloc(2 * nK, 4);
+  il_tensor G = put(b, g, 1, C, IL_DTYPE_F32, "g"), Gb = put(b, bias, 1, NO, IL_DTYPE_F32, "bias");
+  il_tensor W;
+  IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, w, NO, NI, 0, IL_DTYPE_F32, "w", &W));
+  il_tensor EMB;
+  IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, af, R, C, 0, IL_DTYPE_F32, "embeddings", &EMB));
+  il_tensor IDS = put(b, ids, 1, R, IL_DTYPE_I32, "ids"), POS = put(b, pos, 1, R, IL_DTYPE_I32, "pos");
+  il_tensor SEQ = put(b, seq, 1, R, IL_DTYPE_I32, "seq"), TB = put(b, table, 1, 1, IL_DTYPE_I32, "table");
+  il_tensor SL = put(b, slots, 1, R, IL_DTYPE_I32, "slots");
+  const il_rope_params rq = {NH, HD, HD, 10000.0f, 1.0f, IL_ROPE_NORM}, rk = {1, HD, HD, 10000.0f, 1.0f, IL_ROPE_NORM};
+  int nk = 0;
+  const il_attn_kernel *kern = b->ops->attn_kernels(b, &nk);
+  for (int pass = 0; pass < 2; pass++) { /* 0: F32 tensors of the widened values; 1: t */
+    const il_dtype at = pass ? t : IL_DTYPE_F32;
+#define ACT(name, hv, fv, r, c) put(b, pass ? (const void *)(hv) : (const void *)(fv), r, c, at, name)
+    il_tensor A = ACT("a", ah, af, R, C), Cc = ACT("c", ch, cf, R, C), X = ACT("x", xh, xf, R, NI);
+    il_tensor Y = put(b, NULL, R, C, at, "y"), M = put(b, NULL, R, 3 * NO, at, "m");
+    il_tensor Q = ACT("q", qh, qf, R, NH * HD), K = ACT("k", kh, kf, R, HD), V = ACT("v", vh, vf, R, HD);
+    il_tensor O = put(b, NULL, R, NH * HD, at, "attention out");
+    il_tensor KC = put(b, NULL, CELLS, HD, IL_DTYPE_F32, "k cells"), VC = put(b, NULL, CELLS, HD, IL_DTYPE_F32, "v cells");
+    float zero[16 * 16] = {0};
+    IL_CHECK_OK(b->ops->upload(b, KC, zero, sizeof zero));
+    IL_CHECK_OK(b->ops->upload(b, VC, zero, sizeof zero));
+    const il_kv_view kv = {.k = KC, .v = VC, .block_table = TB, .block = (int32_t)CELLS, .n_seq = 1, .max_blocks = 1,
+                           .n_ctx = (int32_t)CELLS};
+    il_tensor outs[6];
+    IL_CHECK_OK(b->ops->rmsnorm(b, Y, A, G, 1e-5f));
+    outs[0] = Y, Y = put(b, NULL, R, C, at, "y2");
+    IL_CHECK_OK(b->ops->copy(b, Y, A));
+    IL_CHECK_OK(b->ops->swiglu(b, Y, Cc));
+    outs[1] = Y, Y = put(b, NULL, R, C, at, "y3");
+    IL_CHECK_OK(b->ops->copy(b, Y, A));
+    IL_CHECK_OK(b->ops->add(b, Y, Cc));
+    if (!pass) IL_CHECK_OK(b->ops->round_to(b, Y, t)); /* what the 16-bit pass stores between the ops */
+    IL_CHECK_OK(b->ops->add_bias(b, Y, G));
+    outs[2] = Y, Y = put(b, NULL, R, C, at, "y4");
+    IL_CHECK_OK(b->ops->get_rows(b, Y, EMB, IDS));
+    outs[3] = Y;
+    IL_CHECK_OK(b->ops->rmsnorm(b, A, A, G, 1e-5f)); /* in place */
+    outs[4] = A;
+    IL_CHECK_OK(b->ops->copy(b, Cc, Q.cols == Cc.cols ? Q : Cc));
+    outs[5] = Cc;
+    /* matmul, and matmul_multi with biases into three column blocks of M */
+    il_tensor Ms[3] = {M, M, M}, Ws[3] = {W, W, W}, Bs[3] = {Gb, {0}, Gb};
+    for (int i = 0; i < 3; i++) Ms[i].cols = NO, Ms[i].off += (size_t)i * (size_t)NO * il_tensor_row_bytes(at, 1);
+    IL_CHECK_OK(b->ops->matmul_multi(b, 3, Ms, Ws, Bs, X));
+    /* rope_kv_store, then attention over the stored cells */
+    IL_CHECK_OK(b->ops->rope_kv_store(b, Q, K, V, POS, &rq, &rk, &kv, SL));
+    if (!pass) IL_CHECK_OK(b->ops->round_to(b, Q, t));
+    il_attn_args aa = {.out = O, .q = Q, .seq = SEQ, .pos = POS, .kv = &kv, .n_heads = NH, .n_kv_heads = 1,
+                       .head_dim = HD, .scale = 0.25f};
+    int ki = 0;
+    while (ki < nk - 1 && kern[ki].why_not(b, &aa)) ki++;
+    IL_CHECK(kern[ki].why_not(b, &aa) == NULL);
+    const size_t wsb = kern[ki].workspace(b, &aa);
+    il_tensor WS = {0};
+    if (wsb) WS = put(b, NULL, 1, (int64_t)(wsb + 3) / 4, IL_DTYPE_F32, "attention workspace");
+    IL_CHECK_OK(kern[ki].run(b, &aa, WS));
+    IL_CHECK_OK(b->ops->sync(b));
+    il_tensor res[9] = {outs[0], outs[1], outs[2], outs[3], outs[4], outs[5], M, Q, O};
+    size_t at_f = 0;
+    for (int i = 0; i < 9; i++) {
+      const size_t n = (size_t)(res[i].rows * res[i].cols);
+      if (pass) get(b, res[i], got + at_f);
+      else get(b, res[i], want + at_f);
+      at_f += n;
+    }
+    get(b, KC, pass ? gotk : want + at_f);
+    get(b, VC, pass ? gotk + nK : want + at_f + nK);
+    il_tensor *all[] = {&A, &Cc, &X, &M, &Q, &K, &V, &O, &KC, &VC, &WS, &outs[0], &outs[1], &outs[2], &outs[3]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) il_backend_tensor_free(b, all[i]);
+#undef ACT
+  }
+  int bad = 0;
+  bad += half_differs("rmsnorm, swiglu, add + add_bias, get_rows, rmsnorm in place, copy", t, got, want, 6 * nE, 0);
+  bad += half_differs("matmul_multi + bias", t, got + 6 * nE, want + 6 * nE, 3 * nM, mm_tol);
+  bad += half_differs("rope_kv_store's q", t, got + 6 * nE + 3 * nM, want + 6 * nE + 3 * nM, nQ, 0);
+  bad += half_differs("attention", t, got + 6 * nE + 3 * nM + nQ, want + 6 * nE + 3 * nM + nQ, nQ, mm_tol);
+  /* the cells hold k rotated from its widened values (not rounded again) and v as given */
+  const float *wk = want + 6 * nE + 3 * nM + 2 * nQ;
+  int cells_differ = 0;
+  for (size_t i = 0; i < 2 * nK; i++) cells_differ += gotk[i] != wk[i];
+  if (cells_differ) fprintf(stderr, "  rope_kv_store cells (%s): %d differ\n", il_dtype_name(t), cells_differ);
+  bad += cells_differ;
+  IL_CHECK_INT(bad, 0);
+  il_tensor *all[] = {&G, &Gb, &W, &EMB, &IDS, &POS, &SEQ, &TB, &SL};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) il_backend_tensor_free(b, all[i]);
+  free(ah), free(ch), free(xh), free(qh), free(kh), free(vh), free(af), free(cf), free(xf), free(qf), free(kf), free(vf);
+  free(g), free(w), free(bias), free(want), free(got), free(gotk);
+}
+
+static void test_half_acts(void) {
+  int tested = 0;
+  for (int i = 0; i < n_backends; i++) {
+    il_backend *b = backends[i].b;
+    if (!b->ops->supports(b, IL_OP_ADD, IL_DTYPE_F32, IL_DTYPE_F16)) {
+      printf("SKIP (part): %s computes on f32 activations only (the model widens 16-bit ones for it)\n",
+             backends[i].label);
+      IL_CHECK(!b->ops->supports(b, IL_OP_MATMUL, IL_DTYPE_F32, IL_DTYPE_BF16));
+      continue;
+    }
+    IL_CHECK(b->ops->reserve_act != NULL);
+    for (int k = 0; k < 2; k++) {
+      const il_dtype t = k ? IL_DTYPE_BF16 : IL_DTYPE_F16;
+      test_half_one(b, t, 3);  /* chunks of 3, 3 and 1 rows */
+      test_half_one(b, t, 64); /* one chunk */
+    }
+    /* the observer sees the F32 result before narrowing: 1e5 is finite there and inf in f16 */
+    IL_CHECK_OK(b->ops->reserve_act(b, IL_DTYPE_F16, 4, 64));
+    float big[8] = {1, -1, 1, -1, 1, -1, 1, -1}, gain[8] = {1e5f, 1, 1, 1, 1, 1, 1, 1};
+    uint16_t hx[8];
+    for (int j = 0; j < 8; j++) hx[j] = il_f32_to_fp16(big[j]);
+    il_tensor X = put(b, hx, 1, 8, IL_DTYPE_F16, "x"), G = put(b, gain, 1, 8, IL_DTYPE_F32, "gain");
+    il_tensor Y = put(b, NULL, 1, 8, IL_DTYPE_F16, "attn_norm"), Y32 = put(b, NULL, 1, 8, IL_DTYPE_F32, "f32 out");
+    obs_log log = {0};
+    b->observer = (il_op_observer){obs_fn, &log};
+    IL_CHECK_OK(b->ops->rmsnorm(b, Y, X, G, 0.0f));
+    IL_CHECK_INT(log.calls, 1);
+    IL_CHECK_INT(log.half_calls, 1);
+    IL_CHECK_INT(log.last_op, IL_OP_RMSNORM);
+    IL_CHECK_STR(log.last, "attn_norm");
+    IL_CHECK(log.absmax > 65504.0f && isfinite(log.absmax));
+    uint16_t hy[8];
+    get(b, Y, hy);
+    IL_CHECK(isinf(il_fp16_to_f32(hy[0])));
+    IL_CHECK_OK(b->ops->rmsnorm(b, Y32, X, G, 0.0f)); /* an F32 output: the tensor itself */
+    IL_CHECK_INT(log.calls, 2);
+    IL_CHECK_INT(log.half_calls, 1);
+    IL_CHECK_STR(log.last, "f32 out");
+    b->observer = (il_op_observer){0};
+    /* without the scratch a 16-bit op is refused by name, not computed */
+    IL_CHECK_OK(b->ops->reserve_act(b, IL_DTYPE_F16, 0, 0));
+    IL_CHECK_INT(b->ops->rmsnorm(b, Y, X, G, 0.0f), IL_ERR_INVALID_ARG);
+    IL_CHECK(strstr(il_error_detail(), "reserve_act") != NULL && strstr(il_error_detail(), "'x'") != NULL);
+    IL_CHECK_INT(b->ops->reserve_act(b, IL_DTYPE_F32, 4, 64), IL_ERR_UNSUPPORTED);
+    il_tensor *all[] = {&X, &G, &Y, &Y32};
+    for (size_t j = 0; j < 4; j++) il_backend_tensor_free(b, all[j]);
+    tested++;
+  }
+  printf("f16/bf16 activations: every op on %d backends equals the f32 op on the widened values, rounded\n", tested);
+}
+
+
+/* ---- fused ops, sampling, step capture, copies off the op order ----
+ * Each fused op equals the composition of the ops it names, on every backend that has it (a
+ * backend without it is skipped by name: the caller composes). */
+
+static void test_fused(void) {
+  const int64_t R = 5, NI = 64, NO = 40;
+  float *x = randv((size_t)(R * NI), 2.0f), *g = randv((size_t)NI, 1.0f), *y0 = randv((size_t)(R * NO), 1.0f);
+  float *wq = malloc((size_t)(2 * NO * NI) * 4);
+  for (int64_t i = 0; i < 2 * NO * NI; i++) wq[i] = il_test_randf(&rng) * 0.3f;
+  int fused = 0;
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    const il_backend_ops *o = b->ops;
+    if (!o->rmsnorm_quant || !o->gate_up_swiglu || !o->matmul_add) {
+      printf("SKIP (part): %s has no fused ops (the model runs their compositions)\n", backends[bi].label);
+      continue;
+    }
+    il_tensor X = put(b, x, R, NI, IL_DTYPE_F32, "x"), G = put(b, g, 1, NI, IL_DTYPE_F32, "g"), Wg, Wu;
+    IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq, NO, NI, 0, IL_DTYPE_F32, "w_gate", &Wg));
+    IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq + NO * NI, NO, NI, 0, IL_DTYPE_F32, "w_up", &Wu));
+    /* rmsnorm_quant: the bytes of rmsnorm's rows through the reference quantizer */
+    il_tensor N = put(b, NULL, R, NI, IL_DTYPE_F32, "normed"), Q = put(b, NULL, R, NI, IL_DTYPE_Q8_0, "q8");
+    IL_CHECK_OK(o->rmsnorm(b, N, X, G, 1e-5f));
+    IL_CHECK_OK(o->rmsnorm_quant(b, Q, X, G, 1e-5f));
+    float *nh = malloc((size_t)(R * NI) * 4);
+    const size_t qrow = il_dtype_row_size(IL_DTYPE_Q8_0, NI);
+    uint8_t *qw = malloc(qrow * (size_t)R), *qg = malloc(qrow * (size_t)R);
+    get(b, N, nh);
+    get(b, Q, qg);
+    for (int64_t r = 0; r < R; r++) IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q8_0, nh + r * NI, qw + (size_t)r * qrow, NI));
+    IL_CHECK(memcmp(qw, qg, qrow * (size_t)R) == 0);
+    /* gate_up_swiglu = matmul_multi + swiglu; matmul_add = matmul + add: equal bits */
+    il_tensor H1 = put(b, NULL, R, NO, IL_DTYPE_F32, "h"), U1 = put(b, NULL, R, NO, IL_DTYPE_F32, "up");
+    il_tensor H2 = put(b, NULL, R, NO, IL_DTYPE_F32, "h2"), U2 = put(b, NULL, R, NO, IL_DTYPE_F32, "up2");
+    const il_tensor hy[2] = {H1, U1}, hw[2] = {Wg, Wu};
+    IL_CHECK_OK(o->matmul_multi(b, 2, hy, hw, NULL, X));
+    IL_CHECK_OK(o->swiglu(b, H1, U1));
+    IL_CHECK_OK(o->gate_up_swiglu(b, H2, U2, Wg, Wu, X));
+    il_tensor Y1 = put(b, y0, R, NO, IL_DTYPE_F32, "y"), Y2 = put(b, y0, R, NO, IL_DTYPE_F32, "y2");
+    il_tensor T1 = put(b, NULL, R, NO, IL_DTYPE_F32, "t"), T2 = put(b, NULL, R, NO, IL_DTYPE_F32, "t2");
+    IL_CHECK_OK(o->matmul(b, T1, Wg, X));
+    IL_CHECK_OK(o->add(b, Y1, T1));
+    IL_CHECK_OK(o->matmul_add(b, Y2, Wg, X, T2));
+    float *a = malloc((size_t)(R * NO) * 4), *c = malloc((size_t)(R * NO) * 4);
+    get(b, H1, a), get(b, H2, c);
+    IL_CHECK(memcmp(a, c, (size_t)(R * NO) * 4) == 0);
+    get(b, Y1, a), get(b, Y2, c);
+    IL_CHECK(memcmp(a, c, (size_t)(R * NO) * 4) == 0);
+    il_tensor *all[] = {&X, &G, &Wg, &Wu, &N, &Q, &H1, &U1, &H2, &U2, &Y1, &Y2, &T1, &T2};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) il_backend_tensor_free(b, all[i]);
+    free(nh), free(qw), free(qg), free(a), free(c);
+    fused++;
+  }
+  free(x), free(g), free(y0), free(wq);
+  printf("fused ops (rmsnorm_quant, gate_up_swiglu, matmul_add) equal their compositions on %d backends\n", fused);
+}
+
+/* The test's own sampler: ranks by counting (no sort), the same rule as il_sample_args. */
+static int32_t ref_sample(const float *l, int n, float u, const il_sample_args *a) {
+  int order[64];
+  for (int i = 0; i < n; i++) {
+    int rank = 0;
+    for (int j = 0; j < n; j++) rank += l[j] > l[i] || (l[j] == l[i] && j < i);
+    order[rank] = i;
+  }
+  if (!(a->temperature > 0)) return order[0];
+  const int k = a->top_k > 0 && a->top_k < n ? a->top_k : n;
+  double p[64], total = 0;
+  for (int i = 0; i < k; i++) total += p[i] = exp(((double)l[order[i]] - l[order[0]]) / a->temperature);
+  int m = 0;
+  double kept = 0;
+  while (m < k && (m == 0 || kept < (double)a->top_p * total)) kept += p[m++];
+  double cum = 0;
+  for (int i = 0; i < m; i++)
+    if ((cum += p[i]) > (double)u * kept) return order[i];
+  return order[m - 1];
+}
+
+static void test_sample(void) {
+  enum { NR = 9, NV = 50 };
+  float l[NR * NV], u[NR];
+  for (int i = 0; i < NR * NV; i++) l[i] = il_test_randf(&rng) * 4.0f;
+  l[3 * NV + 7] = l[3 * NV + 30] = 9.0f; /* a tie at the top: the lower id wins */
+  for (int i = 0; i < NR; i++) u[i] = 0.5f * (il_test_randf(&rng) + 1.0f) * 0.999f;
+  const il_sample_args cases[] = {{0, 0, 1}, {1.0f, 0, 1}, {0.7f, 5, 1}, {1.3f, 0, 0.5f}, {0.5f, 10, 0.9f}};
+  int tested = 0;
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    if (!b->ops->sample) {
+      printf("SKIP (part): %s has no sampling op (the host samples)\n", backends[bi].label);
+      continue;
+    }
+    il_tensor L = put(b, l, NR, NV, IL_DTYPE_F32, "logits"), U = put(b, u, 1, NR, IL_DTYPE_F32, "draws");
+    il_tensor IDS = put(b, NULL, 1, NR, IL_DTYPE_I32, "ids");
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      int32_t got[NR];
+      IL_CHECK_OK(b->ops->sample(b, IDS, L, U, &cases[c]));
+      get(b, IDS, got);
+      for (int r = 0; r < NR; r++) IL_CHECK_INT(got[r], ref_sample(l + r * NV, NV, u[r], &cases[c]));
+      if (c == 0) IL_CHECK_INT(got[3], 7);
+    }
+    IL_CHECK_INT(b->ops->sample(b, L, L, U, &cases[0]), IL_ERR_UNSUPPORTED); /* ids must be I32 */
+    il_backend_tensor_free(b, &L), il_backend_tensor_free(b, &U), il_backend_tensor_free(b, &IDS);
+    tested++;
+  }
+  printf("sample: argmax, temperature, top-k, top-p against the test's sampler on %d backends\n", tested);
+}
+
+/* cpu and sim: a capture records nothing and the ops in it run as called; upload_async's copy
+ * is in place once its event is waited for, and lands on the copy stream in order. */
+static void test_capture_async(void) {
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    if (backends[bi].gpu) continue;
+    float a[64], c[64], got[64];
+    for (int i = 0; i < 64; i++) a[i] = (float)i, c[i] = 0.5f;
+    il_tensor A = put(b, a, 1, 64, IL_DTYPE_F32, "a"), C = put(b, c, 1, 64, IL_DTYPE_F32, "c");
+    IL_CHECK(b->ops->capture_begin && b->ops->capture_end && b->ops->replay && b->ops->step_free);
+    il_step *step = (il_step *)&step;
+    IL_CHECK_OK(b->ops->capture_begin(b));
+    IL_CHECK_OK(b->ops->add(b, A, C));
+    IL_CHECK_OK(b->ops->capture_end(b, &step));
+    IL_CHECK(step == NULL);
+    get(b, A, got);
+    IL_CHECK(got[10] == 10.5f);
+    IL_CHECK_INT(b->ops->replay(b, NULL), IL_ERR_INVALID_ARG);
+    b->ops->step_free(b, NULL);
+    IL_CHECK(b->ops->upload_async && b->ops->event_wait);
+    il_event *e1 = NULL, *e2 = NULL;
+    float v1[64], v2[64];
+    for (int i = 0; i < 64; i++) v1[i] = -1.0f, v2[i] = (float)(i * i);
+    IL_CHECK_OK(b->ops->upload_async(b, A, v1, sizeof v1, &e1));
+    IL_CHECK_OK(b->ops->upload_async(b, A, v2, sizeof v2, &e2)); /* in order: v2 lands last */
+    IL_CHECK_OK(b->ops->event_wait(b, e2));
+    IL_CHECK_OK(b->ops->event_wait(b, e1));
+    get(b, A, got);
+    IL_CHECK(got[7] == 49.0f && got[63] == 3969.0f);
+    b->ops->event_free(b, e1), b->ops->event_free(b, e2);
+    /* an upload past its buffer: the error comes back at the event, naming the tensor */
+    il_event *e3 = NULL;
+    float big[80] = {0};
+    il_status st = b->ops->upload_async(b, A, big, sizeof big, &e3);
+    if (st == IL_OK) st = b->ops->event_wait(b, e3);
+    IL_CHECK_INT(st, IL_ERR_RANGE);
+    IL_CHECK(strstr(il_error_detail(), "'a'") != NULL);
+    if (e3) b->ops->event_free(b, e3);
+    IL_CHECK_OK(b->ops->sync(b));
+    il_backend_tensor_free(b, &A), il_backend_tensor_free(b, &C);
+  }
+  printf("capture_begin/end (nothing recorded on cpu and sim), upload_async + event_wait in order\n");
+}
+
 /* ---- the seam's guarantees ---- */
 
 static void test_seam(void) {
@@ -607,6 +973,14 @@ static void test_seam(void) {
     il_tensor ids = put(b, NULL, 1, 4, IL_DTYPE_I32, "ids");
     IL_CHECK_INT(b->ops->swiglu(b, ids, ids), IL_ERR_UNSUPPORTED);
     il_backend_tensor_free(b, &ids);
+    /* a tensor of another backend (the reference cpu) is refused by every op, named, never
+     * read as if it were this backend's memory */
+    il_tensor alien = put(ref, NULL, 4, 4, IL_DTYPE_F32, "alien");
+    IL_CHECK_INT(b->ops->add(b, t, alien), IL_ERR_INVALID_ARG);
+    IL_CHECK(strstr(il_error_detail(), "'alien'") != NULL && strstr(il_error_detail(), "another backend") != NULL);
+    IL_CHECK_INT(b->ops->copy(b, alien, t), IL_ERR_INVALID_ARG);
+    IL_CHECK_INT(b->ops->download(b, junk, alien, 16), IL_ERR_INVALID_ARG);
+    il_backend_tensor_free(ref, &alien);
     il_backend_tensor_free(b, &t);
   }
   /* registry errors name the spec */
@@ -702,6 +1076,10 @@ int main(void) {
   test_kv_q8();
   test_attention();
   test_matmul();
+  test_half_acts();
+  test_fused();
+  test_sample();
+  test_capture_async();
   test_seam(); /* last: it checks the transfers the others made */
   for (int i = 0; i < n_backends; i++) backends[i].b->ops->destroy(backends[i].b);
   ref->ops->destroy(ref);

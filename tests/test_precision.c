@@ -287,6 +287,26 @@ static void test_overflow(void) {
   snprintf(cmd, sizeof cmd, "%s run -m %s -p Hello -n 3 --temp 0 --dtype bf16 --check-numerics 2>&1", cli, path);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "numerics:") != NULL);
+  /* --check-numerics prints what it printed before the check became an observer of the
+   * backends' op results: these lines are the output of the forward pass that computed the
+   * check itself (the build before, same model, same devices). bf16 and f16 (both computed by
+   * the backend in its own chunks on cpu and sim), f32, and f16 in batches of 2 rows. */
+  const struct {
+    const char *dtype, *device, *extra, *line;
+  } want[] = {
+      {"bf16", "cpu", "", "numerics: no inf/nan; largest |activation| 2.335e+05 at ffn_down of layer 1 (activations bf16)"},
+      {"bf16", "sim:64MiB", "", "numerics: no inf/nan; largest |activation| 2.335e+05 at ffn_down of layer 1 (activations bf16)"},
+      {"f32", "sim:64MiB", "", "numerics: no inf/nan; largest |activation| 2.329e+05 at feed-forward residual of layer 1 (activations f32)"},
+      {"f16", "cpu", "", "the first non-finite values (528) appear at ffn_down of layer 1 (blk.1)"},
+      {"f16", "sim:64MiB", "--batch 2", "the first non-finite values (163) appear at ffn_down of layer 1 (blk.1)"},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p Hello -n 3 --temp 0 -t 2 --dtype %s --device %s %s --check-numerics 2>&1", cli,
+             path, want[i].dtype, want[i].device, want[i].extra);
+    il_test_run(cmd, out, sizeof out);
+    if (!strstr(out, want[i].line)) fprintf(stderr, "  %s: want '%s' in:\n%s\n", cmd, want[i].line, out);
+    IL_CHECK(strstr(out, want[i].line) != NULL);
+  }
   snprintf(cmd, sizeof cmd, "%s run -p Hello -n 1 --dtype f8 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "--dtype") != NULL);

@@ -6,8 +6,10 @@
  * test). Ops take typed 2-D views (il_tensor), so the element type travels with the data.
  * Bytes cross between the host and a backend only through upload, download and copy.
  * Every op returns il_status; ops may run asynchronously and sync returns the first deferred
- * error. The ops table is one const struct per backend kind with a version; members are only
- * appended, so a backend built as a module (cuda) can be loaded with dlopen.
+ * error. The ops table is one const struct per backend kind with a version that must match
+ * exactly, so a backend built as a module (cuda) is loaded with dlopen only when it was built
+ * against this header. A buffer knows its backend (owner): a view of another backend's buffer
+ * is refused by every op, never read as if it were local.
  *
  * Shapes in comments: [rows x cols]; rows are `stride` bytes apart, elements of a row are
  * contiguous. Vectors (norm weights, token ids, positions) are [1 x n].
@@ -26,15 +28,16 @@
 #include "memory/caching.h"
 #include "memory/mem.h"
 
-#define IL_BACKEND_OPS_VERSION 5 /* 2: round_to, value_stats; 3: reserve; 4: copy converts; 5: prepare_weight */
-
-/* int32 element type for ids, positions, slots and block tables (GGML_TYPE_I32's id; not a
- * weight type, so il_dtype_get does not list it). */
-#define IL_DTYPE_I32 ((il_dtype)26)
+/* The ops table's layout. A table is used only by code built with the same number (the
+ * registry and the CUDA module loader refuse any other), so a member may be added, changed or
+ * removed together with this number, and no caller tests a table's version or guards a member
+ * by it. */
+#define IL_BACKEND_OPS_VERSION 6
 
 typedef struct il_backend il_backend;
 typedef struct il_buffer il_buffer; /* one allocation in one backend's space; opaque */
 typedef struct il_event il_event;
+typedef struct il_step il_step; /* a captured forward step (capture_end); opaque */
 
 /* A typed view of part of a buffer; a value that never owns. */
 typedef struct {
@@ -42,7 +45,7 @@ typedef struct {
   size_t off;       /* bytes from the start of buf to row 0 */
   size_t stride;    /* bytes between rows */
   int64_t rows, cols;
-  il_dtype type;    /* activations F32 (stored F16/BF16 between ops); weights any storage type; ids I32 */
+  il_dtype type;    /* activations F32, or F16/BF16 where supports() says so; weights any storage type; ids I32 */
   const char *name; /* for messages: "blk.3.attn_q.weight" (borrowed, may be NULL) */
 } il_tensor;
 
@@ -84,7 +87,7 @@ typedef struct {
 /* One attention call: out[t] = softmax(q[t] K^T * scale) V over positions 0..pos[t] of
  * sequence seq[t], per head, grouped-query (n_heads / n_kv_heads query heads per kv head). */
 typedef struct {
-  il_tensor out, q;   /* F32 [n_tok x n_heads*head_dim] */
+  il_tensor out, q;   /* activations [n_tok x n_heads*head_dim] */
   il_tensor seq, pos; /* I32 [1 x n_tok] */
   const il_kv_view *kv;
   int64_t n_heads, n_kv_heads, head_dim;
@@ -125,6 +128,28 @@ typedef struct {
   bool dry;             /* allocates but computes nothing (the planner's sim:SIZE,dry) */
 } il_backend_info;
 
+/* One sampling call: per row t of the logits, temperature <= 0 takes the argmax (the lowest id
+ * on ties); else the candidates in descending order of logit (lower id first on ties), the
+ * first top_k of them (0: all), softmax(logit / temperature) over those, the shortest prefix
+ * whose probability reaches top_p (1: all; at least one), and the first id whose cumulative
+ * probability exceeds u[t] times the prefix's total. */
+typedef struct {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+} il_sample_args;
+
+/* An observer of op results (numerics checks; llama.cpp's eval callback). A backend calls fn after
+ * each op it runs, once per output, with the op and the result as the op computed it in F32: the
+ * output tensor itself, or, for an F16/BF16 output, the F32 values before they are narrowed to
+ * it (`stored`: the output's type; y.name is the output's name). fn may round y in place to
+ * `stored` (round_to): the narrowed bits stay the same. An error from fn is the op's error.
+ * kv_store reports nothing; rope_kv_store reports q. fn NULL: none (the default). */
+typedef struct {
+  il_status (*fn)(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored);
+  void *ctx;
+} il_op_observer;
+
 /* Counted host<->device traffic (sim and cuda; zero on cpu). */
 typedef struct {
   uint64_t upload_bytes, download_bytes, n_uploads, n_downloads;
@@ -132,7 +157,7 @@ typedef struct {
 } il_transfer_stats;
 
 typedef struct il_backend_ops {
-  uint32_t version; /* IL_BACKEND_OPS_VERSION it was built with */
+  uint32_t version; /* IL_BACKEND_OPS_VERSION it was built with; checked once, at open */
 
   /* ---- memory ---- */
   /* A buffer of `bytes` under `cat`; IL_ERR_OOM with the device's report when it does not
@@ -165,13 +190,21 @@ typedef struct il_backend_ops {
   const il_attn_kernel *(*attn_kernels)(il_backend *, int *n);
   void (*info)(il_backend *, il_backend_info *out);
 
-  /* ---- ops (activations F32; model/ widens 16-bit activations with copy) ---- */
+  /* ---- ops ----
+   * Activations (every tensor but weights, norm weights, biases, ids and KV cells) are F32, or
+   * F16/BF16 where supports(op, wtype, atype) says so: the op then computes in F32 on values
+   * widened from them and rounds its results back to nearest even, as round_to does (cpu and
+   * sim: chunk by chunk in the scratch of reserve_act). Each op reports its outputs to the
+   * backend's observer (il_op_observer). */
   /* y[t] = row ids[t] of w, dequantized.  y [n x cols(w)], ids I32 [1 x n]. */
   il_status (*get_rows)(il_backend *, il_tensor y, il_tensor w, il_tensor ids);
   /* y = x W^T: y[t][r] = W[r] . x[t].  w [n_out x n_in], x [n_tok x n_in], y [n_tok x n_out]. */
   il_status (*matmul)(il_backend *, il_tensor y, il_tensor w, il_tensor x);
-  /* n matmuls that read the same x (Q, K and V; gate and up), so x is prepared once. */
-  il_status (*matmul_multi)(il_backend *, int n, const il_tensor *y, const il_tensor *w, il_tensor x);
+  /* n matmuls that read the same x (Q, K and V; gate and up), so x is prepared once, each plus
+   * its bias when bias is not NULL (bias[i] F32 [1 x cols(y[i])]; bias[i].buf NULL: none):
+   * QKV in one op, rounded once. */
+  il_status (*matmul_multi)(il_backend *, int n, const il_tensor *y, const il_tensor *w, const il_tensor *bias,
+                            il_tensor x);
   /* y[t] = x[t] / rms(x[t]) * g.  g [1 x cols]; y may be x. */
   il_status (*rmsnorm)(il_backend *, il_tensor y, il_tensor x, il_tensor g, float eps);
   /* Rotates the first n_rot dims of each head of x [n_tok x n_heads*head_dim] in place at
@@ -179,6 +212,10 @@ typedef struct il_backend_ops {
   il_status (*rope)(il_backend *, il_tensor x, il_tensor pos, const il_rope_params *p);
   /* Row i of k and v goes to cell slots[i] of kv->k and kv->v (I32 [1 x n]). */
   il_status (*kv_store)(il_backend *, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots);
+  /* rope(q, rq) and rope(k, rk) at pos, then kv_store(kv, k, v, slots), in one op: with 16-bit
+   * activations k is stored from its rotated F32 values (k itself may be left unrotated). */
+  il_status (*rope_kv_store)(il_backend *, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
+                             const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv, il_tensor slots);
   /* gate = silu(gate) * up, elementwise, same shape. */
   il_status (*swiglu)(il_backend *, il_tensor gate, il_tensor up);
   /* y += x, same shape. */
@@ -231,12 +268,62 @@ typedef struct il_backend_ops {
    * release a file mapping's pages of them); get_rows, copy and the other ops still read them.
    * IL_ERR_OOM with the report. (optional: NULL where weights are used as placed) */
   il_status (*prepare_weight)(il_backend *, const il_tensor *w, bool *own_copy);
+
+  /* ---- 16-bit activations ---- */
+  /* Allocates now (under IL_MEM_ACTIVATIONS, freeing the previous one) the F32 scratch in
+   * which the ops compute on atype (F16 or BF16) activations: chunks of `rows` rows, the F32
+   * copies of one op's inputs and outputs taking at most `cols` columns together. rows 0
+   * releases it. IL_ERR_OOM with the report. (optional: NULL where supports() refuses 16-bit
+   * activations; the caller then widens them itself with copy) */
+  il_status (*reserve_act)(il_backend *, il_dtype atype, int32_t rows, int64_t cols);
+
+  /* ---- fused ops: each equals the composition of the ops above it names (the cpu runs that
+   * composition; a device may run one kernel). (optional, each: NULL where not fused; the
+   * caller then runs the composition itself) ---- */
+  /* rmsnorm(x, g, eps) quantized to y's type (Q8_0: the activations a quantized matmul reads,
+   * with ggml's reference quantizer), rows as wide as x. Reports nothing to the observer. */
+  il_status (*rmsnorm_quant)(il_backend *, il_tensor y, il_tensor x, il_tensor g, float eps);
+  /* matmul_multi(2, {h, up}, {w_gate, w_up}, NULL, x), then swiglu(h, up): the feed-forward
+   * block's first half. up [n_tok x n_ff] may be left unwritten by a fused kernel. */
+  il_status (*gate_up_swiglu)(il_backend *, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up, il_tensor x);
+  /* matmul(tmp, w, x), then add(y, tmp): the residual add as the matmul's epilogue (the output
+   * projection, ffn_down). tmp [n_tok x n_out] may be left unwritten by a fused kernel. */
+  il_status (*matmul_add)(il_backend *, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp);
+
+  /* ---- sampling ---- */
+  /* ids[t] (I32 [1 x n]) = the token il_sample_args picks from row t of logits (F32
+   * [n x n_vocab]) with the uniform draw u[t] (F32 [1 x n], in [0, 1)). (optional: NULL where
+   * the host samples) */
+  il_status (*sample)(il_backend *, il_tensor ids, il_tensor logits, il_tensor u, const il_sample_args *a);
+
+  /* ---- step capture (CUDA graphs) ---- */
+  /* Between capture_begin and capture_end the ops run as called and may also be recorded as
+   * one step; *out is the step, or NULL where the backend records nothing (cpu, sim: the caller
+   * runs the ops again instead of replaying). replay runs a recorded step again (the tensors'
+   * contents as they are then); step_free releases one (NULL is ignored). (optional, all four:
+   * NULL where nothing is captured) */
+  il_status (*capture_begin)(il_backend *);
+  il_status (*capture_end)(il_backend *, il_step **out);
+  il_status (*replay)(il_backend *, il_step *step);
+  void (*step_free)(il_backend *, il_step *step);
+
+  /* ---- transfers off the op order ---- */
+  /* Starts copying bytes from host src into dst on the backend's copy stream and returns; src
+   * must stay valid and unchanged until *done has completed (event_wait, or the backend's
+   * sync). Ops queued after it do not wait for it unless event_wait says so. *done is freed
+   * with event_free. cpu: the copy is done when it returns. (optional: NULL where every
+   * upload is in order with the ops; use upload) */
+  il_status (*upload_async)(il_backend *, il_tensor dst, const void *src, size_t bytes, il_event **done);
+  /* The ops queued after this call (and the host, on return, for cpu and sim) wait for e.
+   * Returns the copy's error, if it failed. */
+  il_status (*event_wait)(il_backend *, il_event *e);
 } il_backend_ops;
 
 struct il_backend {
   const il_backend_ops *ops;
-  il_mem_space *space; /* where its allocations are counted (the host's for cpu) */
+  il_mem_space *space;     /* where its allocations are counted (the host's for cpu) */
   void *impl;
+  il_op_observer observer; /* set by the caller between ops; zero: none */
 };
 
 /* ---- conveniences over the ops table ---- */

@@ -13,8 +13,10 @@
 static inline const char *il__nm(const il_tensor *t) { return t->name ? t->name : "tensor"; }
 
 /* t lies inside its buffer and has type `type` (IL_DTYPE_COUNT: any). `op` names the caller. */
-static inline il_status il__check(const char *op, const il_tensor *t, il_dtype type) {
+static inline il_status il__check(il_backend *b, const char *op, const il_tensor *t, il_dtype type) {
   if (!t->buf) return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has no buffer", op, il__nm(t));
+  if (t->buf->owner != b)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' lives on another backend than the one running the op", op, il__nm(t));
   if (type != IL_DTYPE_COUNT && t->type != type)
     return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' is %s; this op computes on %s", op, il__nm(t),
                     il_dtype_name(t->type), il_dtype_name(type));
@@ -31,6 +33,11 @@ static inline il_status il__check(const char *op, const il_tensor *t, il_dtype t
   return IL_OK;
 }
 
+/* Reports output y of op to b's observer (backend.h): y as computed in F32, stored at `stored`. */
+static inline il_status il__observe(il_backend *b, il_op op, il_tensor y, il_dtype stored) {
+  return b->observer.fn ? b->observer.fn(b->observer.ctx, b, op, y, stored) : IL_OK;
+}
+
 /* Same shape as ref. */
 static inline il_status il__same_shape(const char *op, const il_tensor *a, const il_tensor *ref) {
   if (a->rows != ref->rows || a->cols != ref->cols)
@@ -41,9 +48,9 @@ static inline il_status il__same_shape(const char *op, const il_tensor *a, const
 
 /* copy's arguments: one shape, and the same type or F32 <-> F16/BF16 (a conversion, rounding
  * to nearest even exactly as round_to does). */
-static inline il_status il__copy_check(const il_tensor *dst, const il_tensor *src) {
-  IL_TRY(il__check("copy", src, IL_DTYPE_COUNT));
-  IL_TRY(il__check("copy", dst, IL_DTYPE_COUNT));
+static inline il_status il__copy_check(il_backend *b, const il_tensor *dst, const il_tensor *src) {
+  IL_TRY(il__check(b, "copy", src, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "copy", dst, IL_DTYPE_COUNT));
   IL_TRY(il__same_shape("copy", dst, src));
   const bool half_d = dst->type == IL_DTYPE_F16 || dst->type == IL_DTYPE_BF16,
              half_s = src->type == IL_DTYPE_F16 || src->type == IL_DTYPE_BF16;
@@ -62,19 +69,19 @@ static inline il_status il__dense(const char *op, const il_tensor *t) {
 }
 
 /* y and x of an elementwise op (swiglu, add): F32, one shape, packed rows. */
-static inline il_status il__elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
-  IL_TRY(il__check(op, y, IL_DTYPE_F32));
-  IL_TRY(il__check(op, x, IL_DTYPE_F32));
+static inline il_status il__elementwise_check(il_backend *b, const char *op, const il_tensor *y, const il_tensor *x) {
+  IL_TRY(il__check(b, op, y, IL_DTYPE_F32));
+  IL_TRY(il__check(b, op, x, IL_DTYPE_F32));
   IL_TRY(il__same_shape(op, y, x));
   IL_TRY(il__dense(op, y));
   return il__dense(op, x);
 }
 
 /* get_rows' arguments: F32 rows y, weights w of any type as wide as y, an I32 id per row. */
-static inline il_status il__get_rows_check(const il_tensor *y, const il_tensor *w, const il_tensor *ids) {
-  IL_TRY(il__check("get_rows", y, IL_DTYPE_F32));
-  IL_TRY(il__check("get_rows", w, IL_DTYPE_COUNT));
-  IL_TRY(il__check("get_rows", ids, IL_DTYPE_I32));
+static inline il_status il__get_rows_check(il_backend *b, const il_tensor *y, const il_tensor *w, const il_tensor *ids) {
+  IL_TRY(il__check(b, "get_rows", y, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "get_rows", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "get_rows", ids, IL_DTYPE_I32));
   if (y->cols != w->cols || ids->cols < y->rows)
     return il_error(IL_ERR_INVALID_ARG, "get_rows: '%s' rows of %lld into [%lld x %lld] with %lld ids", il__nm(w),
                     (long long)w->cols, (long long)y->rows, (long long)y->cols, (long long)ids->cols);
@@ -82,10 +89,10 @@ static inline il_status il__get_rows_check(const il_tensor *y, const il_tensor *
 }
 
 /* rmsnorm's arguments: F32 y and x of one shape, an F32 weight as wide as a row. */
-static inline il_status il__rmsnorm_check(const il_tensor *y, const il_tensor *x, const il_tensor *g) {
-  IL_TRY(il__check("rmsnorm", y, IL_DTYPE_F32));
-  IL_TRY(il__check("rmsnorm", x, IL_DTYPE_F32));
-  IL_TRY(il__check("rmsnorm", g, IL_DTYPE_F32));
+static inline il_status il__rmsnorm_check(il_backend *b, const il_tensor *y, const il_tensor *x, const il_tensor *g) {
+  IL_TRY(il__check(b, "rmsnorm", y, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "rmsnorm", x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "rmsnorm", g, IL_DTYPE_F32));
   IL_TRY(il__same_shape("rmsnorm", y, x));
   if (g->cols != x->cols || g->rows < 1)
     return il_error(IL_ERR_INVALID_ARG, "rmsnorm: weight '%s' has %lld elements; rows have %lld", il__nm(g),
@@ -95,9 +102,9 @@ static inline il_status il__rmsnorm_check(const il_tensor *y, const il_tensor *x
 
 /* rope's arguments: F32 x of n_heads heads of head_dim per row, an even n_rot within a head, an
  * I32 position per row. */
-static inline il_status il__rope_check(const il_tensor *x, const il_tensor *pos, const il_rope_params *p) {
-  IL_TRY(il__check("rope", x, IL_DTYPE_F32));
-  IL_TRY(il__check("rope", pos, IL_DTYPE_I32));
+static inline il_status il__rope_check(il_backend *b, const il_tensor *x, const il_tensor *pos, const il_rope_params *p) {
+  IL_TRY(il__check(b, "rope", x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "rope", pos, IL_DTYPE_I32));
   if (pos->cols < x->rows || x->cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
     return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
                     il__nm(x), (long long)x->rows, (long long)x->cols, (long long)p->n_heads, (long long)p->head_dim,
@@ -106,9 +113,9 @@ static inline il_status il__rope_check(const il_tensor *x, const il_tensor *pos,
 }
 
 /* add_bias' arguments: F32 rows y, an F32 bias as wide as a row. */
-static inline il_status il__add_bias_check(const il_tensor *y, const il_tensor *bias) {
-  IL_TRY(il__check("add_bias", y, IL_DTYPE_F32));
-  IL_TRY(il__check("add_bias", bias, IL_DTYPE_F32));
+static inline il_status il__add_bias_check(il_backend *b, const il_tensor *y, const il_tensor *bias) {
+  IL_TRY(il__check(b, "add_bias", y, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "add_bias", bias, IL_DTYPE_F32));
   if (bias->cols != y->cols)
     return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(bias),
                     (long long)bias->cols, (long long)y->cols);
@@ -117,15 +124,15 @@ static inline il_status il__add_bias_check(const il_tensor *y, const il_tensor *
 
 /* kv_store's arguments: F32 rows k and v, I32 slots, K and V cells of one type the backend
  * stores (cells_ok), rows as wide as the cells, a slot per row. */
-static inline il_status il__kv_store_check(const il_kv_view *kv, const il_tensor *k, const il_tensor *v,
+static inline il_status il__kv_store_check(il_backend *b, const il_kv_view *kv, const il_tensor *k, const il_tensor *v,
                                            const il_tensor *slots, bool cells_ok) {
-  IL_TRY(il__check("kv_store", k, IL_DTYPE_F32));
-  IL_TRY(il__check("kv_store", v, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "kv_store", k, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "kv_store", v, IL_DTYPE_F32));
   if (!cells_ok || kv->v.type != kv->k.type)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)", il_dtype_name(kv->k.type));
-  IL_TRY(il__check("kv_store", slots, IL_DTYPE_I32));
-  IL_TRY(il__check("kv_store", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("kv_store", &kv->v, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "kv_store", slots, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "kv_store", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "kv_store", &kv->v, IL_DTYPE_COUNT));
   if (k->cols != kv->k.cols || v->cols != kv->v.cols || k->rows != v->rows || slots->cols < k->rows ||
       kv->k.rows != kv->v.rows)
     return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",

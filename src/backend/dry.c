@@ -13,7 +13,12 @@ static il_status il__download(il_backend *b, void *d, il_tensor s, size_t n) { r
 static il_status il__copy(il_backend *b, il_tensor d, il_tensor s) { return il__refuse(b); }
 static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor i) { return il__refuse(b); }
 static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) { return il__refuse(b); }
-static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, const il_tensor *bias,
+                                  il_tensor x) {
+  return il__refuse(b);
+}
+static il_status il__rope_kv_store(il_backend *b, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
+                                   const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv, il_tensor s) {
   return il__refuse(b);
 }
 static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) { return il__refuse(b); }
@@ -37,10 +42,18 @@ void il_backend_dry_ops(il_backend_ops *o) {
   o->rmsnorm = il__rmsnorm;
   o->rope = il__rope;
   o->kv_store = il__kv_store;
+  o->rope_kv_store = il__rope_kv_store;
   o->swiglu = il__binary;
   o->add = il__binary;
   o->add_bias = il__binary;
   o->count_nonfinite = il__count;
   o->round_to = il__round;
   o->value_stats = il__stats;
+  /* the optional members a caller composes or does in order when they are absent */
+  o->rmsnorm_quant = NULL;
+  o->gate_up_swiglu = NULL;
+  o->matmul_add = NULL;
+  o->sample = NULL;
+  o->upload_async = NULL;
+  o->event_wait = NULL;
 }

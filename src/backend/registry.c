@@ -30,8 +30,23 @@ const char *il_backend_cuda_unavailable(void) {
 #endif
 }
 
+static il_status il__opened(const char *spec, il_status st, il_backend **out) {
+  if (st != IL_OK || (*out)->ops->version == IL_BACKEND_OPS_VERSION) return st;
+  const uint32_t v = (*out)->ops->version;
+  (*out)->ops->destroy(*out);
+  *out = NULL;
+  return il_error(IL_ERR_UNSUPPORTED, "--device %s: its ops table is version %u; this inferlab needs version %d", spec, v,
+                  IL_BACKEND_OPS_VERSION);
+}
+
+static il_status il__open(const char *spec, const il_backend_opts *opts, il_backend **out);
+
 il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_backend **out) {
   *out = NULL;
+  return il__opened(spec && *spec ? spec : "cpu", il__open(spec, opts, out), out);
+}
+
+static il_status il__open(const char *spec, const il_backend_opts *opts, il_backend **out) {
   il_backend_opts dflt = {0};
   if (!opts) opts = &dflt;
   if (!spec || !*spec) spec = "cpu";

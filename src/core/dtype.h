@@ -2,7 +2,7 @@
  *
  * The enum values are the GGML type ids that GGUF files store, so a file's type field maps
  * to il_dtype without a table. Each block struct is defined once here, with a static size
- * check, and shared by the reference code, the SIMD kernels and (later) CUDA.
+ * check, and shared by the reference code, the SIMD kernels and the CUDA kernels.
  *
  * Byte layouts (all little-endian, fp16 scales stored as raw uint16 bits):
  *   Q4_0  (32 elems, 18 B): d:f16, qs[16]: element j in low nibble of qs[j], j+16 in high;
@@ -34,6 +34,7 @@ typedef enum {
   IL_DTYPE_Q4_K = 12,
   IL_DTYPE_Q5_K = 13,
   IL_DTYPE_Q6_K = 14,
+  IL_DTYPE_I32 = 26, /* ids, positions, slots, block tables: not a weight type (il_dtype_get does not list it) */
   IL_DTYPE_BF16 = 30,
   IL_DTYPE_COUNT = 40 /* bound for tables indexed by type id */
 } il_dtype;

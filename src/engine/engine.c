@@ -490,7 +490,7 @@ static il_status il__open(il_engine *e) {
   if (cfg->repack && strcmp(e->info.kind, "cpu"))
     il_log(IL_LOG_INFO, "--repack: only the weights of components on the CPU are repacked; %s keeps its own as uploaded",
            e->info.name);
-  if (e->act_type != IL_DTYPE_F32 && (e->backend->ops->version < 4 || !e->backend->ops->round_to))
+  if (e->act_type != IL_DTYPE_F32 && !e->backend->ops->round_to)
     return il_error(IL_ERR_UNSUPPORTED, "--dtype %s: %s cannot store activations at that precision", cfg->dtype,
                     e->info.name);
   {

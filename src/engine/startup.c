@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/jsonw.h"
+#include "core/loadsink.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "core/units.h"
@@ -30,7 +31,17 @@ static bool il__process_taken; /* the process's phases went to an engine already
 
 const char *il_startup_phase_name(il_startup_phase_id p) { return p < IL_STARTUP_COUNT ? il__names[p] : "?"; }
 
-void il_startup_main(void) { il__t_main = il_time_now(); }
+/* format/ and model/ report through core/loadsink; this module listens from the first main or
+ * engine open on. */
+static void il__on_mapped(const char *path, const void *map, size_t size) { il_startup_file_mapped(path, map, size, 0); }
+static void il__on_converted(double seconds, uint64_t bytes) { il_startup_add(IL_STARTUP_CONVERT, seconds, bytes); }
+static pthread_once_t il__listen_once = PTHREAD_ONCE_INIT;
+static void il__listen(void) { il_load_listen(il__on_mapped, il__on_converted); }
+
+void il_startup_main(void) {
+  pthread_once(&il__listen_once, il__listen);
+  il__t_main = il_time_now();
+}
 
 void il_startup_skip_process(void) { il__process_taken = true; }
 
@@ -69,6 +80,7 @@ static void il__set(il_startup *s, il_startup_phase_id p, double start, double e
 }
 
 void il_startup_begin(il_startup *s) {
+  pthread_once(&il__listen_once, il__listen);
   memset(s, 0, sizeof *s);
   s->resident = -1;
   const double now = il_time_now();

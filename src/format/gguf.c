@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/startup.h"
+#include "core/loadsink.h"
 #include "format/gguf_impl.h"
 #include "memory/mem.h"
 
@@ -533,7 +533,7 @@ il_status il_gguf_open(const char *path, il_gguf **out) {
   int e = errno;
   close(fd);
   if (map == MAP_FAILED) return il_error(IL_ERR_IO, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
-  il_startup_file_mapped(path, map, size, 0); /* the page cache before any read; an engine's timeline */
+  il_load_mapped(path, map, size); /* the page cache before any read (core/loadsink) */
   il_status st = il__open_image(map, size, path, map, out);
   if (st != IL_OK) {
     munmap(map, size);

@@ -127,18 +127,37 @@ typedef struct {
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
-typedef struct il__streamer il__streamer;
+/* The tensors of one layer, described once: the GGUF name after "blk.N.", the shape, and the
+ * fields that hold it in il_layer (host) and il_layer_dev (placed), in il_layer_dev's order.
+ * Binding, placement, the stream slots and the size estimates walk this table. */
+typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF } il_dim;
+
+typedef struct {
+  const char *name;  /* "attn_q.weight" */
+  const char *slot;  /* the stream slot's buffer: "slot attn_q" */
+  il_dim in, out;    /* a matrix [out rows x in] (GGUF ne[0] = in); a vector of `in` */
+  bool vector;       /* norms and biases: F32 copies made at load */
+  bool bias;         /* present only in architectures with QKV biases (hp->qkv_bias) */
+  size_t host;       /* offsetof(il_layer, ...): an il_weight, or a const float * for a vector */
+  size_t dev;        /* offsetof(il_layer_dev, ...): an il_tensor */
+} il_layer_tensor;
+
+#define IL_LAYER_TENSORS 12
+extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
+/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff). */
+int64_t il_hparams_dim(const il_hparams *hp, il_dim d);
 
 typedef struct {
   const il_model *model;
   il_backend *embd_b, *out_b;           /* as placed */
   /* --offload stream: two device slots, each holding one layer's weights; the next layer is
-   * copied into the other slot by a copy thread while this one computes */
+   * copied into the other slot on the backend's copy stream (upload_async) while this one
+   * computes */
   bool stream;
   il_backend *stream_b;
   il_layer_dev slot[2];
   int32_t slot_layer[2];                /* the layer each slot holds (-1: none) */
-  il__streamer *streamer;
+  il_event *slot_ev[2][IL_LAYER_TENSORS]; /* the copies into each slot still to wait for */
   uint64_t streamed_bytes;              /* weight bytes copied into the slots so far */
   il_backend **layer_b;                 /* [n_layer], owned copy of the placement */
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */
@@ -153,6 +172,10 @@ typedef struct {
  * backends. */
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
 void il_model_dev_free(il_model_dev *d);
+/* The weights of layer l on its backend, ready for the forward pass: d->layers[l], or with
+ * --offload stream the slot that holds it (copied in now if it was not prefetched; the copy of
+ * layer l+1 into the other slot is started). Errors: the copy's, "offload stream: ...". */
+il_status il_model_dev_layer(il_model_dev *d, int32_t l, const il_layer_dev **out);
 /* Waits for a weight copy in flight (--offload stream); its error, if any. */
 il_status il_model_dev_sync(il_model_dev *d);
 /* Bytes il_model_dev_init allocates on a backend that cannot read host memory: the whole model
@@ -161,6 +184,12 @@ size_t il_model_dev_bytes(const il_model *m);
 size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
 size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
 size_t il_model_layer_bytes(const il_model *m, int l);
+
+/* The four I32 [1 x n] views of a pass's batch upload (one buffer: ids, then positions,
+ * sequences and KV slots, n entries each). */
+typedef struct {
+  il_tensor ids, pos, seq, slots;
+} il_batch_views;
 
 /* One backend's share of the activation buffers, stored at the state's act_type (F32, F16 or
  * BF16; logits always F32). */
@@ -171,8 +200,12 @@ typedef struct {
   il_tensor k, v;                /* [max_tokens x kv_dim] */
   il_tensor hb, hb2;             /* [max_tokens x n_ff] */
   il_tensor logits;              /* F32 [max_logits x n_vocab] (the output's lane) */
-  il_tensor wide;                /* 16-bit act_type only: F32 [1 x chunk * widest op], the F32
-                                  * copies an op computes on, one chunk of rows at a time */
+  il_tensor wide;                /* 16-bit act_type on a backend that computes on F32 only: F32
+                                  * [1 x chunk * widest op], the F32 copies an op computes on, one
+                                  * chunk of rows at a time */
+  bool direct;                   /* the backend computes on act_type itself (supports(); every
+                                  * F32 lane): ops run on the buffers, the backend chunks */
+  bool reserved;                 /* its reserve_act scratch is this lane's (16-bit, direct) */
   il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots */
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
@@ -193,15 +226,18 @@ typedef struct {
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
   /* Mixed precision: activations are stored at act_type between ops. With F16 or BF16 each op
-   * runs on chunks of `chunk` rows widened to F32 in the lane's `wide` scratch (compute and
-   * accumulation stay F32) and its results are narrowed back; with F32 chunk = max_tokens and
-   * the ops read and write the buffers themselves. */
+   * runs on chunks of `chunk` rows widened to F32 (compute and accumulation stay F32) and its
+   * results are narrowed back: by the backend in its reserve_act scratch where it takes 16-bit
+   * tensors (lane.direct), else by the pass in the lane's `wide` scratch; with F32 chunk =
+   * max_tokens and the ops read and write the buffers themselves. */
   il_dtype act_type;
   int32_t chunk;
-  /* Numerics check (off by default): inf/nan counted after every op (with act_type != F32) or
-   * every block, and the largest magnitude seen. The first place is kept until the caller
-   * resets bad_layer to -1. */
+  /* Numerics check (off by default): an observer of every op's result (il_op_observer, installed
+   * on the lanes' backends for each pass) counts inf/nan in what is stored and keeps the largest
+   * magnitude before rounding; the forward pass itself computes none of it. The first place is
+   * kept until the caller resets bad_layer to -1. */
   bool check_numerics;
+  int32_t obs_layer;             /* the layer of the ops now running, for the observer */
   int32_t bad_layer;             /* first layer where inf/nan appeared (-1: none; n_layer: the output head) */
   const char *bad_block;         /* "embedding", "attention", "feed-forward", "output", or the op */
   int64_t bad_count;
@@ -233,6 +269,8 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
 void il_forward_state_free(il_forward_state *st);
 /* The lane of backend b, or NULL. */
 il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b);
+/* The views of a batch of n entries in lane ln's batch buffer. */
+il_batch_views il_forward_batch_views(const il_forward_lane *ln, int32_t n);
 /* The attention arguments of a batch of n tokens (views into lane ln) over one layer's cache. */
 il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv);
 

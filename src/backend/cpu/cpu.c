@@ -41,6 +41,7 @@ static il_status il__cpu_alloc(il_backend *b, il_mem_category cat, size_t bytes,
     return IL_ERR_OOM;
   }
   buf->size = bytes;
+  buf->owner = b;
   buf->cat = cat;
   buf->wrapped = false;
   buf->handle = NULL;
@@ -60,7 +61,7 @@ static il_status il__cpu_wrap(il_backend *b, void *ptr, size_t bytes, il_mem_cat
   *out = NULL;
   il_buffer *buf = il_mem_alloc(IL_MEM_OTHER, sizeof *buf, "buffer record");
   if (!buf) return IL_ERR_OOM;
-  *buf = (il_buffer){.base = ptr, .size = bytes, .cat = cat, .wrapped = true};
+  *buf = (il_buffer){.base = ptr, .size = bytes, .owner = b, .cat = cat, .wrapped = true};
   *out = buf;
   return IL_OK;
 }
@@ -83,7 +84,7 @@ static void il__cpu_memory(il_backend *b, size_t *free_b, size_t *total) {
 /* ---------------------------------------------------------------- transfers */
 
 static il_status il__cpu_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
-  IL_TRY(il__check("upload", &dst, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "upload", &dst, IL_DTYPE_COUNT));
   if (bytes > dst.buf->size - dst.off)
     return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&dst), dst.off, dst.buf->size);
@@ -92,7 +93,7 @@ static il_status il__cpu_upload(il_backend *b, il_tensor dst, const void *src, s
 }
 
 static il_status il__cpu_download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
-  IL_TRY(il__check("download", &src, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "download", &src, IL_DTYPE_COUNT));
   if (bytes > src.buf->size - src.off)
     return il_error(IL_ERR_RANGE, "download: %zu bytes from '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&src), src.off, src.buf->size);
@@ -120,7 +121,7 @@ static const il__cvt il__cvt_c = {.compiled = true,
                                   .f32_to_bf16 = il__f32_to_bf16};
 
 static il_status il__cpu_copy(il_backend *b, il_tensor dst, il_tensor src) {
-  IL_TRY(il__copy_check(&dst, &src));
+  IL_TRY(il__copy_check(b, &dst, &src));
   uint8_t *d = il__cpu_ptr(dst);
   const uint8_t *s = il__cpu_ptr(src);
   if (dst.type == src.type) {
@@ -142,7 +143,7 @@ static il_status il__cpu_sync(il_backend *b) { return IL_OK; } /* ops run synchr
 /* ---------------------------------------------------------------- capabilities */
 
 static bool il__cpu_supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype) {
-  if (atype != IL_DTYPE_F32) return false;
+  if (atype != IL_DTYPE_F32 && atype != IL_DTYPE_F16 && atype != IL_DTYPE_BF16) return false;
   switch (op) {
   case IL_OP_MATMUL:
   case IL_OP_GET_ROWS: return il_cpu_matmul_supported(wtype);
@@ -175,10 +176,10 @@ static il_status il__grow(void **buf, size_t *cap, size_t need, il_mem_category 
   return IL_OK;
 }
 
-static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_tensor *x) {
-  IL_TRY(il__check("matmul", w, IL_DTYPE_COUNT));
-  IL_TRY(il__check("matmul", x, IL_DTYPE_F32));
-  IL_TRY(il__check("matmul", y, IL_DTYPE_F32));
+static il_status il__mm_check(il_backend *b, const il_tensor *y, const il_tensor *w, const il_tensor *x) {
+  IL_TRY(il__check(b, "matmul", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "matmul", x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "matmul", y, IL_DTYPE_F32));
   IL_TRY(il__dense("matmul", x));
   if (x->cols != w->cols || y->rows != x->rows || y->cols != w->rows || (y->stride % 4 && y->rows > 1))
     return il_error(IL_ERR_INVALID_ARG, "matmul '%s' [%lld x %lld]: input [%lld x %lld] and output [%lld x %lld] do not fit",
@@ -231,9 +232,9 @@ static const void *il__packed(const il_tensor *w) {
 
 static int64_t il__ldy(const il_tensor *y) { return y->rows > 1 ? (int64_t)(y->stride / 4) : y->cols; }
 
-static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+static il_status il__f32_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cpu *c = il__c(b);
-  IL_TRY(il__mm_check(&y, &w, &x));
+  IL_TRY(il__mm_check(b, &y, &w, &x));
   size_t need = il_cpu_matmul_work_size(w.type, w.cols, x.rows, il_pool_size(c->pool));
   IL_TRY(il__grow(&c->work, &c->work_size, need, IL_MEM_WORKSPACE, "matmul workspace"));
   const il_cpu_mm_part part = {.w = il__cpu_ptr(w), .w_stride = w.stride, .n_out = w.rows, .y = il__cpu_ptr(y),
@@ -266,18 +267,18 @@ static il_status il__cpu_reserve(il_backend *b, int32_t max_tokens, const il_ten
 
 /* Weights of one type and row length run as one matmul task (one activation quantization,
  * one barrier); anything else as separate calls. */
-static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+static il_status il__f32_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
   il__cpu *c = il__c(b);
   bool fuse = n >= 2 && n <= IL_CPU_MM_MAX_PARTS;
   for (int i = 1; i < n && fuse; i++)
     fuse = w[i].type == w[0].type && w[i].cols == w[0].cols && !il__packed(&w[i]) == !il__packed(&w[0]);
   if (!fuse) {
-    for (int i = 0; i < n; i++) IL_TRY(il__cpu_matmul(b, y[i], w[i], x));
+    for (int i = 0; i < n; i++) IL_TRY(il__f32_matmul(b, y[i], w[i], x));
     return IL_OK;
   }
   il_cpu_mm_part parts[IL_CPU_MM_MAX_PARTS];
   for (int i = 0; i < n; i++) {
-    IL_TRY(il__mm_check(&y[i], &w[i], &x));
+    IL_TRY(il__mm_check(b, &y[i], &w[i], &x));
     parts[i] = (il_cpu_mm_part){.w = il__cpu_ptr(w[i]), .w_stride = w[i].stride, .n_out = w[i].rows,
                                 .y = il__cpu_ptr(y[i]), .ldy = il__ldy(&y[i]), .packed = il__packed(&w[i])};
   }
@@ -333,8 +334,8 @@ static void il__norm_row(void *p, int64_t t) {
   for (int64_t i = 0; i < c->n; i++) y[i] = x[i] * scale * c->g[i];
 }
 
-static il_status il__cpu_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  IL_TRY(il__rmsnorm_check(&y, &x, &g));
+static il_status il__f32_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  IL_TRY(il__rmsnorm_check(b, &y, &x, &g));
   il__norm_ctx ctx = {il__cpu_ptr(y), il__cpu_ptr(x), y.stride, x.stride, il__cpu_ptr(g), x.cols, eps};
   il__for_rows(il__c(b), x.rows, x.cols, il__norm_row, &ctx);
   return IL_OK;
@@ -379,8 +380,8 @@ static void il__rope_row(void *p, int64_t t) {
   }
 }
 
-static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
-  IL_TRY(il__rope_check(&x, &pos, p));
+static il_status il__f32_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
+  IL_TRY(il__rope_check(b, &x, &pos, p));
   il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p, 0, NULL, NULL};
   if (!(ctx.p.scale > 0)) ctx.p.scale = 1.0f;
   /* the first row's position from the cache (filled when it was another position or rope) */
@@ -412,8 +413,8 @@ static il_status il__store_row(const il__cvt *cv, uint8_t *dst, il_dtype t, cons
   return IL_OK;
 }
 
-static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
-  IL_TRY(il__kv_store_check(kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type)));
+static il_status il__f32_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
+  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type)));
   const int32_t *sl = il__cpu_ptr(slots);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
@@ -473,15 +474,15 @@ static il_cpu_attn_args il__attn_args(il_backend *b, const il_attn_args *a) {
 }
 
 /* Checks every kernel relies on before it reads device memory: buffers, types, shapes. */
-static il_status il__attn_check(const il_attn_args *a) {
+static il_status il__attn_check(il_backend *b, const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
-  IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
-  IL_TRY(il__check("attention", &a->out, IL_DTYPE_F32));
-  IL_TRY(il__check("attention", &a->seq, IL_DTYPE_I32));
-  IL_TRY(il__check("attention", &a->pos, IL_DTYPE_I32));
-  IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("attention", &kv->v, kv->k.type));
-  IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->q, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->out, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->seq, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->pos, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "attention", &kv->v, kv->k.type));
+  IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (a->q.cols != a->n_heads * a->head_dim || a->out.rows != a->q.rows || a->out.cols != a->q.cols ||
       kv->k.cols != a->n_kv_heads * a->head_dim || kv->v.rows != kv->k.rows || kv->v.stride != kv->k.stride ||
       a->seq.cols < a->q.rows || a->pos.cols < a->q.rows || kv->block_table.rows * kv->block_table.cols <
@@ -565,15 +566,17 @@ static size_t il__attn_workspace(il_backend *b, const il_attn_kernel *k, const i
   return best;
 }
 
-static il_status il__attn_run(il_backend *b, const il_attn_kernel *k, const il_attn_args *a, il_tensor ws) {
-  IL_TRY(il__attn_check(a));
-  if (ws.buf) IL_TRY(il__check("attention workspace", &ws, IL_DTYPE_COUNT));
+static il_status il__f32_attn_run(il_backend *b, const il_attn_kernel *k, const il_attn_args *a, il_tensor ws) {
+  IL_TRY(il__attn_check(b, a));
+  if (ws.buf) IL_TRY(il__check(b, "attention workspace", &ws, IL_DTYPE_COUNT));
   il_cpu_attn_args ca = il__attn_args(b, a);
   const size_t have = ws.buf ? ws.buf->size - ws.off : 0;
   il_status st = il__attn_cpu_kernel(k)->run(il__c(b)->pool, &ca, ws.buf ? il__cpu_ptr(ws) : NULL, have);
   if (st != IL_OK) return il_error_wrap(st, "attention (%s): ", k->name);
   return IL_OK;
 }
+
+static il_status il__attn_run(il_backend *b, const il_attn_kernel *k, const il_attn_args *a, il_tensor ws);
 
 /* One thin adapter per CPU kernel, in the list's order (flash, memeff, sliced, naive). */
 #define IL__ATTN_ADAPT(i)                                                                              \
@@ -647,16 +650,16 @@ static void il__swiglu_row(void *p, int64_t t) {
 
 /* Rows split across the pool (a 512-token prompt's SwiGLU is 4M elements a layer); elementwise,
  * so the result does not depend on the thread count. */
-static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
-  IL_TRY(il__elementwise_check("swiglu", &gate, &up));
+static il_status il__f32_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__elementwise_check(b, "swiglu", &gate, &up));
   il__cpu *c = il__c(b);
   il__swiglu_ctx s = {.ops = c->ops, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
   il__for_rows(c, gate.rows, gate.cols, il__swiglu_row, &s);
   return IL_OK;
 }
 
-static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) {
-  IL_TRY(il__elementwise_check("add", &y, &x));
+static il_status il__f32_add(il_backend *b, il_tensor y, il_tensor x) {
+  IL_TRY(il__elementwise_check(b, "add", &y, &x));
   float *yp = il__cpu_ptr(y);
   const float *xp = il__cpu_ptr(x);
   const int64_t n = y.rows * y.cols;
@@ -664,8 +667,8 @@ static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) {
   return IL_OK;
 }
 
-static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
-  IL_TRY(il__add_bias_check(&y, &bias));
+static il_status il__f32_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
+  IL_TRY(il__add_bias_check(b, &y, &bias));
   const float *bp = il__cpu_ptr(bias);
   for (int64_t t = 0; t < y.rows; t++) {
     float *row = (float *)((uint8_t *)il__cpu_ptr(y) + (size_t)t * y.stride);
@@ -676,7 +679,7 @@ static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
 
 static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
   *out = 0;
-  IL_TRY(il__check("count_nonfinite", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "count_nonfinite", &x, IL_DTYPE_F32));
   int64_t n = 0;
   for (int64_t t = 0; t < x.rows; t++) {
     const float *row = (const float *)((const uint8_t *)il__cpu_ptr(x) + (size_t)t * x.stride);
@@ -687,7 +690,7 @@ static il_status il__cpu_count_nonfinite(il_backend *b, il_tensor x, int64_t *ou
 }
 
 static il_status il__cpu_round_to(il_backend *b, il_tensor x, il_dtype type) {
-  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "round_to", &x, IL_DTYPE_F32));
   if (type == IL_DTYPE_F32) return IL_OK;
   if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
     return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
@@ -703,7 +706,7 @@ static il_status il__cpu_round_to(il_backend *b, il_tensor x, il_dtype type) {
 
 static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
   *nonfinite = 0, *absmax = 0;
-  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "value_stats", &x, IL_DTYPE_F32));
   int64_t n = 0;
   float m = 0;
   for (int64_t t = 0; t < x.rows; t++) {
@@ -717,8 +720,8 @@ static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfin
   return IL_OK;
 }
 
-static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
-  IL_TRY(il__get_rows_check(&y, &w, &ids));
+static il_status il__f32_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  IL_TRY(il__get_rows_check(b, &y, &w, &ids));
   const int32_t *id = il__cpu_ptr(ids);
   for (int64_t t = 0; t < y.rows; t++) {
     if (id[t] < 0 || id[t] >= w.rows)
@@ -729,18 +732,373 @@ static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_te
   return IL_OK;
 }
 
+/* ---------------------------------------------------------------- 16-bit activations
+ * Every op of the table takes F32, F16 or BF16 activations. The kernels above compute on F32
+ * only, so an op with a 16-bit activation runs in chunks of the rows reserve_act asked for: its
+ * 16-bit inputs widened into the scratch (copy's conversions), the kernel run on those F32 views,
+ * each result reported to the observer and narrowed back to its tensor. With F32 activations an
+ * op is the kernel on the tensors themselves and the observer sees its output. The chunk size
+ * is the caller's (the model's), so results do not depend on how a batch is split. */
+
+static bool il__half(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16; }
+
+/* Rows [r0, r0 + rows) of an op over n rows; `used`: scratch bytes this chunk has taken. */
+typedef struct {
+  il_backend *b;
+  int64_t n, r0, rows, step;
+  size_t used;
+  bool go;
+} il__wk;
+
+/* The chunks of an op over n rows: all at once unless one of its activations is 16-bit. */
+static il__wk il__wk_first(il_backend *b, int64_t n, bool half) {
+  const int64_t step = half && il__c(b)->wide_rows > 0 ? il__c(b)->wide_rows : (n > 0 ? n : 1);
+  return (il__wk){b, n, 0, n < step ? n : step, step, 0, true};
+}
+
+static void il__wk_next(il__wk *k) {
+  k->r0 += k->rows;
+  k->used = 0;
+  k->go = k->r0 < k->n;
+  k->rows = k->n - k->r0 < k->step ? k->n - k->r0 : k->step;
+}
+
+#define IL__WIDE(k, b, n, half) for (il__wk k = il__wk_first(b, n, half); k.go; il__wk_next(&k))
+
+/* Where the kernel writes the chunk's rows of t: t's rows when F32, else F32 scratch. */
+static il_status il__wide_out(il__wk *k, il_tensor t, il_tensor *out) {
+  if (!il__half(t.type)) {
+    *out = k->rows == k->n && !k->r0 ? t : il_tensor_rows(t, k->r0, k->rows);
+    return IL_OK;
+  }
+  const il__cpu *c = il__c(k->b);
+  const size_t bytes = (size_t)k->rows * (size_t)t.cols * 4;
+  if (!c->wide || k->used + bytes > c->wide->size)
+    return il_error(IL_ERR_INVALID_ARG, "'%s' is %s: %s (%lld rows of %lld columns)", il__nm(&t), il_dtype_name(t.type),
+                    c->wide ? "the op's f32 copies do not fit the scratch of reserve_act"
+                            : "16-bit activations need the f32 scratch of reserve_act first",
+                    (long long)k->rows, (long long)t.cols);
+  *out = il_tensor_make(c->wide, k->used, k->rows, t.cols, IL_DTYPE_F32, t.name);
+  k->used += bytes;
+  return IL_OK;
+}
+
+/* The chunk's rows of input t as the kernel reads them: t's rows when F32, else widened. */
+static il_status il__wide_in(il__wk *k, il_tensor t, il_tensor *out) {
+  IL_TRY(il__wide_out(k, t, out));
+  return il__half(t.type) ? il__cpu_copy(k->b, *out, il_tensor_rows(t, k->r0, k->rows)) : IL_OK;
+}
+
+/* y, the kernel's result for the chunk's rows of output t: reported, then stored at t's type. */
+static il_status il__wide_put(il__wk *k, il_op op, il_tensor y, il_tensor t) {
+  IL_TRY(il__observe(k->b, op, y, t.type));
+  return il__half(t.type) ? il__cpu_copy(k->b, il_tensor_rows(t, k->r0, k->rows), y) : IL_OK;
+}
+
+/* The chunk's entries of an I32 vector with one entry per row (ids, positions, slots). */
+static il_tensor il__wide_ids(const il__wk *k, il_tensor t) {
+  if (k->rows == k->n && !k->r0) return t;
+  t.off += (size_t)k->r0 * 4;
+  t.cols = k->rows;
+  t.stride = (size_t)k->rows * 4;
+  return t;
+}
+
+/* A 16-bit activation is checked before any chunk: in bounds, this backend's, and as many
+ * rows as the op's (the kernel checks the F32 chunks it is given). */
+static il_status il__wide_check(il_backend *b, const char *op, const il_tensor *t, int64_t rows) {
+  if (!il__half(t->type)) return IL_OK;
+  IL_TRY(il__check(b, op, t, IL_DTYPE_COUNT));
+  if (t->rows != rows)
+    return il_error(IL_ERR_INVALID_ARG, "%s: '%s' has %lld rows; the op has %lld", op, il__nm(t), (long long)t->rows,
+                    (long long)rows);
+  return IL_OK;
+}
+
+static il_status il__cpu_reserve_act(il_backend *b, il_dtype atype, int32_t rows, int64_t cols) {
+  il__cpu *c = il__c(b);
+  if (c->wide) b->ops->buffer_free(b, c->wide);
+  c->wide = NULL;
+  c->wide_rows = 0;
+  if (rows <= 0) return IL_OK;
+  if (!il__half(atype))
+    return il_error(IL_ERR_UNSUPPORTED, "reserve_act: activations of %s (f16 or bf16 need it)", il_dtype_name(atype));
+  if (cols <= 0 || (uint64_t)cols > SIZE_MAX / 4 / (uint64_t)rows)
+    return il_error(IL_ERR_INVALID_ARG, "reserve_act: %d rows of %lld columns", rows, (long long)cols);
+  IL_TRY(b->ops->buffer_alloc(b, IL_MEM_ACTIVATIONS, (size_t)rows * (size_t)cols * 4, "activations: f32 chunk", &c->wide));
+  c->wide_rows = rows;
+  return IL_OK;
+}
+
+void il__cpu_release_act(il_backend *b) { (void)il__cpu_reserve_act(b, IL_DTYPE_F32, 0, 0); }
+
+static il_status il__cpu_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  const bool half = il__half(y.type);
+  if (half) IL_TRY(il__wide_check(b, "get_rows", &y, y.rows));
+  IL__WIDE(k, b, y.rows, half) {
+    il_tensor yy;
+    IL_TRY(il__wide_out(&k, y, &yy));
+    IL_TRY(il__f32_get_rows(b, yy, w, il__wide_ids(&k, ids)));
+    IL_TRY(il__wide_put(&k, IL_OP_GET_ROWS, yy, y));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, const il_tensor *bias,
+                                      il_tensor x) {
+  if (n < 1 || n > IL_CPU_MM_MAX_PARTS)
+    return il_error(IL_ERR_INVALID_ARG, "matmul_multi: %d weights (1..%d)", n, IL_CPU_MM_MAX_PARTS);
+  bool half = il__half(x.type);
+  for (int i = 0; i < n; i++) half = half || il__half(y[i].type);
+  IL_TRY(il__wide_check(b, "matmul", &x, x.rows));
+  for (int i = 0; i < n; i++) IL_TRY(il__wide_check(b, "matmul", &y[i], x.rows));
+  IL__WIDE(k, b, x.rows, half) {
+    il_tensor xx, yy[IL_CPU_MM_MAX_PARTS];
+    IL_TRY(il__wide_in(&k, x, &xx));
+    for (int i = 0; i < n; i++) IL_TRY(il__wide_out(&k, y[i], &yy[i]));
+    IL_TRY(n == 1 ? il__f32_matmul(b, yy[0], w[0], xx) : il__f32_matmul_multi(b, n, yy, w, xx));
+    for (int i = 0; bias && i < n; i++)
+      if (bias[i].buf) IL_TRY(il__f32_add_bias(b, yy[i], bias[i]));
+    for (int i = 0; i < n; i++) IL_TRY(il__wide_put(&k, IL_OP_MATMUL, yy[i], y[i]));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+  return il__cpu_matmul_multi(b, 1, &y, &w, NULL, x);
+}
+
+static il_status il__cpu_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  const bool half = il__half(x.type) || il__half(y.type);
+  IL_TRY(il__wide_check(b, "rmsnorm", &x, x.rows));
+  IL_TRY(il__wide_check(b, "rmsnorm", &y, x.rows));
+  IL__WIDE(k, b, x.rows, half) {
+    il_tensor xx, yy;
+    IL_TRY(il__wide_in(&k, x, &xx));
+    IL_TRY(il__wide_out(&k, y, &yy));
+    IL_TRY(il__f32_rmsnorm(b, yy, xx, g, eps));
+    IL_TRY(il__wide_put(&k, IL_OP_RMSNORM, yy, y));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
+  const bool half = il__half(x.type);
+  IL_TRY(il__wide_check(b, "rope", &x, x.rows));
+  IL__WIDE(k, b, x.rows, half) {
+    il_tensor xx;
+    IL_TRY(il__wide_in(&k, x, &xx));
+    IL_TRY(il__f32_rope(b, xx, il__wide_ids(&k, pos), p));
+    IL_TRY(il__wide_put(&k, IL_OP_ROPE, xx, x));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_kv_store(il_backend *b, const il_kv_view *kv, il_tensor kt, il_tensor vt, il_tensor slots) {
+  const bool half = il__half(kt.type) || il__half(vt.type);
+  IL_TRY(il__wide_check(b, "kv_store", &kt, kt.rows));
+  IL_TRY(il__wide_check(b, "kv_store", &vt, kt.rows));
+  IL__WIDE(k, b, kt.rows, half) {
+    il_tensor kk, vv;
+    IL_TRY(il__wide_in(&k, kt, &kk));
+    IL_TRY(il__wide_in(&k, vt, &vv));
+    IL_TRY(il__f32_kv_store(b, kv, kk, vv, il__wide_ids(&k, slots)));
+  }
+  return IL_OK;
+}
+
+/* k is stored from its rotated F32 copy; with 16-bit activations k's own rows stay unrotated. */
+static il_status il__cpu_rope_kv_store(il_backend *b, il_tensor q, il_tensor kt, il_tensor vt, il_tensor pos,
+                                       const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
+                                       il_tensor slots) {
+  const bool half = il__half(q.type) || il__half(kt.type) || il__half(vt.type);
+  IL_TRY(il__wide_check(b, "rope_kv_store", &q, q.rows));
+  IL_TRY(il__wide_check(b, "rope_kv_store", &kt, q.rows));
+  IL_TRY(il__wide_check(b, "rope_kv_store", &vt, q.rows));
+  IL__WIDE(k, b, q.rows, half) {
+    il_tensor qq, kk, vv;
+    IL_TRY(il__wide_in(&k, q, &qq));
+    IL_TRY(il__wide_in(&k, kt, &kk));
+    IL_TRY(il__wide_in(&k, vt, &vv));
+    const il_tensor at = il__wide_ids(&k, pos);
+    IL_TRY(il__f32_rope(b, qq, at, rq));
+    IL_TRY(il__f32_rope(b, kk, at, rk));
+    IL_TRY(il__f32_kv_store(b, kv, kk, vv, il__wide_ids(&k, slots)));
+    IL_TRY(il__wide_put(&k, IL_OP_ROPE, qq, q));
+  }
+  return IL_OK;
+}
+
+/* y = f(y, x) elementwise: swiglu (y = silu(y) * x) or add (y += x). */
+static il_status il__cpu_binary(il_backend *b, il_op op, il_tensor y, il_tensor x) {
+  const char *nm = op == IL_OP_SWIGLU ? "swiglu" : "add";
+  const bool half = il__half(y.type) || il__half(x.type);
+  IL_TRY(il__wide_check(b, nm, &y, y.rows));
+  IL_TRY(il__wide_check(b, nm, &x, y.rows));
+  IL__WIDE(k, b, y.rows, half) {
+    il_tensor yy, xx;
+    IL_TRY(il__wide_in(&k, y, &yy));
+    IL_TRY(il__wide_in(&k, x, &xx));
+    IL_TRY(op == IL_OP_SWIGLU ? il__f32_swiglu(b, yy, xx) : il__f32_add(b, yy, xx));
+    IL_TRY(il__wide_put(&k, op, yy, y));
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) { return il__cpu_binary(b, IL_OP_SWIGLU, gate, up); }
+static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) { return il__cpu_binary(b, IL_OP_ADD, y, x); }
+
+static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
+  const bool half = il__half(y.type);
+  IL_TRY(il__wide_check(b, "add_bias", &y, y.rows));
+  IL__WIDE(k, b, y.rows, half) {
+    il_tensor yy;
+    IL_TRY(il__wide_in(&k, y, &yy));
+    IL_TRY(il__f32_add_bias(b, yy, bias));
+    IL_TRY(il__wide_put(&k, IL_OP_ADD, yy, y));
+  }
+  return IL_OK;
+}
+
+static il_status il__attn_run(il_backend *b, const il_attn_kernel *kn, const il_attn_args *a, il_tensor ws) {
+  const bool half = il__half(a->q.type) || il__half(a->out.type);
+  IL_TRY(il__wide_check(b, "attention", &a->q, a->q.rows));
+  IL_TRY(il__wide_check(b, "attention", &a->out, a->q.rows));
+  IL__WIDE(k, b, a->q.rows, half) {
+    il_attn_args c = *a;
+    IL_TRY(il__wide_in(&k, a->q, &c.q));
+    IL_TRY(il__wide_out(&k, a->out, &c.out));
+    c.pos = il__wide_ids(&k, a->pos);
+    c.seq = il__wide_ids(&k, a->seq);
+    IL_TRY(il__f32_attn_run(b, kn, &c, ws));
+    IL_TRY(il__wide_put(&k, IL_OP_ATTENTION, c.out, a->out));
+  }
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- fused ops
+ * The compositions the table names, of the ops above (16-bit activations included): one call
+ * here is exactly the ops it stands for. */
+
+static il_status il__cpu_rmsnorm_quant(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  il__cpu *c = il__c(b);
+  IL_TRY(il__check(b, "rmsnorm_quant", &y, IL_DTYPE_COUNT));
+  if (!il_quantize_supported(y.type) || y.rows != x.rows || y.cols != x.cols)
+    return il_error(IL_ERR_UNSUPPORTED, "rmsnorm_quant: '%s' [%lld x %lld] of %s for rows [%lld x %lld]", il__nm(&y),
+                    (long long)y.rows, (long long)y.cols, il_dtype_name(y.type), (long long)x.rows, (long long)x.cols);
+  IL_TRY(il__wide_check(b, "rmsnorm_quant", &x, x.rows));
+  IL_TRY(il__grow(&c->qrow, &c->qrow_size, (size_t)x.cols * 4, IL_MEM_WORKSPACE, "rmsnorm_quant row"));
+  IL__WIDE(k, b, x.rows, il__half(x.type)) {
+    il_tensor xx;
+    IL_TRY(il__wide_in(&k, x, &xx));
+    IL_TRY(il__rmsnorm_check(b, &xx, &xx, &g));
+    il__norm_ctx ctx = {c->qrow, il__cpu_ptr(xx), 0, xx.stride, il__cpu_ptr(g), xx.cols, eps};
+    for (int64_t r = 0; r < k.rows; r++) {
+      il__norm_row(&ctx, r); /* rmsnorm's arithmetic, one row at a time */
+      IL_TRY(il_quantize_row(y.type, c->qrow, (uint8_t *)il__cpu_ptr(y) + (size_t)(k.r0 + r) * y.stride, x.cols));
+    }
+  }
+  return IL_OK;
+}
+
+static il_status il__cpu_gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up,
+                                        il_tensor x) {
+  const il_tensor y[2] = {h, up}, w[2] = {w_gate, w_up};
+  IL_TRY(il__cpu_matmul_multi(b, 2, y, w, NULL, x));
+  return il__cpu_swiglu(b, h, up);
+}
+
+static il_status il__cpu_matmul_add(il_backend *b, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp) {
+  IL_TRY(il__cpu_matmul(b, tmp, w, x));
+  return il__cpu_add(b, y, tmp);
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct {
+  float l;
+  int32_t id;
+} il__cand;
+
+static int il__cand_cmp(const void *a, const void *b) {
+  const il__cand *x = a, *y = b;
+  if (x->l != y->l) return x->l > y->l ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+/* One row as il_sample_args says; cand: n_vocab entries of scratch. */
+static int32_t il__sample_row(const float *l, int64_t n, float u, const il_sample_args *a, il__cand *cand) {
+  if (!(a->temperature > 0)) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+      if (l[i] > l[best]) best = i;
+    return (int32_t)best;
+  }
+  for (int64_t i = 0; i < n; i++) cand[i] = (il__cand){l[i], (int32_t)i};
+  qsort(cand, (size_t)n, sizeof *cand, il__cand_cmp);
+  const int64_t k = a->top_k > 0 && a->top_k < n ? a->top_k : n;
+  double total = 0;
+  for (int64_t i = 0; i < k; i++) total += exp(((double)cand[i].l - cand[0].l) / a->temperature);
+  int64_t m = 0;
+  double kept = 0;
+  while (m < k && (m == 0 || kept < (double)a->top_p * total)) kept += exp(((double)cand[m].l - cand[0].l) / a->temperature), m++;
+  const double r = (double)u * kept;
+  double cum = 0;
+  for (int64_t i = 0; i < m; i++) {
+    cum += exp(((double)cand[i].l - cand[0].l) / a->temperature);
+    if (cum > r) return cand[i].id;
+  }
+  return cand[m - 1].id;
+}
+
+static il_status il__cpu_sample(il_backend *b, il_tensor ids, il_tensor logits, il_tensor u, const il_sample_args *a) {
+  il__cpu *c = il__c(b);
+  IL_TRY(il__check(b, "sample", &logits, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "sample", &ids, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "sample", &u, IL_DTYPE_F32));
+  if (ids.cols < logits.rows || u.cols < logits.rows || logits.cols < 1)
+    return il_error(IL_ERR_INVALID_ARG, "sample: %lld rows of %lld logits into %lld ids with %lld draws",
+                    (long long)logits.rows, (long long)logits.cols, (long long)ids.cols, (long long)u.cols);
+  IL_TRY(il__grow(&c->cand, &c->cand_size, (size_t)logits.cols * sizeof(il__cand), IL_MEM_WORKSPACE, "sampling candidates"));
+  const float *uv = il__cpu_ptr(u);
+  int32_t *out = il__cpu_ptr(ids);
+  for (int64_t t = 0; t < logits.rows; t++)
+    out[t] = il__sample_row((const float *)((const uint8_t *)il__cpu_ptr(logits) + (size_t)t * logits.stride), logits.cols,
+                            uv[t], a, c->cand);
+  return IL_OK;
+}
+
+/* ---------------------------------------------------------------- step capture
+ * Nothing to record on the host: the ops run as called, and capture_end hands back no step. */
+
+static il_status il__cpu_capture_begin(il_backend *b) { return IL_OK; }
+static il_status il__cpu_capture_end(il_backend *b, il_step **out) {
+  *out = NULL;
+  return IL_OK;
+}
+static il_status il__cpu_replay(il_backend *b, il_step *step) {
+  return il_error(IL_ERR_INVALID_ARG, "replay: %s records no steps (capture_end gave none); run the ops again",
+                  il__c(b)->name);
+}
+static void il__cpu_step_free(il_backend *b, il_step *step) {}
+
 /* ---------------------------------------------------------------- events */
 
-struct il_event {
-  double t;
-};
-
 static il_status il__cpu_event_record(il_backend *b, il_event **out) {
-  *out = il_mem_alloc(IL_MEM_OTHER, sizeof **out, "event");
+  *out = il_mem_calloc(IL_MEM_OTHER, sizeof **out, "event");
   if (!*out) return IL_ERR_OOM;
   (*out)->t = il_time_now();
   return IL_OK;
 }
+
+/* The copy is done when upload returns: the event is recorded after it. */
+static il_status il__cpu_upload_async(il_backend *b, il_tensor dst, const void *src, size_t bytes, il_event **done) {
+  *done = NULL;
+  IL_TRY(b->ops->upload(b, dst, src, bytes));
+  return il__cpu_event_record(b, done);
+}
+
+static il_status il__cpu_event_wait(il_backend *b, il_event *e) { return IL_OK; }
 
 static il_status il__cpu_event_elapsed(il_backend *b, il_event *a, il_event *e, double *seconds) {
   *seconds = e->t - a->t;
@@ -786,11 +1144,14 @@ il_status il__cpu_init(il__cpu *c, const il__cpu_opts *o) {
 void il__cpu_fini(il__cpu *c) {
   il_pool_free(c->pool);
   il_mem_free(c->work);
+  il_mem_free(c->qrow);
+  il_mem_free(c->cand);
   memset(c, 0, sizeof *c);
 }
 
 static void il__cpu_destroy(il_backend *b) {
   if (!b) return;
+  if (b->impl) il__cpu_release_act(b);
   if (b->impl) il__cpu_fini(b->impl);
   il_mem_free(b->impl);
   il_mem_free(b);
@@ -829,6 +1190,18 @@ const il_backend_ops il__cpu_ops_template = {
     .reserve = il__cpu_reserve,
     .reserve_bytes = il__cpu_reserve_bytes,
     .prepare_weight = il__cpu_prepare_weight,
+    .rope_kv_store = il__cpu_rope_kv_store,
+    .reserve_act = il__cpu_reserve_act,
+    .rmsnorm_quant = il__cpu_rmsnorm_quant,
+    .gate_up_swiglu = il__cpu_gate_up_swiglu,
+    .matmul_add = il__cpu_matmul_add,
+    .sample = il__cpu_sample,
+    .capture_begin = il__cpu_capture_begin,
+    .capture_end = il__cpu_capture_end,
+    .replay = il__cpu_replay,
+    .step_free = il__cpu_step_free,
+    .upload_async = il__cpu_upload_async,
+    .event_wait = il__cpu_event_wait,
 };
 
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out) {

@@ -24,6 +24,7 @@
 struct il_buffer {
   uint8_t *base;
   size_t size;
+  il_backend *owner; /* the backend that made it; the view checks refuse it on any other */
   il_mem_category cat;
   bool wrapped;  /* caller-owned memory: never freed, not counted */
   void *handle;  /* the allocator's block (sim) */
@@ -45,6 +46,10 @@ typedef struct {
   void *work;                 /* matmul activation workspace (host scratch) */
   size_t work_size;
   char name[64];
+  il_buffer *wide;            /* reserve_act: the F32 copies of an op on 16-bit activations */
+  void *qrow, *cand;          /* rmsnorm_quant's F32 row; sample's candidates (host scratch) */
+  size_t qrow_size, cand_size;
+  int32_t wide_rows;          /* rows per chunk there (0: none reserved) */
   /* rope: cos and sin of one position's angles, the last one rotated (a decode step rotates
    * q and k of every layer at one position: stories260K spent 3% of a token in pow, sin and
    * cos); valid when pairs > 0, for that position, base, scale and n_rot */
@@ -54,6 +59,15 @@ typedef struct {
     float cs[64], sn[64];
   } rope;
 } il__cpu;
+
+/* An event of the cpu and sim backends: when it happened, and (sim's upload_async) whether the
+ * copy it stands for is still queued, and how it ended. */
+struct il_event {
+  double t;
+  bool pending;
+  il_status st;
+  char msg[256];
+};
 
 /* Options of a CPU kernel set. */
 typedef struct {
@@ -73,6 +87,9 @@ extern const il_backend_ops il__cpu_ops_template;
 
 /* base + off of a cpu/sim tensor. */
 static inline void *il__cpu_ptr(il_tensor t) { return t.buf ? t.buf->base + t.off : NULL; }
+
+/* Frees the scratch of reserve_act (cpu and sim call it before il__cpu_fini). */
+void il__cpu_release_act(il_backend *b);
 
 /* Creates the CPU backend. */
 il_status il__cpu_backend_new(const il__cpu_opts *o, il_backend **out);

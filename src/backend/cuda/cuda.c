@@ -170,7 +170,7 @@ static il_status il__alloc(il_backend *b, il_mem_category cat, size_t bytes, con
     il_mem_free(buf);
     return st;
   }
-  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .cat = cat, .blk = blk};
+  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .owner = b, .cat = cat, .blk = blk};
   *out = buf;
   return IL_OK;
 }
@@ -233,7 +233,6 @@ static size_t il__empty_cache(il_backend *b) { return il_caching_empty_cache(il_
 /* ---------------------------------------------------------------- transfers */
 
 static il_status il__upload_locked(il__cu *c, il_tensor dst, const void *src, size_t bytes) {
-  IL_TRY(il__check("upload", &dst, IL_DTYPE_COUNT));
   if (bytes > dst.buf->size - dst.off)
     return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&dst), dst.off, dst.buf->size);
@@ -275,7 +274,6 @@ static il_status il__drain(il__cu *c, const char *op, const char *what) {
 }
 
 static il_status il__download_locked(il__cu *c, void *dst, il_tensor src, size_t bytes) {
-  IL_TRY(il__check("download", &src, IL_DTYPE_COUNT));
   if (bytes > src.buf->size - src.off)
     return il_error(IL_ERR_RANGE, "download: %zu bytes from '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&src), src.off, src.buf->size);
@@ -307,6 +305,7 @@ static il_status il__download_locked(il__cu *c, void *dst, il_tensor src, size_t
  * waits for the ops queued before it, the ops queued after it wait for the upload. */
 static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
   il__cu *c = il__cu_of(b);
+  IL_TRY(il__check(b, "upload", &dst, IL_DTYPE_COUNT));
   pthread_mutex_lock(&c->xfer_lock);
   il_status st = il__upload_locked(c, dst, src, bytes);
   pthread_mutex_unlock(&c->xfer_lock);
@@ -315,6 +314,7 @@ static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_
 
 static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
   il__cu *c = il__cu_of(b);
+  IL_TRY(il__check(b, "download", &src, IL_DTYPE_COUNT));
   pthread_mutex_lock(&c->xfer_lock);
   il_status st = il__download_locked(c, dst, src, bytes);
   pthread_mutex_unlock(&c->xfer_lock);
@@ -325,7 +325,7 @@ static int il__half_kind(il_dtype t) { return t == IL_DTYPE_F16 ? 1 : t == IL_DT
 
 static il_status il__copy(il_backend *b, il_tensor dst, il_tensor src) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__copy_check(&dst, &src));
+  IL_TRY(il__copy_check(b, &dst, &src));
   const size_t row = il_tensor_row_bytes(src.type, src.cols);
   if (!src.rows || !row) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "copy", il__nm(&dst));
@@ -452,10 +452,10 @@ static void il__info(il_backend *b, il_backend_info *out) {
 
 /* ---------------------------------------------------------------- matmul */
 
-static il_status il__mm_check(const il_tensor *y, const il_tensor *w, const il_tensor *x) {
-  IL_TRY(il__check("matmul", w, IL_DTYPE_COUNT));
-  IL_TRY(il__check("matmul", x, IL_DTYPE_F32));
-  IL_TRY(il__check("matmul", y, IL_DTYPE_F32));
+static il_status il__mm_check(il_backend *b, const il_tensor *y, const il_tensor *w, const il_tensor *x) {
+  IL_TRY(il__check(b, "matmul", w, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "matmul", x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "matmul", y, IL_DTYPE_F32));
   IL_TRY(il__dense("matmul", x));
   if (!il__weight_type(w->type))
     return il_error(IL_ERR_UNSUPPORTED, "matmul '%s': no CUDA kernel for %s weights", il__nm(w), il_dtype_name(w->type));
@@ -539,7 +539,7 @@ static il_status il__mv_run(il_backend *b, int n, const il_tensor *y, const il_t
  * tested). Which matvec: il__mv_pick. */
 static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__mm_check(&y, &w, &x));
+  IL_TRY(il__mm_check(b, &y, &w, &x));
   if (!x.rows || !w.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w));
   if (x.rows > IL__CU_MV_MAX_TOK && !c->no_blas) {
@@ -549,24 +549,33 @@ static il_status il__matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x
   return il__mv_run(b, 1, &y, &w, x);
 }
 
+static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias);
+
 /* Generation: the matrices that read the same x share its 8-bit activations (il__mv_run). */
-static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x) {
+static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, const il_tensor *bias,
+                                  il_tensor x) {
   il__cu *c = il__cu_of(b);
   if (x.rows > IL__CU_MV_MAX_TOK && !c->no_blas) {
     for (int i = 0; i < n; i++) IL_TRY(il__matmul(b, y[i], w[i], x));
-    return IL_OK;
+  } else {
+    for (int i = 0; i < n; i++) IL_TRY(il__mm_check(b, &y[i], &w[i], &x));
+    if (x.rows && n >= 1) {
+      IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
+      IL_TRY(il__mv_run(b, n, y, w, x));
+    }
   }
-  for (int i = 0; i < n; i++) IL_TRY(il__mm_check(&y[i], &w[i], &x));
-  if (!x.rows || n < 1) return IL_OK;
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
-  return il__mv_run(b, n, y, w, x);
+  for (int i = 0; i < n; i++) {
+    if (bias && bias[i].buf) IL_TRY(il__add_bias(b, y[i], bias[i]));
+    IL_TRY(il__observe(b, IL_OP_MATMUL, y[i], y[i].type));
+  }
+  return IL_OK;
 }
 
 /* ---------------------------------------------------------------- the other ops */
 
 static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__get_rows_check(&y, &w, &ids));
+  IL_TRY(il__get_rows_check(b, &y, &w, &ids));
   if (!il__weight_type(w.type))
     return il_error(IL_ERR_UNSUPPORTED, "get_rows '%s': no CUDA decoder for %s", il__nm(&w), il_dtype_name(w.type));
   IL_TRY(il__aligned("get_rows", &w, 2));
@@ -583,7 +592,7 @@ static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor
 
 static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__rmsnorm_check(&y, &x, &g));
+  IL_TRY(il__rmsnorm_check(b, &y, &x, &g));
   IL_TRY(il__aligned("rmsnorm", &y, 4));
   IL_TRY(il__aligned("rmsnorm", &x, 4));
   IL_TRY(il__aligned("rmsnorm", &g, 4));
@@ -595,7 +604,7 @@ static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor 
 
 static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__rope_check(&x, &pos, p));
+  IL_TRY(il__rope_check(b, &x, &pos, p));
   IL_TRY(il__aligned("rope", &x, 4));
   IL_TRY(il__aligned("rope", &pos, 4));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope", il__nm(&x));
@@ -608,7 +617,7 @@ static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_ro
 /* Rows are F32 activations; cells F32 or F16 (--kv-type), converted on the way in. */
 static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__kv_store_check(kv, &k, &v, &slots, il__kv_type_ok(kv->k.type)));
+  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il__kv_type_ok(kv->k.type)));
   if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
                     (long long)k.cols);
@@ -630,15 +639,15 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
 }
 
 /* The shared elementwise checks, and float alignment on the device. */
-static il_status il__cu_elementwise_check(const char *op, const il_tensor *y, const il_tensor *x) {
-  IL_TRY(il__elementwise_check(op, y, x));
+static il_status il__cu_elementwise_check(il_backend *b, const char *op, const il_tensor *y, const il_tensor *x) {
+  IL_TRY(il__elementwise_check(b, op, y, x));
   IL_TRY(il__aligned(op, y, 4));
   return il__aligned(op, x, 4);
 }
 
 static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__cu_elementwise_check("swiglu", &gate, &up));
+  IL_TRY(il__cu_elementwise_check(b, "swiglu", &gate, &up));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "swiglu", il__nm(&gate));
   IL_CUDA_CHECK(c, il__cu_swiglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "swiglu", il__nm(&gate));
   return IL_OK;
@@ -646,7 +655,7 @@ static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
 
 static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__cu_elementwise_check("add", &y, &x));
+  IL_TRY(il__cu_elementwise_check(b, "add", &y, &x));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add", il__nm(&y));
   IL_CUDA_CHECK(c, il__cu_add(c->compute, il__ptr(y), il__ptr(x), y.rows * y.cols), "add", il__nm(&y));
   return IL_OK;
@@ -654,7 +663,7 @@ static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
 
 static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__add_bias_check(&y, &bias));
+  IL_TRY(il__add_bias_check(b, &y, &bias));
   IL_TRY(il__aligned("add_bias", &y, 4));
   IL_TRY(il__aligned("add_bias", &bias, 4));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add_bias", il__nm(&y));
@@ -667,7 +676,7 @@ static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias) {
 static il_status il__count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
   il__cu *c = il__cu_of(b);
   *out = 0;
-  IL_TRY(il__check("count_nonfinite", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "count_nonfinite", &x, IL_DTYPE_F32));
   IL_TRY(il__aligned("count_nonfinite", &x, 4));
   const char *nm = il__nm(&x);
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "count_nonfinite", nm);
@@ -683,7 +692,7 @@ static il_status il__count_nonfinite(il_backend *b, il_tensor x, int64_t *out) {
 /* Activations stored at F16/BF16 precision between ops (--dtype): F32 values rounded in place. */
 static il_status il__round_to(il_backend *b, il_tensor x, il_dtype type) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check("round_to", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "round_to", &x, IL_DTYPE_F32));
   if (type == IL_DTYPE_F32) return IL_OK;
   if (type != IL_DTYPE_F16 && type != IL_DTYPE_BF16)
     return il_error(IL_ERR_UNSUPPORTED, "round_to: activations are f32, f16 or bf16, not %s", il_dtype_name(type));
@@ -698,7 +707,7 @@ static il_status il__round_to(il_backend *b, il_tensor x, il_dtype type) {
 static il_status il__value_stats(il_backend *b, il_tensor x, int64_t *nonfinite, float *absmax) {
   il__cu *c = il__cu_of(b);
   *nonfinite = 0, *absmax = 0;
-  IL_TRY(il__check("value_stats", &x, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "value_stats", &x, IL_DTYPE_F32));
   IL_TRY(il__aligned("value_stats", &x, 4));
   const char *nm = il__nm(&x);
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "value_stats", nm);
@@ -735,13 +744,13 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
                                   const char *why, size_t need, il__cu_attn *x) {
   il__cu *c = il__cu_of(b);
   const il_kv_view *kv = a->kv;
-  IL_TRY(il__check("attention", &a->q, IL_DTYPE_F32));
-  IL_TRY(il__check("attention", &a->out, IL_DTYPE_F32));
-  IL_TRY(il__check("attention", &a->seq, IL_DTYPE_I32));
-  IL_TRY(il__check("attention", &a->pos, IL_DTYPE_I32));
-  IL_TRY(il__check("attention", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check("attention", &kv->v, IL_DTYPE_COUNT));
-  IL_TRY(il__check("attention", &kv->block_table, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->q, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->out, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->seq, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->pos, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "attention", &kv->v, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
@@ -763,7 +772,7 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
   IL_TRY(il__aligned("attention", &kv->k, kv->k.type == IL_DTYPE_F32 ? 4 : 2));
   IL_TRY(il__aligned("attention", &kv->v, kv->v.type == IL_DTYPE_F32 ? 4 : 2));
   if (need) {
-    IL_TRY(il__check("attention", &ws, IL_DTYPE_COUNT));
+    IL_TRY(il__check(b, "attention", &ws, IL_DTYPE_COUNT));
     IL_TRY(il__aligned("attention", &ws, 4));
     if (ws.buf->size - ws.off < need)
       return il_error(IL_ERR_INVALID_ARG, "attention kernel '%s': workspace of %zu bytes, needs %zu", kernel,
@@ -787,7 +796,7 @@ static il_status il__naive_run(il_backend *b, const il_attn_args *a, il_tensor w
   IL_TRY(il__attn_prepare(b, a, ws, "naive", il__naive_why_not(b, a), il__naive_workspace(b, a), &x));
   if (!x.n_tok) return IL_OK;
   IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &x), "attention", il__nm(&a->kv->k));
-  return IL_OK;
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
 /* ---------------------------------------------------------------- attention: sliced */
@@ -823,7 +832,7 @@ static il_status il__sliced_run(il_backend *b, const il_attn_args *a, il_tensor 
     y.pos = x.pos + t0;
     IL_CUDA_CHECK(c, il__cu_attn_naive(c->compute, &y), "attention", il__nm(&a->kv->k));
   }
-  return IL_OK;
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
 static const char *il__memeff_why_not(il_backend *b, const il_attn_args *a) {
@@ -841,7 +850,7 @@ static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor 
   IL_TRY(il__attn_prepare(b, a, ws, "memeff", il__memeff_why_not(b, a), 0, &x));
   if (!x.n_tok) return IL_OK;
   IL_CUDA_CHECK(c, il__cu_attn_memeff(c->compute, &x), "attention", il__nm(&a->kv->k));
-  return IL_OK;
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
 /* memeff first (what --attn auto takes): on an H200 (2026-12-01, gpu-check) it passed the op
@@ -937,6 +946,46 @@ static void il__destroy(il_backend *b) {
   il_mem_free(b);
 }
 
+/* The ops as the table lists them: each reports its output to the caller's observer
+ * (backend.h; the numerics check). */
+static il_status il__t_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  IL_TRY(il__get_rows(b, y, w, ids));
+  return il__observe(b, IL_OP_GET_ROWS, y, y.type);
+}
+static il_status il__t_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+  IL_TRY(il__matmul(b, y, w, x));
+  return il__observe(b, IL_OP_MATMUL, y, y.type);
+}
+static il_status il__t_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
+  IL_TRY(il__rmsnorm(b, y, x, g, eps));
+  return il__observe(b, IL_OP_RMSNORM, y, y.type);
+}
+static il_status il__t_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
+  IL_TRY(il__rope(b, x, pos, p));
+  return il__observe(b, IL_OP_ROPE, x, x.type);
+}
+/* The composition of rope, rope and kv_store (k rotated in place). */
+static il_status il__t_rope_kv_store(il_backend *b, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
+                                     const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
+                                     il_tensor slots) {
+  IL_TRY(il__rope(b, q, pos, rq));
+  IL_TRY(il__rope(b, k, pos, rk));
+  IL_TRY(il__kv_store(b, kv, k, v, slots));
+  return il__observe(b, IL_OP_ROPE, q, q.type);
+}
+static il_status il__t_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__swiglu(b, gate, up));
+  return il__observe(b, IL_OP_SWIGLU, gate, gate.type);
+}
+static il_status il__t_add(il_backend *b, il_tensor y, il_tensor x) {
+  IL_TRY(il__add(b, y, x));
+  return il__observe(b, IL_OP_ADD, y, y.type);
+}
+static il_status il__t_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
+  IL_TRY(il__add_bias(b, y, bias));
+  return il__observe(b, IL_OP_ADD, y, y.type);
+}
+
 static const il_backend_ops il__cuda_ops = {
     .version = IL_BACKEND_OPS_VERSION,
     .buffer_alloc = il__alloc,
@@ -951,15 +1000,16 @@ static const il_backend_ops il__cuda_ops = {
     .supports = il__supports,
     .attn_kernels = il__attn_kernels,
     .info = il__info,
-    .get_rows = il__get_rows,
-    .matmul = il__matmul,
+    .get_rows = il__t_get_rows,
+    .matmul = il__t_matmul,
     .matmul_multi = il__matmul_multi,
-    .rmsnorm = il__rmsnorm,
-    .rope = il__rope,
+    .rmsnorm = il__t_rmsnorm,
+    .rope = il__t_rope,
     .kv_store = il__kv_store,
-    .swiglu = il__swiglu,
-    .add = il__add,
-    .add_bias = il__add_bias,
+    .rope_kv_store = il__t_rope_kv_store,
+    .swiglu = il__t_swiglu,
+    .add = il__t_add,
+    .add_bias = il__t_add_bias,
     .count_nonfinite = il__count_nonfinite,
     .event_record = il__event_record,
     .event_elapsed = il__event_elapsed,

@@ -25,6 +25,7 @@ bool il__cu_host_accept(const il_cudamod_host *h, char *err, size_t nerr);
 struct il_buffer {
   void *base; /* device address */
   size_t size;
+  il_backend *owner; /* the backend that made it; the view checks refuse it on any other */
   il_mem_category cat;
   il_caching_block *blk;
 };

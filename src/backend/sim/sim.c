@@ -20,7 +20,24 @@ typedef struct {
   il_caching *alloc; /* the caching allocator over the budget */
   pthread_mutex_t lock;
   il_transfer_stats xfer;
+  /* the copy stream of upload_async: a thread that runs the queued uploads in order (started
+   * at the first one), so a copy overlaps the ops as a device's copy engine would */
+  pthread_mutex_t qlock;
+  pthread_cond_t qcond;
+  struct il__sim_job *head, *tail;
+  int inflight;   /* queued or running */
+  bool copier_on, quit;
+  pthread_t copier;
 } il__sim;
+
+typedef struct il__sim_job {
+  struct il__sim_job *next;
+  il_backend *b;
+  il_tensor dst;
+  const void *src;
+  size_t bytes;
+  il_event *ev;
+} il__sim_job;
 
 /* Segments come from host memory: the simulated device's "cudaMalloc". The budget is the
  * allocator's cap, so this only fails when the host itself is out of memory. */
@@ -61,7 +78,7 @@ static il_status il__sim_alloc(il_backend *b, il_mem_category cat, size_t bytes,
     il_mem_free(buf);
     return st;
   }
-  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .cat = cat, .wrapped = false, .handle = blk};
+  *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .owner = b, .cat = cat, .wrapped = false, .handle = blk};
   *out = buf;
   return IL_OK;
 }
@@ -132,6 +149,91 @@ static il_status il__sim_download(il_backend *b, void *dst, il_tensor src, size_
   return IL_OK;
 }
 
+/* ---- the copy stream ---- */
+
+static void *il__sim_copier(void *p) {
+  il__sim *s = p;
+  pthread_mutex_lock(&s->qlock);
+  for (;;) {
+    while (!s->quit && !s->head) pthread_cond_wait(&s->qcond, &s->qlock);
+    if (!s->head) break; /* quit, and nothing left to copy */
+    il__sim_job *j = s->head;
+    s->head = j->next;
+    if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->qlock);
+    il_status st = il__sim_upload(j->b, j->dst, j->src, j->bytes);
+    pthread_mutex_lock(&s->qlock);
+    j->ev->st = st;
+    if (st != IL_OK) snprintf(j->ev->msg, sizeof j->ev->msg, "%s", il_error_detail());
+    j->ev->t = il_time_now();
+    j->ev->pending = false;
+    s->inflight--;
+    il_mem_free(j);
+    pthread_cond_broadcast(&s->qcond);
+  }
+  pthread_mutex_unlock(&s->qlock);
+  return NULL;
+}
+
+static il_status il__sim_upload_async(il_backend *b, il_tensor dst, const void *src, size_t bytes, il_event **done) {
+  il__sim *s = il__s(b);
+  *done = NULL;
+  il_event *ev = il_mem_calloc(IL_MEM_OTHER, sizeof *ev, "event");
+  il__sim_job *j = il_mem_alloc(IL_MEM_OTHER, sizeof *j, "copy job");
+  if (!ev || !j) {
+    il_mem_free(ev);
+    il_mem_free(j);
+    return IL_ERR_OOM;
+  }
+  *j = (il__sim_job){NULL, b, dst, src, bytes, ev};
+  ev->pending = true;
+  pthread_mutex_lock(&s->qlock);
+  if (!s->copier_on) {
+    if (pthread_create(&s->copier, NULL, il__sim_copier, s) != 0) {
+      pthread_mutex_unlock(&s->qlock);
+      il_mem_free(ev);
+      il_mem_free(j);
+      return il_error(IL_ERR_INTERNAL, "upload_async: cannot start %s's copy thread", s->cpu.name);
+    }
+    s->copier_on = true;
+  }
+  if (s->tail) s->tail->next = j;
+  else s->head = j;
+  s->tail = j;
+  s->inflight++;
+  pthread_cond_broadcast(&s->qcond);
+  pthread_mutex_unlock(&s->qlock);
+  *done = ev;
+  return IL_OK;
+}
+
+static il_status il__sim_event_wait(il_backend *b, il_event *e) {
+  il__sim *s = il__s(b);
+  pthread_mutex_lock(&s->qlock);
+  while (e->pending) pthread_cond_wait(&s->qcond, &s->qlock);
+  const il_status st = e->st;
+  pthread_mutex_unlock(&s->qlock);
+  return st == IL_OK ? IL_OK : il_error(st, "%s", e->msg);
+}
+
+/* An event still queued is waited for first: the copy thread writes it when the copy ends. */
+static void il__sim_event_free(il_backend *b, il_event *e) {
+  if (!e) return;
+  (void)il__sim_event_wait(b, e);
+  il_error_clear();
+  il_mem_free(e);
+}
+
+/* The ops run as called; sync also waits for the queued copies (their errors are their
+ * events'). */
+static il_status il__sim_sync(il_backend *b) {
+  il__sim *s = il__s(b);
+  pthread_mutex_lock(&s->qlock);
+  while (s->inflight) pthread_cond_wait(&s->qcond, &s->qlock);
+  pthread_mutex_unlock(&s->qlock);
+  return IL_OK;
+}
+
 static void il__sim_transfers(il_backend *b, il_transfer_stats *out) {
   il__sim *s = il__s(b);
   pthread_mutex_lock(&s->lock);
@@ -156,6 +258,16 @@ static void il__sim_destroy(il_backend *b) {
   if (!b) return;
   il__sim *s = il__s(b);
   if (s) {
+    if (s->copier_on) { /* the queued copies finish first */
+      pthread_mutex_lock(&s->qlock);
+      s->quit = true;
+      pthread_cond_broadcast(&s->qcond);
+      pthread_mutex_unlock(&s->qlock);
+      pthread_join(s->copier, NULL);
+    }
+    pthread_mutex_destroy(&s->qlock);
+    pthread_cond_destroy(&s->qcond);
+    il__cpu_release_act(b); /* a buffer of this device's allocator */
     il__cpu_fini(&s->cpu);
     il_caching_destroy(s->alloc);
     if (s->space) {
@@ -187,6 +299,10 @@ static void il__sim_ops_init(void) {
   il__sim_ops.allocator_stats = il__sim_allocator_stats;
   il__sim_ops.allocator_snapshot = il__sim_snapshot;
   il__sim_ops.empty_cache = il__sim_empty_cache;
+  il__sim_ops.upload_async = il__sim_upload_async;
+  il__sim_ops.event_wait = il__sim_event_wait;
+  il__sim_ops.event_free = il__sim_event_free;
+  il__sim_ops.sync = il__sim_sync;
   /* the CPU kernels' matmul scratch is host memory (reserved at open like the cpu backend's),
    * not the simulated device's: nothing of it belongs in the device's out-of-memory arithmetic */
   il__sim_ops.reserve_bytes = NULL;
@@ -240,6 +356,8 @@ il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t me
     return IL_ERR_OOM;
   }
   pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->qlock, NULL);
+  pthread_cond_init(&s->qcond, NULL);
   *b = (il_backend){.ops = dry ? &il__sim_dry_ops : &il__sim_ops, .impl = s};
   s->dry = dry;
   s->next_fake = (uintptr_t)1 << 40;

@@ -1,0 +1,22 @@
+/* core/loadsink: the process's load listener (core/loadsink.h). */
+#include "core/loadsink.h"
+
+#include <stdatomic.h>
+
+static _Atomic(il_load_mapped_fn) il__mapped;
+static _Atomic(il_load_converted_fn) il__converted;
+
+void il_load_listen(il_load_mapped_fn mapped, il_load_converted_fn converted) {
+  atomic_store(&il__mapped, mapped);
+  atomic_store(&il__converted, converted);
+}
+
+void il_load_mapped(const char *path, const void *map, size_t size) {
+  il_load_mapped_fn f = atomic_load(&il__mapped);
+  if (f) f(path, map, size);
+}
+
+void il_load_converted(double seconds, uint64_t bytes) {
+  il_load_converted_fn f = atomic_load(&il__converted);
+  if (f) f(seconds, bytes);
+}

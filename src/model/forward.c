@@ -1,0 +1,541 @@
+/* model/forward: the batched forward pass and the activation buffers it runs in.
+ * A token's path, in il__forward's order: the batch uploaded once per backend; the embedding
+ * rows; per layer the attention block (RMSNorm, Q/K/V in one matmul, RoPE with the K/V store,
+ * attention, output projection, residual add) and the feed-forward block (RMSNorm, gate and up
+ * in one matmul, SwiGLU, down projection, residual add); the final RMSNorm and the logits of
+ * the rows that want them. Each op runs on the lane (backend) its layer is placed on; the
+ * residual moves between lanes through host staging.
+ * Not for: loading or placing weights (model/weights.c), scheduling (engine/). */
+#include "model/llama.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "memory/mem.h"
+
+/* ---- forward pass ---- */
+
+int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens) {
+  if (act_type == IL_DTYPE_F32) return max_tokens;
+  int32_t r = max_tokens / 4 + (max_tokens % 4 != 0);
+  r = r < 16 ? 16 : r > 256 ? 256 : r;
+  return r < max_tokens ? r : max_tokens;
+}
+
+/* F32 columns per row the widest op of a lane holds in its scratch (inputs and outputs). */
+static int64_t il__wide_cols(const il_hparams *hp, bool layers) {
+  const int64_t dim = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim, kv = (int64_t)hp->n_head_kv * hp->head_dim,
+                ff = hp->n_ff;
+  int64_t w = 2 * dim; /* rmsnorm, residual add (the embedding and output head need less) */
+  if (layers) {
+    const int64_t ops[] = {dim + q + 2 * kv, q + 2 * kv, 2 * q, q + dim, dim + 2 * ff, 2 * ff, ff + dim};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) w = ops[i] > w ? ops[i] : w;
+  }
+  return w;
+}
+
+size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits, bool layers,
+                             bool output) {
+  const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
+               kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff,
+               a = il_tensor_row_bytes(act_type, 1);
+  size_t n = a * T * 3 * dim + 4 * 4 * T;
+  if (layers) n += a * T * (2 * q_dim + 2 * kv_dim + 2 * ff);
+  if (output) n += 4 * (size_t)max_logits * (size_t)hp->n_vocab;
+  if (act_type != IL_DTYPE_F32) n += 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) * (size_t)il__wide_cols(hp, layers);
+  return n;
+}
+
+size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits) {
+  return il_forward_lane_bytes(hp, act_type, max_tokens, max_logits, true, true);
+}
+
+il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b) {
+  for (int i = 0; i < st->n_lanes; i++)
+    if (st->lane[i].b == b) return &st->lane[i];
+  return NULL;
+}
+
+static il_forward_lane *il__lane_add(il_forward_state *st, il_backend *b) {
+  il_forward_lane *ln = il_forward_lane_of(st, b);
+  if (ln || st->n_lanes == IL_MAX_LANES) return ln;
+  ln = &st->lane[st->n_lanes++];
+  ln->b = b;
+  return ln;
+}
+
+il_batch_views il_forward_batch_views(const il_forward_lane *ln, int32_t n) {
+  const size_t o = ln->batch.off, step = (size_t)n * 4;
+  return (il_batch_views){
+      .ids = il_tensor_make(ln->batch.buf, o, 1, n, IL_DTYPE_I32, "token ids"),
+      .pos = il_tensor_make(ln->batch.buf, o + step, 1, n, IL_DTYPE_I32, "positions"),
+      .seq = il_tensor_make(ln->batch.buf, o + 2 * step, 1, n, IL_DTYPE_I32, "sequences"),
+      .slots = il_tensor_make(ln->batch.buf, o + 3 * step, 1, n, IL_DTYPE_I32, "kv slots"),
+  };
+}
+
+il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv) {
+  const il_hparams *hp = &m->hp;
+  const il_batch_views bv = il_forward_batch_views(ln, n);
+  return (il_attn_args){
+      .out = il_tensor_rows(ln->att, 0, n),
+      .q = il_tensor_rows(ln->q, 0, n),
+      .seq = bv.seq,
+      .pos = bv.pos,
+      .kv = kv,
+      .n_heads = hp->n_head,
+      .n_kv_heads = hp->n_head_kv,
+      .head_dim = hp->head_dim,
+      .scale = 1.0f / sqrtf((float)hp->head_dim),
+  };
+}
+
+static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype act, int32_t T, int32_t max_logits) {
+  const il_hparams *hp = &m->hp;
+  const int64_t dim = hp->n_embd, q_dim = (int64_t)hp->n_head * hp->head_dim,
+                kv_dim = (int64_t)hp->n_head_kv * hp->head_dim, ff = hp->n_ff;
+  const struct {
+    il_tensor *t;
+    int64_t rows, cols;
+    il_dtype type;
+    const char *name;
+    bool need;
+  } bufs[] = {
+      {&ln->x, T, dim, act, "activations: residual", true},
+      {&ln->xb, T, dim, act, "activations: normed", true},
+      {&ln->xo, T, dim, act, "activations: block out", true},
+      {&ln->q, T, q_dim, act, "activations: q", ln->has_layers},
+      {&ln->att, T, q_dim, act, "activations: attention", ln->has_layers},
+      {&ln->k, T, kv_dim, act, "activations: k", ln->has_layers},
+      {&ln->v, T, kv_dim, act, "activations: v", ln->has_layers},
+      {&ln->hb, T, ff, act, "activations: ffn gate", ln->has_layers},
+      {&ln->hb2, T, ff, act, "activations: ffn up", ln->has_layers},
+      {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
+      {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
+      {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers), IL_DTYPE_F32,
+       "activations: f32 chunk", act != IL_DTYPE_F32 && !ln->direct},
+  };
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i].need)
+      IL_TRY(il_backend_tensor_new(ln->b, IL_MEM_ACTIVATIONS, bufs[i].rows, bufs[i].cols, bufs[i].type, bufs[i].name,
+                                   bufs[i].t));
+  /* the same F32 scratch, the backend's own where it computes on 16-bit activations itself */
+  if (act != IL_DTYPE_F32 && ln->direct) {
+    IL_TRY(ln->b->ops->reserve_act(ln->b, act, il_forward_chunk_rows(act, T), il__wide_cols(hp, ln->has_layers)));
+    ln->reserved = true;
+  }
+  return IL_OK;
+}
+
+/* Whether b runs every op of the forward pass on activations of act itself (else the pass
+ * widens them into F32 copies chunk by chunk and narrows the results). */
+static bool il__direct(il_backend *b, il_dtype act, il_dtype kv_type) {
+  if (act == IL_DTYPE_F32) return true;
+  if (!b->ops->reserve_act) return false;
+  for (int op = 0; op < IL_OP_COUNT; op++)
+    if (!b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
+      return false;
+  return true;
+}
+
+/* The scratch a lane's backend needs for the matmuls it will run (ops->reserve): the weights of
+ * its layers (or the stream slots, which are shaped like every layer) and the output head. */
+static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev *d, int32_t max_tokens) {
+  const il_backend_ops *o = ln->b->ops;
+  if (!o->reserve) return IL_OK;
+  const int32_t n_layer = d->model->hp.n_layer;
+  /* every layer's weights as shapes (a mix such as q4_k_m gives layers different types; a
+   * streamed layer's slot has its shapes) */
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (IL_MODEL_LAYER_MATMULS * (size_t)n_layer + 1),
+                              "reserve list");
+  if (!w) return IL_ERR_OOM;
+  int n = 0;
+  for (int32_t l = 0; ln->has_layers && l < n_layer; l++)
+    if (d->layer_b[l] == ln->b) n += il_model_layer_shapes(d->model, l, IL_DTYPE_COUNT, w + n);
+  if (ln->has_output) w[n++] = il_model_output_shape(d->model, IL_DTYPE_COUNT);
+  il_status s = n ? o->reserve(ln->b, max_tokens, w, n) : IL_OK;
+  il_mem_free(w);
+  return s;
+}
+
+il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_dtype act_type, int32_t max_tokens,
+                                int32_t max_logits, const il_attn_kernel *(*attn_for)(void *ctx, il_backend *b),
+                                void *ctx, const il_kv_view *kv) {
+  memset(st, 0, sizeof *st);
+  const il_model *m = d->model;
+  const il_hparams *hp = &m->hp;
+  if (max_tokens < 1 || max_logits < 1 || max_logits > max_tokens)
+    return il_error(IL_ERR_INVALID_ARG, "forward state: %d tokens with %d logits rows", max_tokens, max_logits);
+  st->max_tokens = max_tokens;
+  st->max_logits = max_logits;
+  if (act_type != IL_DTYPE_F32 && act_type != IL_DTYPE_F16 && act_type != IL_DTYPE_BF16)
+    return il_error(IL_ERR_UNSUPPORTED, "forward state: activations of type %s (f32, f16 or bf16)", il_dtype_name(act_type));
+  st->act_type = act_type;
+  st->chunk = il_forward_chunk_rows(act_type, max_tokens);
+  st->bad_layer = -1;
+  il__lane_add(st, d->embd_b);
+  for (int l = 0; l < hp->n_layer; l++) {
+    il_forward_lane *ln = il__lane_add(st, d->layer_b[l]);
+    if (!ln) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
+    ln->has_layers = true;
+  }
+  il_forward_lane *lo = il__lane_add(st, d->out_b);
+  if (!lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
+  lo->has_output = true;
+  il_status s = IL_OK;
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
+    int l = 0; /* the KV cells of the lane's first layer (the others are of the same type) */
+    while (l < hp->n_layer - 1 && d->layer_b[l] != st->lane[i].b) l++;
+    st->lane[i].direct = il__direct(st->lane[i].b, act_type, kv[l].k.type);
+    s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
+  }
+  if (s == IL_OK) {
+    st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * 4 * sizeof(int32_t), "batch staging");
+    if (!st->host_batch) s = IL_ERR_OOM;
+  }
+  if (s == IL_OK && st->n_lanes > 1) {
+    st->staging = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * (size_t)hp->n_embd * 4, "residual staging");
+    if (!st->staging) s = IL_ERR_OOM;
+  }
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
+    il_forward_lane *ln = &st->lane[i];
+    if (!ln->has_layers) continue;
+    int l = 0;
+    while (d->layer_b[l] != ln->b) l++;
+    ln->attn = attn_for ? attn_for(ctx, ln->b) : NULL;
+    if (!ln->attn) {
+      s = il_error(IL_ERR_UNSUPPORTED, "forward state: no attention kernel for a backend");
+      break;
+    }
+    il_attn_args a = il_forward_attn_args(m, ln, max_tokens, &kv[l]);
+    size_t ws = ln->attn->workspace(ln->b, &a);
+    if (ws)
+      s = il_backend_tensor_new(ln->b, IL_MEM_WORKSPACE, 1, (int64_t)((ws + 3) / 4), IL_DTYPE_F32, "attention workspace",
+                                &ln->attn_ws);
+  }
+  for (int i = 0; i < st->n_lanes && s == IL_OK; i++) s = il__lane_reserve(&st->lane[i], d, max_tokens);
+  if (s != IL_OK) il_forward_state_free(st);
+  return s;
+}
+
+void il_forward_state_free(il_forward_state *st) {
+  for (int i = 0; i < st->n_lanes; i++) {
+    il_forward_lane *ln = &st->lane[i];
+    il_tensor *ts[] = {&ln->x,  &ln->xb,     &ln->xo,    &ln->q,   &ln->att,     &ln->k,   &ln->v,
+                       &ln->hb, &ln->hb2,    &ln->logits, &ln->batch, &ln->attn_ws, &ln->wide};
+    for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) il_backend_tensor_free(ln->b, ts[j]);
+    if (ln->reserved) ln->b->ops->reserve_act(ln->b, st->act_type, 0, 0);
+  }
+  il_mem_free(st->host_batch);
+  il_mem_free(st->staging);
+  memset(st, 0, sizeof *st);
+}
+
+/* ---- numerics: an observer of every op's result ----
+ * With check_numerics the backends report each op's output (backend.h: il_op_observer) to
+ * il__numerics, named by the op (the output view's name) and the layer (st->obs_layer): its
+ * largest magnitude before rounding, then inf/nan counted in what the stored type keeps (F16
+ * turns |x| > 65504 into inf), so the first op that made them is named. */
+
+/* Counts inf/nan in t and records the first place they appear. */
+static il_status il__bad(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *block) {
+  if (st->bad_layer >= 0) return IL_OK;
+  int64_t n = 0;
+  IL_TRY(b->ops->count_nonfinite(b, t, &n));
+  if (n) st->bad_layer = layer, st->bad_block = block, st->bad_count = n;
+  return IL_OK;
+}
+
+static il_status il__numerics(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
+  (void)op;
+  il_forward_state *st = ctx;
+  int64_t n = 0;
+  float m = 0;
+  IL_TRY(b->ops->value_stats(b, y, &n, &m));
+  if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = st->obs_layer, st->max_abs_op = y.name;
+  if (stored != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, stored));
+  return il__bad(st, b, y, st->obs_layer, y.name);
+}
+
+/* ---- ops over chunks of rows ----
+ * Where a lane's backend computes on the activations' type itself (every F32 pass; cpu and sim
+ * with F16/BF16), an op is one call on the buffers and the backend reports its outputs. Where
+ * it does not (cuda with F16/BF16), the op runs as a loop over chunks of st->chunk rows: inputs
+ * taken with il__in and outputs with il__out as F32 copies in the lane's scratch (`wide`), the
+ * op computed there, and every output handed to il__put, which reports it and narrows it back. */
+typedef struct {
+  il_forward_state *st;
+  il_forward_lane *ln;
+  int32_t n, r0, rows; /* rows [r0, r0 + rows) of a batch of n */
+  size_t used;         /* bytes of ln->wide this chunk's op has taken */
+} il__chunk;
+
+static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, int32_t n, int32_t r0) {
+  const int32_t left = n - r0, step = ln->direct ? n : st->chunk;
+  return (il__chunk){st, ln, n, r0, left < step ? left : step, 0};
+}
+
+#define IL__CHUNKS(k, st, ln, n)                                                                                        \
+  for (il__chunk k = il__chunk_at(st, ln, n, 0); k.rows > 0; k = il__chunk_at(st, ln, n, k.r0 + k.rows))
+
+/* Where the op writes the chunk's rows of t: t's rows when t is F32 or the backend takes its
+ * type, else F32 scratch. */
+static il_status il__out(il__chunk *k, il_tensor t, il_tensor *out) {
+  if (t.type == IL_DTYPE_F32 || k->ln->direct) {
+    *out = il_tensor_rows(t, k->r0, k->rows);
+    return IL_OK;
+  }
+  const il_tensor *w = &k->ln->wide;
+  const size_t bytes = (size_t)k->rows * (size_t)t.cols * 4;
+  if (!w->buf || k->used + bytes > (size_t)w->cols * 4)
+    return il_error(IL_ERR_INTERNAL, "forward: no room for '%s' in the f32 chunk scratch", t.name ? t.name : "tensor");
+  *out = il_tensor_make(w->buf, w->off + k->used, k->rows, t.cols, IL_DTYPE_F32, t.name);
+  k->used += bytes;
+  return IL_OK;
+}
+
+/* The chunk's rows of t as the op reads them: t's rows, or widened into scratch. */
+static il_status il__in(il__chunk *k, il_tensor t, il_tensor *out) {
+  IL_TRY(il__out(k, t, out));
+  if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
+  return k->ln->b->ops->copy(k->ln->b, *out, il_tensor_rows(t, k->r0, k->rows));
+}
+
+/* Entries [r0, r0 + n) of an I32 vector (ids, positions, sequences, slots). */
+static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
+  t.off += (size_t)r0 * 4;
+  t.cols = n;
+  t.stride = (size_t)n * 4;
+  return t;
+}
+
+/* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies:
+ * reported as a backend would report it, then stored at t's type. */
+static il_status il__put(il__chunk *k, il_tensor y, il_tensor t) {
+  if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
+  il_backend *b = k->ln->b;
+  if (k->st->check_numerics) IL_TRY(il__numerics(k->st, b, IL_OP_COUNT, y, t.type));
+  return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
+}
+
+/* t named for the reports (numerics, errors) by the op that writes it. */
+static il_tensor il__as(il_tensor t, const char *op) {
+  t.name = op;
+  return t;
+}
+
+/* Y = rmsnorm(X) * g over rows [0, n). */
+static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
+                          float eps, int32_t layer, const char *op) {
+  st->obs_layer = layer;
+  Y = il__as(Y, op);
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor x, y;
+    IL_TRY(il__in(&k, X, &x));
+    IL_TRY(il__out(&k, Y, &y));
+    IL_TRY(ln->b->ops->rmsnorm(ln->b, y, x, g, eps));
+    IL_TRY(il__put(&k, y, Y));
+  }
+  return IL_OK;
+}
+
+/* Y[i] = X W[i]^T for i < m (one matmul, or matmul_multi reading X once), plus bias[i] when
+ * given. op NULL: Y is F32 and not reported (the logits). */
+static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, int m, const il_tensor *Y,
+                        const il_tensor *W, const il_tensor *bias, il_tensor X, int32_t layer, const char *const *op) {
+  il_backend *b = ln->b;
+  const il_op_observer obs = b->observer;
+  if (!op) b->observer = (il_op_observer){0};
+  st->obs_layer = layer;
+  il_status s = IL_OK;
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor x, y[3];
+    if ((s = il__in(&k, X, &x)) != IL_OK) break;
+    for (int i = 0; i < m && s == IL_OK; i++) s = il__out(&k, op ? il__as(Y[i], op[i]) : Y[i], &y[i]);
+    if (s == IL_OK) s = m == 1 && !bias ? b->ops->matmul(b, y[0], W[0], x) : b->ops->matmul_multi(b, m, y, W, bias, x);
+    for (int i = 0; op && i < m && s == IL_OK; i++) s = il__put(&k, y[i], Y[i]);
+    if (s != IL_OK) break;
+  }
+  b->observer = obs;
+  return s;
+}
+
+/* Y = f(Y, X) elementwise: the residual add (Y += X) or SwiGLU (Y = silu(Y) * X). */
+static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, bool swiglu,
+                            int32_t layer, const char *op) {
+  il_backend *b = ln->b;
+  st->obs_layer = layer;
+  Y = il__as(Y, op);
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor y, x;
+    IL_TRY(il__in(&k, Y, &y));
+    IL_TRY(il__in(&k, X, &x));
+    IL_TRY(swiglu ? b->ops->swiglu(b, y, x) : b->ops->add(b, y, x));
+    IL_TRY(il__put(&k, y, Y));
+  }
+  return IL_OK;
+}
+
+/* Moves rows [0, n) of the residual from lane a to lane b through host staging. */
+static il_status il__move(il_forward_state *st, const il_forward_lane *a, const il_forward_lane *b, int32_t n) {
+  const il_tensor src = il_tensor_rows(a->x, 0, n), dst = il_tensor_rows(b->x, 0, n);
+  const size_t bytes = il_tensor_span(&src);
+  IL_TRY(a->b->ops->download(a->b, st->staging, src, bytes));
+  IL_TRY(b->b->ops->upload(b->b, dst, st->staging, bytes));
+  st->bytes_moved += 2 * (uint64_t)bytes;
+  return IL_OK;
+}
+
+/* ---- the pass, block by block ---- */
+
+/* Checks the entries and uploads them once to every lane: ids, positions, sequences, slots.
+ * *n_out: how many want logits. */
+static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_out) {
+  if (n <= 0 || n > st->max_tokens)
+    return il_error(IL_ERR_INVALID_ARG, "forward: batch of %d entries (must be 1..%d)", n, st->max_tokens);
+  *n_out = 0;
+  int32_t *ids = st->host_batch, *pos = ids + n, *seq = ids + 2 * n, *slot = ids + 3 * n;
+  for (int32_t i = 0; i < n; i++) {
+    const il_batch_entry *e = &batch[i];
+    if (e->token < 0 || e->token >= hp->n_vocab)
+      return il_error(IL_ERR_RANGE, "batch entry %d: token id %d is outside the vocabulary [0, %d)", i, e->token,
+                      hp->n_vocab);
+    if (e->seq < 0 || e->seq >= kv[0].n_seq)
+      return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d outside [0, %d)", i, e->seq, kv[0].n_seq);
+    if (e->pos < 0 || e->pos >= kv[0].n_ctx)
+      return il_error(IL_ERR_RANGE, "batch entry %d: position %d outside the context [0, %d)", i, e->pos, kv[0].n_ctx);
+    ids[i] = e->token;
+    pos[i] = e->pos;
+    seq[i] = e->seq;
+    slot[i] = slots[i];
+    *n_out += e->logits;
+  }
+  if (*n_out > st->max_logits)
+    return il_error(IL_ERR_INVALID_ARG, "forward: %d entries want logits; the buffers hold %d", *n_out, st->max_logits);
+  for (int i = 0; i < st->n_lanes; i++)
+    IL_TRY(st->lane[i].b->ops->upload(st->lane[i].b, st->lane[i].batch, st->host_batch, (size_t)n * 4 * sizeof(int32_t)));
+  return IL_OK;
+}
+
+/* x = token_embd[ids]: the residual stream's first value. */
+static il_status il__embed(const il_model_dev *d, il_forward_state *st, il_forward_lane *ln, int32_t n) {
+  const il_tensor X = il__as(il_tensor_rows(ln->x, 0, n), "token_embd"), ids = il_forward_batch_views(ln, n).ids;
+  st->obs_layer = 0;
+  IL__CHUNKS(k, st, ln, n) {
+    il_tensor x;
+    IL_TRY(il__out(&k, X, &x));
+    IL_TRY(ln->b->ops->get_rows(ln->b, x, d->tok_embd, il__ids(ids, k.r0, k.rows)));
+    IL_TRY(il__put(&k, x, X));
+  }
+  return IL_OK;
+}
+
+/* x += wo . attention(rope(q), cache + rope(k), v), q k v = W (rmsnorm(x) * attn_norm) (+ biases). */
+static il_status il__attention(const il_model *m, il_forward_state *st, il_forward_lane *ln, const il_layer_dev *L,
+                               int32_t l, int32_t n, const il_kv_view *kv) {
+  static const char *const qkv_ops[3] = {"attn_q", "attn_k", "attn_v"}, *const wo_op[1] = {"attn_output"};
+  const il_hparams *hp = &m->hp;
+  const il_rope_params rq = {hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
+  const il_rope_params rk = {hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
+  il_backend *b = ln->b;
+  const il_attn_args a0 = il_forward_attn_args(m, ln, n, kv);
+  const il_tensor slots = il_forward_batch_views(ln, n).slots;
+  const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
+                  Q = il_tensor_rows(ln->q, 0, n), K = il_tensor_rows(ln->k, 0, n), V = il_tensor_rows(ln->v, 0, n),
+                  ATT = il_tensor_rows(ln->att, 0, n);
+  IL_TRY(il__norm(st, ln, n, XB, X, L->attn_norm, hp->norm_eps, l, "attn_norm"));
+  const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V}, bqkv[3] = {L->bq, L->bk, L->bv};
+  IL_TRY(il__mm(st, ln, n, 3, yqkv, wqkv, L->bq.buf ? bqkv : NULL, XB, l, qkv_ops));
+  IL__CHUNKS(k, st, ln, n) { /* q and k rotated; k and v into the cache */
+    il_tensor q, kk, vv;
+    IL_TRY(il__in(&k, il__as(Q, "rope"), &q));
+    IL_TRY(il__in(&k, K, &kk));
+    IL_TRY(il__in(&k, V, &vv));
+    IL_TRY(b->ops->rope_kv_store(b, q, kk, vv, il__ids(a0.pos, k.r0, k.rows), &rq, &rk, kv, il__ids(slots, k.r0, k.rows)));
+    IL_TRY(il__put(&k, q, Q));
+  }
+  IL__CHUNKS(k, st, ln, n) {
+    il_attn_args a = a0;
+    IL_TRY(il__in(&k, Q, &a.q));
+    IL_TRY(il__out(&k, il__as(ATT, "attention"), &a.out));
+    a.pos = il__ids(a0.pos, k.r0, k.rows);
+    a.seq = il__ids(a0.seq, k.r0, k.rows);
+    a.slice = st->attn_slice;
+    IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
+    IL_TRY(il__put(&k, a.out, ATT));
+  }
+  IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
+  return il__binary(st, ln, n, X, XO, false, l, "attention residual");
+}
+
+/* x += w_down . (silu(w_gate . h) * (w_up . h)), h = rmsnorm(x) * ffn_norm. */
+static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lane *ln, const il_layer_dev *L, int32_t l,
+                         int32_t n) {
+  static const char *const gu_ops[2] = {"ffn_gate", "ffn_up"}, *const down_op[1] = {"ffn_down"};
+  const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
+                  HB = il_tensor_rows(ln->hb, 0, n), HB2 = il_tensor_rows(ln->hb2, 0, n);
+  IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, m->hp.norm_eps, l, "ffn_norm"));
+  const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
+  IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
+  IL_TRY(il__binary(st, ln, n, HB, HB2, true, l, "ffn_swiglu"));
+  IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
+  return il__binary(st, ln, n, X, XO, false, l, "feed-forward residual");
+}
+
+/* logits = output . (rmsnorm(x) * output_norm), for the rows that want them, moved together
+ * to rows 0.. first. */
+static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forward_lane *lo, const il_batch_entry *batch,
+                            int32_t n, int32_t n_out) {
+  const il_hparams *hp = &d->model->hp;
+  il_backend *b = lo->b;
+  int32_t j = 0;
+  for (int32_t i = 0; i < n; i++)
+    if (batch[i].logits) {
+      if (j != i) IL_TRY(b->ops->copy(b, il_tensor_rows(lo->x, j, 1), il_tensor_rows(lo->x, i, 1)));
+      j++;
+    }
+  if (n_out == 0) return IL_OK;
+  const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out), LG = il_tensor_rows(lo->logits, 0, n_out);
+  IL_TRY(il__norm(st, lo, n_out, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps, hp->n_layer,
+                  "output_norm"));
+  IL_TRY(il__mm(st, lo, n_out, 1, &LG, &d->output, NULL, XN, hp->n_layer, NULL));
+  /* logits are downloaded as F32: checked, not rounded */
+  return st->check_numerics ? il__bad(st, b, LG, hp->n_layer, "output") : IL_OK;
+}
+
+/* The token's path (the file's opening paragraph), one backend lane at a time. */
+static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  const il_model *m = d->model;
+  int32_t n_out = 0;
+  IL_TRY(il__upload_batch(st, &m->hp, batch, n, kv, slots, &n_out));
+  il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
+  IL_TRY(il__embed(d, st, cur, n));
+  for (int32_t l = 0; l < m->hp.n_layer; l++) {
+    il_forward_lane *ln = il_forward_lane_of(st, d->layer_b[l]);
+    if (ln != cur) IL_TRY(il__move(st, cur, ln, n)); /* the residual crosses to the layer's backend */
+    cur = ln;
+    const il_layer_dev *L;
+    IL_TRY(il_model_dev_layer(d, l, &L));
+    IL_TRY(il__attention(m, st, ln, L, l, n, &kv[l]));
+    IL_TRY(il__ffn(m, st, ln, L, l, n));
+  }
+  il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
+  if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
+  IL_TRY(il__logits(d, st, lo, batch, n, n_out));
+  *n_logits = n_out;
+  return IL_OK;
+}
+
+il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                           const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  *n_logits = 0;
+  /* with the check on, the lanes' backends report every op's result for the pass */
+  for (int i = 0; i < st->n_lanes; i++)
+    st->lane[i].b->observer = st->check_numerics && st->lane[i].direct ? (il_op_observer){il__numerics, st}
+                                                                       : (il_op_observer){0};
+  il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
+  for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
+  return s;
+}

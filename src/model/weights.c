@@ -1,0 +1,418 @@
+/* model/weights: a model's weights, from the file to the backends. Binding finds each tensor
+ * by its GGUF name and checks its shape and type (il_model_bind); placement puts each
+ * component's weights on its backend, read in place where the backend can (cpu) or uploaded
+ * once (il_model_dev_init); with --offload stream the device layers stay in host memory and
+ * go through two device slots, the next layer copied on the backend's copy stream while this
+ * one computes. Every per-layer list is il_layer_tensors.
+ * Not for: hyperparameters (model/llama.c) or computing (model/forward.c). */
+#include "model/llama.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/loadsink.h"
+#include "core/quant.h"
+#include "core/timer.h"
+#include "memory/mem.h"
+
+/* ---- the layer's tensors ---- */
+
+#define IL__M(n, slot, in, out, f) {n, slot, in, out, false, false, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__V(n, slot, in, bias, f) {n, slot, in, in, true, bias, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS] = {
+    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, false, attn_norm),
+    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, false, ffn_norm),
+    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, wq),
+    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, wk),
+    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, wv),
+    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, wo),
+    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, true, bq),
+    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, true, bk),
+    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, true, bv),
+    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, w_gate),
+    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, w_up),
+    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, w_down),
+};
+#undef IL__M
+#undef IL__V
+_Static_assert(sizeof(il_layer_dev) == IL_LAYER_TENSORS * sizeof(il_tensor), "il_layer_tensors lists every placed tensor");
+
+/* Where tensor t of a layer lives: its matrix or vector in il_layer, its view in il_layer_dev. */
+static il_weight *il__lw(il_layer *L, const il_layer_tensor *t) { return (il_weight *)((char *)L + t->host); }
+static const il_weight *il__lwc(const il_layer *L, const il_layer_tensor *t) {
+  return (const il_weight *)((const char *)L + t->host);
+}
+static const float **il__lv(il_layer *L, const il_layer_tensor *t) { return (const float **)((char *)L + t->host); }
+static const float *il__lvc(const il_layer *L, const il_layer_tensor *t) {
+  return *(const float *const *)((const char *)L + t->host);
+}
+static il_tensor *il__ld(il_layer_dev *D, const il_layer_tensor *t) { return (il_tensor *)((char *)D + t->dev); }
+
+/* ---- binding weights ---- */
+
+static const il_gguf_tensor *il__find(const il_gguf_tensor *t, int64_t n, const char *name) {
+  for (int64_t i = 0; i < n; i++)
+    if (!strcmp(t[i].name, name)) return &t[i];
+  return NULL;
+}
+
+static il_status il__bind_matrix(const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n_in, int64_t n_out,
+                                 bool required, il_weight *w) {
+  const il_gguf_tensor *t = il__find(ts, nt, name);
+  memset(w, 0, sizeof *w);
+  if (!t) return required ? il_error(IL_ERR_FORMAT, "tensor '%s' is missing", name) : IL_OK;
+  if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+    return il_error(IL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld] (%u dims); expected [%lld, %lld]", name,
+                    (long long)t->ne[0], (long long)t->ne[1], t->n_dims, (long long)n_in, (long long)n_out);
+  size_t row = il_dtype_row_size(t->type, n_in);
+  if (row == 0)
+    return il_error(IL_ERR_FORMAT, "tensor '%s': row length %lld is not a multiple of the %s block size", name,
+                    (long long)n_in, il_dtype_name(t->type));
+  *w = (il_weight){t->name, t->type, n_in, n_out, row, t->data};
+  return IL_OK;
+}
+
+static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n,
+                                 bool required, const float **out) {
+  const il_gguf_tensor *t = il__find(ts, nt, name);
+  *out = NULL;
+  if (!t) return required ? il_error(IL_ERR_FORMAT, "tensor '%s' is missing", name) : IL_OK;
+  int64_t count = 1;
+  for (uint32_t d = 0; d < t->n_dims; d++) count *= t->ne[d];
+  if (count != n || t->ne[0] != n)
+    return il_error(IL_ERR_FORMAT, "tensor '%s' has %lld elements; expected %lld", name, (long long)count, (long long)n);
+  float *f = il_mem_alloc(IL_MEM_WEIGHTS, (size_t)n * sizeof(float), name);
+  if (!f) return IL_ERR_OOM;
+  il_status st = il_model_own(m, f);
+  if (st != IL_OK) return st;
+  st = il_dequantize_row(t->type, t->data, f, n);
+  if (st != IL_OK) return il_error_wrap(st, "tensor '%s': ", name);
+  *out = f;
+  return IL_OK;
+}
+
+il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
+  const il_hparams *hp = &m->hp;
+  const int64_t dim = hp->n_embd;
+  const il_gguf_tensor *emb = il__find(ts, nt, "token_embd.weight");
+  if (!emb) return il_error(IL_ERR_FORMAT, "tensor 'token_embd.weight' is missing");
+  if (emb->n_dims != 2) return il_error(IL_ERR_FORMAT, "tensor 'token_embd.weight' must have 2 dimensions");
+  m->hp.n_vocab = (int32_t)emb->ne[1];
+  IL_TRY(il__bind_matrix(ts, nt, "token_embd.weight", dim, hp->n_vocab, true, &m->tok_embd));
+  IL_TRY(il__bind_vector(m, ts, nt, "output_norm.weight", dim, true, &m->out_norm));
+  IL_TRY(il__bind_matrix(ts, nt, "output.weight", dim, hp->n_vocab, false, &m->output));
+  m->tied_output = m->output.data == NULL;
+  if (m->tied_output) m->output = m->tok_embd;
+
+  m->layers = il_mem_calloc(IL_MEM_OTHER, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
+  if (!m->layers) return IL_ERR_OOM;
+  char name[96];
+  for (int l = 0; l < hp->n_layer; l++) {
+    il_layer *L = &m->layers[l];
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      snprintf(name, sizeof name, "blk.%d.%s", l, t->name);
+      const int64_t in = il_hparams_dim(hp, t->in), out = il_hparams_dim(hp, t->out);
+      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, !t->bias || hp->qkv_bias, il__lv(L, t)));
+      else IL_TRY(il__bind_matrix(ts, nt, name, in, out, true, il__lw(L, t)));
+    }
+  }
+  /* totals, and the most common 2-D type for display */
+  uint64_t by_type[IL_DTYPE_COUNT] = {0};
+  m->n_params = 0;
+  m->weight_bytes = 0;
+  for (int64_t i = 0; i < nt; i++) {
+    int64_t count = 1;
+    for (uint32_t d = 0; d < ts[i].n_dims; d++) count *= ts[i].ne[d];
+    m->n_params += (uint64_t)count;
+    m->weight_bytes += ts[i].nbytes;
+    if (ts[i].n_dims == 2 && ts[i].type < IL_DTYPE_COUNT) by_type[ts[i].type] += (uint64_t)count;
+  }
+  m->main_type = IL_DTYPE_F32;
+  for (int t = 0; t < IL_DTYPE_COUNT; t++)
+    if (by_type[t] > by_type[m->main_type]) m->main_type = (il_dtype)t;
+  m->tensors = ts;
+  m->n_tensors = nt;
+  return IL_OK;
+}
+
+/* ---- weights on their backends ---- */
+
+static size_t il__w_span(const il_weight *w) { return (size_t)w->n_out * w->row_stride; }
+
+size_t il_model_embd_bytes(const il_model *m) { return il__w_span(&m->tok_embd); }
+
+size_t il_model_out_bytes(const il_model *m) { return il__w_span(&m->output) + 4 * (size_t)m->hp.n_embd; }
+
+size_t il_model_layer_bytes(const il_model *m, int l) {
+  const il_layer *L = &m->layers[l];
+  size_t n = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    if (!t->vector) n += il__w_span(il__lwc(L, t));
+    else if (il__lvc(L, t)) n += 4 * (size_t)il_hparams_dim(&m->hp, t->in);
+  }
+  return n;
+}
+
+size_t il_model_dev_bytes(const il_model *m) {
+  size_t n = il_model_embd_bytes(m) + il_model_out_bytes(m) - (m->tied_output ? il__w_span(&m->output) : 0);
+  for (int l = 0; l < m->hp.n_layer; l++) n += il_model_layer_bytes(m, l);
+  return n;
+}
+
+static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *out) {
+  IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, w->data, w->n_out, w->n_in, w->row_stride, w->type, w->name, out));
+  if (!b->ops->buffer_wrap_host) d->uploaded_bytes += il__w_span(w);
+  return IL_OK;
+}
+
+/* The whole pages of a file-mapped weight the backend no longer reads (it keeps its own copy:
+ * cpu --repack), paged out so the copy does not double the resident memory (MADV_PAGEOUT drops
+ * clean file pages; a later read faults them in again from the file, so nothing is lost) and
+ * no longer counted as mapped. A hint: where it fails nothing changes. */
+static void il__release_pages(il_model_dev *d, const il_weight *w) {
+#ifdef MADV_PAGEOUT
+  if (!d->model->gguf) return; /* built-in weights are the model's own heap memory */
+  const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)w->data;
+  const uintptr_t a = (p + pg - 1) & ~(pg - 1), e = (p + il__w_span(w)) & ~(pg - 1);
+  if (pg > 1 && e > a && madvise((void *)a, e - a, MADV_PAGEOUT) == 0) {
+    il_mem_note_mapped(IL_MEM_WEIGHTS, -(int64_t)(e - a));
+    d->released_bytes += e - a;
+  }
+#else
+  (void)d;
+  (void)w;
+#endif
+}
+
+/* The backend may keep its own layout of matmul weight t, placed from w (cpu --repack); with
+ * release, the mapping's pages of w then go (not when get_rows still reads them). */
+static il_status il__prepare_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *t, bool release) {
+  bool own = false;
+  const double t0 = il_time_now();
+  if (b->ops->prepare_weight) IL_TRY(b->ops->prepare_weight(b, t, &own));
+  if (own && release) il__release_pages(d, w);
+  il_load_converted(il_time_now() - t0, own ? il__w_span(w) : 0); /* repacked: not an upload */
+  return IL_OK;
+}
+
+/* A matmul weight, placed and prepared. */
+static il_status il__place_mm(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *out) {
+  IL_TRY(il__place_w(d, b, w, out));
+  return il__prepare_mm(d, b, w, out, true);
+}
+
+static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int64_t n, const char *name, il_tensor *out) {
+  if (!v) return IL_OK;
+  IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, v, 1, n, 0, IL_DTYPE_F32, name, out));
+  if (!b->ops->buffer_wrap_host) d->uploaded_bytes += (size_t)n * 4;
+  return IL_OK;
+}
+
+/* ---- model offloading: two slots, filled on the backend's copy stream ----
+ * Layer k always lives in slot k % 2. While layer l computes from its slot, layer l+1's
+ * weights are copied into the other with upload_async (sim and cuda: the device's copy stream;
+ * where the backend has none, the copy is made in order, at once); the pass waits for a slot's
+ * copies (event_wait) only when it reaches that layer. */
+
+/* Layer l's weights from host memory into slot s: queued where the backend copies off the op
+ * order (their events kept in d->slot_ev[s]), else copied now. */
+static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
+  const il_layer *L = &d->model->layers[l];
+  il_backend *b = d->stream_b;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    const il_tensor *dst = il__ld(&d->slot[s], t);
+    if (!dst->buf) continue; /* a bias this architecture has not */
+    const void *src = t->vector ? (const void *)il__lvc(L, t) : il__lwc(L, t)->data;
+    const size_t bytes = il_tensor_span(dst);
+    if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &d->slot_ev[s][i]));
+    else IL_TRY(b->ops->upload(b, *dst, src, bytes));
+  }
+  return IL_OK;
+}
+
+/* Waits for slot s's queued copies; the first one's error, if any. */
+static il_status il__slot_wait(il_model_dev *d, int s) {
+  il_backend *b = d->stream_b;
+  il_status st = IL_OK;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    il_event *e = d->slot_ev[s][i];
+    if (!e) continue;
+    il_status w = b->ops->event_wait(b, e);
+    if (w != IL_OK && st == IL_OK) st = il_error_wrap(w, "offload stream: ");
+    b->ops->event_free(b, e);
+    d->slot_ev[s][i] = NULL;
+  }
+  return st;
+}
+
+/* The slot that holds layer l, ready to compute; starts copying layer l+1 into the other. */
+static il_status il__stream_layer(il_model_dev *d, int32_t l, const il_layer_dev **out) {
+  const int s = l % 2;
+  il_status w = il__slot_wait(d, s);
+  if (w != IL_OK) {
+    d->slot_layer[s] = -1; /* its weights are not whole */
+    return w;
+  }
+  if (d->slot_layer[s] != l) { /* not prefetched (the first layer of a pass): copy it now */
+    d->slot_layer[s] = -1;
+    IL_TRY(il__slot_load(d, s, l));
+    IL_TRY(il__slot_wait(d, s));
+    d->slot_layer[s] = l;
+    d->streamed_bytes += il_model_layer_bytes(d->model, l);
+  }
+  const int32_t next = (l + 1) % d->model->hp.n_layer;
+  /* with an odd layer count the wrap to layer 0 lands in the slot just used, so that one is
+   * copied at the start of the next pass instead */
+  if (next != l && next % 2 == 1 - s && d->slot_layer[1 - s] != next) {
+    d->slot_layer[1 - s] = next;
+    d->streamed_bytes += il_model_layer_bytes(d->model, next);
+    il_status st = il__slot_load(d, 1 - s, next);
+    if (st != IL_OK) {
+      d->slot_layer[1 - s] = -1;
+      return st;
+    }
+  }
+  *out = &d->slot[s];
+  return IL_OK;
+}
+
+il_status il_model_dev_layer(il_model_dev *d, int32_t l, const il_layer_dev **out) {
+  *out = &d->layers[l];
+  return d->stream && d->layer_b[l] == d->stream_b ? il__stream_layer(d, l, out) : IL_OK;
+}
+
+/* The slots: tensors shaped like layer 0 (every layer must have its shapes and types). */
+static il_status il__stream_init(il_model_dev *d, const il_model *m) {
+  const il_hparams *hp = &m->hp;
+  const il_layer *L0 = &m->layers[0];
+  for (int l = 1; l < hp->n_layer; l++)
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) continue;
+      const il_weight *a = il__lwc(L0, t), *b = il__lwc(&m->layers[l], t);
+      if (a->type != b->type || a->row_stride != b->row_stride || a->n_out != b->n_out)
+        return il_error(IL_ERR_UNSUPPORTED, "--offload stream: '%s' is %s but '%s' is %s: streamed layers share two "
+                        "slots, so every layer needs the same types and shapes", b->name, il_dtype_name(b->type),
+                        a->name, il_dtype_name(a->type));
+    }
+  il_backend *b = d->stream_b;
+  for (int s = 0; s < 2; s++) {
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      il_tensor *D = il__ld(&d->slot[s], t);
+      if (t->vector) {
+        if (il__lvc(L0, t))
+          IL_TRY(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 1, il_hparams_dim(hp, t->in), IL_DTYPE_F32, t->slot, D));
+        continue;
+      }
+      const il_weight *w = il__lwc(L0, t);
+      il_buffer *buf;
+      IL_TRY(b->ops->buffer_alloc(b, IL_MEM_WEIGHTS, il__w_span(w), t->slot, &buf));
+      *D = (il_tensor){buf, 0, w->row_stride, w->n_out, w->n_in, w->type, t->slot};
+    }
+    d->slot_layer[s] = -1;
+  }
+  return IL_OK;
+}
+
+il_status il_model_dev_sync(il_model_dev *d) {
+  if (!d->stream) return IL_OK;
+  il_status a = il__slot_wait(d, 0), b = il__slot_wait(d, 1);
+  return a != IL_OK ? a : b;
+}
+
+static void il__stream_free(il_model_dev *d) {
+  if (d->stream) { /* copies in flight finish before their slots go */
+    (void)il_model_dev_sync(d);
+    il_error_clear();
+  }
+  for (int s = 0; s < 2 && d->stream_b; s++) {
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) il_backend_tensor_free(d->stream_b, il__ld(&d->slot[s], &il_layer_tensors[i]));
+  }
+}
+
+static il_status il__dev_init(il_model_dev *d, const il_model *m) {
+  const il_hparams *hp = &m->hp;
+  IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
+  IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
+  d->output_shared = m->tied_output && d->out_b == d->embd_b;
+  if (d->output_shared) {
+    d->output = d->tok_embd;
+    IL_TRY(il__prepare_mm(d, d->out_b, &m->tok_embd, &d->output, false));
+  } else {
+    IL_TRY(il__place_mm(d, d->out_b, &m->output, &d->output));
+  }
+  d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
+  if (!d->layers) return IL_ERR_OOM;
+  if (d->stream) IL_TRY(il__stream_init(d, m));
+  for (int l = 0; l < hp->n_layer; l++) {
+    const il_layer *L = &m->layers[l];
+    il_layer_dev *D = &d->layers[l];
+    il_backend *b = d->layer_b[l];
+    if (d->stream && b == d->stream_b) continue; /* streamed through the slots */
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) IL_TRY(il__place_v(d, b, il__lvc(L, t), il_hparams_dim(hp, t->in), t->name, il__ld(D, t)));
+      else IL_TRY(il__place_mm(d, b, il__lwc(L, t), il__ld(D, t)));
+    }
+  }
+  return IL_OK;
+}
+
+il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
+  memset(d, 0, sizeof *d);
+  d->model = m;
+  d->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
+  if (!d->layer_b) return IL_ERR_OOM;
+  d->embd_b = p && p->embd ? p->embd : b;
+  d->out_b = p && p->out ? p->out : b;
+  for (int l = 0; l < m->hp.n_layer; l++) d->layer_b[l] = p && p->layer && p->layer[l] ? p->layer[l] : b;
+  if (p && p->stream && !b->ops->buffer_wrap_host) {
+    d->stream = true;
+    d->stream_b = b;
+  }
+  il_status st = il__dev_init(d, m);
+  if (st != IL_OK) il_model_dev_free(d);
+  return st;
+}
+
+void il_model_dev_free(il_model_dev *d) {
+  if (!d->layer_b) return;
+  il__stream_free(d);
+  if (d->layers) {
+    for (int l = 0; l < d->model->hp.n_layer; l++) {
+      for (int i = 0; i < IL_LAYER_TENSORS; i++)
+        il_backend_tensor_free(d->layer_b[l], il__ld(&d->layers[l], &il_layer_tensors[i]));
+    }
+    il_mem_free(d->layers);
+  }
+  if (d->output_shared) memset(&d->output, 0, sizeof d->output);
+  il_backend_tensor_free(d->out_b, &d->output);
+  il_backend_tensor_free(d->out_b, &d->out_norm);
+  il_backend_tensor_free(d->embd_b, &d->tok_embd);
+  il_mem_free(d->layer_b);
+  if (d->released_bytes) il_mem_note_mapped(IL_MEM_WEIGHTS, (int64_t)d->released_bytes); /* the mapping is the model's */
+  memset(d, 0, sizeof *d);
+}
+
+/* ---- weights as shapes (for the backends' reserve) ---- */
+
+static il_tensor il__shape_of(const il_weight *w, il_dtype force) {
+  return (il_tensor){NULL, 0, 0, w->n_out, w->n_in, force != IL_DTYPE_COUNT ? force : w->type, w->name};
+}
+
+int il_model_layer_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out) {
+  int n = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++)
+    if (!il_layer_tensors[i].vector) out[n++] = il__shape_of(il__lwc(&m->layers[l], &il_layer_tensors[i]), force);
+  IL_ASSERT(n == IL_MODEL_LAYER_MATMULS);
+  return n;
+}
+
+il_tensor il_model_output_shape(const il_model *m, il_dtype force) { return il__shape_of(&m->output, force); }
