@@ -23,13 +23,13 @@ static il_status real_run(const il_config *cfg, const char *device, size_t *peak
   il_status st = il_engine_open(&c, &e);
   if (st != IL_OK) return st;
   il_batch_entry b[16];
-  const int n = e->n_ctx < 16 ? e->n_ctx : 16;
+  const int n = il_engine_n_ctx(e) < 16 ? il_engine_n_ctx(e) : 16;
   for (int i = 0; i < n; i++) b[i] = (il_batch_entry){1 + (i * 13) % 200, 0, i, i >= n - 5};
   st = il_engine_decode(e, b, n - 4, NULL);
   for (int i = n - 4; st == IL_OK && i < n; i++) st = il_engine_decode(e, &b[i], 1, NULL);
-  il_caching_stats cs;
-  e->backend->ops->allocator_stats(e->backend, &cs);
-  *peak = cs.total.peak_reserved + e->fixed_bytes;
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  *peak = es.alloc.total.peak_reserved + es.fixed_bytes;
   il_engine_free(e);
   return st;
 }
@@ -116,7 +116,9 @@ static void test_fixes(void) {
   snprintf(f.device, sizeof f.device, "sim:16MiB");
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&f, &e));
-  if (e) IL_CHECK(e->n_ctx < 2048 || e->n_batch < 512 || e->n_dev_layers < e->model->hp.n_layer);
+  il_engine_snapshot es;
+  if (e) il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  if (e) IL_CHECK(es.n_ctx < 2048 || es.n_batch < 512 || es.n_dev_layers < es.n_layer);
   il_engine_free(e);
 }
 

@@ -7,6 +7,7 @@
  * long prompt does not stall a running stream.
  */
 #include "engine/engine.h"
+#include "engine/request.h"
 #include "engine/sched.h"
 #include "harness.h"
 #include "memory/mem.h"
@@ -364,7 +365,7 @@ static void test_chunked_prefill(void) {
   int32_t *p1 = NULL;
   int32_t n1 = prompt_of(e, 0, &p1);
   int32_t big[200];
-  for (int i = 0; i < 200; i++) big[i] = 1 + (i * 7) % (e->model->hp.n_vocab - 1);
+  for (int i = 0; i < 200; i++) big[i] = 1 + (i * 7) % (il_engine_model(e)->hp.n_vocab - 1);
   il_sched *s = NULL;
   il_sched_opts o = {.max_queue = 4, .step_tokens = 16};
   IL_CHECK_OK(il_sched_new(e, &o, &s));

@@ -243,8 +243,10 @@ int il_cli_serve(int argc, char **argv) {
     il_engine_free(e);
     return code;
   }
-  fprintf(stderr, "inferlab serve: ready: %s on %s, %d slots x %d tokens, %s%s\n", cfg.model, e->info.name, e->n_seq,
-          e->n_ctx, il_server_template_note(srv), cfg.repack ? ", weights repacked (--repack)" : "");
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  fprintf(stderr, "inferlab serve: ready: %s on %s, %d slots x %d tokens, %s%s\n", cfg.model, es.device.name, es.n_seq,
+          es.n_ctx, il_server_template_note(srv), cfg.repack ? ", weights repacked (--repack)" : "");
   pthread_mutex_lock(&il__sigs.mu);
   il__sigs.ready = true;
   while (!il__sigs.sig) pthread_cond_wait(&il__sigs.cv, &il__sigs.mu);

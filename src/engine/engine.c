@@ -1,5 +1,5 @@
 /* engine/engine: load, size, decode, generate. */
-#include "engine/engine.h"
+#include "engine/engine_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 
 #include "backend/registry.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "core/units.h"
 #include "engine/oom.h"
 #include "memory/mem.h"
@@ -685,24 +686,42 @@ il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, bool 
 const il_model *il_engine_model(const il_engine *e) { return e->model; }
 const il_vocab *il_engine_vocab(const il_engine *e) { return e->vocab; }
 int32_t il_engine_n_ctx(const il_engine *e) { return e->n_ctx; }
+const il_config *il_engine_config(const il_engine *e) { return &e->cfg; }
 
-il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
-                             il_token_fn fn, void *ud, il_gen_stats *stats) {
-  memset(stats, 0, sizeof *stats);
-  il_request *r;
-  IL_TRY(il_request_new_tokens(e, prompt, n_prompt, p, &r));
-  il_status st;
-  int32_t tok;
-  const char *text;
-  size_t len;
-  while ((st = il_request_next(r, &tok, &text, &len)) == IL_OK) {
-    if (tok < 0) {
-      if (len && fn) fn(ud, -1, text, len);
-      break;
-    }
-    if (fn && !fn(ud, tok, text, len)) break;
-  }
-  il_request_stats(r, stats);
-  il_request_free(r);
-  return st;
+il_status il_engine_memory_map(const il_engine *e, il_caching_snapshot *out) {
+  memset(out, 0, sizeof *out);
+  il_backend *b = e->backend;
+  if (!b->ops->allocator_snapshot) return il_error(IL_ERR_UNSUPPORTED, "%s has no caching allocator", e->info.name);
+  return b->ops->allocator_snapshot(b, out);
+}
+
+void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_engine_snapshot *out) {
+  memset(out, 0, sizeof *out);
+  out->device = e->info;
+  out->load_seconds = e->load_seconds;
+  out->n_ctx = e->n_ctx, out->n_seq = e->n_seq, out->n_batch = e->n_batch, out->n_logits_max = e->n_logits_max;
+  out->ctx_capped = e->ctx_capped;
+  out->n_layer = e->model->hp.n_layer, out->n_dev_layers = e->n_dev_layers;
+  out->embd_dev = e->embd_dev, out->out_dev = e->out_dev;
+  out->split = e->host != e->backend;
+  out->stream = e->weights.stream;
+  snprintf(out->attn, sizeof out->attn, "%s", e->attn ? e->attn->name : "");
+  snprintf(out->attn_why, sizeof out->attn_why, "%s", e->attn_why);
+  out->kv_paged = e->kv.paged, out->kv_block = e->kv.paged ? e->kv.block : e->n_ctx;
+  out->kv_type = e->kv.type, out->act_type = e->act_type;
+  out->check_numerics = e->cfg.check_numerics;
+  out->has_allocator = e->backend->ops->allocator_stats != NULL;
+  if (out->has_allocator) e->backend->ops->allocator_stats(e->backend, &out->alloc);
+  il_mem_space_stats(e->backend->space, &out->mem);
+  out->fixed_bytes = e->fixed_bytes;
+  out->bad_layer = -1;
+  if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
+  out->streamed_bytes = e->weights.streamed_bytes;
+  out->residual_bytes = e->fs.bytes_moved;
+  if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &out->transfers);
+  out->bad_layer = e->fs.bad_layer;
+  snprintf(out->bad_block, sizeof out->bad_block, "%s", e->fs.bad_block ? e->fs.bad_block : "");
+  out->bad_count = e->fs.bad_count;
+  out->max_abs = e->fs.max_abs, out->max_abs_layer = e->fs.max_abs_layer;
+  snprintf(out->max_abs_op, sizeof out->max_abs_op, "%s", e->fs.max_abs_op ? e->fs.max_abs_op : "");
 }

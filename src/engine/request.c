@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/timer.h"
-#include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "memory/mem.h"
 
 struct il_request {
@@ -171,4 +171,25 @@ void il_request_free(il_request *r) {
   il_mem_free(r->logits);
   il_mem_free(r->text);
   il_mem_free(r);
+}
+
+il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
+                             il_token_fn fn, void *ud, il_gen_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  il_request *r;
+  IL_TRY(il_request_new_tokens(e, prompt, n_prompt, p, &r));
+  il_status st;
+  int32_t tok;
+  const char *text;
+  size_t len;
+  while ((st = il_request_next(r, &tok, &text, &len)) == IL_OK) {
+    if (tok < 0) {
+      if (len && fn) fn(ud, -1, text, len);
+      break;
+    }
+    if (fn && !fn(ud, tok, text, len)) break;
+  }
+  il_request_stats(r, stats);
+  il_request_free(r);
+  return st;
 }

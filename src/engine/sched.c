@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/timer.h"
+#include "engine/engine_impl.h"
 #include "memory/mem.h"
 
 const double il_sched_buckets[IL_SCHED_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,

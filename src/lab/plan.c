@@ -78,15 +78,16 @@ static il_status il__dry(const il_config *base, const il__simspec *sp, size_t ca
   if (p) p->dry_runs++;
   if (st != IL_OK) return st;
   if (p) {
-    il_caching_stats cs;
-    e->backend->ops->allocator_stats(e->backend, &cs);
-    p->fixed_bytes = e->fixed_bytes;
-    p->reserved_bytes = cs.total.peak_reserved + e->fixed_bytes;
-    for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) p->by_cat[i] = cs.cat[i].peak_allocated;
-    p->by_cat[IL_MEM_OTHER] += e->fixed_bytes;
-    p->n_layers = e->model->hp.n_layer;
-    p->n_dev_layers = e->n_dev_layers;
-    p->n_ctx = e->n_ctx, p->n_batch = e->n_batch, p->n_seq = e->n_seq;
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    const il_caching_stats *cs = &es.alloc;
+    p->fixed_bytes = es.fixed_bytes;
+    p->reserved_bytes = cs->total.peak_reserved + es.fixed_bytes;
+    for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) p->by_cat[i] = cs->cat[i].peak_allocated;
+    p->by_cat[IL_MEM_OTHER] += es.fixed_bytes;
+    p->n_layers = es.n_layer;
+    p->n_dev_layers = es.n_dev_layers;
+    p->n_ctx = es.n_ctx, p->n_batch = es.n_batch, p->n_seq = es.n_seq;
   }
   if (keep) *keep = e;
   else il_engine_free(e);

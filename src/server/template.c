@@ -59,7 +59,7 @@ il_status il_template_for_engine(const il_engine *e, const char *override, il_te
     return IL_OK;
   }
   il_gguf_str s = {0};
-  if (e->model->gguf && il_gguf_get_str(e->model->gguf, "tokenizer.chat_template", &s) == IL_OK) {
+  if (il_engine_model(e)->gguf && il_gguf_get_str(il_engine_model(e)->gguf, "tokenizer.chat_template", &s) == IL_OK) {
     if (il_template_detect(s.ptr, (size_t)s.len, out)) snprintf(how, how_cap, "from tokenizer.chat_template");
     else snprintf(how, how_cap, "default: tokenizer.chat_template matches no known family (set --chat-template)");
     return IL_OK;
