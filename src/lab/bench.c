@@ -1,6 +1,7 @@
 /* lab/bench: one point measured: load, warm-up, repetitions. See bench.h. */
 #include "lab/bench.h"
 #include "lab/plan.h"
+#include "lab/memmap.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -353,7 +354,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
       char id[32];
       snprintf(id, sizeof id, "memmap-%u", (unsigned)(r->batch * 1000 + r->prompt + r->gen));
       if (mf) {
-        if (il_caching_snapshot_svg(&snap, mf, id, 24) != IL_OK) il_error_clear();
+        if (il_memmap_svg(&snap, mf, id, 24) != IL_OK) il_error_clear();
         fclose(mf);
       }
       il_caching_snapshot_free(&snap);
