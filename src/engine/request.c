@@ -72,7 +72,7 @@ il_status il_request_new_tokens(il_engine *e, const int32_t *ids, int32_t n, con
   if (n >= e->n_ctx)
     return il_error(IL_ERR_RANGE, "prompt: %d tokens do not fit the context of %d (raise --ctx)", n, e->n_ctx);
   const int32_t nv = e->model->hp.n_vocab;
-  il_request *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
+  il_request *r = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *r, "request");
   if (!r) return IL_ERR_OOM;
   r->e = e;
   r->p = *p;

@@ -101,9 +101,10 @@ il_status il_memmap_write_json(const il_caching_snapshot *s, FILE *f, bool prett
 #define IL__SVG_ROW 16
 #define IL__SVG_GAP 6
 #define IL__SVG_TOP 50
+#define IL__SVG_LEGEND_ROW 7 /* legend entries per row, 105 px each */
 
-static const char *const il__cat_colors[IL_MEM_CATEGORY_COUNT] = {"#1f77b4", "#d62728", "#2ca02c",
-                                                                  "#ff7f0e", "#9467bd", "#8c564b"};
+static const char *const il__cat_colors[IL_MEM_CATEGORY_COUNT] = {
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#8c564b"};
 
 static void il__xml(FILE *f, const char *s) { il_xml_escape(f, s, false); }
 
@@ -120,7 +121,8 @@ il_status il_memmap_svg(const il_caching_snapshot *s, FILE *f, const char *id, i
   if (max_rows > 0 && rows > (size_t)max_rows) rows = (size_t)max_rows;
   size_t left_out = s->n_segments - rows;
   int body = (int)(rows ? rows : 1) * (IL__SVG_ROW + IL__SVG_GAP) + (left_out ? 18 : 0);
-  int h = IL__SVG_TOP + body + 34;
+  const int legend_rows = (IL_MEM_CATEGORY_COUNT + 1 + IL__SVG_LEGEND_ROW - 1) / IL__SVG_LEGEND_ROW; /* + free */
+  int h = IL__SVG_TOP + body + 34 + 18 * (legend_rows - 1);
   const il_caching_stats *st = &s->stats;
   char res[32], al[32], fr[32], lf[32], cap[32];
 
@@ -180,9 +182,10 @@ il_status il_memmap_svg(const il_caching_snapshot *s, FILE *f, const char *id, i
     y += 18;
   }
   y += 8;
-  int x = 8;
-  for (int c = 0; c <= IL_MEM_CATEGORY_COUNT; c++, x += 105) {
+  for (int c = 0; c <= IL_MEM_CATEGORY_COUNT; c++) {
     bool is_free = c == IL_MEM_CATEGORY_COUNT;
+    const int x = 8 + (c % IL__SVG_LEGEND_ROW) * 105;
+    if (c && c % IL__SVG_LEGEND_ROW == 0) y += 18;
     if (is_free)
       fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"url(#%s-free)\" stroke=\"#606060\" "
                  "stroke-width=\"0.5\"/>",

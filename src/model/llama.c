@@ -136,7 +136,7 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp) {
 il_status il_model_own(il_model *m, void *buf) {
   if (m->n_owned == m->cap_owned) {
     int64_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
-    void **p = il_mem_alloc(IL_MEM_OTHER, (size_t)cap * sizeof *p, "model bookkeeping");
+    void **p = il_mem_alloc(IL_MEM_MODEL, (size_t)cap * sizeof *p, "model bookkeeping");
     if (!p) {
       il_mem_free(buf); /* ownership passes even on failure, so callers never leak */
       return IL_ERR_OOM;
@@ -205,7 +205,7 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   m->tied_output = m->output.data == NULL;
   if (m->tied_output) m->output = m->tok_embd;
 
-  m->layers = il_mem_calloc(IL_MEM_OTHER, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
+  m->layers = il_mem_calloc(IL_MEM_MODEL, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
   if (!m->layers) return IL_ERR_OOM;
   char name[96];
 #define IL__N(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, l), name)
@@ -246,13 +246,13 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
 
 il_status il_model_open_gguf(const char *path, il_model **out) {
   *out = NULL;
-  il_model *m = il_mem_calloc(IL_MEM_OTHER, sizeof *m, "model");
+  il_model *m = il_mem_calloc(IL_MEM_MODEL, sizeof *m, "model");
   if (!m) return IL_ERR_OOM;
   il_status st = il_gguf_open(path, &m->gguf);
   if (st == IL_OK) st = il_hparams_from_gguf(m->gguf, &m->hp);
   if (st == IL_OK) {
     int64_t nt = il_gguf_tensor_count(m->gguf);
-    il_gguf_tensor *ts = il_mem_alloc(IL_MEM_OTHER, sizeof *ts * (size_t)(nt ? nt : 1), "tensor table");
+    il_gguf_tensor *ts = il_mem_alloc(IL_MEM_MODEL, sizeof *ts * (size_t)(nt ? nt : 1), "tensor table");
     st = ts ? il_model_own(m, ts) : IL_ERR_OOM;
     for (int64_t i = 0; st == IL_OK && i < nt; i++) ts[i] = *il_gguf_tensor_at(m->gguf, i);
     if (st == IL_OK) st = il_model_bind(m, ts, nt);
@@ -502,7 +502,7 @@ static il_status il__stream_init(il_model_dev *d, const il_model *m) {
     }
     d->slot_layer[s] = -1;
   }
-  il__streamer *st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "offload stream");
+  il__streamer *st = il_mem_calloc(IL_MEM_MODEL, sizeof *st, "offload stream");
   if (!st) return IL_ERR_OOM;
   st->d = d;
   st->layer = -1;
@@ -552,7 +552,7 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   } else {
     IL_TRY(il__place_mm(d, d->out_b, &m->output, &d->output));
   }
-  d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
+  d->layers = il_mem_calloc(IL_MEM_MODEL, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
   if (!d->layers) return IL_ERR_OOM;
   if (d->stream) IL_TRY(il__stream_init(d, m));
   for (int l = 0; l < hp->n_layer; l++) {
@@ -579,7 +579,7 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
   memset(d, 0, sizeof *d);
   d->model = m;
-  d->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
+  d->layer_b = il_mem_alloc(IL_MEM_MODEL, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
   if (!d->layer_b) return IL_ERR_OOM;
   d->embd_b = p && p->embd ? p->embd : b;
   d->out_b = p && p->out ? p->out : b;

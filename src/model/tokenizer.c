@@ -258,7 +258,7 @@ il_status il_tokenize_literal_alloc(const il_vocab *v, const char *text, size_t 
   *n_out = 0;
   il_status s = il__tokenize(v, text, len, add_special, parse_special, literal, n_literal, &res);
   if (s == IL_OK) {
-    int32_t *ids = il_mem_alloc(IL_MEM_OTHER, (res.n + 1) * sizeof *ids, "token ids");
+    int32_t *ids = il_mem_alloc(IL_MEM_TOKENIZER, (res.n + 1) * sizeof *ids, "token ids");
     if (!ids) s = IL_ERR_OOM;
     else {
       if (res.n) memcpy(ids, res.p, res.n * sizeof *ids);

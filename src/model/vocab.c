@@ -89,12 +89,12 @@ static il_status il__vocab_load_merges(il_vocab *v, int32_t n, const char *const
                                        const uint64_t *lens) {
   size_t total = 0;
   for (int32_t i = 0; i < n; i++) total += (size_t)lens[i] + 1;
-  v->merge_blob = il_mem_alloc(IL_MEM_OTHER, total + 1, "bpe merges");
-  v->merge_off = il_mem_alloc(IL_MEM_OTHER, ((size_t)n + 1) * sizeof *v->merge_off, "bpe merges");
-  v->merge_len = il_mem_alloc(IL_MEM_OTHER, ((size_t)n + 1) * sizeof *v->merge_len, "bpe merges");
-  v->merge_split = il_mem_alloc(IL_MEM_OTHER, ((size_t)n + 1) * sizeof *v->merge_split, "bpe merges");
+  v->merge_blob = il_mem_alloc(IL_MEM_TOKENIZER, total + 1, "bpe merges");
+  v->merge_off = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)n + 1) * sizeof *v->merge_off, "bpe merges");
+  v->merge_len = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)n + 1) * sizeof *v->merge_len, "bpe merges");
+  v->merge_split = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)n + 1) * sizeof *v->merge_split, "bpe merges");
   if (!v->merge_blob || !v->merge_off || !v->merge_len || !v->merge_split) return IL_ERR_OOM;
-  IL_TRY(il_strhash_init(&v->merge_ht, (size_t)n, IL_MEM_OTHER, "bpe merge index"));
+  IL_TRY(il_strhash_init(&v->merge_ht, (size_t)n, IL_MEM_TOKENIZER, "bpe merge index"));
   v->n_merges = n;
   size_t off = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -170,10 +170,10 @@ static il_status il__vocab_set_texts(il_vocab *v, const char *src, il__text_fn g
       for (size_t k = 0; k < l; k++) extra += p[k] == ' ' ? 2 : 0;
     total += (l ? l + extra : 24) + 1;
   }
-  v->blob = il_mem_alloc(IL_MEM_OTHER, total + 1, "vocabulary texts");
-  v->piece_blob = il_mem_alloc(IL_MEM_OTHER, total + 1, "vocabulary pieces");
+  v->blob = il_mem_alloc(IL_MEM_TOKENIZER, total + 1, "vocabulary texts");
+  v->piece_blob = il_mem_alloc(IL_MEM_TOKENIZER, total + 1, "vocabulary pieces");
   if (!v->blob || !v->piece_blob) return IL_ERR_OOM;
-  IL_TRY(il_strhash_init(&v->ht, (size_t)n, IL_MEM_OTHER, "vocabulary index"));
+  IL_TRY(il_strhash_init(&v->ht, (size_t)n, IL_MEM_TOKENIZER, "vocabulary index"));
   size_t off = 0;
   for (int32_t i = 0; i < n; i++) {
     const char *p;
@@ -315,10 +315,10 @@ static il_status il__vocab_build_specials(il_vocab *v) {
       nodes += v->len[i];
     }
   }
-  v->special = il_mem_alloc(IL_MEM_OTHER, ((size_t)ns + 1) * sizeof *v->special, "special tokens");
-  v->special_rank = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->special_rank, "special tokens");
+  v->special = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)ns + 1) * sizeof *v->special, "special tokens");
+  v->special_rank = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->special_rank, "special tokens");
   if (!v->special || !v->special_rank) return IL_ERR_OOM;
-  IL_TRY(il_trie_init(&v->trie, nodes, IL_MEM_OTHER, "special token trie"));
+  IL_TRY(il_trie_init(&v->trie, nodes, IL_MEM_TOKENIZER, "special token trie"));
   ns = 0;
   for (int32_t i = 0; i < n; i++) {
     v->special_rank[i] = -1;
@@ -437,18 +437,18 @@ static il_status il__vocab_finish(il_vocab *v, const char *general_name) {
 }
 
 static il_status il__vocab_alloc(int32_t n, il__vocab_kind kind, il_vocab **out) {
-  il_vocab *v = il_mem_calloc(IL_MEM_OTHER, sizeof *v, "vocabulary");
+  il_vocab *v = il_mem_calloc(IL_MEM_TOKENIZER, sizeof *v, "vocabulary");
   if (!v) return IL_ERR_OOM;
   v->kind = kind;
   v->n = n;
   v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = -1;
-  v->off = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->off, "vocabulary");
-  v->len = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->len, "vocabulary");
-  v->piece_len = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->piece_len, "vocabulary");
-  v->score = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof *v->score, "vocabulary");
-  v->attr = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof *v->attr, "vocabulary");
-  v->type = il_mem_calloc(IL_MEM_OTHER, (size_t)n, "vocabulary");
-  v->eog = il_mem_calloc(IL_MEM_OTHER, (size_t)n, "vocabulary");
+  v->off = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->off, "vocabulary");
+  v->len = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->len, "vocabulary");
+  v->piece_len = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->piece_len, "vocabulary");
+  v->score = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->score, "vocabulary");
+  v->attr = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->attr, "vocabulary");
+  v->type = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n, "vocabulary");
+  v->eog = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n, "vocabulary");
   *out = v;
   if (!v->off || !v->len || !v->piece_len || !v->score || !v->attr || !v->type || !v->eog)
     return IL_ERR_OOM;

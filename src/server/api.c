@@ -211,8 +211,8 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
     return IL__BAD("messages", "'messages' must be a non-empty array of {\"role\", \"content\"}");
   size_t n = json_array_size(msgs);
   if (n > 4096) return IL__BAD("messages", "'messages' has %zu entries; at most 4096", n);
-  il_chat_msg *m = il_mem_calloc(IL_MEM_OTHER, sizeof *m * n, "chat messages");
-  char **owned = il_mem_calloc(IL_MEM_OTHER, sizeof *owned * n, "chat messages");
+  il_chat_msg *m = il_mem_calloc(IL_MEM_SERVER, sizeof *m * n, "chat messages");
+  char **owned = il_mem_calloc(IL_MEM_SERVER, sizeof *owned * n, "chat messages");
   bool ok = m && owned;
   if (!ok) il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
   for (size_t i = 0; ok && i < n; i++) {
@@ -325,7 +325,7 @@ static bool il__prompt(const il_api *api, il_budget *b, json_t *p, int32_t **tok
       return IL__BAD("prompt", "'prompt[%zu]' must be a token id in [0, %d)", i, nv);
   }
   if (!il_budget_take(b, il__tokens_bytes(k))) return il__over(e, b, "the prompt's tokens");
-  *tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * k, "prompt tokens");
+  *tokens = il_mem_alloc(IL_MEM_SERVER, sizeof(int32_t) * k, "prompt tokens");
   if (!*tokens) {
     il_budget_give(b, il__tokens_bytes(k));
     il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -710,7 +710,7 @@ static void il__seg_move(il_api_stream *st, il_sbuf *from) {
 }
 
 static void il__body(il_api_stream *st, const il_sched_event *ev) {
-  st->body = il_mem_calloc(IL_MEM_OTHER, sizeof *st->body * IL__MAX_SEGS, "response segments");
+  st->body = il_mem_calloc(IL_MEM_SERVER, sizeof *st->body * IL__MAX_SEGS, "response segments");
   if (!st->body) {
     st->body_oom = true;
     return;
@@ -882,8 +882,8 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
   }
   il_api_stream *st = NULL;
   if (ok) {
-    st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "response stream");
-    il_api_choice *ch = il_mem_calloc(IL_MEM_OTHER, sizeof *ch * (size_t)p.n, "response choices");
+    st = il_mem_calloc(IL_MEM_SERVER, sizeof *st, "response stream");
+    il_api_choice *ch = il_mem_calloc(IL_MEM_SERVER, sizeof *ch * (size_t)p.n, "response choices");
     if (!st || !ch) {
       il_mem_free(st);
       il_mem_free(ch);
@@ -1063,7 +1063,7 @@ bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_budget 
   json_decref(o);
   il_jarena_end(&arena);
   if (!ok) return false;
-  il_api_gen *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "tokenize response");
+  il_api_gen *g = il_mem_calloc(IL_MEM_SERVER, sizeof *g, "tokenize response");
   if (!g) {
     il__tokens_free(b, tokens, n);
     return IL__OOM("starting the response");
@@ -1097,7 +1097,7 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_budge
   if (ok && !json_is_array(t)) ok = IL__BAD("tokens", "'tokens' must be an array of token ids");
   size_t n = ok ? json_array_size(t) : 0;
   if (ok && !il_budget_take(b, il__tokens_bytes(n))) ok = il__over(e, b, "the token ids");
-  int32_t *ids = ok ? il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
+  int32_t *ids = ok ? il_mem_alloc(IL_MEM_SERVER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
   if (ok && !ids) {
     il_budget_give(b, il__tokens_bytes(n));
     ok = IL__OOM("reading the token ids");
@@ -1112,7 +1112,7 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_budge
   il_jarena_end(&arena);
   if (ok) {
     size_t need = il_detokenize(il_engine_vocab(api->e), ids, n, false, NULL, 0);
-    char *text = il_budget_take(b, need + 64) ? il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text") : NULL;
+    char *text = il_budget_take(b, need + 64) ? il_mem_alloc(IL_MEM_SERVER, need + 1, "detokenized text") : NULL;
     if (!text && il_budget_over(b)) {
       ok = il__over(e, b, "the detokenized text");
     } else if (!text) {
