@@ -783,10 +783,9 @@ static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor 
   return IL_OK;
 }
 
-/* memeff first (what --attn auto takes): on an H200 (2026-12-01, gpu-check) it passed the op
- * test against the CPU and ran 1.6x faster than naive at decode and 2.8x at 64 query tokens
- * (Llama-3-8B heads, 32k positions), with no workspace; naive, the reference, takes head sizes
- * above 256. */
+/* memeff first (what --attn auto takes): it passes the op test against the CPU, needs no
+ * workspace and is faster than naive at decode and more so for many query tokens
+ * (docs/cuda.md#current-figures); naive, the reference, takes head sizes above 256. */
 static const il_attn_kernel il__attn[] = {
     {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
     {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
@@ -846,7 +845,7 @@ static void il__destroy(il_backend *b) {
   il__cu *c = il__cu_of(b);
   if (c) {
     /* an open that failed on a bad ordinal left nothing on a device: no cudaSetDevice then
-     * (compute-sanitizer reported that call's error on the first H200 run) */
+     * (compute-sanitizer reports that call's error) */
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) == cudaSuccess && c->dev >= 0 && c->dev < n_dev) (void)cudaSetDevice(c->dev);
     if (c->compute) (void)cudaStreamSynchronize(c->compute);
@@ -1014,9 +1013,8 @@ static il_status il__open_device(il__cu *c, size_t mem_limit) {
   c->count_host = (unsigned long long *)((uint8_t *)page + 128);
   IL_CUBLAS_CHECK(c, cublasCreate(&c->blas), "open", "cuBLAS handle");
   IL_CUBLAS_CHECK(c, cublasSetStream(c->blas, c->compute), "open", "cuBLAS handle");
-  /* matvec version 2 (dp4a) by default for Q8_0/Q4_0/Q4_1: on an H200 (2026-12-01, bench_cuda)
-   * it read 4-13x faster than version 1 and passed the op test against the CPU at 1e-4;
-   * IL_CUDA_MATVEC=1 keeps version 1 */
+  /* matvec version 2 (dp4a) by default for Q8_0/Q4_0/Q4_1: it reads several times faster than
+   * version 1 (bench_cuda, docs/cuda.md#current-figures); IL_CUDA_MATVEC=1 keeps version 1 */
   const char *mv = getenv("IL_CUDA_MATVEC");
   c->matvec_version = mv && !strcmp(mv, "1") ? 1 : 2;
   const char *nb = getenv("IL_CUDA_NO_CUBLAS");
