@@ -30,6 +30,7 @@
 #include "core/jsonw.h"
 #include "core/timer.h"
 #include "memory/caching.h"
+#include "lab/memmap.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -300,7 +301,7 @@ static trace_result replay(long steps, uint64_t seed, double rate, bool no_cache
     il_caching_snapshot snap;
     FILE *f = fopen(svg, "w");
     if (f && il_caching_snapshot_take(a, &snap) == IL_OK) {
-      il_caching_snapshot_svg(&snap, f, "trace-map", 0);
+      il_memmap_svg(&snap, f, "trace-map", 0);
       il_caching_snapshot_free(&snap);
     }
     if (f) fclose(f);

@@ -343,11 +343,11 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
   il_engine *e = NULL;
   CHECK(il_engine_open(&c, &e));
   const double t_open = il_time_now() - t0;
-  const size_t nv = (size_t)e->model->hp.n_vocab;
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
   const int vm = (int)nv - 1; /* token ids 1 .. n_vocab-1 */
   float *logits = malloc(nv * 4 * 32);
   il_batch_entry *b = malloc(sizeof *b * 32 * 512);
-  const double bytes = (double)il_model_dev_bytes(e->model);
+  const double bytes = (double)il_model_dev_bytes(il_engine_model(e));
   /* NVML sampling over this engine's runs (device 0 as NVML numbers it: one-GPU machines) */
   il_gpu_sampler *gs = NULL;
   if (il_gpu_sampler_start(NULL, 50, &gs) != IL_OK) {
@@ -410,9 +410,10 @@ static void bench_engine(const char *device, const char *wtype, double copy_gbs,
     il_gpu_sampler_stop(gs);
   }
   /* peak device memory by category over the whole run, from the device allocator */
-  if (e->backend->ops->allocator_stats) {
-    il_caching_stats cs;
-    e->backend->ops->allocator_stats(e->backend, &cs);
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  if (es.has_allocator) {
+    const il_caching_stats cs = es.alloc;
     char buf[32];
     printf("  device peak: reserved %s;", il_mem_format_bytes(cs.total.peak_reserved, buf, sizeof buf));
     il_jsonw_obj(&J);

@@ -25,6 +25,7 @@
 #include "sys/membw.h"
 #include "sys/pool.h"
 #include "engine/config.h"
+#include "core/timer.h"
 #include "engine/engine.h"
 #include "memory/mem.h"
 #include "model/export.h"
@@ -115,7 +116,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "open %s: %s\n", path, il_error_detail());
         return 1;
       }
-      const int32_t nv = e->model->hp.n_vocab;
+      const int32_t nv = il_engine_model(e)->hp.n_vocab;
       il_batch_entry *b = malloc(sizeof *b * (size_t)pp);
       float *logits = malloc(sizeof(float) * (size_t)nv);
       for (int i = 0; i < pp; i++) b[i] = (il_batch_entry){3 + (i * 7919) % (nv - 3), 0, i, i == pp - 1};
@@ -137,7 +138,7 @@ int main(int argc, char **argv) {
         dt = il_time_now() - t0;
         if (tg / dt > best_tg) best_tg = tg / dt;
       }
-      uint64_t bpt = il__bytes_per_token(e->model);
+      uint64_t bpt = il__bytes_per_token(il_engine_model(e));
       double roof = best_bw * 1e9 / (double)bpt;
       printf("| %s | %d | %.1f | %.2f | %.0f MB | %.2f | %.2f | %.2f | %.0f%% |\n", ty, thr[t], best_pp, best_tg,
              (double)bpt / 1e6, best_tg * (double)bpt / 1e9, best_bw, roof, 100.0 * best_tg / roof);

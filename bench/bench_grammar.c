@@ -19,6 +19,7 @@
 #include "engine/config.h"
 #include "engine/engine.h"
 #include "engine/grammar.h"
+#include "engine/request.h"
 #include "memory/mem.h"
 #include "probe/host.h"
 #include "probe/sysfs.h"
@@ -131,10 +132,12 @@ int main(int argc, char **argv) {
   const double decode_s = gs.gen_seconds / gs.n_gen;
   double t0 = il_time_now();
   il_grammar_vocab *tv = NULL;
-  if (il_grammar_vocab_new(e->vocab, &tv) != IL_OK) return 1;
+  if (il_grammar_vocab_new(il_engine_vocab(e), &tv) != IL_OK) return 1;
   const double index_s = il_time_now() - t0;
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
   printf("bench_grammar: %s, vocabulary %d tokens, trie %d nodes built in %.1f ms; CPU %s, %d threads\n", model,
-         il_vocab_size(e->vocab), il_grammar_vocab_nodes(tv), index_s * 1e3, cpu, e->info.threads);
+         il_vocab_size(il_engine_vocab(e)), il_grammar_vocab_nodes(tv), index_s * 1e3, cpu, es.device.threads);
   printf("decode step (baseline, this run): %.2f ms over %d tokens\n\n", decode_s * 1e3, gs.n_gen);
   printf("%-22s %8s %8s %8s %10s %8s %10s\n", "grammar", "mean_us", "p99_us", "max_us", "allowed", "restarts",
          "of_decode");
@@ -150,7 +153,7 @@ int main(int argc, char **argv) {
   for (int k = 0; st == IL_OK && k < 3; k++) {
     il_grammar *g = NULL;
     st = il_grammar_parse(texts[k], lens[k], labels[k], &g);
-    if (st == IL_OK) st = il__walk(labels[k], g, tv, il_vocab_size(e->vocab), steps, decode_s);
+    if (st == IL_OK) st = il__walk(labels[k], g, tv, il_vocab_size(il_engine_vocab(e)), steps, decode_s);
     il_grammar_free(g);
   }
   if (st != IL_OK) {

@@ -68,7 +68,7 @@ static il_status run(il_engine *e, int c, int n_prompt, int n_gen, int step_toke
   double t0 = il_time_now();
   for (int i = 0; st == IL_OK && i < c; i++) {
     /* a different prompt per request: no prefix is shared */
-    for (int k = 0; k < n_prompt; k++) prompt[k] = 1 + (int32_t)((i * 7919 + k * 104729) % (e->model->hp.n_vocab - 1));
+    for (int k = 0; k < n_prompt; k++) prompt[k] = 1 + (int32_t)((i * 7919 + k * 104729) % (il_engine_model(e)->hp.n_vocab - 1));
     il_sched_params p;
     const il_request_params rp = il_request_default_params();
     il_sched_params_from_request(&rp, &p);

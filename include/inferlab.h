@@ -90,13 +90,18 @@ IL_API void il_log_set(il_log_fn fn, void *ud);
 
 /* ---- memory -------------------------------------------------------------------------------- */
 
+/* What host and device bytes are for, as memory reports name them. */
 typedef enum {
   IL_MEM_WEIGHTS,
-  IL_MEM_KV,
+  IL_MEM_KV,          /* KV cache cells (their bookkeeping is other) */
   IL_MEM_ACTIVATIONS,
-  IL_MEM_WORKSPACE,
-  IL_MEM_STAGING,
-  IL_MEM_OTHER,
+  IL_MEM_WORKSPACE,   /* scratch of one operation (attention, matmul packing, a prompt batch) */
+  IL_MEM_STAGING,     /* host copies on their way to or from a device */
+  IL_MEM_MODEL,       /* model metadata and tables: GGUF index, tensor list, layers, conversion */
+  IL_MEM_TOKENIZER,   /* vocabulary, its indexes, merges, pre-tokenizer, token ids, detokenizers */
+  IL_MEM_SCHEDULER,   /* requests, sequence slots and sampling state of the engine's scheduler */
+  IL_MEM_SERVER,      /* HTTP connections, request bodies, responses, chat prompts */
+  IL_MEM_OTHER,       /* everything else: backends' records, doctor, the lab, the CLI */
   IL_MEM_CATEGORY_COUNT
 } il_mem_category;
 

@@ -21,6 +21,7 @@
 
 #include "harness.h"
 #include "memory/caching.h"
+#include "lab/memmap.h"
 
 #define MiB ((size_t)1 << 20)
 #define KiB ((size_t)1 << 10)
@@ -736,13 +737,13 @@ static void test_snapshot_files(void) {
   FILE *f = fopen(jpath, "w");
   IL_CHECK(f != NULL);
   if (f) {
-    IL_CHECK_OK(il_caching_snapshot_write_json(&s, f, true));
+    IL_CHECK_OK(il_memmap_write_json(&s, f, true));
     fclose(f);
   }
   f = fopen(spath, "w");
   IL_CHECK(f != NULL);
   if (f) {
-    IL_CHECK_OK(il_caching_snapshot_svg(&s, f, "map 1", 0));
+    IL_CHECK_OK(il_memmap_svg(&s, f, "map 1", 0));
     fclose(f);
   }
   if (system("python3 -c 'import json, xml.etree.ElementTree' 2>/dev/null") != 0) {
@@ -766,7 +767,7 @@ static void test_snapshot_files(void) {
     /* max_rows: one segment drawn, the rest announced */
     f = fopen(spath, "w");
     if (f) {
-      IL_CHECK_OK(il_caching_snapshot_svg(&s, f, "m2", 1));
+      IL_CHECK_OK(il_memmap_svg(&s, f, "m2", 1));
       fclose(f);
     }
     char *text = il_test_read_file(spath, NULL), want[64];
@@ -789,7 +790,7 @@ static void test_snapshot_files(void) {
   char *buf = NULL;
   size_t len = 0;
   FILE *m = open_memstream(&buf, &len);
-  IL_CHECK_OK(il_caching_snapshot_svg(&s, m, NULL, 0));
+  IL_CHECK_OK(il_memmap_svg(&s, m, NULL, 0));
   fclose(m);
   IL_CHECK(strstr(buf, "no segments reserved") != NULL);
   free(buf);

@@ -44,7 +44,7 @@ static void cfg(il_config *c, const char *device, const char *wtype) {
 
 static il_status decode(il_engine *e, float *out) {
   il_batch_entry b[N_PROMPT];
-  const size_t nv = (size_t)e->model->hp.n_vocab;
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
   for (int i = 0; i < N_PROMPT; i++) b[i] = (il_batch_entry){1 + 37 * i % 500, 0, i, true};
   IL_TRY(il_engine_decode(e, b, N_PROMPT, out));
   for (int i = 0; i < N_STEPS; i++) {
@@ -73,13 +73,14 @@ static void test_logits(const char *wtype, double tol, int min_same) {
     il_engine_free(gpu);
     return;
   }
-  const size_t nv = (size_t)cpu->model->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
+  const size_t nv = (size_t)il_engine_model(cpu)->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
   float *a = calloc(n, 4), *b = calloc(n, 4);
-  il_transfer_stats x0, x1;
+  il_engine_snapshot s0, s1;
   IL_CHECK_OK(decode(cpu, a));
-  gpu->backend->ops->transfers(gpu->backend, &x0);
+  il_engine_snapshot_get(gpu, IL_ENGINE_SNAP_ALL, &s0);
   IL_CHECK_OK(decode(gpu, b));
-  gpu->backend->ops->transfers(gpu->backend, &x1);
+  il_engine_snapshot_get(gpu, IL_ENGINE_SNAP_ALL, &s1);
+  const il_transfer_stats x0 = s0.transfers, x1 = s1.transfers;
   double num = 0, den = 0;
   int same_top = 0;
   for (size_t i = 0; i < n; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)a[i] * a[i];
@@ -118,21 +119,24 @@ static double nerr(const float *a, const float *b, size_t n) {
 static void test_offload(void) {
   il_engine *ref = open_placed(NULL, NULL, NULL);
   if (!ref) return;
-  const size_t nv = (size_t)ref->model->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
-  const int32_t n_layer = ref->model->hp.n_layer, n_embd = ref->model->hp.n_embd;
+  const size_t nv = (size_t)il_engine_model(ref)->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
+  const int32_t n_layer = il_engine_model(ref)->hp.n_layer, n_embd = il_engine_model(ref)->hp.n_embd;
   float *a = calloc(n, 4), *b = calloc(n, 4);
   IL_CHECK_OK(decode(ref, a));
   il_engine_free(ref);
 
   il_engine *e = open_placed(NULL, NULL, "stream");
   if (e) {
-    IL_CHECK(e->weights.stream);
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    IL_CHECK(es.stream);
     IL_CHECK_OK(decode(e, b));
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
     const int same = memcmp(a, b, n * 4) == 0;
     printf("cuda --offload stream: logits %s all-device (normalized error %.3g); %.1f MiB streamed\n",
-           same ? "equal" : "DIFFER FROM", nerr(a, b, n), (double)e->weights.streamed_bytes / (1 << 20));
+           same ? "equal" : "DIFFER FROM", nerr(a, b, n), (double)es.streamed_bytes / (1 << 20));
     IL_CHECK(same);
-    IL_CHECK(e->weights.streamed_bytes > 0);
+    IL_CHECK(es.streamed_bytes > 0);
     il_engine_free(e);
   }
   const struct {
@@ -146,16 +150,19 @@ static void test_offload(void) {
   for (size_t k = 0; k < sizeof mixes / sizeof mixes[0]; k++) {
     e = open_placed(mixes[k].ngl, mixes[k].place, NULL);
     if (!e) continue;
-    IL_CHECK(e->host != e->backend);
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    IL_CHECK(es.split);
     IL_CHECK_OK(decode(e, b));
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
     const double err = nerr(a, b, n);
     /* tokens that cross: the prompt once, then each step */
     const uint64_t want = (uint64_t)mixes[k].changes * 2 * (N_PROMPT + N_STEPS) * (uint64_t)n_embd * 4;
     printf("cuda -ngl %s --place %s: %d/%d layers on cuda, normalized error %.3g, residual moved %llu B (want %llu)\n",
-           mixes[k].ngl ? mixes[k].ngl : "all", mixes[k].place ? mixes[k].place : "-", e->n_dev_layers, n_layer, err,
-           (unsigned long long)e->fs.bytes_moved, (unsigned long long)want);
+           mixes[k].ngl ? mixes[k].ngl : "all", mixes[k].place ? mixes[k].place : "-", es.n_dev_layers, n_layer, err,
+           (unsigned long long)es.residual_bytes, (unsigned long long)want);
     IL_CHECK(err <= 1e-4);
-    IL_CHECK_INT(e->fs.bytes_moved, want);
+    IL_CHECK_INT(es.residual_bytes, want);
     il_engine_free(e);
   }
   free(a), free(b);
@@ -173,7 +180,7 @@ static void test_types(const char *kv_type, const char *dtype, double bound) {
     IL_CHECK_OK(il_engine_open(&c, i ? &gpu : &cpu));
   }
   if (cpu && gpu) {
-    const size_t nv = (size_t)cpu->model->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
+    const size_t nv = (size_t)il_engine_model(cpu)->hp.n_vocab, n = (N_PROMPT + N_STEPS) * nv;
     float *a = calloc(n, 4), *b = calloc(n, 4);
     IL_CHECK_OK(decode(cpu, a));
     IL_CHECK_OK(decode(gpu, b));
@@ -206,12 +213,13 @@ static void test_plan(const char *wtype) {
   if (e) {
     il_batch_entry b[64];
     for (int i = 0; i < 64; i++) b[i] = (il_batch_entry){1 + 37 * i % 500, 0, i, i == 63};
-    float *logits = calloc((size_t)e->model->hp.n_vocab, 4);
+    float *logits = calloc((size_t)il_engine_model(e)->hp.n_vocab, 4);
     IL_CHECK_OK(il_engine_decode(e, b, 64, logits));
     il_batch_entry one = {5, 0, 64, true};
     IL_CHECK_OK(il_engine_decode(e, &one, 1, logits));
-    il_caching_stats cs;
-    e->backend->ops->allocator_stats(e->backend, &cs);
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+    const il_caching_stats cs = es.alloc;
     printf("  run capped at %zu B: reserved peak %zu B (%.2f%% of the prediction)\n", cap, cs.total.peak_reserved,
            100.0 * (double)cs.total.peak_reserved / (double)cap);
     IL_CHECK(cs.total.peak_reserved <= cap);

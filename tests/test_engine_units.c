@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "engine/request.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "harness.h"

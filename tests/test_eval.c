@@ -37,14 +37,14 @@ static const char *text =
 static double direct_ppl(il_engine *e, int n_ctx) {
   int32_t *tok = NULL;
   size_t n = 0;
-  if (il_tokenize_alloc(e->vocab, text, strlen(text), true, false, &tok, &n) != IL_OK) return -1;
-  const int nv = e->model->hp.n_vocab, n_chunk = (int)n / n_ctx, first = n_ctx / 2;
+  if (il_tokenize_alloc(il_engine_vocab(e), text, strlen(text), true, false, &tok, &n) != IL_OK) return -1;
+  const int nv = il_engine_model(e)->hp.n_vocab, n_chunk = (int)n / n_ctx, first = n_ctx / 2;
   float *lg = malloc(sizeof(float) * (size_t)nv * (size_t)n_ctx);
   il_batch_entry *b = malloc(sizeof *b * (size_t)n_ctx);
   double nll = 0;
   long count = 0;
   for (int c = 0; c < n_chunk; c++) {
-    for (int k = 0; k < n_ctx; k++) b[k] = (il_batch_entry){k == 0 ? il_vocab_bos(e->vocab) : tok[c * n_ctx + k], 0, k, true};
+    for (int k = 0; k < n_ctx; k++) b[k] = (il_batch_entry){k == 0 ? il_vocab_bos(il_engine_vocab(e)) : tok[c * n_ctx + k], 0, k, true};
     if (il_engine_decode(e, b, n_ctx, lg) != IL_OK) return -1;
     for (int pos = first; pos < n_ctx - 1; pos++) {
       const float *row = lg + (size_t)pos * nv;

@@ -6,9 +6,10 @@
 #include "core/quant.h"
 #include "core/timer.h"
 #include "engine/config.h"
+#include "engine/request.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
-#include "engine/engine.h"
+#include "engine/engine_impl.h" /* white-box: reads the engine's own state */
 #include "engine/sampler.h"
 #include "harness.h"
 #include "memory/mem.h"

@@ -281,7 +281,7 @@ static void check_multi_sequence(void) {
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&cfg, &e));
   if (!e) return;
-  const int nv = e->model->hp.n_vocab;
+  const int nv = il_engine_model(e)->hp.n_vocab;
   const int seqs[3][5] = {{1, 40, 41, 42, 43}, {1, 100, 7, 9, 300}, {1, 5, 6}};
   const int lens[3] = {5, 5, 3};
   /* each alone, in sequence 0 */
@@ -337,15 +337,15 @@ static void check_builtin_tiny(void) {
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&cfg, &e));
   if (!e) return;
-  const il_hparams *hp = &e->model->hp;
+  const il_hparams *hp = &il_engine_model(e)->hp;
   ref_model rm;
   memset(&rm, 0, sizeof rm);
   rm.c = (ref_cfg){hp->n_vocab, hp->n_embd, hp->n_ff, hp->n_layer, hp->n_head, hp->n_head_kv, hp->n_rot,
                    hp->norm_eps, hp->rope_base, 1.0f, 0, 0, 0};
   IL_CHECK_INT(hp->n_head_kv * 2, hp->n_head); /* tiny is a GQA model */
-  rm.emb = tensor_f32(e->model, "token_embd.weight");
-  rm.out_norm = tensor_f32(e->model, "output_norm.weight");
-  rm.out = tensor_f32(e->model, "output.weight");
+  rm.emb = tensor_f32(il_engine_model(e), "token_embd.weight");
+  rm.out_norm = tensor_f32(il_engine_model(e), "output_norm.weight");
+  rm.out = tensor_f32(il_engine_model(e), "output.weight");
   int L = hp->n_layer, kv_dim = hp->n_head_kv * hp->head_dim;
   float **arr[12];
   const char *names[12] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_down", "ffn_up", 0, 0, 0};
@@ -356,7 +356,7 @@ static void check_builtin_tiny(void) {
     for (int l = 0; l < L; l++) {
       char name[64];
       snprintf(name, sizeof name, "blk.%d.%s.weight", l, names[f]);
-      arr[f][l] = tensor_f32(e->model, name);
+      arr[f][l] = tensor_f32(il_engine_model(e), name);
     }
   }
   rm.kc = calloc((size_t)L, sizeof(float *));
@@ -416,7 +416,7 @@ static void check_repack(const char *wtype, bool expect_copy, const char *device
     if (!e) return;
     il_mem_stats_get(&after);
     weights[r] = after.current[IL_MEM_WEIGHTS] - before.current[IL_MEM_WEIGHTS];
-    nv = e->model->hp.n_vocab;
+    nv = il_engine_model(e)->hp.n_vocab;
     lg[r] = calloc((size_t)(1 + N_STEP) * nv, sizeof(float));
     il_batch_entry b[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++) b[i] = (il_batch_entry){(i * 37 + 1) % nv, 0, i, i == N_PROMPT - 1};

@@ -176,15 +176,15 @@ static il_engine *open_tiny(void) {
 
 static void test_mask(il_engine *e) {
   il_grammar_vocab *tv = NULL;
-  IL_CHECK_OK(il_grammar_vocab_new(e->vocab, &tv));
+  IL_CHECK_OK(il_grammar_vocab_new(il_engine_vocab(e), &tv));
   IL_CHECK(il_grammar_vocab_nodes(tv) > 256);
   il_grammar *g = parse(JSON_GBNF);
   const char *prefixes[] = {"", "{", "{\"ab", "{\"a\": ", "{\"a\": [1, 2.5", "{\"a\": tr", "{\"a\": \"\xce", "{}"};
-  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) check_mask(g, tv, e->vocab, prefixes[i]);
+  for (size_t i = 0; i < sizeof prefixes / sizeof *prefixes; i++) check_mask(g, tv, il_engine_vocab(e), prefixes[i]);
   il_grammar_free(g);
   g = parse("root ::= [α-ω]+ \"!\"\n");
-  check_mask(g, tv, e->vocab, "");
-  check_mask(g, tv, e->vocab, "αβ\xcf");
+  check_mask(g, tv, il_engine_vocab(e), "");
+  check_mask(g, tv, il_engine_vocab(e), "αβ\xcf");
   il_grammar_free(g);
   il_grammar_vocab_free(tv);
 }
@@ -244,7 +244,7 @@ static void generate(il_engine *e, const il_grammar_vocab *tv, const char *gbnf,
 
 static void test_generate(il_engine *e) {
   il_grammar_vocab *tv = NULL;
-  IL_CHECK_OK(il_grammar_vocab_new(e->vocab, &tv));
+  IL_CHECK_OK(il_grammar_vocab_new(il_engine_vocab(e), &tv));
   /* a grammar with one finite language: every run ends on EOS inside it */
   const char *small = "root ::= (\"yes\" | \"no\" | \"maybe\") \" \" [0-9]{1,3} \".\"\n";
   for (uint64_t seed = 1; seed <= 6; seed++) generate(e, tv, small, seed == 1 ? 0.0f : 1.0f, seed, 64, true);
@@ -264,7 +264,7 @@ static void test_oom(il_engine *e) {
     il_grammar_vocab *tv = NULL;
     il_grammar_state *s = NULL;
     il_status st = il_grammar_parse(JSON_GBNF, strlen(JSON_GBNF), "oom", &g);
-    if (st == IL_OK) st = il_grammar_vocab_new(e->vocab, &tv);
+    if (st == IL_OK) st = il_grammar_vocab_new(il_engine_vocab(e), &tv);
     if (st == IL_OK) st = il_grammar_state_new(g, tv, &s);
     uint8_t allowed[(512 + 7) / 8];
     int32_t k = 0;

@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/engine_impl.h" /* white-box: reads the engine's own state */
 #include "harness.h"
 #include "memory/mem.h"
 

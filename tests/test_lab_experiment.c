@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/request.h"
 #include "harness.h"
 #include "lab/experiment.h"
 #include "memory/mem.h"

@@ -520,7 +520,8 @@ static void test_malformed(const char *dir) {
     }
     IL_CHECK(n_fail > 10);
     il_mem_stats_get(&after);
-    IL_CHECK_INT(after.current[IL_MEM_OTHER], before.current[IL_MEM_OTHER]);
+    IL_CHECK_INT(after.current[IL_MEM_MODEL] + after.current[IL_MEM_TOKENIZER] + after.current[IL_MEM_OTHER],
+                 before.current[IL_MEM_MODEL] + before.current[IL_MEM_TOKENIZER] + before.current[IL_MEM_OTHER]);
     remove(out);
   }
   /* nothing leaked */

@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/engine_impl.h" /* white-box: reads the engine's own state */
 #include "harness.h"
 #include "memory/mem.h"
 
@@ -38,7 +38,7 @@ static il_engine *open_with(const char *device, const char *ngl, const char *pla
 static uint64_t run(il_engine *e, float *out) {
   il_batch_entry b[N_TOK];
   for (int i = 0; i < N_TOK; i++) b[i] = (il_batch_entry){1 + i * 29 % 300, 0, i, true};
-  const size_t nv = (size_t)e->model->hp.n_vocab;
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
   IL_CHECK_OK(il_engine_decode(e, b, N_TOK - 2, out));
   for (int i = N_TOK - 2; i < N_TOK; i++) IL_CHECK_OK(il_engine_decode(e, &b[i], 1, out + (size_t)i * nv));
   return e->fs.bytes_moved;
@@ -48,7 +48,7 @@ static uint64_t run(il_engine *e, float *out) {
 static int switches(const il_engine *e) {
   int n = 0;
   const il_backend *cur = e->weights.embd_b;
-  for (int l = 0; l < e->model->hp.n_layer; l++) {
+  for (int l = 0; l < il_engine_model(e)->hp.n_layer; l++) {
     n += e->weights.layer_b[l] != cur;
     cur = e->weights.layer_b[l];
   }
@@ -137,9 +137,9 @@ static void test_auto(void) {
   /* builtin:tiny f32: about 13 MiB of weights in 4 layers plus embedding and output */
   il_engine *e = open_with("sim:10MiB", "auto", "");
   if (!e) return;
-  const int L = e->model->hp.n_layer, chosen = e->n_dev_layers;
+  const int L = il_engine_model(e)->hp.n_layer, chosen = e->n_dev_layers;
   IL_CHECK(e->n_dev_layers > 0 && e->n_dev_layers < L);
-  float *out = calloc((size_t)N_TOK * (size_t)e->model->hp.n_vocab, 4);
+  float *out = calloc((size_t)N_TOK * (size_t)il_engine_model(e)->hp.n_vocab, 4);
   run(e, out);
   size_t fr, tot;
   e->backend->ops->memory(e->backend, &fr, &tot);

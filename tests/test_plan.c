@@ -8,9 +8,12 @@
  * with IL_ERR_OOM. A configuration that does not fit gets fixes, and the first fix, applied,
  * runs on the device. Bad input: a missing model, an impossible device (sim:1KiB), a cpu device.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/oom.h"
 #include "harness.h"
 #include "lab/plan.h"
 
@@ -23,13 +26,13 @@ static il_status real_run(const il_config *cfg, const char *device, size_t *peak
   il_status st = il_engine_open(&c, &e);
   if (st != IL_OK) return st;
   il_batch_entry b[16];
-  const int n = e->n_ctx < 16 ? e->n_ctx : 16;
+  const int n = il_engine_n_ctx(e) < 16 ? il_engine_n_ctx(e) : 16;
   for (int i = 0; i < n; i++) b[i] = (il_batch_entry){1 + (i * 13) % 200, 0, i, i >= n - 5};
   st = il_engine_decode(e, b, n - 4, NULL);
   for (int i = n - 4; st == IL_OK && i < n; i++) st = il_engine_decode(e, &b[i], 1, NULL);
-  il_caching_stats cs;
-  e->backend->ops->allocator_stats(e->backend, &cs);
-  *peak = cs.total.peak_reserved + e->fixed_bytes;
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  *peak = es.alloc.total.peak_reserved + es.fixed_bytes;
   il_engine_free(e);
   return st;
 }
@@ -116,7 +119,9 @@ static void test_fixes(void) {
   snprintf(f.device, sizeof f.device, "sim:16MiB");
   il_engine *e = NULL;
   IL_CHECK_OK(il_engine_open(&f, &e));
-  if (e) IL_CHECK(e->n_ctx < 2048 || e->n_batch < 512 || e->n_dev_layers < e->model->hp.n_layer);
+  il_engine_snapshot es;
+  if (e) il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  if (e) IL_CHECK(es.n_ctx < 2048 || es.n_batch < 512 || es.n_dev_layers < es.n_layer);
   il_engine_free(e);
 }
 
@@ -143,6 +148,88 @@ static void test_kv_q8_fix(void) {
   IL_CHECK(measured <= p.capacity);
   printf("sim:32MiB ctx 8192: needs %zu; fix %d --kv-type q8_0 predicted %zu -> runs (device peak %zu)\n",
          p.peak_bytes, at, p.fixes[at].peak_bytes, measured);
+}
+
+/* Notes the engine logs ("context reduced to N ..."), counted. */
+static int n_ctx_notes;
+static void count_notes(void *ud, il_log_level level, const char *msg) {
+  (void)ud, (void)level;
+  if (strstr(msg, "context reduced to")) n_ctx_notes++;
+}
+
+/* run and plan propose the same first fix for the same job: run's report (its context sized
+ * for prompt + n, 256 here) and plan's (the default context, sized to the device as the engine
+ * would size it beside the weights) assume the same context and say which one; plan's checks
+ * pin that context, so the fix is not walked down to a smaller one (before: --gpu-layers 0
+ * from plan against 2 from run on sim:10MiB). plan logs the context note at most once. */
+static void test_run_and_plan_agree(void) {
+  const char *devs[] = {"sim:8MiB", "sim:10MiB", "sim:12MiB"};
+  for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++) {
+    il_config c;
+    il_config_defaults(&c);
+    snprintf(c.device, sizeof c.device, "%s", devs[i]);
+    il_config run = c;
+    run.ctx = 256, run.ctx_is_hint = true; /* what run sizes for a short prompt and -n 4 */
+    il_engine *e = NULL;
+    IL_CHECK_INT(il_engine_open(&run, &e), IL_ERR_OOM);
+    il_engine_free(e);
+    il_oom_report r;
+    IL_CHECK(il_oom_report_last(&r));
+    IL_CHECK(r.n_fixes >= 1);
+    IL_CHECK_INT(r.n_ctx, 256);
+    IL_CHECK_INT(r.ctx_from, IL_OOM_CTX_SIZED);
+    IL_CHECK(strstr(il_error_detail(), "at ctx 256 (sized for the prompt") != NULL);
+    n_ctx_notes = 0;
+    il_log_set(count_notes, NULL);
+    il_plan p;
+    IL_CHECK_OK(il_plan_run(&c, &p));
+    il_log_set(NULL, NULL);
+    IL_CHECK(!p.fits);
+    IL_CHECK(p.n_fixes >= 1);
+    IL_CHECK_INT(p.ctx_from, IL_OOM_CTX_DEFAULT);
+    IL_CHECK_INT(p.n_ctx, 256);
+    IL_CHECK(n_ctx_notes <= 1);
+    if (r.n_fixes < 1 || p.n_fixes < 1) continue;
+    printf("%s: run's first fix --%s %s, plan's --%s %s (ctx %d); %d context notes in %d dry runs\n", devs[i],
+           r.fixes[0].option, r.fixes[0].value, p.fixes[0].option, p.fixes[0].value, p.n_ctx, n_ctx_notes, p.dry_runs);
+    IL_CHECK_STR(p.fixes[0].option, r.fixes[0].option);
+    IL_CHECK_STR(p.fixes[0].value, r.fixes[0].value);
+    /* the printed run line names where the context comes from */
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    il_plan_print(&p, f);
+    fclose(f);
+    IL_CHECK(strstr(txt, "ctx 256 is the model's default context") != NULL);
+    free(txt);
+  }
+}
+
+/* A run larger than the device is capacity, even where the allocator's own test (its cached
+ * free bytes would hold the request, no block does) says fragmentation: builtin:tiny (13 MiB
+ * of f32 weights) on devices from 4 to 13 MiB. Before, some of these said fragmentation. */
+static void test_oom_cause(void) {
+  int n_oom = 0, n_alloc_frag = 0;
+  for (size_t kib = 4096; kib <= 13 * 1024; kib += 128) {
+    il_config c;
+    il_config_defaults(&c);
+    snprintf(c.device, sizeof c.device, "sim:%zuKiB", kib);
+    c.ctx = 256, c.ctx_is_hint = true;
+    il_engine *e = NULL;
+    il_status st = il_engine_open(&c, &e);
+    il_engine_free(e);
+    il_oom_report r;
+    if (st != IL_ERR_OOM || !il_oom_report_last(&r)) continue;
+    n_oom++;
+    n_alloc_frag += r.failure.fragmentation;
+    IL_CHECK(r.need_total > r.capacity);
+    IL_CHECK(!r.fragmentation);
+    IL_CHECK(strstr(il_error_detail(), "cause: capacity") != NULL);
+  }
+  printf("builtin:tiny on 4-13 MiB: %d out of memory, %d where the allocator alone said fragmentation; all capacity\n",
+         n_oom, n_alloc_frag);
+  IL_CHECK(n_oom > 20);
+  IL_CHECK(n_alloc_frag >= 1); /* the case the classification is about occurred */
 }
 
 static void test_errors(void) {
@@ -174,6 +261,8 @@ int main(void) {
   IL_CHECK_INT(n_within, n_checked);
   test_fixes();
   test_kv_q8_fix();
+  test_run_and_plan_agree();
+  test_oom_cause();
   test_errors();
   (void)worst_under;
   return il_test_finish();

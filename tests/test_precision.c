@@ -17,7 +17,7 @@
  */
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/engine_impl.h" /* white-box: reads the engine's own state */
 #include "engine/oom.h"
 #include "format/gguf.h"
 #include "harness.h"

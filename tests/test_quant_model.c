@@ -94,7 +94,7 @@ static void test_q4_k_m_bytes(void) {
   snprintf(cfg.model, sizeof cfg.model, "builtin:tiny");
   IL_CHECK_OK(il_engine_open(&cfg, &f));
   if (e && f) {
-    const int32_t nv = e->model->hp.n_vocab;
+    const int32_t nv = il_engine_model(e)->hp.n_vocab;
     il_batch_entry b[4];
     for (int i = 0; i < 4; i++) b[i] = (il_batch_entry){1 + 37 * i, 0, i, true};
     float *la = malloc(sizeof(float) * 4 * (size_t)nv), *lb = malloc(sizeof(float) * 4 * (size_t)nv);

@@ -7,6 +7,7 @@
  * long prompt does not stall a running stream.
  */
 #include "engine/engine.h"
+#include "engine/request.h"
 #include "engine/sched.h"
 #include "harness.h"
 #include "memory/mem.h"
@@ -364,7 +365,7 @@ static void test_chunked_prefill(void) {
   int32_t *p1 = NULL;
   int32_t n1 = prompt_of(e, 0, &p1);
   int32_t big[200];
-  for (int i = 0; i < 200; i++) big[i] = 1 + (i * 7) % (e->model->hp.n_vocab - 1);
+  for (int i = 0; i < 200; i++) big[i] = 1 + (i * 7) % (il_engine_model(e)->hp.n_vocab - 1);
   il_sched *s = NULL;
   il_sched_opts o = {.max_queue = 4, .step_tokens = 16};
   IL_CHECK_OK(il_sched_new(e, &o, &s));
@@ -384,7 +385,45 @@ static void test_chunked_prefill(void) {
   il_engine_free(e);
 }
 
+/* The host memory categories a user reads: opening the engine counts the model's tables under
+ * model and the vocabulary under tokenizer; the scheduler's slots and a request under
+ * scheduler; each goes back to where it was when its owner is freed. */
+static void test_categories(void) {
+  const char *names[IL_MEM_CATEGORY_COUNT];
+  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) {
+    names[c] = il_mem_category_name((il_mem_category)c);
+    for (int d = 0; d < c; d++) IL_CHECK(strcmp(names[c], names[d]) != 0);
+  }
+  IL_CHECK_STR(names[IL_MEM_TOKENIZER], "tokenizer");
+  IL_CHECK_STR(names[IL_MEM_SCHEDULER], "scheduler");
+  IL_CHECK_STR(names[IL_MEM_SERVER], "server");
+  IL_CHECK_STR(names[IL_MEM_MODEL], "model");
+  il_mem_stats m0, m1, m2, m3;
+  il_mem_stats_get(&m0);
+  il_engine *e = open_engine(2);
+  if (!e) return;
+  il_mem_stats_get(&m1);
+  IL_CHECK(m1.current[IL_MEM_MODEL] > m0.current[IL_MEM_MODEL]);
+  IL_CHECK(m1.current[IL_MEM_TOKENIZER] > m0.current[IL_MEM_TOKENIZER]);
+  IL_CHECK_INT(m1.current[IL_MEM_SCHEDULER], m0.current[IL_MEM_SCHEDULER]);
+  IL_CHECK_INT(m1.current[IL_MEM_SERVER], m0.current[IL_MEM_SERVER]);
+  il_sched *s = NULL;
+  IL_CHECK_OK(il_sched_new(e, NULL, &s));
+  il_mem_stats_get(&m2);
+  IL_CHECK(m2.current[IL_MEM_SCHEDULER] > m1.current[IL_MEM_SCHEDULER]);
+  printf("categories: model %zu B, tokenizer %zu B after open; scheduler %zu B after il_sched_new\n",
+         m1.current[IL_MEM_MODEL] - m0.current[IL_MEM_MODEL], m1.current[IL_MEM_TOKENIZER] - m0.current[IL_MEM_TOKENIZER],
+         m2.current[IL_MEM_SCHEDULER] - m1.current[IL_MEM_SCHEDULER]);
+  il_sched_free(s);
+  il_engine_free(e);
+  il_mem_stats_get(&m3);
+  IL_CHECK_INT(m3.current[IL_MEM_MODEL], m0.current[IL_MEM_MODEL]);
+  IL_CHECK_INT(m3.current[IL_MEM_TOKENIZER], m0.current[IL_MEM_TOKENIZER]);
+  IL_CHECK_INT(m3.current[IL_MEM_SCHEDULER], m0.current[IL_MEM_SCHEDULER]);
+}
+
 int main(void) {
+  test_categories();
   test_batched_equals_alone();
   test_matches_run_loop();
   test_stop_n_cancel_admission();
@@ -393,6 +432,8 @@ int main(void) {
   test_prefix_fork("contiguous");
   il_mem_stats ms;
   il_mem_stats_get(&ms);
-  IL_CHECK_INT(ms.current[IL_MEM_OTHER] + ms.current[IL_MEM_STAGING] + ms.current[IL_MEM_WORKSPACE], 0);
+  IL_CHECK_INT(ms.current[IL_MEM_OTHER] + ms.current[IL_MEM_SCHEDULER] + ms.current[IL_MEM_TOKENIZER] +
+                   ms.current[IL_MEM_STAGING] + ms.current[IL_MEM_WORKSPACE],
+               0);
   return il_test_finish();
 }

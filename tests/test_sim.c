@@ -13,6 +13,7 @@
 
 #include "backend/registry.h"
 #include "engine/engine.h"
+#include "engine/kv.h"
 #include "engine/oom.h"
 #include "harness.h"
 #include "memory/mem.h"
@@ -29,7 +30,7 @@ static il_status decode_some(il_engine *e, float *out) {
   const int toks[8] = {1, 50, 60, 70, 80, 90, 100, 110};
   il_batch_entry b[5];
   for (int i = 0; i < 5; i++) b[i] = (il_batch_entry){toks[i], 0, i, true};
-  const size_t nv = (size_t)e->model->hp.n_vocab;
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
   IL_TRY(il_engine_decode(e, b, 5, out));
   for (int i = 5; i < 8; i++) {
     il_batch_entry one = {toks[i], 0, i, true};
@@ -48,23 +49,24 @@ static void test_same_logits(void) {
   c.logits_all = true;
   IL_CHECK_OK(il_engine_open(&c, &sim));
   if (!cpu || !sim) return;
-  const size_t nv = (size_t)cpu->model->hp.n_vocab;
+  const size_t nv = (size_t)il_engine_model(cpu)->hp.n_vocab;
   float *a = calloc(8 * nv, 4), *b = calloc(8 * nv, 4);
   IL_CHECK_OK(decode_some(cpu, a));
-  il_transfer_stats x0, x1;
-  sim->backend->ops->transfers(sim->backend, &x0);
+  il_engine_snapshot s0, s1;
+  il_engine_snapshot_get(sim, IL_ENGINE_SNAP_ALL, &s0);
   IL_CHECK_OK(decode_some(sim, b));
-  sim->backend->ops->transfers(sim->backend, &x1);
+  il_engine_snapshot_get(sim, IL_ENGINE_SNAP_ALL, &s1);
+  const il_transfer_stats x0 = s0.transfers, x1 = s1.transfers;
   IL_CHECK(memcmp(a, b, 8 * nv * 4) == 0);
   /* per pass: one upload of 4 int32 per entry; one download of the logits rows */
   IL_CHECK_INT(x1.upload_bytes - x0.upload_bytes, (5 + 3) * 16);
   IL_CHECK_INT(x1.n_uploads - x0.n_uploads, 4);
   IL_CHECK_INT(x1.download_bytes - x0.download_bytes, 8 * nv * 4);
   /* the weights live on the device, counted under weights */
-  il_mem_stats st;
-  il_mem_space_stats(sim->backend->space, &st);
-  IL_CHECK(st.current[IL_MEM_WEIGHTS] >= il_model_dev_bytes(sim->model));
-  IL_CHECK(st.current[IL_MEM_KV] >= il_kv_cache_bytes(&sim->model->hp, 64, 1, &sim->kv_opts) - 64);
+  const il_mem_stats st = s1.mem;
+  const il_kv_opts ko = {.type = s1.kv_type, .block = s1.kv_paged ? s1.kv_block : 0};
+  IL_CHECK(st.current[IL_MEM_WEIGHTS] >= il_model_dev_bytes(il_engine_model(sim)));
+  IL_CHECK(st.current[IL_MEM_KV] >= il_kv_cache_bytes(&il_engine_model(sim)->hp, 64, 1, &ko) - 64);
   printf("cpu == sim logits (8 positions, bitwise); device holds %zu bytes of weights\n", st.current[IL_MEM_WEIGHTS]);
   free(a), free(b);
   il_engine_free(cpu);
@@ -110,8 +112,9 @@ static void test_oom_fix(const char *device, int ctx, int batch, int n_seq) {
   IL_CHECK_OK(il_engine_open(&c, &e));
   if (!e) return;
   IL_CHECK_OK(decode_some(e, NULL));
-  il_mem_stats ms;
-  il_mem_space_stats(e->backend->space, &ms);
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  const il_mem_stats ms = es.mem;
   /* the prediction is never below what the run reserved at its peak */
   IL_CHECK(r.fixes[0].predicted >= ms.total_peak);
   IL_CHECK(ms.total_peak <= r.capacity);

@@ -673,6 +673,7 @@ int main(void) {
   il_mem_stats st;
   il_mem_stats_get(&st);
   IL_CHECK_INT(st.current[IL_MEM_WORKSPACE], 0); /* every scratch buffer was given back */
+  IL_CHECK_INT(st.current[IL_MEM_TOKENIZER], 0);
   IL_CHECK_INT(st.current[IL_MEM_OTHER], 0);
   return il_test_finish();
 }

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 
 #include "engine/config.h"
+#include "engine/request.h"
 
 typedef struct {
   const char *name;   /* long name, without -- */

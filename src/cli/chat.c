@@ -168,18 +168,18 @@ int il_cli_chat(int argc, char **argv) {
     size_t tl = 0, nt = 0;
     int32_t *tokens = NULL;
     st = il_template_render(kind, msgs, n_msgs, true, &text, &tl);
-    if (st == IL_OK) st = il_tokenize_alloc(e->vocab, text, tl, !req.p.no_bos, true, &tokens, &nt);
+    if (st == IL_OK) st = il_tokenize_alloc(il_engine_vocab(e), text, tl, !req.p.no_bos, true, &tokens, &nt);
     il_mem_free(text);
     if (st != IL_OK) break;
     il_sched_params p;
     il_sched_params_from_request(&req.p, &p);
-    int32_t room = e->n_ctx - (int32_t)nt;
+    int32_t room = il_engine_n_ctx(e) - (int32_t)nt;
     p.max_tokens = req.p.n_predict > 0 && req.p.n_predict < room ? req.p.n_predict : room;
     il__turn t = {0};
     double t0 = il_time_now();
     if (room < 1) {
       fprintf(stderr, "inferlab chat: the conversation (%zu tokens) fills the context of %d; /reset to go on\n", nt,
-              e->n_ctx);
+              il_engine_n_ctx(e));
       il_mem_free(own[--n_msgs]);
       il_mem_free(tokens);
       continue;

@@ -54,7 +54,7 @@ static bool il__parse_ids(const char *s, int32_t n_vocab, int32_t **ids, size_t 
     }
     if (*n == *cap) {
       size_t nc = *cap ? *cap * 2 : 256;
-      int32_t *nb = il_mem_alloc(IL_MEM_OTHER, nc * sizeof *nb, "token ids");
+      int32_t *nb = il_mem_alloc(IL_MEM_TOKENIZER, nc * sizeof *nb, "token ids");
       if (!nb) {
         il_cli_fail("detokenize", IL_ERR_OOM);
         return false;
@@ -99,11 +99,11 @@ int il_cli_detokenize(int argc, char **argv) {
   for (int i = 0; i < n_pos && ok; i++) {
     if (strcmp(pos[i], "-") == 0) {
       size_t bl = 0, bc = 4096;
-      char *buf = il_mem_alloc(IL_MEM_OTHER, bc, "token ids");
+      char *buf = il_mem_alloc(IL_MEM_TOKENIZER, bc, "token ids");
       int c;
       while (buf && (c = getchar()) != EOF) {
         if (bl + 1 == bc) {
-          char *nb = il_mem_alloc(IL_MEM_OTHER, bc * 2, "token ids");
+          char *nb = il_mem_alloc(IL_MEM_TOKENIZER, bc * 2, "token ids");
           if (nb) memcpy(nb, buf, bl);
           il_mem_free(buf);
           buf = nb;
@@ -136,7 +136,7 @@ int il_cli_detokenize(int argc, char **argv) {
     return IL_EXIT_USAGE;
   }
   size_t need = il_detokenize(v, ids, n, special, NULL, 0);
-  char *text = il_mem_alloc(IL_MEM_OTHER, need + 1, "text");
+  char *text = il_mem_alloc(IL_MEM_TOKENIZER, need + 1, "text");
   if (!text) {
     il_mem_free(ids);
     il_vocab_free(v);

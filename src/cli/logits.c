@@ -90,9 +90,9 @@ int il_cli_logits(int argc, char **argv) {
   cfg.logits_all = true; /* every position's logits: passes of --batch entries, not one row per sequence */
   il_status st = il_engine_open(&cfg, &e);
   if (st == IL_OK && !ids) st = il_engine_tokenize(e, req.prompt, !req.p.no_bos, !req.p.no_parse_special, &ids, &n);
-  if (st == IL_OK && n > e->n_ctx)
-    st = il_error(IL_ERR_RANGE, "%d tokens do not fit the context of %d (raise --ctx)", n, e->n_ctx);
-  const size_t nv = st == IL_OK ? (size_t)e->model->hp.n_vocab : 0;
+  if (st == IL_OK && n > il_engine_n_ctx(e))
+    st = il_error(IL_ERR_RANGE, "%d tokens do not fit the context of %d (raise --ctx)", n, il_engine_n_ctx(e));
+  const size_t nv = st == IL_OK ? (size_t)il_engine_model(e)->hp.n_vocab : 0;
   for (int32_t i = 0; st == IL_OK && i < n; i++)
     if (ids[i] >= (int32_t)nv) st = il_error(IL_ERR_INVALID_ARG, "--tokens: entry %d: id %d is outside the vocabulary [0, %zu)", i + 1, ids[i], nv);
   il_batch_entry *batch = NULL;

@@ -13,7 +13,9 @@ static void il__plan_help(void) {
          "touched); says whether it fits the device and with what margin; and when it does not,\n"
          "the single option changes that make it fit, each checked by a dry run of its own, best\n"
          "first. peak is the smallest sim: device that runs the job (a 3%% smaller one does not).\n"
-         "--fit on run and bench applies the first fix by itself.\n\noptions:\n");
+         "--fit on run and bench applies the first fix by itself.\n"
+         "Without --ctx it plans the engine's default context, sized to the device (it says so);\n"
+         "run sizes its context for its prompt and -n instead: give --ctx to plan that run.\n\noptions:\n");
   printf("  %-24s %s\n", "    --json", "one JSON document (peak_bytes, fits, by_category, fixes, ...)");
   il_cli_print_options(stdout, "model,wtype,device,ctx,batch,n-seq,kv-type,kv,kv-block,attn,gpu-layers,place,threads");
   printf("\nexamples:\n"

@@ -11,6 +11,7 @@
 #include "core/outfile.h"
 #include "engine/engine.h"
 #include "engine/grammar.h"
+#include "engine/request.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
 #include "server/schema.h"
@@ -38,15 +39,13 @@ static void il__run_help(void) {
 }
 
 /* Device memory of a backend that is not the host (sim, cuda): the allocator's view. */
-static void il__print_device_memory(FILE *f, il_engine *e) {
-  if (e->info.host_visible || !e->backend->ops->allocator_stats) return;
-  il_caching_stats cs;
-  e->backend->ops->allocator_stats(e->backend, &cs);
-  il_transfer_stats xs = {0};
-  if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &xs);
+static void il__print_device_memory(FILE *f, const il_engine_snapshot *es) {
+  if (es->device.host_visible || !es->has_allocator) return;
+  const il_caching_stats cs = es->alloc;
+  const il_transfer_stats xs = es->transfers;
   char a[32], b[32], c[32], d[32];
   fprintf(f, "device %s (peak): reserved %s, allocated %s; fragmentation %.0f%%; copied %s up, %s down\n",
-          e->info.name, il_mem_format_bytes(cs.total.peak_reserved, a, sizeof a),
+          es->device.name, il_mem_format_bytes(cs.total.peak_reserved, a, sizeof a),
           il_mem_format_bytes(cs.total.peak_allocated, b, sizeof b), 100 * cs.fragmentation,
           il_mem_format_bytes((size_t)xs.upload_bytes, c, sizeof c), il_mem_format_bytes((size_t)xs.download_bytes, d, sizeof d));
   fprintf(f, "  by category (peak allocated):");
@@ -154,7 +153,7 @@ static il_status il__generate_grammar(il_engine *e, const int32_t *prompt, int32
   il_grammar_vocab *tv = NULL;
   il_grammar_state *gs = NULL;
   il_request *r = NULL;
-  il_status st = il_grammar_vocab_new(e->vocab, &tv);
+  il_status st = il_grammar_vocab_new(il_engine_vocab(e), &tv);
   if (st == IL_OK) st = il_grammar_state_new(g, tv, &gs);
   if (st == IL_OK) st = il_request_new_tokens(e, prompt, n_prompt, p, &r);
   if (st == IL_OK) st = il_request_set_grammar(r, gs);
@@ -253,29 +252,31 @@ int il_cli_run(int argc, char **argv) {
     printf("\n");
   }
   if (st == IL_OK) {
-    fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", e->model->name,
-            il_dtype_name(e->model->main_type), (double)e->model->n_params / 1e6, e->info.threads,
-            e->n_ctx, e->load_seconds);
+    const il_model *m = il_engine_model(e);
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    fprintf(stderr, "\nmodel: %s (%s, %.1fM params), %d threads, ctx %d, loaded in %.2f s\n", m->name,
+            il_dtype_name(m->main_type), (double)m->n_params / 1e6, es.device.threads, es.n_ctx, es.load_seconds);
     const bool auto_attn = !strcmp(cfg.attn, "auto");
-    fprintf(stderr, "device: %s; %d/%d layers%s%s on it; attention %s%s; kv %s %s\n", e->info.name, e->n_dev_layers,
-            e->model->hp.n_layer, e->embd_dev ? ", token_embd" : "", e->out_dev ? ", output" : "", e->attn->name,
-            auto_attn ? " (auto)" : "", e->kv.paged ? "paged" : "contiguous", il_dtype_name(e->kv.type));
-    if (e->host != e->backend)
-      fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)e->fs.bytes_moved / 1024);
-    if (e->weights.stream)
+    fprintf(stderr, "device: %s; %d/%d layers%s%s on it; attention %s%s; kv %s %s\n", es.device.name, es.n_dev_layers,
+            es.n_layer, es.embd_dev ? ", token_embd" : "", es.out_dev ? ", output" : "", es.attn,
+            auto_attn ? " (auto)" : "", es.kv_paged ? "paged" : "contiguous", il_dtype_name(es.kv_type));
+    if (es.split)
+      fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)es.residual_bytes / 1024);
+    if (es.stream)
       fprintf(stderr, "  --offload stream: layer weights stay in host memory; %.1f MiB copied through two device slots\n",
-              (double)e->weights.streamed_bytes / (1 << 20));
-    if (auto_attn && *e->attn_why) fprintf(stderr, "  auto skipped: %s\n", e->attn_why);
+              (double)es.streamed_bytes / (1 << 20));
+    if (auto_attn && *es.attn_why) fprintf(stderr, "  auto skipped: %s\n", es.attn_why);
     if (cfg.check_numerics) {
-      if (e->fs.bad_layer >= 0)
-        fprintf(stderr, "numerics: inf/nan first at %s of layer %d (%lld values)%s\n", e->fs.bad_block, e->fs.bad_layer,
-                (long long)e->fs.bad_count,
-                e->act_type == IL_DTYPE_F16 ? "; f16 overflows beyond 65504: --dtype bf16 keeps f32's range" : "");
+      if (es.bad_layer >= 0)
+        fprintf(stderr, "numerics: inf/nan first at %s of layer %d (%lld values)%s\n", es.bad_block, es.bad_layer,
+                (long long)es.bad_count,
+                es.act_type == IL_DTYPE_F16 ? "; f16 overflows beyond 65504: --dtype bf16 keeps f32's range" : "");
       else
         fprintf(stderr, "numerics: no inf/nan; largest |activation| %.4g at %s of layer %d (activations %s%s)\n",
-                (double)e->fs.max_abs, e->fs.max_abs_op ? e->fs.max_abs_op : "-", e->fs.max_abs_layer,
-                il_dtype_name(e->act_type),
-                e->act_type == IL_DTYPE_F16 && e->fs.max_abs > 32768 ? ", close to f16's 65504" : "");
+                (double)es.max_abs, es.max_abs_op[0] ? es.max_abs_op : "-", es.max_abs_layer,
+                il_dtype_name(es.act_type),
+                es.act_type == IL_DTYPE_F16 && es.max_abs > 32768 ? ", close to f16's 65504" : "");
     }
     fprintf(stderr, "prompt:     %5d tokens in %8.3f s (%8.2f tokens/s)\n", gs.n_prompt, gs.prompt_seconds,
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
@@ -283,7 +284,7 @@ int il_cli_run(int argc, char **argv) {
             gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
     il_cli_print_memory(stderr);
     il__print_memory_totals(stderr);
-    il__print_device_memory(stderr, e);
+    il__print_device_memory(stderr, &es);
     il_startup_print(il_engine_startup(e), stderr, "");
     if (startup_json) st = il_cli_write_startup_json(startup_json, il_engine_startup(e));
   }

@@ -243,12 +243,14 @@ int il_cli_serve(int argc, char **argv) {
     il_engine_free(e);
     return code;
   }
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
   const il_startup *su = il_engine_startup(e);
   il_startup_print(su, stderr, "inferlab serve: ");
   char verdict[512];
   const il_startup_phase_id dom = il_startup_verdict(su, verdict, sizeof verdict);
   fprintf(stderr, "inferlab serve: ready: %s on %s, %d slots x %d tokens, %s%s; started in %.3f s (%s %.0f%%%s)\n",
-          cfg.model, e->info.name, e->n_seq, e->n_ctx, il_server_template_note(srv),
+          cfg.model, es.device.name, es.n_seq, es.n_ctx, il_server_template_note(srv),
           cfg.repack ? ", weights repacked (--repack)" : "", il_startup_total(su), il_startup_phase_name(dom),
           il_startup_total(su) > 0 ? 100 * su->phase[dom].seconds / il_startup_total(su) : 0.0,
           cfg.preload ? ", preloaded" : "");

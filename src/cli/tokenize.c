@@ -112,7 +112,7 @@ int il_cli_tokenize(int argc, char **argv) {
     if (rs != IL_OK) return il_cli_fail("tokenize", rs);
   } else {
     for (int i = 0; i < n_pos; i++) len += strlen(pos[i]) + 1;
-    text = il_mem_alloc(IL_MEM_OTHER, len + 1, "input text");
+    text = il_mem_alloc(IL_MEM_TOKENIZER, len + 1, "input text");
     if (!text) return il_cli_fail("tokenize", IL_ERR_OOM);
     len = 0;
     for (int i = 0; i < n_pos; i++) {
@@ -137,7 +137,7 @@ int il_cli_tokenize(int argc, char **argv) {
     il_vocab_free(v);
     return il_cli_fail("tokenize", s);
   }
-  char *piece = il_mem_alloc(IL_MEM_OTHER, il_vocab_max_piece(v) + 1, "piece");
+  char *piece = il_mem_alloc(IL_MEM_TOKENIZER, il_vocab_max_piece(v) + 1, "piece");
   for (size_t i = 0; i < n && piece; i++) {
     if (ids_only) {
       printf(i ? " %d" : "%d", (int)ids[i]);

@@ -2,7 +2,8 @@
  *
  * The enum values are the GGML type ids that GGUF files store, so a file's type field maps
  * to il_dtype without a table. Each block struct is defined once here, with a static size
- * check, and shared by the reference code, the SIMD kernels and the CUDA kernels.
+ * check, and shared by the reference code, the SIMD kernels and the CUDA decoders
+ * (backend/cuda/decode.cuh).
  *
  * Byte layouts (all little-endian, fp16 scales stored as raw uint16 bits):
  *   Q4_0  (32 elems, 18 B): d:f16, qs[16]: element j in low nibble of qs[j], j+16 in high;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/request.h"
 #include "memory/mem.h"
 
 #define IL__O(field) offsetof(il_config, field), sizeof(((il_config *)0)->field)

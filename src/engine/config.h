@@ -23,9 +23,11 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "engine/request.h"
+#include "inferlab.h"
 
 #define IL_CONFIG_STR_MAX 1024
+
+typedef struct il_request_opts il_request_opts; /* engine/request.h */
 
 struct il_config {
   char model[IL_CONFIG_STR_MAX]; /* GGUF path or builtin:NAME */

@@ -1,5 +1,5 @@
 /* engine/engine: load, size, decode, generate. */
-#include "engine/engine.h"
+#include "engine/engine_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 
 #include "backend/registry.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "core/units.h"
 #include "engine/oom.h"
 #include "memory/mem.h"
@@ -52,7 +53,7 @@ static size_t il__weights_bytes(const il_model *m, il_dtype type, const uint8_t 
 
 /* A cache view with shapes only (no buffers) for kernels' why_not and workspace, which read
  * shapes, never memory. */
-static il_kv_view il__shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o) {
+static il_kv_view il__engine_shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o) {
   const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
   const int32_t block = o->block > 0 ? o->block : n_ctx, max_blocks = (n_ctx + block - 1) / block;
   const il_tensor cells = {.rows = (int64_t)n_seq * max_blocks * block, .cols = kv_dim, .type = o->type,
@@ -63,7 +64,7 @@ static il_kv_view il__shape_view(const il_hparams *hp, int32_t n_ctx, int32_t n_
                       .block = block, .n_seq = n_seq, .max_blocks = max_blocks, .n_ctx = n_ctx};
 }
 
-static il_attn_args il__shape_args(const il_hparams *hp, const il_kv_view *kv, int32_t n_tok) {
+static il_attn_args il__engine_shape_args(const il_hparams *hp, const il_kv_view *kv, int32_t n_tok) {
   const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
   const il_tensor q = {.rows = n_tok, .cols = q_dim, .type = IL_DTYPE_F32, .stride = (size_t)q_dim * 4};
   const il_tensor ids = {.rows = 1, .cols = n_tok, .type = IL_DTYPE_I32, .stride = (size_t)n_tok * 4};
@@ -76,23 +77,13 @@ static il_attn_args il__shape_args(const il_hparams *hp, const il_kv_view *kv, i
 static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hparams *hp, int32_t n_batch, int32_t n_ctx,
                           int32_t n_seq, const il_kv_opts *o) {
   if (!k) return 0;
-  il_kv_view kv = il__shape_view(hp, n_ctx, n_seq, o);
-  il_attn_args a = il__shape_args(hp, &kv, n_batch);
+  il_kv_view kv = il__engine_shape_view(hp, n_ctx, n_seq, o);
+  il_attn_args a = il__engine_shape_args(hp, &kv, n_batch);
   return k->workspace(b, &a);
 }
 
-/* One configuration the engine could run: what the sizing below and the OOM fixes vary. */
-typedef struct {
-  int32_t n_ctx, n_seq, n_batch;
-  il_dtype wtype;         /* IL_DTYPE_COUNT: as loaded */
-  il_kv_opts kv;
-  const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
-  bool embd_dev, out_dev;
-  bool stream;              /* --offload stream: device layers take two slots, not their weights */
-  il_dtype act_type;        /* --dtype */
-} il__shape;
 
-static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
+int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
   int32_t n = e->cfg.logits_all ? n_batch : n_seq;
   return n < n_batch ? n : n_batch;
 }
@@ -100,7 +91,7 @@ static int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) 
 /* What the device (e->backend) holds for configuration s: the numbers the allocations use. */
 /* The device's own matmul scratch (ops->reserve) for this shape: the device layers' weights and
  * the output head, as shapes in the shape's weight type. */
-static size_t il__reserve_bytes(const il_engine *e, const il__shape *s, int32_t n_dev) {
+static size_t il__reserve_bytes(const il_engine *e, const il__engine_shape *s, int32_t n_dev) {
   const il_backend_ops *o = e->backend->ops;
   if (o->version < 3 || !o->reserve_bytes) return 0;
   const il_model *m = e->model;
@@ -116,7 +107,7 @@ static size_t il__reserve_bytes(const il_engine *e, const il__shape *s, int32_t 
   return bytes ? bytes + 2 * IL__ALLOC_SLACK : 0;
 }
 
-static il_oom_need il__need(const il_engine *e, const il__shape *s) {
+il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
   const il_hparams *hp = &e->model->hp;
   il_oom_need n = {0};
   int32_t n_dev = 0;
@@ -148,146 +139,19 @@ static il_oom_need il__need(const il_engine *e, const il__shape *s) {
   return n;
 }
 
-/* ---- the out-of-memory report ---- */
-
-static void il__fix(il_oom_report *r, const char *opt, const char *value, size_t predicted, const char *effect) {
-  if (r->n_fixes >= IL_OOM_MAX_FIXES) return;
-  il_oom_fix *f = &r->fixes[r->n_fixes++];
-  snprintf(f->option, sizeof f->option, "%s", opt);
-  snprintf(f->value, sizeof f->value, "%s", value);
-  f->predicted = predicted;
-  snprintf(f->effect, sizeof f->effect, "%s", effect);
-}
-
-static bool il__has_fix(const il_oom_report *r, const char *opt) {
-  for (int i = 0; i < r->n_fixes; i++)
-    if (!strcmp(r->fixes[i].option, opt)) return true;
-  return false;
-}
-
-/* Tries single changes, least loss first, and keeps those that fit the capacity. */
-static void il__suggest(const il_engine *e, const il__shape *cur, il_oom_report *r) {
-  const size_t cap = r->capacity;
-  char v[32];
-  il__shape s = *cur;
-  /* 1. smaller forward passes: only prompt-processing speed changes */
-  for (s.n_batch = cur->n_batch / 2; s.n_batch >= 1; s.n_batch /= 2) {
-    il_oom_need n = il__need(e, &s);
-    if (il_oom_need_total(&n) <= cap) {
-      snprintf(v, sizeof v, "%d", s.n_batch);
-      il__fix(r, "batch", v, il_oom_need_total(&n), "prompts are processed in smaller passes (slower prompt)");
-      break;
-    }
-    if (s.n_batch == 1) break;
-  }
-  /* 2. half-precision KV cells (what llama.cpp and vLLM keep by default) */
-  s = *cur;
-  if (cur->kv.type == IL_DTYPE_F32) {
-    s.kv.type = IL_DTYPE_F16;
-    il_oom_need n = il__need(e, &s);
-    if (il_oom_need_total(&n) <= cap) il__fix(r, "kv-type", "f16", il_oom_need_total(&n), "KV cache in f16 (logits within about 1e-3)");
-  }
-  /* 2b. bf16 activations (f32's range, so no overflow; a little precision) */
-  s = *cur;
-  if (cur->act_type == IL_DTYPE_F32) {
-    s.act_type = IL_DTYPE_BF16;
-    il_oom_need n = il__need(e, &s);
-    if (il_oom_need_total(&n) <= cap)
-      il__fix(r, "dtype", "bf16", il_oom_need_total(&n), "activations stored in bf16 (logits within about 1e-2)");
-  }
-  /* 3. fewer sequences in the cache */
-  s = *cur;
-  for (s.n_seq = cur->n_seq / 2; s.n_seq >= 1 && cur->n_seq > 1; s.n_seq /= 2) {
-    if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
-    il_oom_need n = il__need(e, &s);
-    if (il_oom_need_total(&n) <= cap) {
-      snprintf(v, sizeof v, "%d", s.n_seq);
-      il__fix(r, "n-seq", v, il_oom_need_total(&n), "fewer sequences decoded at once");
-      break;
-    }
-    if (s.n_seq == 1) break;
-  }
-  /* 4. a shorter context */
-  s = *cur;
-  for (s.n_ctx = cur->n_ctx / 2; s.n_ctx >= 64; s.n_ctx /= 2) {
-    if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
-    il_oom_need n = il__need(e, &s);
-    if (il_oom_need_total(&n) <= cap) {
-      snprintf(v, sizeof v, "%d", s.n_ctx);
-      il__fix(r, "ctx", v, il_oom_need_total(&n), "shorter context per sequence");
-      break;
-    }
-  }
-  /* 5. fewer layers on the device, the rest on the CPU (--gpu-layers): the largest count that fits */
-  if (!e->info.host_visible) {
-    const int32_t L = e->model->hp.n_layer;
-    uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)L + 1, "placement mask");
-    for (int32_t k = L - 1; mask && k >= 0; k--) {
-      s = *cur;
-      memset(mask, 0, (size_t)L);
-      memset(mask, 1, (size_t)k);
-      s.layer_dev = mask;
-      s.embd_dev = false;
-      s.out_dev = false;
-      il_oom_need n = il__need(e, &s);
-      if (il_oom_need_total(&n) <= cap) {
-        snprintf(v, sizeof v, "%d", k);
-        il__fix(r, "gpu-layers", v, il_oom_need_total(&n), "the other layers run on the CPU (slower)");
-        break;
-      }
-    }
-    il_mem_free(mask);
-  }
-  /* 5b. q8_0 KV cells (half of f16, llama.cpp's -ctk/-ctv q8_0): a quality loss, so after the
-   * changes that only cost speed or capacity, where no kv-type fix came first and the device's
-   * attention kernels read them */
-  s = *cur;
-  if (cur->kv.type != IL_DTYPE_Q8_0 && e->model->hp.head_dim % 32 == 0 &&
-      e->backend->ops->supports(e->backend, IL_OP_ATTENTION, IL_DTYPE_Q8_0, IL_DTYPE_F32) &&
-      !il__has_fix(r, "kv-type")) {
-    s.kv.type = IL_DTYPE_Q8_0;
-    il_oom_need n = il__need(e, &s);
-    if (il_oom_need_total(&n) <= cap)
-      il__fix(r, "kv-type", "q8_0", il_oom_need_total(&n), "KV cache in q8_0 (quality loss: measure it with eval)");
-  }
-  /* 6. lower-precision weights (only where the weights are on the device) */
-  if (!e->info.host_visible) {
-    const il_dtype lower[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
-    const bool builtin = il_builtin_is(e->cfg.model);
-    for (size_t i = 0; i < 2; i++) {
-      s = *cur;
-      s.wtype = lower[i];
-      il_oom_need n = il__need(e, &s), now = il__need(e, cur);
-      if (n.weights >= now.weights) continue;
-      if (il_oom_need_total(&n) <= cap) {
-        il__fix(r, builtin ? "wtype" : "convert", il_dtype_name(lower[i]), il_oom_need_total(&n),
-                builtin ? "lower-precision weights: quality loss, measure it with experiment"
-                        : "convert the model with 'inferlab convert --type' (quality loss)");
-        break;
-      }
-    }
-  }
-}
-
-static il_status il__oom(il_engine *e, const il__shape *cur) {
-  il_oom_report r;
-  memset(&r, 0, sizeof r);
-  if (!il_mem_last_oom(&r.failure)) return IL_ERR_OOM;
-  snprintf(r.device, sizeof r.device, "%s", e->info.name);
-  size_t free_b = 0;
-  e->backend->ops->memory(e->backend, &free_b, &r.capacity);
-  if (e->info.host_visible) r.capacity = free_b + r.failure.stats.total_current; /* host: what is available */
-  r.need = il__need(e, cur);
-  r.need_total = il_oom_need_total(&r.need);
-  r.fragmentation = r.failure.fragmentation;
-  il__suggest(e, cur, &r);
-  il__oom_report_set(&r);
-  char text[4096];
-  il_oom_report_text(&r, text, sizeof text);
-  return il_error(IL_ERR_OOM, "%s", text);
-}
-
 /* ---- open ---- */
+
+int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *capped) {
+  /* halved until the KV cache fits in half of what is left */
+  const size_t budget = available / 2;
+  int32_t n = e->n_ctx;
+  *capped = false;
+  while (n > 256 && il_kv_cache_bytes(&e->model->hp, n, e->n_seq, &e->kv_opts) > budget) {
+    n /= 2;
+    *capped = true;
+  }
+  return n;
+}
 
 static size_t il__available_memory(il_backend *b) {
   size_t free_b = 0, total = 0;
@@ -299,8 +163,8 @@ static il_status il__pick_attn(il_engine *e) {
   int n = 0;
   const il_attn_kernel *ks = e->backend->ops->attn_kernels(e->backend, &n);
   const il_hparams *hp = &e->model->hp;
-  il_kv_view kv = il__shape_view(hp, e->n_ctx, e->n_seq, &e->kv_opts);
-  il_attn_args a = il__shape_args(hp, &kv, e->n_batch);
+  il_kv_view kv = il__engine_shape_view(hp, e->n_ctx, e->n_seq, &e->kv_opts);
+  il_attn_args a = il__engine_shape_args(hp, &kv, e->n_batch);
   a.slice = e->cfg.attn_slice;
   const char *want = e->cfg.attn[0] ? e->cfg.attn : "auto";
   e->attn_why[0] = 0;
@@ -423,7 +287,7 @@ static il_status il__placement(il_engine *e) {
 }
 
 /* --gpu-layers auto: the most layers (first ones) whose device need fits the device. */
-static il_status il__auto_layers(il_engine *e, il__shape *shape) {
+static il_status il__auto_layers(il_engine *e, il__engine_shape *shape) {
   const int32_t L = e->model->hp.n_layer;
   size_t free_b = 0, cap = 0;
   e->backend->ops->memory(e->backend, &free_b, &cap);
@@ -434,7 +298,7 @@ static il_status il__auto_layers(il_engine *e, il__shape *shape) {
     e->embd_dev = false;
     e->out_dev = k == L;
     shape->out_dev = e->out_dev, shape->embd_dev = e->embd_dev;
-    il_oom_need n = il__need(e, shape);
+    il_oom_need n = il__engine_need(e, shape);
     if (il_oom_need_total(&n) <= cap) {
       best = k;
       break;
@@ -457,7 +321,7 @@ static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
 }
 
 /* Tokens per pass: the config's, at most every cell of the cache (ctx x n_seq can exceed an int). */
-static int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq) {
+int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq) {
   const int64_t cells = (int64_t)n_ctx * n_seq;
   return batch < cells ? batch : (int32_t)cells;
 }
@@ -550,7 +414,7 @@ static il_status il__open(il_engine *e) {
   e->layer_b = il_mem_calloc(IL_MEM_OTHER, sizeof(il_backend *) * ((size_t)hp->n_layer + 1), "placement");
   if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
   IL_TRY(il__placement(e));
-  il__shape shape = {e->n_ctx,     e->n_seq,    e->n_batch,  IL_DTYPE_COUNT, e->kv_opts,
+  il__engine_shape shape = {e->n_ctx,     e->n_seq,    e->n_batch,  IL_DTYPE_COUNT, e->kv_opts,
                      e->layer_dev, e->embd_dev, e->out_dev, e->stream,     e->act_type};
   if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
@@ -562,16 +426,12 @@ static il_status il__open(il_engine *e) {
   if (e->stream && e->info.host_visible)
     il_log(IL_LOG_INFO, "--offload stream: %s reads the weights in place from host memory; nothing to stream", e->info.name);
   il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
-  if (st == IL_ERR_OOM) return il__oom(e, &shape);
+  if (st == IL_ERR_OOM) return il__oom_fail(e, &shape);
   IL_TRY(st);
   il_startup_upload(&e->startup, e->info.kind, e->info.name, e->weights.uploaded_bytes);
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
-    size_t budget = il__available_memory(e->n_dev_layers ? e->backend : e->host) / 2;
-    while (e->n_ctx > 256 && il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &e->kv_opts) > budget) {
-      e->n_ctx /= 2;
-      e->ctx_capped = true;
-    }
+    e->n_ctx = il__engine_default_ctx(e, il__available_memory(e->n_dev_layers ? e->backend : e->host), &e->ctx_capped);
     if (e->ctx_capped) {
       il_log(IL_LOG_INFO, "context reduced to %d so the KV cache fits in %s memory (set --ctx to override)",
               e->n_ctx, e->info.kind);
@@ -580,6 +440,7 @@ static il_status il__open(il_engine *e) {
       shape.n_ctx = e->n_ctx, shape.n_batch = e->n_batch;
     }
   }
+  e->ctx_sized = true;
   il_kv_opts ko = e->kv_opts;
   ko.layer_b = e->layer_b;
   st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
@@ -587,7 +448,7 @@ static il_status il__open(il_engine *e) {
     st = il_forward_state_init(&e->fs, &e->weights, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
   e->fs.check_numerics = cfg->check_numerics;
-  if (st == IL_ERR_OOM) return il__oom(e, &shape);
+  if (st == IL_ERR_OOM) return il__oom_fail(e, &shape);
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
   if (!e->slots) return IL_ERR_OOM;
@@ -621,14 +482,14 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
      * needs a little more, the next report's fix is applied too (at most a few steps) */
     for (int i = 0; i < r.n_fixes; i++) {
       il_config c = *cfg;
-      if (il_config_set(&c, r.fixes[i].option, r.fixes[i].value, "--fit") != IL_OK) continue;
+      if (il_oom_fix_apply(&r, r.fixes[i].option, r.fixes[i].value, &c) != IL_OK) continue;
       c.fit_depth++;
       il_engine_free(e);
       char before[64] = "";
       const il_opt *o = il_config_find(r.fixes[i].option);
       if (o) il_config_format(cfg, NULL, o, before, sizeof before);
-      il_log(IL_LOG_INFO, "--fit: out of memory on %s (%zu bytes needed); changing --%s %s -> %s (%s)", r.device,
-             r.need_total, r.fixes[i].option, before, r.fixes[i].value, r.fixes[i].effect);
+      il_log(IL_LOG_INFO, "--fit: out of memory on %s (%zu bytes needed at ctx %d); changing --%s %s -> %s (%s)",
+             r.device, r.need_total, r.n_ctx, r.fixes[i].option, before, r.fixes[i].value, r.fixes[i].effect);
       return il_engine_open(&c, out);
     }
   }
@@ -711,24 +572,42 @@ const il_vocab *il_engine_vocab(const il_engine *e) { return e->vocab; }
 int32_t il_engine_n_ctx(const il_engine *e) { return e->n_ctx; }
 const il_startup *il_engine_startup(const il_engine *e) { return &e->startup; }
 
-il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
-                             il_token_fn fn, void *ud, il_gen_stats *stats) {
-  memset(stats, 0, sizeof *stats);
-  il_request *r;
-  IL_TRY(il_request_new_tokens(e, prompt, n_prompt, p, &r));
-  il_status st;
-  int32_t tok;
-  const char *text;
-  size_t len;
-  while ((st = il_request_next(r, &tok, &text, &len)) == IL_OK) {
-    if (tok < 0) {
-      if (len && fn) fn(ud, -1, text, len);
-      break;
-    }
-    il_startup_first_token(&e->startup);
-    if (fn && !fn(ud, tok, text, len)) break;
-  }
-  il_request_stats(r, stats);
-  il_request_free(r);
-  return st;
+const il_config *il_engine_config(const il_engine *e) { return &e->cfg; }
+
+il_status il_engine_memory_map(const il_engine *e, il_caching_snapshot *out) {
+  memset(out, 0, sizeof *out);
+  il_backend *b = e->backend;
+  if (!b->ops->allocator_snapshot) return il_error(IL_ERR_UNSUPPORTED, "%s has no caching allocator", e->info.name);
+  return b->ops->allocator_snapshot(b, out);
+}
+
+void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_engine_snapshot *out) {
+  memset(out, 0, sizeof *out);
+  out->device = e->info;
+  out->load_seconds = e->load_seconds;
+  out->n_ctx = e->n_ctx, out->n_seq = e->n_seq, out->n_batch = e->n_batch, out->n_logits_max = e->n_logits_max;
+  out->ctx_capped = e->ctx_capped;
+  out->n_layer = e->model->hp.n_layer, out->n_dev_layers = e->n_dev_layers;
+  out->embd_dev = e->embd_dev, out->out_dev = e->out_dev;
+  out->split = e->host != e->backend;
+  out->stream = e->weights.stream;
+  snprintf(out->attn, sizeof out->attn, "%s", e->attn ? e->attn->name : "");
+  snprintf(out->attn_why, sizeof out->attn_why, "%s", e->attn_why);
+  out->kv_paged = e->kv.paged, out->kv_block = e->kv.paged ? e->kv.block : e->n_ctx;
+  out->kv_type = e->kv.type, out->act_type = e->act_type;
+  out->check_numerics = e->cfg.check_numerics;
+  out->has_allocator = e->backend->ops->allocator_stats != NULL;
+  if (out->has_allocator) e->backend->ops->allocator_stats(e->backend, &out->alloc);
+  il_mem_space_stats(e->backend->space, &out->mem);
+  out->fixed_bytes = e->fixed_bytes;
+  out->bad_layer = -1;
+  if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
+  out->streamed_bytes = e->weights.streamed_bytes;
+  out->residual_bytes = e->fs.bytes_moved;
+  if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &out->transfers);
+  out->bad_layer = e->fs.bad_layer;
+  snprintf(out->bad_block, sizeof out->bad_block, "%s", e->fs.bad_block ? e->fs.bad_block : "");
+  out->bad_count = e->fs.bad_count;
+  out->max_abs = e->fs.max_abs, out->max_abs_layer = e->fs.max_abs_layer;
+  snprintf(out->max_abs_op, sizeof out->max_abs_op, "%s", e->fs.max_abs_op ? e->fs.max_abs_op : "");
 }

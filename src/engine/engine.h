@@ -5,7 +5,8 @@
  * the KV cache fits in half of the available memory, with a note on stderr) and allocates the
  * KV cache and activations. il_engine_decode runs any number of (seq, pos, token) entries,
  * split into forward passes of at most cfg.batch entries; prompt processing and generation are
- * the same call. il_engine_generate is the loop `run` uses: prompt, then sample -> decode.
+ * the same call; il_engine_snapshot_get copies out what reports show. The engine's struct is
+ * private to engine/ (engine_impl.h); the `run` loop is il_engine_generate (engine/request.h).
  * Not for: argument parsing (cli/) or measurement reports (lab/).
  */
 #ifndef IL_ENGINE_ENGINE_H
@@ -15,43 +16,68 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "core/timer.h"
 #include "engine/config.h"
-#include "engine/kv.h"
-#include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/startup.h"
+#include "memory/caching.h"
+#include "memory/mem.h"
 #include "model/llama.h"
 #include "model/tokenizer.h"
 
-struct il_engine {
-  il_config cfg;
-  il_backend *backend;    /* the device (--device) */
-  il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
-                             itself when it is the CPU */
-  il_backend_info info;   /* the device's facts (kind, threads, kernel level) */
-  uint8_t *layer_dev;     /* [n_layer]: 1 = on the device */
-  il_backend **layer_b;   /* [n_layer]: the backend of each layer */
-  bool embd_dev, out_dev, auto_layers;
-  bool auto_retry;        /* auto's first choice did not open: this is a smaller count */
-  bool stream;            /* --offload stream */
-  int32_t n_dev_layers;
-  il_model *model;        /* host side: metadata, tokenizer data, weights in the mmap */
-  il_model_dev weights;   /* the weights as the backend reads them */
-  il_vocab *vocab;
-  il_kv_cache kv;
-  il_kv_opts kv_opts;     /* cell type and layout from the config */
-  il_dtype act_type;      /* --dtype: activations stored at f32, f16 or bf16 */
-  il_forward_state fs;
-  const il_attn_kernel *attn; /* the attention kernel in use */
-  char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */
-  int32_t *slots;         /* host: KV cell of each entry of a pass [n_batch] */
+/* What an open engine is doing, for reports (run's summary, bench results, the planner, the
+ * server's /metrics): placement, sizes, attention kernel, bytes moved, numerics and the device
+ * allocator's counters, copied out so that nothing outside engine/ reads struct il_engine. */
+typedef struct {
+  il_backend_info device;  /* the device's facts (kind, name, threads, kernel level, host_visible) */
+  double load_seconds;     /* il_engine_open: model load, placement and allocation */
+  /* sizes */
   int32_t n_ctx, n_seq, n_batch, n_logits_max;
-  size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
-  double load_seconds;
-  il_startup startup;     /* the open's timeline (engine/startup.h) */
-  bool ctx_capped;        /* the context was reduced to fit memory */
-};
+  bool ctx_capped;         /* the default context was reduced to fit memory */
+  /* placement */
+  int32_t n_layer, n_dev_layers;
+  bool embd_dev, out_dev;  /* token_embd / output head on the device */
+  bool split;              /* some components run on a CPU backend beside the device */
+  bool stream;             /* --offload stream: layer weights copied through two device slots */
+  uint64_t streamed_bytes; /* weight bytes copied into those slots so far */
+  /* attention and KV cache */
+  char attn[32];           /* the attention kernel in use */
+  char attn_why[256];      /* why auto skipped the kernels before it ("" when none were) */
+  bool kv_paged;
+  int32_t kv_block;        /* paged: positions per block */
+  il_dtype kv_type, act_type;
+  /* bytes moved */
+  uint64_t residual_bytes; /* residual downloaded + uploaded between backends so far */
+  il_transfer_stats transfers; /* host<->device copies (zero on cpu) */
+  /* numerics (--check-numerics): the first inf/nan, else the largest magnitude */
+  bool check_numerics;
+  int32_t bad_layer;       /* -1: none; n_layer: the output head */
+  char bad_block[32];
+  int64_t bad_count;
+  float max_abs;
+  int32_t max_abs_layer;
+  char max_abs_op[32];
+  /* device memory */
+  bool has_allocator;      /* the device has a caching allocator: alloc is filled */
+  il_caching_stats alloc;
+  il_mem_stats mem;        /* the device space's counters by category (the host's for cpu) */
+  size_t fixed_bytes;      /* device memory in use before the engine allocated (context overhead) */
+} il_engine_snapshot;
+
+/* What il_engine_snapshot_get fills. IL_ENGINE_SNAP_MEMORY: the fields fixed at open (device,
+ * sizes, placement, attention, types) and the device memory counters, which the allocator and
+ * the memory space keep for any thread: safe while another thread decodes (the server's
+ * /metrics). IL_ENGINE_SNAP_ALL adds the counters decoding writes (bytes moved, streamed
+ * bytes, transfers, numerics): call it from the engine's thread, between decodes. */
+typedef enum { IL_ENGINE_SNAP_MEMORY = 1, IL_ENGINE_SNAP_ALL = 3 } il_engine_snap_parts;
+
+/* Fills *out (zeroed first) with the parts asked for. Can't fail. */
+void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_engine_snapshot *out);
+/* The device allocator's segments and blocks as they are now (for memory maps), into *out;
+ * release with il_caching_snapshot_free. IL_ERR_UNSUPPORTED when the device has no caching
+ * allocator (cpu), IL_ERR_OOM when the host is out of memory. */
+il_status il_engine_memory_map(const il_engine *e, il_caching_snapshot *out);
+/* The options e was opened with, after any --fit or --gpu-layers auto change. Borrowed. */
+const il_config *il_engine_config(const il_engine *e);
 
 /* The public functions (inferlab.h) il_engine_open, il_engine_free, il_engine_decode, the
  * il_engine_seq_* operations, il_engine_tokenize and the accessors are declared there. Beyond
@@ -59,14 +85,5 @@ struct il_engine {
  * engine/oom.h, with one suggested change computed from this run's buffer sizes; decode splits
  * the entries into forward passes of at most n_batch entries, of which at most n_logits_max
  * want logits (one per sequence, or every entry with cfg.logits_all). */
-
-/* Called with each generated token and its text (possibly empty while a UTF-8 character is
- * incomplete), and once with token -1 for text still queued at the end. Return false to stop. */
-typedef bool (*il_token_fn)(void *ud, int32_t token, const char *text, size_t len);
-
-/* The `run` loop: a request (engine/request.h) for the tokenized prompt in sequence 0, each
- * token handed to fn. *stats is filled even on failure. */
-il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
-                             il_token_fn fn, void *ud, il_gen_stats *stats);
 
 #endif

@@ -1,10 +1,14 @@
-/* engine/oom: formatting and keeping the out-of-memory report. */
+/* engine/oom: the out-of-memory report: the fixes it suggests, its text and JSON, the last one kept. */
 #include "engine/oom.h"
 
 #include <string.h>
 
+#include <stdio.h>
+
 #include "core/jsonw.h"
 #include "core/text.h"
+#include "engine/engine_impl.h"
+#include "model/builtin.h"
 
 static _Thread_local il_oom_report il__last;
 static _Thread_local bool il__have;
@@ -18,6 +22,179 @@ bool il_oom_report_last(il_oom_report *out) {
   if (il__have) *out = il__last;
   return il__have;
 }
+
+/* ---- the suggester: single option changes, each sized by the engine's own need ---- */
+
+static void il__fix(il_oom_report *r, const char *opt, const char *value, size_t predicted, const char *effect) {
+  if (r->n_fixes >= IL_OOM_MAX_FIXES) return;
+  il_oom_fix *f = &r->fixes[r->n_fixes++];
+  snprintf(f->option, sizeof f->option, "%s", opt);
+  snprintf(f->value, sizeof f->value, "%s", value);
+  f->predicted = predicted;
+  snprintf(f->effect, sizeof f->effect, "%s", effect);
+}
+
+static bool il__has_fix(const il_oom_report *r, const char *opt) {
+  for (int i = 0; i < r->n_fixes; i++)
+    if (!strcmp(r->fixes[i].option, opt)) return true;
+  return false;
+}
+
+/* Tries single changes, least loss first, and keeps those that fit the capacity. */
+static void il__suggest(const il_engine *e, const il__engine_shape *cur, il_oom_report *r) {
+  const size_t cap = r->capacity;
+  char v[32];
+  il__engine_shape s = *cur;
+  /* 1. smaller forward passes: only prompt-processing speed changes */
+  for (s.n_batch = cur->n_batch / 2; s.n_batch >= 1; s.n_batch /= 2) {
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap) {
+      snprintf(v, sizeof v, "%d", s.n_batch);
+      il__fix(r, "batch", v, il_oom_need_total(&n), "prompts are processed in smaller passes (slower prompt)");
+      break;
+    }
+    if (s.n_batch == 1) break;
+  }
+  /* 2. half-precision KV cells (what llama.cpp and vLLM keep by default) */
+  s = *cur;
+  if (cur->kv.type == IL_DTYPE_F32) {
+    s.kv.type = IL_DTYPE_F16;
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap) il__fix(r, "kv-type", "f16", il_oom_need_total(&n), "KV cache in f16 (logits within about 1e-3)");
+  }
+  /* 2b. bf16 activations (f32's range, so no overflow; a little precision) */
+  s = *cur;
+  if (cur->act_type == IL_DTYPE_F32) {
+    s.act_type = IL_DTYPE_BF16;
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap)
+      il__fix(r, "dtype", "bf16", il_oom_need_total(&n), "activations stored in bf16 (logits within about 1e-2)");
+  }
+  /* 3. fewer sequences in the cache */
+  s = *cur;
+  for (s.n_seq = cur->n_seq / 2; s.n_seq >= 1 && cur->n_seq > 1; s.n_seq /= 2) {
+    if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap) {
+      snprintf(v, sizeof v, "%d", s.n_seq);
+      il__fix(r, "n-seq", v, il_oom_need_total(&n), "fewer sequences decoded at once");
+      break;
+    }
+    if (s.n_seq == 1) break;
+  }
+  /* 4. a shorter context */
+  s = *cur;
+  for (s.n_ctx = cur->n_ctx / 2; s.n_ctx >= 64; s.n_ctx /= 2) {
+    if (s.n_batch > s.n_seq * s.n_ctx) s.n_batch = s.n_seq * s.n_ctx;
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap) {
+      snprintf(v, sizeof v, "%d", s.n_ctx);
+      il__fix(r, "ctx", v, il_oom_need_total(&n), "shorter context per sequence");
+      break;
+    }
+  }
+  /* 5. fewer layers on the device, the rest on the CPU (--gpu-layers): the largest count that fits */
+  if (!e->info.host_visible) {
+    const int32_t L = e->model->hp.n_layer;
+    uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)L + 1, "placement mask");
+    for (int32_t k = L - 1; mask && k >= 0; k--) {
+      s = *cur;
+      memset(mask, 0, (size_t)L);
+      memset(mask, 1, (size_t)k);
+      s.layer_dev = mask;
+      s.embd_dev = false;
+      s.out_dev = false;
+      il_oom_need n = il__engine_need(e, &s);
+      if (il_oom_need_total(&n) <= cap) {
+        snprintf(v, sizeof v, "%d", k);
+        il__fix(r, "gpu-layers", v, il_oom_need_total(&n), "the other layers run on the CPU (slower)");
+        break;
+      }
+    }
+    il_mem_free(mask);
+  }
+  /* 5b. q8_0 KV cells (half of f16, llama.cpp's -ctk/-ctv q8_0): a quality loss, so after the
+   * changes that only cost speed or capacity, where no kv-type fix came first and the device's
+   * attention kernels read them */
+  s = *cur;
+  if (cur->kv.type != IL_DTYPE_Q8_0 && e->model->hp.head_dim % 32 == 0 &&
+      e->backend->ops->supports(e->backend, IL_OP_ATTENTION, IL_DTYPE_Q8_0, IL_DTYPE_F32) &&
+      !il__has_fix(r, "kv-type")) {
+    s.kv.type = IL_DTYPE_Q8_0;
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap)
+      il__fix(r, "kv-type", "q8_0", il_oom_need_total(&n), "KV cache in q8_0 (quality loss: measure it with eval)");
+  }
+  /* 6. lower-precision weights (only where the weights are on the device) */
+  if (!e->info.host_visible) {
+    const il_dtype lower[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0};
+    const bool builtin = il_builtin_is(e->cfg.model);
+    for (size_t i = 0; i < 2; i++) {
+      s = *cur;
+      s.wtype = lower[i];
+      il_oom_need n = il__engine_need(e, &s), now = il__engine_need(e, cur);
+      if (n.weights >= now.weights) continue;
+      if (il_oom_need_total(&n) <= cap) {
+        il__fix(r, builtin ? "wtype" : "convert", il_dtype_name(lower[i]), il_oom_need_total(&n),
+                builtin ? "lower-precision weights: quality loss, measure it with experiment"
+                        : "convert the model with 'inferlab convert --type' (quality loss)");
+        break;
+      }
+    }
+  }
+}
+
+il_status il__oom_fail(il_engine *e, const il__engine_shape *cur_in) {
+  il_oom_report r;
+  memset(&r, 0, sizeof r);
+  if (!il_mem_last_oom(&r.failure)) return IL_ERR_OOM;
+  snprintf(r.device, sizeof r.device, "%s", e->info.name);
+  size_t free_b = 0;
+  e->backend->ops->memory(e->backend, &free_b, &r.capacity);
+  if (e->info.host_visible) r.capacity = free_b + r.failure.stats.total_current; /* host: what is available */
+  il__engine_shape cur = *cur_in;
+  const il_config *cfg = &e->cfg;
+  r.ctx_from = cfg->ctx <= 0 ? IL_OOM_CTX_DEFAULT : cfg->ctx_is_hint ? IL_OOM_CTX_SIZED : IL_OOM_CTX_GIVEN;
+  if (r.ctx_from == IL_OOM_CTX_DEFAULT && !e->ctx_sized) {
+    /* the weights did not fit, so the engine never sized the default context: size it as it
+     * would have, from what the device has left beside the weights, so that the need and the
+     * fixes are those of the context the run would get */
+    il_oom_need w = il__engine_need(e, &cur);
+    const size_t used = w.weights + w.fixed;
+    bool capped = false;
+    cur.n_ctx = il__engine_default_ctx(e, r.capacity > used ? r.capacity - used : 0, &capped);
+    cur.n_batch = il__batch_for(cfg->batch, cur.n_ctx, cur.n_seq);
+  }
+  r.n_ctx = cur.n_ctx;
+  r.need = il__engine_need(e, &cur);
+  r.need_total = il_oom_need_total(&r.need);
+  /* the allocator calls it fragmentation when its cached free bytes would hold the request in
+   * all but no block does; that is the cause only when the run as a whole fits the device */
+  r.fragmentation = r.failure.fragmentation && r.need_total <= r.capacity;
+  il__suggest(e, &cur, &r);
+  il__oom_report_set(&r);
+  char text[4096];
+  il_oom_report_text(&r, text, sizeof text);
+  return il_error(IL_ERR_OOM, "%s", text);
+}
+
+il_status il_oom_fix_apply(const il_oom_report *r, const char *option, const char *value, il_config *c) {
+  IL_TRY(il_config_set(c, option, value, "--fit"));
+  if (r->ctx_from == IL_OOM_CTX_DEFAULT && strcmp(option, "ctx")) {
+    c->ctx = r->n_ctx; /* the context the fix was predicted at: the default would be sized anew */
+  }
+  return IL_OK;
+}
+
+const char *il_oom_ctx_from_name(il_oom_ctx_from f) {
+  switch (f) {
+  case IL_OOM_CTX_GIVEN: return "given with --ctx";
+  case IL_OOM_CTX_SIZED: return "sized for the prompt and the tokens to generate";
+  default: return "the model's default context, sized to the device";
+  }
+}
+
+/* ---- text and JSON ---- */
 
 size_t il_oom_need_total(const il_oom_need *n) { return n->weights + n->kv + n->activations + n->workspace + n->fixed; }
 
@@ -47,8 +224,8 @@ void il_oom_report_text(const il_oom_report *r, char *buf, size_t n) {
              r->fragmentation ? "fragmentation: enough bytes are free, but no single free block is large enough"
                               : (strcmp(f->why, "injected") ? "capacity: this run needs more than the device holds"
                                                             : "an injected failure (test)"));
-  il_appendf(buf, n, "  this run needs %s: weights %s, kv %s, activations %s",
-             il_mem_format_bytes(r->need_total, a, sizeof a), il_mem_format_bytes(r->need.weights, b, sizeof b),
+  il_appendf(buf, n, "  this run needs %s at ctx %d (%s): weights %s, kv %s, activations %s",
+             il_mem_format_bytes(r->need_total, a, sizeof a), r->n_ctx, il_oom_ctx_from_name(r->ctx_from), il_mem_format_bytes(r->need.weights, b, sizeof b),
              il_mem_format_bytes(r->need.kv, c, sizeof c), il_mem_format_bytes(r->need.activations, d, sizeof d));
   il_appendf(buf, n, ", attention workspace %s", il_mem_format_bytes(r->need.workspace, a, sizeof a));
   il_appendf(buf, n, ", device overhead %s\n", il_mem_format_bytes(r->need.fixed, a, sizeof a));
@@ -86,6 +263,10 @@ void il_oom_report_json(const il_oom_report *r, FILE *f) {
     il_jsonw_key(&w, il_mem_category_name((il_mem_category)i)), il_jsonw_int(&w, (long long)o->stats.current[i]);
   il_jsonw_obj_end(&w);
   il_jsonw_key(&w, "cause"), il_jsonw_str(&w, r->fragmentation ? "fragmentation" : "capacity");
+  il_jsonw_key(&w, "n_ctx"), il_jsonw_int(&w, r->n_ctx);
+  il_jsonw_key(&w, "ctx_from"), il_jsonw_str(&w, r->ctx_from == IL_OOM_CTX_GIVEN   ? "given"
+                                                 : r->ctx_from == IL_OOM_CTX_SIZED ? "sized"
+                                                                                   : "default");
   il_jsonw_key(&w, "need");
   il_jsonw_obj(&w);
   const struct {

@@ -4,7 +4,8 @@
  * which category and buffer, on which device; total, reserved, free and largest free block;
  * the breakdown by category; whether fragmentation (free bytes enough, no block large enough)
  * rather than capacity is the cause; what this run needs in all (weights, KV, activations,
- * attention workspace, fixed device overhead), computed from the model's real buffer sizes;
+ * attention workspace, fixed device overhead), computed from the model's real buffer sizes
+ * at a context it names;
  * and the single option change that makes it fit with the least loss, with its predicted
  * need, plus the next alternatives. The text form is the error detail every command prints;
  * the JSON form is for --json and for `doctor --explain`, which recognises the text.
@@ -33,17 +34,35 @@ typedef struct {
   size_t weights, kv, activations, workspace, fixed;
 } il_oom_need;
 
+/* Where the context of the report's figures comes from. */
+typedef enum {
+  IL_OOM_CTX_DEFAULT, /* the engine's default: the model's context, sized to the device */
+  IL_OOM_CTX_SIZED,   /* sized by the command for its run (run: prompt + tokens to generate) */
+  IL_OOM_CTX_GIVEN,   /* --ctx */
+} il_oom_ctx_from;
+
 typedef struct {
   il_mem_oom failure;    /* the allocation that failed (memory/) */
   char device[64];
   size_t capacity;       /* the device's budget (total) */
   il_oom_need need;      /* this configuration */
   size_t need_total;
-  bool fragmentation;    /* enough free bytes in all, no single block large enough */
+  int32_t n_ctx;         /* the context need and fixes are computed at */
+  il_oom_ctx_from ctx_from;
+  bool fragmentation;    /* the run fits the device in all, but no single free block is large
+                            enough for the request (a run larger than the device is capacity) */
   il_oom_fix fixes[IL_OOM_MAX_FIXES]; /* best first; n_fixes may be 0 (nothing fits) */
   int n_fixes;
 } il_oom_report;
 
+/* Applies a fix of r (option and value, as r->fixes[i] or a value a caller walked down from
+ * it) to c. When r's context was the engine's default, c's context is pinned to r->n_ctx, the
+ * context the fix was predicted at (opened again, the engine would size the default anew for
+ * the new placement, and the fix would not be the one predicted). The one way --fit and plan
+ * apply a fix. IL_ERR_INVALID_ARG from il_config_set. */
+il_status il_oom_fix_apply(const il_oom_report *r, const char *option, const char *value, il_config *c);
+/* "given with --ctx", "sized for the prompt and the tokens to generate", "the model's default context, ...". */
+const char *il_oom_ctx_from_name(il_oom_ctx_from f);
 /* Sum of a need. */
 size_t il_oom_need_total(const il_oom_need *n);
 /* Writes the text report (several lines, no trailing newline) into buf. */

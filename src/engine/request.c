@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "core/timer.h"
-#include "engine/engine.h"
+#include "engine/engine_impl.h"
 #include "memory/mem.h"
 
 struct il_request {
@@ -72,7 +72,7 @@ il_status il_request_new_tokens(il_engine *e, const int32_t *ids, int32_t n, con
   if (n >= e->n_ctx)
     return il_error(IL_ERR_RANGE, "prompt: %d tokens do not fit the context of %d (raise --ctx)", n, e->n_ctx);
   const int32_t nv = e->model->hp.n_vocab;
-  il_request *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
+  il_request *r = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *r, "request");
   if (!r) return IL_ERR_OOM;
   r->e = e;
   r->p = *p;
@@ -178,4 +178,26 @@ void il_request_free(il_request *r) {
   il_mem_free(r->logits);
   il_mem_free(r->text);
   il_mem_free(r);
+}
+
+il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
+                             il_token_fn fn, void *ud, il_gen_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  il_request *r;
+  IL_TRY(il_request_new_tokens(e, prompt, n_prompt, p, &r));
+  il_status st;
+  int32_t tok;
+  const char *text;
+  size_t len;
+  while ((st = il_request_next(r, &tok, &text, &len)) == IL_OK) {
+    if (tok < 0) {
+      if (len && fn) fn(ud, -1, text, len);
+      break;
+    }
+    il_startup_first_token(&e->startup);
+    if (fn && !fn(ud, tok, text, len)) break;
+  }
+  il_request_stats(r, stats);
+  il_request_free(r);
+  return st;
 }

@@ -48,4 +48,13 @@ typedef struct {
 } il_gen_stats;
 void il_request_stats(const il_request *r, il_gen_stats *out);
 
+/* Called with each generated token and its text (possibly empty while a UTF-8 character is
+ * incomplete), and once with token -1 for text still queued at the end. Return false to stop. */
+typedef bool (*il_token_fn)(void *ud, int32_t token, const char *text, size_t len);
+
+/* The `run` loop: a request for the tokenized prompt in sequence 0, each token handed to fn.
+ * *stats is filled even on failure. */
+il_status il_engine_generate(il_engine *e, const int32_t *prompt, int32_t n_prompt, const il_request_params *p,
+                             il_token_fn fn, void *ud, il_gen_stats *stats);
+
 #endif

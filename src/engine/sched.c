@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/timer.h"
+#include "engine/engine_impl.h"
 #include "memory/mem.h"
 
 const double il_sched_buckets[IL_SCHED_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -100,7 +101,7 @@ static void il__gauges_locked(il_sched *s);
 
 il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) {
   *out = NULL;
-  il_sched *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "scheduler");
+  il_sched *s = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *s, "scheduler");
   if (!s) return IL_ERR_OOM;
   s->e = e;
   s->o = opts ? *opts : (il_sched_opts){0};
@@ -117,17 +118,17 @@ il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) 
   s->st.n_ctx = s->n_ctx;
   s->piece_cap = il_vocab_max_piece(e->vocab) + 8;
   const size_t ns = (size_t)s->n_slots, st = (size_t)s->o.step_tokens;
-  s->slot_owner = il_mem_calloc(IL_MEM_OTHER, sizeof *s->slot_owner * ns, "scheduler slots");
-  s->slot_tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "scheduler slot tokens");
-  s->slot_len = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * ns, "scheduler slot lengths");
+  s->slot_owner = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *s->slot_owner * ns, "scheduler slots");
+  s->slot_tokens = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "scheduler slot tokens");
+  s->slot_len = il_mem_calloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns, "scheduler slot lengths");
   s->batch = il_mem_alloc(IL_MEM_STAGING, sizeof *s->batch * st, "scheduler batch");
   s->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * (size_t)s->n_vocab, "scheduler logits");
-  s->piece = il_mem_alloc(IL_MEM_OTHER, s->piece_cap, "scheduler piece");
-  s->top_ids = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top ids");
-  s->top_lps = il_mem_alloc(IL_MEM_OTHER, sizeof(float) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top logprobs");
+  s->piece = il_mem_alloc(IL_MEM_SCHEDULER, s->piece_cap, "scheduler piece");
+  s->top_ids = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top ids");
+  s->top_lps = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(float) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top logprobs");
   s->snap_cap = s->o.max_queue + 2 * s->n_slots;
-  s->snap = il_mem_alloc(IL_MEM_OTHER, sizeof *s->snap * (size_t)s->snap_cap, "scheduler snapshot");
-  s->snap_cancel = il_mem_alloc(IL_MEM_OTHER, sizeof *s->snap_cancel * (size_t)s->snap_cap, "scheduler snapshot");
+  s->snap = il_mem_alloc(IL_MEM_SCHEDULER, sizeof *s->snap * (size_t)s->snap_cap, "scheduler snapshot");
+  s->snap_cancel = il_mem_alloc(IL_MEM_SCHEDULER, sizeof *s->snap_cancel * (size_t)s->snap_cap, "scheduler snapshot");
   if (!s->snap || !s->snap_cancel || !s->slot_owner || !s->slot_tokens || !s->slot_len || !s->batch || !s->logits || !s->piece ||
       !s->top_ids || !s->top_lps) {
     il_sched_free(s);
@@ -166,7 +167,7 @@ il_status il_sched_submit(il_sched *s, const int32_t *prompt, int32_t n_prompt, 
     il_grammar_free(p->grammar); /* owned from here on, also when refused */
     return vst;
   }
-  il__req *r = il_mem_calloc(IL_MEM_OTHER, sizeof *r, "request");
+  il__req *r = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *r, "request");
   if (!r) {
     il_grammar_free(p->grammar);
     return IL_ERR_OOM;
@@ -204,8 +205,8 @@ static il_status il__submit(il_sched *s, il__req *r, const int32_t *prompt, int3
   r->max_tokens = p->max_tokens > 0 ? p->max_tokens : s->n_ctx - n_prompt;
   r->fn = fn;
   r->ud = ud;
-  r->prompt = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)n_prompt, "request prompt");
-  r->choices = il_mem_calloc(IL_MEM_OTHER, sizeof *r->choices * (size_t)p->n, "request choices");
+  r->prompt = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * (size_t)n_prompt, "request prompt");
+  r->choices = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *r->choices * (size_t)p->n, "request choices");
   il_status st = r->prompt && r->choices ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) memcpy(r->prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
   size_t max_stop = 0;
@@ -223,7 +224,7 @@ static il_status il__submit(il_sched *s, il__req *r, const int32_t *prompt, int3
     if (st == IL_OK && c->grammar) st = il_sampler_set_grammar(c->sampler, c->grammar);
     if (st == IL_OK) st = il_detok_new(s->e->vocab, false, &c->detok);
     /* pending holds at most a stop string's length plus one detokenizer output */
-    if (st == IL_OK && !(c->pending = il_mem_alloc(IL_MEM_OTHER, max_stop + s->piece_cap + 1, "stop buffer")))
+    if (st == IL_OK && !(c->pending = il_mem_alloc(IL_MEM_SCHEDULER, max_stop + s->piece_cap + 1, "stop buffer")))
       st = IL_ERR_OOM;
   }
   if (st != IL_OK) {

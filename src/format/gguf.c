@@ -174,7 +174,7 @@ static il_status il__parse_value(il_gguf *g, uint64_t *pos, uint32_t type, int d
     return IL_OK;
   }
   if (et == IL_GGUF_STRING && top && n) {
-    top->str_pos = il_mem_alloc(IL_MEM_OTHER, (size_t)(n * sizeof(uint64_t)), "gguf string array index");
+    top->str_pos = il_mem_alloc(IL_MEM_MODEL, (size_t)(n * sizeof(uint64_t)), "gguf string array index");
     if (!top->str_pos) return IL_ERR_OOM;
   }
   for (uint64_t i = 0; i < n; i++) {
@@ -202,7 +202,7 @@ static int64_t il__hfind(const il_gguf *g, bool tensors, const char *s, uint64_t
 static il_status il__build_hash(il_gguf *g, bool tensors) {
   uint64_t n = tensors ? g->n_tensors : g->n_kv, cap = 16;
   while (cap < 2 * n) cap *= 2;
-  int64_t *tab = il_mem_alloc(IL_MEM_OTHER, cap * sizeof(int64_t), tensors ? "gguf tensor index" : "gguf key index");
+  int64_t *tab = il_mem_alloc(IL_MEM_MODEL, cap * sizeof(int64_t), tensors ? "gguf tensor index" : "gguf key index");
   if (!tab) return IL_ERR_OOM;
   memset(tab, 0xff, cap * sizeof(int64_t));
   if (tensors) {
@@ -361,7 +361,7 @@ static il_status il__check_data(il_gguf *g) {
     t->t.data = g->base + base + t->t.offset;
   }
   if (g->n_tensors < 2) return IL_OK;
-  uint64_t *ord = il_mem_alloc(IL_MEM_OTHER, (size_t)(g->n_tensors * 2 * sizeof(uint64_t)), "gguf overlap check");
+  uint64_t *ord = il_mem_alloc(IL_MEM_MODEL, (size_t)(g->n_tensors * 2 * sizeof(uint64_t)), "gguf overlap check");
   if (!ord) return IL_ERR_OOM;
   for (uint64_t i = 0; i < g->n_tensors; i++) {
     ord[2 * i] = g->tensors[i].t.offset;
@@ -391,7 +391,7 @@ static il_status il__copy_names(il_gguf *g) {
   uint64_t total = 1;
   for (uint64_t i = 0; i < g->n_kv; i++) total += g->kv[i].key_len + 1;
   for (uint64_t i = 0; i < g->n_tensors; i++) total += g->tensors[i].name_len + 1;
-  g->names = il_mem_alloc(IL_MEM_OTHER, (size_t)total, "gguf names");
+  g->names = il_mem_alloc(IL_MEM_MODEL, (size_t)total, "gguf names");
   if (!g->names) return IL_ERR_OOM;
   char *p = g->names;
   for (uint64_t i = 0; i < g->n_kv; i++) {
@@ -477,10 +477,10 @@ static il_status il__parse(il_gguf *g) {
 
 static il_status il__open_image(const void *data, size_t size, const char *name, void *map, il_gguf **out) {
   *out = NULL;
-  il_gguf *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "gguf reader");
+  il_gguf *g = il_mem_calloc(IL_MEM_MODEL, sizeof *g, "gguf reader");
   if (!g) return IL_ERR_OOM;
   size_t nlen = strlen(name);
-  g->name = il_mem_alloc(IL_MEM_OTHER, nlen + 1, "gguf file name");
+  g->name = il_mem_alloc(IL_MEM_MODEL, nlen + 1, "gguf file name");
   if (!g->name) {
     il_mem_free(g);
     return IL_ERR_OOM;

@@ -51,7 +51,7 @@ static inline il_status il__gguf_grow(void **arr, uint64_t *cap, uint64_t need, 
   if (need <= *cap) return IL_OK;
   uint64_t ncap = *cap ? *cap * 2 : 16;
   while (ncap < need) ncap *= 2;
-  void *p = il_mem_alloc(IL_MEM_OTHER, (size_t)(ncap * elem), what);
+  void *p = il_mem_alloc(IL_MEM_MODEL, (size_t)(ncap * elem), what);
   if (!p) return IL_ERR_OOM;
   if (*arr) {
     memcpy(p, *arr, (size_t)(*cap * elem));

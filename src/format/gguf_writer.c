@@ -75,7 +75,7 @@ static il_status il__winsert(il_gguf_writer *w, bool tensors, int64_t i) {
   if (need > h->cap) {
     uint64_t cap = h->cap ? h->cap : 16;
     while (cap < need) cap *= 2;
-    int64_t *tab = il_mem_alloc(IL_MEM_OTHER, cap * sizeof *tab, "gguf writer name index");
+    int64_t *tab = il_mem_alloc(IL_MEM_MODEL, cap * sizeof *tab, "gguf writer name index");
     if (!tab) return IL_ERR_OOM;
     memset(tab, 0xff, cap * sizeof *tab);
     il_mem_free(h->tab);
@@ -96,7 +96,7 @@ static il_status il__winsert(il_gguf_writer *w, bool tensors, int64_t i) {
 
 il_status il_gguf_writer_new(il_gguf_writer **out) {
   if (!out) return il_error(IL_ERR_INVALID_ARG, "il_gguf_writer_new: out is NULL");
-  *out = il_mem_calloc(IL_MEM_OTHER, sizeof **out, "gguf writer");
+  *out = il_mem_calloc(IL_MEM_MODEL, sizeof **out, "gguf writer");
   if (!*out) return IL_ERR_OOM;
   (*out)->alignment = IL_GGUF_DEFAULT_ALIGNMENT;
   return IL_OK;
@@ -117,7 +117,7 @@ void il_gguf_writer_free(il_gguf_writer *w) {
 }
 
 static char *il__strdup(const char *s, size_t n, const char *what) {
-  char *p = il_mem_alloc(IL_MEM_OTHER, n + 1, what);
+  char *p = il_mem_alloc(IL_MEM_MODEL, n + 1, what);
   if (p) {
     memcpy(p, s, n);
     p[n] = 0;
@@ -163,7 +163,7 @@ static il_status il__wadd(il_gguf_writer *w, const char *key, uint32_t type, uin
 
 static il_status il__wadd_scalar(il_gguf_writer *w, const char *key, uint32_t type, const void *v) {
   if (!w) return il_error(IL_ERR_INVALID_ARG, "gguf writer is NULL");
-  uint8_t *val = il_mem_alloc(IL_MEM_OTHER, il__gguf_value_size(type), "gguf writer value");
+  uint8_t *val = il_mem_alloc(IL_MEM_MODEL, il__gguf_value_size(type), "gguf writer value");
   if (!val) return IL_ERR_OOM;
   memcpy(val, v, il__gguf_value_size(type));
   return il__wadd(w, key, type, val, il__gguf_value_size(type));
@@ -207,7 +207,7 @@ il_status il_gguf_writer_set_bool(il_gguf_writer *w, const char *key, bool v) {
 il_status il_gguf_writer_set_str(il_gguf_writer *w, const char *key, const char *v) {
   if (!w || !v) return il_error(IL_ERR_INVALID_ARG, "gguf writer: NULL writer or value for key '%s'", key ? key : "");
   uint64_t n = strlen(v);
-  uint8_t *val = il_mem_alloc(IL_MEM_OTHER, (size_t)(8 + n), "gguf writer value");
+  uint8_t *val = il_mem_alloc(IL_MEM_MODEL, (size_t)(8 + n), "gguf writer value");
   if (!val) return IL_ERR_OOM;
   memcpy(val, &n, 8);
   memcpy(val + 8, v, (size_t)n);
@@ -225,7 +225,7 @@ il_status il_gguf_writer_set_arr(il_gguf_writer *w, const char *key, il_gguf_typ
     return il_error(IL_ERR_INVALID_ARG, "gguf writer: key '%s': array of %" PRIu64 " elements is too large",
                     key ? key : "", n);
   if (n && !data) return il_error(IL_ERR_INVALID_ARG, "gguf writer: key '%s': data is NULL", key ? key : "");
-  uint8_t *val = il_mem_alloc(IL_MEM_OTHER, (size_t)(12 + bytes), "gguf writer array");
+  uint8_t *val = il_mem_alloc(IL_MEM_MODEL, (size_t)(12 + bytes), "gguf writer array");
   if (!val) return IL_ERR_OOM;
   uint32_t et = (uint32_t)elem_type;
   memcpy(val, &et, 4);
@@ -244,7 +244,7 @@ il_status il_gguf_writer_set_arr_str(il_gguf_writer *w, const char *key, const c
       return il_error(IL_ERR_INVALID_ARG, "gguf writer: key '%s': string array too large", key ? key : "");
     total += 8 + lens[i];
   }
-  uint8_t *val = il_mem_alloc(IL_MEM_OTHER, (size_t)total, "gguf writer string array");
+  uint8_t *val = il_mem_alloc(IL_MEM_MODEL, (size_t)total, "gguf writer string array");
   if (!val) return IL_ERR_OOM;
   uint32_t et = IL_GGUF_STRING;
   memcpy(val, &et, 4);
@@ -272,7 +272,7 @@ il_status il_gguf_writer_set_raw(il_gguf_writer *w, const char *key, il_gguf_typ
   if (pos != size)
     return il_error(IL_ERR_INVALID_ARG, "gguf writer: key '%s': %s value is %" PRIu64 " bytes, %zu given",
                     key ? key : "", il_gguf_type_name((uint32_t)type), pos, size);
-  uint8_t *val = il_mem_alloc(IL_MEM_OTHER, size ? size : 1, "gguf writer value");
+  uint8_t *val = il_mem_alloc(IL_MEM_MODEL, size ? size : 1, "gguf writer value");
   if (!val) return IL_ERR_OOM;
   if (size) memcpy(val, value, size);
   return il__wadd(w, key, (uint32_t)type, val, size);
@@ -284,7 +284,7 @@ il_status il_gguf_writer_copy_kv(il_gguf_writer *w, const il_gguf *g, int64_t i)
   const void *data;
   size_t size;
   il_gguf_kv_raw(g, i, &data, &size);
-  uint8_t *val = il_mem_alloc(IL_MEM_OTHER, size ? size : 1, "gguf writer value");
+  uint8_t *val = il_mem_alloc(IL_MEM_MODEL, size ? size : 1, "gguf writer value");
   if (!val) return IL_ERR_OOM;
   memcpy(val, data, size);
   return il__wadd(w, il_gguf_key(g, i), (uint32_t)il_gguf_kv_type(g, i), val, size);

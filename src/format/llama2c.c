@@ -267,7 +267,7 @@ typedef struct {
 static il_status il__keep(il__conv *cv, void *p) {
   if (cv->n_bufs == cv->cap_bufs) {
     uint64_t ncap = cv->cap_bufs ? cv->cap_bufs * 2 : 64;
-    void **nb = il_mem_alloc(IL_MEM_OTHER, (size_t)ncap * sizeof(void *), "llama2c buffer list");
+    void **nb = il_mem_alloc(IL_MEM_MODEL, (size_t)ncap * sizeof(void *), "llama2c buffer list");
     if (!nb) {
       il_mem_free(p);
       return IL_ERR_OOM;
@@ -453,11 +453,11 @@ static il_status il__read_vocab(const char *path, const il__map *m, int32_t n, i
   if (pos != m->size)
     return il_error(IL_ERR_FORMAT, "%s: offset %" PRIu64 ": %" PRIu64 " bytes left after the %d tokens the checkpoint's vocab_size asks for",
                     path, pos, (uint64_t)(m->size - pos), n);
-  v->strs = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof(char *), "llama2c vocab");
-  v->lens = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof(uint64_t), "llama2c vocab");
-  v->scores = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof(float), "llama2c vocab");
-  v->types = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof(int32_t), "llama2c vocab");
-  v->arena = il_mem_alloc(IL_MEM_OTHER, (size_t)arena, "llama2c vocab");
+  v->strs = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(char *), "llama2c vocab");
+  v->lens = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(uint64_t), "llama2c vocab");
+  v->scores = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(float), "llama2c vocab");
+  v->types = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(int32_t), "llama2c vocab");
+  v->arena = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)arena, "llama2c vocab");
   if (!v->strs || !v->lens || !v->scores || !v->types || !v->arena) {
     il__vocab_free(v);
     return IL_ERR_OOM;
@@ -550,7 +550,7 @@ il_status il_llama2c_convert_ex(const char *ckpt_path, const char *tokenizer_pat
     if (st == IL_OK) st = il__read_vocab(tokenizer_path, &tk, cfg.vocab_size, &vocab);
   }
   if (st == IL_OK) {
-    w.layer = il_mem_alloc(IL_MEM_OTHER, (size_t)cfg.n_layers * IL__NPER * sizeof(il__src), "llama2c weight index");
+    w.layer = il_mem_alloc(IL_MEM_MODEL, (size_t)cfg.n_layers * IL__NPER * sizeof(il__src), "llama2c weight index");
     if (!w.layer) st = IL_ERR_OOM;
   }
   if (st == IL_OK) {

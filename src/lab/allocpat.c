@@ -7,6 +7,7 @@
 
 #include "backend/registry.h"
 #include "memory/caching.h"
+#include "lab/memmap.h"
 
 #define IL__MIB ((size_t)1 << 20)
 #define IL__N 10
@@ -71,7 +72,7 @@ il_status il_allocpat_run(const char *device, size_t mem_limit, il_allocpat_kind
       size_t len = 0;
       FILE *mf = open_memstream(&r->svg, &len);
       if (mf) {
-        if (il_caching_snapshot_svg(&snap, mf, k == IL_ALLOCPAT_STEADY ? "map-steady" : "map-fragmenting", 0) != IL_OK)
+        if (il_memmap_svg(&snap, mf, k == IL_ALLOCPAT_STEADY ? "map-steady" : "map-fragmenting", 0) != IL_OK)
           il_error_clear();
         fclose(mf);
       }

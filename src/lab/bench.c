@@ -1,6 +1,7 @@
 /* lab/bench: one point measured: load, warm-up, repetitions. See bench.h. */
 #include "lab/bench.h"
 #include "lab/plan.h"
+#include "lab/memmap.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -92,11 +93,14 @@ il_status il_bench_measure_roofline(int threads, int ms, double *gbps) {
 
 /* The compute peak of the engine's CPU kernels (cpu and sim devices) for the model's main weight
  * type, at the run's thread count, from the cache or measured now. 0 where there is none. */
-static void il__peak_for(il_engine *e, il_bench_peaks *peaks, il_bench_result *r) {
+static void il__peak_for(const il_engine *e, il_bench_peaks *peaks, il_bench_result *r) {
   il_isa isa;
-  if (!peaks || (strcmp(e->info.kind, "cpu") && strcmp(e->info.kind, "sim")) || !il_isa_parse(e->info.isa, &isa)) return;
-  const int kind = il_peak_kind_for(isa, e->model->main_type, e->act_type);
-  const int nth = e->info.threads > 0 ? e->info.threads : 1;
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+  const il_backend_info *info = &es.device;
+  if (!peaks || (strcmp(info->kind, "cpu") && strcmp(info->kind, "sim")) || !il_isa_parse(info->isa, &isa)) return;
+  const int kind = il_peak_kind_for(isa, il_engine_model(e)->main_type, es.act_type);
+  const int nth = info->threads > 0 ? info->threads : 1;
   if (kind < 0 || !il_peak_available((il_peak_kind)kind)) return;
   double *cached = nth <= IL_BENCH_PEAK_THREADS ? &peaks->gops[kind][nth] : NULL;
   if (!cached || *cached <= 0) {
@@ -124,6 +128,8 @@ static int32_t il__argmax(const float *x, int32_t n) {
 typedef struct {
   il_engine *e;
   int batch, prompt, gen;
+  int32_t n_batch;         /* the engine's tokens per pass */
+  double load_seconds;
   il_batch_entry *entries; /* [batch * prompt] */
   float *logits;           /* [batch * n_vocab] */
   int32_t *next;           /* [batch] */
@@ -134,7 +140,7 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
                           double *step_s) {
   const double peak = r->peak_gops;
   il_engine *e = w->e;
-  const int32_t nv = e->model->hp.n_vocab;
+  const int32_t nv = il_engine_model(e)->hp.n_vocab;
   const int B = w->batch, P = w->prompt, G = w->gen;
   uint64_t rng = seed;
   for (int q = 0; q < B; q++)
@@ -159,7 +165,7 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
   double prompt_s = t1 - t0, gen_s = t2 - t1, e2e = t2 - t0;
   double *v = s->v;
   for (int m = 0; m < IL_BM_COUNT; m++) v[m] = NAN;
-  v[IL_BM_LOAD_S] = e->load_seconds;
+  v[IL_BM_LOAD_S] = w->load_seconds;
   v[IL_BM_TTFT_S] = prompt_s;
   v[IL_BM_E2E_S] = e2e;
   v[IL_BM_PROMPT_TPS] = prompt_s > 0 ? (double)B * P / prompt_s : NAN;
@@ -186,7 +192,7 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
     if (peak > 0) v[IL_BM_GEN_PEAK] = v[IL_BM_GEN_GFLOPS] / peak;
   }
   if (prompt_s > 0) {
-    double passes = ceil((double)B * P / (e->n_batch > 0 ? e->n_batch : 1));
+    double passes = ceil((double)B * P / (w->n_batch > 0 ? w->n_batch : 1));
     v[IL_BM_PROMPT_GBPS] = bytes * passes / prompt_s / 1e9;
     v[IL_BM_PROMPT_GFLOPS] = 2.0 * params * B * P / prompt_s / 1e9;
     if (roof > 0) v[IL_BM_PROMPT_ROOF] = v[IL_BM_PROMPT_GBPS] / roof;
@@ -285,20 +291,23 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
   il_mem_reset_peak();
   il_status st = il_engine_open(&cfg, &w.e);
   if (st == IL_OK) {
-    il_engine *e = w.e;
-    const il_model *m = e->model;
+    il_engine_snapshot es;
+    il_engine_snapshot_get(w.e, IL_ENGINE_SNAP_ALL, &es);
+    const il_model *m = il_engine_model(w.e);
     snprintf(r->model, sizeof r->model, "%s", m->name);
     snprintf(r->model_type, sizeof r->model_type, "%s", il_dtype_name(m->main_type));
     r->n_params = m->n_params;
     r->weight_bytes = m->weight_bytes;
     uint64_t embd = (uint64_t)m->tok_embd.n_out * (uint64_t)m->tok_embd.row_stride;
     r->bytes_per_pass = m->tied_output || embd >= m->weight_bytes ? m->weight_bytes : m->weight_bytes - embd;
-    r->startup = *il_engine_startup(e);
-    r->threads = e->info.threads;
-    r->n_ctx = e->n_ctx;
-    r->n_batch = e->n_batch;
+    r->startup = *il_engine_startup(w.e);
+    r->threads = es.device.threads;
+    r->n_ctx = es.n_ctx;
+    r->n_batch = es.n_batch;
+    w.n_batch = es.n_batch;
+    w.load_seconds = es.load_seconds;
     r->rss_resettable = il__reset_peak_rss();
-    il__peak_for(e, o->peaks, r);
+    il__peak_for(w.e, o->peaks, r);
     w.batch = r->batch;
     w.prompt = r->prompt;
     w.gen = r->gen;
@@ -325,25 +334,28 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     }
   }
   if (st != IL_OK) il__fail(r, st);
+  il_engine_snapshot es;
   if (st == IL_OK && w.e) {
-    snprintf(r->attn, sizeof r->attn, "%s", w.e->attn ? w.e->attn->name : "");
-    snprintf(r->attn_why, sizeof r->attn_why, "%s", w.e->attn_why);
-    if (w.e->backend->ops->transfers) w.e->backend->ops->transfers(w.e->backend, &r->transfers);
+    il_engine_snapshot_get(w.e, IL_ENGINE_SNAP_ALL, &es);
+    snprintf(r->attn, sizeof r->attn, "%s", es.attn);
+    snprintf(r->attn_why, sizeof r->attn_why, "%s", es.attn_why);
+    r->transfers = es.transfers;
   }
-  if (st == IL_OK && w.e && w.e->backend->ops->allocator_stats) {
+  if (st == IL_OK && w.e && es.has_allocator) {
     /* a device with a caching allocator: its figures and its memory map, as the run left them */
-    il_backend *b = w.e->backend;
     r->has_device = true;
-    snprintf(r->device, sizeof r->device, "%s", w.e->info.name);
-    b->ops->allocator_stats(b, &r->device_stats);
+    snprintf(r->device, sizeof r->device, "%s", es.device.name);
+    r->device_stats = es.alloc;
     il_caching_snapshot snap;
-    if (b->ops->allocator_snapshot && b->ops->allocator_snapshot(b, &snap) == IL_OK) {
+    if (il_engine_memory_map(w.e, &snap) != IL_OK) {
+      il_error_clear();
+    } else {
       size_t len = 0;
       FILE *mf = open_memstream(&r->memory_map_svg, &len);
       char id[32];
       snprintf(id, sizeof id, "memmap-%u", (unsigned)(r->batch * 1000 + r->prompt + r->gen));
       if (mf) {
-        if (il_caching_snapshot_svg(&snap, mf, id, 24) != IL_OK) il_error_clear();
+        if (il_memmap_svg(&snap, mf, id, 24) != IL_OK) il_error_clear();
         fclose(mf);
       }
       il_caching_snapshot_free(&snap);

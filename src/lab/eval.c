@@ -55,18 +55,18 @@ static il_status il__window(il_engine *e, const int32_t *w, int32_t n_ctx, int32
 il_status il_eval_text(il_engine *e, il_engine *ref, const char *text, const il_eval_params *p, il_eval_result *r) {
   memset(r, 0, sizeof *r);
   const double t0 = il_time_now();
-  const int32_t n_ctx = p->n_ctx, nv = e->model->hp.n_vocab;
+  const int32_t n_ctx = p->n_ctx, nv = il_engine_model(e)->hp.n_vocab;
   if (n_ctx < 4) return il_error(IL_ERR_INVALID_ARG, "--ctx %d: a window needs at least 4 tokens", n_ctx);
-  if (n_ctx > e->n_ctx) return il_error(IL_ERR_RANGE, "--ctx %d exceeds the model's context of %d", n_ctx, e->n_ctx);
-  if (ref && ref->model->hp.n_vocab != nv)
+  if (n_ctx > il_engine_n_ctx(e)) return il_error(IL_ERR_RANGE, "--ctx %d exceeds the model's context of %d", n_ctx, il_engine_n_ctx(e));
+  if (ref && il_engine_model(ref)->hp.n_vocab != nv)
     return il_error(IL_ERR_INVALID_ARG, "--ref: vocabulary of %d tokens, the model has %d: the models must share a tokenizer",
-                    ref->model->hp.n_vocab, nv);
-  if (ref && n_ctx > ref->n_ctx) return il_error(IL_ERR_RANGE, "--ctx %d exceeds the reference's context of %d", n_ctx, ref->n_ctx);
-  const bool add_bos = il_vocab_add_bos(e->vocab);
-  const int32_t bos = il_vocab_bos(e->vocab);
+                    il_engine_model(ref)->hp.n_vocab, nv);
+  if (ref && n_ctx > il_engine_n_ctx(ref)) return il_error(IL_ERR_RANGE, "--ctx %d exceeds the reference's context of %d", n_ctx, il_engine_n_ctx(ref));
+  const bool add_bos = il_vocab_add_bos(il_engine_vocab(e));
+  const int32_t bos = il_vocab_bos(il_engine_vocab(e));
   int32_t *tokens = NULL, n_tok = 0;
   size_t n_sz = 0;
-  IL_TRY(il_tokenize_alloc(e->vocab, text, strlen(text), true, false, &tokens, &n_sz));
+  IL_TRY(il_tokenize_alloc(il_engine_vocab(e), text, strlen(text), true, false, &tokens, &n_sz));
   n_tok = (int32_t)n_sz;
   r->n_tokens = n_tok;
   if (n_tok < 2 * n_ctx) {

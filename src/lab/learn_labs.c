@@ -608,7 +608,7 @@ static il_status il__kl(il__learn *L, const char *wtype, il__quality *q) {
     q->kl_p99 = r.kl_p99;
     q->top1 = r.top1;
     q->ppl_ratio = r.ppl_ratio;
-    q->weights = (double)e->model->weight_bytes;
+    q->weights = (double)il_engine_model(e)->weight_bytes;
   }
   il_mem_free(text);
   return st;
@@ -875,7 +875,7 @@ static il_status il__numerics_probe(il__learn *L, const il_sweep_point *p, doubl
   c.ctx = 16;
   il_engine *e = NULL;
   IL_TRY(il_engine_open(&c, &e));
-  const int32_t nv = e->model->hp.n_vocab;
+  const int32_t nv = il_engine_model(e)->hp.n_vocab;
   float *lg = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *lg * (size_t)nv, "learn logits");
   il_batch_entry b[6];
   for (int i = 0; i < 6; i++) b[i] = (il_batch_entry){(int32_t)(3 + 17 * i) % nv, 0, i, i == 5};
@@ -885,8 +885,10 @@ static il_status il__numerics_probe(il__learn *L, const il_sweep_point *p, doubl
     for (int32_t i = 0; i < nv; i++) bad += !isfinite(lg[i]);
     vals[NM_NONFINITE] = bad;
     vals[NM_FINITE] = bad == 0;
-    vals[NM_MAX_ABS] = e->fs.max_abs;
-    if (e->fs.bad_layer >= 0) snprintf(where, wn, "%s of layer %d", e->fs.bad_block ? e->fs.bad_block : "?", e->fs.bad_layer);
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    vals[NM_MAX_ABS] = es.max_abs;
+    if (es.bad_layer >= 0) snprintf(where, wn, "%s of layer %d", es.bad_block[0] ? es.bad_block : "?", es.bad_layer);
     else snprintf(where, wn, "-");
   }
   il_mem_free(lg);

@@ -78,15 +78,16 @@ static il_status il__dry(const il_config *base, const il__simspec *sp, size_t ca
   if (p) p->dry_runs++;
   if (st != IL_OK) return st;
   if (p) {
-    il_caching_stats cs;
-    e->backend->ops->allocator_stats(e->backend, &cs);
-    p->fixed_bytes = e->fixed_bytes;
-    p->reserved_bytes = cs.total.peak_reserved + e->fixed_bytes;
-    for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) p->by_cat[i] = cs.cat[i].peak_allocated;
-    p->by_cat[IL_MEM_OTHER] += e->fixed_bytes;
-    p->n_layers = e->model->hp.n_layer;
-    p->n_dev_layers = e->n_dev_layers;
-    p->n_ctx = e->n_ctx, p->n_batch = e->n_batch, p->n_seq = e->n_seq;
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    const il_caching_stats *cs = &es.alloc;
+    p->fixed_bytes = es.fixed_bytes;
+    p->reserved_bytes = cs->total.peak_reserved + es.fixed_bytes;
+    for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) p->by_cat[i] = cs->cat[i].peak_allocated;
+    p->by_cat[IL_MEM_OTHER] += es.fixed_bytes;
+    p->n_layers = es.n_layer;
+    p->n_dev_layers = es.n_dev_layers;
+    p->n_ctx = es.n_ctx, p->n_batch = es.n_batch, p->n_seq = es.n_seq;
   }
   if (keep) *keep = e;
   else il_engine_free(e);
@@ -136,6 +137,7 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
   p->fits = st == IL_OK;
   il_oom_report r; /* the report of the device given (later trials on other sizes make their own) */
   const bool have = !p->fits && il_oom_report_last(&r);
+  p->ctx_from = cfg->ctx > 0 ? IL_OOM_CTX_GIVEN : have ? r.ctx_from : IL_OOM_CTX_DEFAULT;
   if (p->fits) {
     /* the figures of the run on the device given; then the smallest device for the same run */
     const il_plan at_cap = *p;
@@ -150,13 +152,17 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
     p->dry_runs += scratch.dry_runs;
     p->peak_bytes = peak;
   } else {
-    /* how big a device this configuration needs as it is */
+    /* how big a device this configuration needs as it is, at the context the report assumed
+     * (the default context would be sized anew on every trial device) */
+    il_config at_ctx = *cfg;
+    if (have && r.ctx_from == IL_OOM_CTX_DEFAULT) at_ctx.ctx = r.n_ctx;
     il_plan need = *p;
-    IL_TRY(il__peak(cfg, &sp, sp.budget, &need, &p->peak_bytes));
+    IL_TRY(il__peak(&at_ctx, &sp, sp.budget, &need, &p->peak_bytes));
     p->dry_runs = need.dry_runs;
     memcpy(p->by_cat, need.by_cat, sizeof p->by_cat);
     p->n_layers = need.n_layers, p->n_dev_layers = need.n_dev_layers;
     p->n_ctx = need.n_ctx, p->n_batch = need.n_batch, p->n_seq = need.n_seq;
+    p->ctx_from = at_ctx.ctx > 0 && cfg->ctx <= 0 ? IL_OOM_CTX_DEFAULT : p->ctx_from;
     p->fixed_bytes = need.fixed_bytes;
     p->reserved_bytes = 0;
     for (int i = 0; have && i < r.n_fixes; i++) {
@@ -169,7 +175,7 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
       bool ok = false;
       for (int step = 0; step < 24 && !ok; step++) {
         c = *cfg;
-        if (il_config_set(&c, r.fixes[i].option, value, "plan") != IL_OK) break;
+        if (il_oom_fix_apply(&r, r.fixes[i].option, value, &c) != IL_OK) break;
         il_plan trial = {0};
         il_status ts = il__dry(&c, &sp, sp.budget, &trial, NULL);
         p->dry_runs += trial.dry_runs;
@@ -206,6 +212,9 @@ void il_plan_print(const il_plan *p, FILE *f) {
   fprintf(f, "device %s: %s\n", p->device, il_mem_format_bytes(p->capacity, a, sizeof a));
   fprintf(f, "run: ctx %d, batch %d, %d sequence(s), %d/%d layers on the device\n", p->n_ctx, p->n_batch, p->n_seq,
           p->n_dev_layers, p->n_layers);
+  if (p->ctx_from != IL_OOM_CTX_GIVEN) /* run sizes its own context: say which one this is */
+    fprintf(f, "     ctx %d is %s; run sizes it for its prompt and -n instead (give --ctx to plan that)\n", p->n_ctx,
+            il_oom_ctx_from_name(p->ctx_from));
   fprintf(f, "\n%-14s %12s\n", "category", "at peak");
   for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++)
     if (p->by_cat[i]) fprintf(f, "%-14s %12s\n", il_mem_category_name((il_mem_category)i), il_mem_format_bytes(p->by_cat[i], a, sizeof a));
@@ -237,6 +246,7 @@ void il_plan_json(const il_plan *p, FILE *f) {
   il_jsonw_key(&w, "fits"), il_jsonw_bool(&w, p->fits);
   il_jsonw_key(&w, "margin"), il_jsonw_num(&w, p->margin);
   il_jsonw_key(&w, "n_ctx"), il_jsonw_int(&w, p->n_ctx);
+  il_jsonw_key(&w, "ctx_from"), il_jsonw_str(&w, p->ctx_from == IL_OOM_CTX_GIVEN ? "given" : "default");
   il_jsonw_key(&w, "n_batch"), il_jsonw_int(&w, p->n_batch);
   il_jsonw_key(&w, "n_seq"), il_jsonw_int(&w, p->n_seq);
   il_jsonw_key(&w, "layers"), il_jsonw_int(&w, p->n_layers);

@@ -44,6 +44,7 @@ typedef struct {
   bool fits;
   int n_layers, n_dev_layers; /* placement (after --gpu-layers auto) */
   int n_ctx, n_batch, n_seq;
+  il_oom_ctx_from ctx_from; /* given with --ctx, or the engine's default (sized to the device) */
   int dry_runs;            /* engine opens it took */
   il_plan_fix fixes[IL_OOM_MAX_FIXES];
   int n_fixes;

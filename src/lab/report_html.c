@@ -22,8 +22,9 @@
 #define IL__MT 34
 #define IL__MB 56
 
-static const char *const il__colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                         "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+static const char *const il__colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                         "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
+#define IL__N_COLORS 10 /* one per memory category */
 
 static void il__esc(FILE *f, const char *s) { il_xml_escape(f, s, true); }
 
@@ -76,7 +77,7 @@ static void il__xlabel(FILE *f, double x, const char *text) {
 static void il__legend_c(FILE *f, int i, int c, const char *name) {
   int x = IL__ML + (i % 4) * 150, y = IL__H - 18 + (i / 4) * 12;
   fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" class=\"lg\">", x,
-          y - 9, il__colors[c % 8], x + 14, y);
+          y - 9, il__colors[c % IL__N_COLORS], x + 14, y);
   il__esc(f, name);
   fprintf(f, "</text>\n");
 }
@@ -140,7 +141,7 @@ static void il__metric_chart(FILE *f, const il_report *r, il_bench_metric m) {
   int n_series = r->n_results / (n_x > 0 ? n_x : 1);
   if (n_series < 1) n_series = 1;
   for (int sidx = 0; sidx < n_series; sidx++) {
-    const char *color = il__colors[sidx % 8];
+    const char *color = il__colors[sidx % IL__N_COLORS];
     char name[256] = "";
     bool started = false;
     fprintf(f, "<polyline class=\"ln\" stroke=\"%s\" points=\"", color);
@@ -235,6 +236,7 @@ static void il__memory_chart(FILE *f, const il_report *r) {
   int pw = IL__W - IL__ML - IL__MR, ph = IL__H - IL__MT - IL__MB;
   int n = r->n_results > 0 ? r->n_results : 1;
   double gw = (double)pw / n;
+  bool used[IL_MEM_CATEGORY_COUNT] = {false};
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];
     il__xlabel(f, IL__ML + gw * (i + 0.5), *res->label ? res->label : "all");
@@ -247,13 +249,16 @@ static void il__memory_chart(FILE *f, const il_report *r) {
       }
       double v = (double)peak / mib;
       if (v <= 0) continue;
+      used[c] = true;
       double h = v / top * ph, y = IL__MT + ph - (base + v) / top * ph;
       fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s %.2f MiB</title></rect>\n",
               IL__ML + gw * i + gw * 0.2, y, gw * 0.6, h, il__colors[c], il_mem_category_name((il_mem_category)c), v);
       base += v;
     }
   }
-  for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) il__legend(f, c, il_mem_category_name((il_mem_category)c));
+  /* the categories that hold bytes, in two rows of four at most for the usual runs */
+  for (int c = 0, i = 0; c < IL_MEM_CATEGORY_COUNT; c++)
+    if (used[c]) il__legend_c(f, i++, c, il_mem_category_name((il_mem_category)c));
   fprintf(f, "</svg>\n");
 }
 

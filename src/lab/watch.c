@@ -1,22 +1,19 @@
-/* lab/watch: fork/exec, sample, wait4, report. See watch.h. */
+/* lab/watch: spawn (sys/spawn), sample, report. See watch.h. */
 #include "lab/watch.h"
 
 #include <limits.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/time.h>
-#include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/text.h"
 #include "core/timer.h"
 #include "core/jsonw.h"
 #include "memory/mem.h"
+#include "sys/spawn.h"
 
 typedef struct {
   FILE *f;
@@ -37,6 +34,22 @@ static void il__tick(void *ud, const il_usage_result *now) {
   fflush(p->f);
 }
 
+/* The sampler, started on the child's pid as soon as it runs. */
+typedef struct {
+  const il_watch_options *o;
+  il__progress *prog;
+  il_usage *u;
+  il_status st;
+} il__watch_start;
+
+static void il__watch_started(void *ud, pid_t pid) {
+  il__watch_start *w = ud;
+  const il_watch_options *o = w->o;
+  il_usage_options uo = {o->nvml_lib, o->no_gpu, o->interval_ms > 0 ? o->interval_ms : 200, pid,
+                         o->progress ? il__tick : NULL, w->prog};
+  w->st = il_usage_start(&uo, &w->u);
+}
+
 il_status il_watch_run(const il_watch_options *o, char *const argv[], il_watch_result *r) {
   memset(r, 0, sizeof *r);
   r->exit_status = -1;
@@ -47,82 +60,27 @@ il_status il_watch_run(const il_watch_options *o, char *const argv[], il_watch_r
     if (w < 0) break;
     used += (size_t)w;
   }
-  int log_fd = -1;
-  if (o->log_path) {
-    log_fd = open(o->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) return il_error(IL_ERR_IO, "%s: cannot open the log file: %s", o->log_path, strerror(errno));
-  }
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) {
-    if (log_fd >= 0) close(log_fd);
-    return il_error(IL_ERR_INTERNAL, "watch: pipe: %s", strerror(errno));
-  }
-  struct sigaction ign, old_int, old_quit;
-  memset(&ign, 0, sizeof ign);
-  ign.sa_handler = SIG_IGN;
-  sigemptyset(&ign.sa_mask);
-  sigaction(SIGINT, &ign, &old_int);
-  sigaction(SIGQUIT, &ign, &old_quit);
-  fflush(NULL);
-  double t0 = il_time_now();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
-    close(pipefd[0]);
-    close(pipefd[1]);
-    if (log_fd >= 0) close(log_fd);
-    return il_error(IL_ERR_INTERNAL, "watch: fork: %s", strerror(e));
-  }
-  if (pid == 0) {
-    /* child: only async-signal-safe calls from here to exec */
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
-    if (log_fd >= 0) {
-      dup2(log_fd, 1);
-      dup2(log_fd, 2);
-    }
-    execvp(argv[0], argv);
-    int e = errno;
-    ssize_t wr = write(pipefd[1], &e, sizeof e);
-    (void)wr;
-    _exit(e == ENOENT ? 127 : 126);
-  }
-  close(pipefd[1]);
-  if (log_fd >= 0) close(log_fd);
-  il__progress prog = {o->progress, t0};
-  il_usage_options uo = {o->nvml_lib, o->no_gpu, o->interval_ms > 0 ? o->interval_ms : 200, pid,
-                         o->progress ? il__tick : NULL, &prog};
-  il_usage *u = NULL;
-  il_status st = il_usage_start(&uo, &u);
-  /* the pipe closes on a successful exec (CLOEXEC) or carries errno when exec failed */
-  int child_errno = 0;
-  ssize_t got;
-  do got = read(pipefd[0], &child_errno, sizeof child_errno);
-  while (got < 0 && errno == EINTR);
-  close(pipefd[0]);
-  int status = 0;
-  struct rusage ru;
-  memset(&ru, 0, sizeof ru);
-  pid_t w;
-  do w = wait4(pid, &status, 0, &ru);
-  while (w < 0 && errno == EINTR);
-  r->seconds = il_time_now() - t0;
-  if (u) il_usage_stop(u, &r->usage);
+  il__progress prog = {o->progress, il_time_now()};
+  il__watch_start ws = {o, &prog, NULL, IL_OK};
+  const il_spawn_opts so = {.search_path = true, .log_path = o->log_path, .ignore_interrupts = true,
+                            .on_start = il__watch_started, .ud = &ws};
+  il_spawn_result sr;
+  il_status st = il_spawn_run(argv, &so, &sr);
+  if (st != IL_OK) return st;
+  r->seconds = sr.seconds;
+  if (ws.u) il_usage_stop(ws.u, &r->usage);
   if (o->progress) {
     fprintf(o->progress, "\r\033[K");
     fflush(o->progress);
   }
-  sigaction(SIGINT, &old_int, NULL);
-  sigaction(SIGQUIT, &old_quit, NULL);
-  if (st != IL_OK) return st;
-  if (got == (ssize_t)sizeof child_errno) {
+  if (ws.st != IL_OK) return ws.st;
+  if (sr.exec_failed) {
     r->exec_failed = true;
-    snprintf(r->exec_error, sizeof r->exec_error, "%s: %s", argv[0], strerror(child_errno));
+    snprintf(r->exec_error, sizeof r->exec_error, "%s: %s", argv[0], strerror(sr.exec_errno));
   }
-  if (WIFEXITED(status)) r->exit_status = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r->term_signal = WTERMSIG(status);
+  r->exit_status = sr.exit_status;
+  r->term_signal = sr.term_signal;
+  const struct rusage ru = sr.ru;
   r->peak_rss = ru.ru_maxrss >= 0 && ru.ru_maxrss <= LLONG_MAX / 1024 ? (long long)ru.ru_maxrss * 1024 : -1;
   r->user_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6;
   r->sys_s = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;

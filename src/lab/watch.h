@@ -1,6 +1,6 @@
 /* lab/watch: run any command and report what `time` would plus the GPU view.
  *
- * il_watch_run forks and execs the command (PATH lookup like a shell), samples the child's
+ * il_watch_run runs the command through sys/spawn (PATH lookup like a shell), samples the child's
  * process tree with lab/usage while it runs, and reaps it with wait4, whose rusage gives the
  * exact peak RSS and CPU time of the child (and the descendants it waited for). The duration
  * runs from just before fork to the reap. SIGINT and SIGQUIT are ignored in the watcher while

@@ -26,7 +26,7 @@
  *
  * Every allocation records a category (il_mem_category) and a name (copied, truncated to
  * IL_CACHING_NAME_MAX - 1 bytes). Stats in total and per category can be read at any time;
- * a snapshot lists segments and blocks and is written as JSON or drawn as an SVG memory map.
+ * a snapshot lists segments and blocks (lab/memmap writes it as JSON or draws it as an SVG map).
  * One mutex per allocator makes every call thread-safe.
  * Host metadata (the allocator, segment records, block records in chunks of 256) is
  * allocated with il_mem_alloc under IL_MEM_OTHER, so il_mem_fail_after reaches it too.
@@ -41,7 +41,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "core/jsonw.h"
 #include "core/status.h"
 #include "memory/mem.h"
 
@@ -176,10 +175,8 @@ void il_caching_reset_peak(il_caching *a);
 bool il_caching_last_oom(il_caching *a, il_caching_oom *out);
 /* The space name given at creation. Borrowed. */
 const char *il_caching_name(const il_caching *a);
-
-/* Writes stats as a JSON object: the total counters, "free_bytes", "largest_free",
- * "fragmentation", "cap" and "categories": {name: counters} for categories that have any. */
-void il_caching_stats_json(il_jsonw *w, const il_caching_stats *s);
+/* "small" or "large". */
+const char *il_caching_pool_name(il_caching_pool p);
 
 /* ---- snapshot ---------------------------------------------------------------------- */
 
@@ -215,19 +212,6 @@ typedef struct {
 il_status il_caching_snapshot_take(il_caching *a, il_caching_snapshot *out);
 /* Frees the arrays; the struct may be reused. Can't fail. */
 void il_caching_snapshot_free(il_caching_snapshot *s);
-/* Writes the snapshot as one JSON object value into w: {"space", "stats", "segments": [{"id",
- * "base", "size", "pool", "category", "blocks": [{"offset", "size", "allocated", and for an
- * allocated block "requested", "category", "name"}]}]}. */
-void il_caching_snapshot_json(il_jsonw *w, const il_caching_snapshot *s);
-/* The same as a whole document on f. IL_ERR_IO when a write failed. */
-il_status il_caching_snapshot_write_json(const il_caching_snapshot *s, FILE *f, bool pretty);
-/* Draws the memory map as one self-contained <svg> element (inline styles; well-formed XML,
- * so it embeds in the XHTML bench report): one row per segment, each scaled to its own width
- * and labelled with id, pool and size; allocated blocks coloured by category, free blocks
- * grey and hatched, a <title> tooltip per block (name, category, offset, size); a header with
- * reserved, allocated and fragmentation; a legend. `id` (letters, digits, '-') names the
- * element and its pattern so several maps can share a page; max_rows > 0 draws at most that
- * many segments and says how many were left out. IL_ERR_IO when a write failed. */
-il_status il_caching_snapshot_svg(const il_caching_snapshot *s, FILE *f, const char *id, int max_rows);
+/* Its reports (JSON, SVG memory map): lab/memmap.h. */
 
 #endif

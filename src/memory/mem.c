@@ -34,7 +34,7 @@ static_assert(sizeof(il__hdr) == 64, "header keeps 64-byte alignment");
 #define IL__MAGIC 0x4d454d31u
 
 static const char *const il__cat_names[IL_MEM_CATEGORY_COUNT] = {
-    "weights", "kv", "activations", "workspace", "staging", "other"};
+    "weights", "kv", "activations", "workspace", "staging", "model", "tokenizer", "scheduler", "server", "other"};
 
 const char *il_mem_category_name(il_mem_category c) {
   return (unsigned)c < IL_MEM_CATEGORY_COUNT ? il__cat_names[c] : "?";

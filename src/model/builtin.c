@@ -82,7 +82,7 @@ static void il__gen_worker(void *p, int ith, int nth) {
 static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
                                 int64_t ne0, int64_t ne1, float amp) {
   const bool values = pool != NULL; /* NULL pool: shapes only (the buffers stay untouched zero pages) */
-  char *nm = il_mem_alloc(IL_MEM_OTHER, strlen(name) + 1, "tensor name");
+  char *nm = il_mem_alloc(IL_MEM_MODEL, strlen(name) + 1, "tensor name");
   if (!nm) return IL_ERR_OOM;
   strcpy(nm, name);
   IL_TRY(il_model_own(m, nm));
@@ -110,7 +110,7 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
 static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype type, il_pool *pool) {
   const int64_t dim = sp->n_embd, kv_dim = (int64_t)sp->n_head_kv * (sp->n_embd / sp->n_head), ff = sp->n_ff;
   int64_t nt = 3 + 9 * (int64_t)sp->n_layer;
-  il_gguf_tensor *ts = il_mem_calloc(IL_MEM_OTHER, sizeof *ts * (size_t)nt, "tensor table");
+  il_gguf_tensor *ts = il_mem_calloc(IL_MEM_MODEL, sizeof *ts * (size_t)nt, "tensor table");
   if (!ts) return IL_ERR_OOM;
   IL_TRY(il_model_own(m, ts));
   int64_t k = 0;
@@ -156,7 +156,7 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
       return il_error(IL_ERR_UNSUPPORTED, "--wtype: built-in models cannot be generated as %s (use f32, f16, bf16, q8_0, q4_0, q4_1)",
                       il_dtype_name(type));
   }
-  il_model *m = il_mem_calloc(IL_MEM_OTHER, sizeof *m, "model");
+  il_model *m = il_mem_calloc(IL_MEM_MODEL, sizeof *m, "model");
   if (!m) return IL_ERR_OOM;
   snprintf(m->name, sizeof m->name, "%s", spec);
   il_hparams *hp = &m->hp;
@@ -206,10 +206,10 @@ static void il__vocab_free(il__vocab_arrays *v) {
 static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
   memset(v, 0, sizeof *v);
   v->n = n;
-  v->text = il_mem_calloc(IL_MEM_OTHER, (size_t)n * 8, "builtin vocab");
-  v->lens = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof(uint64_t), "builtin vocab");
-  v->scores = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof(float), "builtin vocab");
-  v->types = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof(int32_t), "builtin vocab");
+  v->text = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * 8, "builtin vocab");
+  v->lens = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(uint64_t), "builtin vocab");
+  v->scores = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(float), "builtin vocab");
+  v->types = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(int32_t), "builtin vocab");
   if (!v->text || !v->lens || !v->scores || !v->types) {
     il__vocab_free(v);
     return IL_ERR_OOM;
@@ -266,7 +266,7 @@ static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
 static il_status il__builtin_vocab(int32_t n_vocab, il_vocab **out) {
   il__vocab_arrays v;
   IL_TRY(il__vocab_build(n_vocab, &v));
-  const char **ptrs = il_mem_alloc(IL_MEM_OTHER, sizeof(char *) * (size_t)v.n, "builtin vocab");
+  const char **ptrs = il_mem_alloc(IL_MEM_TOKENIZER, sizeof(char *) * (size_t)v.n, "builtin vocab");
   il_status st = ptrs ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) {
     for (int32_t i = 0; i < v.n; i++) ptrs[i] = v.text[i];
@@ -315,7 +315,7 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
 #undef IL__K
   il__vocab_arrays v;
   IL_TRY(il__vocab_build(hp->n_vocab, &v));
-  const char **ptrs = il_mem_alloc(IL_MEM_OTHER, sizeof(char *) * (size_t)v.n, "builtin vocab");
+  const char **ptrs = il_mem_alloc(IL_MEM_TOKENIZER, sizeof(char *) * (size_t)v.n, "builtin vocab");
   il_status st = ptrs ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) {
     for (int32_t i = 0; i < v.n; i++) ptrs[i] = v.text[i];

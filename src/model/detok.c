@@ -22,13 +22,13 @@ struct il_detok {
 };
 
 il_status il_detok_new(const il_vocab *v, bool special, il_detok **out) {
-  il_detok *d = il_mem_calloc(IL_MEM_OTHER, sizeof *d, "detokenizer");
+  il_detok *d = il_mem_calloc(IL_MEM_TOKENIZER, sizeof *d, "detokenizer");
   if (!d) return IL_ERR_OOM;
   d->v = v;
   d->special = special;
   d->strip = v->kind == IL__VOCAB_SPM && v->add_space_prefix;
   d->cap = v->max_piece + 8;
-  d->buf = il_mem_alloc(IL_MEM_OTHER, d->cap, "detokenizer");
+  d->buf = il_mem_alloc(IL_MEM_TOKENIZER, d->cap, "detokenizer");
   if (!d->buf) {
     il_mem_free(d);
     return IL_ERR_OOM;
@@ -76,7 +76,7 @@ size_t il_detok_push(il_detok *d, int32_t id, char *out, size_t cap) {
   }
   if (d->n + n > d->cap) { /* only when the caller's buffers were too small to drain */
     size_t cap2 = (d->n + n) * 2;
-    char *nb = il_mem_alloc(IL_MEM_OTHER, cap2, "detokenizer");
+    char *nb = il_mem_alloc(IL_MEM_TOKENIZER, cap2, "detokenizer");
     if (!nb) return il__detok_take(d, d->n, out, cap); /* OOM: give what we have */
     memcpy(nb, d->buf, d->n);
     il_mem_free(d->buf);

@@ -179,7 +179,7 @@ il_status il_export_gguf(const char *src, il_dtype type, const char *out_path, i
   /* a built-in model is generated directly in the target type where its shapes allow */
   IL_TRY(il_export_open(src, builtin ? il_dtype_name(type) : NULL, n_threads, &m));
   il_gguf_writer *w = NULL;
-  void **bufs = il_mem_calloc(IL_MEM_OTHER, sizeof(void *) * (size_t)(m->n_tensors ? m->n_tensors : 1), "export");
+  void **bufs = il_mem_calloc(IL_MEM_MODEL, sizeof(void *) * (size_t)(m->n_tensors ? m->n_tensors : 1), "export");
   il_status st = bufs ? il_gguf_writer_new(&w) : IL_ERR_OOM;
   if (st == IL_OK) st = il_export_metadata(m, builtin, w, il_dtype_file_type(type));
   for (int64_t i = 0; st == IL_OK && i < m->n_tensors; i++) {

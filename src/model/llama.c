@@ -144,7 +144,7 @@ int64_t il_hparams_dim(const il_hparams *hp, il_dim d) {
 il_status il_model_own(il_model *m, void *buf) {
   if (m->n_owned == m->cap_owned) {
     int64_t cap = m->cap_owned ? m->cap_owned * 2 : 64;
-    void **p = il_mem_alloc(IL_MEM_OTHER, (size_t)cap * sizeof *p, "model bookkeeping");
+    void **p = il_mem_alloc(IL_MEM_MODEL, (size_t)cap * sizeof *p, "model bookkeeping");
     if (!p) {
       il_mem_free(buf); /* ownership passes even on failure, so callers never leak */
       return IL_ERR_OOM;
@@ -160,13 +160,13 @@ il_status il_model_own(il_model *m, void *buf) {
 
 il_status il_model_open_gguf(const char *path, il_model **out) {
   *out = NULL;
-  il_model *m = il_mem_calloc(IL_MEM_OTHER, sizeof *m, "model");
+  il_model *m = il_mem_calloc(IL_MEM_MODEL, sizeof *m, "model");
   if (!m) return IL_ERR_OOM;
   il_status st = il_gguf_open(path, &m->gguf);
   if (st == IL_OK) st = il_hparams_from_gguf(m->gguf, &m->hp);
   if (st == IL_OK) {
     int64_t nt = il_gguf_tensor_count(m->gguf);
-    il_gguf_tensor *ts = il_mem_alloc(IL_MEM_OTHER, sizeof *ts * (size_t)(nt ? nt : 1), "tensor table");
+    il_gguf_tensor *ts = il_mem_alloc(IL_MEM_MODEL, sizeof *ts * (size_t)(nt ? nt : 1), "tensor table");
     st = ts ? il_model_own(m, ts) : IL_ERR_OOM;
     for (int64_t i = 0; st == IL_OK && i < nt; i++) ts[i] = *il_gguf_tensor_at(m->gguf, i);
     if (st == IL_OK) st = il_model_bind(m, ts, nt);

@@ -249,8 +249,7 @@ typedef struct {
 /* Rows an op computes at once with activations of act_type for batches of max_tokens: all of
  * them for F32; for F16/BF16 a quarter, at least 16 and at most 256. Smaller chunks need less
  * F32 scratch but cost time where a matmul prepares its weights per call (the CPU GEMM packs
- * panels: builtin:1b Q8_0 pp512 on one Zen 5 thread took 31% more CPU time in chunks of 64
- * rows, 12% in chunks of 128, 3% in 256, than with F32 activations). */
+ * panels per call: docs/precision.md has the cost per chunk size). */
 int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens);
 /* Bytes of one lane's activation buffers for these sizes with activations of act_type (what
  * il_forward_state_init allocates on that backend, attention workspace excluded). */

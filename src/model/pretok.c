@@ -146,7 +146,7 @@ il_status il__pretok_new(const char *name, il__pretok **out, il__pretok_flags *f
   *canon = def->canon;
   *flags = def->flags;
 
-  il__pretok *p = il_mem_calloc(IL_MEM_OTHER, sizeof *p, "pre-tokenizer");
+  il__pretok *p = il_mem_calloc(IL_MEM_TOKENIZER, sizeof *p, "pre-tokenizer");
   if (!p) return IL_ERR_OOM;
   for (int i = 0; i < IL__PRETOK_MAX_RX && def->rx[i]; i++) {
     int err = 0;

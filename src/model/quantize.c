@@ -255,21 +255,21 @@ il_status il_quant_model(const char *src, const char *out_path, const il_quant_p
   IL_TRY(il_export_open(src, NULL, p->n_threads, &m));
   const int64_t n = m->n_tensors;
   const size_t nn = (size_t)(n ? n : 1);
-  const char **names = il_mem_calloc(IL_MEM_OTHER, sizeof *names * nn, "quantize plan");
-  uint32_t *n_dims = il_mem_calloc(IL_MEM_OTHER, sizeof *n_dims * nn, "quantize plan");
-  int64_t(*ne)[4] = il_mem_calloc(IL_MEM_OTHER, sizeof *ne * nn, "quantize plan");
-  il_dtype *types = il_mem_calloc(IL_MEM_OTHER, sizeof *types * nn, "quantize plan");
-  il_quant_choice *choices = il_mem_calloc(IL_MEM_OTHER, sizeof *choices * nn, "quantize plan");
-  int64_t *order = il_mem_calloc(IL_MEM_OTHER, sizeof *order * nn, "quantize plan");
-  void **bufs = il_mem_calloc(IL_MEM_OTHER, sizeof *bufs * nn, "quantize plan");
-  report->tensors = il_mem_calloc(IL_MEM_OTHER, sizeof(il_quant_tensor_report) * nn, "quantize report");
+  const char **names = il_mem_calloc(IL_MEM_MODEL, sizeof *names * nn, "quantize plan");
+  uint32_t *n_dims = il_mem_calloc(IL_MEM_MODEL, sizeof *n_dims * nn, "quantize plan");
+  int64_t(*ne)[4] = il_mem_calloc(IL_MEM_MODEL, sizeof *ne * nn, "quantize plan");
+  il_dtype *types = il_mem_calloc(IL_MEM_MODEL, sizeof *types * nn, "quantize plan");
+  il_quant_choice *choices = il_mem_calloc(IL_MEM_MODEL, sizeof *choices * nn, "quantize plan");
+  int64_t *order = il_mem_calloc(IL_MEM_MODEL, sizeof *order * nn, "quantize plan");
+  void **bufs = il_mem_calloc(IL_MEM_MODEL, sizeof *bufs * nn, "quantize plan");
+  report->tensors = il_mem_calloc(IL_MEM_MODEL, sizeof(il_quant_tensor_report) * nn, "quantize report");
   il_gguf_writer *w = NULL;
   il_status st = names && n_dims && ne && types && choices && order && bufs && report->tensors ? IL_OK : IL_ERR_OOM;
   il_gguf_tensor *sorted = NULL;
   if (st == IL_OK) {
     for (int64_t i = 0; i < n; i++) names[i] = m->tensors[i].name;
     il_quant_sort_order(names, n, order);
-    sorted = il_mem_alloc(IL_MEM_OTHER, sizeof *sorted * (size_t)(n ? n : 1), "quantize order");
+    sorted = il_mem_alloc(IL_MEM_MODEL, sizeof *sorted * (size_t)(n ? n : 1), "quantize order");
     if (!sorted) st = IL_ERR_OOM;
   }
   if (st == IL_OK) {

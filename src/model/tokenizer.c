@@ -15,6 +15,8 @@
  *                       pieces, merge ranks, byte alphabet
  *   pretok.c            pre-tokenizer expressions (PCRE2); a vocabulary    il__pretok_*
  *                       owns its compiled one, so it sits below vocab.c
+ *   strhash.c  trie.c   the text -> id index; the special-token trie with   il_strhash_*, il_trie_*
+ *                       its Aho-Corasick links (both below vocab.c)
  *   vec.h  utf8.h       growable scratch array, UTF-8 lengths              il__vec_*, il__utf8_*
  *
  * tokenizer.h, the public header, also includes vocab.h and detok.h for callers that want the
@@ -99,11 +101,11 @@ static il_status il__partition(const il_vocab *v, const char *text, size_t len, 
   int32_t state = -1; /* Aho-Corasick: the longest trie path that is a suffix of text[0..p] */
   for (size_t p = 0; p < len; p++) {
     int32_t g;
-    while ((g = il__vocab_trie_step(v, state, t[p])) < 0 && state >= 0) state = v->trie_fail[state];
+    while ((g = il_trie_step(&v->trie, state, t[p])) < 0 && state >= 0) state = v->trie.fail[state];
     state = g;
-    int32_t node = state >= 0 && v->trie_tok[state] >= 0 ? state : state >= 0 ? v->trie_out[state] : -1;
-    for (; node >= 0; node = v->trie_out[node]) { /* every token ending at p */
-      int32_t id = v->trie_tok[node];
+    int32_t node = state >= 0 && v->trie.key[state] >= 0 ? state : state >= 0 ? v->trie.out[state] : -1;
+    for (; node >= 0; node = v->trie.out[node]) { /* every token ending at p */
+      int32_t id = v->trie.key[node];
       if (!(v->attr[id] & allowed)) continue;
       if (n_lit && !(v->attr[id] & IL__ATTR_USER_DEFINED) && il__in_literal(lit, n_lit, p + 1 - v->len[id], v->len[id]))
         continue; /* a control token's text inside literal text is text */
@@ -256,7 +258,7 @@ il_status il_tokenize_literal_alloc(const il_vocab *v, const char *text, size_t 
   *n_out = 0;
   il_status s = il__tokenize(v, text, len, add_special, parse_special, literal, n_literal, &res);
   if (s == IL_OK) {
-    int32_t *ids = il_mem_alloc(IL_MEM_OTHER, (res.n + 1) * sizeof *ids, "token ids");
+    int32_t *ids = il_mem_alloc(IL_MEM_TOKENIZER, (res.n + 1) * sizeof *ids, "token ids");
     if (!ids) s = IL_ERR_OOM;
     else {
       if (res.n) memcpy(ids, res.p, res.n * sizeof *ids);

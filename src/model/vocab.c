@@ -1,8 +1,8 @@
 /* model/vocab: building a vocabulary and answering questions about it.
  *
  * il_vocab_from_gguf copies the tokenizer.ggml.* metadata into one text blob with a hash index
- * (FNV-1a, open addressing), derives attributes (control, user-defined, byte, EOG) the way
- * llama.cpp does, builds the special-token list with an Aho-Corasick trie over its texts (the
+ * (model/strhash), derives attributes (control, user-defined, byte, EOG) the way
+ * llama.cpp does, builds the special-token list with an Aho-Corasick trie over its texts (model/trie: the
  * encode driver finds special tokens in a prompt with it), precomputes each token's decoded
  * piece, loads the BPE merge ranks into a second hash and compiles the pre-tokenizer that
  * `tokenizer.ggml.pre` names. il_vocab_from_arrays does the same for llama2.c and built-in
@@ -23,25 +23,15 @@
 
 /* ---- hashing and lookup ---- */
 
-#define IL__VOCAB_FNV_BASIS 1469598103934665603ull
-
-/* FNV-1a over bytes, continuing from h (start from IL__VOCAB_FNV_BASIS); the hash of both the
- * token and the merge table. */
-static uint64_t il__vocab_fnv(uint64_t h, const void *p, size_t n) {
-  const uint8_t *s = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-  return h;
-}
-
-static uint64_t il__vocab_hash(const void *p, size_t n) { return il__vocab_fnv(IL__VOCAB_FNV_BASIS, p, n); }
+static uint64_t il__vocab_hash(const void *p, size_t n) { return il_strhash_fnv(IL_STRHASH_FNV_BASIS, p, n); }
 
 int32_t il__vocab_lookup(const il_vocab *v, const char *text, size_t n) {
-  size_t i = il__vocab_hash(text, n) & v->ht_mask;
-  for (;; i = (i + 1) & v->ht_mask) {
-    int32_t id = v->ht[i];
-    if (id < 0) return -1;
+  const il_strhash *h = &v->ht;
+  for (size_t i = il_strhash_start(h, il__vocab_hash(text, n)); h->slot[i] >= 0; i = il_strhash_next(h, i)) {
+    const int32_t id = h->slot[i];
     if (v->len[id] == n && memcmp(v->blob + v->off[id], text, n) == 0) return id;
   }
+  return -1;
 }
 
 /* ---- byte-level alphabet ---- */
@@ -73,23 +63,24 @@ int il__vocab_cpt_to_byte(uint32_t cpt) {
 /* Hash of the merge string "left right" (the same value il__vocab_hash gives it), computed
  * without building the string. */
 static uint64_t il__vocab_merge_hash(const char *l, size_t nl, const char *r, size_t nr) {
-  uint64_t h = il__vocab_fnv(IL__VOCAB_FNV_BASIS, l, nl);
-  h = il__vocab_fnv(h, " ", 1);
-  return il__vocab_fnv(h, r, nr);
+  uint64_t h = il_strhash_fnv(IL_STRHASH_FNV_BASIS, l, nl);
+  h = il_strhash_fnv(h, " ", 1);
+  return il_strhash_fnv(h, r, nr);
 }
 
 int32_t il__vocab_merge_rank(const il_vocab *v, const char *left, size_t nl, const char *right,
                              size_t nr) {
-  if (!v->merge_ht) return -1;
-  size_t i = il__vocab_merge_hash(left, nl, right, nr) & v->merge_ht_mask;
-  for (;; i = (i + 1) & v->merge_ht_mask) {
-    int32_t m = v->merge_ht[i];
-    if (m < 0) return -1;
+  const il_strhash *h = &v->merge_ht;
+  if (!h->slot) return -1;
+  for (size_t i = il_strhash_start(h, il__vocab_merge_hash(left, nl, right, nr)); h->slot[i] >= 0;
+       i = il_strhash_next(h, i)) {
+    const int32_t m = h->slot[i];
     const char *s = v->merge_blob + v->merge_off[m];
     if (v->merge_split[m] == nl && v->merge_len[m] == nl + 1 + nr && memcmp(s, left, nl) == 0 &&
         memcmp(s + nl + 1, right, nr) == 0)
       return m;
   }
+  return -1;
 }
 
 /* Builds the merge tables from n strings "left right" (lens[i] bytes each; copied). A string
@@ -98,17 +89,12 @@ static il_status il__vocab_load_merges(il_vocab *v, int32_t n, const char *const
                                        const uint64_t *lens) {
   size_t total = 0;
   for (int32_t i = 0; i < n; i++) total += (size_t)lens[i] + 1;
-  size_t cap = 16;
-  while (cap < (size_t)n * 2) cap <<= 1;
-  v->merge_blob = il_mem_alloc(IL_MEM_OTHER, total + 1, "bpe merges");
-  v->merge_off = il_mem_alloc(IL_MEM_OTHER, ((size_t)n + 1) * sizeof *v->merge_off, "bpe merges");
-  v->merge_len = il_mem_alloc(IL_MEM_OTHER, ((size_t)n + 1) * sizeof *v->merge_len, "bpe merges");
-  v->merge_split = il_mem_alloc(IL_MEM_OTHER, ((size_t)n + 1) * sizeof *v->merge_split, "bpe merges");
-  v->merge_ht = il_mem_alloc(IL_MEM_OTHER, cap * sizeof *v->merge_ht, "bpe merge index");
-  if (!v->merge_blob || !v->merge_off || !v->merge_len || !v->merge_split || !v->merge_ht)
-    return IL_ERR_OOM;
-  memset(v->merge_ht, 0xff, cap * sizeof *v->merge_ht);
-  v->merge_ht_mask = cap - 1;
+  v->merge_blob = il_mem_alloc(IL_MEM_TOKENIZER, total + 1, "bpe merges");
+  v->merge_off = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)n + 1) * sizeof *v->merge_off, "bpe merges");
+  v->merge_len = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)n + 1) * sizeof *v->merge_len, "bpe merges");
+  v->merge_split = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)n + 1) * sizeof *v->merge_split, "bpe merges");
+  if (!v->merge_blob || !v->merge_off || !v->merge_len || !v->merge_split) return IL_ERR_OOM;
+  IL_TRY(il_strhash_init(&v->merge_ht, (size_t)n, IL_MEM_TOKENIZER, "bpe merge index"));
   v->n_merges = n;
   size_t off = 0;
   for (int32_t i = 0; i < n; i++) {
@@ -128,9 +114,10 @@ static il_status il__vocab_load_merges(il_vocab *v, int32_t n, const char *const
     size_t nl = (size_t)(sp - s);
     v->merge_split[i] = (uint32_t)nl;
     if (il__vocab_merge_rank(v, s, nl, sp + 1, l - nl - 1) >= 0) continue; /* first rank wins */
-    size_t h = il__vocab_merge_hash(s, nl, sp + 1, l - nl - 1) & v->merge_ht_mask;
-    while (v->merge_ht[h] >= 0) h = (h + 1) & v->merge_ht_mask;
-    v->merge_ht[h] = i;
+    il_strhash *mh = &v->merge_ht;
+    size_t h = il_strhash_start(mh, il__vocab_merge_hash(s, nl, sp + 1, l - nl - 1));
+    while (mh->slot[h] >= 0) h = il_strhash_next(mh, h);
+    mh->slot[h] = i;
   }
   return IL_OK;
 }
@@ -140,15 +127,8 @@ static il_status il__vocab_load_merges(il_vocab *v, int32_t n, const char *const
 static void il__vocab_free_derived(il_vocab *v) {
   il_mem_free(v->special);
   il_mem_free(v->special_rank);
-  il_mem_free(v->trie_child);
-  il_mem_free(v->trie_next);
-  il_mem_free(v->trie_byte);
-  il_mem_free(v->trie_tok);
-  il_mem_free(v->trie_fail);
-  il_mem_free(v->trie_out);
-  v->special = v->special_rank = v->trie_child = v->trie_next = v->trie_tok = NULL;
-  v->trie_fail = v->trie_out = NULL;
-  v->trie_byte = NULL;
+  il_trie_free(&v->trie);
+  v->special = v->special_rank = NULL;
 }
 
 void il_vocab_free(il_vocab *v) {
@@ -161,14 +141,14 @@ void il_vocab_free(il_vocab *v) {
   il_mem_free(v->attr);
   il_mem_free(v->type);
   il_mem_free(v->eog);
-  il_mem_free(v->ht);
+  il_strhash_free(&v->ht);
   il_mem_free(v->piece_blob);
   il_mem_free(v->piece_len);
   il_mem_free(v->merge_blob);
   il_mem_free(v->merge_off);
   il_mem_free(v->merge_len);
   il_mem_free(v->merge_split);
-  il_mem_free(v->merge_ht);
+  il_strhash_free(&v->merge_ht);
   il__pretok_free(v->pre);
   il_mem_free(v);
 }
@@ -190,14 +170,10 @@ static il_status il__vocab_set_texts(il_vocab *v, const char *src, il__text_fn g
       for (size_t k = 0; k < l; k++) extra += p[k] == ' ' ? 2 : 0;
     total += (l ? l + extra : 24) + 1;
   }
-  v->blob = il_mem_alloc(IL_MEM_OTHER, total + 1, "vocabulary texts");
-  v->piece_blob = il_mem_alloc(IL_MEM_OTHER, total + 1, "vocabulary pieces");
-  size_t cap = 16;
-  while (cap < (size_t)n * 2) cap <<= 1;
-  v->ht = il_mem_alloc(IL_MEM_OTHER, cap * sizeof *v->ht, "vocabulary index");
-  if (!v->blob || !v->piece_blob || !v->ht) return IL_ERR_OOM;
-  memset(v->ht, 0xff, cap * sizeof *v->ht);
-  v->ht_mask = cap - 1;
+  v->blob = il_mem_alloc(IL_MEM_TOKENIZER, total + 1, "vocabulary texts");
+  v->piece_blob = il_mem_alloc(IL_MEM_TOKENIZER, total + 1, "vocabulary pieces");
+  if (!v->blob || !v->piece_blob) return IL_ERR_OOM;
+  IL_TRY(il_strhash_init(&v->ht, (size_t)n, IL_MEM_TOKENIZER, "vocabulary index"));
   size_t off = 0;
   for (int32_t i = 0; i < n; i++) {
     const char *p;
@@ -225,11 +201,11 @@ static il_status il__vocab_set_texts(il_vocab *v, const char *src, il__text_fn g
     v->len[i] = (uint32_t)dl;
     if (dl > v->max_token_len) v->max_token_len = dl;
     off += dl + 1;
-    size_t h = il__vocab_hash(d, dl) & v->ht_mask;
-    for (;; h = (h + 1) & v->ht_mask) {
-      int32_t o = v->ht[h];
+    il_strhash *ht = &v->ht;
+    for (size_t h = il_strhash_start(ht, il__vocab_hash(d, dl));; h = il_strhash_next(ht, h)) {
+      int32_t o = ht->slot[h];
       if (o < 0) {
-        v->ht[h] = i;
+        ht->slot[h] = i;
         break;
       }
       if (v->len[o] == dl && memcmp(v->blob + v->off[o], d, dl) == 0)
@@ -328,41 +304,6 @@ static int il__len_id_cmp(const void *a, const void *b) {
   return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Child of node (-1 = the root) along byte c, or -1. */
-int32_t il__vocab_trie_step(const il_vocab *v, int32_t node, uint8_t c) {
-  int32_t k = node < 0 ? v->trie_root[c] : v->trie_child[node];
-  if (node < 0) return k;
-  while (k >= 0 && v->trie_byte[k] != c) k = v->trie_next[k];
-  return k;
-}
-
-/* Aho-Corasick links over the trie, breadth first: fail(child of u along c) = the deepest node
- * reached by c from fail(u), fail(fail(u)), ..., the root; out(u) = the nearest node on u's
- * failure chain that ends a token. A node's failure target is shallower, so it is done first. */
-static il_status il__trie_links(il_vocab *v) {
-  int32_t *queue = il_mem_alloc(IL_MEM_WORKSPACE, ((size_t)v->n_trie + 1) * sizeof *queue, "special token trie");
-  if (!queue) return IL_ERR_OOM;
-  int32_t head = 0, tail = 0;
-  for (int c = 0; c < 256; c++)
-    if (v->trie_root[c] >= 0) {
-      v->trie_fail[v->trie_root[c]] = -1;
-      queue[tail++] = v->trie_root[c];
-    }
-  while (head < tail) {
-    int32_t u = queue[head++];
-    int32_t fu = v->trie_fail[u];
-    v->trie_out[u] = fu < 0 ? -1 : v->trie_tok[fu] >= 0 ? fu : v->trie_out[fu];
-    for (int32_t c = v->trie_child[u]; c >= 0; c = v->trie_next[c]) {
-      int32_t f = fu, g;
-      while ((g = il__vocab_trie_step(v, f, v->trie_byte[c])) < 0 && f >= 0) f = v->trie_fail[f];
-      v->trie_fail[c] = g;
-      queue[tail++] = c;
-    }
-  }
-  il_mem_free(queue);
-  return IL_OK;
-}
-
 /* Special-token list (length desc, then id) and the byte trie over their texts. */
 static il_status il__vocab_build_specials(il_vocab *v) {
   il__vocab_free_derived(v);
@@ -374,17 +315,10 @@ static il_status il__vocab_build_specials(il_vocab *v) {
       nodes += v->len[i];
     }
   }
-  v->special = il_mem_alloc(IL_MEM_OTHER, ((size_t)ns + 1) * sizeof *v->special, "special tokens");
-  v->special_rank = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->special_rank, "special tokens");
-  v->trie_child = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_child, "special token trie");
-  v->trie_next = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_next, "special token trie");
-  v->trie_byte = il_mem_alloc(IL_MEM_OTHER, nodes, "special token trie");
-  v->trie_tok = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_tok, "special token trie");
-  v->trie_fail = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_fail, "special token trie");
-  v->trie_out = il_mem_alloc(IL_MEM_OTHER, nodes * sizeof *v->trie_out, "special token trie");
-  if (!v->special || !v->special_rank || !v->trie_child || !v->trie_next || !v->trie_byte ||
-      !v->trie_tok || !v->trie_fail || !v->trie_out)
-    return IL_ERR_OOM;
+  v->special = il_mem_alloc(IL_MEM_TOKENIZER, ((size_t)ns + 1) * sizeof *v->special, "special tokens");
+  v->special_rank = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->special_rank, "special tokens");
+  if (!v->special || !v->special_rank) return IL_ERR_OOM;
+  IL_TRY(il_trie_init(&v->trie, nodes, IL_MEM_TOKENIZER, "special token trie"));
   ns = 0;
   for (int32_t i = 0; i < n; i++) {
     v->special_rank[i] = -1;
@@ -401,31 +335,11 @@ static il_status il__vocab_build_specials(il_vocab *v) {
   v->n_special = ns;
   for (int32_t k = 0; k < ns; k++) v->special_rank[v->special[k]] = k;
 
-  for (int c = 0; c < 256; c++) v->trie_root[c] = -1;
-  v->n_trie = 0;
   for (int32_t k = 0; k < ns; k++) {
     int32_t id = v->special[k];
-    const uint8_t *t = (const uint8_t *)v->blob + v->off[id];
-    size_t l = v->len[id];
-    int32_t *slot = &v->trie_root[t[0]];
-    int32_t node = -1;
-    for (size_t j = 0; j < l; j++) {
-      if (j > 0) slot = &v->trie_child[node];
-      int32_t c = *slot;
-      while (c >= 0 && v->trie_byte[c] != t[j]) c = v->trie_next[c];
-      if (c < 0) {
-        c = v->n_trie++;
-        v->trie_byte[c] = t[j];
-        v->trie_child[c] = -1;
-        v->trie_tok[c] = -1;
-        v->trie_next[c] = *slot;
-        *slot = c;
-      }
-      node = c;
-    }
-    if (node >= 0 && v->trie_tok[node] < 0) v->trie_tok[node] = id;
+    if (v->len[id]) il_trie_add(&v->trie, (const uint8_t *)v->blob + v->off[id], v->len[id], id);
   }
-  return il__trie_links(v);
+  return il_trie_link(&v->trie);
 }
 
 /* EOG flags: bit 1 by text (fixed), bit 0 by id (recomputed when ids change). */
@@ -523,18 +437,18 @@ static il_status il__vocab_finish(il_vocab *v, const char *general_name) {
 }
 
 static il_status il__vocab_alloc(int32_t n, il__vocab_kind kind, il_vocab **out) {
-  il_vocab *v = il_mem_calloc(IL_MEM_OTHER, sizeof *v, "vocabulary");
+  il_vocab *v = il_mem_calloc(IL_MEM_TOKENIZER, sizeof *v, "vocabulary");
   if (!v) return IL_ERR_OOM;
   v->kind = kind;
   v->n = n;
   v->bos = v->eos = v->eot = v->eom = v->unk = v->pad = -1;
-  v->off = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->off, "vocabulary");
-  v->len = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->len, "vocabulary");
-  v->piece_len = il_mem_alloc(IL_MEM_OTHER, (size_t)n * sizeof *v->piece_len, "vocabulary");
-  v->score = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof *v->score, "vocabulary");
-  v->attr = il_mem_calloc(IL_MEM_OTHER, (size_t)n * sizeof *v->attr, "vocabulary");
-  v->type = il_mem_calloc(IL_MEM_OTHER, (size_t)n, "vocabulary");
-  v->eog = il_mem_calloc(IL_MEM_OTHER, (size_t)n, "vocabulary");
+  v->off = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->off, "vocabulary");
+  v->len = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->len, "vocabulary");
+  v->piece_len = il_mem_alloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->piece_len, "vocabulary");
+  v->score = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->score, "vocabulary");
+  v->attr = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->attr, "vocabulary");
+  v->type = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n, "vocabulary");
+  v->eog = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n, "vocabulary");
   *out = v;
   if (!v->off || !v->len || !v->piece_len || !v->score || !v->attr || !v->type || !v->eog)
     return IL_ERR_OOM;

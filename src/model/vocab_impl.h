@@ -5,7 +5,8 @@
  * and the internal accessors spm.c, bpe.c, detok.c and tokenizer.c use. Everything here is
  * filled by vocab.c when a vocabulary is built and is read-only afterwards.
  * Not for: use outside the tokenizer modules of src/model/ (everyone else has vocab.h), or for
- * declaring anything of the modules above it: it includes only vocab.h and pretok.h.
+ * declaring anything of the modules above it: it includes only vocab.h, pretok.h and the two
+ * index structures (strhash.h, trie.h).
  */
 #ifndef IL_MODEL_VOCAB_IMPL_H
 #define IL_MODEL_VOCAB_IMPL_H
@@ -15,6 +16,8 @@
 #include <stdint.h>
 
 #include "model/pretok.h"
+#include "model/strhash.h"
+#include "model/trie.h"
 #include "model/vocab.h"
 
 /* Attribute bits (llama.cpp's llama_token_attr numbering). */
@@ -46,8 +49,7 @@ struct il_vocab {
   uint8_t *eog;      /* [n] 1 when end of generation */
   size_t max_token_len;
 
-  int32_t *ht;       /* text -> id, open addressing, -1 empty */
-  size_t ht_mask;
+  il_strhash ht;     /* text -> id (model/strhash) */
 
   /* decoded pieces with special = true, for token_to_piece and the detokenizer */
   char *piece_blob; /* same layout as blob: token i's piece at off[i] */
@@ -59,8 +61,7 @@ struct il_vocab {
   size_t *merge_off;
   uint32_t *merge_len, *merge_split;
   int32_t n_merges;
-  int32_t *merge_ht;
-  size_t merge_ht_mask;
+  il_strhash merge_ht; /* "left right" -> rank; slot NULL without merges */
 
   /* byte -> token id: SPM <0xXX> (or the raw byte), BPE the mapped code point; -1 if absent */
   int32_t byte_tok[256];
@@ -72,15 +73,7 @@ struct il_vocab {
   int32_t *special;
   int32_t n_special;
   int32_t *special_rank; /* [n] rank in `special`, -1 if not special */
-  /* byte trie over special texts for finding all occurrences in one pass */
-  int32_t *trie_child;   /* [nodes] first child */
-  int32_t *trie_next;    /* [nodes] next sibling */
-  uint8_t *trie_byte;    /* [nodes] edge byte into the node */
-  int32_t *trie_tok;     /* [nodes] token ending here, -1 */
-  int32_t *trie_fail;    /* [nodes] Aho-Corasick failure link: longest proper suffix node, -1 = root */
-  int32_t *trie_out;     /* [nodes] nearest node on the failure chain with a token, -1 */
-  int32_t trie_root[256];
-  int32_t n_trie;
+  il_trie trie;          /* over the special texts: every occurrence in one pass (model/trie) */
 
   char model_name[16];
   char pre_name[64];
@@ -93,9 +86,6 @@ int32_t il__vocab_lookup(const il_vocab *v, const char *text, size_t n);
 /* Piece bytes of id (borrowed from the piece cache, not NUL-terminated, *n set): "" for an id
  * out of range, and for control and unknown tokens unless special is true. */
 const char *il__vocab_piece(const il_vocab *v, int32_t id, bool special, size_t *n);
-
-/* Special-token trie: the child of node (-1 = the root) along byte c, or -1. */
-int32_t il__vocab_trie_step(const il_vocab *v, int32_t node, uint8_t c);
 
 /* BPE merges: the rank of merging left+right, or -1 (also for a vocabulary without merges). */
 int32_t il__vocab_merge_rank(const il_vocab *v, const char *left, size_t nl, const char *right,

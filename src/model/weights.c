@@ -107,7 +107,7 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   m->tied_output = m->output.data == NULL;
   if (m->tied_output) m->output = m->tok_embd;
 
-  m->layers = il_mem_calloc(IL_MEM_OTHER, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
+  m->layers = il_mem_calloc(IL_MEM_MODEL, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
   if (!m->layers) return IL_ERR_OOM;
   char name[96];
   for (int l = 0; l < hp->n_layer; l++) {
@@ -348,7 +348,7 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   } else {
     IL_TRY(il__place_mm(d, d->out_b, &m->output, &d->output));
   }
-  d->layers = il_mem_calloc(IL_MEM_OTHER, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
+  d->layers = il_mem_calloc(IL_MEM_MODEL, sizeof *d->layers * (size_t)hp->n_layer, "model layers on device");
   if (!d->layers) return IL_ERR_OOM;
   if (d->stream) IL_TRY(il__stream_init(d, m));
   for (int l = 0; l < hp->n_layer; l++) {
@@ -368,7 +368,7 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
   memset(d, 0, sizeof *d);
   d->model = m;
-  d->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
+  d->layer_b = il_mem_alloc(IL_MEM_MODEL, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
   if (!d->layer_b) return IL_ERR_OOM;
   d->embd_b = p && p->embd ? p->embd : b;
   d->out_b = p && p->out ? p->out : b;

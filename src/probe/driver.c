@@ -7,13 +7,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/cudamod.h"
@@ -25,6 +22,7 @@
 #include "probe/distro.h"
 #include "probe/doctor.h"
 #include "probe/loader.h"
+#include "sys/spawn.h"
 
 /* ---- minimum drivers (research file section C, CUDA 13.1 release notes table 3) ------- */
 
@@ -668,53 +666,14 @@ void il__driver_check_runtime_features(il_doctor *dr) {
  * and captures up to n-1 bytes of its stdout into buf. Gives up after timeout_ms (the child
  * is killed and reaped). True when the program ran and exited with status 0. */
 static bool il__run_capture(char *const argv[], char *buf, size_t n, int timeout_ms) {
-  buf[0] = 0;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return false;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid;
-  extern char **environ;
-  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
+  const il_spawn_opts o = {.quiet = true, .capture = buf, .capture_cap = n, .timeout_ms = timeout_ms};
+  il_spawn_result r;
+  if (il_spawn_run(argv, &o, &r) != IL_OK) {
+    il_error_clear();
+    buf[0] = 0;
     return false;
   }
-  size_t got = 0;
-  bool timed_out = false;
-  double deadline = il_time_now() + timeout_ms / 1000.0;
-  for (;;) {
-    int left = (int)((deadline - il_time_now()) * 1000.0);
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    struct pollfd pfd = {fds[0], POLLIN, 0};
-    int pr = poll(&pfd, 1, left);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) {
-      timed_out = pr == 0;
-      break;
-    }
-    char tmp[1024];
-    ssize_t r = read(fds[0], tmp, sizeof tmp);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    size_t take = (size_t)r < n - 1 - got ? (size_t)r : n - 1 - got;
-    memcpy(buf + got, tmp, take);
-    got += take;
-  }
-  buf[got] = 0;
-  close(fds[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-  return !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return !r.timed_out && !r.exec_failed && r.exit_status == 0;
 }
 
 void il__driver_check_nvcc(il_doctor *dr) {

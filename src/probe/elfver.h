@@ -18,13 +18,13 @@
  *                      ".../nvidia-application-profiles-535.261.03-rc:..." (a ':'-separated path list)
  *   the table, bare:   450.36.05 450.51.02 470.57.01 535.54.02 535.86.06 twice each,
  *                      450.79 450.111 510.48 515.39 525.65 once each
- * [observed: Debian 12's libcuda.so.535.261.03 (non-free libcuda1), read 2026-12-01.] So the
+ * [observed: Debian 12's libcuda.so.535.261.03 (non-free libcuda1).] So the
  * rule is: the highest version seen inside a name (a library's ".so.VERSION" suffix, or
  * "-VERSION-rc"); when no name carries one, the highest bare one, because a library is not
  * older than the versions its table names. Versions compare numerically group by group
  * (535.261.03 > 535.86.06). The former rule, the most frequent bare string, read the table's
  * 450.36.05 from that file, and '535.54.02' (among ten distinct strings) from the 580.159.04
- * libcuda.so of an H200 machine (2026-12-01, test_doctor_elf's real-library case). [inferred:
+ * libcuda.so of a GPU machine (test_doctor_elf's real-library case). [inferred:
  * that the 580 file carries 580.159.04 in a name, or at least as its highest bare version;
  * it was not re-read.] The file-name suffix, when there is one, stays the version probe/loader
  * trusts first; this rule is for a bare libcuda.so.1.

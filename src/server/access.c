@@ -49,7 +49,7 @@ struct il_access {
 };
 
 static char *il__dup_lower(const char *s, size_t n) {
-  char *d = il_mem_alloc(IL_MEM_OTHER, n + 1, "access rule");
+  char *d = il_mem_alloc(IL_MEM_SERVER, n + 1, "access rule");
   if (!d) return NULL;
   for (size_t i = 0; i < n; i++) d[i] = (char)tolower((unsigned char)s[i]);
   d[n] = 0;
@@ -84,7 +84,7 @@ static il_status il__rules(const char *list, const char *flag, char **out, int *
 
 il_status il_access_new(const char *host, const char *allowed_hosts, const char *cors_origins, il_access **out) {
   *out = NULL;
-  il_access *a = il_mem_calloc(IL_MEM_OTHER, sizeof *a, "access rules");
+  il_access *a = il_mem_calloc(IL_MEM_SERVER, sizeof *a, "access rules");
   if (!a) return IL_ERR_OOM;
   struct in6_addr a6;
   const bool v6 = inet_pton(AF_INET6, host, &a6) == 1;

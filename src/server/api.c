@@ -80,12 +80,12 @@ il_status il_api_init(il_api *api, il_engine *e, const char *model_id, const cha
   if (model_id && *model_id) {
     snprintf(api->model_id, sizeof api->model_id, "%s", model_id);
   } else {
-    const char *m = e->cfg.model, *slash = strrchr(m, '/');
+    const char *m = il_engine_config(e)->model, *slash = strrchr(m, '/');
     snprintf(api->model_id, sizeof api->model_id, "%.255s", slash ? slash + 1 : m);
   }
-  api->max_tokens = max_tokens > 0 && max_tokens < e->n_ctx ? max_tokens : e->n_ctx;
+  api->max_tokens = max_tokens > 0 && max_tokens < il_engine_n_ctx(e) ? max_tokens : il_engine_n_ctx(e);
   api->defaults = *defaults;
-  return il_grammar_vocab_new(e->vocab, &api->gvocab);
+  return il_grammar_vocab_new(il_engine_vocab(e), &api->gvocab);
 }
 
 void il_api_free(il_api *api) {
@@ -217,8 +217,8 @@ static bool il__messages(const il_api *api, json_t *msgs, char **text, size_t *l
     return IL__BAD("messages", "'messages' must be a non-empty array of {\"role\", \"content\"}");
   size_t n = json_array_size(msgs);
   if (n > 4096) return IL__BAD("messages", "'messages' has %zu entries; at most 4096", n);
-  il_chat_msg *m = il_mem_calloc(IL_MEM_OTHER, sizeof *m * n, "chat messages");
-  char **owned = il_mem_calloc(IL_MEM_OTHER, sizeof *owned * n, "chat messages");
+  il_chat_msg *m = il_mem_calloc(IL_MEM_SERVER, sizeof *m * n, "chat messages");
+  char **owned = il_mem_calloc(IL_MEM_SERVER, sizeof *owned * n, "chat messages");
   bool ok = m && owned;
   if (!ok) il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
   for (size_t i = 0; ok && i < n; i++) {
@@ -276,7 +276,7 @@ static bool il__tokenize(const il_api *api, il_budget *b, const char *text, size
     il__gate_busy++;
     pthread_mutex_unlock(&il__gate_mu);
   }
-  il_status st = il_tokenize_literal_alloc(api->e->vocab, text, len, add_special, parse_special, lit, n_lit, tokens, &nt);
+  il_status st = il_tokenize_literal_alloc(il_engine_vocab(api->e), text, len, add_special, parse_special, lit, n_lit, tokens, &nt);
   if (big) {
     pthread_mutex_lock(&il__gate_mu);
     il__gate_busy--;
@@ -323,7 +323,7 @@ static bool il__prompt(const il_api *api, il_budget *b, json_t *p, int32_t **tok
   if (!json_is_array(p) || json_array_size(p) == 0)
     return IL__BAD("prompt", "'prompt' must be a string or a non-empty array of token ids");
   size_t k = json_array_size(p);
-  const int32_t nv = il_vocab_size(api->e->vocab);
+  const int32_t nv = il_vocab_size(il_engine_vocab(api->e));
   for (size_t i = 0; i < k; i++) {
     json_t *t = json_array_get(p, i);
     if (json_is_string(t)) return IL__BAD("prompt", "'prompt': one prompt per request (an array of several strings was sent)");
@@ -331,7 +331,7 @@ static bool il__prompt(const il_api *api, il_budget *b, json_t *p, int32_t **tok
       return IL__BAD("prompt", "'prompt[%zu]' must be a token id in [0, %d)", i, nv);
   }
   if (!il_budget_take(b, il__tokens_bytes(k))) return il__over(e, b, "the prompt's tokens");
-  *tokens = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * k, "prompt tokens");
+  *tokens = il_mem_alloc(IL_MEM_SERVER, sizeof(int32_t) * k, "prompt tokens");
   if (!*tokens) {
     il_budget_give(b, il__tokens_bytes(k));
     il_api_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -581,7 +581,7 @@ void il_api_stream_unref(il_api_stream *st) {
 /* A token's text with control tokens shown, as the detokenizer gives it (may be half a
  * character). */
 static size_t il__piece(const il_api *api, int32_t id, char *buf, size_t cap) {
-  size_t n = il_vocab_token_piece(api->e->vocab, id, true, buf, cap);
+  size_t n = il_vocab_token_piece(il_engine_vocab(api->e), id, true, buf, cap);
   return n > cap ? cap : n;
 }
 
@@ -776,7 +776,7 @@ static void il__seg_move(il_api_stream *st, il_sbuf *from) {
 }
 
 static void il__body(il_api_stream *st, const il_sched_event *ev) {
-  st->body = il_mem_calloc(IL_MEM_OTHER, sizeof *st->body * IL__MAX_SEGS, "response segments");
+  st->body = il_mem_calloc(IL_MEM_SERVER, sizeof *st->body * IL__MAX_SEGS, "response segments");
   if (!st->body) {
     st->body_oom = true;
     return;
@@ -925,13 +925,13 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
   json_decref(o);
   il_jarena_end(&arena); /* the request's JSON is gone from here on */
   if (ok && n == 0) ok = IL__BAD(chat ? "messages" : "prompt", "the prompt has no tokens");
-  if (ok && n >= api->e->n_ctx) {
+  if (ok && n >= il_engine_n_ctx(api->e)) {
     il_api_error_set(e, 400, "invalid_request_error", chat ? "messages" : "prompt", "context_length_exceeded",
-                     "the prompt has %d tokens; this model's context is %d tokens per sequence", n, api->e->n_ctx);
+                     "the prompt has %d tokens; this model's context is %d tokens per sequence", n, il_engine_n_ctx(api->e));
     ok = false;
   }
   if (ok && p.max_tokens < 0) {
-    int32_t room = api->e->n_ctx - n;
+    int32_t room = il_engine_n_ctx(api->e) - n;
     int32_t d = api->defaults.n_predict > 0 ? api->defaults.n_predict : room;
     p.max_tokens = d < room ? d : room;
   }
@@ -955,8 +955,8 @@ bool il_api_generate(const il_api *api, bool chat, const char *body, size_t len,
     il_budget_give(b, grammar_charge);
   }
   if (ok) {
-    st = il_mem_calloc(IL_MEM_OTHER, sizeof *st, "response stream");
-    il_api_choice *ch = il_mem_calloc(IL_MEM_OTHER, sizeof *ch * (size_t)p.n, "response choices");
+    st = il_mem_calloc(IL_MEM_SERVER, sizeof *st, "response stream");
+    il_api_choice *ch = il_mem_calloc(IL_MEM_SERVER, sizeof *ch * (size_t)p.n, "response choices");
     if (!st || !ch) {
       il_mem_free(st);
       il_mem_free(ch);
@@ -1032,7 +1032,7 @@ bool il_api_models(const il_api *api, const char *id, il_sbuf *out, il_api_error
   il_sbuf_puts(out, "{\"id\":");
   il_sbuf_json_str(out, api->model_id, strlen(api->model_id));
   il_sbuf_printf(out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"inferlab\",\"max_model_len\":%d}",
-                 (long long)time(NULL), (int)api->e->n_ctx);
+                 (long long)time(NULL), (int)il_engine_n_ctx(api->e));
   if (!id) il_sbuf_puts(out, "]}");
   return il__done(out, e);
 }
@@ -1069,7 +1069,7 @@ static void il__gen_fill(il_api_gen *g) {
           il_sbuf_printf(b, g->i ? ",%d" : "%d", (int)g->tokens[g->i]);
           g->i++;
         } else {
-          il_sbuf_printf(b, "],\"count\":%d,\"max_model_len\":%d", (int)g->n, (int)g->api->e->n_ctx);
+          il_sbuf_printf(b, "],\"count\":%d,\"max_model_len\":%d", (int)g->n, (int)il_engine_n_ctx(g->api->e));
           g->phase = g->pieces ? 2 : 4;
         }
         break;
@@ -1139,7 +1139,7 @@ bool il_api_tokenize(const il_api *api, const char *body, size_t len, il_budget 
   json_decref(o);
   il_jarena_end(&arena);
   if (!ok) return false;
-  il_api_gen *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "tokenize response");
+  il_api_gen *g = il_mem_calloc(IL_MEM_SERVER, sizeof *g, "tokenize response");
   if (!g) {
     il__tokens_free(b, tokens, n);
     return IL__OOM("starting the response");
@@ -1169,11 +1169,11 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_budge
   if (!il__parse(body, len, &arena, b, &o, e)) return false;
   json_t *t = json_object_get(o, "tokens");
   bool ok = il__model(api, o, e);
-  const int32_t nv = il_vocab_size(api->e->vocab);
+  const int32_t nv = il_vocab_size(il_engine_vocab(api->e));
   if (ok && !json_is_array(t)) ok = IL__BAD("tokens", "'tokens' must be an array of token ids");
   size_t n = ok ? json_array_size(t) : 0;
   if (ok && !il_budget_take(b, il__tokens_bytes(n))) ok = il__over(e, b, "the token ids");
-  int32_t *ids = ok ? il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
+  int32_t *ids = ok ? il_mem_alloc(IL_MEM_SERVER, sizeof(int32_t) * (n ? n : 1), "detokenize ids") : NULL;
   if (ok && !ids) {
     il_budget_give(b, il__tokens_bytes(n));
     ok = IL__OOM("reading the token ids");
@@ -1187,15 +1187,15 @@ bool il_api_detokenize(const il_api *api, const char *body, size_t len, il_budge
   json_decref(o);
   il_jarena_end(&arena);
   if (ok) {
-    size_t need = il_detokenize(api->e->vocab, ids, n, false, NULL, 0);
-    char *text = il_budget_take(b, need + 64) ? il_mem_alloc(IL_MEM_OTHER, need + 1, "detokenized text") : NULL;
+    size_t need = il_detokenize(il_engine_vocab(api->e), ids, n, false, NULL, 0);
+    char *text = il_budget_take(b, need + 64) ? il_mem_alloc(IL_MEM_SERVER, need + 1, "detokenized text") : NULL;
     if (!text && il_budget_over(b)) {
       ok = il__over(e, b, "the detokenized text");
     } else if (!text) {
       il_budget_give(b, need + 64);
       ok = IL__OOM("detokenizing");
     } else {
-      il_detokenize(api->e->vocab, ids, n, false, text, need);
+      il_detokenize(il_engine_vocab(api->e), ids, n, false, text, need);
       il_sbuf_puts(out, "{\"prompt\":");
       il_sbuf_json_str(out, text, need);
       il_sbuf_puts(out, "}");

@@ -22,7 +22,7 @@ static void il__held_add(size_t n) {
 }
 
 il_budget *il_budget_new(size_t limit) {
-  il_budget *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "request budget");
+  il_budget *b = il_mem_calloc(IL_MEM_SERVER, sizeof *b, "request budget");
   if (!b) return NULL;
   b->limit = limit;
   atomic_init(&b->refs, 1);
@@ -112,7 +112,7 @@ void il_jarena_end(il_jarena *a) {
 static struct il__jchunk *il__jchunk_new(il_jarena *a, size_t cap) {
   const size_t charge = sizeof(struct il__jchunk) + cap + IL__MEM_OVERHEAD;
   if (!il_budget_take(a->budget, charge)) return NULL;
-  struct il__jchunk *c = il_mem_alloc(IL_MEM_OTHER, sizeof *c + cap, "request JSON");
+  struct il__jchunk *c = il_mem_alloc(IL_MEM_SERVER, sizeof *c + cap, "request JSON");
   if (!c) {
     il_budget_give(a->budget, charge);
     return NULL;
@@ -157,7 +157,7 @@ static void *il__arena_alloc(il_jarena *a, size_t n) {
 void *il_budget_json_malloc(size_t n) {
   if (il__cur) return il__arena_alloc(il__cur, n);
   if (n > SIZE_MAX - 16) return NULL;
-  char *p = il_mem_alloc(IL_MEM_OTHER, n + 16, "json");
+  char *p = il_mem_alloc(IL_MEM_SERVER, n + 16, "json");
   if (!p) return NULL;
   const uint64_t tag = IL__TAG_MEM;
   memcpy(p + 8, &tag, 8);

@@ -68,9 +68,9 @@ il_status il_guard_new(int cap, int soft_limit, double header_timeout, double bo
   if (cap <= 0 || soft_limit <= 0 || !(header_timeout > 0) || !(body_timeout > 0))
     return il_error(IL_ERR_INVALID_ARG, "connection guard: cap %d, limit %d, timeouts %g s and %g s must be positive",
                     cap, soft_limit, header_timeout, body_timeout);
-  il_guard *g = il_mem_calloc(IL_MEM_OTHER, sizeof *g, "connection guard");
+  il_guard *g = il_mem_calloc(IL_MEM_SERVER, sizeof *g, "connection guard");
   if (!g) return IL_ERR_OOM;
-  g->e = il_mem_alloc(IL_MEM_OTHER, sizeof *g->e * (size_t)cap, "connection guard");
+  g->e = il_mem_alloc(IL_MEM_SERVER, sizeof *g->e * (size_t)cap, "connection guard");
   if (!g->e) {
     il_mem_free(g);
     return IL_ERR_OOM;

@@ -75,10 +75,11 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__metric(b, "inferlab_host_memory_peak_bytes", "gauge", "peak host bytes allocated through memory/",
              (double)ms.total_peak);
 
-  if (in->engine && !in->engine->info.host_visible && in->engine->backend->ops->allocator_stats) {
-    il_caching_stats cs;
-    in->engine->backend->ops->allocator_stats(in->engine->backend, &cs);
-    const char *dev = in->engine->info.name;
+  il_engine_snapshot es;
+  if (in->engine) il_engine_snapshot_get(in->engine, IL_ENGINE_SNAP_MEMORY, &es);
+  if (in->engine && !es.device.host_visible && es.has_allocator) {
+    const il_caching_stats cs = es.alloc;
+    const char *dev = es.device.name;
     il__head(b, "inferlab_device_memory_allocated_bytes", "gauge", "device bytes in use, by category");
     for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++)
       il_sbuf_printf(b, "inferlab_device_memory_allocated_bytes{device=\"%s\",category=\"%s\"} %zu\n", dev,

@@ -25,7 +25,7 @@ static bool il__grow(il_sbuf *b, size_t need) {
     b->oom = true;
     return false;
   }
-  char *np = il_mem_alloc(IL_MEM_OTHER, cap, "server buffer");
+  char *np = il_mem_alloc(IL_MEM_SERVER, cap, "server buffer");
   if (!np) {
     il_budget_give(b->budget, cap);
     b->oom = true;

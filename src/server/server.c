@@ -123,7 +123,7 @@ static enum MHD_Result il__send(il_server *s, struct MHD_Connection *c, int code
    * ours, counted by memory/ like every allocation, that it frees with il_mem_free when the
    * response is done: no cast, and no allocation behind the memory layer. A failed create
    * leaves the buffer with us. For small bodies; il__send_sbuf hands a big one over. */
-  void *copy = il_mem_alloc(IL_MEM_OTHER, len ? len : 1, "HTTP response body");
+  void *copy = il_mem_alloc(IL_MEM_SERVER, len ? len : 1, "HTTP response body");
   if (!copy) return MHD_NO;
   if (len) memcpy(copy, body, len);
   struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, copy, il_mem_free);
@@ -159,7 +159,7 @@ static void il__owned_free(void *cls) {
 
 /* Sends b's bytes and takes them (b is empty afterwards, whatever happens). */
 static enum MHD_Result il__send_sbuf(il_server *s, struct MHD_Connection *c, int code, const char *type, il_sbuf *b) {
-  il__owned *o = il_mem_alloc(IL_MEM_OTHER, sizeof *o, "HTTP response");
+  il__owned *o = il_mem_alloc(IL_MEM_SERVER, sizeof *o, "HTTP response");
   if (!o) {
     il_sbuf_free(b);
     return MHD_NO;
@@ -214,7 +214,7 @@ static void il__segs_free(void *cls) {
 
 /* Takes seg[0..n) (an il_mem array of buffers charged to budget b). */
 static enum MHD_Result il__send_segs(il_server *s, struct MHD_Connection *c, il_sbuf *seg, int n, il_budget *b) {
-  il__segs *o = il_mem_calloc(IL_MEM_OTHER, sizeof *o, "HTTP response");
+  il__segs *o = il_mem_calloc(IL_MEM_SERVER, sizeof *o, "HTTP response");
   if (!o) {
     for (int k = 0; k < n; k++) il_sbuf_free(&seg[k]);
     il_mem_free(seg);
@@ -601,7 +601,7 @@ static enum MHD_Result il__handler(void *cls, struct MHD_Connection *c, const ch
   il_server *s = cls;
   il__conn *cc = *con_cls;
   if (!cc) {
-    cc = il_mem_calloc(IL_MEM_OTHER, sizeof *cc, "connection");
+    cc = il_mem_calloc(IL_MEM_SERVER, sizeof *cc, "connection");
     if (!cc) return MHD_NO;
     *con_cls = cc;
     il__log_start(cc, c, url, method);
@@ -725,7 +725,7 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   if (o->api_key) IL_TRY(il_access_key_check(o->api_key, "--api-key"));
   il_access *access = NULL;
   IL_TRY(il_access_new(o->host, o->allowed_hosts, o->cors_origins, &access));
-  il_server *s = il_mem_calloc(IL_MEM_OTHER, sizeof *s, "server");
+  il_server *s = il_mem_calloc(IL_MEM_SERVER, sizeof *s, "server");
   if (!s) {
     il_access_free(access);
     return IL_ERR_OOM;
@@ -735,7 +735,7 @@ il_status il_server_start(const il_server_opts *o, il_server **out) {
   s->access = access;
   if (o->api_key) {
     s->key_len = strlen(o->api_key);
-    s->key = il_mem_alloc(IL_MEM_OTHER, s->key_len + 1, "API key");
+    s->key = il_mem_alloc(IL_MEM_SERVER, s->key_len + 1, "API key");
     if (!s->key) {
       il_access_free(access);
       il_mem_free(s);

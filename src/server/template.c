@@ -59,7 +59,7 @@ il_status il_template_for_engine(const il_engine *e, const char *override, il_te
     return IL_OK;
   }
   il_gguf_str s = {0};
-  if (e->model->gguf && il_gguf_get_str(e->model->gguf, "tokenizer.chat_template", &s) == IL_OK) {
+  if (il_engine_model(e)->gguf && il_gguf_get_str(il_engine_model(e)->gguf, "tokenizer.chat_template", &s) == IL_OK) {
     if (il_template_detect(s.ptr, (size_t)s.len, out)) snprintf(how, how_cap, "from tokenizer.chat_template");
     else snprintf(how, how_cap, "default: tokenizer.chat_template matches no known family (set --chat-template)");
     return IL_OK;
@@ -86,7 +86,7 @@ static void il__put(il__buf *b, const char *s, size_t n) {
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + n + 1) cap *= 2;
-    char *np = il_mem_alloc(IL_MEM_OTHER, cap, "chat prompt");
+    char *np = il_mem_alloc(IL_MEM_SERVER, cap, "chat prompt");
     if (!np) {
       b->oom = true;
       return;
@@ -110,7 +110,7 @@ static void il__put_content(il__buf *b, const char *s, size_t n) {
   if (!b->want_lit || b->oom || b->len == start) return;
   if (b->n_lit == b->lit_cap) {
     size_t cap = b->lit_cap ? 2 * b->lit_cap : 16;
-    il_text_range *nl = il_mem_alloc(IL_MEM_OTHER, cap * sizeof *nl, "chat prompt content ranges");
+    il_text_range *nl = il_mem_alloc(IL_MEM_SERVER, cap * sizeof *nl, "chat prompt content ranges");
     if (!nl) {
       b->oom = true;
       return;

@@ -53,6 +53,10 @@ try:
     t.eq(m.get('inferlab_request_success_total{model_name="tiny",finished_reason="length"}'), 5, "finished by length")
     t.eq(m.get('inferlab_time_to_first_token_seconds_bucket{model_name="tiny",le="+Inf"}'), 5, "+Inf bucket")
     t.check(m.get('inferlab_host_memory_bytes{category="kv"}', 0) > 0, "kv memory")
+    # the categories users read: the server's connections and buffers, the scheduler's slots,
+    # the vocabulary, the model's tables, each counted on its own
+    for c in ("server", "scheduler", "tokenizer", "model"):
+        t.check(m.get('inferlab_host_memory_bytes{category="%s"}' % c, 0) > 0, "%s memory" % c)
     t.check(m.get('inferlab_http_responses_total{code="200"}', 0) >= 6, "responses by code")
     t.check(m.get('inferlab_http_responses_total{code="400"}', 0) >= 1, "400 counted")
     # the startup timeline: one gauge per phase that ran; they add up to the startup total, and

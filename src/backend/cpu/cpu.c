@@ -192,7 +192,7 @@ static il_status il__mm_check(il_backend *b, const il_tensor *y, const il_tensor
  * no larger than their rows (Q8_0, Q4_0, Q4_1: f16 scales; F16), so one-token generation,
  * which then reads the panels too, streams the same bytes. The K-quants' panels hold unpacked
  * scales (Q4_K, 1.25x its bytes) or weights (Q5_K 1.75x, Q6_K 1.54x), and a one-token pass from
- * them ran at 0.48-0.72x (bench_matmul --repack, docs/performance.md): they, F32, BF16 (whose
+ * them ran at 0.48-0.72x (bench_matmul --repack, docs/performance-log.md#repack): they, F32, BF16 (whose
  * batches pick one of two layouts by their activations) and every type on the scalar table are
  * used as stored, said once in the log. */
 static il_status il__cpu_prepare_weight(il_backend *b, const il_tensor *w, bool *own_copy) {

@@ -64,46 +64,16 @@
 
 #define IL__GEMM_ROWS 32
 /* The driver uses the GEMM from this many tokens on; below, the tile kernels, which need no
- * packing. Q8_0, Q4_0, Q4_1 (bench_matmul, one 1B layer, Zen 5, 2026-11-30 16:49 UTC, with the
- * next-panel prefetch and vpinsrw scales, 1 / 2 threads): AVX-512 Q8_0 0.95x / 0.92-0.95x at
- * 8, 1.42-1.45x / 1.36-1.38x at 12; Q4_0 1.04-1.05x / 0.98-1.01x at 12, 1.17-1.18x / 1.12-1.13x
- * at 16; Q4_1 1.04-1.05x / 1.02x at 12, 1.19x / 1.16-1.17x at 16. AVX-VNNI 1.16-1.74x from 12
- * (Q8_0) and 16 (Q4_0, Q4_1); plain AVX2 below. F16/BF16 (1 and 2 threads,
- * AVX-512 and AVX2 alike, with the next-panel prefetch, 2026-11-30 18:28 UTC): 0.64-0.83x at 8,
- * 0.84-0.97x at 16, 0.97-1.12x at 24, 1.03-1.13x at 32, 1.08-1.17x at 40, 1.3-1.5x at 512
- * (without the prefetch 0.96-1.01x at 32 and the threshold was 40). */
+ * packing. Each threshold is where the GEMM overtook the tile kernels on one 1B layer at 1 and 2
+ * threads, per type and ISA level (bench_matmul --gemm-only; the ratios per size are in
+ * docs/performance-log.md#batched-matmul-against-the-int8-peak-benchbench_matmul---gemm-only and
+ * #batched-f16bf16-matmul-against-the-fma-peak-benchbench_matmul---gemm-only). The K-quants
+ * cross later than Q8_0/Q4_0/Q4_1 (their packers unpack to bytes); plain AVX2 (no vpdpbusd),
+ * whose tile kernels keep up longer, crosses later for Q4_K and Q6_K. BF16 weights against BF16
+ * activations (vdpbf16ps) cross at 12: the tile kernels' F32 FMAs do half the work per
+ * instruction. Workspaces are sized with plain = false, the earliest use. */
 #define IL__GEMM_MIN_TOK_F16 32
-/* BF16 weights against BF16 activations with vdpbf16ps (bench_matmul --bf16-act, one 1B layer,
- * Zen 5, 2026-11-30 18:28 UTC, with the next-panel prefetch, 1 / 2 threads): 0.98x / 0.85x at 8,
- * 1.36x / 1.06x at 12, 1.49x / 1.12x at 16, 2.07x / 1.71x at 32, 2.7x at 512 (the tile kernels'
- * F32 FMAs do half the work per instruction). */
 #define IL__GEMM_MIN_TOK_BF16_DOT 12
-/* Q6_K (2026-11-30, 1 / 2 threads): AVX-512 0.53x / 0.50x at 16, 0.92x / 0.83x at 32,
- * 1.09x / 1.00x at 40, 1.14x / 1.09x at 44, 1.41x / 1.30x at 64 (the plain C packer unpacks
- * 6-bit weights to bytes, about 13 ms per builtin:1b layer on one thread); AVX-VNNI and AVX2
- * 0.78-0.86x at 16, 1.00-1.09x at 24, 1.32-1.49x at 44 (their tile kernels are slower); it
- * was 44 for every level until the next-panel prefetch (below). */
-/* Q5_K (2026-11-30 15:21 UTC, 1 thread, CPU time; the machine was shared, so 2-thread wall
- * times were too noisy to use): with the AVX2 packer, AVX-512 0.63x at 8, 0.90x at 12, 1.06x
- * at 16, 1.28x at 20, 1.66x at 32; AVX-VNNI 1.16x at 8, 1.72x at 16; AVX2 0.96x at 8, 1.17x
- * at 12, 1.34x at 16 (with the plain C packer AVX-512 crossed only at 28: 0.96x at 24, 1.08x
- * at 28). The threshold was 20 (a margin for AVX-512's 2-thread ratios, which ran 0.05-0.09
- * below the 1-thread ones for Q6_K) until the K-quant GEMMs prefetched the next panel: */
-/* Q4_K and Q5_K with the next-panel prefetch on every level (bench_matmul --gemm-only, GEMM
- * forced from 8 tokens in a scratch build, 2026-11-30 18:33 UTC, 1 / 2 threads): Q4_K AVX-512
- * 0.85x / 0.65x at 8, 1.30x / 1.00x at 16, 1.52x / 1.18x at 20; AVX-VNNI 1.65x / 1.45x at 20;
- * plain AVX2 1.40x / 0.87x at 20, 1.60x / 1.06x at 32. Q5_K AVX-512 0.90x / 0.88x at 8, 1.39x /
- * 1.29x at 12; AVX-VNNI 1.80x / 1.74x at 12; plain AVX2 1.34x / 0.93x at 12, 1.45x / 1.07x at
- * 16. So Q4_K from 20 tokens and Q5_K from 12 where the table has vpdpbusd, 32 and 16 on plain
- * AVX2 (Q5_K's plain threshold is 12 since, below). Q6_K: AVX-512 1.08x / 0.99x at 32, 1.22x
- * / 1.15x at 40; AVX-VNNI 1.32x / 1.21x at 32; plain AVX2 1.35x / 1.00x at 40: from 40 with
- * vpdpbusd, 44 on plain AVX2. */
-/* plain: the table multiplies int8 without vpdpbusd (plain AVX2), whose tile kernels keep up
- * longer: Q4_K 32, Q6_K 44. Q8_0, Q4_0, Q4_1 and Q5_K were 16, 32, 20 and 16 there until the
- * plain GEMM's sums were kept chains and Q4_0/Q4_1 took T = 3 (2026-11-30 20:11 UTC, GEMM vs
- * tiles, 1 / 2 threads, two runs): Q8_0 1.23x / 1.19-1.21x at 12, Q4_0 1.53-1.54x / 1.48-1.50x
- * and Q4_1 1.44-1.45x / 1.40-1.41x at 16, Q5_K 1.50x / 1.44-1.46x at 12; so the same
- * thresholds as with vpdpbusd. Workspaces are sized with plain = false, the earliest use. */
 static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   switch (t) {
   case IL_DTYPE_Q8_0:
@@ -157,10 +127,8 @@ typedef struct {
 } il__gemm_pf;
 /* A small batch from repacked panels on AVX-512 (a->stream): the panel streams from DRAM once,
  * and a prefetch into L1 this far ahead of the block being read (instead of the next panel into
- * L2) raised one-token passes (bench_matmul --repack, Zen 5, 2026-11-30 23:25 UTC, two rounds,
- * 1 / 2 threads: Q4_0 0.92-0.93x -> 0.95-0.98x / 0.97-0.99x -> 1.00-1.06x of the tile kernels,
- * Q8_0 level / 0.99-1.02x -> 1.04x; with it in the F16 kernel too, 23:27: F16 0.91-0.94x ->
- * 1.03-1.05x). How many tokens it pays for is the table's stream_tok (matmul_avx512.c). */
+ * L2) is faster for one-token passes (bench_matmul --repack; docs/performance-log.md#repack).
+ * How many tokens it pays for is the table's stream_tok (matmul_avx512.c). */
 #define IL__GEMM_STREAM_PF 4096
 static inline il__gemm_pf il__gemm_pf_init(const il__mm_args *a, int64_t r0, int64_t t1, int64_t steps) {
   il__gemm_pf pf = {NULL, NULL, 0, a->stream};

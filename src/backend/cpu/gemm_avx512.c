@@ -10,7 +10,7 @@
  * multiply (weight scales x activation scale) and one FMA per accumulator. That is 8 vpdpbusd
  * per 3 float ops for Q8_0 (plus 6 unpack ops per group shared by the T tokens for Q4_0);
  * the activation broadcasts are vpbroadcastd loads (an inline-asm variant with {1to16} memory
- * operands of vpdpbusd measured the same on Zen 5, so the intrinsics stay). Registers: 2T int +
+ * operands of vpdpbusd measured the same, so the intrinsics stay). Registers: 2T int +
  * 2T float accumulators + weights, so T = 6 for Q8_0 (28 zmm) and T = 5 for Q4_0 (4 unpacked
  * weight vectors live at once).
  * The float sum runs over the blocks in order with one product of the two scales per block,

@@ -115,19 +115,13 @@ static inline bool il__one_row_tiles(const il__mm_args *a) {
  * Pattern: the R rows of a future tile are one run of R * stride bytes. On AMD a tile of R > 1
  * rows prefetches that run in order, as one sequential stream: at byte o of its rows, R * n
  * bytes from R * o. Elsewhere (and for one row) each row prefetches its own lines, R streams
- * a row apart (the AVX-512 Xeon read at 97-99% of the bandwidth that way). On a Zen 5
- * (bench_matmul --no-gemm [--gemv-tokens N], 2026-12-01), one token, plain AVX2 table: the
- * 4-row F16 tiles went from 80% of the read bandwidth to 90-92% on 1 thread and from 83-87% to
- * 95-97% on 2; Q4_0/Q4_1 on 2 threads from 81-89% to 95-101% (on 1 thread, bound by
- * instructions there, 0-6% lower; level end to end). Two tokens: AVX2 F16 +5-10%, Q8_0 on 2
- * threads 87-89% -> 97%; AVX-512 F16 +6-11% on 1 thread and 78-80% -> 93-95% on 2, Q8_0 on 2
- * threads 80-85% -> 91% but 3-8% lower on 1. Four tokens (AVX-512): level to +7% on 2
- * threads, F16 on 1 thread 3-11% lower. docs/performance.md has the tables.
+ * a row apart (Intel's prefetchers already read those at the bandwidth). AMD's do not: the one
+ * stream raised 4-row tiles by 10-15 points of the bandwidth (bench_matmul --no-gemm;
+ * docs/performance-log.md#one-stream-prefetch).
  *
- * Level: into L1, except a tile's own rows with l2 (the AVX-512 quantized tiles on Intel: T2
- * there was +3-4% at 2 threads over T0 on the AVX-512 Xeon, whose L1 fill buffers the demand
- * loads also need; on a Zen 5 T0 was better: builtin:1b generation on one thread, Q4_0 +8%,
- * Q8_0 +3%). */
+ * Level: into L1, except a tile's own rows with l2 (the AVX-512 quantized tiles on Intel,
+ * whose L1 fill buffers the demand loads also need; AMD prefers L1:
+ * docs/performance-log.md#prefetch-level). */
 typedef struct {
   const uint8_t *f; /* the first row + the distance: where the future tile starts */
   size_t stride;

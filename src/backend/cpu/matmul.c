@@ -221,10 +221,9 @@ il_status il_cpu_matmul_pack(il_pool *pool, const il__kernels *k, il_dtype wtype
   return IL_OK;
 }
 
-/* Multiply-adds below which one thread does a matmul alone (see il_cpu_matmul_multi). 2^17:
- * on a Zen 5, stories260K generation went from about 3,200 to 14,700 tokens/s with 2 threads
- * and builtin:tiny from 3,600 to 4,450 (2^18: 3,500; 2^20: 3,000, one thread throughout);
- * builtin:1b's matmuls are far above it. */
+/* Multiply-adds below which one thread does a matmul alone (see il_cpu_matmul_multi): waking
+ * the pool costs more than a small model's matmuls repay; 2^17 was best for stories260K and
+ * builtin:tiny, far below builtin:1b's (docs/performance-log.md#small-models-threads-by-work-size). */
 static double il__mm_par_min = 1 << 17;
 
 void il_cpu_matmul_par_min(double macs) { il__mm_par_min = macs; }
@@ -412,22 +411,10 @@ il_status il_cpu_matmul_multi(il_pool *pool, const il__kernels *k, il_dtype wtyp
     if (packed) { /* rows as 1/32 of a panel: the prefetches of "the next rows" fetch the next panel */
       tp->a.w = pt->packed;
       tp->a.w_stride = panel_bytes / IL__GEMM_ROWS;
-      /* except for one token on AVX-512, where the panels stream from DRAM at the rate they
-       * are used and the next-panel prefetch into L2 lost to none (and lost to a prefetch of
-       * the panel being read into L1 more: a->stream, gemm.h) (bench_matmul --repack, Zen 5,
-       * 2026-11-30 22:17 UTC, one 1B layer, GOPS with -> without, 1 / 2 threads: Q8_0 1 token
-       * 69 -> 76 / 89 -> 97, 4 tokens 239 -> 248 / 343 -> 335, 16 tokens 710 -> 512 / 1245 ->
-       * 934; whole-model one-token passes Q8_0 0.92x -> 1.03x and 0.95x -> 0.99x of the plain
-       * kernels). The AVX2 tables keep it (22:52 UTC, one-token passes with -> without, 1 / 2
-       * threads: Q4_0 1.00-1.02x -> 0.91-0.95x / 1.08x -> 1.01-1.03x, F16 0.95x -> 0.72x /
-       * 1.03-1.06x -> 0.78-0.95x). On AVX-512 the same holds for small batches of F16 and
-       * Q8_0, not Q4_0/Q4_1 (the table's stream_tok; builtin:1b --repack, batched decode, 2
-       * threads, Zen 5, 2026-12-01 03:30-03:45 UTC, generated tokens/s, one-token rule ->
-       * stream up to 8 tokens, four alternating rounds: F16 at 4 sequences 50-100 -> 64-91 and
-       * at 8 112-134 -> 79-167, 3 of 4 rounds faster; Q8_0 at 4 71-190 -> 187-211 and at 8
-       * 264-296 -> 267-323, every round; Q4_0 at 4 level, at 8 467-512 -> 435-455, slower;
-       * stream up to 16, three rounds: F16 at 16 180-192 -> 191-202, every round; Q8_0 at 16
-       * 469-537 -> 425-429, slower; Q4_1 at 8 460-471 -> 361-423, slower). */
+      /* except up to the table's stream_tok tokens, where the panels stream from DRAM at the
+       * rate they are used and a prefetch of the panel being read into L1 (a->stream, gemm.h)
+       * beats the next-panel prefetch into L2 (bench_matmul --repack, batched decode;
+       * docs/performance-log.md#repacked-small-batches) */
       tp->a.stream = n_tok <= k->stream_tok[wtype];
     }
     tp->a.n_out = pt->n_out;

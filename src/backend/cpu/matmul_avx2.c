@@ -13,7 +13,7 @@
  * The activation quantizers compute the same bits as the scalar ones (the test compares the
  * workspaces byte for byte).
  * On AVX2-only cores (Zen 2/3) quantized generation is bound by the vector ports (4 on Zen),
- * not by memory (docs/performance.md), so the tiles are written to cut vector ops per block:
+ * not by memory (docs/performance-log.md#avx2-generation), so the tiles are written to cut vector ops per block:
  * two blocks per step, the tile's 8 f16 scales converted at once from halves gathered with
  * scalar loads (the integer ALUs are otherwise idle), per-block offsets and mins folded into
  * one FMA per tile, K-quant sub-block scales picked with vpshufb.
@@ -132,11 +132,10 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
 }
 
 /* ONE: one row at a time where il__one_row_tiles (kernels.h) says so (one sequential stream:
- * matmul_avx512.c; a row's sum is the same il__hsum whatever the tile). With
- * these kernels on a Zen 5 (bench_matmul --isa avx2 [--avx2-plain] --no-gemm, 2026-11-30 18:02
- * UTC) that read at 93-99% of the bandwidth on 2 threads against 73-88%, and on 1 thread as
- * well or better for F32, Q8_0, Q4_K, Q5_K and Q6_K; the F16/BF16 one-row tiles fell to 47-50%
- * on 1 thread (and were no better on 2), Q4_0/Q4_1 to 64-82% (from 82-97%): those keep 4 rows. */
+ * matmul_avx512.c; a row's sum is the same il__hsum whatever the tile). F16/BF16 and
+ * Q4_0/Q4_1 keep 4 rows: their one-row tiles read at a lower share of the bandwidth
+ * (bench_matmul --isa avx2 --no-gemm;
+ * docs/performance-log.md#one-row-tiles). */
 #define IL__GEN_ROWS(name, tile, TM, ONE)                                                    \
   static void name(const il__mm_args *a, int64_t r0, int64_t r1) {                           \
     for (int64_t t = 0; t < a->n_tok; t += TM) {                                             \

@@ -117,11 +117,8 @@ static void il__quant_ak(const il__mm_args *a, int64_t u0, int64_t u1) {
 
 /* One token on AMD (il__one_row_tiles, kernels.h): one row at a time. Rows are contiguous, so
  * the reads are one sequential stream (plus the prefetch two rows ahead) instead of four
- * streams a row apart; on a Zen 5
- * (bench_matmul --no-gemm, 2026-11-30 18:00 UTC, builtin:1b shapes, rows of 2048-8192) this read
- * at 94-97% of the measured bandwidth on 2 threads for every type against 73-84% with 4-row
- * tiles, and on 1 thread 92-104% against 78-92% (F16, BF16, Q8_0, Q4_0, Q6_K; Q4_1, Q4_K and
- * Q5_K 88-95% against 85-100%, F32 level). The Xeon's 4-row figures were 97-99% already. */
+ * streams a row apart, which AMD's prefetchers follow less well than Intel's (bench_matmul
+ * --no-gemm; docs/performance-log.md#one-row-tiles). */
 
 /* rows [r0,r1) x all tokens, in token tiles of up to TM and row tiles of 4 (then 1). */
 #define IL__GEN_ROWS(name, tile, TM)                                                         \

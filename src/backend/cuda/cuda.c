@@ -853,10 +853,9 @@ static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor 
   return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
-/* memeff first (what --attn auto takes): on an H200 (2026-12-01, gpu-check) it passed the op
- * test against the CPU and ran 1.6x faster than naive at decode and 2.8x at 64 query tokens
- * (Llama-3-8B heads, 32k positions), with no workspace; naive, the reference, takes head sizes
- * above 256. */
+/* memeff first (what --attn auto takes): it passes the op test against the CPU, needs no
+ * workspace and is faster than naive at decode and more so for many query tokens
+ * (docs/cuda.md#current-figures); naive, the reference, takes head sizes above 256. */
 static const il_attn_kernel il__attn[] = {
     {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
     {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
@@ -916,7 +915,7 @@ static void il__destroy(il_backend *b) {
   il__cu *c = il__cu_of(b);
   if (c) {
     /* an open that failed on a bad ordinal left nothing on a device: no cudaSetDevice then
-     * (compute-sanitizer reported that call's error on the first H200 run) */
+     * (compute-sanitizer reports that call's error) */
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) == cudaSuccess && c->dev >= 0 && c->dev < n_dev) (void)cudaSetDevice(c->dev);
     if (c->compute) (void)cudaStreamSynchronize(c->compute);

@@ -13,10 +13,8 @@
  * (Q4_0: isum - 8 * sum(q_x); Q4_1: + m_w * d_x * sum(q_x)). The per-block arithmetic
  * (il__block_words, il__block_dot in decode.cuh) is __host__ __device__ and checked on the host by
  * selftest.cu against the reference dequantizer.
- * The default for those types since bench_cuda showed it beating version 1 (matvec.cu) on an
- * H200 (2026-12-01: Q8_0 1792 against 237 GB/s at one token, Q4_0 1381 against 132, Q4_1 1558
- * against 148; builtin:1b Q4_0 generation 101 -> 164 tok/s at batch 1, 224 -> 2109 at 8);
- * IL_CUDA_MATVEC=1 keeps version 1.
+ * The default for those types: bench_cuda measures it several times faster than version 1
+ * (matvec.cu) (docs/cuda.md#current-figures); IL_CUDA_MATVEC=1 keeps version 1.
  */
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/decode.cuh"

@@ -1,0 +1,71 @@
+/* engine/engine_impl: the engine's state, private to engine/ (engine.c, request.c, sched.c).
+ *
+ * Everything outside engine/ goes through the functions of inferlab.h and engine/engine.h:
+ * the accessors, il_engine_snapshot_get for reports. White-box tests of the engine include
+ * this header too; nothing else may.
+ * Not for: callers' views of an engine (il_engine_snapshot).
+ */
+#ifndef IL_ENGINE_ENGINE_IMPL_H
+#define IL_ENGINE_ENGINE_IMPL_H
+
+#include "engine/engine.h"
+#include "engine/kv.h"
+#include "engine/oom.h"
+
+struct il_engine {
+  il_config cfg;
+  il_backend *backend;    /* the device (--device) */
+  il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
+                             itself when it is the CPU */
+  il_backend_info info;   /* the device's facts (kind, threads, kernel level) */
+  uint8_t *layer_dev;     /* [n_layer]: 1 = on the device */
+  il_backend **layer_b;   /* [n_layer]: the backend of each layer */
+  bool embd_dev, out_dev, auto_layers;
+  bool auto_retry;        /* auto's first choice did not open: this is a smaller count */
+  bool stream;            /* --offload stream */
+  int32_t n_dev_layers;
+  il_model *model;        /* host side: metadata, tokenizer data, weights in the mmap */
+  il_model_dev weights;   /* the weights as the backend reads them */
+  il_vocab *vocab;
+  il_kv_cache kv;
+  il_kv_opts kv_opts;     /* cell type and layout from the config */
+  il_dtype act_type;      /* --dtype: activations stored at f32, f16 or bf16 */
+  il_forward_state fs;
+  const il_attn_kernel *attn; /* the attention kernel in use */
+  char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */
+  int32_t *slots;         /* host: KV cell of each entry of a pass [n_batch] */
+  int32_t n_ctx, n_seq, n_batch, n_logits_max;
+  size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
+  double load_seconds;
+  il_startup startup;     /* the open's timeline (engine/startup.h) */
+  bool ctx_capped;        /* the context was reduced to fit memory */
+  bool ctx_sized;         /* n_ctx is final (the default context is sized after the weights load) */
+};
+
+
+/* One configuration the engine could run: what the sizing below and the OOM fixes vary. */
+typedef struct {
+  int32_t n_ctx, n_seq, n_batch;
+  il_dtype wtype;         /* IL_DTYPE_COUNT: as loaded */
+  il_kv_opts kv;
+  const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
+  bool embd_dev, out_dev;
+  bool stream;              /* --offload stream: device layers take two slots, not their weights */
+  il_dtype act_type;        /* --dtype */
+} il__engine_shape;
+
+/* Tokens per pass: the config's, at most every cell of the cache. */
+int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq);
+/* Rows of logits a pass of n_batch entries over n_seq sequences keeps. */
+int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq);
+/* What the device holds for configuration s: the numbers the allocations use (engine.c). */
+il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s);
+/* The context the engine gives a run whose config leaves it to the engine: the model's
+ * training context capped at 4096, halved (not below 256) while the KV cache of s's placement
+ * takes more than half of `available` bytes. *capped: it was halved. */
+int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *capped);
+/* After an allocation of configuration cur failed: builds the out-of-memory report (engine/
+ * oom.c: cause, need, the fixes), keeps it for il_oom_report_last and returns IL_ERR_OOM with
+ * its text as the error detail. */
+il_status il__oom_fail(il_engine *e, const il__engine_shape *cur);
+#endif
