@@ -1,0 +1,20 @@
+# cuda_attn: host-side checks of the CUDA backend's flash attention kernels (after cuda.cmake,
+# whose il_cuda_build and fake module they extend).
+#
+#   test_cuda_attn_twin   the kernels' host twins against the scalar CPU reference (no GPU)
+#   fake module           the flash launchers as those twins (tests/fakes/fake_cuda_attn.cpp),
+#                         so test_backend_ops_fakecuda runs `flash` through the glue
+if(il_cuda_build)
+  target_sources(inferlab_cuda_fake PRIVATE ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_attn.cpp)
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_attn.cpp PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+
+  add_executable(test_cuda_attn_twin ${CMAKE_SOURCE_DIR}/tests/test_cuda_attn_twin.cpp ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  set_target_properties(test_cuda_attn_twin PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_include_directories(test_cuda_attn_twin PRIVATE ${IL_INCLUDES} ${CMAKE_SOURCE_DIR}/tests)
+  target_include_directories(test_cuda_attn_twin SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  # the twins' float operations must stay unfused on the host, as they are on the device
+  target_compile_options(test_cuda_attn_twin PRIVATE -ffp-contract=off $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra>)
+  target_link_libraries(test_cuda_attn_twin PRIVATE inferlab_static)
+  add_test(NAME test_cuda_attn_twin COMMAND test_cuda_attn_twin)
+  set_tests_properties(test_cuda_attn_twin PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
