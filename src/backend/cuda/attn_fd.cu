@@ -15,7 +15,7 @@ __global__ void __launch_bounds__(IL__FD_THREADS) il__k_fd_split(il__cu_attn a, 
   extern __shared__ float il__fd_mem[];
   const int64_t t = blockIdx.x / S, kvh = blockIdx.y;
   const int s = (int)(blockIdx.x % S), tid = threadIdx.x;
-  const int64_t G = a.n_heads / a.n_kv_heads, D = a.head_dim;
+  const int64_t G = (int)a.n_heads / (int)a.n_kv_heads, D = a.head_dim;
   const int T = il__fd_tile(D);
   int32_t seq, pos;
   if (!il__fd_token(a, t, &seq, &pos, tid == 0 && kvh == 0 && s == 0)) return; /* uniform over the CTA */

@@ -34,10 +34,18 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/decode.cuh"
 
+/* #pragma unroll for nvcc's device pass; nothing for host compilers (they warn on it) */
+#ifdef __CUDA_ARCH__
+#define IL__PRAGMA(x) _Pragma(#x)
+#else
+#define IL__PRAGMA(x)
+#endif
+
 #define IL__FD_THREADS 128
 #define IL__FD_MAX_OUT 16   /* outputs per thread: G * head_dim <= 2048 */
 #define IL__FD_MAX_SPLITS 32
 #define IL__FD_TARGET_CTAS 264 /* two CTAs per SM on a 132-SM GPU */
+#define IL__FD_BATCH 4 /* tile chunks a thread loads before storing any */
 
 IL__HD float il__div(float a, float b) {
 #ifdef __CUDA_ARCH__
@@ -138,17 +146,18 @@ typedef struct {
 
 /* Tile range of split s for a token with n positions. */
 IL__HD void il__fd_range(int32_t n, int T, int S, int s, int32_t *p0, int32_t *p1) {
-  const int64_t nt = ((int64_t)n + T - 1) / T;
-  const int64_t t0 = nt * s / S, t1 = nt * (s + 1) / S;
+  /* nt * s / S as q * s + r * s / S (nt = q S + r): 32-bit, exact, no 64-bit division */
+  const int32_t nt = n / T + (n % T != 0), q = nt / S, r = nt % S;
+  const int64_t t0 = (int64_t)q * s + r * s / S, t1 = (int64_t)q * (s + 1) + r * (s + 1) / S;
   *p0 = (int32_t)(t0 * T);
   *p1 = (int32_t)(t1 * T < n ? t1 * T : n);
 }
 
 /* Step 0: thread tid's part of loading the group's query rows and resetting (m, l). */
 IL__HD void il__fd_begin(const il__cu_attn &a, il__fd_smem &sh, int64_t t, int64_t kvh, int tid) {
-  const int64_t G = a.n_heads / a.n_kv_heads, D = a.head_dim;
+  const int64_t G = (int)a.n_heads / (int)a.n_kv_heads, D = a.head_dim;
   const float *q = (const float *)((const uint8_t *)a.q + (size_t)t * a.q_stride) + kvh * G * D;
-  for (int64_t i = tid; i < G * D; i += IL__FD_THREADS) sh.q[i] = q[i];
+  for (int i = tid; i < (int)(G * D); i += IL__FD_THREADS) sh.q[i] = q[i]; /* 32-bit index math: no division calls */
   if (tid < G) sh.m[tid] = -INFINITY, sh.l[tid] = 0.0f;
 }
 
@@ -211,11 +220,11 @@ IL__HD int il__fd_chunk(const uint8_t *p, int64_t c, float *v) {
 
 /* Elements per chunk and bytes per chunk of the loader. */
 template <int CT, bool VEC>
-IL__HD int il__fd_chunk_elems() {
+IL__HD constexpr int il__fd_chunk_elems() {
   return CT == IL_DTYPE_Q8_0 ? 32 : VEC ? (CT == IL_DTYPE_F32 ? 4 : 8) : 1;
 }
 template <int CT, bool VEC>
-IL__HD int il__fd_chunk_bytes() {
+IL__HD constexpr int il__fd_chunk_bytes() {
   return CT == IL_DTYPE_Q8_0 ? 34 : VEC ? 16 : (CT == IL_DTYPE_F32 ? 4 : 2);
 }
 
@@ -223,56 +232,63 @@ IL__HD int il__fd_chunk_bytes() {
 template <int CT, bool VEC>
 IL__HD void il__fd_load(const il__cu_attn &a, il__fd_smem &sh, int64_t kvh, int32_t p0, int n, int tid,
                         il__fd_touch *touch) {
-  const int64_t D = a.head_dim, E = il__fd_chunk_elems<CT, VEC>(), cpr = D / E;
+  constexpr int E = il__fd_chunk_elems<CT, VEC>(); /* a compile-time count: v stays in registers */
+  constexpr int NB = CT == IL_DTYPE_Q8_0 ? 1 : IL__FD_BATCH; /* a Q8_0 chunk is already 32 values */
+  const int D = (int)a.head_dim, cpr = D / E;
   const size_t hoff = (size_t)il__fd_chunk_bytes<CT, VEC>() * (size_t)(kvh * cpr);
   const int32_t b0 = p0 / a.block;
-  for (int64_t c = tid; c < (int64_t)n * cpr; c += IL__FD_THREADS) {
-    const int j = (int)(c / cpr);
-    const int64_t ci = c % cpr;
-    const int32_t p = p0 + j, blk = sh.blk[p / a.block - b0];
-    float v[32];
-    if (blk < 0) { /* scored -inf below; zeros keep 0 * V finite */
-      const int ne = il__fd_chunk_elems<CT, VEC>();
-      for (int e = 0; e < ne; e++) sh.k[j * (D + 1) + ci * E + e] = 0.0f, sh.v[j * D + ci * E + e] = 0.0f;
-      continue;
-    }
-    const size_t cell = (size_t)blk * (size_t)a.block + (size_t)(p % a.block);
-    const uint8_t *kr = (const uint8_t *)a.k + cell * a.k_stride + hoff;
-    const uint8_t *vr = (const uint8_t *)a.v + cell * a.v_stride + hoff;
-    const int ne = il__fd_chunk<CT, VEC>(kr, ci, v);
-    for (int e = 0; e < ne; e++) sh.k[j * (D + 1) + ci * E + e] = v[e];
-    il__fd_chunk<CT, VEC>(vr, ci, v);
-    for (int e = 0; e < ne; e++) sh.v[j * D + ci * E + e] = v[e];
-    if (touch) {
-      const int cb = il__fd_chunk_bytes<CT, VEC>();
-      for (int b = 0; b < cb; b++) {
-        touch->k[cell * a.k_stride + hoff + (size_t)ci * cb + b]++;
-        touch->v[cell * a.v_stride + hoff + (size_t)ci * cb + b]++;
+  /* IL__FD_BATCH chunks per thread per round, all loads issued before the first store (several
+   * 16-byte loads in flight per lane); the rounds are not unrolled (no stack frame on sm_8x) */
+IL__PRAGMA(unroll 1)
+  for (int c0 = tid; c0 < n * cpr; c0 += NB * IL__FD_THREADS) {
+    float kv[NB][2][E];
+    int at[NB], av[NB]; /* where chunk u goes in the K and V tiles (-1: none) */
+IL__PRAGMA(unroll)
+    for (int u = 0; u < NB; u++) {
+      const int c = c0 + u * IL__FD_THREADS, j = c / cpr, ci = c % cpr;
+      const int32_t p = p0 + j, blk = c < n * cpr ? sh.blk[p / a.block - b0] : -1;
+      at[u] = c < n * cpr ? j * (D + 1) + ci * E : -1;
+      av[u] = j * D + ci * E;
+      const size_t cell = (size_t)(blk < 0 ? 0 : blk) * (size_t)a.block + (size_t)(p % a.block);
+      if (blk < 0) { /* scored -inf below; zeros keep 0 * V finite */
+        for (int e = 0; e < E; e++) kv[u][0][e] = kv[u][1][e] = 0.0f;
+      } else {
+        il__fd_chunk<CT, VEC>((const uint8_t *)a.k + cell * a.k_stride + hoff, ci, kv[u][0]);
+        il__fd_chunk<CT, VEC>((const uint8_t *)a.v + cell * a.v_stride + hoff, ci, kv[u][1]);
+        if (touch) {
+          const int cb = il__fd_chunk_bytes<CT, VEC>();
+          for (int b = 0; b < cb; b++) {
+            touch->k[cell * a.k_stride + hoff + (size_t)ci * cb + b]++;
+            touch->v[cell * a.v_stride + hoff + (size_t)ci * cb + b]++;
+          }
+        }
       }
+    }
+IL__PRAGMA(unroll)
+    for (int u = 0; u < NB; u++) {
+      if (at[u] < 0) continue;
+      for (int e = 0; e < E; e++) sh.k[at[u] + e] = kv[u][0][e], sh.v[av[u] + e] = kv[u][1][e];
     }
   }
 }
 
 /* Step 3: scores (base 2) of (head g, position j) pairs; -inf for a bad block's positions. */
 IL__HD void il__fd_scores(const il__cu_attn &a, il__fd_smem &sh, float scale2, int32_t p0, int n, int tid) {
-  const int64_t G = a.n_heads / a.n_kv_heads, D = a.head_dim, T = il__fd_tile(D);
+  const int G = (int)((int)a.n_heads / (int)a.n_kv_heads), D = (int)a.head_dim, T = il__fd_tile(D);
   const int32_t b0 = p0 / a.block;
-  for (int64_t i = tid; i < G * n; i += IL__FD_THREADS) {
-    const int64_t g = i / n, j = i % n;
-    if (sh.blk[(p0 + j) / a.block - b0] < 0) {
-      sh.s[g * T + j] = -INFINITY;
-      continue;
-    }
+IL__PRAGMA(unroll 1)
+  for (int i = tid; i < G * n; i += IL__FD_THREADS) {
+    const int g = i / n, j = i % n;
     const float *q = sh.q + g * D, *k = sh.k + j * (D + 1);
     float d = 0.0f;
-    for (int64_t e = 0; e < D; e++) d = fmaf(q[e], k[e], d);
-    sh.s[g * T + j] = il__mul(d, scale2);
+    for (int e = 0; e < D; e++) d = fmaf(q[e], k[e], d); /* a bad block's rows are zeros */
+    sh.s[g * T + j] = sh.blk[(p0 + j) / a.block - b0] < 0 ? -INFINITY : il__mul(d, scale2);
   }
 }
 
 /* Step 4: head tid's online-softmax update over the tile's n scores. */
 IL__HD void il__fd_softmax(const il__cu_attn &a, il__fd_smem &sh, int n, int tid) {
-  const int64_t G = a.n_heads / a.n_kv_heads, T = il__fd_tile(a.head_dim);
+  const int64_t G = (int)a.n_heads / (int)a.n_kv_heads, T = il__fd_tile(a.head_dim);
   if (tid >= G) return;
   float *s = sh.s + tid * T;
   float mx = sh.m[tid];
@@ -295,11 +311,12 @@ IL__HD void il__fd_softmax(const il__cu_attn &a, il__fd_smem &sh, int n, int tid
 
 /* Step 5: thread tid's outputs o[k] (output i = tid + k * THREADS of the G x D block). */
 IL__HD void il__fd_output(const il__cu_attn &a, il__fd_smem &sh, int n, int tid, float *o) {
-  const int64_t G = a.n_heads / a.n_kv_heads, D = a.head_dim, T = il__fd_tile(D);
+  const int G = (int)((int)a.n_heads / (int)a.n_kv_heads), D = (int)a.head_dim, T = il__fd_tile(D);
+IL__PRAGMA(unroll)
   for (int k = 0; k < IL__FD_MAX_OUT; k++) {
-    const int64_t i = tid + (int64_t)k * IL__FD_THREADS;
+    const int i = tid + k * IL__FD_THREADS;
     if (i >= G * D) break;
-    const int64_t g = i / D, d = i % D;
+    const int g = i / D, d = i % D;
     const float *p = sh.s + g * T;
     float acc = il__mul(o[k], sh.corr[g]);
     for (int j = 0; j < n; j++) acc = fmaf(p[j], sh.v[j * D + d], acc);
@@ -310,11 +327,14 @@ IL__HD void il__fd_output(const il__cu_attn &a, il__fd_smem &sh, int n, int tid,
 /* Step 6: the split's partial (m, l, o) of every head of the group to the workspace. */
 IL__HD void il__fd_store(const il__cu_attn &a, const il__fd_smem &sh, float *ws, int64_t t, int64_t kvh, int S, int s,
                          int tid, const float *o) {
-  const int64_t G = a.n_heads / a.n_kv_heads, D = a.head_dim, P = il__fd_part(D);
+  const int G = (int)((int)a.n_heads / (int)a.n_kv_heads), D = (int)a.head_dim;
+  const int64_t P = il__fd_part(D);
+IL__PRAGMA(unroll)
   for (int k = 0; k < IL__FD_MAX_OUT; k++) {
-    const int64_t i = tid + (int64_t)k * IL__FD_THREADS;
+    const int i = tid + k * IL__FD_THREADS;
     if (i >= G * D) break;
-    const int64_t g = i / D, d = i % D, h = kvh * G + g;
+    const int g = i / D, d = i % D;
+    const int64_t h = kvh * G + g;
     ws[((t * a.n_heads + h) * S + s) * P + 2 + d] = o[k];
   }
   if (tid < G) {
@@ -335,7 +355,7 @@ IL__HD void il__fd_combine(const il__cu_attn &a, const float *ws, int S, int64_t
   for (int s = 0; s < S; s++)
     if (p[s * P] != -INFINITY) L = fmaf(p[s * P + 1], il__exp2(il__sub(p[s * P], M)), L);
   float *o = (float *)((uint8_t *)a.out + (size_t)t * a.out_stride) + h * D;
-  for (int64_t d = tid; d < D; d += nthr) {
+  for (int d = tid; d < (int)D; d += nthr) {
     float acc = 0.0f;
     for (int s = 0; s < S; s++)
       if (p[s * P] != -INFINITY) acc = fmaf(p[s * P + 2 + d], il__exp2(il__sub(p[s * P], M)), acc);
@@ -372,7 +392,7 @@ IL__HD bool il__fd_vec_ok(const il__cu_attn &a) {
  * each step finished by all threads before the next starts (the kernel's barriers). */
 template <int CT, bool VEC>
 static void il__fd_cta_host(const il__cu_attn &a, float *ws, int64_t t, int64_t kvh, int S, int s, il__fd_touch *touch) {
-  const int64_t G = a.n_heads / a.n_kv_heads, D = a.head_dim;
+  const int64_t G = (int)a.n_heads / (int)a.n_kv_heads, D = a.head_dim;
   const int T = il__fd_tile(D);
   int32_t seq, pos;
   if (!il__fd_token(a, t, &seq, &pos, kvh == 0 && s == 0)) return;
