@@ -9,119 +9,7 @@
  * and every KV cell type; the decoder's byte counters check that each K/V byte of a head is read
  * once per token and KV head, and block-table reads stay at one per block per tile.
  */
-#include <cuda_runtime.h> /* __host__, __device__ for a host compiler */
-
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-
-#include <vector>
-
-#include "backend/cuda/attn_fd.cuh"
-
-extern "C" {
-#include "backend/cpu/attn.h"
-#include "core/quant.h"
-#include "harness.h"
-}
-
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static float frand(void) { /* uniform in [-1, 1) */
-  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-  return (float)((rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
-}
-
-/* One attention problem: caches, table, queries; the CPU reference's output. */
-struct Problem {
-  int64_t n_tok, n_heads, n_kv, hd;
-  il_dtype kt;
-  int32_t block, n_seq, max_blocks, n_ctx;
-  size_t stride;
-  int64_t n_cells;
-  std::vector<uint8_t> k, v;
-  std::vector<int32_t> table, seq, pos;
-  std::vector<float> q, ref;
-  float scale;
-};
-
-static void fill_row(il_dtype t, const float *x, uint8_t *dst, int64_t n) {
-  if (t == IL_DTYPE_F32) memcpy(dst, x, (size_t)n * 4);
-  else if (t == IL_DTYPE_F16 || t == IL_DTYPE_BF16)
-    for (int64_t i = 0; i < n; i++) {
-      const uint16_t h = t == IL_DTYPE_F16 ? il_f32_to_fp16(x[i]) : il_f32_to_bf16(x[i]);
-      memcpy(dst + 2 * i, &h, 2);
-    }
-  else il_quantize_row(t, x, dst, n);
-}
-
-/* paged: blocks of `block` cells handed out in a shuffled order; else one block per sequence.
- * pad: bytes added to each cell's stride. Tokens: the last n_tok positions of each sequence
- * (a prefill chunk), sequences in turn. */
-static Problem make(int64_t n_tok, int64_t n_heads, int64_t n_kv, int64_t hd, il_dtype kt, int32_t n_seq, int32_t n_ctx,
-                    int32_t block, size_t pad, const int32_t *lens) {
-  Problem p;
-  p.n_tok = n_tok * n_seq, p.n_heads = n_heads, p.n_kv = n_kv, p.hd = hd, p.kt = kt;
-  p.block = block, p.n_seq = n_seq, p.n_ctx = n_ctx;
-  p.max_blocks = (n_ctx + block - 1) / block;
-  p.n_ctx = p.max_blocks * block;
-  p.n_cells = (int64_t)(p.max_blocks * n_seq + 1) * block; /* block 0 is never handed out */
-  p.stride = il_dtype_row_size(kt, n_kv * hd) + pad;
-  p.k.assign((size_t)p.n_cells * p.stride, 0), p.v.assign((size_t)p.n_cells * p.stride, 0);
-  std::vector<float> row((size_t)(n_kv * hd));
-  for (int64_t c = 0; c < p.n_cells; c++) {
-    for (auto &x : row) x = frand();
-    fill_row(kt, row.data(), p.k.data() + (size_t)c * p.stride, n_kv * hd);
-    for (auto &x : row) x = frand();
-    fill_row(kt, row.data(), p.v.data() + (size_t)c * p.stride, n_kv * hd);
-  }
-  const int32_t nb = p.max_blocks * n_seq;
-  std::vector<int32_t> order((size_t)nb);
-  for (int32_t i = 0; i < nb; i++) order[(size_t)i] = i + 1; /* block 0 stays unused */
-  for (int32_t i = nb - 1; i > 0; i--) std::swap(order[(size_t)i], order[(size_t)((rng >> 33) % (uint64_t)(i + 1))]), frand();
-  p.table.assign(order.begin(), order.end());
-  for (int32_t s = 0; s < n_seq; s++)
-    for (int64_t i = 0; i < n_tok; i++) {
-      p.seq.push_back(s);
-      p.pos.push_back(lens[s] - (int32_t)n_tok + (int32_t)i);
-    }
-  p.q.resize((size_t)(p.n_tok * n_heads * hd));
-  for (auto &x : p.q) x = frand();
-  p.scale = 1.0f / sqrtf((float)hd);
-  p.ref.assign(p.q.size(), 0.0f);
-  il_cpu_attn_args a;
-  memset(&a, 0, sizeof a);
-  a.out = p.ref.data(), a.q = p.q.data(), a.seq = p.seq.data(), a.pos = p.pos.data(), a.n_tok = p.n_tok;
-  a.k = p.k.data(), a.v = p.v.data(), a.kv_type = kt, a.kv_row_stride = p.stride, a.n_cells = p.n_cells;
-  a.block_table = p.table.data(), a.block = block, a.max_blocks = p.max_blocks, a.n_seq = n_seq;
-  a.n_heads = n_heads, a.n_kv_heads = n_kv, a.head_dim = hd, a.scale = p.scale, a.isa = IL_ISA_SCALAR;
-  const il_cpu_attn_kernel *naive = il_cpu_attn_find("naive");
-  std::vector<uint8_t> work(naive->workspace(&a, 1) + 64);
-  IL_CHECK_OK(naive->run(NULL, &a, work.data(), work.size()));
-  return p;
-}
-
-static il__cu_attn args_of(Problem &p, std::vector<float> &out, il__cu_fault *fault) {
-  il__cu_attn a;
-  memset(&a, 0, sizeof a);
-  out.assign(p.q.size(), NAN);
-  a.out = out.data(), a.q = p.q.data(), a.out_stride = (size_t)(p.n_heads * p.hd) * 4, a.q_stride = a.out_stride;
-  a.seq = p.seq.data(), a.pos = p.pos.data(), a.table = p.table.data();
-  a.k = p.k.data(), a.v = p.v.data(), a.k_stride = p.stride, a.v_stride = p.stride, a.kv_type = p.kt;
-  a.n_tok = p.n_tok, a.n_heads = p.n_heads, a.n_kv_heads = p.n_kv, a.head_dim = p.hd, a.n_cells = p.n_cells;
-  a.block = p.block, a.n_seq = p.n_seq, a.max_blocks = p.max_blocks, a.n_ctx = p.n_ctx, a.scale = p.scale;
-  a.fault = fault;
-  return a;
-}
-
-static double max_err(const std::vector<float> &x, const std::vector<float> &ref) {
-  double e = 0;
-  for (size_t i = 0; i < x.size(); i++) {
-    const double d = fabs((double)x[i] - (double)ref[i]);
-    e = d > e || d != d ? d : e;
-  }
-  return e;
-}
+#include "cuda_attn_problem.h"
 
 /* The decoder's twin on p with S splits: matches the reference, reads every K/V byte of a head
  * once per token that reaches it, and each reached table entry at most once per tile. */
@@ -226,8 +114,111 @@ static void test_decode_faults(void) {
   IL_CHECK_INT(f2.b, 3);
 }
 
+/* The fragment maps cover each matrix element exactly once (a transcription slip would leave
+ * an element to two lanes and another to none), and the emulated mma and ldmatrix agree with
+ * a plain matrix product and the plain tile on random data. */
+static void test_fragments(void) {
+  int a[16][16] = {}, b[16][8] = {}, c[16][8] = {};
+  for (int l = 0; l < 32; l++) {
+    for (int i = 0; i < 8; i++) a[il__fa_a_row(l, i)][il__fa_a_col(l, i)]++;
+    for (int i = 0; i < 4; i++) b[il__fa_b_row(l, i)][il__fa_b_col(l)]++, c[il__fa_c_row(l, i)][il__fa_c_col(l, i)]++;
+  }
+  bool once = true;
+  for (int r = 0; r < 16; r++)
+    for (int k = 0; k < 16; k++) once = once && a[r][k] == 1 && (k >= 8 || (b[r][k] == 1 && c[r][k] == 1));
+  IL_CHECK(once);
+  /* lane 5: group 1, thread 1 -> A rows 1/9, columns 2,3 and 10,11 (the PTX table's example) */
+  IL_CHECK_INT(il__fa_a_row(5, 0), 1);
+  IL_CHECK_INT(il__fa_a_row(5, 2), 9);
+  IL_CHECK_INT(il__fa_a_col(5, 1), 3);
+  IL_CHECK_INT(il__fa_a_col(5, 4), 10);
+  IL_CHECK_INT(il__fa_b_row(5, 3), 11);
+  IL_CHECK_INT(il__fa_c_row(5, 3), 9);
+  float A[16][16], B[16][8], C[16][8];
+  uint32_t fa[32][4] = {}, fb[32][2] = {};
+  float fc[32][4], fd[32][4];
+  for (int r = 0; r < 16; r++)
+    for (int k = 0; k < 16; k++) A[r][k] = il_fp16_to_f32(il_f32_to_fp16(frand()));
+  for (int k = 0; k < 16; k++)
+    for (int n = 0; n < 8; n++) B[k][n] = il_fp16_to_f32(il_f32_to_fp16(frand())), C[k][n] = frand();
+  for (int l = 0; l < 32; l++) {
+    for (int i = 0; i < 8; i++) fa[l][i / 2] |= (uint32_t)il_f32_to_fp16(A[il__fa_a_row(l, i)][il__fa_a_col(l, i)]) << (16 * (i & 1));
+    for (int i = 0; i < 4; i++) fb[l][i / 2] |= (uint32_t)il_f32_to_fp16(B[il__fa_b_row(l, i)][il__fa_b_col(l)]) << (16 * (i & 1));
+    for (int i = 0; i < 4; i++) fc[l][i] = C[il__fa_c_row(l, i)][il__fa_c_col(l, i)];
+  }
+  il__fa_emu_mma(fd, fa, fb, fc);
+  double e = 0;
+  for (int l = 0; l < 32; l++)
+    for (int i = 0; i < 4; i++) {
+      const int r = il__fa_c_row(l, i), n = il__fa_c_col(l, i);
+      double want = C[r][n];
+      for (int k = 0; k < 16; k++) want += (double)A[r][k] * B[k][n];
+      e = fmax(e, fabs(want - fd[l][i]));
+    }
+  IL_CHECK(e < 1e-5);
+  /* ldmatrix of rows of a 16 x 8 tile: plain gives B of K^T (element (n, k) at B[k][n]) */
+  uint16_t tile[16][8];
+  for (int r = 0; r < 16; r++)
+    for (int k = 0; k < 8; k++) tile[r][k] = (uint16_t)(r * 8 + k);
+  const uint16_t *rows[32];
+  for (int l = 0; l < 32; l++) rows[l] = tile[l & 15];
+  uint32_t out[32][2];
+  il__fa_emu_ldsm_x2(out, rows, false);
+  IL_CHECK_INT(out[5][0] & 0xFFFF, 1 * 8 + 2);        /* matrix 0, row 1, column 2 */
+  IL_CHECK_INT(out[5][1] >> 16, (8 + 1) * 8 + 3);    /* matrix 1, row 1, column 3 */
+  il__fa_emu_ldsm_x2(out, rows, true);
+  IL_CHECK_INT(out[5][0] & 0xFFFF, 2 * 8 + 1);        /* transposed: row 2, column 1 */
+  IL_CHECK_INT(out[5][1] >> 16, (8 + 3) * 8 + 1);
+}
+
+static void check_fa(Problem &p, const char *what) {
+  il__cu_fault fault = {};
+  std::vector<float> out;
+  il__cu_attn a = args_of(p, out, &fault);
+  IL_CHECK(il__fa_call_host(a));
+  IL_CHECK_INT(fault.kind, 0);
+  const std::vector<float> r16 = reference(p, true);
+  const double e = max_err(out, r16), e32 = max_err(out, p.ref);
+  if (!(e <= 3e-3)) fprintf(stderr, "%s: max error %g against the f16-rounded reference\n", what, e);
+  IL_CHECK(e <= 3e-3);
+  IL_CHECK(e32 <= 2e-2);
+}
+
+static void test_prefill(void) {
+  int cases = 0;
+  for (il_dtype kt : {IL_DTYPE_F16, IL_DTYPE_F32, IL_DTYPE_Q8_0}) {
+    /* one prompt of 100 tokens (two tiles, the second part full), head 128, GQA 4, paged by 16 */
+    const int32_t l1[] = {100};
+    Problem p = make(100, 8, 2, 128, kt, 1, 128, 16, 0, l1);
+    check_fa(p, "prompt 100, head 128"), cases++;
+    /* chunked prefill: 40 tokens at positions 157..196 of a 197-position sequence, head 64,
+     * contiguous cache; and two sequences' chunks sharing one 64-row tile (two passes) */
+    const int32_t l2[] = {197};
+    Problem c = make(40, 4, 4, 64, kt, 1, 256, 256, 0, l2);
+    check_fa(c, "chunk at 157, head 64"), cases++;
+    const int32_t l3[] = {30, 77};
+    Problem m = make(20, 4, 1, 64, kt, 2, 96, 8, 0, l3);
+    check_fa(m, "two sequences in a tile"), cases++;
+    const int32_t l5[] = {33};
+    Problem h32 = make(33, 2, 1, 32, kt, 1, 40, 40, 0, l5);
+    check_fa(h32, "head 32"), cases++;
+  }
+  /* F16 rows that are not 16-byte aligned: the element loader */
+  const int32_t l4[] = {70};
+  Problem u = make(70, 2, 1, 64, IL_DTYPE_F16, 1, 80, 16, 2, l4);
+  {
+    il__cu_fault f = {};
+    std::vector<float> o;
+    IL_CHECK(!il__fd_vec_ok(args_of(u, o, &f)));
+  }
+  check_fa(u, "unaligned rows"), cases++;
+  printf("prefill tile loop (emulated mma.sync/ldmatrix): %d cases against the scalar CPU reference\n", cases);
+}
+
 int main(void) {
   test_exp2();
+  test_fragments();
+  test_prefill();
   test_decode();
   test_decode_faults();
   return il_test_finish();

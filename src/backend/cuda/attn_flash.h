@@ -28,6 +28,14 @@ size_t il__cu_attn_fd_workspace(int64_t n_tok, int64_t n_heads, int64_t head_dim
 /* Launches the split kernel and the combine; ws holds il__cu_attn_fd_workspace(..., S) bytes. */
 cudaError_t il__cu_attn_fd(cudaStream_t s, const il__cu_attn *a, float *ws, int S);
 
+/* True when the prefill kernel reads these cells (F32, F16, Q8_0) and head size (32, 64, 128). */
+bool il__cu_attn_fa_supports(il_dtype kv_type, int64_t head_dim);
+/* Fewest query tokens of a call worth the prefill kernel (fewer go to flash-decoding). */
+int64_t il__cu_attn_fa_min_tokens(void);
+/* Launches the prefill kernel (sm_80+ only: the caller checks). No workspace. F16/F32 cells
+ * need every K/V row of a head at a 16-byte boundary (cudaErrorInvalidValue otherwise). */
+cudaError_t il__cu_attn_fa(cudaStream_t s, const il__cu_attn *a);
+
 #ifdef __cplusplus
 }
 #endif
