@@ -2,6 +2,8 @@
 # whose il_cuda_build and fake module they extend).
 #
 #   test_cuda_attn_twin   the kernels' host twins against the scalar CPU reference (no GPU)
+#   test_cuda_attn_device the kernels on a GPU against the twins (skips without one; its
+#                         _fakecuda run checks the program itself on the fake module)
 #   fake module           the flash launchers as those twins (tests/fakes/fake_cuda_attn.cpp),
 #                         so test_backend_ops_fakecuda runs `flash` through the glue
 if(il_cuda_build)
@@ -17,4 +19,27 @@ if(il_cuda_build)
   target_link_libraries(test_cuda_attn_twin PRIVATE inferlab_static)
   add_test(NAME test_cuda_attn_twin COMMAND test_cuda_attn_twin)
   set_tests_properties(test_cuda_attn_twin PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+  add_executable(test_cuda_attn_device ${CMAKE_SOURCE_DIR}/tests/test_cuda_attn_device.cpp ${CMAKE_SOURCE_DIR}/tests/harness.c)
+  set_target_properties(test_cuda_attn_device PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  target_include_directories(test_cuda_attn_device PRIVATE ${IL_INCLUDES} ${CMAKE_SOURCE_DIR}/tests)
+  target_include_directories(test_cuda_attn_device SYSTEM PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(test_cuda_attn_device PRIVATE -ffp-contract=off $<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra>)
+  target_link_libraries(test_cuda_attn_device PRIVATE inferlab_static)
+  add_dependencies(test_cuda_attn_device inferlab_cuda inferlab_cuda_fake)
+  add_test(NAME test_cuda_attn_device COMMAND test_cuda_attn_device)
+  add_test(NAME test_cuda_attn_device_fakecuda COMMAND test_cuda_attn_device)
+  set_tests_properties(test_cuda_attn_device test_cuda_attn_device_fakecuda PROPERTIES LABELS "quick;gpu"
+    SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set_tests_properties(test_cuda_attn_device_fakecuda PROPERTIES
+    ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+endif()
+
+# Static SASS checks of the flash kernels in the built module (skip without cuobjdump).
+if(il_cuda_build)
+  find_program(IL_PYTHON3 python3)
+  if(IL_PYTHON3)
+    add_test(NAME sass_attn_check COMMAND ${IL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/sass_attn_check.py $<TARGET_FILE:inferlab_cuda>)
+    set_tests_properties(sass_attn_check PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+  endif()
 endif()

@@ -813,25 +813,44 @@ static size_t il__flash_workspace(il_backend *b, const il_attn_args *a) {
   return most;
 }
 
+/* The tensor-core prefill kernel for this call: enough query tokens, sm_80+ (mma.sync
+ * m16n8k16), a cell type and head size it reads. */
+static bool il__flash_prefill(const il__cu *c, const il_attn_args *a) {
+  const il_kv_view *kv = a->kv;
+  if (a->q.rows < il__cu_attn_fa_min_tokens() || c->cc_major < 8 || !il__cu_attn_fa_supports(kv->k.type, a->head_dim) ||
+      kv->v.type != kv->k.type)
+    return false;
+  if (kv->k.type == IL_DTYPE_Q8_0) return true;
+  /* F16/F32 rows of a head at 16-byte boundaries (16-byte loads); else flash-decoding */
+  const size_t es = kv->k.type == IL_DTYPE_F32 ? 4 : 2;
+  return kv->k.buf && kv->v.buf && ((uintptr_t)il__ptr(kv->k) | (uintptr_t)il__ptr(kv->v) | kv->k.stride | kv->v.stride |
+                                    ((size_t)a->head_dim * es)) % 16 == 0;
+}
+
 static il_status il__flash_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
   il__cu *c = il__cu_of(b);
   il__cu_attn x;
   const int64_t n_tok = a->q.rows;
   const int S = il__flash_splits(a, n_tok > 0 ? n_tok : 1);
   const size_t need = n_tok > 0 ? il__cu_attn_fd_workspace(n_tok, a->n_heads, a->head_dim, S) : 0;
-  IL_TRY(il__attn_prepare(b, a, ws, "flash", il__flash_why_not(b, a), need, &x));
+  const bool prefill = il__flash_prefill(c, a);
+  IL_TRY(il__attn_prepare(b, a, ws, "flash", il__flash_why_not(b, a), prefill ? 0 : need, &x));
   if (!x.n_tok) return IL_OK;
-  IL_CUDA_CHECK(c, il__cu_attn_fd(c->compute, &x, il__ptr(ws), S), "attention", il__nm(&a->kv->k));
+  if (prefill) IL_CUDA_CHECK(c, il__cu_attn_fa(c->compute, &x), "attention", il__nm(&a->kv->k));
+  else IL_CUDA_CHECK(c, il__cu_attn_fd(c->compute, &x, il__ptr(ws), S), "attention", il__nm(&a->kv->k));
   return IL_OK;
 }
 
-/* memeff first (what --attn auto takes): on an H200 (2026-12-01, gpu-check) it passed the op
- * test against the CPU and ran 1.6x faster than naive at decode and 2.8x at 64 query tokens
- * (Llama-3-8B heads, 32k positions), with no workspace; naive, the reference, takes head sizes
- * above 256. */
+/* flash first (what --attn auto takes): flash-decoding for decode steps and small batches, the
+ * mma.sync prefill kernel for prompts on sm_80+ (il__flash_prefill); both are verified on the
+ * host (tests/test_cuda_attn_twin.cpp) and on a GPU by scripts/gpu-check-attention.sh. memeff
+ * follows as the fallback for shapes flash does not take (head sizes above 256, a GQA group x
+ * head size above 2048): on an H200 (2026-12-01, gpu-check) it passed the op test against the
+ * CPU and ran 1.6x faster than naive at decode and 2.8x at 64 query tokens (Llama-3-8B heads,
+ * 32k positions), with no workspace; naive, the reference, takes head sizes above 256. */
 static const il_attn_kernel il__attn[] = {
-    {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
     {"flash", il__flash_why_not, il__flash_workspace, il__flash_run},
+    {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
     {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
     {"sliced", il__sliced_why_not, il__sliced_workspace, il__sliced_run},
 };
