@@ -30,7 +30,10 @@ gpu_check_attention() {
   step attn_twin 60 "$b/test_cuda_attn_twin"
   step attn_device 120 "$b/test_cuda_attn_device"
   if command -v cuobjdump > /dev/null || [ -n "${IL_CUOBJDUMP:-}" ]; then
-    step attn_sass 60 python3 tests/sass_attn_check.py "$b/libinferlab-cuda.so"
+    local objs
+    objs=$(ls "$b"/CMakeFiles/inferlab_cuda.dir/src/backend/cuda/attn_f[ad].cu.o 2> /dev/null)
+    # shellcheck disable=SC2086 # two object paths, or the module
+    step attn_sass 120 python3 tests/sass_attn_check.py ${objs:-"$b/libinferlab-cuda.so"}
   else
     say ""
     say "==== attn_sass: skipped, no cuobjdump on PATH (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """tests/sass_attn_check: static SASS checks of the CUDA flash attention kernels.
 
-Disassembles the kernels of attn_fd.cu and attn_fa.cu from the built module (or any object
-holding them) with cuobjdump and checks, for every architecture in it:
+Disassembles the kernels of attn_fd.cu and attn_fa.cu from the built module, or faster from
+their object files (CTest passes those), with cuobjdump and checks, for every architecture:
   - every flash kernel: no local memory (LOCAL 0 and STACK 0 in -res-usage; no LDL/STL) for
     sm_90, the architecture the kernels are measured on; for sm_8x a stack frame of at most
     8 bytes (ptxas spills one register in some flash-decoding instances there) is printed as a
@@ -10,7 +10,7 @@ holding them) with cuobjdump and checks, for every architecture in it:
   - the prefill kernel (il__k_fa): HMMA.16816.F32 and LDSM (ldmatrix) present, i.e. it runs
     on the tensor cores;
   - flash-decoding with 16-byte loads (il__k_fd_split<T, true>): LDG.E.128 present.
-Usage: sass_attn_check.py MODULE   (cuobjdump from $IL_CUOBJDUMP or PATH; PyPI's
+Usage: sass_attn_check.py FILE...   (the module or objects; cuobjdump from $IL_CUOBJDUMP or PATH; PyPI's
 nvidia-cuda-cuobjdump with nvidia-cuda-nvdisasm on PATH). Exit 0 when every check passed,
 1 when one failed (each failure printed), 77 when cuobjdump (or nvdisasm) is missing or the
 file has no flash kernels (a CPU-only build).
@@ -52,22 +52,26 @@ def functions(sass):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: sass_attn_check.py MODULE", file=sys.stderr)
+    if len(sys.argv) < 2:
+        print("usage: sass_attn_check.py FILE...", file=sys.stderr)
         return 64
-    obj = sys.argv[1]
+    objs = sys.argv[1:]
+    obj = ", ".join(objs)
     cu = tool()
     if not cu:
         print("SKIP: no cuobjdump (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm; or set IL_CUOBJDUMP)")
         return 77
-    rc, sass = run([cu, "-sass", obj])
-    if rc != 0:
-        if "nvdisasm" in sass:
-            print("SKIP: cuobjdump needs nvdisasm on PATH (pip install nvidia-cuda-nvdisasm)")
-            return 77
-        print("FAILED: %s -sass %s: %s" % (cu, obj, sass.strip()[:400]))
-        return 1
-    rc, res = run([cu, "-res-usage", obj])
+    sass, res = "", ""
+    for o in objs:
+        rc, text = run([cu, "-sass", o])
+        if rc != 0:
+            if "nvdisasm" in text:
+                print("SKIP: cuobjdump needs nvdisasm on PATH (pip install nvidia-cuda-nvdisasm)")
+                return 77
+            print("FAILED: %s -sass %s: %s" % (cu, o, text.strip()[:400]))
+            return 1
+        sass += text + "\n"
+        res += run([cu, "-res-usage", o])[1] + "\n"
     fns = {k: v for k, v in functions(sass).items() if re.search(r"il__k_f[ad]", k[1])}
     if not fns:
         print("SKIP: %s holds no flash attention kernels" % obj)
