@@ -1,4 +1,4 @@
-/* backend/cuda/attn_fa: the tensor-core prefill kernel ("--attn flash" for 16 or more query
+/* backend/cuda/attn_fa: the tensor-core prefill kernel ("--attn flash" for 64 or more query
  * tokens on sm_80+).
  *
  * Grid (query-token tiles of IL__FA_ROWS, query heads), IL__FA_THREADS threads. The steps are

@@ -37,7 +37,10 @@
 #define IL__FA_ROWS (16 * IL__FA_WARPS)
 #define IL__FA_KT 64
 #define IL__FA_THREADS (32 * IL__FA_WARPS)
-#define IL__FA_MIN_TOK 16 /* fewer query tokens go to flash-decoding */
+/* Fewer query tokens go to flash-decoding. The host cannot see how many sequences a batch holds
+ * (seq is device data), and a tile of k sequences runs k passes here, so decode batches of up to
+ * 63 sequences stay on flash-decoding, which reads each sequence's K/V once per KV head. */
+#define IL__FA_MIN_TOK 64
 
 IL__HD bool il__fa_head_ok(int64_t head_dim) { return head_dim == 32 || head_dim == 64 || head_dim == 128; }
 IL__HD bool il__fa_type_ok(int t) { return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_Q8_0; }
