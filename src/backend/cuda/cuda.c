@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backend/cuda/glue.h"
+#include "backend/cuda/attn_flash.h"
 #include "backend/check.h"
 #include "backend/dry.h"
 #include "core/quant.h"
@@ -853,10 +854,72 @@ static il_status il__memeff_run(il_backend *b, const il_attn_args *a, il_tensor 
   return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
 }
 
-/* memeff first (what --attn auto takes): it passes the op test against the CPU, needs no
- * workspace and is faster than naive at decode and more so for many query tokens
- * (docs/cuda.md#current-figures); naive, the reference, takes head sizes above 256. */
+/* ---------------------------------------------------------------- attention: flash */
+
+/* Flash-decoding (attn_fd.cu) for any batch; the tensor-core prefill kernel (attn_fa.cu) takes
+ * batches of IL__FA_MIN_TOK tokens or more on sm_80+ when it reads the cell type and head size.
+ * The choice is per call: the engine picks one kernel for every step, and a decode step and a
+ * prompt want different ones. */
+static const char *il__flash_why_not(il_backend *b, const il_attn_args *a) {
+  const char *why = il__naive_why_not(b, a);
+  if (why) return why;
+  if (!il__cu_attn_fd_supports(a->n_heads, a->n_kv_heads, a->head_dim))
+    return "flash-decoding takes head sizes up to 256 and (query heads per kv head) x head size up to 2048";
+  return NULL;
+}
+
+/* Splits and workspace of flash-decoding for a call of n_tok tokens. */
+static int il__flash_splits(const il_attn_args *a, int64_t n_tok) {
+  return il__cu_attn_fd_splits(n_tok, a->n_kv_heads, a->kv->n_ctx, a->head_dim);
+}
+
+/* Enough for every call of up to q.rows tokens (the engine sizes it once for the largest batch). */
+static size_t il__flash_workspace(il_backend *b, const il_attn_args *a) {
+  size_t most = 0;
+  for (int64_t n = 1; n <= a->q.rows; n++) {
+    const size_t w = il__cu_attn_fd_workspace(n, a->n_heads, a->head_dim, il__flash_splits(a, n));
+    most = w > most ? w : most;
+  }
+  return most;
+}
+
+/* The tensor-core prefill kernel for this call: enough query tokens, sm_80+ (mma.sync
+ * m16n8k16), a cell type and head size it reads. */
+static bool il__flash_prefill(const il__cu *c, const il_attn_args *a) {
+  const il_kv_view *kv = a->kv;
+  if (a->q.rows < il__cu_attn_fa_min_tokens() || c->cc_major < 8 || !il__cu_attn_fa_supports(kv->k.type, a->head_dim) ||
+      kv->v.type != kv->k.type)
+    return false;
+  if (kv->k.type == IL_DTYPE_Q8_0) return true;
+  /* F16/F32 rows of a head at 16-byte boundaries (16-byte loads); else flash-decoding */
+  const size_t es = kv->k.type == IL_DTYPE_F32 ? 4 : 2;
+  return kv->k.buf && kv->v.buf && ((uintptr_t)il__ptr(kv->k) | (uintptr_t)il__ptr(kv->v) | kv->k.stride | kv->v.stride |
+                                    ((size_t)a->head_dim * es)) % 16 == 0;
+}
+
+static il_status il__flash_run(il_backend *b, const il_attn_args *a, il_tensor ws) {
+  il__cu *c = il__cu_of(b);
+  il__cu_attn x;
+  const int64_t n_tok = a->q.rows;
+  const int S = il__flash_splits(a, n_tok > 0 ? n_tok : 1);
+  const size_t need = n_tok > 0 ? il__cu_attn_fd_workspace(n_tok, a->n_heads, a->head_dim, S) : 0;
+  const bool prefill = il__flash_prefill(c, a);
+  IL_TRY(il__attn_prepare(b, a, ws, "flash", il__flash_why_not(b, a), prefill ? 0 : need, &x));
+  if (!x.n_tok) return IL_OK;
+  if (prefill) IL_CUDA_CHECK(c, il__cu_attn_fa(c->compute, &x), "attention", il__nm(&a->kv->k));
+  else IL_CUDA_CHECK(c, il__cu_attn_fd(c->compute, &x, il__ptr(ws), S), "attention", il__nm(&a->kv->k));
+  return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
+}
+
+/* flash first (what --attn auto takes): flash-decoding for decode steps and small batches, the
+ * mma.sync prefill kernel for prompts on sm_80+ (il__flash_prefill); both are verified on the
+ * host (tests/test_cuda_attn_twin.cpp) and on a GPU by scripts/gpu-check-attention.sh. memeff
+ * follows as the fallback for shapes flash does not take (head sizes above 256, a GQA group x
+ * head size above 2048): it needs no workspace and is faster than naive at decode and more so
+ * for many query tokens (docs/cuda.md#current-figures); naive, the reference, takes head sizes
+ * above 256. */
 static const il_attn_kernel il__attn[] = {
+    {"flash", il__flash_why_not, il__flash_workspace, il__flash_run},
     {"memeff", il__memeff_why_not, il__memeff_workspace, il__memeff_run},
     {"naive", il__naive_why_not, il__naive_workspace, il__naive_run},
     {"sliced", il__sliced_why_not, il__sliced_workspace, il__sliced_run},
