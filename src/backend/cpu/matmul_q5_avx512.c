@@ -5,7 +5,8 @@
  * order (low nibbles = elements 0..15, high = 16..31, as the activation layout stores them):
  *   Q5_0/Q5_1: the 5th bits are one 64-bit mask (qh of both blocks) and one masked byte add of
  *     16; the values 0..31 are vpdpbusd's unsigned operand. Q5_0's -16 is the activation-side
- *     -16*sum(x) seeding the accumulator; Q5_1's m*sum(x) is a float term per block and row.
+ *     -16*sum(x) seeding the accumulator; Q5_1's m*sum(x) is one FMA per step for the tile's
+ *     rows (their mins in the lanes of the scales), summed per row at the end.
  *   IQ4_NL: vpshufb looks the nibbles up in the levels + 128 (unsigned, 1..241), and the
  *     activation's -128*sum(x) (Q8_0's aux) seeds the accumulator.
  * The two blocks' int32 sums are lanes 0-7 and 8-15; one vcvtph2ps converts the tile's 8 fp16
@@ -54,6 +55,8 @@ IL__INLINE void il__tile(const il__mm_args *a, int64_t r, int64_t t, const int R
   const size_t bs = kind == IL__K_Q5_0 ? sizeof(il_block_q5_0) : kind == IL__K_Q5_1 ? sizeof(il_block_q5_1) : sizeof(il_block_iq4_nl);
   __m512 acc[4][4];
   float tail[4][4] = {{0}};
+  /* Q5_1: m * dx * sum(x) per block, lanes [r0 b, r0 b+1, r1 b, ...] as the scales */
+  __m256 macc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
   const uint8_t *w[4], *xq[4];
   const float *dx[4];
   const int32_t *aux[4];
@@ -84,8 +87,7 @@ IL__INLINE void il__tile(const il__mm_args *a, int64_t r, int64_t t, const int R
       if (kind == IL__K_Q5_1) sm[i >> 1] |= (il__u16(p + 2) | (two ? il__u16(p + bs + 2) : 0) << 16) << (32 * (i & 1));
     }
     const __m256 dw8 = _mm256_cvtph_ps(_mm_set_epi64x((long long)sd[1], (long long)sd[0]));
-    float mf[8];
-    if (kind == IL__K_Q5_1) _mm256_storeu_ps(mf, _mm256_cvtph_ps(_mm_set_epi64x((long long)sm[1], (long long)sm[0])));
+    const __m256 m8 = kind == IL__K_Q5_1 ? _mm256_cvtph_ps(_mm_set_epi64x((long long)sm[1], (long long)sm[0])) : dw8;
     for (int j = 0; j < T; j++) {
       const __m512i X = two ? _mm512_loadu_si512(xq[j] + b * IL_QK)
                             : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq[j] + b * IL_QK)));
@@ -95,19 +97,24 @@ IL__INLINE void il__tile(const il__mm_args *a, int64_t r, int64_t t, const int R
       __m512i seed = _mm512_setzero_si512();
       if (kind == IL__K_Q5_0) seed = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, c0 / 8), 0x0100, c1 / 8);
       if (kind == IL__K_IQ4_NL) seed = _mm512_mask_set1_epi32(_mm512_maskz_set1_epi32(0x0001, c0), 0x0100, c1);
-      const float sx0 = d0 * (float)(c0 / -128), sx1 = d1 * (float)(c1 / -128); /* Q5_1: dx * sum(x) */
+      if (kind == IL__K_Q5_1) { /* dx * sum(x) of both blocks, times every row's mins */
+        const float sx0 = d0 * (float)(c0 / -128), sx1 = d1 * (float)(c1 / -128);
+        macc[j] = _mm256_fmadd_ps(m8, _mm256_setr_ps(sx0, sx1, sx0, sx1, sx0, sx1, sx0, sx1), macc[j]);
+      }
       for (int i = 0; i < R; i++) {
         const __m512i s = _mm512_dpbusd_epi32(seed, u[i], X);
         const __m512i idx = _mm512_add_epi32(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
                                              _mm512_set1_epi32(2 * i));
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(idx, dd), acc[i][j]);
-        if (kind == IL__K_Q5_1) {
-          tail[i][j] += mf[2 * i] * sx0;
-          if (two) tail[i][j] += mf[2 * i + 1] * sx1;
-        }
       }
     }
   }
+  if (kind == IL__K_Q5_1)
+    for (int j = 0; j < T; j++) {
+      float m[8];
+      _mm256_storeu_ps(m, macc[j]);
+      for (int i = 0; i < R; i++) tail[i][j] = m[2 * i] + m[2 * i + 1];
+    }
   for (int i = 0; i < R; i++)
     for (int j = 0; j < T; j++) a->y[(t + j) * a->ldy + r + i] = _mm512_reduce_add_ps(acc[i][j]) + tail[i][j];
 }
