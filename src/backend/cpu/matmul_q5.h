@@ -12,6 +12,14 @@
 
 #include "backend/cpu/kernels.h"
 
+/* The tiles' type switch, and where each type's nibbles start in its block (qh, in Q5_0 and
+ * Q5_1, is the 4 bytes before them). */
+enum { IL__K_Q5_0, IL__K_Q5_1, IL__K_IQ4_NL };
+static inline size_t il__q5_qs_off(int kind) { return kind == IL__K_Q5_1 ? 8 : kind == IL__K_Q5_0 ? 6 : 2; }
+static inline size_t il__q5_block(int kind) {
+  return kind == IL__K_Q5_0 ? sizeof(il_block_q5_0) : kind == IL__K_Q5_1 ? sizeof(il_block_q5_1) : sizeof(il_block_iq4_nl);
+}
+
 void il__rows_q5_0_avx2(const il__mm_args *a, int64_t r0, int64_t r1);
 void il__rows_q5_1_avx2(const il__mm_args *a, int64_t r0, int64_t r1);
 void il__rows_iq4_nl_avx2(const il__mm_args *a, int64_t r0, int64_t r1);

@@ -21,8 +21,6 @@
 
 #define IL__INLINE static inline __attribute__((always_inline))
 
-enum { IL__K_Q5_0, IL__K_Q5_1, IL__K_IQ4_NL };
-
 IL__INLINE float il__hf(const uint8_t *p) {
   uint16_t v;
   memcpy(&v, p, 2);
@@ -36,11 +34,9 @@ IL__INLINE float il__hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-IL__INLINE size_t il__qs_off(int kind) { return kind == IL__K_Q5_1 ? 8 : kind == IL__K_Q5_0 ? 6 : 2; }
-
 /* The block at p as 32 bytes in element order: unsigned 0..31 (Q5) or the signed levels (IQ4_NL). */
 IL__INLINE __m256i il__unpack(const uint8_t *p, int kind, __m256i tbl) {
-  const size_t qo = il__qs_off(kind);
+  const size_t qo = il__q5_qs_off(kind);
   const __m128i q = _mm_loadu_si128((const __m128i *)(p + qo));
   const __m256i u = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));
   if (kind == IL__K_IQ4_NL) return _mm256_shuffle_epi8(tbl, u);
@@ -56,7 +52,7 @@ IL__INLINE __m256i il__unpack(const uint8_t *p, int kind, __m256i tbl) {
 
 IL__INLINE void il__tile(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const int kind) {
   const int64_t nb = a->n_in / IL_QK;
-  const size_t bs = kind == IL__K_Q5_0 ? sizeof(il_block_q5_0) : kind == IL__K_Q5_1 ? sizeof(il_block_q5_1) : sizeof(il_block_iq4_nl);
+  const size_t bs = il__q5_block(kind);
   __m256 acc[4][2];
   float tail[4][2] = {{0}};
   const uint8_t *w[4], *xq[2];

@@ -23,20 +23,15 @@
 
 #define IL__INLINE static inline __attribute__((always_inline))
 
-enum { IL__K_Q5_0, IL__K_Q5_1, IL__K_IQ4_NL };
-
 IL__INLINE uint64_t il__u16(const uint8_t *p) {
   uint16_t v;
   memcpy(&v, p, 2);
   return v;
 }
 
-/* Byte offset of qs in a block (qh sits just before it in Q5_0/Q5_1). */
-IL__INLINE size_t il__qs_off(int kind) { return kind == IL__K_Q5_1 ? 8 : kind == IL__K_Q5_0 ? 6 : 2; }
-
 /* Blocks b (and b + 1 when two) of a row at p as 64 unsigned bytes in element order. */
 IL__INLINE __m512i il__unpack2(const uint8_t *p, size_t bs, int kind, bool two, __m512i tbl) {
-  const size_t qo = il__qs_off(kind);
+  const size_t qo = il__q5_qs_off(kind);
   const __m128i q0 = _mm_loadu_si128((const __m128i *)(p + qo));
   const __m128i q1 = two ? _mm_loadu_si128((const __m128i *)(p + bs + qo)) : _mm_setzero_si128();
   __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q0, 1);
@@ -52,7 +47,7 @@ IL__INLINE __m512i il__unpack2(const uint8_t *p, size_t bs, int kind, bool two, 
 
 IL__INLINE void il__tile(const il__mm_args *a, int64_t r, int64_t t, const int R, const int T, const int kind) {
   const int64_t nb = a->n_in / IL_QK;
-  const size_t bs = kind == IL__K_Q5_0 ? sizeof(il_block_q5_0) : kind == IL__K_Q5_1 ? sizeof(il_block_q5_1) : sizeof(il_block_iq4_nl);
+  const size_t bs = il__q5_block(kind);
   __m512 acc[4][4];
   float tail[4][4] = {{0}};
   /* Q5_1: m * dx * sum(x) per block, lanes [r0 b, r0 b+1, r1 b, ...] as the scales */
