@@ -34,10 +34,9 @@ IL__INLINE __m512i il__unpack2(const uint8_t *p, size_t bs, int kind, bool two, 
   const size_t qo = il__q5_qs_off(kind);
   const __m128i q0 = _mm_loadu_si128((const __m128i *)(p + qo));
   const __m128i q1 = two ? _mm_loadu_si128((const __m128i *)(p + bs + qo)) : _mm_setzero_si128();
-  __m512i v = _mm512_inserti32x4(_mm512_castsi128_si512(q0), q0, 1);
-  v = _mm512_inserti32x4(_mm512_inserti32x4(v, q1, 2), q1, 3);
-  const __m512i m0f = _mm512_set1_epi8(0x0F);
-  const __m512i u = _mm512_mask_blend_epi64(0xCC, _mm512_and_si512(v, m0f), _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f));
+  /* lanes [q0, q0, q1, q1], lanes 1 and 3 shifted down a nibble: [lo0, hi0, lo1, hi1] */
+  const __m512i v = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(q0), 0xFF00, q1);
+  const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4), _mm512_set1_epi8(0x0F));
   if (kind == IL__K_IQ4_NL) return _mm512_shuffle_epi8(tbl, u);
   uint32_t h0, h1 = 0;
   memcpy(&h0, p + qo - 4, 4);
