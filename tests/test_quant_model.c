@@ -10,6 +10,11 @@
  * - Re-quantizing a quantized file is reported.
  * - q5_0, q5_1, iq4_nl (--pure): file type, every matrix in the type with core/quant's bytes,
  *   read back through the GGUF reader; the model runs with logits close to the f32 model's.
+ * - The stories260K fixture (rows of 64 and 172: every K type falls back to q5_0 / q5_1 / q8_0
+ *   / f16) in all eleven quantized types: the whole file has the size and FNV-1a 64 hash of the
+ *   file llama.cpp's llama_model_quantize wrote from it (llama-cpp-python 0.3.36's vendored
+ *   tree, the library call llama-quantize makes, no importance matrix; run once outside the
+ *   repository, where all eleven files were also compared byte for byte).
  * - The CLI: --help, usage errors, --json.
  */
 #include <sys/stat.h>
@@ -181,6 +186,48 @@ static void test_fallback_types(void) {
 
 static char *slurp(const char *path, size_t *n) { return il_test_read_file(path, n); }
 
+static void test_llama_quantize_files(void) {
+  const char *src = il_test_fixture("models/stories260K-f32.gguf");
+  if (!src) {
+    printf("SKIP (part): stories260K-f32.gguf fixture absent: files not compared with llama-quantize's\n");
+    return;
+  }
+  static const struct {
+    const char *type;
+    size_t size;
+    uint64_t fnv;
+  } want[] = {
+      {"q8_0", 379168, 0xa494774f6d177af6ull},   {"q4_0", 277024, 0x6601a09d00f5f8bcull},
+      {"q4_1", 289632, 0x4b7727ade25c011bull},   {"q5_0", 302560, 0x1d33f1745aa6c8d4ull},
+      {"q5_1", 315168, 0x8eceb0a3d44c333full},   {"iq4_nl", 277024, 0x4712e37c1b7a058bull},
+      {"q4_k_s", 303072, 0x30689eac6ee43c25ull}, {"q4_k_m", 304096, 0xbe6b5999b2a63d93ull},
+      {"q5_k_s", 315168, 0xfabad4606aae9ea2ull}, {"q5_k_m", 316448, 0xc68bee83dde26145ull},
+      {"q6_k", 379168, 0x9098c9dda6d37bb7ull},
+  };
+  int same = 0;
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    il_ftype ft;
+    IL_CHECK(il_ftype_parse(want[i].type, &ft));
+    char out[512];
+    snprintf(out, sizeof out, "%s/stories-%s.gguf", tmp, want[i].type);
+    il_quant_params p = params(ft, 2, false);
+    il_quant_report r;
+    IL_CHECK_OK(il_quant_model(src, out, &p, &r));
+    il_quant_report_free(&r);
+    size_t n = 0;
+    char *b = slurp(out, &n);
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t k = 0; b && k < n; k++) h = (h ^ (uint8_t)b[k]) * 0x100000001b3ull;
+    free(b);
+    if (n != want[i].size || h != want[i].fnv)
+      fprintf(stderr, "  stories260K %s: %zu bytes, FNV-1a %016llx; llama-quantize's file: %zu bytes, %016llx\n",
+              want[i].type, n, (unsigned long long)h, want[i].size, (unsigned long long)want[i].fnv);
+    else same++;
+  }
+  IL_CHECK_INT(same, 11);
+  printf("  stories260K: %d of 11 quantized files equal llama-quantize's (size and FNV-1a 64)\n", same);
+}
+
 static void test_threads_and_stats(void) {
   char a[512], b[512];
   snprintf(a, sizeof a, "%s/t1.gguf", tmp);
@@ -310,6 +357,7 @@ int main(void) {
   snprintf(tmp, sizeof tmp, "%s", il_test_tmpdir());
   test_q4_k_m_bytes();
   test_fallback_types();
+  test_llama_quantize_files();
   test_threads_and_stats();
   test_refusals();
   test_cli();
