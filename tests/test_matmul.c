@@ -289,8 +289,8 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
  * BF16), and each type's il__gemm_min_tok - 1, + 0 and + 1 tokens on 49 rows (a full panel and
  * one of 17: a second half of one row). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K,
-                            IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K,
+                            IL_DTYPE_Q6_K, IL_DTYPE_F16,  IL_DTYPE_BF16, IL_DTYPE_Q5_0, IL_DTYPE_IQ4_NL};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;

@@ -603,7 +603,8 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2, 1)
               [IL_DTYPE_Q5_0] = il__quant_a32, [IL_DTYPE_Q5_1] = il__quant_a32, [IL_DTYPE_IQ4_NL] = il__quant_a32}, \
     .gemm = {[IL_DTYPE_Q8_0] = gemm_q8_0, [IL_DTYPE_Q4_0] = gemm_q4_0, [IL_DTYPE_Q4_1] = gemm_q4_1, \
              [IL_DTYPE_Q4_K] = gemm_q4_k, [IL_DTYPE_Q5_K] = gemm_q5_k, [IL_DTYPE_Q6_K] = gemm_q6_k, \
-             [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16},             \
+             [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16,              \
+             [IL_DTYPE_Q5_0] = il__gemm_q5_avx2##v, [IL_DTYPE_IQ4_NL] = il__gemm_q5_avx2##v},         \
   }
 const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(, true, il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
                                                    il__gemm_avx2_q5_k, il__gemm_avx2_q6_k);

@@ -666,7 +666,8 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
              [IL_DTYPE_Q4_K] = il__gemm_avx512_q4_k, [IL_DTYPE_Q5_K] = il__gemm_avx512_q5_k,         \
              [IL_DTYPE_Q6_K] = il__gemm_avx512_q6_k,                                               \
              [IL_DTYPE_F16] = il__gemm_avx512_f16,                                                 \
-             [IL_DTYPE_BF16] = il__gemm_avx512_bf16},                                              \
+             [IL_DTYPE_BF16] = il__gemm_avx512_bf16,                                               \
+             [IL_DTYPE_Q5_0] = il__gemm_q5_avx512, [IL_DTYPE_IQ4_NL] = il__gemm_q5_avx512},       \
     .bf16_act = il__gemm_avx512_bf16_act,                                                          \
     .stream_tok = {[IL_DTYPE_F16] = 16, [IL_DTYPE_Q8_0] = 8, [IL_DTYPE_Q4_0] = 1, [IL_DTYPE_Q4_1] = 1}, \
   }

@@ -119,4 +119,7 @@ IL__Q5_ROWS(il__rows_q5_0_avx2, IL__K_Q5_0)
 IL__Q5_ROWS(il__rows_q5_1_avx2, IL__K_Q5_1)
 IL__Q5_ROWS(il__rows_iq4_nl_avx2, IL__K_IQ4_NL)
 
+IL__Q5_GEMM_VIA_Q8(il__gemm_q5_avx2, il__gemm_avx2_q8_0)
+IL__Q5_GEMM_VIA_Q8(il__gemm_q5_avx2_vnni, il__gemm_avx2_vnni_q8_0)
+
 #endif

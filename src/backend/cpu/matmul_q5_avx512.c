@@ -144,4 +144,6 @@ IL__Q5_ROWS(il__rows_q5_0_avx512, IL__K_Q5_0)
 IL__Q5_ROWS(il__rows_q5_1_avx512, IL__K_Q5_1)
 IL__Q5_ROWS(il__rows_iq4_nl_avx512, IL__K_IQ4_NL)
 
+IL__Q5_GEMM_VIA_Q8(il__gemm_q5_avx512, il__gemm_avx512_q8_0)
+
 #endif
