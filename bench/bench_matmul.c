@@ -329,9 +329,10 @@ static void bench_gemm(il_pool *pool1, il_pool *pooln, const il__kernels *k, il_
 int main(int argc, char **argv) {
   mm_isa = il_cpu_isa_best();
   mm_kernels = il_cpu_isa_kernels(mm_isa);
-  il_dtype types[16] = {IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
-                        IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
-  int n_types = 8, passes = 5, do_gemm = 1, do_levels = 1, do_bw = 1, gemm_only = 0;
+  il_dtype types[16] = {IL_DTYPE_F16,  IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                        IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K,
+                        IL_DTYPE_Q5_0, IL_DTYPE_Q5_1, IL_DTYPE_IQ4_NL};
+  int n_types = 11, passes = 5, do_gemm = 1, do_levels = 1, do_bw = 1, gemm_only = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--types") && i + 1 < argc) {
       n_types = 0;

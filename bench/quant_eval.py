@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 
-TYPES = "f16,bf16,q8_0,q6_k,q5_k_m,q5_k_s,q4_k_m,q4_k_s,q4_1,q4_0"
+TYPES = "f16,bf16,q8_0,q6_k,q5_k_m,q5_k_s,q4_k_m,q4_k_s,q5_1,q5_0,q4_1,q4_0,iq4_nl"
 
 
 def cpu_children():

@@ -158,8 +158,9 @@ static void compare(const char *op, float *const *outs, size_t n, double tol0) {
 /* ---- matmul, matmul_multi and get_rows over every weight type ---- */
 
 static void test_matmul(void) {
-  const il_dtype types[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
-                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+  const il_dtype types[] = {IL_DTYPE_F32,  IL_DTYPE_F16,  IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_Q5_0,
+                            IL_DTYPE_Q5_1, IL_DTYPE_IQ4_NL};
   const int64_t shapes[][3] = {{32, 1, 1}, {64, 7, 3}, {96, 33, 5}, {256, 17, 1}, {512, 65, 9}, {768, 5, 2}};
   for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
     const il_dtype t = types[ti];

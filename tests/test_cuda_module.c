@@ -74,7 +74,7 @@ int main(void) {
   il_status st = m->selftest();
   if (st != IL_OK) fprintf(stderr, "selftest: %s\n", il_error_detail());
   IL_CHECK_OK(st);
-  printf("self-test: the kernels' decoders equal the CPU dequantizer for f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q5_k q6_k;\n"
+  printf("self-test: the kernels' decoders equal the CPU dequantizer for f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k;\n"
          "           matvec v2's block dot products (q8_0 q4_0 q4_1) match the reference;\n"
          "           KV cells (f16 bf16 q8_0) are written byte for byte as the reference quantizer and read back\n"
          "           as the reference dequantizer\n");

@@ -41,7 +41,8 @@ static void make_weights(il_dtype t, uint8_t *w, size_t stride, int64_t n_out, i
     uint8_t *dst = w + (size_t)r * stride;
     const float scale = (r % 7 == 3) ? 8.0f : 1.0f;
     for (int64_t k = 0; k < n_in; k++) row[k] = il_test_randf(&rng) * scale;
-    bool raw = is_k(t) || (t == IL_DTYPE_Q8_0 && variant % 2 == 1);
+    const bool q5nl = t == IL_DTYPE_Q5_0 || t == IL_DTYPE_Q5_1 || t == IL_DTYPE_IQ4_NL;
+    bool raw = is_k(t) || ((t == IL_DTYPE_Q8_0 || q5nl) && variant % 2 == 1);
     if (!raw) {
       il_quantize_row(t, row, dst, n_in);
     } else {
@@ -51,7 +52,7 @@ static void make_weights(il_dtype t, uint8_t *w, size_t stride, int64_t n_out, i
         const float d = 0.001f + 0.01f * fabsf(il_test_randf(&rng)), dm = 0.002f * fabsf(il_test_randf(&rng));
         if (t == IL_DTYPE_Q6_K) put_f16(blk + offsetof(il_block_q6_K, d), d);
         else put_f16(blk, d);
-        if (t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K) put_f16(blk + 2, dm);
+        if (t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K || t == IL_DTYPE_Q5_1) put_f16(blk + 2, t == IL_DTYPE_Q5_1 ? -16 * d : dm);
       }
     }
     for (size_t i = rs; i < stride; i++) dst[i] = 0xA5; /* padding must not be read */
@@ -288,8 +289,8 @@ static void test_shapes(const il_dtype *types, size_t n_types) {
  * BF16), and each type's il__gemm_min_tok - 1, + 0 and + 1 tokens on 49 rows (a full panel and
  * one of 17: a second half of one row). The F16/BF16 GEMM keeps F32 activations, so it meets the same 1e-5 bound. */
 static void test_gemm_batches(void) {
-  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K,
-                            IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype types[] = {IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K,
+                            IL_DTYPE_Q6_K, IL_DTYPE_F16,  IL_DTYPE_BF16, IL_DTYPE_Q5_0, IL_DTYPE_IQ4_NL};
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     stats st = {0};
     int cases = 0;
@@ -377,8 +378,9 @@ static void test_gemm_pack(void) {
  * one row at a time) give the same bits, on every level and type. Decoding one token at a time
  * must reproduce a batch exactly (tests/test_kv_engine.c relies on it end to end). */
 static void test_one_vs_batch(void) {
-  const il_dtype types[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
-                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+  const il_dtype types[] = {IL_DTYPE_F32,  IL_DTYPE_F16,  IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                            IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_Q5_0,
+                            IL_DTYPE_Q5_1, IL_DTYPE_IQ4_NL};
   const int64_t n_in = 2048, n_out = 37, n_tok = 3;
   for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
     const il_dtype t = types[ti];
@@ -410,7 +412,7 @@ static void test_errors(void) {
   float x[64] = {0}, y[4];
   uint8_t w[256] = {0};
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q4_0, w, 18, 1, 33, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
-  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, (il_dtype)7, w, 18, 1, 32, x, 1, y, 1, w), IL_ERR_UNSUPPORTED);
+  IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, (il_dtype)10, w, 18, 1, 32, x, 1, y, 1, w), IL_ERR_UNSUPPORTED);
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q8_0, w, 10, 1, 32, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q8_0, w, 34, 1, 32, x, 1, y, 1, NULL), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_F32, w, 128, 2, 32, x, 2, y, 1, NULL), IL_ERR_INVALID_ARG);
@@ -496,8 +498,9 @@ int main(void) {
   test_isa();
   test_one_vs_batch();
   test_errors();
-  const il_dtype all[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
-                          IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K};
+  const il_dtype all[] = {IL_DTYPE_F32,  IL_DTYPE_F16,  IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0,
+                          IL_DTYPE_Q4_1, IL_DTYPE_Q4_K, IL_DTYPE_Q5_K, IL_DTYPE_Q6_K, IL_DTYPE_Q5_0,
+                          IL_DTYPE_Q5_1, IL_DTYPE_IQ4_NL};
   test_shapes(all, sizeof all / sizeof *all);
   /* with the default threshold the small shapes take the one-call path (no chunk list) */
   il_cpu_matmul_par_min(1 << 17);

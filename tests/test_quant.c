@@ -274,7 +274,7 @@ static void test_errors(void) {
   IL_CHECK_INT(il_dequantize_row(IL_DTYPE_Q6_K, buf, x, 64), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_K, x, buf, 255), IL_ERR_INVALID_ARG);
   IL_CHECK(il_quantize_supported(IL_DTYPE_Q6_K));
-  IL_CHECK_INT(il_dequantize_row((il_dtype)7, buf, x, 32), IL_ERR_UNSUPPORTED);
+  IL_CHECK_INT(il_dequantize_row((il_dtype)10, buf, x, 32), IL_ERR_UNSUPPORTED); /* Q2_K */
   IL_CHECK_OK(il_dequantize_row(IL_DTYPE_F32, buf, x, 0));
 }
 

@@ -10,8 +10,11 @@
  *     listed below (use_more_bits: the first n/8, the last n/8, every third in between);
  *     Q4_K_S: attn_v of the first 4 layers and ffn_down of the first n/8 layers are Q5_K;
  *   - norms (1-D) stay F32; float file types put every 2-D weight in that type.
+ *   - iq4_nl: attn_v Q5_K when n_head / n_head_kv >= 4, ffn_down Q5_K in the first n/8 layers;
+ *     q5_0 / q5_1: only the output rule.
  * Plus: visit order (blk.10 after blk.9), --pure, --keep, and the fallbacks for row lengths
- * that are not a multiple of 256 (Q4_K -> llama.cpp's Q5_0, written as Q8_0) or of 32 (F16).
+ * that are not a multiple of 256 (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0; the IQ4_NL mix's
+ * Q5_K -> Q5_1) or of 32 (F16).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +69,11 @@ static il_dtype type_of(const model_list *m, const char *name) {
   return IL_DTYPE_COUNT;
 }
 
+static int n_head = 32, n_head_kv = 8;
+
 static il_status choose(model_list *m, il_ftype ft, bool pure, const il_quant_keep *keep, int n_keep, int n_layer) {
   const il_quant_rule rule = {ft, pure, keep, n_keep};
-  const il_quant_model_info info = {"llama", n_layer, 32, 8};
+  const il_quant_model_info info = {"llama", n_layer, n_head, n_head_kv};
   return il_quant_choose(&rule, &info, m->n, m->ptr, m->n_dims, (const int64_t(*)[4])m->ne, m->types, m->ch);
 }
 
@@ -205,18 +210,51 @@ static void test_fallback(void) {
   build(m, 5, 64, 172, false);
   IL_CHECK_OK(choose(m, IL_FTYPE_Q4_K_M, false, NULL, 0, 5));
   IL_CHECK_INT(type_of(m, "output.weight"), IL_DTYPE_Q8_0); /* 64 % 256: Q8_0 by the output rule */
-  IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_Q8_0);
+  IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_Q5_0); /* llama.cpp's Q4_K fallback */
+  IL_CHECK_INT(type_of(m, "blk.2.attn_v.weight"), IL_DTYPE_Q8_0); /* a Q6_K layer: Q6_K -> Q8_0 */
+  IL_CHECK_INT(type_of(m, "blk.1.attn_v.weight"), IL_DTYPE_Q5_0);
   for (int i = 0; i < m->n; i++)
-    if (!strcmp(m->names[i], "blk.0.attn_q.weight")) {
-      IL_CHECK_INT(m->ch[i].llama_type, IL_DTYPE_Q8_0);
-      IL_CHECK(strstr(m->ch[i].note, "q5_0") != NULL);
-    }
+    if (!strcmp(m->names[i], "blk.0.attn_q.weight"))
+      IL_CHECK_STR(m->ch[i].note, "row length 64 is not a multiple of 256 (q4_K): fell back to q5_0");
   IL_CHECK_INT(type_of(m, "blk.0.ffn_down.weight"), IL_DTYPE_F16); /* 172 % 32 != 0 */
   IL_CHECK_OK(choose(m, IL_FTYPE_Q6_K, false, NULL, 0, 5));
-  IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_Q8_0); /* llama.cpp's own Q6_K fallback */
+  IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_Q8_0); /* llama.cpp's Q6_K fallback */
+  IL_CHECK_OK(choose(m, IL_FTYPE_Q5_K_S, false, NULL, 0, 5));
+  IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_Q5_1); /* llama.cpp's Q5_K fallback */
+  IL_CHECK_INT(type_of(m, "token_embd.weight"), IL_DTYPE_Q5_1);
+  IL_CHECK_INT(type_of(m, "blk.0.ffn_down.weight"), IL_DTYPE_F16);
+  /* IQ4_NL at GQA 32/8 = 4: attn_v's Q5_K and layer 0's ffn_down Q5_K (0 < 5/8 is false:
+   * none) fall back to Q5_1; the rest is IQ4_NL, a 32-block type */
+  IL_CHECK_OK(choose(m, IL_FTYPE_IQ4_NL, false, NULL, 0, 5));
+  IL_CHECK_INT(type_of(m, "blk.0.attn_v.weight"), IL_DTYPE_Q5_1);
+  IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_IQ4_NL);
+  IL_CHECK_INT(type_of(m, "blk.0.ffn_down.weight"), IL_DTYPE_F16);
+  /* 64 % 32 == 0: the output rule gives Q6_K, which then falls back to Q8_0 */
+  IL_CHECK_INT(type_of(m, "output.weight"), IL_DTYPE_Q8_0);
+  for (int i = 0; i < m->n; i++)
+    if (!strcmp(m->names[i], "output.weight"))
+      IL_CHECK_STR(m->ch[i].note, "row length 64 is not a multiple of 256 (q6_K): fell back to q8_0");
   IL_CHECK_OK(choose(m, IL_FTYPE_Q4_0, false, NULL, 0, 5));
   IL_CHECK_INT(type_of(m, "blk.0.attn_q.weight"), IL_DTYPE_Q4_0);
   IL_CHECK_INT(type_of(m, "blk.0.ffn_down.weight"), IL_DTYPE_F16);
+  free(m);
+  m = malloc(sizeof *m);
+  /* SmolLM2-135M's shapes: dim 576 (2.25 x 256), FFN 1536 (6 x 256), 30 layers, GQA 9/3 */
+  n_head = 9, n_head_kv = 3;
+  build(m, 30, 576, 1536, true);
+  IL_CHECK_OK(choose(m, IL_FTYPE_Q4_K_M, false, NULL, 0, 30));
+  IL_CHECK_INT(type_of(m, "token_embd.weight"), IL_DTYPE_Q8_0); /* tied head: 576 % 256: Q8_0 */
+  IL_CHECK_INT(type_of(m, "blk.5.attn_q.weight"), IL_DTYPE_Q5_0);
+  IL_CHECK_INT(type_of(m, "blk.5.ffn_up.weight"), IL_DTYPE_Q5_0);
+  IL_CHECK_INT(type_of(m, "blk.6.ffn_down.weight"), IL_DTYPE_Q4_K); /* rows of 1536 fit */
+  IL_CHECK_INT(type_of(m, "blk.5.ffn_down.weight"), IL_DTYPE_Q6_K); /* (5 - 3) % 3 == 2 */
+  IL_CHECK_INT(type_of(m, "blk.0.ffn_down.weight"), IL_DTYPE_Q6_K);
+  IL_CHECK_INT(type_of(m, "blk.0.attn_v.weight"), IL_DTYPE_Q8_0);   /* Q6_K of 576: Q8_0 */
+  IL_CHECK_OK(choose(m, IL_FTYPE_IQ4_NL, false, NULL, 0, 30));
+  IL_CHECK_INT(type_of(m, "blk.0.attn_v.weight"), IL_DTYPE_IQ4_NL); /* GQA 3 < 4 */
+  IL_CHECK_INT(type_of(m, "blk.0.ffn_down.weight"), IL_DTYPE_Q5_K); /* layers 0..2 of 30 */
+  IL_CHECK_INT(type_of(m, "blk.3.ffn_down.weight"), IL_DTYPE_IQ4_NL);
+  n_head = 32, n_head_kv = 8;
   free(m);
 }
 
@@ -233,6 +271,9 @@ static void test_order_and_names(void) {
   IL_CHECK(il_ftype_parse("q4_k_s", &ft) && ft == IL_FTYPE_Q4_K_S);
   IL_CHECK(il_ftype_parse("bf16", &ft) && ft == 32);
   IL_CHECK(!il_ftype_parse("q3_k", &ft));
+  IL_CHECK(il_ftype_parse("IQ4_NL", &ft) && ft == 25 && il_ftype_base(ft) == IL_DTYPE_IQ4_NL);
+  IL_CHECK(il_ftype_parse("q5_0", &ft) && ft == 8 && il_ftype_base(ft) == IL_DTYPE_Q5_0);
+  IL_CHECK(il_ftype_parse("q5_1", &ft) && ft == 9 && il_ftype_base(ft) == IL_DTYPE_Q5_1);
   IL_CHECK_STR(il_ftype_name(IL_FTYPE_Q5_K_S), "q5_k_s");
   IL_CHECK_INT(il_ftype_base(IL_FTYPE_Q4_K_S), IL_DTYPE_Q4_K);
 }

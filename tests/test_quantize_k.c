@@ -3,7 +3,7 @@
  * - Golden blocks: tests/data/kquant_golden.txt holds the bytes ggml_quantize_chunk (llama.cpp's
  *   reference quantizers, no importance matrix) wrote for ten 256-element inputs (all zeros, one
  *   huge value, negative maxima, subnormals, heavy tails, constants, ...) in Q4_0, Q4_1, Q8_0,
- *   Q4_K, Q5_K and Q6_K; gc_case() below regenerates the inputs with exact integer/float steps.
+ *   Q4_K, Q5_K, Q6_K, Q5_0, Q5_1 and IQ4_NL; gc_case() below regenerates the inputs with exact integer/float steps.
  *   How the file was made: tests/data/README-kquant.md.
  * - Hand-computed blocks: all zeros give all-zero K blocks; a lone value is reproduced exactly.
  * - NaN and Inf are rejected naming the element.
@@ -82,7 +82,7 @@ static void test_golden(void) {
     n_lines++;
   }
   free(text);
-  IL_CHECK_INT(n_lines, GC_N_CASES * 6);
+  IL_CHECK_INT(n_lines, GC_N_CASES * 9);
   IL_CHECK_INT(n_bad, 0);
 }
 

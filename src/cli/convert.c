@@ -19,8 +19,9 @@ static void il__convert_help(void) {
          "not a multiple of T's block size is kept in its type and named in a note.\n\n"
          "options:\n"
          "  -o, --output FILE        output GGUF (a new temporary file, renamed at the end)\n"
-         "      --type T             f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q4_k | q5_k | q6_k (every\n"
-         "                           2-D tensor in T; `inferlab quant` writes llama.cpp's mixes)\n"
+         "      --type T             f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | iq4_nl |\n"
+         "                           q4_k | q5_k | q6_k (every 2-D tensor in T; `inferlab quant`\n"
+         "                           writes llama.cpp's mixes)\n"
          "                           [f32 for llama2c, else f16]\n"
          "      --from FORMAT        source format: gguf (default; also builtin:NAME) | llama2c\n"
          "      --tokenizer FILE     llama2.c tokenizer file (tokenizer.bin, tok512.bin)\n"
@@ -59,7 +60,8 @@ int il_cli_convert(int argc, char **argv) {
   if (!llama2c && tokenizer) return il_cli_usage_error("convert", "--tokenizer applies to --from llama2c only");
   il_dtype type = llama2c ? IL_DTYPE_F32 : IL_DTYPE_F16;
   if (type_name && !il_dtype_parse(type_name, &type))
-    return il_cli_usage_error("convert", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q5_k q6_k)", type_name);
+    return il_cli_usage_error("convert", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k)",
+                              type_name);
   const char *inputs[2] = {pos[0], tokenizer};
   il_status st = il_outfile_check("-o", output, inputs, 2);
   if (st != IL_OK) return il_cli_fail("convert", st);

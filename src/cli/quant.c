@@ -21,8 +21,9 @@ static void il__quant_help(void) {
          "options:\n"
          "  -m, --model SRC          GGUF file or builtin:tiny | builtin:1b\n"
          "  -o, --output FILE        output GGUF\n"
-         "      --type TYPE          f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_s q4_k_m q5_k_s q5_k_m q6_k\n"
-         "                           (q4_k = q4_k_m and q5_k = q5_k_m, as in llama-quantize)\n"
+         "      --type TYPE          f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k_s q4_k_m\n"
+         "                           q5_k_s q5_k_m q6_k (q4_k = q4_k_m and q5_k = q5_k_m, as in\n"
+         "                           llama-quantize)\n"
          "      --pure               every quantizable 2-D tensor in TYPE's base type (no mix)\n"
          "      --keep PATTERN=TYPE  tensors whose name matches PATTERN (extended regex) get TYPE\n"
          "                           instead of the mix (repeatable; first match wins)\n"
@@ -174,8 +175,8 @@ int il_cli_quant(int argc, char **argv) {
   if (!type_name) return il_cli_usage_error("quant", "--type TYPE is required");
   il_ftype ft;
   if (!il_ftype_parse(type_name, &ft))
-    return il_cli_usage_error("quant", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q4_k q4_k_s q4_k_m "
-                                       "q5_k q5_k_s q5_k_m q6_k)", type_name);
+    return il_cli_usage_error("quant", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl "
+                                       "q4_k q4_k_s q4_k_m q5_k q5_k_s q5_k_m q6_k)", type_name);
   const int threads = cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   il_quant_params p = {
       .rule = {ft, pure, keep, n_keep},

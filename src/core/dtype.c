@@ -14,6 +14,10 @@ static const il_dtype_info il__types[IL_DTYPE_COUNT] = {
     [IL_DTYPE_Q4_K] = {"q4_K", IL_QK_K, sizeof(il_block_q4_K), true},
     [IL_DTYPE_Q5_K] = {"q5_K", IL_QK_K, sizeof(il_block_q5_K), true},
     [IL_DTYPE_Q6_K] = {"q6_K", IL_QK_K, sizeof(il_block_q6_K), true},
+    /* llama-quantize's fallback types */
+    [IL_DTYPE_Q5_0] = {"q5_0", IL_QK, sizeof(il_block_q5_0), true},
+    [IL_DTYPE_Q5_1] = {"q5_1", IL_QK, sizeof(il_block_q5_1), true},
+    [IL_DTYPE_IQ4_NL] = {"iq4_nl", IL_QK, sizeof(il_block_iq4_nl), true},
 };
 
 const il_dtype_info *il_dtype_get(uint32_t type_id) {
@@ -58,6 +62,9 @@ uint32_t il_dtype_file_type(il_dtype t) {
     case IL_DTYPE_Q4_K: return 15; /* Q4_K_M */
     case IL_DTYPE_Q5_K: return 17; /* Q5_K_M */
     case IL_DTYPE_Q6_K: return 18;
+    case IL_DTYPE_Q5_0: return 8;
+    case IL_DTYPE_Q5_1: return 9;
+    case IL_DTYPE_IQ4_NL: return 25;
     case IL_DTYPE_BF16: return 32;
     default: return 0; /* all F32 */
   }

@@ -15,6 +15,10 @@
  *   Q5_K (256 elems, 176 B): d, dmin, scales[12], qh[32] (5th bits), qs[128]
  *   Q6_K (256 elems, 210 B): ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16]:int8,
  *                           d:f16; 16 sub-blocks of 16; x = d * sc * (q - 32)
+ *   Q5_0  (32 elems, 22 B): d:f16, qh[4] (uint32 LE: bit j = 5th bit of element j), qs[16]
+ *                           as Q4_0; x = d * (q - 16), q = nibble | bit << 4
+ *   Q5_1  (32 elems, 24 B): d:f16, m:f16, qh[4], qs[16] as Q5_0; x = d * q + m
+ *   IQ4_NL (32 elems, 18 B): d:f16, qs[16] as Q4_0; x = d * il_iq4nl_values[nibble]
  * Not for: arithmetic on tensors (backend/) or quantization algorithms (core/quant).
  */
 #ifndef IL_CORE_DTYPE_H
@@ -37,6 +41,10 @@ typedef enum {
   IL_DTYPE_Q6_K = 14,
   IL_DTYPE_I32 = 26, /* ids, positions, slots, block tables: not a weight type (il_dtype_get does not list it) */
   IL_DTYPE_BF16 = 30,
+  /* the 32-element types llama-quantize falls back to when a row is not a multiple of 256 */
+  IL_DTYPE_Q5_0 = 6,
+  IL_DTYPE_Q5_1 = 7,
+  IL_DTYPE_IQ4_NL = 20,
   IL_DTYPE_COUNT = 40 /* bound for tables indexed by type id */
 } il_dtype;
 
@@ -87,6 +95,30 @@ typedef struct {
   uint16_t d;
 } il_block_q6_K;
 static_assert(sizeof(il_block_q6_K) == 210, "q6_K block layout");
+
+typedef struct {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[IL_QK / 2];
+} il_block_q5_0;
+static_assert(sizeof(il_block_q5_0) == 22, "q5_0 block layout");
+
+typedef struct {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[IL_QK / 2];
+} il_block_q5_1;
+static_assert(sizeof(il_block_q5_1) == 24, "q5_1 block layout");
+
+typedef struct {
+  uint16_t d;
+  uint8_t qs[IL_QK / 2];
+} il_block_iq4_nl;
+static_assert(sizeof(il_block_iq4_nl) == 18, "iq4_nl block layout");
+
+/* IQ4_NL's 16 levels (ggml's kvalues_iq4nl): a non-uniform grid, denser near zero. */
+static const int8_t il_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 typedef struct {
   const char *name;  /* "f32", "q4_0", ... (lower case, as llama.cpp prints them) */

@@ -1,9 +1,10 @@
 /* core/quant: scalar reference conversion between float and every tensor type.
  *
  * Dequantization follows ggml's dequantize_row_* exactly (including the K-quant scale packing of
- * get_scale_min_k4), and quantization follows ggml's *_ref quantizers for F16, BF16, Q8_0, Q4_0
- * and Q4_1 and ggml's non-imatrix K-quant quantizers (quantize_row_q4_K_ref, _q5_K_ref,
- * _q6_K_ref: the same weighted scale search in the same float operations, in the same order),
+ * get_scale_min_k4), and quantization follows ggml's *_ref quantizers for F16, BF16, Q8_0, Q4_0,
+ * Q4_1, Q5_0 and Q5_1, ggml's non-imatrix K-quant quantizers (quantize_row_q4_K_ref, _q5_K_ref,
+ * _q6_K_ref: the same weighted scale search in the same float operations, in the same order) and
+ * quantize_iq4_nl without importance weights (llama-quantize's IQ4_NL path),
  * so a tensor written here has the same bytes llama.cpp (llama-quantize without an importance
  * matrix) writes from the same floats. This file is compiled as ISO C (no FMA contraction),
  * like ggml-base, so the float rounding matches too.
@@ -123,6 +124,41 @@ static void il__deq_q6_k(const uint8_t *src, float *y, int64_t nb) {
   }
 }
 
+/* Q5_0 (x = d * (q - 16)) and Q5_1 (x = d * q + m): the 5th bit of element j is bit j of qh. */
+static void il__deq_q5(bool q51, const uint8_t *src, float *y, int64_t nb) {
+  for (int64_t b = 0; b < nb; b++, y += IL_QK) {
+    float d, m = 0.0f;
+    uint32_t qh;
+    const uint8_t *qs;
+    uint8_t buf[sizeof(il_block_q5_1)];
+    if (q51) {
+      memcpy(buf, src + (size_t)b * sizeof(il_block_q5_1), sizeof(il_block_q5_1));
+      const il_block_q5_1 *x = (const il_block_q5_1 *)buf;
+      d = il_fp16_to_f32(x->d);
+      m = il_fp16_to_f32(x->m);
+      memcpy(&qh, x->qh, 4);
+      qs = x->qs;
+    } else {
+      memcpy(buf, src + (size_t)b * sizeof(il_block_q5_0), sizeof(il_block_q5_0));
+      const il_block_q5_0 *x = (const il_block_q5_0 *)buf;
+      d = il_fp16_to_f32(x->d);
+      memcpy(&qh, x->qh, 4);
+      qs = x->qs;
+    }
+    for (int j = 0; j < IL_QK / 2; j++) {
+      const int q0 = (qs[j] & 0x0F) | (int)(((qh >> j) & 1) << 4);
+      const int q1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+      if (q51) {
+        y[j] = q0 * d + m;
+        y[j + IL_QK / 2] = q1 * d + m;
+      } else {
+        y[j] = (q0 - 16) * d;
+        y[j + IL_QK / 2] = (q1 - 16) * d;
+      }
+    }
+  }
+}
+
 il_status il_dequantize_row(il_dtype t, const void *src, float *dst, int64_t n) {
   IL_TRY(il__check(t, n, "dequantize"));
   const uint8_t *s = src;
@@ -178,6 +214,21 @@ il_status il_dequantize_row(il_dtype t, const void *src, float *dst, int64_t n) 
       }
     }
     return IL_OK;
+  case IL_DTYPE_Q5_0:
+  case IL_DTYPE_Q5_1:
+    il__deq_q5(t == IL_DTYPE_Q5_1, s, dst, n / IL_QK);
+    return IL_OK;
+  case IL_DTYPE_IQ4_NL:
+    for (int64_t b = 0; b < n / IL_QK; b++) {
+      il_block_iq4_nl x;
+      memcpy(&x, s + (size_t)b * sizeof x, sizeof x);
+      const float d = il_fp16_to_f32(x.d);
+      for (int j = 0; j < IL_QK / 2; j++) {
+        dst[b * IL_QK + j] = d * il_iq4nl_values[x.qs[j] & 0x0F];
+        dst[b * IL_QK + j + IL_QK / 2] = d * il_iq4nl_values[x.qs[j] >> 4];
+      }
+    }
+    return IL_OK;
   case IL_DTYPE_Q4_K:
     il__deq_q4_k(src, dst, n / IL_QK_K);
     return IL_OK;
@@ -203,6 +254,9 @@ bool il_quantize_supported(il_dtype t) {
   case IL_DTYPE_Q4_K:
   case IL_DTYPE_Q5_K:
   case IL_DTYPE_Q6_K:
+  case IL_DTYPE_Q5_0:
+  case IL_DTYPE_Q5_1:
+  case IL_DTYPE_IQ4_NL:
     return true;
   default:
     return false;
@@ -287,6 +341,139 @@ static void il__q4_1(const float *x, uint8_t *dst, int64_t nb) {
   }
 }
 
+#define IL__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define IL__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define IL__GROUP_MAX_EPS 1e-15f
+
+/* ggml's quantize_row_q5_0_ref: as Q4_0 with 32 levels: d = max / -16, q = min(31, (int8)(x / d
+ * + 16.5)); the 5th bits of elements 0..31 go to bits 0..31 of qh. */
+static void il__q5_0(const float *x, uint8_t *dst, int64_t nb) {
+  for (int64_t i = 0; i < nb; i++, x += IL_QK) {
+    il_block_q5_0 out;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < IL_QK; j++) {
+      if (amax < fabsf(x[j])) {
+        amax = fabsf(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -16.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out.d = il_f32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < IL_QK / 2; j++) {
+      int q0 = il__to_int8(x[j] * id + 16.5f), q1 = il__to_int8(x[IL_QK / 2 + j] * id + 16.5f);
+      if (q0 > 31) q0 = 31;
+      if (q1 > 31) q1 = 31;
+      const unsigned u0 = (uint8_t)q0, u1 = (uint8_t)q1; /* ggml stores MIN(31, int8) as uint8 */
+      out.qs[j] = (uint8_t)((u0 & 0x0F) | ((u1 & 0x0F) << 4));
+      qh |= ((u0 & 0x10u) >> 4) << j;
+      qh |= ((u1 & 0x10u) >> 4) << (j + IL_QK / 2);
+    }
+    memcpy(out.qh, &qh, 4);
+    memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);
+  }
+}
+
+/* ggml's quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = (uint8)((x - min) / d + 0.5),
+ * not clamped (the largest element gives 31 at most). */
+static void il__q5_1(const float *x, uint8_t *dst, int64_t nb) {
+  for (int64_t i = 0; i < nb; i++, x += IL_QK) {
+    il_block_q5_1 out;
+    float min = FLT_MAX, max = -FLT_MAX;
+    for (int j = 0; j < IL_QK; j++) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 31.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out.d = il_f32_to_fp16(d);
+    out.m = il_f32_to_fp16(min);
+    uint32_t qh = 0;
+    for (int j = 0; j < IL_QK / 2; j++) {
+      const unsigned u0 = (uint8_t)il__to_int8((x[j] - min) * id + 0.5f);
+      const unsigned u1 = (uint8_t)il__to_int8((x[IL_QK / 2 + j] - min) * id + 0.5f);
+      out.qs[j] = (uint8_t)((u0 & 0x0F) | ((u1 & 0x0F) << 4));
+      qh |= ((u0 & 0x10u) >> 4) << j;
+      qh |= ((u1 & 0x10u) >> 4) << (j + IL_QK / 2);
+    }
+    memcpy(out.qh, &qh, 4);
+    memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);
+  }
+}
+
+/* ggml's best_index_int8: the index of the level nearest x in the sorted table val[16] (ties
+ * to the upper one). */
+static int il__best_index_iq4(float x) {
+  const int8_t *val = il_iq4nl_values;
+  if (x <= val[0]) return 0;
+  if (x >= val[15]) return 15;
+  int ml = 0, mu = 15;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < val[mav]) mu = mav;
+    else ml = mav;
+  }
+  return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+/* ggml's quantize_iq4_nl without an importance matrix, the function llama-quantize calls (not
+ * quantize_row_iq4_nl_ref, which skips the search): per block of 32, weights x^2, a first scale
+ * from the element of largest magnitude mapped to the lowest level, refined by least squares,
+ * then 15 more candidate scales (itry - 127) / max, each fitted the same way; the best fit's
+ * scale is stored and every element re-quantized against it. */
+static void il__iq4_nl(const float *x, uint8_t *dst, int64_t nb) {
+  const int8_t *values = il_iq4nl_values;
+  const int ntry = 7;
+  for (int64_t i = 0; i < nb; i++, x += IL_QK) {
+    il_block_iq4_nl out;
+    uint8_t L[IL_QK];
+    float weight[IL_QK];
+    for (int j = 0; j < IL_QK; j++) weight[j] = x[j] * x[j];
+    float amax = 0, max = 0;
+    for (int j = 0; j < IL_QK; j++) {
+      const float ax = fabsf(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    float scale = 0.0f;
+    if (amax >= IL__GROUP_MAX_EPS) {
+      float d = -max / values[0];
+      float id = 1 / d;
+      float sumqx = 0, sumq2 = 0;
+      for (int j = 0; j < IL_QK; j++) {
+        const float q = values[il__best_index_iq4(id * x[j])];
+        const float w = weight[j];
+        sumqx += w * q * x[j];
+        sumq2 += w * q * q;
+      }
+      d = sumq2 > 0 ? sumqx / sumq2 : 0.f;
+      float best = d * sumqx;
+      for (int itry = -ntry; itry <= ntry; ++itry) {
+        id = (itry + values[0]) / max;
+        sumqx = sumq2 = 0;
+        for (int j = 0; j < IL_QK; j++) {
+          const float q = values[il__best_index_iq4(id * x[j])];
+          const float w = weight[j];
+          sumqx += w * q * x[j];
+          sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+          d = sumqx / sumq2;
+          best = d * sumqx;
+        }
+      }
+      scale = d;
+    }
+    out.d = il_f32_to_fp16(scale);
+    const float id = scale ? 1 / scale : 0;
+    for (int j = 0; j < IL_QK; j++) L[j] = (uint8_t)il__best_index_iq4(id * x[j]);
+    for (int j = 0; j < IL_QK / 2; j++) out.qs[j] = (uint8_t)(L[j] | (L[16 + j] << 4));
+    memcpy(dst + (size_t)i * sizeof out, &out, sizeof out);
+  }
+}
 
 /* ---------------------------------------------------------------- K-quants (ggml's _ref path) */
 
@@ -298,9 +485,6 @@ static inline int il__nearest_int(float v) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
-#define IL__MAX(a, b) ((a) > (b) ? (a) : (b))
-#define IL__MIN(a, b) ((a) < (b) ? (a) : (b))
-#define IL__GROUP_MAX_EPS 1e-15f
 
 /* ggml's make_qx_quants with rmse_type 1 and no importance weights (weights x^2): a symmetric
  * scale for n values on levels [-nmax, nmax-1], tried at 19 candidate scales around nmax/max;
@@ -601,6 +785,15 @@ il_status il_quantize_row(il_dtype t, const float *src, void *dst, int64_t n) {
     return IL_OK;
   case IL_DTYPE_Q4_1:
     il__q4_1(src, dst, n / IL_QK);
+    return IL_OK;
+  case IL_DTYPE_Q5_0:
+    il__q5_0(src, dst, n / IL_QK);
+    return IL_OK;
+  case IL_DTYPE_Q5_1:
+    il__q5_1(src, dst, n / IL_QK);
+    return IL_OK;
+  case IL_DTYPE_IQ4_NL:
+    il__iq4_nl(src, dst, n / IL_QK);
     return IL_OK;
   case IL_DTYPE_Q4_K:
     il__q4_k(src, dst, n / IL_QK_K);

@@ -26,6 +26,8 @@ static const struct {
     {"q4_k_s", IL_FTYPE_Q4_K_S, IL_DTYPE_Q4_K},   {"q4_k_m", IL_FTYPE_Q4_K_M, IL_DTYPE_Q4_K},
     {"q5_k_s", IL_FTYPE_Q5_K_S, IL_DTYPE_Q5_K},   {"q5_k_m", IL_FTYPE_Q5_K_M, IL_DTYPE_Q5_K},
     {"q6_k", IL_FTYPE_Q6_K, IL_DTYPE_Q6_K},
+    {"q5_0", IL_FTYPE_Q5_0, IL_DTYPE_Q5_0},       {"q5_1", IL_FTYPE_Q5_1, IL_DTYPE_Q5_1},
+    {"iq4_nl", IL_FTYPE_IQ4_NL, IL_DTYPE_IQ4_NL},
     /* llama-quantize's aliases */
     {"q4_k", IL_FTYPE_Q4_K_M, IL_DTYPE_Q4_K},     {"q5_k", IL_FTYPE_Q5_K_M, IL_DTYPE_Q5_K},
 };
@@ -123,6 +125,7 @@ typedef struct {
   int n_attention_wv, i_attention_wv, i_ffn_down, n_ffn_down;
   bool tied;
   bool is_70b;
+  int n_gqa; /* n_head / n_head_kv (0 without KV heads), llama.cpp's hparams.n_gqa() */
 } il__qstate;
 
 /* llama_tensor_get_type_impl, the branches reachable for the file types above. */
@@ -133,7 +136,9 @@ static il_dtype il__rule(il__qstate *qs, il_ftype ft, il_dtype t, il__cat cat, i
   }
   if (cat == IL__CAT_TOKEN_EMBD) return t;
   if (il__is_attn_v(cat)) {
-    if ((ft == IL_FTYPE_Q4_K_M || ft == IL_FTYPE_Q5_K_M) && il__more_bits(qs->i_attention_wv, qs->n_attention_wv))
+    if (ft == IL_FTYPE_IQ4_NL && qs->n_gqa >= 4)
+      t = IL_DTYPE_Q5_K;
+    else if ((ft == IL_FTYPE_Q4_K_M || ft == IL_FTYPE_Q5_K_M) && il__more_bits(qs->i_attention_wv, qs->n_attention_wv))
       t = IL_DTYPE_Q6_K;
     else if (ft == IL_FTYPE_Q4_K_S && qs->i_attention_wv < 4)
       t = IL_DTYPE_Q5_K;
@@ -145,6 +150,8 @@ static il_dtype il__rule(il__qstate *qs, il_ftype ft, il_dtype t, il__cat cat, i
     const int i_layer = qs->i_ffn_down, n_layer = qs->n_ffn_down;
     if (ft == IL_FTYPE_Q4_K_M) {
       if (il__more_bits(i_layer, n_layer)) t = IL_DTYPE_Q6_K;
+    } else if (ft == IL_FTYPE_IQ4_NL && i_layer < n_layer / 8) { /* llama.cpp: without an imatrix */
+      t = IL_DTYPE_Q5_K;
     } else if (ft == IL_FTYPE_Q5_K_M && il__more_bits(i_layer, n_layer)) {
       t = IL_DTYPE_Q6_K;
     } else if (ft == IL_FTYPE_Q4_K_S && i_layer < n_layer / 8) {
@@ -163,6 +170,7 @@ il_status il_quant_choose(const il_quant_rule *rule, const il_quant_model_info *
   il__qstate qs = {0};
   qs.tied = true;
   qs.n_ffn_down = info->n_layer;
+  qs.n_gqa = info->n_head_kv > 0 ? info->n_head / info->n_head_kv : 0;
   qs.is_70b = info->arch && !strcmp(info->arch, "llama") && info->n_layer == 80 && info->n_head != info->n_head_kv;
   for (int64_t i = 0; i < n; i++) {
     const il__cat c = il__category(names[i]);
@@ -184,7 +192,7 @@ il_status il_quant_choose(const il_quant_rule *rule, const il_quant_model_info *
     memset(ch, 0, sizeof *ch);
     ch->quantize = il__allows_quant(names[i], n_dims[i]);
     if (!ch->quantize) {
-      ch->type = ch->llama_type = types[i];
+      ch->type = types[i];
       continue;
     }
     il_dtype t = base;
@@ -200,32 +208,21 @@ il_status il_quant_choose(const il_quant_rule *rule, const il_quant_model_info *
       const int64_t nx = ne[i][0];
       const uint32_t blck = il_dtype_get(t)->blck;
       if (nx % blck != 0) {
-        const char *llama_fb = NULL;
-        il_dtype fb = t;
+        il_dtype fb = t; /* a 32-block type has no smaller block: F16 below */
         switch (t) {
-        case IL_DTYPE_Q4_K: llama_fb = "q5_0"; fb = IL_DTYPE_Q8_0; break;
-        case IL_DTYPE_Q5_K: llama_fb = "q5_1"; fb = IL_DTYPE_Q8_0; break;
+        case IL_DTYPE_Q4_K: fb = IL_DTYPE_Q5_0; break;
+        case IL_DTYPE_Q5_K: fb = IL_DTYPE_Q5_1; break;
         case IL_DTYPE_Q6_K: fb = IL_DTYPE_Q8_0; break;
-        default: break; /* a 32-block type has no smaller block: F16 below */
+        default: break;
         }
-        ch->llama_type = fb;
-        if (nx % il_dtype_get(fb)->blck != 0) {
-          fb = ch->llama_type = IL_DTYPE_F16;
-          llama_fb = NULL;
-        }
-        if (llama_fb)
-          snprintf(ch->note, sizeof ch->note,
-                   "row length %lld is not a multiple of %u (%s): llama.cpp falls back to %s, which inferlab cannot run; wrote %s",
-                   (long long)nx, blck, il_dtype_name(t), llama_fb, il_dtype_name(fb));
-        else
-          snprintf(ch->note, sizeof ch->note, "row length %lld is not a multiple of %u (%s): fell back to %s",
-                   (long long)nx, blck, il_dtype_name(t), il_dtype_name(fb));
-        t = fb;
-        ch->type = t;
+        if (nx % il_dtype_get(fb)->blck != 0) fb = IL_DTYPE_F16;
+        snprintf(ch->note, sizeof ch->note, "row length %lld is not a multiple of %u (%s): fell back to %s",
+                 (long long)nx, blck, il_dtype_name(t), il_dtype_name(fb));
+        ch->type = fb;
         continue;
       }
     }
-    ch->type = ch->llama_type = t;
+    ch->type = t;
   }
   for (int k = 0; k < n_keep; k++) regfree(&re[k]);
   return IL_OK;

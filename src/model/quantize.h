@@ -19,11 +19,11 @@
  *   - --keep PATTERN=TYPE (llama-quantize's --tensor-type: a POSIX extended regex searched in
  *     the name; the first match wins) replaces the rule for the tensors it matches;
  *     --pure skips the rule (every quantizable tensor in the default type);
+ *   - iq4_nl: attn_v gets Q5_K when n_head / n_head_kv >= 4, ffn_down Q5_K in layers
+ *     < n_layer/8 (llama.cpp's rule without an importance matrix);
  *   - a row length that is not a multiple of the chosen type's block falls back as in
  *     llama.cpp: Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, 32-blocks stay, and F16 when even
- *     the fallback does not fit. inferlab has no Q5_0/Q5_1 kernels, so where llama.cpp would
- *     write those it writes Q8_0 and says so: the one place its file differs from
- *     llama-quantize's.
+ *     the fallback does not fit.
  * Not for: the bytes of a block (core/quant), the file writing (format/gguf, model/export).
  */
 #ifndef IL_MODEL_QUANTIZE_H
@@ -44,16 +44,19 @@ typedef enum {
   IL_FTYPE_Q4_0 = 2,
   IL_FTYPE_Q4_1 = 3,
   IL_FTYPE_Q8_0 = 7,
+  IL_FTYPE_Q5_0 = 8,
+  IL_FTYPE_Q5_1 = 9,
   IL_FTYPE_Q4_K_S = 14,
   IL_FTYPE_Q4_K_M = 15,
   IL_FTYPE_Q5_K_S = 16,
   IL_FTYPE_Q5_K_M = 17,
   IL_FTYPE_Q6_K = 18,
+  IL_FTYPE_IQ4_NL = 25,
   IL_FTYPE_BF16 = 32,
 } il_ftype;
 
-/* Parses a --type name (case-insensitive): f32 f16 bf16 q8_0 q4_0 q4_1 q4_k_s q4_k_m q5_k_s
- * q5_k_m q6_k, and llama-quantize's aliases q4_k (= q4_k_m) and q5_k (= q5_k_m). */
+/* Parses a --type name (case-insensitive): f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k_s
+ * q4_k_m q5_k_s q5_k_m q6_k, and llama-quantize's aliases q4_k (= q4_k_m) and q5_k (= q5_k_m). */
 bool il_ftype_parse(const char *name, il_ftype *out);
 /* "q4_k_m", ... */
 const char *il_ftype_name(il_ftype ft);
@@ -83,7 +86,6 @@ typedef struct {
 typedef struct {
   il_dtype type;         /* the type to write */
   bool quantize;         /* false: copied as it is (1-D, norms, not a weight) */
-  il_dtype llama_type;   /* what llama-quantize writes (differs from type only for Q5_0/Q5_1) */
   char note[160];        /* fallback or substitution, "" when none */
 } il_quant_choice;
 

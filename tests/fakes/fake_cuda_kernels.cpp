@@ -42,6 +42,9 @@ static bool fake_decode(il_dtype t, const uint8_t *row, int64_t n_in, float *out
   case IL_DTYPE_Q4_K: fake_row<IL_DTYPE_Q4_K>(row, n_in, out); return true;
   case IL_DTYPE_Q5_K: fake_row<IL_DTYPE_Q5_K>(row, n_in, out); return true;
   case IL_DTYPE_Q6_K: fake_row<IL_DTYPE_Q6_K>(row, n_in, out); return true;
+  case IL_DTYPE_Q5_0: fake_row<IL_DTYPE_Q5_0>(row, n_in, out); return true;
+  case IL_DTYPE_Q5_1: fake_row<IL_DTYPE_Q5_1>(row, n_in, out); return true;
+  case IL_DTYPE_IQ4_NL: fake_row<IL_DTYPE_IQ4_NL>(row, n_in, out); return true;
   default: return false;
   }
 }

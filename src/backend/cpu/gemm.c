@@ -12,6 +12,9 @@
 static size_t il__gemm_block_bytes(il_dtype t) {
   switch (t) {
   case IL_DTYPE_Q8_0: return 8 * 4 * IL__GEMM_ROWS + 2 * IL__GEMM_ROWS;
+  /* Q5_0 and IQ4_NL: a Q8_0 panel, then the panel's rows as Q8_0 blocks (matmul_q5.h) */
+  case IL_DTYPE_Q5_0:
+  case IL_DTYPE_IQ4_NL: return 8 * 4 * IL__GEMM_ROWS + 2 * IL__GEMM_ROWS + sizeof(il_block_q8_0) * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_0: return 4 * 4 * IL__GEMM_ROWS + 2 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_1: return 4 * 4 * IL__GEMM_ROWS + 2 * 2 * IL__GEMM_ROWS;
   case IL_DTYPE_Q4_K: return (32 * 4 + 8 * 4 + 4 * 4 + 4) * IL__GEMM_ROWS;

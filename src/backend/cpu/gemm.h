@@ -51,8 +51,11 @@
  * The activations are the A32 (Q8_0, Q4_0, Q4_1) or AK (Q4_K, Q5_K, Q6_K) layouts of kernels.h, quantized
  * once per call; the Q8_0/Q4_0 offsets (-128 or -8 times the block sum) seed the integer
  * accumulators; Q4_1's float d * sum(q) meets the panel's mins in one FMA per block.
+ *   Q5_0 / IQ4_NL: the Q8_0 panel of their rows widened to Q8_0 (exact: the same d and the
+ *         values q - 16 or the level, as int8), followed by those 32 widened rows
+ *         (matmul_q5.h).                                            1088 + 1088 bytes per block
  * Not for: single-token GEMV (the tile kernels are bandwidth-bound there and read the weights
- * in place), threading (matmul.c), other weight types (they keep the tile kernels).
+ * in place), threading (matmul.c), other weight types (they keep the tile kernels: Q5_1).
  * F16/BF16 panels are 64 * n_in bytes (128 KiB for n_in = 2048, 512 KiB for 8192: L2).
  */
 #ifndef IL_BACKEND_CPU_GEMM_H
@@ -77,6 +80,8 @@
 static inline int64_t il__gemm_min_tok(il_dtype t, bool plain) {
   switch (t) {
   case IL_DTYPE_Q8_0:
+  case IL_DTYPE_Q5_0: /* Q8_0's GEMM on the rows widened to Q8_0 (matmul_q5.h) */
+  case IL_DTYPE_IQ4_NL:
   case IL_DTYPE_Q5_K: return 12;
   case IL_DTYPE_Q4_0:
   case IL_DTYPE_Q4_1: return 16;

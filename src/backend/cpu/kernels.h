@@ -15,6 +15,8 @@
  *           0..15) of the 4 blocks, then their second halves, matching a zmm built from four
  *           16-byte nibble arrays (low nibbles then high nibbles); trailing blocks (nb % 4) are
  *           natural. q signed. aux: Q4_0 int32 -8*sum(q); Q4_1 float d*sum(q).
+ *     Q5_0/Q5_1/IQ4_NL: Q8_0's layout (natural order, aux -128*sum(q)); the kernels derive
+ *           Q5_0's -16*sum(q) (aux / 8) and Q5_1's d*sum(q) from it.
  *   AK (K-quant weights; blocks of 256): qs[n_in] int8 natural, then d: float[nb], then
  *     bsum16: int16[16*nb] (sums of 16 consecutive q), then bsum32: int16[8*nb] (sums of 32).
  * Not for: anything outside backend/cpu.
@@ -77,6 +79,10 @@ typedef struct il__kernels il__kernels;
 static inline size_t il__align64(size_t n) { return (n + 63) & ~(size_t)63; }
 static inline bool il__is_kquant(il_dtype t) {
   return t == IL_DTYPE_Q4_K || t == IL_DTYPE_Q5_K || t == IL_DTYPE_Q6_K;
+}
+/* Weight types whose activations take Q8_0's natural A32 layout. */
+static inline bool il__is_a32n(il_dtype t) {
+  return t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q5_0 || t == IL_DTYPE_Q5_1 || t == IL_DTYPE_IQ4_NL;
 }
 static inline int il__act_blck(il_dtype t) { return il__is_kquant(t) ? IL_QK_K : IL_QK; }
 static inline size_t il__act_d_off(int64_t n_in) { return il__align64((size_t)n_in); }

@@ -24,6 +24,7 @@
  */
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q5.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -90,7 +91,7 @@ static void il__quant_a32(const il__mm_args *a, int64_t u0, int64_t u1) {
     const __m256i p = il__pack32(q[0], q[1], q[2], q[3]);
     ((float *)(row + il__act_d_off(a->n_in)))[b] = d;
     uint8_t *aux = row + il__act_aux_off(a->n_in, IL_QK) + 4 * b;
-    if (a->type == IL_DTYPE_Q8_0) {
+    if (il__is_a32n(a->type)) {
       _mm256_storeu_si256((__m256i *)(row + b * IL_QK), p);
       const int32_t c = -128 * sum;
       memcpy(aux, &c, 4);
@@ -593,12 +594,16 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2, 1)
     .compiled = true, .plain_int8 = plain,                                                          \
     .rows = {[IL_DTYPE_F32] = il__rows_f32, [IL_DTYPE_F16] = il__rows_f16, [IL_DTYPE_BF16] = il__rows_bf16, \
              [IL_DTYPE_Q8_0] = il__rows_q8_0##v, [IL_DTYPE_Q4_0] = il__rows_q4_0##v, [IL_DTYPE_Q4_1] = il__rows_q4_1##v, \
-             [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
+             [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k, \
+             [IL_DTYPE_Q5_0] = il__rows_q5_0_avx2, [IL_DTYPE_Q5_1] = il__rows_q5_1_avx2,                    \
+             [IL_DTYPE_IQ4_NL] = il__rows_iq4_nl_avx2},                                                     \
     .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
-              [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
+              [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak, \
+              [IL_DTYPE_Q5_0] = il__quant_a32, [IL_DTYPE_Q5_1] = il__quant_a32, [IL_DTYPE_IQ4_NL] = il__quant_a32}, \
     .gemm = {[IL_DTYPE_Q8_0] = gemm_q8_0, [IL_DTYPE_Q4_0] = gemm_q4_0, [IL_DTYPE_Q4_1] = gemm_q4_1, \
              [IL_DTYPE_Q4_K] = gemm_q4_k, [IL_DTYPE_Q5_K] = gemm_q5_k, [IL_DTYPE_Q6_K] = gemm_q6_k, \
-             [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16},             \
+             [IL_DTYPE_F16] = il__gemm_avx2_f16, [IL_DTYPE_BF16] = il__gemm_avx2_bf16,              \
+             [IL_DTYPE_Q5_0] = il__gemm_q5_avx2##v, [IL_DTYPE_IQ4_NL] = il__gemm_q5_avx2##v},         \
   }
 const il__kernels il__matmul_avx2 = IL__AVX2_TABLE(, true, il__gemm_avx2_q8_0, il__gemm_avx2_q4_0, il__gemm_avx2_q4_1, il__gemm_avx2_q4_k,
                                                    il__gemm_avx2_q5_k, il__gemm_avx2_q6_k);

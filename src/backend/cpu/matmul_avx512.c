@@ -30,6 +30,7 @@
  */
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/matmul_q5.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 
@@ -57,7 +58,7 @@ IL__INLINE float il__amax_scale(__m512 m, float *id) {
 
 static void il__quant_a32(const il__mm_args *a, int64_t u0, int64_t u1) {
   const int64_t nb = a->n_in / IL_QK;
-  const bool q8 = a->type == IL_DTYPE_Q8_0;
+  const bool q8 = il__is_a32n(a->type);
   for (int64_t u = u0; u < u1; u++) {
     const int64_t t = u / nb, b = u % nb;
     uint8_t *row = a->act + (size_t)t * a->act_stride;
@@ -651,15 +652,19 @@ IL__GEN_ROWS(il__rows_q6_k, il__tile_q6_k, 2)
     .compiled = true,                                                                              \
     .rows = {[IL_DTYPE_F32] = il__rows_f32, [IL_DTYPE_F16] = il__rows_f16, [IL_DTYPE_BF16] = il__rows_bf16, \
              [IL_DTYPE_Q8_0] = il__rows_q8_0, [IL_DTYPE_Q4_0] = q4_0, [IL_DTYPE_Q4_1] = q4_1,             \
-             [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k}, \
+             [IL_DTYPE_Q4_K] = il__rows_q4_k, [IL_DTYPE_Q5_K] = il__rows_q5_k, [IL_DTYPE_Q6_K] = il__rows_q6_k, \
+             [IL_DTYPE_Q5_0] = il__rows_q5_0_avx512, [IL_DTYPE_Q5_1] = il__rows_q5_1_avx512,                \
+             [IL_DTYPE_IQ4_NL] = il__rows_iq4_nl_avx512},                                                   \
     .quant = {[IL_DTYPE_Q8_0] = il__quant_a32, [IL_DTYPE_Q4_0] = il__quant_a32, [IL_DTYPE_Q4_1] = il__quant_a32, \
-              [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak}, \
+              [IL_DTYPE_Q4_K] = il__quant_ak, [IL_DTYPE_Q5_K] = il__quant_ak, [IL_DTYPE_Q6_K] = il__quant_ak, \
+              [IL_DTYPE_Q5_0] = il__quant_a32, [IL_DTYPE_Q5_1] = il__quant_a32, [IL_DTYPE_IQ4_NL] = il__quant_a32}, \
     .gemm = {[IL_DTYPE_Q8_0] = il__gemm_avx512_q8_0, [IL_DTYPE_Q4_0] = il__gemm_avx512_q4_0,       \
              [IL_DTYPE_Q4_1] = il__gemm_avx512_q4_1,                                               \
              [IL_DTYPE_Q4_K] = il__gemm_avx512_q4_k, [IL_DTYPE_Q5_K] = il__gemm_avx512_q5_k,         \
              [IL_DTYPE_Q6_K] = il__gemm_avx512_q6_k,                                               \
              [IL_DTYPE_F16] = il__gemm_avx512_f16,                                                 \
-             [IL_DTYPE_BF16] = il__gemm_avx512_bf16},                                              \
+             [IL_DTYPE_BF16] = il__gemm_avx512_bf16,                                               \
+             [IL_DTYPE_Q5_0] = il__gemm_q5_avx512, [IL_DTYPE_IQ4_NL] = il__gemm_q5_avx512},       \
     .bf16_act = il__gemm_avx512_bf16_act,                                                          \
     .stream_tok = {[IL_DTYPE_F16] = 16, [IL_DTYPE_Q8_0] = 8, [IL_DTYPE_Q4_0] = 1, [IL_DTYPE_Q4_1] = 1}, \
   }

@@ -41,7 +41,7 @@ static void il__quant_a32(const il__mm_args *a, int64_t u0, int64_t u1) {
     int32_t sum = 0;
     for (int j = 0; j < IL_QK; j++) sum += q[j];
     dp[b] = d;
-    if (a->type == IL_DTYPE_Q8_0) {
+    if (il__is_a32n(a->type)) {
       memcpy(row + b * IL_QK, q, IL_QK);
       int32_t v = -128 * sum;
       memcpy(aux + 4 * b, &v, 4);
@@ -169,6 +169,41 @@ static float il__dot_q4(const il__mm_args *a, const uint8_t *w, const uint8_t *r
   return sum;
 }
 
+/* Q5_0 (q - 16), Q5_1 (d * q + m) and IQ4_NL (d * level[q]) against the Q8_0 activation
+ * layout: an int32 dot product per block, Q5_0's offset from the activation sum (aux / 8 =
+ * -16 * sum(x)), Q5_1's min times the activation sum in float. */
+static float il__dot_q5_iq4(const il__mm_args *a, const uint8_t *w, const uint8_t *row) {
+  const int64_t nb = a->n_in / IL_QK;
+  const int8_t *xq = (const int8_t *)row;
+  const float *dx = (const float *)(row + il__act_d_off(a->n_in));
+  const int32_t *aux = (const int32_t *)(row + il__act_aux_off(a->n_in, IL_QK));
+  const size_t bsz = il_dtype_get(a->type)->size;
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; b++) {
+    const uint8_t *blk = w + b * bsz;
+    const int8_t *x = xq + b * IL_QK;
+    int32_t is = 0;
+    if (a->type == IL_DTYPE_IQ4_NL) {
+      const uint8_t *qs = blk + 2;
+      for (int j = 0; j < 16; j++)
+        is += il_iq4nl_values[qs[j] & 0xF] * x[j] + il_iq4nl_values[qs[j] >> 4] * x[j + 16];
+      sum += (float)is * (il__h(blk) * dx[b]);
+      continue;
+    }
+    const bool q51 = a->type == IL_DTYPE_Q5_1;
+    const uint8_t *qs = blk + (q51 ? 8 : 6);
+    uint32_t qh;
+    memcpy(&qh, blk + (q51 ? 4 : 2), 4);
+    for (int j = 0; j < 16; j++) {
+      is += ((qs[j] & 0xF) | (int)((qh >> j & 1) << 4)) * x[j];
+      is += ((qs[j] >> 4) | (int)((qh >> (j + 16) & 1) << 4)) * x[j + 16];
+    }
+    if (q51) sum += (float)is * (il__h(blk) * dx[b]) + il__h(blk + 2) * (dx[b] * (float)(aux[b] / -128));
+    else sum += (float)(is + aux[b] / 8) * (il__h(blk) * dx[b]);
+  }
+  return sum;
+}
+
 /* Q4_K and Q5_K: sum over sub-blocks j of sc_j * dot(q_j, x_j), minus the mins times the
  * activation sums of 32, each scaled once per super-block. */
 static float il__dot_q45k(const il__mm_args *a, const uint8_t *w, const uint8_t *row) {
@@ -247,6 +282,7 @@ static float il__dot_q6k(const il__mm_args *a, const uint8_t *w, const uint8_t *
 IL__QUANT_ROWS(il__rows_q8_0, il__dot_q8_0)
 IL__QUANT_ROWS(il__rows_q4, il__dot_q4)
 IL__QUANT_ROWS(il__rows_q45k, il__dot_q45k)
+IL__QUANT_ROWS(il__rows_q5_iq4, il__dot_q5_iq4)
 IL__QUANT_ROWS(il__rows_q6k, il__dot_q6k)
 
 const il__kernels il__matmul_scalar = {
@@ -262,6 +298,9 @@ const il__kernels il__matmul_scalar = {
             [IL_DTYPE_Q4_K] = il__rows_q45k,
             [IL_DTYPE_Q5_K] = il__rows_q45k,
             [IL_DTYPE_Q6_K] = il__rows_q6k,
+            [IL_DTYPE_Q5_0] = il__rows_q5_iq4,
+            [IL_DTYPE_Q5_1] = il__rows_q5_iq4,
+            [IL_DTYPE_IQ4_NL] = il__rows_q5_iq4,
         },
     .quant =
         {
@@ -271,5 +310,8 @@ const il__kernels il__matmul_scalar = {
             [IL_DTYPE_Q4_K] = il__quant_ak,
             [IL_DTYPE_Q5_K] = il__quant_ak,
             [IL_DTYPE_Q6_K] = il__quant_ak,
+            [IL_DTYPE_Q5_0] = il__quant_a32,
+            [IL_DTYPE_Q5_1] = il__quant_a32,
+            [IL_DTYPE_IQ4_NL] = il__quant_a32,
         },
 };

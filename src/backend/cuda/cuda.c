@@ -367,7 +367,8 @@ static void il__transfers(il_backend *b, il_transfer_stats *out) {
 static bool il__weight_type(il_dtype t) {
   switch (t) {
   case IL_DTYPE_F32: case IL_DTYPE_F16: case IL_DTYPE_BF16: case IL_DTYPE_Q8_0: case IL_DTYPE_Q4_0:
-  case IL_DTYPE_Q4_1: case IL_DTYPE_Q4_K: case IL_DTYPE_Q5_K: case IL_DTYPE_Q6_K: return true;
+  case IL_DTYPE_Q4_1: case IL_DTYPE_Q4_K: case IL_DTYPE_Q5_K: case IL_DTYPE_Q6_K: case IL_DTYPE_Q5_0:
+  case IL_DTYPE_Q5_1: case IL_DTYPE_IQ4_NL: return true;
   default: return false;
   }
 }

@@ -1,6 +1,7 @@
 /* backend/cuda/decode: weight decoders shared by every kernel that reads weights.
  *
- * A row of any weight type is cut into units of 32 elements: one block of Q8_0/Q4_0/Q4_1, one
+ * A row of any weight type is cut into units of 32 elements: one block of Q8_0/Q4_0/Q4_1 (and
+ * of Q5_0/Q5_1/IQ4_NL, llama-quantize's fallback types), one
  * 32-element sub-block of a K-quant super-block (Q4_K, Q5_K: sub-block j of 8; Q6_K: two of its
  * 16-element sub-blocks), or 32 consecutive values of F32/F16/BF16 (the last unit of a float
  * row may be shorter). il__unit<T>(row, u, n_in, v) writes unit u's values to v[0..32) and
@@ -154,6 +155,34 @@ IL__HD int il__unit(const uint8_t *row, int64_t u, int64_t n_in, float *v) {
       const uint8_t q = b[4 + j];
       v[j] = il__add(il__mul((float)(q & 0x0F), d), m);
       v[j + 16] = il__add(il__mul((float)(q >> 4), d), m);
+    }
+    return 32;
+  } else if (T == IL_DTYPE_Q5_0 || T == IL_DTYPE_Q5_1) {
+    const bool q51 = T == IL_DTYPE_Q5_1;
+    const uint8_t *b = row + u * (q51 ? sizeof(il_block_q5_1) : sizeof(il_block_q5_0));
+    const float d = il__f16(il__ld16(b)), m = q51 ? il__f16(il__ld16(b + 2)) : 0.0f;
+    const uint8_t *qh = b + (q51 ? 4 : 2), *qs = qh + 4;
+    const uint32_t h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    for (int j = 0; j < 16; j++) {
+      const int q0 = (qs[j] & 0x0F) | (int)((h >> j & 1) << 4), q1 = (qs[j] >> 4) | (int)((h >> (j + 16) & 1) << 4);
+      if (q51) {
+        v[j] = il__add(il__mul((float)q0, d), m);
+        v[j + 16] = il__add(il__mul((float)q1, d), m);
+      } else {
+        v[j] = il__mul((float)(q0 - 16), d);
+        v[j + 16] = il__mul((float)(q1 - 16), d);
+      }
+    }
+    return 32;
+  } else if (T == IL_DTYPE_IQ4_NL) {
+    /* the 16 levels (il_iq4nl_values) as bytes of two words: registers, no table in memory */
+    const uint64_t lo = 0xF6EADDCFBFAD9881ull, hi = 0x7159453526190D01ull;
+    const uint8_t *b = row + u * sizeof(il_block_iq4_nl);
+    const float d = il__f16(il__ld16(b));
+    for (int j = 0; j < 16; j++) {
+      const int n0 = b[2 + j] & 0x0F, n1 = b[2 + j] >> 4;
+      v[j] = il__mul(d, (float)(int8_t)((n0 < 8 ? lo : hi) >> (8 * (n0 & 7))));
+      v[j + 16] = il__mul(d, (float)(int8_t)((n1 < 8 ? lo : hi) >> (8 * (n1 & 7))));
     }
     return 32;
   } else if (T == IL_DTYPE_Q4_K || T == IL_DTYPE_Q5_K) {
@@ -315,6 +344,9 @@ IL__HD int8_t il__q8_value(float x, float id) {
   case IL_DTYPE_Q4_K: CALL(IL_DTYPE_Q4_K); break; \
   case IL_DTYPE_Q5_K: CALL(IL_DTYPE_Q5_K); break; \
   case IL_DTYPE_Q6_K: CALL(IL_DTYPE_Q6_K); break; \
+  case IL_DTYPE_Q5_0: CALL(IL_DTYPE_Q5_0); break; \
+  case IL_DTYPE_Q5_1: CALL(IL_DTYPE_Q5_1); break; \
+  case IL_DTYPE_IQ4_NL: CALL(IL_DTYPE_IQ4_NL); break; \
   default: return cudaErrorInvalidValue;      \
   }
 

@@ -68,6 +68,9 @@ extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w,
     case IL_DTYPE_Q4_K: IL__DQ(IL_DTYPE_Q4_K); break;
     case IL_DTYPE_Q5_K: IL__DQ(IL_DTYPE_Q5_K); break;
     case IL_DTYPE_Q6_K: IL__DQ(IL_DTYPE_Q6_K); break;
+    case IL_DTYPE_Q5_0: IL__DQ(IL_DTYPE_Q5_0); break;
+    case IL_DTYPE_Q5_1: IL__DQ(IL_DTYPE_Q5_1); break;
+    case IL_DTYPE_IQ4_NL: IL__DQ(IL_DTYPE_IQ4_NL); break;
     default: return cudaErrorInvalidValue;
     }
 #undef IL__DQ

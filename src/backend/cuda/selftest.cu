@@ -3,7 +3,7 @@
  * No GPU is needed: decode.cuh's functions are __host__ __device__, so the exact code every
  * weight-reading kernel inlines is compiled here for the CPU too and compared, element by
  * element and bit for bit, with the library's reference il_dequantize_row on rows of random
- * bytes with sane scales (and, for the float types, a length that is not a multiple of 32).
+ * bytes with sane scales, Q5_0/Q5_1/IQ4_NL included (and, for the float types, a length that is not a multiple of 32).
  * It also checks matvec version 2's per-block integer arithmetic (il__block_words, il__block_dot,
  * il__quant_one) against the reference dequantizer for Q8_0, Q4_0 and Q4_1, and the KV cells'
  * code: what kv.cu writes (F16/BF16 conversion, Q8_0 quantization: il__f16_bits, il__bf16_bits,
@@ -36,6 +36,9 @@ static int il__check_type(il__cu_ref_fn ref, char *err, size_t nerr) {
   case IL_DTYPE_Q8_0: bs = sizeof(il_block_q8_0), blk = 32; break;
   case IL_DTYPE_Q4_0: bs = sizeof(il_block_q4_0), blk = 32; break;
   case IL_DTYPE_Q4_1: bs = sizeof(il_block_q4_1), blk = 32; break;
+  case IL_DTYPE_Q5_0: bs = sizeof(il_block_q5_0), blk = 32; break;
+  case IL_DTYPE_Q5_1: bs = sizeof(il_block_q5_1), blk = 32; break;
+  case IL_DTYPE_IQ4_NL: bs = sizeof(il_block_iq4_nl), blk = 32; break;
   case IL_DTYPE_Q4_K: bs = sizeof(il_block_q4_K), blk = 256; break;
   case IL_DTYPE_Q5_K: bs = sizeof(il_block_q5_K), blk = 256; break;
   default: bs = sizeof(il_block_q6_K), blk = 256; break;
@@ -60,7 +63,7 @@ static int il__check_type(il__cu_ref_fn ref, char *err, size_t nerr) {
         memcpy(p + bs - 2, &d, 2);
       } else if (T != IL_DTYPE_BF16) {
         memcpy(p, &d, 2);
-        if (T == IL_DTYPE_Q4_1 || T == IL_DTYPE_Q4_K || T == IL_DTYPE_Q5_K) memcpy(p + 2, &m, 2);
+        if (T == IL_DTYPE_Q4_1 || T == IL_DTYPE_Q4_K || T == IL_DTYPE_Q5_K || T == IL_DTYPE_Q5_1) memcpy(p + 2, &m, 2);
       }
     }
     if (T == IL_DTYPE_BF16) /* keep bf16 values finite: clear the top exponent bit */
@@ -206,6 +209,9 @@ extern "C" int il__cu_selftest(il__cu_ref_fn ref, il__cu_qref_fn qref, char *err
   bad = bad || il__check_type<IL_DTYPE_Q4_K>(ref, err, nerr);
   bad = bad || il__check_type<IL_DTYPE_Q5_K>(ref, err, nerr);
   bad = bad || il__check_type<IL_DTYPE_Q6_K>(ref, err, nerr);
+  bad = bad || il__check_type<IL_DTYPE_Q5_0>(ref, err, nerr);
+  bad = bad || il__check_type<IL_DTYPE_Q5_1>(ref, err, nerr);
+  bad = bad || il__check_type<IL_DTYPE_IQ4_NL>(ref, err, nerr);
   bad = bad || il__check_q8_dot<IL_DTYPE_Q8_0>(ref, err, nerr);
   bad = bad || il__check_q8_dot<IL_DTYPE_Q4_0>(ref, err, nerr);
   bad = bad || il__check_q8_dot<IL_DTYPE_Q4_1>(ref, err, nerr);
