@@ -1,1 +1,0 @@
-inferlab run: error: --attn auto: no attention kernel of sim:512MiB can run this model (flash: head_dim 8 is not a multiple of 32, the q8_0 block; memeff: head_dim 8 is not a multiple of 32, the q8_0 block; sliced: head_dim 8 is not a multiple of 32, the q8_0 block; naive: head_dim 8 is not a multiple of 32, the q8_0 block)
