@@ -1,9 +1,9 @@
 #!/bin/sh
-# Tokens/s of two inferlab binaries on builtin:1b, interleaved A B A B per configuration so both
+# Tokens/s of two inferlab binaries on builtin:1b, interleaved A B B A per configuration so both
 # see the same (shared, noisy) machine: F32 weights with F32 activations, F32 weights with
 # --dtype f16 activations, and Q4_0 weights. Prints the median over the rounds of each binary's
 # prompt and generation tokens/s and the ratio new/base. Not part of the tests or CI.
-# usage: bench/before_after.sh BASE_BINARY NEW_BINARY [ROUNDS (default 3)] [THREADS (default 2)]
+# usage: [PROMPT=32] [GEN=16] [REPS=2] bench/before_after.sh BASE_BINARY NEW_BINARY [ROUNDS (default 3)] [THREADS (default 2)]
 # A base build of main, outside the tree:
 #   mkdir -p /tmp/base && git archive main | tar x -C /tmp/base &&
 #   (cd /tmp/base && cmake --preset release && cmake --build --preset release --target inferlab)
@@ -14,7 +14,7 @@ rounds="${3:-3}"
 threads="${4:-2}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-args="-m builtin:1b --prompt 64 --gen 32 -r 3 --warmup 1 --roofline-ms 0 --no-gpu -q --csv -t $threads"
+args="-m builtin:1b --prompt ${PROMPT:-32} --gen ${GEN:-16} -r ${REPS:-2} --warmup 1 --roofline-ms 0 --no-gpu -q --csv -t $threads"
 echo "builtin:1b; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $threads threads; $rounds rounds"
 for i in $(seq "$rounds"); do
   for cfg in f32 f16 q4_0; do
@@ -23,10 +23,13 @@ for i in $(seq "$rounds"); do
       f16) opt="--wtype f32 --dtype f16" ;;
       q4_0) opt="--wtype q4_0" ;;
     esac
-    # shellcheck disable=SC2086
-    "$base" bench $args $opt > "$work/base-$cfg-$i.csv"
-    # shellcheck disable=SC2086
-    "$new" bench $args $opt > "$work/new-$cfg-$i.csv"
+    # odd rounds run the base first, even rounds the new build (A B B A ...), so neither side is
+    # always the one that follows the other's memory churn
+    for side in $( [ $((i % 2)) = 1 ] && echo base new || echo new base ); do
+      [ "$side" = base ] && bin="$base" || bin="$new"
+      # shellcheck disable=SC2086
+      "$bin" bench $args $opt > "$work/$side-$cfg-$i.csv"
+    done
   done
 done
 python3 - "$work" "$rounds" <<'PY'

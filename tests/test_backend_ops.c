@@ -17,6 +17,10 @@
  * the CPU kernels with plain normalized error, and the fake module (tests/fakes, which runs the
  * glue on the host) showed why that fails: an output of 32 terms that cancels to near zero. Index
  * errors found on the device (a bad slot or position) come back at the op or at the next sync.
+ * Version 6's members: every op again with F16/BF16 activations on the backends that take them
+ * (against the F32 op on the widened values, rounded), the observer, each fused op against its
+ * composition, sample against a sampler written here, step capture and upload_async on cpu
+ * and sim, and the owner check (a tensor of another backend is refused by every op).
  */
 #include "backend/registry.h"
 #include "core/quant.h"

@@ -229,6 +229,8 @@ typedef struct il_backend_ops {
   il_status (*event_record)(il_backend *, il_event **out);
   /* Seconds from a to b (both recorded, in order). */
   il_status (*event_elapsed)(il_backend *, il_event *a, il_event *b, double *seconds);
+  /* NULL is ignored; an event of upload_async still pending is waited for first (its error
+   * dropped, the caller's error text left alone). */
   void (*event_free)(il_backend *, il_event *);
 
   /* Releases the backend and everything it allocated. */

@@ -9,6 +9,8 @@
  *
  * Weights are borrowed: from the GGUF mapping, or from the built-in generator's buffers, both
  * owned by the model. 1-D tensors (norms, biases) are converted to F32 copies at load.
+ * Implemented in three files: model/llama.c (architectures, hyperparameters, the model),
+ * model/weights.c (binding, placement, --offload stream) and model/forward.c (the pass).
  * Not for: the KV cache layout or scheduling (engine/), tokenization (model/tokenizer).
  */
 #ifndef IL_MODEL_LLAMA_H

@@ -328,10 +328,12 @@ il_status il_model_dev_sync(il_model_dev *d) {
 }
 
 static void il__stream_free(il_model_dev *d) {
-  if (d->stream) { /* copies in flight finish before their slots go */
-    (void)il_model_dev_sync(d);
-    il_error_clear();
-  }
+  for (int s = 0; s < 2 && d->stream_b; s++) /* copies in flight finish before their slots go */
+    for (int i = 0; i < IL_LAYER_TENSORS; i++)
+      if (d->slot_ev[s][i]) {
+        d->stream_b->ops->event_free(d->stream_b, d->slot_ev[s][i]);
+        d->slot_ev[s][i] = NULL;
+      }
   for (int s = 0; s < 2 && d->stream_b; s++) {
     for (int i = 0; i < IL_LAYER_TENSORS; i++) il_backend_tensor_free(d->stream_b, il__ld(&d->slot[s], &il_layer_tensors[i]));
   }

@@ -733,7 +733,8 @@ static il_status il__f32_get_rows(il_backend *b, il_tensor y, il_tensor w, il_te
 }
 
 /* ---------------------------------------------------------------- 16-bit activations
- * Every op of the table takes F32, F16 or BF16 activations. The kernels above compute on F32
+ * Every op of the table takes F32, F16 or BF16 activations (the hot ops test for F32 first and
+ * run their kernels directly: the chunk loop costs a few hundred instructions an op). The kernels above compute on F32
  * only, so an op with a 16-bit activation runs in chunks of the rows reserve_act asked for: its
  * 16-bit inputs widened into the scratch (copy's conversions), the kernel run on those F32 views,
  * each result reported to the observer and narrowed back to its tensor. With F32 activations an
@@ -850,6 +851,14 @@ static il_status il__cpu_matmul_multi(il_backend *b, int n, const il_tensor *y, 
     return il_error(IL_ERR_INVALID_ARG, "matmul_multi: %d weights (1..%d)", n, IL_CPU_MM_MAX_PARTS);
   bool half = il__half(x.type);
   for (int i = 0; i < n; i++) half = half || il__half(y[i].type);
+  if (!half) { /* F32: the kernels on the tensors themselves (the per-token path) */
+    IL_TRY(n == 1 ? il__f32_matmul(b, y[0], w[0], x) : il__f32_matmul_multi(b, n, y, w, x));
+    for (int i = 0; i < n; i++) {
+      if (bias && bias[i].buf) IL_TRY(il__f32_add_bias(b, y[i], bias[i]));
+      IL_TRY(il__observe(b, IL_OP_MATMUL, y[i], y[i].type));
+    }
+    return IL_OK;
+  }
   IL_TRY(il__wide_check(b, "matmul", &x, x.rows));
   for (int i = 0; i < n; i++) IL_TRY(il__wide_check(b, "matmul", &y[i], x.rows));
   IL__WIDE(k, b, x.rows, half) {
@@ -870,6 +879,10 @@ static il_status il__cpu_matmul(il_backend *b, il_tensor y, il_tensor w, il_tens
 
 static il_status il__cpu_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
   const bool half = il__half(x.type) || il__half(y.type);
+  if (!half) {
+    IL_TRY(il__f32_rmsnorm(b, y, x, g, eps));
+    return il__observe(b, IL_OP_RMSNORM, y, y.type);
+  }
   IL_TRY(il__wide_check(b, "rmsnorm", &x, x.rows));
   IL_TRY(il__wide_check(b, "rmsnorm", &y, x.rows));
   IL__WIDE(k, b, x.rows, half) {
@@ -912,6 +925,12 @@ static il_status il__cpu_rope_kv_store(il_backend *b, il_tensor q, il_tensor kt,
                                        const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
                                        il_tensor slots) {
   const bool half = il__half(q.type) || il__half(kt.type) || il__half(vt.type);
+  if (!half) {
+    IL_TRY(il__f32_rope(b, q, pos, rq));
+    IL_TRY(il__f32_rope(b, kt, pos, rk));
+    IL_TRY(il__f32_kv_store(b, kv, kt, vt, slots));
+    return il__observe(b, IL_OP_ROPE, q, q.type);
+  }
   IL_TRY(il__wide_check(b, "rope_kv_store", &q, q.rows));
   IL_TRY(il__wide_check(b, "rope_kv_store", &kt, q.rows));
   IL_TRY(il__wide_check(b, "rope_kv_store", &vt, q.rows));
@@ -933,6 +952,10 @@ static il_status il__cpu_rope_kv_store(il_backend *b, il_tensor q, il_tensor kt,
 static il_status il__cpu_binary(il_backend *b, il_op op, il_tensor y, il_tensor x) {
   const char *nm = op == IL_OP_SWIGLU ? "swiglu" : "add";
   const bool half = il__half(y.type) || il__half(x.type);
+  if (!half) {
+    IL_TRY(op == IL_OP_SWIGLU ? il__f32_swiglu(b, y, x) : il__f32_add(b, y, x));
+    return il__observe(b, op, y, y.type);
+  }
   IL_TRY(il__wide_check(b, nm, &y, y.rows));
   IL_TRY(il__wide_check(b, nm, &x, y.rows));
   IL__WIDE(k, b, y.rows, half) {
@@ -962,6 +985,10 @@ static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
 
 static il_status il__attn_run(il_backend *b, const il_attn_kernel *kn, const il_attn_args *a, il_tensor ws) {
   const bool half = il__half(a->q.type) || il__half(a->out.type);
+  if (!half) {
+    IL_TRY(il__f32_attn_run(b, kn, a, ws));
+    return il__observe(b, IL_OP_ATTENTION, a->out, a->out.type);
+  }
   IL_TRY(il__wide_check(b, "attention", &a->q, a->q.rows));
   IL_TRY(il__wide_check(b, "attention", &a->out, a->q.rows));
   IL__WIDE(k, b, a->q.rows, half) {

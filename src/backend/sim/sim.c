@@ -216,11 +216,14 @@ static il_status il__sim_event_wait(il_backend *b, il_event *e) {
   return st == IL_OK ? IL_OK : il_error(st, "%s", e->msg);
 }
 
-/* An event still queued is waited for first: the copy thread writes it when the copy ends. */
+/* An event still queued is waited for first (the copy thread writes it when the copy ends);
+ * its error, if any, is dropped with it, and the caller's error text is left alone. */
 static void il__sim_event_free(il_backend *b, il_event *e) {
   if (!e) return;
-  (void)il__sim_event_wait(b, e);
-  il_error_clear();
+  il__sim *s = il__s(b);
+  pthread_mutex_lock(&s->qlock);
+  while (e->pending) pthread_cond_wait(&s->qcond, &s->qlock);
+  pthread_mutex_unlock(&s->qlock);
   il_mem_free(e);
 }
 
