@@ -18,6 +18,11 @@
 #include "core/timer.h"
 #include "harness.h"
 
+/* bench resets the kernel's peak RSS before each repetition (to measure that repetition), and
+ * wait4's figure is the peak since the last reset: a repetition's peak can exceed it by what
+ * was freed after that reset. Memory, not time: the same on any load. */
+#define RESET_SLACK_MIB 1.0
+
 static const char *cli;
 static char tmp[256];
 static char out[1 << 16], cmd[8192];
@@ -150,7 +155,7 @@ static void test_bench(void) {
     IL_CHECK(e2e > 0 && ttft > 0 && ttft <= e2e && load >= 0);
     IL_CHECK(il__json_num(l, "prompt_tps") >= P / p.wall_s);
     IL_CHECK(il__json_num(l, "gen_tps") >= G / p.wall_s);
-    IL_CHECK(il__json_num(l, "peak_rss_bytes") <= p.maxrss_b);
+    IL_CHECK(il__json_num(l, "peak_rss_bytes") <= p.maxrss_b * 1.05 + 1048576.0 * RESET_SLACK_MIB);
     IL_CHECK(il__json_num(l, "tpot_s") * G <= e2e);
     sum += e2e;
     lines++;
@@ -165,7 +170,7 @@ static void test_bench(void) {
   IL_CHECK(row && sscanf(row, "\n| 1 | 16 | 16 | %d | %lf ± %lf | %lf ± %lf | %lf", &th, &ttft_ms, &sd, &tpot_ms, &sd, &e2e_ms) == 6);
   IL_CHECK(e2e_ms > 0 && e2e_ms * reps / 1000 <= p.wall_s);
   double rss = il__bytes_after(out, " rss");
-  IL_CHECK(rss > 0 && rss <= p.maxrss_b * 1.001 + 52429);
+  IL_CHECK(rss > 0 && rss <= p.maxrss_b * 1.05 + 1048576.0 * RESET_SLACK_MIB);
 }
 
 /* eval: the seconds it prints inside its wall time; its token count the one tokenize counts;
@@ -200,6 +205,60 @@ static void test_eval(void) {
   IL_CHECK(secs <= p.wall_s + 0.01);
 }
 
+/* The lines of tmp/DIR/samples.jsonl (the one evidence folder under DIR) into out. */
+static int il__samples(const char *dir) {
+  char c[600];
+  snprintf(c, sizeof c, "cat %s/%s/*/samples.jsonl", tmp, dir);
+  return il_test_run(c, out, sizeof out);
+}
+
+/* experiment: each sample's peak RSS is that run's own, not the process's (issue 28: 172 MiB
+ * beside bench's 20 MiB, from the CUDA libraries the doctor snapshot left mapped), so it is
+ * at most what a separate bench process doing the same work peaks at, as wait4 measures it
+ * here (with room for the experiment's own bookkeeping); durations fit in the wall time. */
+static void test_experiment(void) {
+  const char *work = "-m builtin:tiny -p 16 --gen 16 --no-gpu";
+  il__proc ref = il__timed("%s bench %s -r 1 --warmup 1 --roofline-ms 0 -q", cli, work);
+  IL_CHECK_INT(ref.code, 0);
+  il__proc p = il__timed("%s experiment %s --repeat 2 --change threads=1 --out %s/xe -q", cli, work, tmp);
+  IL_CHECK_INT(p.code, 0);
+  IL_CHECK_INT(il__samples("xe"), 0);
+  double sum = 0;
+  int n = 0;
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    double rss = il__json_num(l, "peak_rss_bytes"), e2e = il__json_num(l, "e2e_s");
+    IL_CHECK(rss > 0 && rss <= ref.maxrss_b * 1.25 + 4194304.0);
+    if (!(rss <= ref.maxrss_b * 1.25 + 4194304.0))
+      fprintf(stderr, "sample peak RSS %.1f MiB, bench process %.1f MiB\n", rss / 1048576, ref.maxrss_b / 1048576);
+    IL_CHECK(e2e > 0 && e2e <= p.wall_s);
+    sum += e2e;
+    n++;
+  }
+  IL_CHECK_INT(n, 4);
+  IL_CHECK(sum <= p.wall_s);
+  /* --cmd: each command's peak is its own (it was an earlier child's, or the parent's pages a
+   * forked child starts with), so at most that command's peak measured alone here */
+  il__proc one = il__timed("%s run -m builtin:tiny -p Hi -n 16 --no-echo", cli);
+  IL_CHECK_INT(one.code, 0);
+  p = il__timed("%s experiment --cmd '%s run -m builtin:tiny -p Hi -n {} --no-echo' --values 8,16 --repeat 2 --out %s/xc -q --no-gpu",
+                cli, cli, tmp);
+  IL_CHECK_INT(p.code, 0);
+  IL_CHECK_INT(il__samples("xc"), 0);
+  n = 0;
+  sum = 0;
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    double rss = il__json_num(l, "peak_rss_bytes"), d = il__json_num(l, "duration_s");
+    IL_CHECK(rss > 0 && rss <= one.maxrss_b * 1.1 + 2097152.0);
+    if (!(rss <= one.maxrss_b * 1.1 + 2097152.0))
+      fprintf(stderr, "command peak RSS %.1f MiB, alone %.1f MiB\n", rss / 1048576, one.maxrss_b / 1048576);
+    IL_CHECK(d > 0 && d <= p.wall_s);
+    sum += d;
+    n++;
+  }
+  IL_CHECK_INT(n, 4);
+  IL_CHECK(sum <= p.wall_s);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli) IL_SKIP("IL_CLI is not set (run through ctest)");
@@ -208,6 +267,7 @@ int main(void) {
   test_chat_stats();
   test_bench();
   test_eval();
+  test_experiment();
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf %s", tmp);
   il_test_run(rm, NULL, 0);
