@@ -106,7 +106,7 @@ static void test_output_paths(void) {
   /* a FIFO at OUT is written to, not replaced by a regular file */
   snprintf(p, sizeof p, "%s/fifo", tmp);
   IL_CHECK(mkfifo(p, 0600) == 0);
-  IL_CHECK_INT(run("(cat %s > %s/fifo.out &) ; %s logits --tokens 1,2 -o %s 2>&1; sleep 0.2", p, tmp, cli, p), 0);
+  IL_CHECK_INT(run("cat %s > %s/fifo.out & c=$!; %s logits --tokens 1,2 -o %s 2>&1; wait $c", p, tmp, cli, p), 0);
   IL_CHECK(lstat(p, &sl) == 0 && S_ISFIFO(sl.st_mode));
   snprintf(p, sizeof p, "%s/fifo.out", tmp);
   IL_CHECK(stat(p, &sl) == 0 && sl.st_size == 2 * 512 * 4);
@@ -345,7 +345,7 @@ static void test_watch_json_utf8(void) {
 static void test_bench_stream_and_interrupt(void) {
   IL_CHECK_INT(run("cd %s && (%s bench --gen 40,41,42,43,44,45,46,47,48,49 -r 3 --warmup 0 --roofline-ms 0 -p 4 --no-gpu "
                    "-t 1 > bs.out 2> bs.err & pid=$!; "
-                   "for i in $(seq 200); do grep -q '^| 1 | 4 | 40 ' bs.out && break; sleep 0.05; done; "
+                   "while kill -0 $pid 2>/dev/null && ! grep -q '^| 1 | 4 | 40 ' bs.out; do sleep 0.05; done; "
                    "kill -INT $pid; wait $pid; echo $? > bs.rc)",
                    tmp, cli),
                0);

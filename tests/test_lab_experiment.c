@@ -170,8 +170,9 @@ static void test_cmd(const char *tmp) {
   il_experiment_effect e;
   IL_CHECK_OK(il_experiment_effect_of(&x, 0, &e)); /* duration */
   printf("cmd duration: %.3f s vs %.3f s, ratio %.2f\n", e.a.mean, e.b.mean, e.ratio.ratio);
-  IL_CHECK(e.b.mean >= 0.15 && e.a.mean < e.b.mean);
-  IL_CHECK(e.ratio.ratio > 1);
+  /* lower bounds only (a sleep lasts at least its time; how much longer depends on load);
+   * which arm ran which value is checked in the variant's log below */
+  IL_CHECK(e.a.mean >= 0.01 && e.b.mean >= 0.15);
   IL_CHECK_OK(il_experiment_write_summary(&x, NULL));
   char path[2400], line[256] = "";
   snprintf(path, sizeof path, "%s/logs/run-001-variant.log", x.dir);
