@@ -13,6 +13,68 @@ static const il_cli_flag *il__find_flag(const il_cli_flag *flags, int n, const c
   return NULL;
 }
 
+size_t il_cli_edit_distance(const char *a, const char *b) {
+  /* Levenshtein distance with adjacent transpositions counted as one edit (optimal string
+   * alignment), over at most 63 bytes of each: enough for option and command names */
+  enum { L = 64 };
+  size_t n = strlen(a), m = strlen(b);
+  if (n >= L) n = L - 1;
+  if (m >= L) m = L - 1;
+  size_t d[L][L];
+  for (size_t i = 0; i <= n; i++) d[i][0] = i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[n][m];
+}
+
+/* Keeps cand in *best when it is nearer to word than what *best holds. A candidate that starts
+ * the word, or that the word starts, of at least 3 letters (--temperature for --temp, --thr
+ * for --threads) counts as one edit away. */
+static void il__consider(const char *word, const char *cand, const char **best, size_t *best_d) {
+  if (!cand || !*cand) return;
+  size_t d = il_cli_edit_distance(word, cand);
+  const size_t lw = strlen(word), lc = strlen(cand);
+  if (d > 1 && lw >= 3 && lc >= 3 && !strncmp(word, cand, lw < lc ? lw : lc)) d = 1;
+  if (d < *best_d) {
+    *best_d = d;
+    *best = cand;
+  }
+}
+
+/* A typo is at most a third of the word's letters away (one for short words). */
+static const char *il__near_enough(const char *word, const char *best, size_t best_d) {
+  size_t limit = strlen(word) / 3;
+  if (limit < 1) limit = 1;
+  return best && best_d <= limit ? best : NULL;
+}
+
+const char *il_cli_suggest(const char *word, const char *const *cands, int n) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (int i = 0; i < n; i++) il__consider(word, cands[i], &best, &best_d);
+  return il__near_enough(word, best, best_d);
+}
+
+/* The flag or engine option nearest to the unknown long option `name`, or NULL. */
+static const char *il__suggest_option(const char *name, const il_cli_flag *flags, int n_flags, const il_config *cfg,
+                                      const il_request_opts *req) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (int i = 0; i < n_flags; i++) il__consider(name, flags[i].name, &best, &best_d);
+  for (const il_opt *o = cfg ? il_config_options() : NULL; o && o->name; o++)
+    if (!o->request || req) il__consider(name, o->name, &best, &best_d);
+  if (cfg) il__consider(name, "config", &best, &best_d);
+  return il__near_enough(name, best, best_d);
+}
+
 int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_request_opts *req, const il_cli_flag *flags,
                  int n_flags, const char **pos, int max_pos, int *n_pos) {
   *n_pos = 0;
@@ -84,7 +146,11 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_requ
       continue;
     }
     const il_opt *o = cfg ? (short_flag ? il_config_find_short(short_flag) : il_config_find(name)) : NULL;
-    if (!o) return il_cli_usage_error(cmd, "unknown option '%s'", a);
+    if (!o) {
+      const char *near = short_flag ? NULL : il__suggest_option(name, flags, n_flags, cfg, req);
+      if (near) return il_cli_usage_error(cmd, "unknown option '%s'; did you mean '--%s'?", a, near);
+      return il_cli_usage_error(cmd, "unknown option '%s'", a);
+    }
     if (o->request && !req)
       return il_cli_usage_error(cmd, "--%s is a generation option; '%s' does not generate text", o->name, cmd);
     char where[160];

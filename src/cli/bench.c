@@ -40,6 +40,7 @@ static void il__bench_help(void) {
          "      --csv                one CSV row per combination\n"
          "      --jsonl              one JSON line per repetition\n"
          "      --report FILE        also write a self-contained HTML report with SVG charts\n"
+         "      --html FILE          the same as --report FILE\n"
          "  -o, --output FILE        write the table/JSON/CSV to FILE instead of stdout\n"
          "  -q, --quiet              no progress line on stderr\n"
          "measurement:\n"
@@ -115,7 +116,7 @@ int il_cli_bench(int argc, char **argv) {
       {"report", 0, true, &report, NULL},         {"output", 'o', true, &output, NULL},
       {"quiet", 'q', false, NULL, &quiet},        {"roofline-ms", 0, true, &roof_s, NULL},
       {"no-gpu", 0, false, NULL, &no_gpu},        {"nvml-lib", 0, true, &nvml, NULL},
-      {"interval", 0, true, &interval_s, NULL},
+      {"interval", 0, true, &interval_s, NULL},   {"html", 0, true, &report, NULL},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[n++] = own[i];
 

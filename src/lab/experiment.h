@@ -66,7 +66,7 @@ typedef struct {
   int n_runs[2];
   double *v[2];                 /* [run * IL_EXP_MAX_METRICS + metric], owned */
   int failures[2];              /* command runs with a non-zero exit, engine runs that failed: not samples */
-  char first_error[2][512];       /* the first failure's message per arm */
+  char first_error[2][1024];       /* the first failure's message per arm */
   il_bench_result steps[2];     /* engine mode: every run's samples and decode steps per arm */
 } il_experiment;
 

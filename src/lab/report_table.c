@@ -111,7 +111,13 @@ void il_report_table_row(const il_report *r, int i, FILE *f) {
     fprintf(f, " %s |", v);
   }
   if (res->status != IL_OK) {
-    fprintf(f, " error: %s |\n", res->error);
+    /* one table row: the error's first line, without the cell separator; a longer report
+     * (the OOM report's device, cause and fix lines) is on stderr and in --json whole */
+    const char *e = res->error;
+    size_t n = strcspn(e, "\n");
+    fputs(" error: ", f);
+    for (size_t k = 0; k < n; k++) fputc(e[k] == '|' ? '/' : e[k], f);
+    fprintf(f, "%s |\n", e[n] ? " (the whole report is on stderr)" : "");
     fflush(f);
     return;
   }
