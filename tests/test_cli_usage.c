@@ -125,6 +125,72 @@ static void test_quant_notes(void) {
   IL_CHECK(strstr(out, "--report lists each") != NULL);
 }
 
+/* Writes a shell script to tmp/NAME and runs it with sh; its stdout into out. */
+static int script(const char *name, const char *body) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/%s", tmp, name);
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  fputs(body, f);
+  fclose(f);
+  return run("cd %s && IL_CLI=%s sh %s", tmp, cli, path);
+}
+
+/* Waits (no deadline of its own: ctest's timeout ends a hang) until process $1 blocks in
+ * read(2) (syscall 0 on x86-64, the first field of /proc/PID/syscall), i.e. sits at the prompt. */
+static const char *wait_read_sh =
+    "wait_read() { while kill -0 $1 2>/dev/null; do\n"
+    "  [ \"$(cut -d' ' -f1 /proc/$1/syscall 2>/dev/null)\" = 0 ] && return 0; sleep 0.02; done; return 1; }\n";
+
+/* chat: Ctrl-C during a reply stops it and returns to the prompt with the conversation kept
+ * (the next turn's prompt holds the stopped reply); Ctrl-C at the prompt ends with 130. The
+ * replies are asked 16000 tokens long, so the signal always lands inside one. */
+static void test_chat_interrupt(void) {
+  if (access("/proc/self/syscall", R_OK) != 0) {
+    printf("SKIP (part): /proc/PID/syscall unreadable: chat's Ctrl-C not checked\n");
+    return;
+  }
+  char body[4096];
+  snprintf(body, sizeof body,
+           "%s"
+           "rm -f in; mkfifo in\n"
+           "$IL_CLI chat -m builtin:tiny -c 16384 -n 16000 --ignore-eos --stats < in > chat.out 2> chat.err & pid=$!\n"
+           "exec 3> in\n"
+           "echo hello >&3\n"
+           "while kill -0 $pid 2>/dev/null && [ ! -s chat.out ]; do sleep 0.02; done\n"
+           "kill -INT $pid\n"
+           "while kill -0 $pid 2>/dev/null && ! grep -q stopped chat.err; do sleep 0.02; done\n"
+           "while kill -0 $pid 2>/dev/null && ! grep -q 'prompt tokens' chat.err; do sleep 0.02; done\n"
+           "size=$(wc -c < chat.out)\n" /* the first reply and its newline are out */
+           "echo second >&3\n"
+           "while kill -0 $pid 2>/dev/null && [ \"$(wc -c < chat.out)\" -le $size ]; do sleep 0.02; done\n"
+           "kill -INT $pid\n"
+           "while kill -0 $pid 2>/dev/null && [ \"$(grep -c stopped chat.err)\" != 2 ]; do sleep 0.02; done\n"
+           "wait_read $pid && kill -INT $pid\n"
+           "wait $pid; echo \"rc=$?\"\n"
+           "exec 3>&-\n",
+           wait_read_sh);
+  IL_CHECK_INT(script("chat.sh", body), 0);
+  IL_CHECK(strstr(out, "rc=130") != NULL);
+  if (!strstr(out, "rc=130")) fprintf(stderr, "script said: %s\n", out);
+  char p[400];
+  snprintf(p, sizeof p, "%s/chat.err", tmp);
+  char *err = il_test_read_file(p, NULL);
+  IL_CHECK(err != NULL);
+  if (!err) return;
+  int np[2] = {-1, -1}, ng[2] = {-1, -1}, k = 0;
+  for (const char *q = strstr(err, "\n["); q && k < 2; q = strstr(q + 1, "\n[")) {
+    int reused;
+    if (sscanf(q, "\n[%d prompt tokens (%d reused), %d generated", &np[k], &reused, &ng[k]) == 3) k++;
+  }
+  IL_CHECK_INT(k, 2);
+  IL_CHECK(strstr(err, "cancelled]") != NULL);
+  IL_CHECK(ng[0] > 0 && ng[0] < 16000); /* stopped early */
+  IL_CHECK(np[1] >= np[0] + ng[0]);    /* the stopped reply is in the second turn's prompt */
+  if (il_test_failed) fprintf(stderr, "chat stderr:\n%s\n", err);
+  free(err);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli) IL_SKIP("IL_CLI is not set (run through ctest)");
@@ -133,6 +199,7 @@ int main(void) {
   test_bench();
   test_convert_quant();
   test_quant_notes();
+  test_chat_interrupt();
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf %s", tmp);
   il_test_run(rm, NULL, 0);
