@@ -140,7 +140,8 @@ static int script(const char *name, const char *body) {
  * read(2) (syscall 0 on x86-64, the first field of /proc/PID/syscall), i.e. sits at the prompt. */
 static const char *wait_read_sh =
     "wait_read() { while kill -0 $1 2>/dev/null; do\n"
-    "  [ \"$(cut -d' ' -f1 /proc/$1/syscall 2>/dev/null)\" = 0 ] && return 0; sleep 0.02; done; return 1; }\n";
+    "  [ \"$(cat /proc/$1/comm 2>/dev/null)\" = inferlab ] && "
+    "[ \"$(cut -d' ' -f1 /proc/$1/syscall 2>/dev/null)\" = 0 ] && return 0; sleep 0.02; done; return 1; }\n";
 
 /* chat: Ctrl-C during a reply stops it and returns to the prompt with the conversation kept
  * (the next turn's prompt holds the stopped reply); Ctrl-C at the prompt ends with 130. The
@@ -191,6 +192,50 @@ static void test_chat_interrupt(void) {
   free(err);
 }
 
+/* Waits until process $1 is inferlab (not the shell's fork before exec, which also catches
+ * SIGINT) and catches SIGINT (bit 1 of SigCgt in /proc/PID/status): its handler is in place,
+ * so a Ctrl-C now is the command's to handle. */
+static const char *wait_sigint_sh =
+    "wait_sigint() { while kill -0 $1 2>/dev/null; do\n"
+    "  [ \"$(cat /proc/$1/comm 2>/dev/null)\" = inferlab ] || { sleep 0.02; continue; }\n" /* exec'd, not sh's fork */
+    "  m=$(awk '/^SigCgt:/ {print $2}' /proc/$1/status 2>/dev/null)\n"
+    "  [ -n \"$m\" ] && [ $(( 0x$m & 2 )) -ne 0 ] && return 0; sleep 0.02; done; return 1; }\n";
+
+/* eval: Ctrl-C prints the figures of the windows measured so far (exit 130), and they are the
+ * figures a run of exactly that many windows (--chunks N) gives. */
+static void test_eval_interrupt(void) {
+  char body[4096];
+  snprintf(body, sizeof body,
+           "%s"
+           "for i in $(seq 40); do cat %s/README.md; done > big.txt\n"
+           "$IL_CLI eval -m builtin:tiny --text big.txt --ctx 64 > ev.out 2> ev.err & pid=$!\n"
+           "wait_sigint $pid && kill -INT $pid\n"
+           "wait $pid; echo \"rc=$?\"\n",
+           wait_sigint_sh, getenv("IL_SRC") ? getenv("IL_SRC") : "..");
+  IL_CHECK_INT(script("eval.sh", body), 0);
+  IL_CHECK(strstr(out, "rc=130") != NULL);
+  char p[400];
+  snprintf(p, sizeof p, "%s/ev.err", tmp);
+  char *err = il_test_read_file(p, NULL);
+  snprintf(p, sizeof p, "%s/ev.out", tmp);
+  char *res = il_test_read_file(p, NULL);
+  int tokens = -1, windows = -1, done = -1, planned = -1;
+  const char *a = err ? strstr(err, "big.txt: ") : NULL, *b = err ? strstr(err, "interrupted: ") : NULL;
+  IL_CHECK(a && sscanf(a, "big.txt: %d tokens, %d windows", &tokens, &windows) == 2);
+  IL_CHECK(b && sscanf(b, "interrupted: %d of %d windows", &done, &planned) == 2);
+  IL_CHECK(done >= 1 && done == windows && planned == tokens / 64 && done < planned);
+  double ppl = -1, ppl_n = -2;
+  IL_CHECK(res && sscanf(res, "perplexity %lf", &ppl) == 1);
+  if (done >= 1) {
+    IL_CHECK_INT(run("cd %s && %s eval -m builtin:tiny --text big.txt --ctx 64 --chunks %d 2>/dev/null", tmp, cli, done), 0);
+    IL_CHECK(sscanf(out, "perplexity %lf", &ppl_n) == 1);
+    IL_CHECK_NEAR(ppl, ppl_n, 1e-9);
+  }
+  if (il_test_failed) fprintf(stderr, "eval stderr:\n%s\nstdout:\n%s\n", err ? err : "", res ? res : "");
+  free(err);
+  free(res);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli) IL_SKIP("IL_CLI is not set (run through ctest)");
@@ -200,6 +245,7 @@ int main(void) {
   test_convert_quant();
   test_quant_notes();
   test_chat_interrupt();
+  test_eval_interrupt();
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf %s", tmp);
   il_test_run(rm, NULL, 0);
