@@ -236,6 +236,56 @@ static void test_eval_interrupt(void) {
   free(res);
 }
 
+/* experiment: Ctrl-C ends it after the run being measured, with the summary of the runs done
+ * written (summary.txt counts the runs samples.jsonl holds) and --show reading the folder;
+ * exit 130. With --cmd, Ctrl-C at a terminal reaches the command's process group too: the
+ * command killed by it is not a sample. */
+static void test_experiment_interrupt(void) {
+  char body[4096];
+  snprintf(body, sizeof body,
+           "%s"
+           "$IL_CLI experiment -p 8 --gen 64 --repeat 500 --change threads=1 --out xi -q --no-gpu > x.out 2> x.err & pid=$!\n"
+           "while kill -0 $pid 2>/dev/null && [ \"$(cat xi/*/samples.jsonl 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.02; done\n"
+           "wait_sigint $pid && kill -INT $pid\n"
+           "wait $pid; echo \"rc=$?\"\n"
+           "d=$(ls -d xi/*/)\n"
+           "echo \"lines=$(wc -l < $d/samples.jsonl)\"\n"
+           "$IL_CLI experiment --show $d > show.out; echo \"show=$?\"\n"
+           /* --cmd in a process group of its own, signalled as a terminal would */
+           "setsid $IL_CLI experiment --cmd 'sleep {}' --values 30,31 --repeat 3 --out xc -q --no-gpu > c.out 2> c.err & pid=$!\n"
+           /* the first command runs (the experiment ignores SIGINT while it waits for one) */
+           "while kill -0 $pid 2>/dev/null && ! ps -o comm= -g $pid | grep -q '^sleep'; do sleep 0.02; done\n"
+           "kill -INT -$pid\n"
+           "wait $pid; echo \"cmdrc=$?\"\n",
+           wait_sigint_sh);
+  IL_CHECK_INT(script("exp.sh", body), 0);
+  IL_CHECK(strstr(out, "rc=130") != NULL);
+  IL_CHECK(strstr(out, "show=0") != NULL);
+  IL_CHECK(strstr(out, "cmdrc=130") != NULL);
+  int lines = -1;
+  const char *l = strstr(out, "lines=");
+  IL_CHECK(l && sscanf(l, "lines=%d", &lines) == 1 && lines >= 3);
+  char p[400];
+  snprintf(p, sizeof p, "%s/x.out", tmp);
+  char *sum = il_test_read_file(p, NULL);
+  int done = -1, of = -1;
+  const char *i = sum ? strstr(sum, "interrupted (Ctrl-C) after ") : NULL;
+  IL_CHECK(i && sscanf(i, "interrupted (Ctrl-C) after %d of %d runs", &done, &of) == 2);
+  IL_CHECK_INT(done, lines);
+  IL_CHECK_INT(of, 1000);
+  snprintf(p, sizeof p, "%s/show.out", tmp);
+  char *show = il_test_read_file(p, NULL);
+  IL_CHECK(show && strstr(show, "interrupted (Ctrl-C) after") != NULL);
+  snprintf(p, sizeof p, "%s/c.out", tmp);
+  char *c = il_test_read_file(p, NULL);
+  IL_CHECK(c && strstr(c, "interrupted (Ctrl-C) after 0 of 6 runs") != NULL);
+  IL_CHECK(c && strstr(c, "failures: baseline 0, variant 0") != NULL); /* the killed command is no failed sample */
+  if (il_test_failed) fprintf(stderr, "script: %s\nsummary: %s\ncmd summary: %s\n", out, sum ? sum : "", c ? c : "");
+  free(sum);
+  free(show);
+  free(c);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli) IL_SKIP("IL_CLI is not set (run through ctest)");
@@ -246,6 +296,7 @@ int main(void) {
   test_quant_notes();
   test_chat_interrupt();
   test_eval_interrupt();
+  test_experiment_interrupt();
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf %s", tmp);
   il_test_run(rm, NULL, 0);

@@ -1,6 +1,7 @@
 /* cli/experiment: `inferlab experiment`: baseline vs a variant that changes exactly one
  * option, interleaved, with ratios, intervals and an evidence folder; `--show DIR` prints a
  * past one again. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,16 @@ static void il__experiment_help(void) {
          "  inferlab bench --config runs/2026-01-15T103000Z-batch-8/baseline.conf --prompt 128\n"
          "\nexit codes: 0 ok (whatever the verdicts), 1 runtime failure, 64 usage (including a second\n"
          "            --change without --allow-multi), 66 --show folder or model not found,\n"
-         "            65/69/71 as for bench, 73 the --out folder cannot be written\n");
+         "            65/69/71 as for bench, 73 the --out folder cannot be written,\n"
+         "            130 Ctrl-C (after the summary of the runs done is written)\n"
+         "Ctrl-C ends the experiment after the run being measured; the evidence folder gets the\n"
+         "summary of the runs done, so --show reads it.\n");
+}
+
+static volatile sig_atomic_t il__exp_stop;
+static void il__exp_on_sigint(int sig) {
+  (void)sig;
+  il__exp_stop = 1;
 }
 
 int il_cli_experiment(int argc, char **argv) {
@@ -159,10 +169,23 @@ int il_cli_experiment(int argc, char **argv) {
   }
   if (st == IL_OK) {
     if (!quiet) fprintf(stderr, "inferlab experiment: evidence in %s/\n", x->dir);
+    /* Ctrl-C: the run being measured finishes (or, with --cmd, ends with the command), then
+     * the summary of the runs done is written as usual */
+    struct sigaction sa, old_int;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = il__exp_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    x->stop = &il__exp_stop;
     st = il_experiment_run(x, NULL, NULL);
+    sigaction(SIGINT, &old_int, NULL);
   }
   if (st == IL_OK) st = il_experiment_write_summary(x, stdout);
   int code = st == IL_OK ? IL_EXIT_OK : il_cli_fail("experiment", st);
+  if (code == IL_EXIT_OK && x->interrupted) {
+    fprintf(stderr, "inferlab experiment: interrupted; the summary above (and in %s/) is of the runs done\n", x->dir);
+    code = 130;
+  }
   for (int a = 0; a < 2 && code == IL_EXIT_OK; a++)
     if (x->failures[a] >= x->repeat) {
       fprintf(stderr, "inferlab experiment: every %s run failed (%s)\n", a ? "variant" : "baseline", x->first_error[a]);

@@ -19,6 +19,7 @@
 #ifndef IL_LAB_EXPERIMENT_H
 #define IL_LAB_EXPERIMENT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -56,6 +57,11 @@ typedef struct {
   int n_boot;                   /* 2000 */
   uint64_t seed;                /* bootstrap seed */
   FILE *progress;               /* status line per run, or NULL */
+  /* may be NULL; non-zero (a SIGINT handler sets it) ends the experiment before the next run,
+   * as does a --cmd run ended by SIGINT (Ctrl-C reaches the command too): interrupted is set
+   * and the summary is of the runs done */
+  volatile sig_atomic_t *stop;
+  bool interrupted;
   const char *command_line;     /* for command.txt */
   char *const *environ_list;    /* for the doctor snapshot */
   /* results */
