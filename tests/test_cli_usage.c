@@ -286,6 +286,40 @@ static void test_experiment_interrupt(void) {
   free(c);
 }
 
+/* A progress line on a terminal is ended when Ctrl-C kills the command, so the shell's prompt
+ * (here "[after") does not join it. `script` gives the command a terminal; env resets SIGINT
+ * to its default (a background job of sh starts with it ignored). */
+static void test_progress_line_interrupt(void) {
+  if (run("command -v script >/dev/null && env --default-signal=INT true 2>/dev/null") != 0) {
+    printf("SKIP (part): no 'script' or no 'env --default-signal': the progress line on Ctrl-C is not checked\n");
+    return;
+  }
+  char body[4096];
+  snprintf(body, sizeof body,
+           "%s"
+           "INFERLAB_PROGRESS_DELAY_MS=0 env --default-signal=INT $IL_CLI convert builtin:1b --type q4_0 -o big.gguf & p=$!\n"
+           "wait_sigint $p && kill -INT $p\n"
+           "wait $p; printf '[after rc=%%s]' $?\n",
+           wait_sigint_sh);
+  char path[400];
+  snprintf(path, sizeof path, "%s/progress.sh", tmp);
+  FILE *f = fopen(path, "w");
+  IL_CHECK(f != NULL);
+  if (!f) return;
+  fputs(body, f);
+  fclose(f);
+  IL_CHECK_INT(run("cd %s && IL_CLI=%s script -qec 'sh %s' /dev/null", tmp, cli, path), 0);
+  const char *line = strstr(out, "converting builtin:1b ...");
+  const char *after = strstr(out, "[after rc=130]");
+  IL_CHECK(line && after && line < after);
+  if (line && after) {
+    /* between the line and the prompt: the erase (CR, erase-to-end) */
+    char between[256];
+    snprintf(between, sizeof between, "%.*s", (int)(after - line < 255 ? after - line : 255), line);
+    IL_CHECK(strstr(between, "\r\033[K") != NULL);
+  }
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli) IL_SKIP("IL_CLI is not set (run through ctest)");
@@ -297,6 +331,7 @@ int main(void) {
   test_chat_interrupt();
   test_eval_interrupt();
   test_experiment_interrupt();
+  test_progress_line_interrupt();
   char rm[300];
   snprintf(rm, sizeof rm, "rm -rf %s", tmp);
   il_test_run(rm, NULL, 0);

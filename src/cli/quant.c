@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "core/jsonw.h"
 #include "memory/mem.h"
 #include "model/quantize.h"
@@ -214,7 +215,9 @@ int il_cli_quant(int argc, char **argv) {
       .notes = NULL, /* each tensor's note is in the report: one summary line below */
   };
   il_quant_report r;
+  if (p.progress) il_cli_progress_guard_begin(); /* a Ctrl-C ends the bar's line first */
   il_status st = il_quant_model(cfg.model, output, &p, &r);
+  il_cli_progress_guard_end();
   if (st != IL_OK) return il_cli_fail("quant", st);
   if (r.requantized)
     fprintf(stderr, "warning: %s already has quantized tensors (%s); quantizing them again adds to their error "
