@@ -244,7 +244,7 @@ static void test_experiment_interrupt(void) {
   char body[4096];
   snprintf(body, sizeof body,
            "%s"
-           "$IL_CLI experiment -p 8 --gen 64 --repeat 500 --change threads=1 --out xi -q --no-gpu > x.out 2> x.err & pid=$!\n"
+           "$IL_CLI experiment -p 8 --gen 64 -r 500 --change threads=1 -o xi -q --no-gpu > x.out 2> x.err & pid=$!\n"
            "while kill -0 $pid 2>/dev/null && [ \"$(cat xi/*/samples.jsonl 2>/dev/null | wc -l)\" -lt 3 ]; do sleep 0.02; done\n"
            "wait_sigint $pid && kill -INT $pid\n"
            "wait $pid; echo \"rc=$?\"\n"
@@ -252,7 +252,7 @@ static void test_experiment_interrupt(void) {
            "echo \"lines=$(wc -l < $d/samples.jsonl)\"\n"
            "$IL_CLI experiment --show $d > show.out; echo \"show=$?\"\n"
            /* --cmd in a process group of its own, signalled as a terminal would */
-           "setsid $IL_CLI experiment --cmd 'sleep {}' --values 30,31 --repeat 3 --out xc -q --no-gpu > c.out 2> c.err & pid=$!\n"
+           "setsid $IL_CLI experiment --cmd 'sleep {}' --values 30,31 -r 3 -o xc -q --no-gpu > c.out 2> c.err & pid=$!\n"
            /* the first command runs (the experiment ignores SIGINT while it waits for one) */
            "while kill -0 $pid 2>/dev/null && ! ps -o comm= -g $pid | grep -q '^sleep'; do sleep 0.02; done\n"
            "kill -INT -$pid\n"
@@ -320,11 +320,36 @@ static void test_progress_line_interrupt(void) {
   }
 }
 
+/* One flag, one meaning: the new spellings work; the old ones still work and say so once. */
+static void test_renamed_flags(void) {
+  IL_CHECK_INT(run("%s bench --parallel 1 -p 4 --gen 2 -r 1 --warmup 0 --roofline-ms 0 -q --no-gpu 2>&1", cli), 0);
+  IL_CHECK(strstr(out, "note:") == NULL);
+  IL_CHECK(strstr(out, "\n| 1 | 4 | 2 |") != NULL);
+  IL_CHECK_INT(run("%s bench --batch 1 -p 4 --gen 2 --reps 1 --warmup 0 --roofline-ms 0 -q --no-gpu 2>&1", cli), 0);
+  IL_CHECK(strstr(out, "note: --batch is the old spelling of --parallel") != NULL);
+  IL_CHECK(strstr(out, "note: --reps is the old spelling of -r/--repetitions") != NULL);
+  IL_CHECK(strstr(out, "\n| 1 | 4 | 2 |") != NULL); /* and it measured what --parallel would */
+  IL_CHECK_INT(run("cd %s && %s experiment --parallel 1 -p 4 --gen 2 --repeat 1 --warmup 0 --out old -q --no-gpu "
+                   "--change parallel=2 2>&1 && ls -d old/*/",
+                   tmp, cli),
+               0);
+  IL_CHECK(strstr(out, "note: --repeat is the old spelling of -r/--repetitions") != NULL);
+  IL_CHECK(strstr(out, "note: --out is the old spelling of -o/--output") != NULL);
+  IL_CHECK(strstr(out, "experiment: parallel 1 -> 2") != NULL);
+  IL_CHECK(strstr(out, "old/") != NULL);
+  /* monitor: -n/--count is the count (-c is the context length everywhere else) */
+  IL_CHECK_INT(run("%s monitor -c 1 --nvml-lib /nonexistent.so 2>&1", cli), 66);
+  IL_CHECK(strstr(out, "note: -c is the old spelling of -n/--count") != NULL);
+  IL_CHECK_INT(run("%s monitor -n 1 --nvml-lib /nonexistent.so 2>&1", cli), 66);
+  IL_CHECK(strstr(out, "note:") == NULL);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli) IL_SKIP("IL_CLI is not set (run through ctest)");
   snprintf(tmp, sizeof tmp, "%s", il_test_tmpdir());
   test_suggest();
+  test_renamed_flags();
   test_bench();
   test_convert_quant();
   test_quant_notes();

@@ -220,7 +220,7 @@ static void test_experiment(void) {
   const char *work = "-m builtin:tiny -p 16 --gen 16 --no-gpu";
   il__proc ref = il__timed("%s bench %s -r 1 --warmup 1 --roofline-ms 0 -q", cli, work);
   IL_CHECK_INT(ref.code, 0);
-  il__proc p = il__timed("%s experiment %s --repeat 2 --change threads=1 --out %s/xe -q", cli, work, tmp);
+  il__proc p = il__timed("%s experiment %s -r 2 --change threads=1 -o %s/xe -q", cli, work, tmp);
   IL_CHECK_INT(p.code, 0);
   IL_CHECK_INT(il__samples("xe"), 0);
   double sum = 0;
@@ -240,7 +240,7 @@ static void test_experiment(void) {
    * forked child starts with), so at most that command's peak measured alone here */
   il__proc one = il__timed("%s run -m builtin:tiny -p Hi -n 16 --no-echo", cli);
   IL_CHECK_INT(one.code, 0);
-  p = il__timed("%s experiment --cmd '%s run -m builtin:tiny -p Hi -n {} --no-echo' --values 8,16 --repeat 2 --out %s/xc -q --no-gpu",
+  p = il__timed("%s experiment --cmd '%s run -m builtin:tiny -p Hi -n {} --no-echo' --values 8,16 -r 2 -o %s/xc -q --no-gpu",
                 cli, cli, tmp);
   IL_CHECK_INT(p.code, 0);
   IL_CHECK_INT(il__samples("xc"), 0);

@@ -75,6 +75,28 @@ static const char *il__suggest_option(const char *name, const il_cli_flag *flags
   return il__near_enough(name, best, best_d);
 }
 
+/* Old spellings kept working, each printing a note once: one flag, one meaning across the
+ * commands (docs/cli.md, "One flag, one meaning"). */
+static const struct {
+  const char *cmd, *old, *now, *why;
+} il__renamed[] = {
+    {"bench", "reps", "repetitions", "-r/--repetitions, as llama-bench spells it"},
+    {"experiment", "repeat", "repetitions", "-r/--repetitions, as bench and llama-bench spell it"},
+    {"bench", "batch", "parallel", "--parallel (parallel sequences, llama-server's -np); --batch is tokens per forward pass in run, chat, serve and plan"},
+    {"experiment", "batch", "parallel", "--parallel (parallel sequences, llama-server's -np); --batch is tokens per forward pass in run, chat, serve and plan"},
+    {"experiment", "out", "output", "-o/--output, as in bench"},
+};
+
+/* The current name of a renamed long option of cmd (noting the change on stderr), or name. */
+static const char *il__current_name(const char *cmd, const char *name) {
+  for (size_t i = 0; i < sizeof il__renamed / sizeof il__renamed[0]; i++)
+    if (!strcmp(cmd, il__renamed[i].cmd) && !strcmp(name, il__renamed[i].old)) {
+      fprintf(stderr, "inferlab %s: note: --%s is the old spelling of %s; it still works\n", cmd, name, il__renamed[i].why);
+      return il__renamed[i].now;
+    }
+  return name;
+}
+
 int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_request_opts *req, const il_cli_flag *flags,
                  int n_flags, const char **pos, int max_pos, int *n_pos) {
   *n_pos = 0;
@@ -120,6 +142,8 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_requ
       memcpy(name, a + 2, len);
       name[len] = 0;
       if (eq) inline_val = eq + 1;
+      const char *now = il__current_name(cmd, name);
+      if (now != name) snprintf(name, sizeof name, "%s", now);
     } else if (!strcmp(a, "-ngl")) { /* llama.cpp's spelling of --gpu-layers */
       snprintf(name, sizeof name, "gpu-layers");
     } else {
