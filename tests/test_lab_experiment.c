@@ -1,5 +1,5 @@
 /* tests/test_lab_experiment: the one-change rule (two changes refused unless --allow-multi,
- * a no-op change refused, bad keys and values named), the A B A B interleaving seen by a
+ * a no-op change refused, bad keys and values named), the A B B A interleaving seen by a
  * recording runner, the ratio/verdict of known effects, the evidence folder (configs that
  * load back and differ in exactly the changed key, summary.json valid JSON, --show), and the
  * --cmd runner on a real shell command. */
@@ -65,7 +65,7 @@ static void test_rules(void) {
   IL_CHECK_STR(x.cmd_b, "echo on on");
   char order[16];
   il_experiment_order(4, order);
-  IL_CHECK_STR(order, "ABABABAB");
+  IL_CHECK_STR(order, "ABBAABBA"); /* each arm first in half the pairs */
   il_experiment_free(&x);
 }
 
@@ -84,7 +84,7 @@ static void test_run_and_evidence(const char *tmp) {
   IL_CHECK(strstr(x.dir, "-batch-4") != NULL);
   recorder rec = {{0}, 0};
   IL_CHECK_OK(il_experiment_run(&x, fake_run, &rec));
-  IL_CHECK_STR(rec.seen, "ABABABABABAB");
+  IL_CHECK_STR(rec.seen, "ABBAABBAABBA");
   IL_CHECK_INT(x.n_runs[0], 6);
   IL_CHECK_INT(x.n_runs[1], 6);
   il_experiment_effect e;

@@ -21,7 +21,7 @@ static void il__experiment_help(void) {
          "       inferlab experiment --cmd 'COMMAND with {}' --values BASELINE,VARIANT [-r 5]\n"
          "       inferlab experiment --show runs/2026-01-15T103000Z-batch-8/\n\n"
          "Runs the baseline configuration and a variant that differs in exactly one option on the\n"
-         "same workload, interleaved A B A B ..., and reports every metric's change as the ratio\n"
+         "same workload, interleaved A B B A ..., and reports every metric's change as the ratio\n"
          "variant/baseline with a 95%% bootstrap confidence interval, marked significant when the\n"
          "interval excludes 1. Each run loads the engine afresh, warms up and measures once.\n"
          "Everything is kept in an evidence folder OUT/<UTC time>-<change>/: env.json (doctor --json),\n"

@@ -1,5 +1,5 @@
 /* lab/experiment: the one-change method as code. A baseline and a variant that differs in
- * exactly one option run the same workload, interleaved A B A B ..., so slow drift on a
+ * exactly one option run the same workload, interleaved A B B A ..., so slow drift on a
  * noisy machine (thermal limits, other jobs) hits both arms alike; every metric's change is
  * reported as the ratio variant/baseline with a 95% bootstrap confidence interval
  * (lab/stats) and called significant when the interval excludes 1.
