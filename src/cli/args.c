@@ -204,7 +204,8 @@ void il_cli_print_options(FILE *f, const char *names) {
       if (!hit) continue;
     }
     char flag[64];
-    const char *arg = o->kind == IL_OPT_BOOL ? "" : o->kind == IL_OPT_STR ? " S" : " N";
+    /* N a whole number, X any number, S a word or text */
+    const char *arg = o->kind == IL_OPT_BOOL ? "" : o->kind == IL_OPT_STR ? " S" : o->kind == IL_OPT_FLOAT ? " X" : " N";
     if (o->short_flag) snprintf(flag, sizeof flag, "-%c, --%s%s", o->short_flag, o->name, arg);
     else snprintf(flag, sizeof flag, "    --%s%s", o->name, arg);
     il_config cfg;
@@ -214,11 +215,13 @@ void il_cli_print_options(FILE *f, const char *names) {
     req.prompt[0] = 0;
     char dflt[64], range[64] = "";
     il_config_format(&cfg, &req, o, dflt, sizeof dflt);
-    /* the default as it would be typed, then the accepted range */
-    if (o->kind == IL_OPT_INT)
+    /* the default as it would be typed, then the accepted range where it tells something (a
+     * bound like 1073741824 is the parser's, not advice): one format, [DEFAULT; MIN..MAX] */
+    const bool told = o->max <= 1e6;
+    if (o->kind == IL_OPT_INT && told)
       snprintf(range, sizeof range, "; %lld..%lld", (long long)o->min, (long long)o->max);
-    else if (o->kind == IL_OPT_FLOAT)
-      snprintf(range, sizeof range, "; %g%s..%g", o->min, o->min_open ? " (excluded)" : "", o->max);
+    else if (o->kind == IL_OPT_FLOAT && told)
+      snprintf(range, sizeof range, "; %s%g..%g", o->min_open ? "above " : "", o->min, o->max);
     fprintf(f, "  %-24s %s%s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
             o->kind != IL_OPT_BOOL ? dflt : "", range, *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
   }

@@ -31,11 +31,12 @@ static void il__chat_help(void) {
          "Ctrl-C stops the reply being generated and returns to the prompt (the conversation is\n"
          "kept); at the prompt it ends the chat.\n\n"
          "options:\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
          "    --system TEXT", "a system message first in the conversation",
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
-         "    --stats", "print tokens and speed of each reply to stderr");
-  il_cli_print_options(stdout, "model,wtype,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
+         "    --stats", "print tokens and speed of each reply to stderr",
+         "-n, --n-predict N", "most tokens per reply (-1 = until end or context full) [256]");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
                                "repeat-penalty,repeat-last-n,isa,repack,device,mem-limit,attn");
   printf("\nexamples:\n"
          "  inferlab chat -m smollm2-135m-instruct.gguf\n"

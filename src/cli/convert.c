@@ -23,7 +23,7 @@ static void il__convert_help(void) {
          "      --type T             f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q4_k | q5_k | q6_k (every\n"
          "                           2-D tensor in T; `inferlab quant` writes llama.cpp's mixes)\n"
          "                           [f32 for llama2c, else f16]\n"
-         "      --from FORMAT        source format: gguf (default; also builtin:NAME) | llama2c\n"
+         "      --from FORMAT        source format: gguf (also builtin:NAME) | llama2c [gguf]\n"
          "      --tokenizer FILE     llama2.c tokenizer file (tokenizer.bin, tok512.bin)\n"
          "  -t, --threads N          threads for generating built-in weights\n"
          "\nexamples:\n"
