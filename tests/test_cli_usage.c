@@ -364,6 +364,11 @@ static void test_help_format(void) {
   IL_CHECK(strstr(out, "-n, --n-predict N") != NULL && strstr(out, "[256]") != NULL);
   IL_CHECK_INT(run("printf 'Hi\\n' | %s chat -m builtin:tiny --ignore-eos --stats 2>&1 >/dev/null", cli), 0);
   IL_CHECK(strstr(out, " 256 generated in ") != NULL);
+  /* exit codes as the help says: plan without a device to size is a usage error */
+  IL_CHECK_INT(run("%s plan 2>&1", cli), 64);
+  IL_CHECK(strstr(out, "give --device sim:SIZE") != NULL);
+  IL_CHECK_INT(run("%s plan --help", cli), 0);
+  IL_CHECK(strstr(out, "64 usage (also: no --device)") != NULL);
   IL_CHECK_INT(run("%s tokenize --help", cli), 0);
   IL_CHECK(strstr(out, "--ids --parse-special") == NULL); /* the default: no flag needed */
 }

@@ -39,6 +39,9 @@ int il_cli_plan(int argc, char **argv) {
     il__plan_help();
     return IL_EXIT_OK;
   }
+  if (!strcmp(cfg.device, "cpu") || !cfg.device[0]) /* the default: plan was not told which device */
+    return il_cli_usage_error("plan", "plan sizes a device: give --device sim:SIZE (e.g. sim:8GiB) or cuda[:N] (the "
+                                      "host, --device cpu, has no budget to plan against)");
   il_plan p;
   il_status st = il_plan_run(&cfg, &p);
   if (st != IL_OK) return il_cli_fail("plan", st);
