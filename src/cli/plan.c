@@ -19,8 +19,8 @@ static void il__plan_help(void) {
   printf("\nexamples:\n"
          "  inferlab plan -m builtin:1b --wtype q4_0 --device sim:2GiB --ctx 4096\n"
          "  inferlab plan -m model.gguf --device sim:8GiB,ctx=300MiB -ngl auto --json\n"
-         "\nexit codes: 0 fits, 1 does not fit (fixes printed), 64 usage, 65 malformed model,\n"
-         "            66 model not found, 69 unsupported device\n");
+         "\nexit codes: 0 fits, 1 does not fit (fixes printed), 64 usage (also: no --device),\n"
+         "            65 malformed model, 66 model not found, 69 unsupported device\n");
 }
 
 int il_cli_plan(int argc, char **argv) {
