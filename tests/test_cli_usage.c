@@ -342,6 +342,12 @@ static void test_renamed_flags(void) {
   IL_CHECK(strstr(out, "note: --out is the old spelling of -o/--output") != NULL);
   IL_CHECK(strstr(out, "experiment: parallel 1 -> 2") != NULL);
   IL_CHECK(strstr(out, "old/") != NULL);
+  /* the summary: a default that stands for something with what it ran as; rates as plain numbers */
+  IL_CHECK_INT(run("cd %s && %s experiment -p 4 --gen 2 -r 1 --warmup 0 -o th -q --no-gpu --change threads=1 2>&1", tmp, cli), 0);
+  char want[64];
+  snprintf(want, sizeof want, "experiment: threads 0 (%ld here) -> 1", sysconf(_SC_NPROCESSORS_ONLN));
+  IL_CHECK(strstr(out, want) != NULL);
+  IL_CHECK(strstr(out, "tok/s") != NULL && strstr(out, "e+0") == NULL);
   /* monitor: -n/--count is the count (-c is the context length everywhere else) */
   IL_CHECK_INT(run("%s monitor -c 1 --nvml-lib /nonexistent.so 2>&1", cli), 66);
   IL_CHECK(strstr(out, "note: -c is the old spelling of -n/--count") != NULL);

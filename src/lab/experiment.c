@@ -471,6 +471,7 @@ static void il__fmt(const il_bench_metric_info *mi, double v, char *buf, size_t 
   if (!strcmp(mi->unit, "s")) snprintf(buf, n, "%.3f ms", v * 1e3);
   else if (!strcmp(mi->unit, "bytes")) snprintf(buf, n, "%.1f MiB", v / (1024.0 * 1024.0));
   else if (!strcmp(mi->unit, "fraction")) snprintf(buf, n, "%.1f%%", v * 100);
+  else if (fabs(v) >= 1000) snprintf(buf, n, "%.0f %s", v, mi->unit); /* 13140 tok/s, not 1.314e+04 */
   else snprintf(buf, n, "%.4g %s", v, mi->unit);
 }
 
@@ -482,7 +483,13 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
     for (int i = 0; i < x->n_changes; i++) {
       char before[IL_CONFIG_STR_MAX];
       il_sweep_get(&x->baseline, x->changes[i].name, before, sizeof before);
-      fprintf(f, "%s%s %s -> %s", i ? ", " : "", x->changes[i].name, before, x->changes[i].value);
+      char ran_as[IL_CONFIG_STR_MAX];
+      il__effective(&x->baseline, x->changes[i].name, ran_as, sizeof ran_as);
+      /* a default that stands for something (threads 0, isa "") with what it ran as */
+      if (strcmp(ran_as, before))
+        fprintf(f, "%s%s %s (%s here) -> %s", i ? ", " : "", x->changes[i].name, *before ? before : "\"\"", ran_as,
+                x->changes[i].value);
+      else fprintf(f, "%s%s %s -> %s", i ? ", " : "", x->changes[i].name, before, x->changes[i].value);
     }
     fprintf(f, "\nworkload:   %s, batch %d, prompt %d, gen %d, threads %d\n", x->baseline.cfg.model,
             x->baseline.cfg.n_seq, x->baseline.prompt, x->baseline.gen, x->steps[0].threads);
