@@ -199,6 +199,27 @@ int main(void) {
       fill(&wres[i], i, reps, gen);
     }
     il_report wrep = {&wide, wres, 8, &opt, &env, "inferlab bench --batch 1,2,4,8 --threads 1,16"};
+    /* the table's summary: each combination's context, and no roof named when neither is near */
+    for (int i = 0; i < 8; i++) {
+      wres[i].n_ctx = 64 * (i + 1);
+      wres[i].peak_gops = 100;
+      snprintf(wres[i].peak_name, sizeof wres[i].peak_name, "fma");
+      wres[i].sum[IL_BM_GEN_ROOF].mean = i == 0 ? 0.10 : 0.90;
+      wres[i].sum[IL_BM_GEN_PEAK].mean = 0.05;
+      wres[i].sum[IL_BM_PROMPT_ROOF].mean = 0.2;
+      wres[i].sum[IL_BM_PROMPT_PEAK].mean = 0.7;
+    }
+    snprintf(path, sizeof path, "%s/wide.txt", tmp);
+    f = fopen(path, "w");
+    IL_CHECK_OK(il_report_table_write(&wrep, f));
+    fclose(f);
+    char *tt = il_test_read_file(path, NULL);
+    IL_CHECK(tt && strstr(tt, "ctx 64 to 512 by combination") != NULL);
+    IL_CHECK(tt && strstr(tt, "generation below both limits (5% of the peak, 10% of the read bandwidth") != NULL);
+    IL_CHECK(tt && strstr(tt, "generation bandwidth-bound (5% of the peak, 90% of the read bandwidth)") != NULL);
+    IL_CHECK(tt && strstr(tt, "prompt compute-bound (70% of the peak, 20%") != NULL);
+    if (il_test_failed && tt) printf("%s\n", tt);
+    free(tt);
     snprintf(path, sizeof path, "%s/wide.html", tmp);
     f = fopen(path, "w");
     IL_CHECK_OK(il_report_html_write(&wrep, f));
