@@ -12,16 +12,8 @@
 
 static const char *cli;
 static char tmp[256];
-static char out[1 << 16], cmd[8192];
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  return il_test_run(cmd, out, sizeof out);
-}
+static char out[1 << 16];
+#define run(...) il_test_runf(out, sizeof out, __VA_ARGS__)
 
 static int count(const char *s, const char *what) {
   int n = 0;
