@@ -322,6 +322,8 @@ static void test_renamed_flags(void) {
   IL_CHECK_INT(run("%s bench --parallel 1 -p 4 --gen 2 -r 1 --warmup 0 --roofline-ms 0 -q --no-gpu 2>&1", cli), 0);
   IL_CHECK(strstr(out, "note:") == NULL);
   IL_CHECK(strstr(out, "\n| 1 | 4 | 2 |") != NULL);
+  IL_CHECK_INT(run("%s bench --parallel x 2>&1", cli), 64); /* an error names the flag as typed */
+  IL_CHECK(strstr(out, "--parallel: 'x' is not an integer") != NULL);
   IL_CHECK_INT(run("%s bench --batch 1 -p 4 --gen 2 --reps 1 --warmup 0 --roofline-ms 0 -q --no-gpu 2>&1", cli), 0);
   IL_CHECK(strstr(out, "note: --batch is the old spelling of --parallel") != NULL);
   IL_CHECK(strstr(out, "note: --reps is the old spelling of -r/--repetitions") != NULL);

@@ -189,7 +189,7 @@ int il_cli_bench(int argc, char **argv) {
   for (int k = 0; k < n_opt; k++) {
     if (!present[k]) continue;
     char where[64];
-    snprintf(where, sizeof where, "--%s", names[k]);
+    snprintf(where, sizeof where, "--%s", k < 4 ? lab_flag[k] : names[k]); /* the flag as typed today */
     il_status st = il_sweep_add(&sw, &base, names[k], values[k] ? values[k] : "true", where);
     if (st != IL_OK) {
       il_sweep_free(&sw);

@@ -110,7 +110,7 @@ int il_cli_experiment(int argc, char **argv) {
   for (int k = 0; k < 4; k++) {
     if (!lab_v[k]) continue;
     char where[32];
-    snprintf(where, sizeof where, "--%s", lab_names[k]);
+    snprintf(where, sizeof where, "--%s", k == 0 ? "parallel" : lab_names[k]); /* the flag's name */
     if (il_sweep_set(&base, lab_names[k], lab_v[k], where) != IL_OK)
       return il_cli_usage_error("experiment", "%s", il_error_detail());
   }
