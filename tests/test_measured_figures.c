@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -217,6 +218,14 @@ static int il__samples(const char *dir) {
  * at most what a separate bench process doing the same work peaks at, as wait4 measures it
  * here (with room for the experiment's own bookkeeping); durations fit in the wall time. */
 static void test_experiment(void) {
+  /* under AddressSanitizer freed memory stays resident in its quarantine, so a later run in the
+   * same process starts above a fresh process's peak: the bound is a property of the build */
+#if defined(__SANITIZE_ADDRESS__)
+  const bool asan = true;
+  printf("SKIP (part): AddressSanitizer build: experiment's per-run peak RSS bound not checked\n");
+#else
+  const bool asan = false;
+#endif
   const char *work = "-m builtin:tiny -p 16 --gen 16 --no-gpu";
   il__proc ref = il__timed("%s bench %s -r 1 --warmup 1 --roofline-ms 0 -q", cli, work);
   IL_CHECK_INT(ref.code, 0);
@@ -227,8 +236,8 @@ static void test_experiment(void) {
   int n = 0;
   for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
     double rss = il__json_num(l, "peak_rss_bytes"), e2e = il__json_num(l, "e2e_s");
-    IL_CHECK(rss > 0 && rss <= ref.maxrss_b * 1.25 + 4194304.0);
-    if (!(rss <= ref.maxrss_b * 1.25 + 4194304.0))
+    IL_CHECK(rss > 0 && (rss <= ref.maxrss_b * 1.25 + 4194304.0 || asan));
+    if (!(rss <= ref.maxrss_b * 1.25 + 4194304.0) && !asan)
       fprintf(stderr, "sample peak RSS %.1f MiB, bench process %.1f MiB\n", rss / 1048576, ref.maxrss_b / 1048576);
     IL_CHECK(e2e > 0 && e2e <= p.wall_s);
     sum += e2e;
