@@ -3,6 +3,7 @@
 
 #include "backend/registry.h"
 
+#include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,6 +54,15 @@ int il_test_run(const char *cmd, char *out, size_t cap) {
   }
   int st = pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int il_test_runf(char *out, size_t cap, const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return il_test_run(cmd, out, cap);
 }
 
 char *il_test_read_file(const char *path, size_t *len) {

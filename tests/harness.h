@@ -87,6 +87,8 @@ const char *il_test_tmpdir(void);
  * out may be NULL to discard), reads the rest, and returns its exit code (-1 when it did not
  * exit normally). */
 int il_test_run(const char *cmd, char *out, size_t cap);
+/* il_test_run of a printf-formatted command (at most 8 KiB). */
+int il_test_runf(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reads a whole file into a fresh NUL-terminated buffer (free with free()); *len (may be NULL)
  * gets its size. NULL when the file cannot be read. */
 char *il_test_read_file(const char *path, size_t *len);

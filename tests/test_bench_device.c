@@ -12,7 +12,7 @@ int main(void) {
   char tmp[256], cmd[1024], out[4096];
   snprintf(tmp, sizeof tmp, "%s", il_test_tmpdir());
   snprintf(cmd, sizeof cmd,
-           "%s bench --batch 1,4 --prompt 16 --gen 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu -q --device sim:128MiB "
+           "%s bench --parallel 1,4 --prompt 16 --gen 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu -q --device sim:128MiB "
            "--report %s/r.html > /dev/null 2>&1",
            cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
@@ -40,7 +40,7 @@ int main(void) {
   }
   /* --json: the planner's prediction equals what the device's allocator reserved */
   snprintf(cmd, sizeof cmd,
-           "%s bench --batch 2 --prompt 16 --gen 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu -q --device sim:64MiB --json "
+           "%s bench --parallel 2 --prompt 16 --gen 4 -r 1 --warmup 0 --roofline-ms 0 --no-gpu -q --device sim:64MiB --json "
            "2>/dev/null | python3 -c \"import json,sys; d=json.load(sys.stdin)['results'][0]['device']; "
            "print(d['predicted_reserved_bytes'] == d['peak_reserved_bytes'] > 0, d['predicted_min_device_bytes'] <= "
            "d['peak_reserved_bytes'])\"",

@@ -67,7 +67,7 @@ static void test_tiny(void) {
     IL_CHECK(e != NULL);
     return;
   }
-  il_eval_params p = {32, 0, NULL, NULL};
+  il_eval_params p = {32, 0, NULL, NULL, NULL};
   il_eval_result r;
   IL_CHECK_OK(il_eval_text(e, NULL, text, &p, &r));
   const double want = direct_ppl(e, 32);
@@ -142,7 +142,7 @@ static void test_stories(void) {
     il_engine_free(e);
     return;
   }
-  il_eval_params p = {128, 0, NULL, NULL};
+  il_eval_params p = {128, 0, NULL, NULL, NULL};
   il_eval_result r;
   IL_CHECK_OK(il_eval_text(e, NULL, body, &p, &r));
   printf("  stories260K: perplexity %.4f (llama-perplexity %.4f), %d tokens, %d windows\n", r.perplexity,

@@ -106,7 +106,7 @@ static void test_output_paths(void) {
   /* a FIFO at OUT is written to, not replaced by a regular file */
   snprintf(p, sizeof p, "%s/fifo", tmp);
   IL_CHECK(mkfifo(p, 0600) == 0);
-  IL_CHECK_INT(run("(cat %s > %s/fifo.out &) ; %s logits --tokens 1,2 -o %s 2>&1; sleep 0.2", p, tmp, cli, p), 0);
+  IL_CHECK_INT(run("cat %s > %s/fifo.out & c=$!; %s logits --tokens 1,2 -o %s 2>&1; wait $c", p, tmp, cli, p), 0);
   IL_CHECK(lstat(p, &sl) == 0 && S_ISFIFO(sl.st_mode));
   snprintf(p, sizeof p, "%s/fifo.out", tmp);
   IL_CHECK(stat(p, &sl) == 0 && sl.st_size == 2 * 512 * 4);
@@ -130,7 +130,7 @@ static void test_output_paths(void) {
   IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 -o /nonexistent/x.txt 2>&1", cli), 73);
   IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 --report /nonexistent/x.html 2>&1", cli), 73);
   IL_CHECK_INT(run("%s watch -o /nonexistent/x.txt -- true 2>&1", cli), 73);
-  IL_CHECK_INT(run("%s experiment -q --change ctx=64 --out /proc/nope 2>&1", cli), 73);
+  IL_CHECK_INT(run("%s experiment -q --change ctx=64 -o /proc/nope 2>&1", cli), 73);
 }
 
 /* Item 4: extreme (zero-byte) tensor shapes print in full, no buffer overrun. */
@@ -165,8 +165,8 @@ static void test_overflow(void) {
   /* intervals out of range are refused before the conversion to int */
   IL_CHECK_INT(run("%s watch -i 5000s -- true 2>&1", cli), 64);
   IL_CHECK_INT(run("%s watch -i nan -- true 2>&1", cli), 64);
-  IL_CHECK_INT(run("%s monitor -i nan -c 1 2>&1", cli), 64);
-  IL_CHECK_INT(run("%s monitor -i 1e300 -c 1 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s monitor -i nan -n 1 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s monitor -i 1e300 -n 1 2>&1", cli), 64);
   /* NaN weights: quantizing is refused with the tensor's name; f16 keeps them */
   char nanm[512];
   snprintf(nanm, sizeof nanm, "%s/nan.gguf", tmp);
@@ -182,13 +182,13 @@ static void test_integers(void) {
   IL_CHECK_INT(run("%s bench -r 4294967297 2>&1", cli), 64);
   IL_CHECK_INT(run("%s bench --warmup 4294967296 2>&1", cli), 64);
   IL_CHECK_INT(run("%s bench --roofline-ms -4294967295 2>&1", cli), 64);
-  IL_CHECK_INT(run("%s experiment --repeat 4294967297 --change threads=1 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s experiment -r 4294967297 --change threads=1 2>&1", cli), 64);
   IL_CHECK_INT(run("%s experiment --warmup 4294967297 --change threads=1 2>&1", cli), 64);
   IL_CHECK_INT(run("%s run --seed ' -1' 2>&1", cli), 64);
   IL_CHECK_INT(run("%s run --seed ' 1' 2>&1", cli), 64);
   IL_CHECK_INT(run("%s run --threads ' 2' 2>&1", cli), 64);
   IL_CHECK_INT(run("%s run --ctx 4294967297 2>&1", cli), 64);
-  IL_CHECK_INT(run("%s monitor -c 4294967297 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s monitor -n 4294967297 2>&1", cli), 64);
   IL_CHECK_INT(run("%s bench -p 4294967297 2>&1", cli), 64);
 }
 
@@ -290,7 +290,7 @@ static void test_token_id_keys(void) {
 /* Item 19: the lab's honesty: no verdict from too few runs, effective no-op changes refused,
  * failed runs are not samples. */
 static void test_experiment_honesty(void) {
-  IL_CHECK_INT(run("%s experiment -q --repeat 1 --gen 2 -p 4 --no-gpu --change ctx=64 --out %s/runs 2>&1", cli, tmp), 0);
+  IL_CHECK_INT(run("%s experiment -q -r 1 --gen 2 -p 4 --no-gpu --change ctx=64 -o %s/runs 2>&1", cli, tmp), 0);
   IL_CHECK(strstr(out, "too few runs") != NULL);
   IL_CHECK(strstr(out, " better") == NULL && strstr(out, " worse") == NULL);
   /* isa: the baseline's default already runs at the detected level */
@@ -298,17 +298,17 @@ static void test_experiment_honesty(void) {
   char isa[32] = "";
   sscanf(out, "%31s", isa);
   IL_CHECK(*isa != 0);
-  IL_CHECK_INT(run("%s experiment -q --change isa=%s --out %s/runs 2>&1", cli, isa, tmp), 64);
+  IL_CHECK_INT(run("%s experiment -q --change isa=%s -o %s/runs 2>&1", cli, isa, tmp), 64);
   IL_CHECK(strstr(out, "already runs as") != NULL);
   /* engine mode: a variant whose every run fails is counted, not a sample, and exits 1 */
-  IL_CHECK_INT(run("%s experiment -q --repeat 3 --warmup 0 --gen 2 -p 4 --no-gpu --change model=/nonexistent.gguf "
+  IL_CHECK_INT(run("%s experiment -q -r 3 --warmup 0 --gen 2 -p 4 --no-gpu --change model=/nonexistent.gguf "
                    "--out %s/runs 2>&1",
                    cli, tmp),
                1);
   IL_CHECK(strstr(out, "variant failed 3 of 3 runs") != NULL);
   IL_CHECK(strstr(out, "every variant run failed") != NULL);
   /* command mode: runs with a non-zero exit are not samples */
-  IL_CHECK_INT(run("%s experiment -q --repeat 3 --no-gpu --cmd 'exit {}' --values 0,3 --out %s/runs 2>&1", cli, tmp), 1);
+  IL_CHECK_INT(run("%s experiment -q -r 3 --no-gpu --cmd 'exit {}' --values 0,3 -o %s/runs 2>&1", cli, tmp), 1);
   IL_CHECK(strstr(out, "variant failed 3 of 3 runs") != NULL);
   IL_CHECK(strstr(out, " better") == NULL && strstr(out, " worse") == NULL);
 }
@@ -345,7 +345,7 @@ static void test_watch_json_utf8(void) {
 static void test_bench_stream_and_interrupt(void) {
   IL_CHECK_INT(run("cd %s && (%s bench --gen 40,41,42,43,44,45,46,47,48,49 -r 3 --warmup 0 --roofline-ms 0 -p 4 --no-gpu "
                    "-t 1 > bs.out 2> bs.err & pid=$!; "
-                   "for i in $(seq 200); do grep -q '^| 1 | 4 | 40 ' bs.out && break; sleep 0.05; done; "
+                   "while kill -0 $pid 2>/dev/null && ! grep -q '^| 1 | 4 | 40 ' bs.out; do sleep 0.05; done; "
                    "kill -INT $pid; wait $pid; echo $? > bs.rc)",
                    tmp, cli),
                0);

@@ -29,7 +29,7 @@ int main(void) {
   const char *small = "--prompt 8 --gen 4 -r 2 -t 1 --roofline-ms 20 --no-gpu";
 
   /* table with a sweep: one row per combination */
-  snprintf(cmd, sizeof cmd, "%s bench %s --batch 1,2 2>&1", cli, small);
+  snprintf(cmd, sizeof cmd, "%s bench %s --parallel 1,2 2>&1", cli, small);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "| batch | prompt | gen | threads | TTFT ms |") != NULL);
   IL_CHECK(strstr(out, "| 1 | 8 | 4 | 1 |") != NULL);
@@ -76,7 +76,7 @@ int main(void) {
   IL_CHECK(strstr(out, "compute peak") == NULL); /* the scalar kernels have no instruction to quote */
 
   /* JSON + HTML report */
-  snprintf(cmd, sizeof cmd, "%s bench %s --batch 1,2 --wtype f32,q8_0 --json --report %s/r.html -q > %s/b.json", cli,
+  snprintf(cmd, sizeof cmd, "%s bench %s --parallel 1,2 --wtype f32,q8_0 --json --report %s/r.html -q > %s/b.json", cli,
            small, tmp, tmp);
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   if (python) {
@@ -108,11 +108,11 @@ int main(void) {
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 66);
 
   /* experiment: two changes refused, one change measured */
-  snprintf(cmd, sizeof cmd, "%s experiment --change batch=2 --change threads=2 --out %s 2>&1", cli, tmp);
+  snprintf(cmd, sizeof cmd, "%s experiment --change batch=2 --change threads=2 -o %s 2>&1", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   IL_CHECK(strstr(out, "exactly one option") != NULL);
   snprintf(cmd, sizeof cmd,
-           "%s experiment -t 1 --prompt 8 --gen 4 --repeat 2 --warmup 0 --change batch=2 --no-gpu -q --out %s/runs", cli,
+           "%s experiment -t 1 --prompt 8 --gen 4 -r 2 --warmup 0 --change batch=2 --no-gpu -q -o %s/runs", cli,
            tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "experiment: batch 1 -> 2") != NULL);

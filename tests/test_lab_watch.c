@@ -15,8 +15,8 @@ int main(void) {
          r.usage.n_samples, r.peak_rss);
   IL_CHECK_INT(r.exit_status, 3);
   IL_CHECK_INT(il_watch_exit_code(&r), 3);
-  IL_CHECK(r.seconds >= 0.2 && r.seconds < 5);
-  IL_CHECK(r.usage.n_samples >= 3); /* first, last, and some every 50 ms */
+  IL_CHECK(r.seconds >= 0.2); /* no upper bound: a loaded machine may take any time */
+  IL_CHECK(r.usage.n_samples >= 2); /* first and last always; those every 50 ms depend on load */
   IL_CHECK(r.peak_rss > 0);
   IL_CHECK(!r.usage.gpu_available);
   IL_CHECK(strstr(r.usage.gpu_reason, "NVML not loaded") != NULL);

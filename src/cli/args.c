@@ -13,6 +13,90 @@ static const il_cli_flag *il__find_flag(const il_cli_flag *flags, int n, const c
   return NULL;
 }
 
+size_t il_cli_edit_distance(const char *a, const char *b) {
+  /* Levenshtein distance with adjacent transpositions counted as one edit (optimal string
+   * alignment), over at most 63 bytes of each: enough for option and command names */
+  enum { L = 64 };
+  size_t n = strlen(a), m = strlen(b);
+  if (n >= L) n = L - 1;
+  if (m >= L) m = L - 1;
+  size_t d[L][L];
+  for (size_t i = 0; i <= n; i++) d[i][0] = i;
+  for (size_t j = 0; j <= m; j++) d[0][j] = j;
+  for (size_t i = 1; i <= n; i++)
+    for (size_t j = 1; j <= m; j++) {
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[n][m];
+}
+
+/* Keeps cand in *best when it is nearer to word than what *best holds. A candidate that starts
+ * the word, or that the word starts, of at least 3 letters (--temperature for --temp, --thr
+ * for --threads) counts as one edit away. */
+static void il__consider(const char *word, const char *cand, const char **best, size_t *best_d) {
+  if (!cand || !*cand) return;
+  size_t d = il_cli_edit_distance(word, cand);
+  const size_t lw = strlen(word), lc = strlen(cand);
+  if (d > 1 && lw >= 3 && lc >= 3 && !strncmp(word, cand, lw < lc ? lw : lc)) d = 1;
+  if (d < *best_d) {
+    *best_d = d;
+    *best = cand;
+  }
+}
+
+/* A typo is at most a third of the word's letters away (one for short words). */
+static const char *il__near_enough(const char *word, const char *best, size_t best_d) {
+  size_t limit = strlen(word) / 3;
+  if (limit < 1) limit = 1;
+  return best && best_d <= limit ? best : NULL;
+}
+
+const char *il_cli_suggest(const char *word, const char *const *cands, int n) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (int i = 0; i < n; i++) il__consider(word, cands[i], &best, &best_d);
+  return il__near_enough(word, best, best_d);
+}
+
+/* The flag or engine option nearest to the unknown long option `name`, or NULL. */
+static const char *il__suggest_option(const char *name, const il_cli_flag *flags, int n_flags, const il_config *cfg,
+                                      const il_request_opts *req) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  for (int i = 0; i < n_flags; i++) il__consider(name, flags[i].name, &best, &best_d);
+  for (const il_opt *o = cfg ? il_config_options() : NULL; o && o->name; o++)
+    if (!o->request || req) il__consider(name, o->name, &best, &best_d);
+  if (cfg) il__consider(name, "config", &best, &best_d);
+  return il__near_enough(name, best, best_d);
+}
+
+/* Old spellings kept working, each printing a note once: one flag, one meaning across the
+ * commands (docs/cli.md, "One flag, one meaning"). */
+static const struct {
+  const char *cmd, *old, *now, *why;
+} il__renamed[] = {
+    {"bench", "reps", "repetitions", "-r/--repetitions, as llama-bench spells it"},
+    {"experiment", "repeat", "repetitions", "-r/--repetitions, as bench and llama-bench spell it"},
+    {"bench", "batch", "parallel", "--parallel (parallel sequences, llama-server's -np); --batch is tokens per forward pass in run, chat, serve and plan"},
+    {"experiment", "batch", "parallel", "--parallel (parallel sequences, llama-server's -np); --batch is tokens per forward pass in run, chat, serve and plan"},
+    {"experiment", "out", "output", "-o/--output, as in bench"},
+};
+
+/* The current name of a renamed long option of cmd (noting the change on stderr), or name. */
+static const char *il__current_name(const char *cmd, const char *name) {
+  for (size_t i = 0; i < sizeof il__renamed / sizeof il__renamed[0]; i++)
+    if (!strcmp(cmd, il__renamed[i].cmd) && !strcmp(name, il__renamed[i].old)) {
+      fprintf(stderr, "inferlab %s: note: --%s is the old spelling of %s; it still works\n", cmd, name, il__renamed[i].why);
+      return il__renamed[i].now;
+    }
+  return name;
+}
+
 int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_request_opts *req, const il_cli_flag *flags,
                  int n_flags, const char **pos, int max_pos, int *n_pos) {
   *n_pos = 0;
@@ -58,6 +142,8 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_requ
       memcpy(name, a + 2, len);
       name[len] = 0;
       if (eq) inline_val = eq + 1;
+      const char *now = il__current_name(cmd, name);
+      if (now != name) snprintf(name, sizeof name, "%s", now);
     } else if (!strcmp(a, "-ngl")) { /* llama.cpp's spelling of --gpu-layers */
       snprintf(name, sizeof name, "gpu-layers");
     } else {
@@ -94,7 +180,11 @@ int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_requ
         continue;
       }
     }
-    if (!o) return il_cli_usage_error(cmd, "unknown option '%s'", a);
+    if (!o) {
+      const char *near = short_flag ? NULL : il__suggest_option(name, flags, n_flags, cfg, req);
+      if (near) return il_cli_usage_error(cmd, "unknown option '%s'; did you mean '--%s'?", a, near);
+      return il_cli_usage_error(cmd, "unknown option '%s'", a);
+    }
     if (o->request && !req)
       return il_cli_usage_error(cmd, "--%s is a generation option; '%s' does not generate text", o->name, cmd);
     char where[160];
@@ -124,7 +214,8 @@ void il_cli_print_options(FILE *f, const char *names) {
       if (!hit) continue;
     }
     char flag[64];
-    const char *arg = o->kind == IL_OPT_BOOL ? "" : o->kind == IL_OPT_STR ? " S" : " N";
+    /* N a whole number, X any number, S a word or text */
+    const char *arg = o->kind == IL_OPT_BOOL ? "" : o->kind == IL_OPT_STR ? " S" : o->kind == IL_OPT_FLOAT ? " X" : " N";
     if (o->short_flag) snprintf(flag, sizeof flag, "-%c, --%s%s", o->short_flag, o->name, arg);
     else snprintf(flag, sizeof flag, "    --%s%s", o->name, arg);
     il_config cfg;
@@ -134,11 +225,13 @@ void il_cli_print_options(FILE *f, const char *names) {
     req.prompt[0] = 0;
     char dflt[64], range[64] = "";
     il_config_format(&cfg, &req, o, dflt, sizeof dflt);
-    /* the default as it would be typed, then the accepted range */
-    if (o->kind == IL_OPT_INT)
+    /* the default as it would be typed, then the accepted range where it tells something (a
+     * bound like 1073741824 is the parser's, not advice): one format, [DEFAULT; MIN..MAX] */
+    const bool told = o->max <= 1e6;
+    if (o->kind == IL_OPT_INT && told)
       snprintf(range, sizeof range, "; %lld..%lld", (long long)o->min, (long long)o->max);
-    else if (o->kind == IL_OPT_FLOAT)
-      snprintf(range, sizeof range, "; %g%s..%g", o->min, o->min_open ? " (excluded)" : "", o->max);
+    else if (o->kind == IL_OPT_FLOAT && told)
+      snprintf(range, sizeof range, "; %s%g..%g", o->min_open ? "above " : "", o->min, o->max);
     fprintf(f, "  %-24s %s%s%s%s%s\n", flag, o->help, *dflt && o->kind != IL_OPT_BOOL ? " [" : "",
             o->kind != IL_OPT_BOOL ? dflt : "", range, *dflt && o->kind != IL_OPT_BOOL ? "]" : "");
   }

@@ -28,6 +28,11 @@ typedef struct {
  * req is NULL the request options (prompt, sampling, n-predict: engine/request.h) are not. */
 int il_cli_parse(const char *cmd, int argc, char **argv, il_config *cfg, il_request_opts *req, const il_cli_flag *flags,
                  int n_flags, const char **pos, int max_pos, int *n_pos);
+/* Edits (insertions, deletions, substitutions, adjacent swaps) between a and b. */
+size_t il_cli_edit_distance(const char *a, const char *b);
+/* The candidate nearest to word when it is near enough to be a typo of it (at most a third of
+ * its letters, one for short words), else NULL: the "did you mean" of usage errors. */
+const char *il_cli_suggest(const char *word, const char *const *cands, int n);
 /* Prints the engine options table (for --help), only those named in `names` (comma list), or
  * all when names is NULL. */
 void il_cli_print_options(FILE *f, const char *names);

@@ -19,7 +19,7 @@
 #define IL__MAX_FLAGS 96
 
 static void il__bench_help(void) {
-  printf("usage: inferlab bench [-m MODEL] [--batch 1,4,16] [--prompt 128,512] [--gen 128] [-r 5]\n"
+  printf("usage: inferlab bench [-m MODEL] [--parallel 1,4,16] [--prompt 128,512] [--gen 128] [-r 5]\n"
          "                      [any engine option, also as a comma list] [--json|--csv|--jsonl]\n"
          "                      [--report report.html]\n\n"
          "Measures every combination of the swept options: load time, time to first token, time per\n"
@@ -29,17 +29,19 @@ static void il__bench_help(void) {
          "instruction its kernels use (which of the two limits each phase). Each combination: load,\n"
          "--warmup untimed repetitions, then -r timed ones.\n\n"
          "workload:\n"
-         "      --batch LIST         parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
+         "      --parallel LIST      parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
+         "                           (--batch, the old spelling, still works with a note)\n"
          "  -p, --prompt LIST        prompt tokens per sequence (synthetic ids) [128]\n"
          "      --gen LIST           generated tokens per sequence (the engine's n-predict) [n-predict]\n"
          "  -b, --ubatch LIST        max tokens per forward pass (run's -b/--batch) [512]\n"
-         "  -r, --reps N             timed repetitions per combination [5]\n"
+         "  -r, --repetitions N      timed repetitions per combination [5] (--reps: old spelling)\n"
          "      --warmup N           untimed repetitions first [1]\n"
          "output:\n"
          "      --json               one JSON document with every raw sample (schema in docs/bench.md)\n"
          "      --csv                one CSV row per combination\n"
          "      --jsonl              one JSON line per repetition\n"
          "      --report FILE        also write a self-contained HTML report with SVG charts\n"
+         "      --html FILE          the same as --report FILE\n"
          "  -o, --output FILE        write the table/JSON/CSV to FILE instead of stdout\n"
          "  -q, --quiet              no progress line on stderr\n"
          "measurement:\n"
@@ -51,7 +53,7 @@ static void il__bench_help(void) {
          "engine options (each accepts a comma list to sweep; booleans as --NAME=true,false):\n");
   il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa,repack,no-mmap,mlock,preload");
   printf("\nexamples:\n"
-         "  inferlab bench --batch 1,4 --prompt 64 --gen 32\n"
+         "  inferlab bench --parallel 1,4 --prompt 64 --gen 32\n"
          "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"
          "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
@@ -93,12 +95,13 @@ int il_cli_bench(int argc, char **argv) {
   il_cli_flag flags[IL__MAX_FLAGS + 20];
   int n = 0, n_opt = 0;
   const char *lab[] = {"batch", "prompt", "gen", "ubatch"};
+  const char *lab_flag[] = {"parallel", "prompt", "gen", "ubatch"}; /* --batch: an old spelling (args.c) */
   /* -b is the engine's tokens per forward pass in every command (run, model info, logits), so
    * here it is --ubatch; --batch (parallel sequences) has no short form */
   const char lab_short[] = {0, 'p', 0, 'b'};
   for (int i = 0; i < 4; i++) {
     names[n_opt] = lab[i];
-    flags[n++] = (il_cli_flag){lab[i], lab_short[i], true, &values[n_opt], &present[n_opt]};
+    flags[n++] = (il_cli_flag){lab_flag[i], lab_short[i], true, &values[n_opt], &present[n_opt]};
     n_opt++;
   }
   for (const il_opt *o = il_config_options(); o->name && n_opt < IL__MAX_FLAGS; o++) {
@@ -109,13 +112,13 @@ int il_cli_bench(int argc, char **argv) {
     n_opt++;
   }
   il_cli_flag own[] = {
-      {"help", 'h', false, NULL, &help},          {"reps", 'r', true, &reps_s, NULL},
+      {"help", 'h', false, NULL, &help},          {"repetitions", 'r', true, &reps_s, NULL},
       {"warmup", 0, true, &warmup_s, NULL},       {"json", 0, false, NULL, &json},
       {"csv", 0, false, NULL, &csv},              {"jsonl", 0, false, NULL, &jsonl},
       {"report", 0, true, &report, NULL},         {"output", 'o', true, &output, NULL},
       {"quiet", 'q', false, NULL, &quiet},        {"roofline-ms", 0, true, &roof_s, NULL},
       {"no-gpu", 0, false, NULL, &no_gpu},        {"nvml-lib", 0, true, &nvml, NULL},
-      {"interval", 0, true, &interval_s, NULL},
+      {"interval", 0, true, &interval_s, NULL},   {"html", 0, true, &report, NULL},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[n++] = own[i];
 
@@ -164,7 +167,7 @@ int il_cli_bench(int argc, char **argv) {
       long long min, max;
       int *dst;
     } ints[] = {
-        {reps_s, "--reps", 1, 1000000, &opt.reps},
+        {reps_s, "--repetitions", 1, 1000000, &opt.reps},
         {warmup_s, "--warmup", 0, 1000000, &opt.warmup},
         {roof_s, "--roofline-ms", 0, 600000, &roof_ms},
         {interval_s, "--interval", 1, 3600000, &opt.interval_ms},
@@ -186,7 +189,7 @@ int il_cli_bench(int argc, char **argv) {
   for (int k = 0; k < n_opt; k++) {
     if (!present[k]) continue;
     char where[64];
-    snprintf(where, sizeof where, "--%s", names[k]);
+    snprintf(where, sizeof where, "--%s", k < 4 ? lab_flag[k] : names[k]); /* the flag as typed today */
     il_status st = il_sweep_add(&sw, &base, names[k], values[k] ? values[k] : "true", where);
     if (st != IL_OK) {
       il_sweep_free(&sw);

@@ -2,7 +2,10 @@
  * chat template (server/template), then the continuous-batching scheduler (engine/sched)
  * stepped on this thread, with the text streamed as it is produced. A turn's prompt is the
  * whole conversation; the scheduler's prefix reuse finds the earlier turns still in the slot,
- * so only the new message is processed. Lines starting with / are commands (/reset, /quit). */
+ * so only the new message is processed. Lines starting with / are commands (/reset, /quit).
+ * Ctrl-C during a reply stops that reply (what it said so far stays in the conversation) and
+ * returns to the prompt, as llama-cli and ollama do; at the prompt it ends the chat. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,19 +27,22 @@ static void il__chat_help(void) {
          "generated. The conversation is formatted with the model's chat template (or --chat-template)\n"
          "and run through the same scheduler as `inferlab serve`. Reads stdin to its end when it is\n"
          "not a terminal (one message per line).\n"
-         "Commands: /reset (forget the conversation), /quit (or end of input).\n\n"
+         "Commands: /reset (forget the conversation), /quit (or end of input).\n"
+         "Ctrl-C stops the reply being generated and returns to the prompt (the conversation is\n"
+         "kept); at the prompt it ends the chat.\n\n"
          "options:\n"
-         "  %-24s %s\n  %-24s %s\n  %-24s %s\n",
+         "  %-24s %s\n  %-24s %s\n  %-24s %s\n  %-24s %s\n",
          "    --system TEXT", "a system message first in the conversation",
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
-         "    --stats", "print tokens and speed of each reply to stderr");
-  il_cli_print_options(stdout, "model,wtype,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,no-mmap,mlock,preload,"
+         "    --stats", "print tokens and speed of each reply to stderr",
+         "-n, --n-predict N", "most tokens per reply (-1 = until end or context full) [256]");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,no-mmap,mlock,preload,"
                                "repeat-penalty,repeat-last-n,isa,repack,device,mem-limit,attn");
   printf("\nexamples:\n"
          "  inferlab chat -m smollm2-135m-instruct.gguf\n"
          "  printf 'Hello\\nTell me a story\\n' | inferlab chat -m builtin:tiny -n 16 --temp 0\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
-         "            69 unsupported, 71 out of memory\n");
+         "            69 unsupported, 71 out of memory, 130 Ctrl-C at the prompt\n");
 }
 
 typedef struct {
@@ -84,6 +90,12 @@ static void il__on_event(void *ud, const il_sched_event *ev) {
     il__append(t, ev->text, ev->len);
   }
   if (ev->finish != IL_FINISH_NONE) t->finish = ev->finish;
+}
+
+static volatile sig_atomic_t il__chat_interrupted;
+static void il__chat_on_sigint(int sig) {
+  (void)sig;
+  il__chat_interrupted = 1;
 }
 
 static char *il__dup(const char *s) {
@@ -137,6 +149,13 @@ int il_cli_chat(int argc, char **argv) {
     n_msgs++;
   }
   const int n_fixed = n_msgs;
+  /* no SA_RESTART: Ctrl-C at the prompt ends the read (and the chat) */
+  struct sigaction sa, old_int;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = il__chat_on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  bool quit_by_signal = false;
   if (st == IL_OK && tty)
     fprintf(stderr, "inferlab chat: %s, %s (%s); /reset, /quit\n", cfg.model, il_template_name(kind), how);
   while (st == IL_OK) {
@@ -144,7 +163,12 @@ int il_cli_chat(int argc, char **argv) {
       fputs("> ", stdout);
       fflush(stdout);
     }
-    if (!fgets(line, IL__CHAT_LINE, stdin)) break;
+    il__chat_interrupted = 0;
+    if (!fgets(line, IL__CHAT_LINE, stdin)) {
+      quit_by_signal = il__chat_interrupted != 0;
+      if (quit_by_signal) fputc('\n', stdout);
+      break;
+    }
     line[strcspn(line, "\r\n")] = 0;
     if (!line[0]) continue;
     if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
@@ -184,11 +208,22 @@ int il_cli_chat(int argc, char **argv) {
       il_mem_free(tokens);
       continue;
     }
-    st = il_sched_submit(s, tokens, (int32_t)nt, &p, il__on_event, &t, NULL);
+    uint64_t id = 0;
+    il__chat_interrupted = 0;
+    st = il_sched_submit(s, tokens, (int32_t)nt, &p, il__on_event, &t, &id);
     il_mem_free(tokens);
-    while (st == IL_OK && !t.done) st = il_sched_step(s, NULL);
+    bool stopped = false;
+    while (st == IL_OK && !t.done) {
+      if (il__chat_interrupted && !stopped) {
+        il_sched_cancel(s, id); /* the next step ends it; the text so far is kept */
+        stopped = true;
+      }
+      st = il_sched_step(s, NULL);
+    }
+    il__chat_interrupted = 0;
     printf("\n");
     fflush(stdout);
+    if (stopped) fprintf(stderr, "[stopped: %d tokens; the reply so far stays in the conversation]\n", t.n_gen);
     if (st != IL_OK) break;
     if (t.failed) {
       st = IL_ERR_OOM;
@@ -203,11 +238,13 @@ int il_cli_chat(int argc, char **argv) {
     msgs[n_msgs].content = own[n_msgs] = t.reply.p ? t.reply.p : il__dup("");
     if (!own[n_msgs++]) st = IL_ERR_OOM;
   }
+  sigaction(SIGINT, &old_int, NULL);
   for (int i = 0; own && i < n_msgs; i++) il_mem_free(own[i]);
   il_mem_free(own);
   il_mem_free(msgs);
   il_mem_free(line);
   il_sched_free(s);
   il_engine_free(e);
+  if (st == IL_OK && quit_by_signal) return 130;
   return st == IL_OK ? IL_EXIT_OK : il_cli_fail("chat", st);
 }

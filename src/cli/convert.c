@@ -10,9 +10,10 @@
 #include "format/llama2c.h"
 #include "memory/mem.h"
 #include "model/export.h"
+#include "model/quantize.h"
 
 static void il__convert_help(void) {
-  printf("usage: inferlab convert SOURCE [--type T] -o OUT.gguf\n"
+  printf("usage: inferlab convert SOURCE|-m SOURCE [--type T] -o OUT.gguf\n"
          "       inferlab convert --from llama2c CHECKPOINT.bin --tokenizer TOK.bin [--type T] -o OUT.gguf\n\n"
          "Writes a GGUF v3 file that llama.cpp loads. SOURCE is a GGUF file or builtin:tiny /\n"
          "builtin:1b. 2-D weights are converted to T; norms stay f32; a tensor whose rows are\n"
@@ -23,7 +24,7 @@ static void il__convert_help(void) {
          "                           q4_k | q5_k | q6_k (every 2-D tensor in T; `inferlab quant`\n"
          "                           writes llama.cpp's mixes)\n"
          "                           [f32 for llama2c, else f16]\n"
-         "      --from FORMAT        source format: gguf (default; also builtin:NAME) | llama2c\n"
+         "      --from FORMAT        source format: gguf (also builtin:NAME) | llama2c [gguf]\n"
          "      --tokenizer FILE     llama2.c tokenizer file (tokenizer.bin, tok512.bin)\n"
          "  -t, --threads N          threads for generating built-in weights\n"
          "\nexamples:\n"
@@ -38,20 +39,24 @@ int il_cli_convert(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
   bool help = false;
-  const char *output = NULL, *type_name = NULL, *from = "gguf", *tokenizer = NULL;
+  const char *output = NULL, *type_name = NULL, *from = "gguf", *tokenizer = NULL, *model = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},       {"output", 'o', true, &output, NULL},
       {"type", 0, true, &type_name, NULL},     {"from", 0, true, &from, NULL},
-      {"tokenizer", 0, true, &tokenizer, NULL},
+      {"tokenizer", 0, true, &tokenizer, NULL}, {"model", 'm', true, &model, NULL},
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("convert", argc, argv, &cfg, NULL, flags, 5, pos, 1, &n_pos);
+  int rc = il_cli_parse("convert", argc, argv, &cfg, NULL, flags, 6, pos, 1, &n_pos);
   if (rc) return rc;
   if (help) {
     il__convert_help();
     return IL_EXIT_OK;
   }
+  /* the source positionally or as -m SOURCE, as quant and run take it */
+  if (n_pos == 1 && model && strcmp(model, pos[0]))
+    return il_cli_usage_error("convert", "two sources: -m %s and %s; give one", model, pos[0]);
+  if (n_pos == 0 && model) pos[n_pos++] = model;
   if (n_pos != 1) return il_cli_usage_error("convert", "give one SOURCE (a GGUF file, builtin:NAME or a llama2.c checkpoint)");
   if (!output) return il_cli_usage_error("convert", "-o OUT.gguf is required");
   bool llama2c = !strcmp(from, "llama2c");
@@ -59,9 +64,13 @@ int il_cli_convert(int argc, char **argv) {
   if (llama2c && !tokenizer) return il_cli_usage_error("convert", "--from llama2c needs --tokenizer FILE");
   if (!llama2c && tokenizer) return il_cli_usage_error("convert", "--tokenizer applies to --from llama2c only");
   il_dtype type = llama2c ? IL_DTYPE_F32 : IL_DTYPE_F16;
+  il_ftype mix;
+  if (type_name && !il_dtype_parse(type_name, &type) && il_ftype_parse(type_name, &mix))
+    return il_cli_usage_error("convert", "--type %s is one of llama-quantize's mixes, which `inferlab quant` writes: "
+                                         "inferlab quant -m %s --type %s -o %s", type_name, pos[0], type_name, output);
   if (type_name && !il_dtype_parse(type_name, &type))
-    return il_cli_usage_error("convert", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k)",
-                              type_name);
+    return il_cli_usage_error("convert", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl q4_k q5_k q6_k; "
+                                         "the mixes q4_k_m q5_k_m ... are `inferlab quant`'s)", type_name);
   const char *inputs[2] = {pos[0], tokenizer};
   il_status st = il_outfile_check("-o", output, inputs, 2);
   if (st != IL_OK) return il_cli_fail("convert", st);

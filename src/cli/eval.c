@@ -1,5 +1,6 @@
 /* cli/eval: `inferlab eval`: perplexity of a model over a text, and KL / top-1 against a reference. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,16 +23,17 @@ static void il__eval_help(void) {
          "options:\n"
          "  -m, --model MODEL        GGUF file or builtin:NAME\n"
          "      --text FILE          the text (UTF-8)\n"
-         "  -c, --ctx N              window length in tokens (default 128)\n"
+         "  -c, --ctx N              window length in tokens [128]\n"
          "      --ref MODEL          reference model (same tokenizer), e.g. the f32/f16 original\n"
-         "      --chunks N           evaluate only the first N windows (default all)\n"
+         "      --chunks N           evaluate only the first N windows [all]\n"
          "  -t, --threads N          CPU threads\n"
          "      --json               the result as JSON on stdout (top-level \"perplexity\")\n"
          "\nexamples:\n"
          "  inferlab eval -m stories-q4_k_m.gguf --text samples.txt --ref stories-f32.gguf\n"
          "  inferlab eval -m builtin:tiny --text README.md --ctx 64 --json\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage (also: text too short for --ctx),\n"
-         "            65 malformed model, 66 not found, 69 unsupported, 71 out of memory\n");
+         "            65 malformed model, 66 not found, 69 unsupported, 71 out of memory,\n"
+         "            130 Ctrl-C (the windows measured so far are printed first)\n");
 }
 
 static il_status il__eval_slurp(const char *path, char **out) {
@@ -41,6 +43,12 @@ static il_status il__eval_slurp(const char *path, char **out) {
   const il_status st = il_cli_read_all(f, path, out, &n);
   fclose(f);
   return st;
+}
+
+static volatile sig_atomic_t il__eval_stop;
+static void il__eval_on_sigint(int sig) {
+  (void)sig;
+  il__eval_stop = 1;
 }
 
 static void il__eval_progress(void *ud, int done, int total, double ppl) {
@@ -92,13 +100,32 @@ int il_cli_eval(int argc, char **argv) {
     if (st != IL_OK) st = il_error_wrap(st, "--ref %s: ", ref_model);
   }
   il_eval_result r;
+  memset(&r, 0, sizeof r);
+  const bool progress = isatty(STDERR_FILENO);
   if (st == IL_OK) {
-    il_eval_params p = {n_ctx, max_chunks, isatty(STDERR_FILENO) ? il__eval_progress : NULL, NULL};
+    il_eval_params p = {n_ctx, max_chunks, progress ? il__eval_progress : NULL, NULL, &il__eval_stop};
+    struct sigaction sa, old_int;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = il__eval_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
     st = il_eval_text(e, ref, text, &p, &r);
+    sigaction(SIGINT, &old_int, NULL);
+    if (progress && st == IL_OK && r.interrupted) fprintf(stderr, "\r\033[K"); /* end the progress line */
+  }
+  if (st == IL_OK && r.interrupted && r.n_chunk == 0) {
+    fprintf(stderr, "inferlab eval: interrupted before the first window: nothing measured\n");
+    il_engine_free(ref);
+    il_engine_free(e);
+    il_mem_free(text);
+    return 130;
   }
   if (st == IL_OK) {
     fprintf(stderr, "%s: %d tokens, %d windows of %d, %lld scored, %.2f s\n", text_path, r.n_tokens, r.n_chunk, n_ctx,
             (long long)r.n_scored, r.seconds);
+    if (r.interrupted)
+      fprintf(stderr, "interrupted: %d of %d windows measured; the figures below are of those\n", r.n_chunk,
+              r.n_chunk_planned);
     if (json) {
       il_jsonw j;
       il_jsonw_init(&j, stdout, true);
@@ -108,6 +135,8 @@ int il_cli_eval(int argc, char **argv) {
       il_jsonw_kint(&j, "ctx", n_ctx);
       il_jsonw_kint(&j, "tokens", r.n_tokens);
       il_jsonw_kint(&j, "windows", r.n_chunk);
+      il_jsonw_kint(&j, "windows_planned", r.n_chunk_planned);
+      il_jsonw_kbool(&j, "interrupted", r.interrupted);
       il_jsonw_kint(&j, "scored", r.n_scored);
       il_jsonw_knum(&j, "perplexity", r.perplexity);
       il_jsonw_knum(&j, "perplexity_stderr", r.perplexity_stderr);
@@ -142,5 +171,6 @@ int il_cli_eval(int argc, char **argv) {
   il_engine_free(ref);
   il_engine_free(e);
   il_mem_free(text);
+  if (st == IL_OK && r.interrupted) return 130;
   return st == IL_OK ? IL_EXIT_OK : il_cli_fail("eval", st);
 }

@@ -1,6 +1,7 @@
 /* cli/experiment: `inferlab experiment`: baseline vs a variant that changes exactly one
  * option, interleaved, with ratios, intervals and an evidence folder; `--show DIR` prints a
  * past one again. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,11 +17,11 @@
 extern char **environ;
 
 static void il__experiment_help(void) {
-  printf("usage: inferlab experiment [-m MODEL] [options] --change KEY=VALUE [--repeat 5] [--out runs/]\n"
-         "       inferlab experiment --cmd 'COMMAND with {}' --values BASELINE,VARIANT [--repeat 5]\n"
+  printf("usage: inferlab experiment [-m MODEL] [options] --change KEY=VALUE [-r 5] [-o runs/]\n"
+         "       inferlab experiment --cmd 'COMMAND with {}' --values BASELINE,VARIANT [-r 5]\n"
          "       inferlab experiment --show runs/2026-01-15T103000Z-batch-8/\n\n"
          "Runs the baseline configuration and a variant that differs in exactly one option on the\n"
-         "same workload, interleaved A B A B ..., and reports every metric's change as the ratio\n"
+         "same workload, interleaved A B B A ..., and reports every metric's change as the ratio\n"
          "variant/baseline with a 95%% bootstrap confidence interval, marked significant when the\n"
          "interval excludes 1. Each run loads the engine afresh, warms up and measures once.\n"
          "Everything is kept in an evidence folder OUT/<UTC time>-<change>/: env.json (doctor --json),\n"
@@ -28,15 +29,15 @@ static void il__experiment_help(void) {
          "samples.jsonl (one line per run), summary.txt, summary.json, command.txt.\n\n"
          "options:\n"
          "      --change KEY=VALUE   the one option the variant changes: an engine option, or the\n"
-         "                           lab's batch (parallel sequences), prompt, gen, ubatch\n"
+         "                           lab's parallel (parallel sequences; also batch), prompt, gen, ubatch\n"
          "      --allow-multi        allow more than one --change (all applied to the variant)\n"
-         "      --repeat N           runs per arm [5]\n"
+         "  -r, --repetitions N      runs per arm [5] (--repeat: old spelling)\n"
          "      --warmup N           untimed repetitions at the start of each run [1]\n"
-         "      --batch N            parallel sequences of the workload (n-seq) [1]\n"
+         "      --parallel N         parallel sequences of the workload (n-seq) [1] (--batch: old spelling)\n"
          "  -p, --prompt N           prompt tokens per sequence [128]\n"
          "      --gen N              generated tokens per sequence (n-predict) [128]\n"
          "  -b, --ubatch N           max tokens per forward pass (run's -b/--batch) [512]\n"
-         "      --out DIR            parent folder of the evidence folder [runs]\n"
+         "  -o, --output DIR         parent folder of the evidence folder [runs] (--out: old spelling)\n"
          "      --show DIR           print the summary of an evidence folder\n"
          "      --cmd TEMPLATE       compare a foreign command: {} is replaced by each value; it runs\n"
          "                           under /bin/sh -c, output goes to logs/ in the evidence folder\n"
@@ -47,13 +48,22 @@ static void il__experiment_help(void) {
          "engine options (the baseline):\n");
   il_cli_print_options(stdout, "model,wtype,threads,ctx,n-predict,isa,repack");
   printf("\nexamples:\n"
-         "  inferlab experiment --change batch=8 --repeat 10\n"
+         "  inferlab experiment --change parallel=8 -r 10\n"
          "  inferlab experiment -m model.gguf --threads 2 --change threads=4\n"
-         "  inferlab experiment --cmd 'python gen.py --slicing {}' --values off,on --repeat 5\n"
+         "  inferlab experiment --cmd 'python gen.py --slicing {}' --values off,on -r 5\n"
          "  inferlab bench --config runs/2026-01-15T103000Z-batch-8/baseline.conf --prompt 128\n"
          "\nexit codes: 0 ok (whatever the verdicts), 1 runtime failure, 64 usage (including a second\n"
          "            --change without --allow-multi), 66 --show folder or model not found,\n"
-         "            65/69/71 as for bench, 73 the --out folder cannot be written\n");
+         "            65/69/71 as for bench, 73 the -o/--output folder cannot be written,\n"
+         "            130 Ctrl-C (after the summary of the runs done is written)\n"
+         "Ctrl-C ends the experiment after the run being measured; the evidence folder gets the\n"
+         "summary of the runs done, so --show reads it.\n");
+}
+
+static volatile sig_atomic_t il__exp_stop;
+static void il__exp_on_sigint(int sig) {
+  (void)sig;
+  il__exp_stop = 1;
 }
 
 int il_cli_experiment(int argc, char **argv) {
@@ -65,12 +75,12 @@ int il_cli_experiment(int argc, char **argv) {
   const char *lab_names[4] = {"batch", "prompt", "gen", "ubatch"};
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},         {"change", 0, true, &change, NULL},
-      {"allow-multi", 0, false, NULL, &allow_multi}, {"repeat", 0, true, &repeat, NULL},
-      {"warmup", 0, true, &warmup, NULL},        {"out", 0, true, &out, NULL},
+      {"allow-multi", 0, false, NULL, &allow_multi}, {"repetitions", 'r', true, &repeat, NULL},
+      {"warmup", 0, true, &warmup, NULL},        {"output", 'o', true, &out, NULL},
       {"show", 0, true, &show, NULL},            {"cmd", 0, true, &cmd, NULL},
       {"values", 0, true, &values, NULL},        {"quiet", 'q', false, NULL, &quiet},
       {"no-gpu", 0, false, NULL, &no_gpu},       {"nvml-lib", 0, true, &nvml, NULL},
-      {"batch", 0, true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
+      {"parallel", 0, true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
       {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 'b', true, &lab_v[3], NULL},
   };
   const char *pos[1];
@@ -100,7 +110,7 @@ int il_cli_experiment(int argc, char **argv) {
   for (int k = 0; k < 4; k++) {
     if (!lab_v[k]) continue;
     char where[32];
-    snprintf(where, sizeof where, "--%s", lab_names[k]);
+    snprintf(where, sizeof where, "--%s", k == 0 ? "parallel" : lab_names[k]); /* the flag's name */
     if (il_sweep_set(&base, lab_names[k], lab_v[k], where) != IL_OK)
       return il_cli_usage_error("experiment", "%s", il_error_detail());
   }
@@ -109,7 +119,7 @@ int il_cli_experiment(int argc, char **argv) {
   il_experiment_init(x);
   long long iv;
   if (repeat) {
-    if (il_config_parse_int(repeat, 1, 100000, "--repeat", &iv) != IL_OK) {
+    if (il_config_parse_int(repeat, 1, 100000, "--repetitions", &iv) != IL_OK) {
       il_mem_free(x);
       return il_cli_usage_error("experiment", "%s", il_error_detail());
     }
@@ -159,10 +169,23 @@ int il_cli_experiment(int argc, char **argv) {
   }
   if (st == IL_OK) {
     if (!quiet) fprintf(stderr, "inferlab experiment: evidence in %s/\n", x->dir);
+    /* Ctrl-C: the run being measured finishes (or, with --cmd, ends with the command), then
+     * the summary of the runs done is written as usual */
+    struct sigaction sa, old_int;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = il__exp_on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    x->stop = &il__exp_stop;
     st = il_experiment_run(x, NULL, NULL);
+    sigaction(SIGINT, &old_int, NULL);
   }
   if (st == IL_OK) st = il_experiment_write_summary(x, stdout);
   int code = st == IL_OK ? IL_EXIT_OK : il_cli_fail("experiment", st);
+  if (code == IL_EXIT_OK && x->interrupted) {
+    fprintf(stderr, "inferlab experiment: interrupted; the summary above (and in %s/) is of the runs done\n", x->dir);
+    code = 130;
+  }
   for (int a = 0; a < 2 && code == IL_EXIT_OK; a++)
     if (x->failures[a] >= x->repeat) {
       fprintf(stderr, "inferlab experiment: every %s run failed (%s)\n", a ? "variant" : "baseline", x->first_error[a]);

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "engine/startup.h"
 #include "sys/cpuid.h"
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "format/llama2c.h"
 #include "il_build_info.h"
@@ -130,7 +131,14 @@ int main(int argc, char **argv) {
     return IL_EXIT_USAGE;
   }
   const char *cmd = argv[1];
-  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+  if (!strcmp(cmd, "help") && argc >= 3) { /* `inferlab help run` is `inferlab run --help` */
+    for (size_t i = 0; i < sizeof il__commands / sizeof il__commands[0]; i++)
+      if (!strcmp(argv[2], il__commands[i].name)) {
+        char *hargv[] = {argv[2], "--help", NULL};
+        return il__commands[i].fn(2, hargv);
+      }
+    cmd = argv[2]; /* an unknown command: said below, with the nearest one */
+  } else if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
     il__print_help(stdout);
     return IL_EXIT_OK;
   }
@@ -140,6 +148,13 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof il__commands / sizeof il__commands[0]; i++)
     if (!strcmp(cmd, il__commands[i].name)) return il__commands[i].fn(argc - 1, argv + 1);
+  const char *names[sizeof il__commands / sizeof il__commands[0]];
+  for (size_t i = 0; i < sizeof il__commands / sizeof il__commands[0]; i++) names[i] = il__commands[i].name;
+  const char *near = il_cli_suggest(cmd, names, (int)(sizeof names / sizeof names[0]));
+  if (near) {
+    fprintf(stderr, "inferlab: unknown command '%s'; did you mean '%s'?\nRun 'inferlab --help' for the commands.\n", cmd, near);
+    return IL_EXIT_USAGE;
+  }
   fprintf(stderr, "inferlab: unknown command '%s'\n", cmd);
   il__print_help(stderr);
   return IL_EXIT_USAGE;

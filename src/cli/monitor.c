@@ -21,15 +21,16 @@ static void il__on_signal(int sig) {
 
 static void il__monitor_help(FILE *f) {
   fprintf(f,
-          "usage: inferlab monitor [-i INTERVAL] [-c COUNT] [--json-lines] [--nvml-lib PATH]\n\n"
+          "usage: inferlab monitor [-i INTERVAL] [-n COUNT] [--json-lines] [--nvml-lib PATH]\n\n"
           "Prints one line per GPU per sample: utilization (SM and memory controller), memory used\n"
           "and total, power, temperature, SM and memory clocks. Stops after COUNT samples or Ctrl-C.\n\n"
           "options:\n"
           "  -i, --interval T   time between samples: 500ms, 2s, 1.5s, or a plain number of seconds\n"
-          "                     (default 1s, minimum 10ms)\n"
-          "  -c, --count N      stop after N samples (default: run until interrupted)\n"
+          "                     [1s; at least 10ms]\n"
+          "  -n, --count N      stop after N samples [until interrupted]; -c, the old\n"
+          "                     spelling, still works with a note (-c is the context length elsewhere)\n"
           "  --json-lines       one JSON object per GPU per sample instead of the table\n"
-          "  --nvml-lib PATH    NVML library to load (default libnvidia-ml.so.1; env INFERLAB_NVML_LIB)\n\n"
+          "  --nvml-lib PATH    NVML library to load [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n\n"
           "exit codes: 0 ok, 1 NVML present but failing (no devices, init error), 64 usage error,\n"
           "            66 the library named by --nvml-lib or INFERLAB_NVML_LIB cannot be loaded,\n"
           "            69 no NVML on this machine (no NVIDIA driver)\n");
@@ -70,9 +71,12 @@ int il_cli_monitor(int argc, char **argv) {
       return IL_EXIT_OK;
     } else if (!strcmp(a, "--json-lines")) {
       jsonl = true;
-    } else if (!strcmp(a, "-i") || !strcmp(a, "--interval") || !strcmp(a, "-c") || !strcmp(a, "--count") || !strcmp(a, "--nvml-lib")) {
+    } else if (!strcmp(a, "-i") || !strcmp(a, "--interval") || !strcmp(a, "-c") || !strcmp(a, "-n") || !strcmp(a, "--count") || !strcmp(a, "--nvml-lib")) {
       if (i + 1 >= argc) return il_cli_usage_error("monitor", "%s needs a value", a);
       const char *v = argv[++i];
+      if (!strcmp(a, "-c"))
+        fprintf(stderr, "inferlab monitor: note: -c is the old spelling of -n/--count (-c is the context length in "
+                        "the other commands); it still works\n");
       if (!strcmp(a, "--nvml-lib")) lib = v;
       else if (a[1] == 'i' || !strcmp(a, "--interval")) {
         interval_ms = il__parse_interval(v);

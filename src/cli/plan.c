@@ -21,8 +21,8 @@ static void il__plan_help(void) {
   printf("\nexamples:\n"
          "  inferlab plan -m builtin:1b --wtype q4_0 --device sim:2GiB --ctx 4096\n"
          "  inferlab plan -m model.gguf --device sim:8GiB,ctx=300MiB -ngl auto --json\n"
-         "\nexit codes: 0 fits, 1 does not fit (fixes printed), 64 usage, 65 malformed model,\n"
-         "            66 model not found, 69 unsupported device\n");
+         "\nexit codes: 0 fits, 1 does not fit (fixes printed), 64 usage (also: no --device),\n"
+         "            65 malformed model, 66 model not found, 69 unsupported device\n");
 }
 
 int il_cli_plan(int argc, char **argv) {
@@ -41,6 +41,9 @@ int il_cli_plan(int argc, char **argv) {
     il__plan_help();
     return IL_EXIT_OK;
   }
+  if (!strcmp(cfg.device, "cpu") || !cfg.device[0]) /* the default: plan was not told which device */
+    return il_cli_usage_error("plan", "plan sizes a device: give --device sim:SIZE (e.g. sim:8GiB) or cuda[:N] (the "
+                                      "host, --device cpu, has no budget to plan against)");
   il_plan p;
   il_status st = il_plan_run(&cfg, &p);
   if (st != IL_OK) return il_cli_fail("plan", st);

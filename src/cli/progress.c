@@ -5,6 +5,7 @@
 #include "cli/progress.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,6 +47,44 @@ static void *il__ticker(void *arg) {
   return NULL;
 }
 
+static struct {
+  bool on;
+  struct sigaction old_int, old_term;
+} il__guard;
+
+static void il__guard_on_signal(int sig) {
+  static const char erase[] = "\r\033[K";
+  ssize_t w = write(STDERR_FILENO, erase, sizeof erase - 1);
+  (void)w;
+  signal(sig, SIG_DFL); /* then die of it, as the default would have */
+  raise(sig);
+}
+
+void il_cli_progress_guard_begin(void) {
+  if (il__guard.on || !isatty(STDERR_FILENO)) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = il__guard_on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  /* only where the signal would end the process: a command's own handler stays */
+  sigaction(SIGINT, NULL, &il__guard.old_int);
+  sigaction(SIGTERM, NULL, &il__guard.old_term);
+  if (il__guard.old_int.sa_handler == SIG_DFL) sigaction(SIGINT, &sa, NULL);
+  if (il__guard.old_term.sa_handler == SIG_DFL) sigaction(SIGTERM, &sa, NULL);
+  il__guard.on = true;
+}
+
+void il_cli_progress_guard_end(void) {
+  if (!il__guard.on) return;
+  struct sigaction now;
+  sigaction(SIGINT, NULL, &now);
+  if (now.sa_handler == il__guard_on_signal) sigaction(SIGINT, &il__guard.old_int, NULL);
+  sigaction(SIGTERM, NULL, &now);
+  if (now.sa_handler == il__guard_on_signal) sigaction(SIGTERM, &il__guard.old_term, NULL);
+  il__guard.on = false;
+}
+
 void il_cli_progress_start(const char *fmt, ...) {
   if (il__tick.running || !isatty(2)) return;
   va_list ap;
@@ -65,6 +104,7 @@ void il_cli_progress_start(const char *fmt, ...) {
     il__tick.printed = true;
   }
   il__tick.running = pthread_create(&il__tick.thread, NULL, il__ticker, NULL) == 0;
+  il_cli_progress_guard_begin();
 }
 
 void il_cli_progress_stop(void) {
@@ -75,6 +115,7 @@ void il_cli_progress_stop(void) {
   pthread_mutex_unlock(&il__tick.mu);
   pthread_join(il__tick.thread, NULL);
   il__tick.running = false;
+  il_cli_progress_guard_end();
   if (il__tick.printed) {
     fprintf(stderr, "\r\033[K");
     fflush(stderr);

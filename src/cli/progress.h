@@ -9,5 +9,11 @@
 void il_cli_progress_start(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops the line and erases it. Safe to call when nothing was started. */
 void il_cli_progress_stop(void);
+/* While a progress line may be on the terminal: a SIGINT or SIGTERM that would end the process
+ * (their handlers are the default) first ends the line, so the shell's prompt or the next
+ * output does not join it; then the signal ends the process as before. Only on a terminal.
+ * Pairs nest once; il_cli_progress_start/stop use them. */
+void il_cli_progress_guard_begin(void);
+void il_cli_progress_guard_end(void);
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "core/jsonw.h"
 #include "memory/mem.h"
 #include "model/quantize.h"
@@ -69,6 +70,29 @@ static void il__quant_table(const il_quant_report *r) {
     else
       printf(" %10s %10s %8s %8s %8s\n", "-", "-", "-", "-", "-");
   }
+}
+
+/* The tensors that did not get the type asked for, in one line: how many, by the type they
+ * got, and the first one's note (--report and --json carry every note). */
+static void il__quant_notes(const il_quant_report *r) {
+  int n = 0, by_type[IL_DTYPE_COUNT] = {0};
+  const il_quant_tensor_report *first = NULL;
+  for (int64_t i = 0; i < r->n_tensors; i++) {
+    const il_quant_tensor_report *t = &r->tensors[i];
+    if (!t->note[0]) continue;
+    if (!first) first = t;
+    n++;
+    if ((int)t->type_out >= 0 && (int)t->type_out < IL_DTYPE_COUNT) by_type[t->type_out]++;
+  }
+  if (!n) return;
+  fprintf(stderr, "note: %d tensor%s kept another type (", n, n == 1 ? "" : "s");
+  const char *sep = "";
+  for (int d = 0; d < IL_DTYPE_COUNT; d++)
+    if (by_type[d]) {
+      fprintf(stderr, "%s%d as %s", sep, by_type[d], il_dtype_name((il_dtype)d));
+      sep = ", ";
+    }
+  fprintf(stderr, "); the first, %s: %s; --report lists each\n", first->name, first->note);
 }
 
 static il_status il__quant_json(const il_quant_report *r, const char *in, const char *out, il_ftype ft) {
@@ -157,20 +181,26 @@ int il_cli_quant(int argc, char **argv) {
   il_config cfg;
   il_config_defaults(&cfg);
   bool help = false, pure = false, report = false, json = false;
-  const char *output = NULL, *type_name = NULL;
+  const char *output = NULL, *type_name = NULL, *model = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},     {"output", 'o', true, &output, NULL}, {"type", 0, true, &type_name, NULL},
       {"pure", 0, false, NULL, &pure},       {"report", 0, false, NULL, &report},  {"json", 0, false, NULL, &json},
+      {"model", 'm', true, &model, NULL},
   };
   const char *pos[1];
   int n_pos;
-  rc = il_cli_parse("quant", nargc, nargv, &cfg, NULL, flags, 6, pos, 0, &n_pos);
+  rc = il_cli_parse("quant", nargc, nargv, &cfg, NULL, flags, 7, pos, 1, &n_pos);
   il_mem_free(nargv);
   if (rc) return rc;
   if (help) {
     il__quant_help();
     return IL_EXIT_OK;
   }
+  /* the input as -m IN or positionally, as convert takes it */
+  if (n_pos == 1 && model && strcmp(model, pos[0]))
+    return il_cli_usage_error("quant", "two inputs: -m %s and %s; give one", model, pos[0]);
+  if (n_pos == 1) model = pos[0];
+  if (model) snprintf(cfg.model, sizeof cfg.model, "%s", model);
   if (!output) return il_cli_usage_error("quant", "-o OUT.gguf is required");
   if (!type_name) return il_cli_usage_error("quant", "--type TYPE is required");
   il_ftype ft;
@@ -183,10 +213,12 @@ int il_cli_quant(int argc, char **argv) {
       .n_threads = threads > 0 ? threads : 1,
       .measure = report || json,
       .progress = isatty(STDERR_FILENO) ? il__quant_progress : NULL,
-      .notes = stderr,
+      .notes = NULL, /* each tensor's note is in the report: one summary line below */
   };
   il_quant_report r;
+  if (p.progress) il_cli_progress_guard_begin(); /* a Ctrl-C ends the bar's line first */
   il_status st = il_quant_model(cfg.model, output, &p, &r);
+  il_cli_progress_guard_end();
   if (st != IL_OK) return il_cli_fail("quant", st);
   if (r.requantized)
     fprintf(stderr, "warning: %s already has quantized tensors (%s); quantizing them again adds to their error "
@@ -198,6 +230,11 @@ int il_cli_quant(int argc, char **argv) {
           cfg.model, output, il_ftype_name(ft), (long long)r.n_tensors, n_q, il_mem_format_bytes(r.file_in, a, sizeof a),
           il_mem_format_bytes(r.file_out, b, sizeof b), r.file_in ? 100.0 * (double)r.file_out / (double)r.file_in : 0,
           r.seconds, r.seconds > 0 ? (double)r.tensor_bytes_in / 1e6 / r.seconds : 0);
+  if (r.file_out > r.file_in)
+    fprintf(stderr, "note: the output is %.1f%% larger than the input: its tensors were already smaller than %s "
+                    "(--report lists each tensor's type in and out)\n",
+            r.file_in ? 100.0 * ((double)r.file_out / (double)r.file_in - 1) : 0, il_ftype_name(ft));
+  il__quant_notes(&r);
   if (report) il__quant_table(&r);
   if (json) st = il__quant_json(&r, cfg.model, output, ft);
   il_quant_report_free(&r);

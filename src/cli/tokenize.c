@@ -1,4 +1,4 @@
-/* cli/tokenize: `inferlab tokenize -m MODEL [--ids|--pieces] [--no-bos] [--parse-special] TEXT`.
+/* cli/tokenize: `inferlab tokenize -m MODEL [--ids|--pieces] [--no-bos] [--no-parse-special] TEXT`.
  *
  * Prints the token ids of a text (from the arguments, -f FILE, or stdin with - / -f -) with
  * the vocabulary of a GGUF file or a built-in model: by default one line per token, "ID 'piece'";
@@ -28,14 +28,14 @@ static void il__tokenize_help(void) {
          "  -f, --file F             read the text from F ('-' = stdin), byte for byte\n"
          "      --ids                print only the ids, space separated, on one line\n"
          "      --pieces             print only the pieces, one per line\n"
-         "      --no-bos             do not add BOS/EOS (default: as the metadata says)\n"
+         "      --no-bos             do not add BOS/EOS [as the metadata says]\n"
          "      --no-parse-special   read control-token text (<s>, <|im_end|>) as plain text; by\n"
          "                           default it becomes those tokens, as in run's prompts\n"
          "      --pre NAME           use this pre-tokenizer instead of tokenizer.ggml.pre\n"
          "  --                       end of options: what follows is text, even '-x'\n"
          "\nexamples:\n"
          "  inferlab tokenize -m stories260K-f32.gguf \"Once upon a time\"\n"
-         "  inferlab tokenize -m smollm2.gguf --ids --parse-special -- \"<|im_start|>user\"\n"
+         "  inferlab tokenize -m smollm2.gguf --ids -- \"<|im_start|>user\"\n"
          "  echo hello | inferlab tokenize -m model.gguf --ids -\n"
          "\nexit codes: 0 ok, 64 usage, 65 malformed model, 66 not found, 69 unsupported\n"
          "            (tokenizer model or pre-tokenizer), 71 out of memory\n");

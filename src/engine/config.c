@@ -36,7 +36,7 @@ static const il_opt il__options[] = {
     {"no-bos", 0, IL_OPT_BOOL, IL__R(p.no_bos), 0, 1, "do not add BOS before the prompt", false, true},
     {"no-parse-special", 0, IL_OPT_BOOL, IL__R(p.no_parse_special), 0, 1, "read control-token text in the prompt as plain text", false, true},
     {"ignore-eos", 0, IL_OPT_BOOL, IL__R(p.ignore_eos), 0, 1, "keep generating after end-of-generation tokens", false, true},
-    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 (default: best detected)", false, false},
+    {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 [best detected]", false, false},
     {"repack", 0, IL_OPT_BOOL, IL__O(repack), 0, 1, "CPU: keep matmul weights in the blocked GEMM's layout, made at load (batches faster)", false, false},
     {"device", 0, IL_OPT_STR, IL__O(device), 0, 0, "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N]", false, false},
     {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false, false},

@@ -138,8 +138,10 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
     il_batch_entry one = {r->pending, 0, r->pos - 1, true};
     r->pending = -1;
     il_status st = il__decode_checked(r, &one, 1);
-    r->stats.gen_seconds += il_time_now() - t0;
-    if (st != IL_OK) return st;
+    if (st != IL_OK) {
+      r->stats.gen_seconds += il_time_now() - t0;
+      return st;
+    }
   }
   /* the token for position pos is sampled from the logits of pos - 1, so the last one the
    * context allows is pos == n_ctx: it is returned but not decoded (as llama2.c does) */
@@ -152,6 +154,8 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
   }
   il_sampler_accept(r->sampler, tok);
   r->stats.n_gen++;
+  /* one interval per call, decode and sampling together: adding it after each would count
+   * the decode twice */
   r->stats.gen_seconds += il_time_now() - t0;
   if (il_vocab_is_eog(r->e->vocab, tok) && (!p->ignore_eos || il_sampler_grammar_finished(r->sampler))) {
     r->stats.stopped_eog = true;

@@ -121,7 +121,7 @@ typedef struct {
   il_sweep_point point;   /* what was asked (ctx as given) */
   char label[256];        /* "batch=4 threads=2" (swept axes), may be "" */
   il_status status;       /* IL_OK, or why this point failed (then error is set) */
-  char error[512];
+  char error[1024];
   /* what ran */
   char model[128];
   char model_type[16];

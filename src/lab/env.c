@@ -1,8 +1,10 @@
 /* lab/env: environment description and snapshot. See env.h. */
 #include "lab/env.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,11 +97,47 @@ void il_env_json(const il_env *e, il_jsonw *w) {
 }
 
 il_status il_env_doctor_json(FILE *f, char *const *environ_list) {
-  il_doctor_options o;
-  il_doctor_options_default(&o, environ_list);
-  il_doctor *dr = NULL;
-  IL_TRY(il_doctor_run(&o, &dr));
-  il_status st = il_report_json(dr, f);
-  il_doctor_free(dr);
-  return st;
+  /* doctor runs in a child process: what it maps (the CUDA module and the libraries it links,
+   * about 150 MiB resident) would otherwise stay in this process, inside the peak RSS of every
+   * sample measured here and of every command forked from here (a child starts with its
+   * parent's resident pages) */
+  int fds[2];
+  if (fflush(f) != 0) return il_error(IL_ERR_IO, "doctor snapshot: flush: %s", strerror(errno));
+  if (pipe(fds) != 0) return il_error(IL_ERR_IO, "doctor snapshot: pipe: %s", strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(fds[0]);
+    close(fds[1]);
+    return il_error(IL_ERR_IO, "doctor snapshot: fork: %s", strerror(e));
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    il_doctor_options o;
+    il_doctor_options_default(&o, environ_list);
+    il_doctor *dr = NULL;
+    il_status st = il_doctor_run(&o, &dr);
+    if (st == IL_OK) st = il_report_json(dr, f);
+    if (st == IL_OK && fflush(f) != 0) st = il_error(IL_ERR_IO, "write failed: %s", strerror(errno));
+    if (st != IL_OK) {
+      const char *d = il_error_detail();
+      ssize_t w = write(fds[1], d, strlen(d));
+      (void)w;
+    }
+    _exit(st == IL_OK ? 0 : (int)st);
+  }
+  close(fds[1]);
+  char detail[512];
+  size_t n = 0;
+  for (ssize_t k; n < sizeof detail - 1 && (k = read(fds[0], detail + n, sizeof detail - 1 - n)) != 0;)
+    if (k > 0) n += (size_t)k;
+    else if (errno != EINTR) break;
+  detail[n] = 0;
+  close(fds[0]);
+  int ws = 0;
+  while (waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return IL_OK;
+  const il_status st = WIFEXITED(ws) && WEXITSTATUS(ws) > 0 ? (il_status)WEXITSTATUS(ws) : IL_ERR_IO;
+  return il_error(st, "doctor snapshot: %s", *detail ? detail : "the doctor process did not finish");
 }

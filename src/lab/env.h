@@ -35,7 +35,8 @@ typedef struct {
 void il_env_collect(il_env *e, const char *nvml_lib, bool no_gpu);
 /* Writes e as one JSON object value (after a key or in an array). */
 void il_env_json(const il_env *e, il_jsonw *w);
-/* Writes the doctor's JSON document for this machine to f (no bandwidth measurement, no exec).
+/* Writes the doctor's JSON document for this machine to f (no bandwidth measurement, no exec),
+ * from a forked child process, so nothing doctor loads stays resident in this one.
  * IL_ERR_OOM / IL_ERR_IO. */
 il_status il_env_doctor_json(FILE *f, char *const *environ_list);
 /* "2026-01-15T103000Z": a timestamp that sorts and is safe in file names. */

@@ -85,6 +85,9 @@ il_status il_eval_text(il_engine *e, il_engine *ref, const char *text, const il_
   il_status st = batch && w && lg && (!ref || (lr && kls)) ? IL_OK : IL_ERR_OOM;
   double nll = 0, nll2 = 0, ref_nll = 0;
   int64_t count = 0, same = 0;
+  int32_t done = 0;
+  r->n_chunk_planned = n_chunk;
+  r->interrupted = false;
   for (int32_t c = 0; st == IL_OK && c < n_chunk; c++) {
     memcpy(w, tokens + (size_t)c * n_ctx, sizeof *w * (size_t)n_ctx);
     if (add_bos && bos >= 0) w[0] = bos;
@@ -104,10 +107,22 @@ il_status il_eval_text(il_engine *e, il_engine *ref, const char *text, const il_
       }
       count++;
     }
+    if (st == IL_OK) done = c + 1;
     if (st == IL_OK && p->progress) p->progress(p->progress_ud, c + 1, n_chunk, exp(nll / (double)count));
+    /* checked after a window, so a stopped evaluation has measured at least one */
+    if (st == IL_OK && p->stop && *p->stop && c + 1 < n_chunk) {
+      r->interrupted = true;
+      break;
+    }
   }
-  if (st == IL_OK) {
-    r->n_chunk = n_chunk;
+  if (st == IL_OK && count == 0) { /* interrupted before the first window: nothing measured */
+    r->n_chunk = 0;
+    r->n_scored = 0;
+    r->nll = r->perplexity = r->perplexity_stderr = NAN;
+    r->has_ref = false;
+    r->seconds = il_time_now() - t0;
+  } else if (st == IL_OK) {
+    r->n_chunk = done;
     r->n_scored = count;
     r->nll = nll / (double)count;
     r->perplexity = exp(r->nll);

@@ -18,6 +18,7 @@
 #ifndef IL_LAB_EVAL_H
 #define IL_LAB_EVAL_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -30,11 +31,17 @@ typedef struct {
   int32_t max_chunks;  /* 0 = all */
   il_eval_progress_fn progress; /* may be NULL */
   void *progress_ud;
+  /* may be NULL; when it becomes non-zero (a SIGINT handler sets it) the evaluation ends after
+   * the window being measured (the first one always completes), with the result of the
+   * windows done (interrupted set) */
+  volatile sig_atomic_t *stop;
 } il_eval_params;
 
 typedef struct {
   int32_t n_tokens;    /* tokens of the text, BOS included */
   int32_t n_chunk;     /* windows evaluated */
+  int32_t n_chunk_planned; /* windows the text (and max_chunks) gives */
+  bool interrupted;    /* *stop ended it early: the figures are of the n_chunk windows done */
   int64_t n_scored;    /* tokens scored */
   double nll;          /* mean negative log-likelihood (nats) */
   double perplexity;

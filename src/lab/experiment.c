@@ -176,9 +176,11 @@ il_status il_experiment_set_command(il_experiment *x, const char *cmd, const cha
 }
 
 void il_experiment_order(int repeat, char *order) {
+  /* A B B A A B B A ...: each arm runs first in half the pairs, so a drift, or what one run
+   * leaves warm for the next, favours neither arm */
   for (int i = 0; i < repeat; i++) {
-    order[2 * i] = 'A';
-    order[2 * i + 1] = 'B';
+    order[2 * i] = i % 2 ? 'B' : 'A';
+    order[2 * i + 1] = i % 2 ? 'A' : 'B';
   }
   order[repeat > 0 ? 2 * repeat : 0] = 0;
 }
@@ -226,6 +228,11 @@ static il_status il__run_cmd(void *ud, il_experiment *x, int arm, int run, doubl
   char *argv[] = {"/bin/sh", "-c", arm ? x->cmd_b : x->cmd_a, NULL};
   il_watch_result r;
   IL_TRY(il_watch_run(&wo, argv, &r));
+  /* Ctrl-C went to the command too (killed by it, or a shell's 130 for it): not a sample, the end */
+  if (r.term_signal == SIGINT || il_watch_exit_code(&r) == 130) {
+    x->interrupted = true;
+    return IL_OK;
+  }
   bool failed = il_watch_exit_code(&r) != 0;
   if (failed) {
     if (!x->failures[arm])
@@ -286,7 +293,10 @@ il_status il_experiment_run(il_experiment *x, il_experiment_run_fn fn, void *ud)
   if (!order) return IL_ERR_OOM;
   il_experiment_order(x->repeat, order);
   il_status st = IL_OK;
+  x->interrupted = false;
   for (int i = 0; order[i] && st == IL_OK; i++) {
+    if (x->stop && *x->stop) x->interrupted = true;
+    if (x->interrupted) break;
     int arm = order[i] == 'B';
     if (x->progress) {
       fprintf(x->progress, "\rexperiment: run %d/%d (%s)\033[K", i + 1, 2 * x->repeat, arm ? "variant" : "baseline");
@@ -295,7 +305,7 @@ il_status il_experiment_run(il_experiment *x, il_experiment_run_fn fn, void *ud)
     double *vals = x->v[arm] + (size_t)x->n_runs[arm] * IL_EXP_MAX_METRICS;
     for (int m = 0; m < IL_EXP_MAX_METRICS; m++) vals[m] = NAN;
     st = fn(ud, x, arm, i / 2, vals);
-    if (st == IL_OK) x->n_runs[arm]++;
+    if (st == IL_OK && !x->interrupted) x->n_runs[arm]++;
   }
   if (x->progress) {
     fprintf(x->progress, "\r\033[K");
@@ -461,6 +471,7 @@ static void il__fmt(const il_bench_metric_info *mi, double v, char *buf, size_t 
   if (!strcmp(mi->unit, "s")) snprintf(buf, n, "%.3f ms", v * 1e3);
   else if (!strcmp(mi->unit, "bytes")) snprintf(buf, n, "%.1f MiB", v / (1024.0 * 1024.0));
   else if (!strcmp(mi->unit, "fraction")) snprintf(buf, n, "%.1f%%", v * 100);
+  else if (fabs(v) >= 1000) snprintf(buf, n, "%.0f %s", v, mi->unit); /* 13140 tok/s, not 1.314e+04 */
   else snprintf(buf, n, "%.4g %s", v, mi->unit);
 }
 
@@ -472,19 +483,28 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
     for (int i = 0; i < x->n_changes; i++) {
       char before[IL_CONFIG_STR_MAX];
       il_sweep_get(&x->baseline, x->changes[i].name, before, sizeof before);
-      fprintf(f, "%s%s %s -> %s", i ? ", " : "", x->changes[i].name, before, x->changes[i].value);
+      char ran_as[IL_CONFIG_STR_MAX];
+      il__effective(&x->baseline, x->changes[i].name, ran_as, sizeof ran_as);
+      /* a default that stands for something (threads 0, isa "") with what it ran as */
+      if (strcmp(ran_as, before))
+        fprintf(f, "%s%s %s (%s here) -> %s", i ? ", " : "", x->changes[i].name, *before ? before : "\"\"", ran_as,
+                x->changes[i].value);
+      else fprintf(f, "%s%s %s -> %s", i ? ", " : "", x->changes[i].name, before, x->changes[i].value);
     }
     fprintf(f, "\nworkload:   %s, batch %d, prompt %d, gen %d, threads %d\n", x->baseline.cfg.model,
             x->baseline.cfg.n_seq, x->baseline.prompt, x->baseline.gen, x->steps[0].threads);
   }
-  fprintf(f, "runs:       %d per arm, interleaved A B A B ...; %d warm-up per run; failures: baseline %d, variant %d\n",
+  fprintf(f, "runs:       %d per arm, interleaved A B B A ...; %d warm-up per run; failures: baseline %d, variant %d\n",
           x->repeat, x->is_cmd ? 0 : x->bench.warmup, x->failures[0], x->failures[1]);
+  if (x->interrupted)
+    fprintf(f, "            interrupted (Ctrl-C) after %d of %d runs: baseline %d, variant %d; the figures are of those\n",
+            x->n_runs[0] + x->n_runs[1], 2 * x->repeat, x->n_runs[0], x->n_runs[1]);
   for (int a = 0; a < 2; a++)
     if (x->failures[a])
       fprintf(f, "            %s failed %d of %d runs (not counted as samples); first: %s\n", a ? "variant" : "baseline",
-              x->failures[a], x->repeat, x->first_error[a]);
+              x->failures[a], x->n_runs[a], x->first_error[a]);
   int ok_runs[2];
-  for (int a = 0; a < 2; a++) ok_runs[a] = x->repeat - x->failures[a];
+  for (int a = 0; a < 2; a++) ok_runs[a] = x->n_runs[a] - x->failures[a];
   if (ok_runs[0] < IL_EXP_MIN_RUNS || ok_runs[1] < IL_EXP_MIN_RUNS)
     fprintf(f, "            too few runs for a verdict: a bootstrap interval needs at least %d successful runs per arm "
                "(baseline %d, variant %d); raise --repeat\n",
@@ -554,7 +574,13 @@ il_status il_experiment_write_summary(il_experiment *x, FILE *show) {
     il_report_json_config(&x->variant, &w);
   }
   il_jsonw_kint(&w, "repeat", x->repeat);
-  il_jsonw_kstr(&w, "order", "ABAB");
+  il_jsonw_kbool(&w, "interrupted", x->interrupted);
+  il_jsonw_key(&w, "runs_done");
+  il_jsonw_obj(&w);
+  il_jsonw_kint(&w, "baseline", x->n_runs[0]);
+  il_jsonw_kint(&w, "variant", x->n_runs[1]);
+  il_jsonw_obj_end(&w);
+  il_jsonw_kstr(&w, "order", "ABBA");
   il_jsonw_kint(&w, "warmup_per_run", x->is_cmd ? 0 : x->bench.warmup);
   il_jsonw_key(&w, "failures");
   il_jsonw_obj(&w);
@@ -604,12 +630,23 @@ il_status il_experiment_show(const char *dir, FILE *out) {
   char path[2300];
   snprintf(path, sizeof path, "%s/summary.txt", dir);
   FILE *f = fopen(path, "r");
-  if (!f)
-    return il_error(IL_ERR_NOT_FOUND, "%s: not an experiment folder (no summary.txt: %s)", dir, strerror(errno));
+  if (!f) {
+    /* a folder whose experiment never got to its summary (killed): say what it holds */
+    snprintf(path, sizeof path, "%s/samples.jsonl", dir);
+    FILE *s = fopen(path, "r");
+    if (!s)
+      return il_error(IL_ERR_NOT_FOUND, "%s: not an experiment folder (no summary.txt, no samples.jsonl: %s)", dir,
+                      strerror(errno));
+    int lines = 0;
+    for (int c; (c = fgetc(s)) != EOF;) lines += c == '\n';
+    fclose(s);
+    fprintf(out, "%s: the experiment did not finish (no summary.txt); samples.jsonl holds %d run%s\n", dir, lines,
+            lines == 1 ? "" : "s");
+  }
   char buf[4096];
   size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, out);
-  fclose(f);
+  while (f && (n = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, n, out);
+  if (f) fclose(f);
   fprintf(out, "\nfiles in %s:", dir);
   const char *files[] = {"env.json", "baseline.conf", "variant.conf", "baseline.cmd", "variant.cmd", "samples.jsonl",
                          "summary.json", "command.txt"};

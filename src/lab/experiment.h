@@ -1,5 +1,5 @@
 /* lab/experiment: the one-change method as code. A baseline and a variant that differs in
- * exactly one option run the same workload, interleaved A B A B ..., so slow drift on a
+ * exactly one option run the same workload, interleaved A B B A ..., so slow drift on a
  * noisy machine (thermal limits, other jobs) hits both arms alike; every metric's change is
  * reported as the ratio variant/baseline with a 95% bootstrap confidence interval
  * (lab/stats) and called significant when the interval excludes 1.
@@ -19,6 +19,7 @@
 #ifndef IL_LAB_EXPERIMENT_H
 #define IL_LAB_EXPERIMENT_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -56,6 +57,11 @@ typedef struct {
   int n_boot;                   /* 2000 */
   uint64_t seed;                /* bootstrap seed */
   FILE *progress;               /* status line per run, or NULL */
+  /* may be NULL; non-zero (a SIGINT handler sets it) ends the experiment before the next run,
+   * as does a --cmd run ended by SIGINT (Ctrl-C reaches the command too): interrupted is set
+   * and the summary is of the runs done */
+  volatile sig_atomic_t *stop;
+  bool interrupted;
   const char *command_line;     /* for command.txt */
   char *const *environ_list;    /* for the doctor snapshot */
   /* results */
@@ -66,7 +72,7 @@ typedef struct {
   int n_runs[2];
   double *v[2];                 /* [run * IL_EXP_MAX_METRICS + metric], owned */
   int failures[2];              /* command runs with a non-zero exit, engine runs that failed: not samples */
-  char first_error[2][512];       /* the first failure's message per arm */
+  char first_error[2][1024];       /* the first failure's message per arm */
   il_bench_result steps[2];     /* engine mode: every run's samples and decode steps per arm */
 } il_experiment;
 

@@ -107,7 +107,7 @@ static const il__ui_entry il__ui[] = {
     {"baseline_job", {"baseline job", "Ausgangsjob"}},
     {"device_memory", {"memory on the device", "Speicher auf dem Gerät"}},
     {"nothing_else", {"nothing else changes", "sonst ändert sich nichts"}},
-    {"runs", {"runs per arm, interleaved A B A B ...", "Läufe je Arm, abwechselnd A B A B ..."}},
+    {"runs", {"runs per arm, interleaved A B B A ...", "Läufe je Arm, abwechselnd A B B A ..."}},
     {"failed_runs", {"failed runs", "fehlgeschlagene Läufe"}},
     {"baseline", {"baseline", "Ausgang"}},
     {"variant", {"variant", "Variante"}},

@@ -600,7 +600,7 @@ static il_status il__kl(il__learn *L, const char *wtype, il__quality *q) {
   il_engine *ref = L->ref;
   il_eval_result r;
   if (st == IL_OK) {
-    il_eval_params p = {64, L->quick ? 1 : 6, NULL, NULL};
+    il_eval_params p = {64, L->quick ? 1 : 6, NULL, NULL, NULL};
     st = il_eval_text(e, ref, text, &p, &r);
   }
   if (st == IL_OK) {

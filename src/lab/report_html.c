@@ -16,15 +16,20 @@
 #include "core/text.h"
 
 #define IL__W 660
-#define IL__H 300
+#define IL__H 330
 #define IL__ML 72
 #define IL__MR 16
 #define IL__MT 34
-#define IL__MB 56
+#define IL__MB 86
 
 static const char *const il__colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                          "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f"};
 #define IL__N_COLORS 10 /* one per memory category */
+/* p50, p90, p99: the same three colours in every chart, light to dark */
+static const char *const il__pct_colors[] = {"#9ecae1", "#4292c6", "#08306b"};
+/* Width of one character of an x label (11px sans-serif), for fitting labels to their slot. */
+#define IL__CHAR_W 6.5
+#define IL__XLINES 3
 
 static void il__esc(FILE *f, const char *s) { il_xml_escape(f, s, true); }
 
@@ -67,22 +72,51 @@ static void il__frame(FILE *f, const char *id, const char *title, const char *yl
   fprintf(f, "</text>\n");
 }
 
-static void il__xlabel(FILE *f, double x, const char *text) {
-  fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"xt\">", x, IL__H - IL__MB + 16);
+/* An x label centred at x in a slot `slot` px wide: split at spaces into lines that fit the slot
+ * (at most IL__XLINES, the last cut with "..."), so neighbouring labels never overlap; the
+ * whole label is the element's <title> (shown on hover). */
+static void il__xlabel(FILE *f, double x, double slot, const char *text) {
+  int fit = (int)(slot * 0.95 / IL__CHAR_W);
+  if (fit < 3) fit = 3;
+  fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"xt\"><title>", x, IL__H - IL__MB + 16);
   il__esc(f, text);
-  fprintf(f, "</text>\n");
+  fputs("</title>", f);
+  const char *p = text;
+  for (int line = 0; *p && line < IL__XLINES; line++) {
+    while (*p == ' ') p++;
+    int n = (int)strlen(p);
+    int take = n;
+    if (n > fit) { /* break at the last space that fits, else cut the word */
+      take = fit;
+      for (int k = fit; k > 0; k--)
+        if (p[k] == ' ') {
+          take = k;
+          break;
+        }
+    }
+    const bool last = line == IL__XLINES - 1 && take < n;
+    char buf[256];
+    int w = take < (int)sizeof buf - 4 ? take : (int)sizeof buf - 4;
+    if (last && w > 3) w = w - 3 > fit - 3 ? fit - 3 : w - 3;
+    snprintf(buf, sizeof buf, "%.*s%s", w, p, last ? "..." : "");
+    fprintf(f, "<tspan x=\"%.1f\" dy=\"%d\">", x, line ? 12 : 0);
+    il__esc(f, buf);
+    fputs("</tspan>", f);
+    p += take;
+  }
+  fputs("</text>\n", f);
 }
 
-/* Legend entry i (its place) in colour c. */
-static void il__legend_c(FILE *f, int i, int c, const char *name) {
+/* Legend entry i (its place) in colour `fill`. */
+static void il__legend_fill(FILE *f, int i, const char *fill, const char *name) {
   int x = IL__ML + (i % 4) * 150, y = IL__H - 18 + (i / 4) * 12;
   fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/><text x=\"%d\" y=\"%d\" class=\"lg\">", x,
-          y - 9, il__colors[c % IL__N_COLORS], x + 14, y);
+          y - 9, fill, x + 14, y);
   il__esc(f, name);
   fprintf(f, "</text>\n");
 }
 
-static void il__legend(FILE *f, int i, const char *name) { il__legend_c(f, i, i, name); }
+static void il__legend(FILE *f, int i, const char *name) { il__legend_fill(f, i, il__colors[i % IL__N_COLORS], name); }
 
 /* Index of result i's value on axis a (results are in sweep order, last axis fastest). */
 static int il__axis_index(const il_sweep *s, int i, int a) {
@@ -136,7 +170,7 @@ static void il__metric_chart(FILE *f, const il_report *r, il_bench_metric m) {
   double dx = (double)pw / (n_x > 0 ? n_x : 1);
   for (int x = 0; x < n_x; x++) {
     const char *lbl = ma >= 0 ? r->sweep->axes[ma].values[x] : (*r->results[x].label ? r->results[x].label : "all");
-    il__xlabel(f, IL__ML + dx * (x + 0.5), lbl);
+    il__xlabel(f, IL__ML + dx * (x + 0.5), dx, lbl);
   }
   int n_series = r->n_results / (n_x > 0 ? n_x : 1);
   if (n_series < 1) n_series = 1;
@@ -194,7 +228,7 @@ static void il__percentile_chart(FILE *f, const il_report *r, bool ttft) {
   double gw = (double)pw / n, bw = gw * 0.6 / 3;
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];
-    il__xlabel(f, IL__ML + gw * (i + 0.5), *res->label ? res->label : "all");
+    il__xlabel(f, IL__ML + gw * (i + 0.5), gw, *res->label ? res->label : "all");
     if (res->status != IL_OK) continue;
     double vals[3] = {res->tpot_steps.p50, res->tpot_steps.p90, res->tpot_steps.p99};
     if (ttft) {
@@ -207,11 +241,11 @@ static void il__percentile_chart(FILE *f, const il_report *r, bool ttft) {
       if (!isfinite(v)) continue;
       double h = v / top * ph, x = IL__ML + gw * i + gw * 0.2 + bw * b;
       fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%.4g ms</title></rect>\n", x,
-              IL__MT + ph - h, bw * 0.9, h, il__colors[b + (ttft ? 3 : 0)], v);
+              IL__MT + ph - h, bw * 0.9, h, il__pct_colors[b], v);
     }
   }
   const char *names[3] = {"p50", "p90", "p99"};
-  for (int b = 0; b < 3; b++) il__legend_c(f, b, b + (ttft ? 3 : 0), names[b]);
+  for (int b = 0; b < 3; b++) il__legend_fill(f, b, il__pct_colors[b], names[b]);
   fprintf(f, "</svg>\n");
 }
 
@@ -239,7 +273,7 @@ static void il__memory_chart(FILE *f, const il_report *r) {
   bool used[IL_MEM_CATEGORY_COUNT] = {false};
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];
-    il__xlabel(f, IL__ML + gw * (i + 0.5), *res->label ? res->label : "all");
+    il__xlabel(f, IL__ML + gw * (i + 0.5), gw, *res->label ? res->label : "all");
     double base = 0;
     for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) {
       size_t peak = 0;
@@ -258,7 +292,7 @@ static void il__memory_chart(FILE *f, const il_report *r) {
   }
   /* the categories that hold bytes, in two rows of four at most for the usual runs */
   for (int c = 0, i = 0; c < IL_MEM_CATEGORY_COUNT; c++)
-    if (used[c]) il__legend_c(f, i++, c, il_mem_category_name((il_mem_category)c));
+    if (used[c]) il__legend_fill(f, i++, il__colors[c % IL__N_COLORS], il_mem_category_name((il_mem_category)c));
   fprintf(f, "</svg>\n");
 }
 
@@ -277,7 +311,7 @@ il_status il_report_html_write(const il_report *r, FILE *f) {
              ".tw{max-width:100%%;overflow-x:auto;margin:8px 0 16px 0}\n.tw table{margin:0}\n"
              "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\n"
              ".tw td{white-space:nowrap}\n.tw th{white-space:normal;min-width:5em;max-width:8em;vertical-align:bottom}\n"
-             "th{background:#f0f0f0}\n.chart{margin:8px 8px 8px 0;border:1px solid #ddd;background:#fff}\n"
+             "th{background:#f0f0f0}\n.chart{margin:8px 8px 8px 0;border:1px solid #ddd;background:#fff;width:calc(50%% - 12px);min-width:420px;height:auto}\n"
              ".grid{stroke:#e4e4e4;stroke-width:1}\n.ln{fill:none;stroke-width:2}\n.wh{stroke-width:1.5}\n"
              ".ct{font-size:14px;text-anchor:middle;font-weight:bold}\n.yt{font-size:11px;text-anchor:end}\n"
              ".xt{font-size:11px;text-anchor:middle}\n.yl{font-size:12px;text-anchor:middle}\n.lg{font-size:11px}\n"

@@ -111,7 +111,13 @@ void il_report_table_row(const il_report *r, int i, FILE *f) {
     fprintf(f, " %s |", v);
   }
   if (res->status != IL_OK) {
-    fprintf(f, " error: %s |\n", res->error);
+    /* one table row: the error's first line, without the cell separator; a longer report
+     * (the OOM report's device, cause and fix lines) is on stderr and in --json whole */
+    const char *e = res->error;
+    size_t n = strcspn(e, "\n");
+    fputs(" error: ", f);
+    for (size_t k = 0; k < n; k++) fputc(e[k] == '|' ? '/' : e[k], f);
+    fprintf(f, "%s |\n", e[n] ? " (the whole report is on stderr)" : "");
     fflush(f);
     return;
   }
@@ -144,6 +150,9 @@ static void il__limits(const il_bench_result *res, const char *lbl, FILE *f) {
     const double roof = res->sum[ph[i].roof].mean, peak = res->sum[ph[i].peak].mean;
     if (isnan(peak)) continue;
     if (isnan(roof)) fprintf(f, "; %s at %.0f%% of it", ph[i].phase, 100 * peak);
+    else if (peak < 0.5 && roof < 0.5) /* neither limit is what holds it back */
+      fprintf(f, "; %s below both limits (%.0f%% of the peak, %.0f%% of the read bandwidth: overheads, not a roof)",
+              ph[i].phase, 100 * peak, 100 * roof);
     else
       fprintf(f, "; %s %s-bound (%.0f%% of the peak, %.0f%% of the read bandwidth)", ph[i].phase,
               peak >= roof ? "compute" : "bandwidth", 100 * peak, 100 * roof);
@@ -158,9 +167,19 @@ il_status il_report_table_end(const il_report *r, FILE *f) {
     if (r->results[i].status == IL_OK) first = &r->results[i];
   char a[32], b[32];
   fprintf(f, "\n");
-  if (first)
+  int ctx_lo = first ? first->n_ctx : 0, ctx_hi = ctx_lo;
+  for (int i = 0; i < r->n_results; i++)
+    if (r->results[i].status == IL_OK) {
+      if (r->results[i].n_ctx < ctx_lo) ctx_lo = r->results[i].n_ctx;
+      if (r->results[i].n_ctx > ctx_hi) ctx_hi = r->results[i].n_ctx;
+    }
+  if (first && ctx_lo == ctx_hi)
     fprintf(f, "model: %s (%s, %.1fM params, %s weights), ctx %d\n", first->model, first->model_type,
             (double)first->n_params / 1e6, il_mem_format_bytes(first->weight_bytes, a, sizeof a), first->n_ctx);
+  else if (first) /* each combination's own (prompt + gen unless --ctx is given) */
+    fprintf(f, "model: %s (%s, %.1fM params, %s weights), ctx %d to %d by combination\n", first->model,
+            first->model_type, (double)first->n_params / 1e6, il_mem_format_bytes(first->weight_bytes, a, sizeof a),
+            ctx_lo, ctx_hi);
   /* latency percentiles and memory per combination */
   for (int i = 0; i < r->n_results; i++) {
     const il_bench_result *res = &r->results[i];

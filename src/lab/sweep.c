@@ -15,6 +15,7 @@ typedef struct {
 
 static const il__alias il__aliases[] = {
     {"batch", "n-seq"},
+    {"parallel", "n-seq"}, /* llama-server's -np/--parallel: the flag's name in bench and experiment */
     {"gen", "n-predict"},
     {"ubatch", "batch"},
     {"prompt", "prompt"},
@@ -39,7 +40,7 @@ const char *il_sweep_key(const char *name) {
 il_status il_sweep_set(il_sweep_point *p, const char *name, const char *value, const char *where) {
   const char *key = il_sweep_key(name);
   if (!key)
-    return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s' (engine options, or the lab's batch, prompt, gen, ubatch)",
+    return il_error(IL_ERR_INVALID_ARG, "%s: unknown option '%s' (engine options, or the lab's parallel (also batch), prompt, gen, ubatch)",
                     where, name);
   if (!strcmp(key, "prompt")) {
     long long v;

@@ -48,7 +48,7 @@ def need_server():
 
 
 class Server:
-    def __init__(self, *args, model="builtin:tiny", timeout=30, wait_ready=True):
+    def __init__(self, *args, model="builtin:tiny", timeout=120, wait_ready=True):
         cli = need_server()
         self.args = [cli, "serve", "-m", model, "--port", "0", "-t", "2"] + list(args)
         self.p = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
