@@ -309,7 +309,8 @@ static void il__finish_choice(il_sched *s, il__choice *c, il_finish_reason why, 
   if (c->slot >= 0) {
     s->slot_owner[c->slot] = NULL;
     s->slot_len[c->slot] = c->n_past;
-    if (il_kv_cache_prefix_enabled(&s->e->kv)) il__prefix_release(s, c->slot, c->n_past);
+    /* after a device error nothing new is indexed: the cells of the failed pass are suspect */
+    if (il_kv_cache_prefix_enabled(&s->e->kv)) il__prefix_release(s, c->slot, why == IL_FINISH_ERROR ? 0 : c->n_past);
   }
   c->state = IL__DONE;
   c->finish = why;
