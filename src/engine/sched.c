@@ -303,7 +303,8 @@ static void il__prefix_release(il_sched *s, int32_t slot, int32_t n) {
   s->slot_len[slot] = 0;
 }
 
-/* Frees the choice's slot (its cells stay valid for prefix reuse) and sends its last event. */
+/* Frees the choice's slot (its cells stay valid for prefix reuse: in the slot, or indexed in the
+ * prefix cache) and sends its last event. */
 static void il__finish_choice(il_sched *s, il__choice *c, il_finish_reason why, const char *text, size_t len) {
   if (c->state == IL__DONE) return;
   if (c->slot >= 0) {
