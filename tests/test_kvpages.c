@@ -7,7 +7,8 @@
  * sequence). After every step: the internal check, reference counts equal the references in the
  * exported table, free + used = total, and the stats recomputed here. Plus: fork then write
  * gives one copy action, prefix sharing of 8 samples, out of blocks and too long sequences are
- * errors that change nothing.
+ * errors that change nothing. The walk again with the prefix cache on (blocks indexed, reused by
+ * other sequences, evicted under pressure).
  */
 #include "engine/kvpages.h"
 #include "harness.h"
@@ -103,7 +104,8 @@ static il_status grow(il_kvpages *p, int s, int n, int *n_copies_out) {
   if (st != IL_OK) return st;
   IL_CHECK(nc == 0 || nc == 1);
   if (nc == 1) {
-    IL_CHECK(il_kvpages_refcount(p, cp[0].src) >= 1);
+    /* an indexed block its only holder copies before writing stays cached, unreferenced */
+    IL_CHECK(il_kvpages_refcount(p, cp[0].src) >= (il_kvpages_prefix_enabled(p) ? 0 : 1));
     IL_CHECK_INT(il_kvpages_refcount(p, cp[0].dst), 1);
     IL_CHECK_INT(cp[0].n_pos, wlen[s] % BL);
     memcpy(dev + (size_t)cp[0].dst * BL, dev + (size_t)cp[0].src * BL, sizeof(int32_t) * (size_t)cp[0].n_pos);
@@ -118,11 +120,18 @@ static il_status grow(il_kvpages *p, int s, int n, int *n_copies_out) {
   return IL_OK;
 }
 
-static void test_random_walk(void) {
+static int32_t rlen[NS]; /* positions of want[s] that record what sequence s wrote last */
+
+/* pc: with the prefix cache: sequences index their blocks at random times and before they end,
+ * and empty ones take a prefix of what another wrote (live or gone); every live sequence must
+ * still read back exactly its own tokens, so an evicted block still held, or a cached block
+ * written into, would show. */
+static void test_random_walk(bool pc) {
   il_kvpages *p;
   IL_CHECK_OK(il_kvpages_new(NB, BL, MB, NS, BPP, &p));
-  for (int s = 0; s < NS; s++) wlen[s] = -1;
-  int n_oom = 0, n_copies = 0, n_forks = 0;
+  if (pc) IL_CHECK_OK(il_kvpages_prefix_enable(p));
+  for (int s = 0; s < NS; s++) wlen[s] = -1, rlen[s] = 0;
+  int n_oom = 0, n_copies = 0, n_forks = 0, n_hits = 0;
   for (int step = 0; step < 3000; step++) {
     const int op = irand(10), s = irand(NS), d = irand(NS);
     char what[64];
@@ -131,8 +140,20 @@ static void test_random_walk(void) {
       IL_CHECK_INT(il_kvpages_seq_add(p, s), wlen[s] < 0 ? IL_OK : IL_ERR_INVALID_ARG);
       if (wlen[s] < 0) wlen[s] = 0;
     } else if (op == 1 && irand(2)) {
+      if (pc && wlen[s] >= 0) IL_CHECK_OK(il_kvpages_prefix_store(p, s, want[s], wlen[s]));
       IL_CHECK_INT(il_kvpages_seq_remove(p, s), wlen[s] >= 0 ? IL_OK : IL_ERR_NOT_FOUND);
+      if (wlen[s] >= 0) rlen[s] = wlen[s];
       wlen[s] = -1;
+    } else if (pc && op == 5 && wlen[s] > 0) {
+      IL_CHECK_OK(il_kvpages_prefix_store(p, s, want[s], irand(wlen[s] + 1)));
+    } else if (pc && op == 5 && s != d) {
+      int32_t n = -1;
+      const int32_t len_d = wlen[d] >= 0 ? wlen[d] : rlen[d];
+      IL_CHECK_OK(il_kvpages_prefix_reuse(p, s, want[d], len_d, &n));
+      IL_CHECK(n % BL == 0 && n <= len_d);
+      memmove(want[s], want[d], sizeof(int32_t) * (size_t)n);
+      wlen[s] = n;
+      n_hits += n > 0;
     } else if (op == 2 || op == 3) {
       il_status st = il_kvpages_seq_fork(p, s, d);
       IL_CHECK_INT(st, wlen[s] < 0 ? IL_ERR_NOT_FOUND : wlen[d] >= 0 ? IL_ERR_INVALID_ARG : IL_OK);
@@ -170,8 +191,12 @@ static void test_random_walk(void) {
     }
     check_all(p, what);
   }
-  printf("random walk: %d forks, %d copy-on-write copies, %d out-of-blocks refusals\n", n_forks, n_copies, n_oom);
+  il_kvpages_stats ks;
+  il_kvpages_stats_get(p, 1, &ks);
+  printf("random walk%s: %d forks, %d copy-on-write copies, %d out-of-blocks refusals, %d prefix hits, %llu "
+         "evictions\n", pc ? " (prefix cache)" : "", n_forks, n_copies, n_oom, n_hits, (unsigned long long)ks.evictions);
   IL_CHECK(n_forks > 50 && n_copies > 10 && n_oom > 10); /* the walk reached every path */
+  if (pc) IL_CHECK(n_hits > 20 && ks.evictions > 20);
   il_kvpages_free(p);
 }
 
@@ -274,6 +299,7 @@ static void test_errors(void) {
 int main(void) {
   test_errors();
   test_fork_and_share();
-  test_random_walk();
+  test_random_walk(false);
+  test_random_walk(true);
   return il_test_finish();
 }

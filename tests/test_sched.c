@@ -309,10 +309,11 @@ static void on_count(void *ud, const il_sched_event *ev) {
 /* A request whose prompt extends a live stream's prompt takes that prefix by a fork of the other
  * slot (paged: shared blocks; contiguous: copied cells) and computes only the rest; its tokens
  * equal those of the same request on a fresh engine. */
-static void test_prefix_fork(const char *kv) {
+static void test_prefix_fork(const char *kv, bool no_prefix_cache) {
   il_config cfg;
   il_config_defaults(&cfg);
   cfg.threads = 2, cfg.ctx = 256, cfg.n_seq = 3, cfg.batch = 64;
+  cfg.no_prefix_cache = no_prefix_cache;
   snprintf(cfg.kv, sizeof cfg.kv, "%s", kv);
   il_engine *e = NULL, *fresh = NULL;
   IL_CHECK_OK(il_engine_open(&cfg, &e));
@@ -338,7 +339,10 @@ static void test_prefix_fork(const char *kv) {
   run_all(s, &ra, 1);
   il_sched_stats st;
   il_sched_stats_get(s, &st);
-  IL_CHECK(st.prefix_forks >= 1);
+  /* the prefix cache (paged, by default) finds A's indexed blocks instead of forking its slot */
+  const bool pc = !strcmp(kv, "paged") && !no_prefix_cache;
+  IL_CHECK_INT(st.prefix_cache, pc);
+  IL_CHECK(pc ? st.prefix_forks == 0 && st.prefix_cache_blocks >= 4 : st.prefix_forks >= 1);
   IL_CHECK_INT(rb.n_cached, 64);
   IL_CHECK_OK(il_sched_submit(s2, pb, 70, &q, on_event, &rb_alone, NULL));
   run_all(s2, &rb_alone, 1);
@@ -351,8 +355,8 @@ static void test_prefix_fork(const char *kv) {
   run_all(s2, &ra_alone, 1);
   IL_CHECK_INT(ra.n_tokens[0], ra_alone.n_tokens[0]);
   IL_CHECK(memcmp(ra.tokens[0], ra_alone.tokens[0], sizeof(int32_t) * (size_t)ra_alone.n_tokens[0]) == 0);
-  printf("prefix fork (%s kv): the second request reused %d of its 70 prompt tokens from the live stream; tokens equal a fresh run\n",
-         kv, rb.n_cached);
+  printf("prefix fork (%s kv%s): the second request reused %d of its 70 prompt tokens from the live stream (%s); tokens "
+         "equal a fresh run\n", kv, no_prefix_cache ? ", --no-prefix-cache" : "", rb.n_cached, pc ? "prefix cache" : "fork");
   il_sched_free(s);
   il_sched_free(s2);
   il_engine_free(e);
@@ -428,8 +432,9 @@ int main(void) {
   test_matches_run_loop();
   test_stop_n_cancel_admission();
   test_chunked_prefill();
-  test_prefix_fork("paged");
-  test_prefix_fork("contiguous");
+  test_prefix_fork("paged", false);
+  test_prefix_fork("paged", true);
+  test_prefix_fork("contiguous", false);
   il_mem_stats ms;
   il_mem_stats_get(&ms);
   IL_CHECK_INT(ms.current[IL_MEM_OTHER] + ms.current[IL_MEM_SCHEDULER] + ms.current[IL_MEM_TOKENIZER] +

@@ -47,6 +47,7 @@ struct il_config {
   bool check_numerics; /* count inf/nan per op and layer; name the first, and the largest magnitude */
   char kv[16];         /* KV cache layout: contiguous | paged */
   int kv_block;        /* paged: positions per block */
+  bool no_prefix_cache; /* paged: finished requests' blocks are not kept for later prompts */
   char gpu_layers[16]; /* layers on the device: all (default) | auto | N; the rest on the CPU */
   char place[256];     /* component placement: token_embd=cpu,output=cpu,blk.0-3=cpu,... */
   bool fit;            /* when the device is too small, apply the out-of-memory report's first fix */

@@ -444,6 +444,7 @@ static il_status il__open(il_engine *e) {
   il_kv_opts ko = e->kv_opts;
   ko.layer_b = e->layer_b;
   st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
+  if (st == IL_OK && e->kv.paged && !cfg->no_prefix_cache) st = il_kv_cache_prefix_enable(&e->kv);
   if (st == IL_OK)
     st = il_forward_state_init(&e->fs, &e->weights, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;

@@ -243,6 +243,31 @@ int32_t il_kv_cache_seq_len(const il_kv_cache *kv, int32_t seq) {
   return seq >= 0 && seq < kv->n_seq ? kv->seq_len[seq] : 0;
 }
 
+il_status il_kv_cache_prefix_enable(il_kv_cache *kv) {
+  if (!kv->paged) return il_error(IL_ERR_UNSUPPORTED, "prefix cache: needs --kv paged (the cache is contiguous)");
+  return il_kvpages_prefix_enable(kv->pages);
+}
+
+bool il_kv_cache_prefix_enabled(const il_kv_cache *kv) { return kv->paged && il_kvpages_prefix_enabled(kv->pages); }
+
+il_status il_kv_cache_prefix_store(il_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n) {
+  if (!il_kv_cache_prefix_enabled(kv)) return IL_OK;
+  IL_TRY(il__seq_check(kv, seq));
+  if (il_kvpages_seq_len(kv->pages, seq) < 0) return IL_OK; /* nothing written */
+  return il_kvpages_prefix_store(kv->pages, seq, tokens, n);
+}
+
+il_status il_kv_cache_prefix_reuse(il_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n, int32_t *n_pos) {
+  *n_pos = 0;
+  if (!il_kv_cache_prefix_enabled(kv)) return IL_OK;
+  IL_TRY(il_kv_cache_seq_remove(kv, seq));
+  IL_TRY(il_kvpages_prefix_reuse(kv->pages, seq, tokens, n, n_pos));
+  kv->seq_len[seq] = *n_pos;
+  il_kvpages_export(kv->pages, kv->host_table);
+  kv->table_dirty = true;
+  return IL_OK;
+}
+
 void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_stats *out) {
   memset(out, 0, sizeof *out);
   const size_t per_pos = 2 * (size_t)kv->n_layer * il_tensor_row_bytes(kv->type, kv->kv_dim);
@@ -258,6 +283,10 @@ void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_s
     out->blocks_free = ps.blocks_free;
     out->blocks_shared = ps.blocks_shared;
     out->fit_seqs = ps.fit_seqs;
+    out->blocks_cached = ps.blocks_cached;
+    out->blocks_evictable = ps.blocks_evictable;
+    out->bytes_cached = (size_t)ps.blocks_cached * (size_t)ps.block * per_pos;
+    out->evictions = ps.evictions;
     return;
   }
   int64_t used = 0, free_seqs = 0;

@@ -77,12 +77,24 @@ il_status il_kv_cache_seq_fork(il_kv_cache *kv, int32_t src, int32_t dst);
 /* Positions held by seq (0 when empty). */
 int32_t il_kv_cache_seq_len(const il_kv_cache *kv, int32_t seq);
 
+/* Prefix cache across sequences (paged only; engine/kvpages.h). enable: IL_ERR_UNSUPPORTED on a
+ * contiguous cache, IL_ERR_OOM. store indexes seq's full blocks within its first n positions,
+ * whose tokens are tokens[0..n). reuse empties seq, then makes it hold the longest cached
+ * prefix of tokens[0..n) in whole blocks; *n_pos = positions held (0 when the cache is off). */
+il_status il_kv_cache_prefix_enable(il_kv_cache *kv);
+bool il_kv_cache_prefix_enabled(const il_kv_cache *kv);
+il_status il_kv_cache_prefix_store(il_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n);
+il_status il_kv_cache_prefix_reuse(il_kv_cache *kv, int32_t seq, const int32_t *tokens, int32_t n, int32_t *n_pos);
+
 /* Occupancy: bytes reserved by the cache, bytes of live tokens, internal waste, shared blocks,
  * and how many more sequences of fit_len positions would fit. */
 typedef struct {
   size_t bytes_reserved, bytes_used, bytes_waste, bytes_shared_saved;
   int32_t blocks_total, blocks_free, blocks_shared;
   int64_t fit_seqs;
+  int32_t blocks_cached, blocks_evictable; /* prefix cache: indexed blocks, of which unreferenced (free) */
+  size_t bytes_cached;                     /* blocks_cached x block x bytes per position */
+  uint64_t evictions;
 } il_kv_cache_stats;
 void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_stats *out);
 

@@ -11,6 +11,13 @@
  * (a system prompt, n samples of one prompt) is stored once.
  * Sequence ids are 0..n_seq-1 and index the exported table [n_seq x max_blocks], whose unused
  * entries (past a sequence's last block, and whole rows of absent sequences) are -1.
+ * Prefix cache (vLLM's automatic prefix caching, after il_kvpages_prefix_enable): full blocks
+ * are indexed by a chained hash of the token prefix they end (hash of the previous block's hash
+ * and this block's tokens). A block nobody references any more stays in the pool, indexed, on a
+ * least-recently-released list, and is evicted (unindexed, handed out) only when the free list
+ * is empty; a referenced block is never evicted. A lookup walks the prompt block by block and
+ * compares each candidate's tokens and parent block, so a hash collision can never hand out
+ * another prefix's cells. An indexed block is immutable: a write into it copies it first.
  * Not thread-safe: one scheduler thread owns it. Not for: K/V data, attention (backend/).
  */
 #ifndef IL_ENGINE_KVPAGES_H
@@ -32,6 +39,9 @@ typedef struct {
 typedef struct {
   int32_t block, blocks_total, blocks_free, blocks_used; /* used = referenced by a sequence */
   int32_t blocks_shared;                                 /* referenced by more than one sequence */
+  int32_t blocks_cached;    /* prefix cache: indexed blocks (referenced or not) */
+  int32_t blocks_evictable; /* ... of which referenced by no sequence (counted in blocks_free) */
+  uint64_t evictions;       /* indexed blocks handed out for new data since the pool was made */
   int32_t seqs_live, seqs_max;
   int64_t positions_logical; /* sum of sequence lengths (a shared prefix counts once per sequence) */
   int64_t positions_stored;  /* positions held in used blocks, a shared block counted once */
@@ -85,7 +95,25 @@ int32_t il_kvpages_refcount(const il_kvpages *p, int32_t block_id);
 void il_kvpages_export(const il_kvpages *p, int32_t *table);
 /* Fills *out; fit_len (>= 1) is the sequence length asked about in fit_seqs. Can't fail. */
 void il_kvpages_stats_get(const il_kvpages *p, int64_t fit_len, il_kvpages_stats *out);
-/* Internal consistency (reference counts match the tables, free list matches the counts).
+/* Turns the prefix cache on (allocates the index: IL_ERR_OOM, nothing changes). Idempotent. */
+il_status il_kvpages_prefix_enable(il_kvpages *p);
+bool il_kvpages_prefix_enabled(const il_kvpages *p);
+/* Indexes the full blocks of live sequence seq that lie within its first n positions, whose
+ * tokens are tokens[0..n) (the caller's record of what it wrote). Blocks indexed already are
+ * skipped; a block whose prefix another block holds already stays unindexed (freed when
+ * released). No-op when the cache is off. IL_ERR_NOT_FOUND / IL_ERR_RANGE for a bad sequence
+ * or n above its length. Can't run out of memory. */
+il_status il_kvpages_prefix_store(il_kvpages *p, int32_t seq, const int32_t *tokens, int32_t n);
+/* Makes the empty (or absent) sequence seq hold the longest run of indexed blocks matching
+ * tokens[0..n) from position 0, whole blocks only; *n_pos = positions now held (0 on a miss or
+ * when the cache is off). The blocks are shared (reference counts + 1). IL_ERR_INVALID_ARG when
+ * seq holds positions already; IL_ERR_RANGE for an id outside 0..n_seq-1. */
+il_status il_kvpages_prefix_reuse(il_kvpages *p, int32_t seq, const int32_t *tokens, int32_t n, int32_t *n_pos);
+/* Whether block_id is indexed (for tests). */
+bool il_kvpages_prefix_indexed(const il_kvpages *p, int32_t block_id);
+
+/* Internal consistency (reference counts match the tables, free list and evictable list match
+ * the counts, the index holds exactly the indexed blocks).
  * IL_ERR_INTERNAL with the first mismatch. For tests. */
 il_status il_kvpages_check(const il_kvpages *p);
 

@@ -300,6 +300,11 @@ static void il__gauges_locked(il_sched *s) {
     il_kv_cache_stats_get(&s->e->kv, 1, &ks);
     s->st.kv_blocks_total = ks.blocks_total;
     s->st.kv_blocks_free = ks.blocks_free;
+    s->st.prefix_cache = il_kv_cache_prefix_enabled(&s->e->kv);
+    s->st.prefix_cache_blocks = ks.blocks_cached;
+    s->st.prefix_cache_blocks_evictable = ks.blocks_evictable;
+    s->st.prefix_cache_bytes = ks.bytes_cached;
+    s->st.prefix_cache_evictions = ks.evictions;
   }
 }
 
@@ -312,12 +317,29 @@ static void il__emit(il__choice *c, int32_t token, const char *text, size_t len,
   c->req->fn(c->req->ud, &ev);
 }
 
-/* Frees the choice's slot (its cells stay valid for prefix reuse) and sends its last event. */
+/* Prefix cache: indexes the full blocks of the slot's first n cells, then gives the slot's
+ * blocks back to the pool, where the indexed ones stay until evicted. A failure only loses the
+ * reuse, never the request: the error is logged and cleared. */
+static void il__prefix_release(il_sched *s, int32_t slot, int32_t n) {
+  const int32_t *t = s->slot_tokens + (size_t)slot * (size_t)s->n_ctx;
+  il_status st = il_kv_cache_prefix_store(&s->e->kv, slot, t, n);
+  if (st == IL_OK) st = il_engine_seq_remove(s->e, slot);
+  if (st != IL_OK) {
+    il_log(IL_LOG_WARN, "prefix cache: slot %d: %s", slot, il_error_detail());
+    il_error_clear();
+  }
+  s->slot_len[slot] = 0;
+}
+
+/* Frees the choice's slot (its cells stay valid for prefix reuse: in the slot, or indexed in the
+ * prefix cache) and sends its last event. */
 static void il__finish_choice(il_sched *s, il__choice *c, il_finish_reason why, const char *text, size_t len) {
   if (c->state == IL__DONE) return;
   if (c->slot >= 0) {
     s->slot_owner[c->slot] = NULL;
     s->slot_len[c->slot] = c->n_past;
+    /* after a device error nothing new is indexed: the cells of the failed pass are suspect */
+    if (il_kv_cache_prefix_enabled(&s->e->kv)) il__prefix_release(s, c->slot, why == IL_FINISH_ERROR ? 0 : c->n_past);
   }
   c->state = IL__DONE;
   c->finish = why;
@@ -490,8 +512,25 @@ static int32_t il__sched_prefix_lookup(const il_sched *s, int32_t slot, const in
   return k;
 }
 
-static void il__admit(il_sched *s, il__choice *c) {
-  il__req *r = c->req;
+/* Prefix cache: the first free slot, holding the longest cached prefix of the prompt in whole
+ * blocks (at most n_prompt - 1 positions), wherever it was computed. */
+static void il__admit_cached(il_sched *s, const il__req *r, int32_t *slot, int32_t *k) {
+  int32_t i = 0;
+  while (s->slot_owner[i]) i++;
+  *slot = i;
+  *k = 0;
+  if (il_kv_cache_prefix_reuse(&s->e->kv, i, r->prompt, r->n_prompt - 1, k) != IL_OK) {
+    il_log(IL_LOG_WARN, "prefix cache: slot %d: %s", i, il_error_detail());
+    il_error_clear();
+    *k = 0;
+    (void)il_engine_seq_remove(s->e, i);
+  }
+  memcpy(s->slot_tokens + (size_t)i * (size_t)s->n_ctx, r->prompt, sizeof(int32_t) * (size_t)*k);
+}
+
+/* Without the prefix cache: the free slot whose own cells share the longest prefix with the
+ * prompt, extended by a fork from another slot that shares more. */
+static void il__admit_slots(il_sched *s, const il__req *r, int32_t *slot, int32_t *k_out) {
   int32_t best = -1, best_k = -1;
   for (int32_t i = 0; i < s->n_slots; i++) {
     if (s->slot_owner[i]) continue;
@@ -523,6 +562,15 @@ static void il__admit(il_sched *s, il__choice *c) {
       il_error_clear(); /* the slot's own prefix (best_k) still holds: prefill the rest */
     }
   }
+  *slot = best;
+  *k_out = best_k;
+}
+
+static void il__admit(il_sched *s, il__choice *c) {
+  il__req *r = c->req;
+  int32_t best = -1, best_k = -1;
+  if (il_kv_cache_prefix_enabled(&s->e->kv)) il__admit_cached(s, r, &best, &best_k);
+  else il__admit_slots(s, r, &best, &best_k);
   c->slot = best;
   c->n_past = best_k;
   c->state = IL__PREFILL;
@@ -630,6 +678,14 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
     c->n_past = be->pos + 1;
     s->slot_len[be->seq] = c->n_past;
     if (be->logits) {
+      /* the prompt is in the cache: index it now, so requests admitted while this one runs
+       * share its blocks (the slot's tokens up to here are written, entries run in order) */
+      if (c->state == IL__PREFILL && il_kv_cache_prefix_enabled(&s->e->kv) &&
+          il_kv_cache_prefix_store(&s->e->kv, be->seq, s->slot_tokens + (size_t)be->seq * (size_t)s->n_ctx,
+                                   c->n_past) != IL_OK) {
+        il_log(IL_LOG_WARN, "prefix cache: slot %d: %s", be->seq, il_error_detail());
+        il_error_clear();
+      }
       il__sampled(s, c, s->logits + (size_t)row * (size_t)s->n_vocab, t1);
       row++;
     }

@@ -12,6 +12,12 @@
  *      call), and each choice whose last entry wanted logits samples its next token with its
  *      own sampler, detokenizes it, checks stop strings and reports an event.
  *
+ * Prefix cache (--kv paged, unless --no-prefix-cache): a choice's full prompt blocks are
+ * indexed once its prompt is decoded and again when it finishes; its slot then gives its blocks
+ * back, the indexed ones staying in the pool until a new block is needed and none is free
+ * (engine/kvpages.h: least recently released first, never a block a running choice holds). A new
+ * choice takes any free slot and starts prefill after the longest cached prefix in whole blocks,
+ * whichever slot computed it. Without the prefix cache:
  * Prefix reuse: a freed slot keeps its KV cells, so a new choice placed in the slot whose last
  * tokens share the longest prefix with its prompt starts prefill after that prefix (same
  * slot only: the cache is contiguous, one block of n_ctx cells per sequence). Sharing one
@@ -122,6 +128,11 @@ typedef struct {
   uint64_t prompt_tokens;        /* prompt tokens of admitted choices (cached ones included) */
   uint64_t prompt_tokens_cached; /* ... of which reused from a slot's cells */
   uint64_t prefix_forks;         /* admissions that took a longer prefix from another slot (fork) */
+  bool prefix_cache;             /* --kv paged without --no-prefix-cache: the four below are its */
+  int32_t prefix_cache_blocks;   /* blocks indexed (held by a request or not) */
+  int32_t prefix_cache_blocks_evictable; /* ... of which no request holds (free for eviction) */
+  size_t prefix_cache_bytes;     /* K/V bytes of the indexed blocks */
+  uint64_t prefix_cache_evictions; /* indexed blocks reused for new data */
   uint64_t prompt_tokens_computed;
   uint64_t gen_tokens;
   uint64_t steps;

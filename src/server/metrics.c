@@ -136,11 +136,33 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__head(b, "inferlab_prefix_cache_hits_total", "counter", "prompt tokens found in the cache (vllm:prefix_cache_hits)");
   il_sbuf_printf(b, "inferlab_prefix_cache_hits_total{model_name=\"%s\"} %llu\n", m,
                  (unsigned long long)s->prompt_tokens_cached);
+  il__head(b, "inferlab_prefix_cache_hit_rate", "gauge",
+           "prefix cache hits / queries since start, 0 before any query (vllm:gpu_prefix_cache_hit_rate)");
+  il_sbuf_printf(b, "inferlab_prefix_cache_hit_rate{model_name=\"%s\"} %.6f\n", m,
+                 s->prompt_tokens ? (double)s->prompt_tokens_cached / (double)s->prompt_tokens : 0.0);
+  il__head(b, "inferlab_prefix_cache_enabled", "gauge",
+           "1: the prefix cache across requests is on (--kv paged without --no-prefix-cache); 0: reuse is per slot");
+  il_sbuf_printf(b, "inferlab_prefix_cache_enabled{model_name=\"%s\"} %d\n", m, s->prefix_cache ? 1 : 0);
+  if (s->prefix_cache) {
+    il__head(b, "inferlab_prefix_cache_blocks", "gauge",
+             "KV blocks indexed by the prefix cache: held by a running request, or evictable (held by none)");
+    il_sbuf_printf(b, "inferlab_prefix_cache_blocks{model_name=\"%s\",state=\"held\"} %d\n", m,
+                   s->prefix_cache_blocks - s->prefix_cache_blocks_evictable);
+    il_sbuf_printf(b, "inferlab_prefix_cache_blocks{model_name=\"%s\",state=\"evictable\"} %d\n", m,
+                   s->prefix_cache_blocks_evictable);
+    il__head(b, "inferlab_prefix_cache_bytes", "gauge", "K/V bytes of the blocks the prefix cache indexes");
+    il_sbuf_printf(b, "inferlab_prefix_cache_bytes{model_name=\"%s\"} %zu\n", m, s->prefix_cache_bytes);
+    il__head(b, "inferlab_prefix_cache_evictions_total", "counter",
+             "indexed blocks evicted (least recently released first) to make room for new tokens");
+    il_sbuf_printf(b, "inferlab_prefix_cache_evictions_total{model_name=\"%s\"} %llu\n", m,
+                   (unsigned long long)s->prefix_cache_evictions);
+  }
   const double cells = (double)s->n_slots * (double)s->n_ctx;
   il__head(b, "inferlab_kv_cache_usage_perc", "gauge", "fraction of KV cells holding live tokens (vllm:kv_cache_usage_perc)");
   il_sbuf_printf(b, "inferlab_kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, cells > 0 ? (double)s->kv_cells_used / cells : 0.0);
   il__head(b, "inferlab_kv_cache_blocks", "gauge",
-           "KV cache blocks by state (--kv paged: the pool's pages, a finished slot's cached prefix counted as used; "
+           "KV cache blocks by state (--kv paged: the pool's pages; used = held by a slot, a finished slot's cached prefix "
+           "counted as used without the prefix cache and as free (evictable) with it; "
            "contiguous: one block of ctx cells per sequence slot)");
   il_sbuf_printf(b, "inferlab_kv_cache_blocks{model_name=\"%s\",state=\"used\"} %d\n", m,
                  s->kv_blocks_total - s->kv_blocks_free);

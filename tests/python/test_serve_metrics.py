@@ -3,7 +3,8 @@ from Debian's prometheus package; skipped visibly without it) with the vLLM-styl
 and the numbers follow the traffic: counters and histograms after requests, the chat template
 note, the tokenize round trip; /health 503 while loading (a throttled sim device), device memory
 metrics; exit 71 when the model does not fit, and --fit applying the report's suggested change;
-with --kv paged the KV block metrics count the pool's pages (they said 4 blocks of 1024).
+with --kv paged the KV block metrics count the pool's pages (they said 4 blocks of 1024), and a
+finished request's full blocks stay in the prefix cache, evictable.
 """
 import json
 import os
@@ -91,10 +92,11 @@ try:
     n = json.loads(data)["usage"]["prompt_tokens"] + 8
     m = paged.metrics()
     used = m.get("inferlab_kv_cache_blocks" + lbl % ',state="used"')
-    # the finished request's cells stay cached for prefix reuse: its positions (the last sampled
-    # token is never decoded, so n - 1 of them) hold their pages
-    t.check(used in ((n - 1 + 15) // 16, (n + 15) // 16), "paged: the request's %d positions hold their pages: %r"
-            % (n - 1, used))
+    # the prefix cache (on with --kv paged): the finished request holds no page; its full blocks
+    # (the last sampled token is never decoded, so n - 1 positions) stay indexed, evictable
+    t.eq(used, 0, "paged: a finished request holds no page")
+    t.eq(m.get("inferlab_prefix_cache_blocks" + lbl % ',state="evictable"'), (n - 1) // 16,
+         "paged: the request's %d positions leave their full blocks in the prefix cache" % (n - 1))
     t.eq(used + m.get("inferlab_kv_cache_blocks" + lbl % ',state="free"'), 256, "paged: used + free = the pool")
 finally:
     t.eq(paged.stop(), 0, "exit code (paged)")
