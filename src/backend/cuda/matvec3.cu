@@ -151,8 +151,21 @@ extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, con
   const int8_t *xq = (const int8_t *)work;
   const float *xd = work ? (const float *)((const uint8_t *)work + il__mv3_xd_off(n_in, n_tok)) : NULL;
   const int *xs = work ? (const int *)(xd + n_in / 32 * n_tok) : NULL;
-#define IL__MV3(T) return il__mv3_kind<T>(s, k, w, stride, n_out, n_in, x, xq, xd, xs, (int)n_tok, y, ldy)
-  IL__FOR_TYPE(t, IL__MV3)
+  /* version 3's types only (il__mv3_row_bytes): no kernel is instantiated for the decoder-only
+   * types (Q5_0, Q5_1, IQ4_NL), which stay on version 1 */
+#define IL__MV3(T) \
+  case T: return il__mv3_kind<T>(s, k, w, stride, n_out, n_in, x, xq, xd, xs, (int)n_tok, y, ldy)
+  switch (t) {
+    IL__MV3(IL_DTYPE_F32);
+    IL__MV3(IL_DTYPE_F16);
+    IL__MV3(IL_DTYPE_BF16);
+    IL__MV3(IL_DTYPE_Q8_0);
+    IL__MV3(IL_DTYPE_Q4_0);
+    IL__MV3(IL_DTYPE_Q4_1);
+    IL__MV3(IL_DTYPE_Q4_K);
+    IL__MV3(IL_DTYPE_Q5_K);
+    IL__MV3(IL_DTYPE_Q6_K);
+  default: return cudaErrorInvalidValue;
+  }
 #undef IL__MV3
-  return cudaErrorInvalidValue;
 }
