@@ -214,7 +214,7 @@ if(il_cuda_build)
       if(TARGET ${t})
         add_dependencies(${t} inferlab_cuda_fake)
         add_test(NAME ${t}_fakecuda COMMAND ${t})
-        set_tests_properties(${t}_fakecuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+        set_tests_properties(${t}_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
           ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
       endif()
     endforeach()

@@ -47,7 +47,7 @@ if(IL_PYTHON3)
   foreach(t ${IL_PY_TESTS})
     get_filename_component(name ${t} NAME_WE)
     add_test(NAME py_${name} COMMAND ${IL_PYTHON3} ${t})
-    set_tests_properties(py_${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+    set_tests_properties(py_${name} PROPERTIES LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300
       ENVIRONMENT "IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR};IL_HAVE_SERVER=${IL_HAVE_SERVER};IL_FIXTURES=${CMAKE_SOURCE_DIR}/../shared/fixtures")
   endforeach()
 endif()
