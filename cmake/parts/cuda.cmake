@@ -187,7 +187,6 @@ if(il_cuda_build)
   # Static checks of version 3's SASS (registers, no local memory, 16-byte loads, no byte loads,
   # dp4a): cuobjdump and nvdisasm from the toolkit or PyPI (nvidia-cuda-cuobjdump,
   # nvidia-cuda-nvdisasm); without them the test skips, saying so.
-  find_program(IL_PYTHON3 python3)
   # One architecture keeps it to seconds: sm_90 (the device the issue measures) when built.
   set(il_sass_arch "")
   if("90" IN_LIST il_archs_num)
