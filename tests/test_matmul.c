@@ -416,7 +416,7 @@ static void test_errors(void) {
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q8_0, w, 10, 1, 32, x, 1, y, 1, w), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_Q8_0, w, 34, 1, 32, x, 1, y, 1, NULL), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_cpu_matmul(pools[1], NULL, IL_DTYPE_F32, w, 128, 2, 32, x, 2, y, 1, NULL), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "ldy") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "ldy");
   IL_CHECK_OK(il_cpu_matmul(pools[1], NULL, IL_DTYPE_F32, w, 128, 0, 32, x, 1, y, 1, NULL));
   IL_CHECK(!il_cpu_matmul_supported((il_dtype)5));
   IL_CHECK(il_cpu_matmul_supported(IL_DTYPE_Q6_K));
@@ -437,7 +437,7 @@ static void test_errors(void) {
   static _Alignas(64) uint8_t pk[4096];
   IL_CHECK_INT(il_cpu_matmul_packed_size(&il__matmul_scalar, IL_DTYPE_Q8_0, 1, 32), 0);
   IL_CHECK_INT(il_cpu_matmul_pack(pools[1], &il__matmul_scalar, IL_DTYPE_Q8_0, w, 34, 1, 32, pk), IL_ERR_UNSUPPORTED);
-  IL_CHECK(strstr(il_error_detail(), "q8_0") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "q8_0");
   const il__kernels *k2 = il_cpu_isa_kernels(IL_ISA_AVX2);
   if (k2) {
     IL_CHECK_INT(il_cpu_matmul_packed_size(k2, IL_DTYPE_F32, 1, 32), 0);
