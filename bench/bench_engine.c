@@ -37,6 +37,15 @@ static uint64_t il__bytes_per_token(const il_model *m) {
   return b;
 }
 
+/* A failed decode would time nothing: stop with the reason. */
+static void il__decode(il_engine *e, const il_batch_entry *b, int32_t n, float *logits) {
+  il_status st = il_engine_decode(e, b, n, logits);
+  if (st != IL_OK) {
+    fprintf(stderr, "bench_engine: decode of %d entries: %s: %s\n", (int)n, il_status_name(st), il_error_detail());
+    exit(1);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *types = "f16,q8_0,q4_0", *threads_list = NULL, *dir = "/tmp", *dtype = "f32";
   int pp = 512, tg = 128, reps = 3, keep = 0;
@@ -121,11 +130,11 @@ int main(int argc, char **argv) {
       float *logits = malloc(sizeof(float) * (size_t)nv);
       for (int i = 0; i < pp; i++) b[i] = (il_batch_entry){3 + (i * 7919) % (nv - 3), 0, i, i == pp - 1};
       /* warm-up: touches every weight page once */
-      il_engine_decode(e, b, 8, NULL);
+      il__decode(e, b, 8, NULL);
       double best_pp = 0, best_tg = 0, best_bw = 0;
       for (int r = 0; r < reps; r++) {
         double t0 = il_time_now();
-        il_engine_decode(e, b, pp, logits);
+        il__decode(e, b, pp, logits);
         double dt = il_time_now() - t0;
         if (pp / dt > best_pp) best_pp = pp / dt;
         double g = il_membw_pass(&bw, bw_pool[t]);
@@ -133,7 +142,7 @@ int main(int argc, char **argv) {
         t0 = il_time_now();
         for (int i = 0; i < tg; i++) {
           il_batch_entry one = {3 + (i * 31) % (nv - 3), 0, 8 + i, true};
-          il_engine_decode(e, &one, 1, logits);
+          il__decode(e, &one, 1, logits);
         }
         dt = il_time_now() - t0;
         if (tg / dt > best_tg) best_tg = tg / dt;

@@ -104,7 +104,10 @@ static void fill_weights(il_dtype t, uint8_t *dst, size_t bytes) {
     if (il_quantize_supported(t)) {
       float *f = xalloc(sizeof(float) * (size_t)n, "pattern");
       for (int64_t i = 0; i < n; i++) f[i] = frand();
-      il_quantize_row(t, f, pattern, n);
+      if (il_quantize_row(t, f, pattern, n) != IL_OK) {
+        fprintf(stderr, "bench_matmul: quantizing the %s pattern: %s\n", ti->name, il_error_detail());
+        exit(1);
+      }
       il_mem_free(f);
     } else {
       for (size_t i = 0; i < pbytes; i++) pattern[i] = (uint8_t)(frand() * 127 + 128);

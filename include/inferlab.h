@@ -44,6 +44,14 @@ extern "C" {
 #define IL_API
 #endif
 
+/* On functions returning il_status: a caller that drops the status gets a compiler warning,
+ * since an error ignored there surfaces later as wrong output far from its cause. */
+#if defined(__GNUC__) || defined(__clang__)
+#define IL_NODISCARD __attribute__((warn_unused_result))
+#else
+#define IL_NODISCARD
+#endif
+
 /* ---- errors ------------------------------------------------------------------------------ */
 
 /* X(name, value, message): one table gives the codes, their names and default messages. */
@@ -135,10 +143,10 @@ IL_API void il_config_free(il_config *c);
  * text, validated as the CLI does. IL_ERR_INVALID_ARG naming `where` (your label for the
  * source, e.g. "settings.ini:3") for an unknown name, a per-request option (set those in
  * il_request_params), a malformed value or one out of range; c is unchanged then. */
-IL_API il_status il_config_set(il_config *c, const char *name, const char *value, const char *where);
+IL_NODISCARD IL_API il_status il_config_set(il_config *c, const char *name, const char *value, const char *where);
 /* Formats the current value of engine option `name` into buf (always NUL-terminated when
  * n > 0). IL_ERR_INVALID_ARG for an unknown or per-request name. */
-IL_API il_status il_config_get(const il_config *c, const char *name, char *buf, size_t n);
+IL_NODISCARD IL_API il_status il_config_get(const il_config *c, const char *name, char *buf, size_t n);
 
 /* ---- engine, model, vocabulary ------------------------------------------------------------- */
 
@@ -150,7 +158,7 @@ typedef struct il_vocab il_vocab;
  * activations. On failure nothing is left allocated and *out is NULL; when the device is too
  * small the error is IL_ERR_OOM and the detail is a report with the change that makes it fit.
  * The config is copied: it may be freed after this returns. */
-IL_API il_status il_engine_open(const il_config *cfg, il_engine **out);
+IL_NODISCARD IL_API il_status il_engine_open(const il_config *cfg, il_engine **out);
 /* Releases the engine, its model, vocabulary and device memory. NULL is ignored. */
 IL_API void il_engine_free(il_engine *e);
 /* Borrowed from the engine; valid until il_engine_free. */
@@ -185,7 +193,7 @@ IL_API const char *il_vocab_token_text(const il_vocab *v, int32_t id, size_t *le
 /* Tokenizes text with the model's vocabulary, adding BOS when add_bos and the vocabulary
  * wants one; control-token text ("<|im_start|>") becomes those tokens when parse_special.
  * *out is allocated; free it with il_mem_free. IL_ERR_OOM; *out is NULL on failure. */
-IL_API il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, bool parse_special, int32_t **out,
+IL_NODISCARD IL_API il_status il_engine_tokenize(il_engine *e, const char *text, bool add_bos, bool parse_special, int32_t **out,
                                     int32_t *n_out);
 
 /* ---- decoding ------------------------------------------------------------------------------ */
@@ -202,12 +210,12 @@ typedef struct {
  * its sequence. For each entry with .logits set, n_vocab floats are written to logits_out in
  * batch order (logits_out may be NULL). Errors name the entry (a position beyond the context,
  * a sequence id out of range) or the device failure. */
-IL_API il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
+IL_NODISCARD IL_API il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out);
 /* Sequence operations on the KV cache: forget a sequence, keep its first n_pos positions, or
  * make dst a copy of src. */
-IL_API il_status il_engine_seq_remove(il_engine *e, int32_t seq);
-IL_API il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos);
-IL_API il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst);
+IL_NODISCARD IL_API il_status il_engine_seq_remove(il_engine *e, int32_t seq);
+IL_NODISCARD IL_API il_status il_engine_seq_truncate(il_engine *e, int32_t seq, int32_t n_pos);
+IL_NODISCARD IL_API il_status il_engine_seq_fork(il_engine *e, int32_t src, int32_t dst);
 
 /* ---- sampling ------------------------------------------------------------------------------ */
 
@@ -226,7 +234,7 @@ typedef struct il_sampler il_sampler;
 /* Repetition penalty -> top-k -> top-p -> min-p -> temperature -> a seeded draw (llama.cpp's
  * default order); the same seed gives the same tokens on every machine. Allocates; free with
  * il_sampler_free. IL_ERR_OOM. */
-IL_API il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out);
+IL_NODISCARD IL_API il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out);
 IL_API void il_sampler_free(il_sampler *s);
 /* Records a token (prompt or generated) in the penalty history. */
 IL_API void il_sampler_accept(il_sampler *s, int32_t token);
@@ -253,12 +261,12 @@ typedef struct il_request il_request;
  * runs it. Errors: IL_ERR_INVALID_ARG for an empty prompt, IL_ERR_RANGE when it does not fit
  * the context, the engine's errors; *out is NULL then. Free with il_request_free, before
  * il_engine_free; one request per engine at a time (they share sequence 0). */
-IL_API il_status il_request_new(il_engine *e, const char *prompt, const il_request_params *p, il_request **out);
+IL_NODISCARD IL_API il_status il_request_new(il_engine *e, const char *prompt, const il_request_params *p, il_request **out);
 /* Samples and decodes the next token. On IL_OK, *token is the token and text/len its text
  * (possibly empty while a UTF-8 character is incomplete; borrowed until the next call), or
  * *token is -1 when the request has ended (n_predict reached, end of generation, context full)
  * and text holds any text still queued. */
-IL_API il_status il_request_next(il_request *r, int32_t *token, const char **text, size_t *len);
+IL_NODISCARD IL_API il_status il_request_next(il_request *r, int32_t *token, const char **text, size_t *len);
 /* Tokens in the prompt and generated so far. */
 IL_API int32_t il_request_n_prompt(const il_request *r);
 IL_API int32_t il_request_n_generated(const il_request *r);

@@ -87,7 +87,7 @@ static void fill_row(il_dtype t, const float *x, uint8_t *dst, int64_t n) {
       const uint16_t h = t == IL_DTYPE_F16 ? il_f32_to_fp16(x[i]) : il_f32_to_bf16(x[i]);
       memcpy(dst + 2 * i, &h, 2);
     }
-  else il_quantize_row(t, x, dst, n);
+  else IL_CHECK_OK(il_quantize_row(t, x, dst, n));
 }
 
 /* paged: blocks of `block` cells handed out in a shuffled order; else one block per sequence.

@@ -14,6 +14,23 @@ int il_test_finish(void) {
   return il_test_failed ? 1 : 0;
 }
 
+void il_test_contains(const char *file, int line, const char *hay_expr, const char *needle_expr,
+                      const char *haystack, const char *needle, int want) {
+  int found = haystack && needle && strstr(haystack, needle) != NULL;
+  if (haystack && needle && found == want) {
+    il_test_passed++;
+    return;
+  }
+  il_test_failed++;
+  /* the whole haystack up to a page of it: enough to see what came instead */
+  const int limit = 4096;
+  int len = haystack ? (int)strnlen(haystack, (size_t)limit + 1) : 0;
+  fprintf(stderr, "%s:%d: FAILED: %s %s %s\n  needle: \"%s\"\n  haystack%s: \"%.*s\"%s\n", file, line,
+          hay_expr, want ? "contains" : "does not contain", needle_expr, needle ? needle : "(null)",
+          len > limit ? " (first 4096 bytes)" : "", haystack ? (len > limit ? limit : len) : 6,
+          haystack ? haystack : "(null)", len > limit ? "..." : "");
+}
+
 const char *il_test_fixture(const char *rel) {
   static char path[4096];
   const char *root = getenv("IL_FIXTURES");

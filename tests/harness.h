@@ -70,6 +70,15 @@ extern int il_test_passed, il_test_failed;
     }                                                                                   \
   } while (0)
 
+/* Checks `needle` occurs in `haystack` (or, for NOT_CONTAINS, does not), printing both on
+ * failure: a CLI's output is the evidence of what went wrong. A NULL haystack fails either way. */
+#define IL_CHECK_CONTAINS(haystack, needle)                                             \
+  il_test_contains(__FILE__, __LINE__, #haystack, #needle, (haystack), (needle), 1)
+#define IL_CHECK_NOT_CONTAINS(haystack, needle)                                         \
+  il_test_contains(__FILE__, __LINE__, #haystack, #needle, (haystack), (needle), 0)
+void il_test_contains(const char *file, int line, const char *hay_expr, const char *needle_expr,
+                      const char *haystack, const char *needle, int want);
+
 #define IL_SKIP(reason)                                                                 \
   do {                                                                                  \
     printf("SKIP: %s\n", reason);                                                       \

@@ -54,7 +54,7 @@ cat "$work/example_pc.out"
 ldd "$work/example_pc" | grep -q "$lib/libinferlab.so" || fail "example did not load the installed libinferlab.so"
 
 # exports: exactly the IL_API functions of the header
-grep -o '^IL_API [^(]*(' "$prefix/include/inferlab.h" | sed 's/($//; s/.*[ *]//' | sort -u >"$work/api.txt"
+grep -oE '^(IL_NODISCARD )?IL_API [^(]*\(' "$prefix/include/inferlab.h" | sed 's/($//; s/.*[ *]//' | sort -u >"$work/api.txt"
 nm -D --defined-only "$lib/libinferlab.so" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' | grep -v '^_' | sort -u >"$work/exported.txt"
 if ! cmp -s "$work/api.txt" "$work/exported.txt"; then
   echo "exported but not in inferlab.h (>) / in inferlab.h but not exported (<):" >&2

@@ -238,7 +238,7 @@ static void check_case(const il_case *c, il_pool *const *pools, const char *what
       for (int ki = 0; ki < nk; ki++) {
         if (ks[ki].why_not(&a)) {
           IL_CHECK(au != &ks[ki]);
-          IL_CHECK(strstr(why, ks[ki].name) != NULL);
+          IL_CHECK_CONTAINS(why, ks[ki].name);
           continue;
         }
         for (int64_t i = 0; i < n; i++) out[i] = NAN;
@@ -340,7 +340,7 @@ static void test_auto_and_why(void) {
   a.n_heads = 3;
   a.n_kv_heads = 2;
   IL_CHECK(il_cpu_attn_auto(&a, why, sizeof why) == NULL);
-  IL_CHECK(strstr(why, "naive: n_heads 3 is not a multiple of n_kv_heads 2") != NULL);
+  IL_CHECK_CONTAINS(why, "naive: n_heads 3 is not a multiple of n_kv_heads 2");
   IL_CHECK(il_cpu_attn_auto(NULL, why, sizeof why) == NULL);
   free(out);
   free_case(&c);
@@ -360,24 +360,24 @@ static void test_bad_input(void) {
     IL_CHECK_OK(ks[ki].run(NULL, &a, big, sizeof big));
     c.pos[3] = 32; /* max_blocks 2 x block 16 */
     IL_CHECK_INT(ks[ki].workspace(&a, 2), 0);
-    IL_CHECK(strstr(il_error_detail(), "token 3: position 32 outside the block table") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "token 3: position 32 outside the block table");
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_RANGE);
-    IL_CHECK(strstr(il_error_detail(), "token 3: position 32 outside the block table") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "token 3: position 32 outside the block table");
     c.pos[3] = 3;
     c.seq[0] = 2;
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_RANGE);
-    IL_CHECK(strstr(il_error_detail(), "sequence 2 outside 0..1") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "sequence 2 outside 0..1");
     c.seq[0] = 0;
     const int32_t e = c.table[1];
     c.table[1] = 4; /* cells 64..67 of 64 */
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_RANGE);
-    IL_CHECK(strstr(il_error_detail(), "block table [seq 0][1] = 4") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "block table [seq 0][1] = 4");
     c.table[1] = -1;
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_RANGE);
     c.table[1] = e;
     a.kv_type = IL_DTYPE_Q8_0; /* q8_0 cells need whole blocks per head */
     a.head_dim = 36;
-    IL_CHECK(strstr(ks[ki].why_not(&a), "not a multiple of 32") != NULL);
+    IL_CHECK_CONTAINS(ks[ki].why_not(&a), "not a multiple of 32");
     a.head_dim = c.hd;
     a.kv_type = IL_DTYPE_Q4_0;
     IL_CHECK(ks[ki].why_not(&a) != NULL);
@@ -389,7 +389,7 @@ static void test_bad_input(void) {
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, sizeof big), IL_ERR_INVALID_ARG);
     a.n_heads = 4;
     a.kv_row_stride = 4;
-    IL_CHECK(strstr(ks[ki].why_not(&a), "kv_row_stride 4") != NULL);
+    IL_CHECK_CONTAINS(ks[ki].why_not(&a), "kv_row_stride 4");
     a.kv_row_stride = c.stride;
     a.k = NULL;
     IL_CHECK(ks[ki].why_not(&a) != NULL);
@@ -398,7 +398,7 @@ static void test_bad_input(void) {
     IL_CHECK(ks[ki].why_not(NULL) != NULL);
     IL_CHECK_INT(ks[ki].run(NULL, NULL, big, sizeof big), IL_ERR_INVALID_ARG);
     IL_CHECK_INT(ks[ki].run(NULL, &a, big, 10), IL_ERR_INVALID_ARG);
-    IL_CHECK(strstr(il_error_detail(), "workspace of 10 bytes") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "workspace of 10 bytes");
     a.n_tok = 0; /* nothing to do is fine */
     IL_CHECK_OK(ks[ki].run(NULL, &a, NULL, 0));
   }

@@ -21,7 +21,7 @@ int main(void) {
   char *html = il_test_read_file(cmd, &len);
   IL_CHECK(html != NULL);
   if (html) {
-    IL_CHECK(strstr(html, "<h2>device memory</h2>") != NULL);
+    IL_CHECK_CONTAINS(html, "<h2>device memory</h2>");
     int maps = 0;
     for (const char *p = html; (p = strstr(p, "<h3>memory map: ")) != NULL; p++) maps++;
     IL_CHECK_INT(maps, 2);

@@ -461,7 +461,7 @@ static void test_oom_kinds(void) {
   il_status st = il_caching_alloc(a, IL_MEM_ACTIVATIONS, MiB, "blk.0.ffn", &x);
   IL_CHECK_INT(st, IL_ERR_OOM);
   IL_CHECK(x == NULL);
-  IL_CHECK(strstr(il_error_detail(), "blk.0.ffn (activations) in fake (fragmentation)") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "blk.0.ffn (activations) in fake (fragmentation)");
   il_caching_oom r;
   IL_CHECK(il_caching_last_oom(a, &r));
   IL_CHECK_INT(r.requested, MiB);
@@ -483,7 +483,7 @@ static void test_oom_kinds(void) {
   IL_CHECK_INT(r.stats.cat[IL_MEM_ACTIVATIONS].ooms, 1);
   st = il_caching_alloc(a, IL_MEM_WEIGHTS, 3 * MiB, "blk.1.w", &x);
   IL_CHECK_INT(st, IL_ERR_OOM);
-  IL_CHECK(strstr(il_error_detail(), "(cap)") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "(cap)");
   IL_CHECK(il_caching_last_oom(a, &r));
   IL_CHECK(!r.fragmentation);
   IL_CHECK_INT(r.free, 2 * MiB);
@@ -534,7 +534,7 @@ static void test_retry_device(void) {
   IL_CHECK_STR(o.device_detail, "fake device: full");
   IL_CHECK_INT(o.segment, 4 * MiB); /* 20 MiB first, then the exact size */
   IL_CHECK(!o.retried);             /* nothing cached to free */
-  IL_CHECK(strstr(il_error_detail(), "device: fake device: full") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "device: fake device: full");
   check(a, &d, NULL, 0, "device", 0);
   il_caching_free(a, big);
   il_caching_free(a, r);
@@ -792,7 +792,7 @@ static void test_snapshot_files(void) {
   FILE *m = open_memstream(&buf, &len);
   IL_CHECK_OK(il_memmap_svg(&s, m, NULL, 0));
   fclose(m);
-  IL_CHECK(strstr(buf, "no segments reserved") != NULL);
+  IL_CHECK_CONTAINS(buf, "no segments reserved");
   free(buf);
   il_caching_snapshot_free(&s);
   il_caching_destroy(a);

@@ -58,7 +58,7 @@ static void test_real_model(void) {
   /* stats on stderr */
   snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once upon a time' -n 8 --temp 0 2>&1 >/dev/null", cli, gguf);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "tokens/s") != NULL);
+  IL_CHECK_CONTAINS(out, "tokens/s");
   IL_CHECK(strstr(out, "weights") != NULL && strstr(out, "kv") != NULL);
 
   /* logits: [n_tokens x n_vocab] float32, same from both files */
@@ -89,15 +89,15 @@ static void test_real_model(void) {
   /* quantized export keeps the 172-wide FFN rows as f32 and says so */
   snprintf(cmd, sizeof cmd, "%s convert %s --type q8_0 -o %s/q8.gguf 2>&1", cli, gguf, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "not a multiple") != NULL);
+  IL_CHECK_CONTAINS(out, "not a multiple");
   snprintf(cmd, sizeof cmd, "%s run -m %s/q8.gguf -p 'Once upon a time' -n 20 --temp 0 2>/dev/null", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strncmp(out, "Once upon a time", 16) == 0);
 
   snprintf(cmd, sizeof cmd, "%s model info %s", cli, gguf);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "blk.4.ffn_down.weight") != NULL);
-  IL_CHECK(strstr(out, "kv heads 4") != NULL);
+  IL_CHECK_CONTAINS(out, "blk.4.ffn_down.weight");
+  IL_CHECK_CONTAINS(out, "kv heads 4");
   free(golden);
 }
 
@@ -105,22 +105,22 @@ static void test_errors(void) {
   static char out[1 << 14], cmd[4096];
   snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 66);
-  IL_CHECK(strstr(out, "/nonexistent/model.gguf") != NULL);
+  IL_CHECK_CONTAINS(out, "/nonexistent/model.gguf");
 
   snprintf(cmd, sizeof cmd, "printf 'GGUF\\003\\000\\000\\000garbage' > %s/bad.gguf; %s run -m %s/bad.gguf 2>&1", tmp, cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 65);
-  IL_CHECK(strstr(out, "offset") != NULL);
+  IL_CHECK_CONTAINS(out, "offset");
 
   snprintf(cmd, sizeof cmd, "%s run --threads lots 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
-  IL_CHECK(strstr(out, "--threads") != NULL);
+  IL_CHECK_CONTAINS(out, "--threads");
 
   snprintf(cmd, sizeof cmd, "%s run --no-such-flag 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
 
   snprintf(cmd, sizeof cmd, "%s logits --tokens 1,x,3 -o %s/x.f32 2>&1", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
-  IL_CHECK(strstr(out, "entry 2") != NULL);
+  IL_CHECK_CONTAINS(out, "entry 2");
 
   snprintf(cmd, sizeof cmd, "%s logits --tokens 1,99999 -o %s/x.f32 2>&1", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
@@ -173,7 +173,7 @@ static void test_builtin(void) {
   snprintf(cmd, sizeof cmd, "%s convert builtin:tiny --type q4_0 -o %s/tq.gguf 2>/dev/null && %s model info %s/tq.gguf",
            cli, tmp, cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "q4_0") != NULL);
+  IL_CHECK_CONTAINS(out, "q4_0");
 }
 
 /* A real byte-level BPE model (SmolLM2-135M-Instruct, Q4_1), fetched by
@@ -196,7 +196,7 @@ static void test_smollm2(void) {
   snprintf(cmd, sizeof cmd, "%s run -m %s -f %s --temp 0 -n 40 --no-echo 2>/dev/null", cli, path, prompt);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   printf("SmolLM2 answered: %s", out);
-  IL_CHECK(strstr(out, "Paris") != NULL);
+  IL_CHECK_CONTAINS(out, "Paris");
 
   /* through q8_0, q4_k_m, q5_k_m and iq4_nl (issues 13, 35): requantized from the cached Q4_1
    * (the f16 original is not on PyPI; quant warns that the error compounds). SmolLM2's rows of
@@ -240,7 +240,7 @@ static void test_smollm2(void) {
     snprintf(cmd, sizeof cmd, "%s run -m %s -f %s --temp 0 -n 24 --no-echo 2>/dev/null", cli, q, prompt);
     IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
     printf("SmolLM2 %s answered: %s", qs[i].type, out);
-    IL_CHECK(strstr(out, "Paris") != NULL);
+    IL_CHECK_CONTAINS(out, "Paris");
     snprintf(cmd, sizeof cmd, "%s eval -m %s --ref %s --text %s --ctx 32 --json 2>/dev/null", cli, q, path, text);
     IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
     const char *kl = strstr(out, "\"mean\":"), *t1 = strstr(out, "\"top1_agreement\":");

@@ -23,24 +23,24 @@ static int count(const char *s, const char *what) {
 
 static void test_suggest(void) {
   IL_CHECK_INT(run("%s bnech 2>&1", cli), 64);
-  IL_CHECK(strstr(out, "unknown command 'bnech'; did you mean 'bench'?") != NULL); /* a swap */
+  IL_CHECK_CONTAINS(out, "unknown command 'bnech'; did you mean 'bench'?"); /* a swap */
   IL_CHECK_INT(run("%s experimnt 2>&1", cli), 64);
-  IL_CHECK(strstr(out, "did you mean 'experiment'?") != NULL);
+  IL_CHECK_CONTAINS(out, "did you mean 'experiment'?");
   IL_CHECK_INT(run("%s zzzz 2>&1", cli), 64);
   IL_CHECK(strstr(out, "unknown command 'zzzz'") != NULL && strstr(out, "did you mean") == NULL);
   IL_CHECK_INT(run("%s run --tmep 0 2>&1", cli), 64);
-  IL_CHECK(strstr(out, "did you mean '--temp'?") != NULL);
+  IL_CHECK_CONTAINS(out, "did you mean '--temp'?");
   IL_CHECK_INT(run("%s run --temperature 0 2>&1", cli), 64); /* llama.cpp's long spelling */
-  IL_CHECK(strstr(out, "did you mean '--temp'?") != NULL);
+  IL_CHECK_CONTAINS(out, "did you mean '--temp'?");
   IL_CHECK_INT(run("%s bench --htlm r.html 2>&1", cli), 64);
-  IL_CHECK(strstr(out, "did you mean '--html'?") != NULL);
+  IL_CHECK_CONTAINS(out, "did you mean '--html'?");
   IL_CHECK_INT(run("%s run --zzzzzz 2>&1", cli), 64);
   IL_CHECK(strstr(out, "unknown option '--zzzzzz'") != NULL && strstr(out, "did you mean") == NULL);
   /* help CMD is CMD --help */
   IL_CHECK_INT(run("%s help run", cli), 0);
   IL_CHECK(strncmp(out, "usage: inferlab run", 19) == 0);
   IL_CHECK_INT(run("%s help bnech 2>&1", cli), 64);
-  IL_CHECK(strstr(out, "did you mean 'bench'?") != NULL);
+  IL_CHECK_CONTAINS(out, "did you mean 'bench'?");
 }
 
 static void test_bench(void) {
@@ -62,7 +62,7 @@ static void test_bench(void) {
   if (row) {
     const char *end = strchr(row + 1, '\n');
     IL_CHECK(end && end[-1] == '|');
-    IL_CHECK(strstr(row, "error: out of memory") != NULL);
+    IL_CHECK_CONTAINS(row, "error: out of memory");
     IL_CHECK(strstr(row, "the whole report is on stderr") != NULL && strstr(row, "whole report") < end);
     IL_CHECK(end && (end[1] == 0 || end[1] == '\n')); /* nothing of the report after the row */
   }
@@ -75,12 +75,12 @@ static void test_bench(void) {
 static void test_convert_quant(void) {
   IL_CHECK_INT(run("cd %s && %s convert -m builtin:tiny --type f32 -o t.gguf 2>&1", tmp, cli), 0);
   IL_CHECK_INT(run("cd %s && %s convert builtin:tiny -m builtin:1b -o t2.gguf 2>&1", tmp, cli), 64);
-  IL_CHECK(strstr(out, "two sources") != NULL);
+  IL_CHECK_CONTAINS(out, "two sources");
   IL_CHECK_INT(run("cd %s && %s convert t.gguf --type q4_k_m -o t3.gguf 2>&1", tmp, cli), 64);
-  IL_CHECK(strstr(out, "inferlab quant -m t.gguf --type q4_k_m -o t3.gguf") != NULL);
+  IL_CHECK_CONTAINS(out, "inferlab quant -m t.gguf --type q4_k_m -o t3.gguf");
   /* quant: the input positionally, as convert takes it */
   IL_CHECK_INT(run("cd %s && %s quant t.gguf --type q8_0 -o q.gguf 2>&1", tmp, cli), 0);
-  IL_CHECK(strstr(out, "quantized t.gguf -> q.gguf") != NULL);
+  IL_CHECK_CONTAINS(out, "quantized t.gguf -> q.gguf");
   IL_CHECK_INT(run("cd %s && %s quant -m t.gguf other.gguf --type q8_0 -o q.gguf 2>&1", tmp, cli), 64);
   /* from q4_0 to q6_k the file grows: said, with how much */
   IL_CHECK_INT(run("cd %s && %s convert builtin:tiny --type q4_0 -o t4.gguf 2>&1 && %s quant t4.gguf --type q6_k -o q6.gguf 2>&1", tmp,
@@ -97,7 +97,7 @@ static void test_convert_quant(void) {
   /* the percent from the two files' sizes, measured here */
   IL_CHECK_NEAR(pct, 100.0 * ((double)b.st_size / (double)a.st_size - 1), 0.06);
   IL_CHECK_INT(run("cd %s && %s quant t.gguf --type q8_0 -o q.gguf 2>&1", tmp, cli), 0);
-  IL_CHECK(strstr(out, "larger than the input") == NULL);
+  IL_CHECK_NOT_CONTAINS(out, "larger than the input");
 }
 
 /* stories260K's rows are 64 and 172 wide, not a multiple of 256: many tensors fall back, said
@@ -115,7 +115,7 @@ static void test_quant_notes(void) {
   IL_CHECK(n && sscanf(n, "note: %d tensors kept another type", &kept) == 1);
   /* the report's table: rows whose type out is neither the mix's q4_K/q6_K nor a 1-D f32 */
   IL_CHECK(kept > 10);
-  IL_CHECK(strstr(out, "--report lists each") != NULL);
+  IL_CHECK_CONTAINS(out, "--report lists each");
 }
 
 /* Writes a shell script to tmp/NAME and runs it with sh; its stdout into out. */
@@ -165,7 +165,7 @@ static void test_chat_interrupt(void) {
            "exec 3>&-\n",
            wait_read_sh);
   IL_CHECK_INT(script("chat.sh", body), 0);
-  IL_CHECK(strstr(out, "rc=130") != NULL);
+  IL_CHECK_CONTAINS(out, "rc=130");
   if (!strstr(out, "rc=130")) fprintf(stderr, "script said: %s\n", out);
   char p[400];
   snprintf(p, sizeof p, "%s/chat.err", tmp);
@@ -178,7 +178,7 @@ static void test_chat_interrupt(void) {
     if (sscanf(q, "\n[%d prompt tokens (%d reused), %d generated", &np[k], &reused, &ng[k]) == 3) k++;
   }
   IL_CHECK_INT(k, 2);
-  IL_CHECK(strstr(err, "cancelled]") != NULL);
+  IL_CHECK_CONTAINS(err, "cancelled]");
   IL_CHECK(ng[0] > 0 && ng[0] < 16000); /* stopped early */
   IL_CHECK(np[1] >= np[0] + ng[0]);    /* the stopped reply is in the second turn's prompt */
   if (il_test_failed) fprintf(stderr, "chat stderr:\n%s\n", err);
@@ -210,7 +210,7 @@ static void test_eval_interrupt(void) {
            "wait $pid; echo \"rc=$?\"\n",
            wait_sigint_sh, getenv("IL_SRC"));
   IL_CHECK_INT(script("eval.sh", body), 0);
-  IL_CHECK(strstr(out, "rc=130") != NULL);
+  IL_CHECK_CONTAINS(out, "rc=130");
   char p[400];
   snprintf(p, sizeof p, "%s/ev.err", tmp);
   char *err = il_test_read_file(p, NULL);
@@ -256,9 +256,9 @@ static void test_experiment_interrupt(void) {
            "wait $pid; echo \"cmdrc=$?\"\n",
            wait_sigint_sh);
   IL_CHECK_INT(script("exp.sh", body), 0);
-  IL_CHECK(strstr(out, "rc=130") != NULL);
-  IL_CHECK(strstr(out, "show=0") != NULL);
-  IL_CHECK(strstr(out, "cmdrc=130") != NULL);
+  IL_CHECK_CONTAINS(out, "rc=130");
+  IL_CHECK_CONTAINS(out, "show=0");
+  IL_CHECK_CONTAINS(out, "cmdrc=130");
   int lines = -1;
   const char *l = strstr(out, "lines=");
   IL_CHECK(l && sscanf(l, "lines=%d", &lines) == 1 && lines >= 3);
@@ -313,40 +313,40 @@ static void test_progress_line_interrupt(void) {
     /* between the line and the prompt: the erase (CR, erase-to-end) */
     char between[256];
     snprintf(between, sizeof between, "%.*s", (int)(after - line < 255 ? after - line : 255), line);
-    IL_CHECK(strstr(between, "\r\033[K") != NULL);
+    IL_CHECK_CONTAINS(between, "\r\033[K");
   }
 }
 
 /* One flag, one meaning: the new spellings work; the old ones still work and say so once. */
 static void test_renamed_flags(void) {
   IL_CHECK_INT(run("%s bench --parallel 1 -p 4 --gen 2 -r 1 --warmup 0 --roofline-ms 0 -q --no-gpu 2>&1", cli), 0);
-  IL_CHECK(strstr(out, "note:") == NULL);
-  IL_CHECK(strstr(out, "\n| 1 | 4 | 2 |") != NULL);
+  IL_CHECK_NOT_CONTAINS(out, "note:");
+  IL_CHECK_CONTAINS(out, "\n| 1 | 4 | 2 |");
   IL_CHECK_INT(run("%s bench --parallel x 2>&1", cli), 64); /* an error names the flag as typed */
-  IL_CHECK(strstr(out, "--parallel: 'x' is not an integer") != NULL);
+  IL_CHECK_CONTAINS(out, "--parallel: 'x' is not an integer");
   IL_CHECK_INT(run("%s bench --batch 1 -p 4 --gen 2 --reps 1 --warmup 0 --roofline-ms 0 -q --no-gpu 2>&1", cli), 0);
-  IL_CHECK(strstr(out, "note: --batch is the old spelling of --parallel") != NULL);
-  IL_CHECK(strstr(out, "note: --reps is the old spelling of -r/--repetitions") != NULL);
-  IL_CHECK(strstr(out, "\n| 1 | 4 | 2 |") != NULL); /* and it measured what --parallel would */
+  IL_CHECK_CONTAINS(out, "note: --batch is the old spelling of --parallel");
+  IL_CHECK_CONTAINS(out, "note: --reps is the old spelling of -r/--repetitions");
+  IL_CHECK_CONTAINS(out, "\n| 1 | 4 | 2 |"); /* and it measured what --parallel would */
   IL_CHECK_INT(run("cd %s && %s experiment --parallel 1 -p 4 --gen 2 --repeat 1 --warmup 0 --out old -q --no-gpu "
                    "--change parallel=2 2>&1 && ls -d old/*/",
                    tmp, cli),
                0);
-  IL_CHECK(strstr(out, "note: --repeat is the old spelling of -r/--repetitions") != NULL);
-  IL_CHECK(strstr(out, "note: --out is the old spelling of -o/--output") != NULL);
-  IL_CHECK(strstr(out, "experiment: parallel 1 -> 2") != NULL);
-  IL_CHECK(strstr(out, "old/") != NULL);
+  IL_CHECK_CONTAINS(out, "note: --repeat is the old spelling of -r/--repetitions");
+  IL_CHECK_CONTAINS(out, "note: --out is the old spelling of -o/--output");
+  IL_CHECK_CONTAINS(out, "experiment: parallel 1 -> 2");
+  IL_CHECK_CONTAINS(out, "old/");
   /* the summary: a default that stands for something with what it ran as; rates as plain numbers */
   IL_CHECK_INT(run("cd %s && %s experiment -p 4 --gen 2 -r 1 --warmup 0 -o th -q --no-gpu --change threads=1 2>&1", tmp, cli), 0);
   char want[64];
   snprintf(want, sizeof want, "experiment: threads 0 (%ld here) -> 1", sysconf(_SC_NPROCESSORS_ONLN));
-  IL_CHECK(strstr(out, want) != NULL);
+  IL_CHECK_CONTAINS(out, want);
   IL_CHECK(strstr(out, "tok/s") != NULL && strstr(out, "e+0") == NULL);
   /* monitor: -n/--count is the count (-c is the context length everywhere else) */
   IL_CHECK_INT(run("%s monitor -c 1 --nvml-lib /nonexistent.so 2>&1", cli), 66);
-  IL_CHECK(strstr(out, "note: -c is the old spelling of -n/--count") != NULL);
+  IL_CHECK_CONTAINS(out, "note: -c is the old spelling of -n/--count");
   IL_CHECK_INT(run("%s monitor -n 1 --nvml-lib /nonexistent.so 2>&1", cli), 66);
-  IL_CHECK(strstr(out, "note:") == NULL);
+  IL_CHECK_NOT_CONTAINS(out, "note:");
 }
 
 /* Help pages: defaults in one format ([X], no "(default X)"), no parser bounds like
@@ -363,14 +363,14 @@ static void test_help_format(void) {
   IL_CHECK_INT(run("%s chat --help", cli), 0);
   IL_CHECK(strstr(out, "-n, --n-predict N") != NULL && strstr(out, "[256]") != NULL);
   IL_CHECK_INT(run("printf 'Hi\\n' | %s chat -m builtin:tiny --ignore-eos --stats 2>&1 >/dev/null", cli), 0);
-  IL_CHECK(strstr(out, " 256 generated in ") != NULL);
+  IL_CHECK_CONTAINS(out, " 256 generated in ");
   /* exit codes as the help says: plan without a device to size is a usage error */
   IL_CHECK_INT(run("%s plan 2>&1", cli), 64);
-  IL_CHECK(strstr(out, "give --device sim:SIZE") != NULL);
+  IL_CHECK_CONTAINS(out, "give --device sim:SIZE");
   IL_CHECK_INT(run("%s plan --help", cli), 0);
-  IL_CHECK(strstr(out, "64 usage (also: no --device)") != NULL);
+  IL_CHECK_CONTAINS(out, "64 usage (also: no --device)");
   IL_CHECK_INT(run("%s tokenize --help", cli), 0);
-  IL_CHECK(strstr(out, "--ids --parse-special") == NULL); /* the default: no flag needed */
+  IL_CHECK_NOT_CONTAINS(out, "--ids --parse-special"); /* the default: no flag needed */
 }
 
 int main(void) {

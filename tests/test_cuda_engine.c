@@ -245,7 +245,7 @@ static void test_oom(void) {
     il_engine_free(e);
     return;
   }
-  IL_CHECK(strstr(il_error_detail(), "cuda:0") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "cuda:0");
   il_oom_report r;
   IL_CHECK(il_oom_report_last(&r));
   IL_CHECK(r.n_fixes >= 1);

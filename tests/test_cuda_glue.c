@@ -95,7 +95,7 @@ int main(void) {
   il_mem_oom oom;
   IL_CHECK(il_mem_last_oom(&oom));
   IL_CHECK_STR(oom.what, "more than the device");
-  IL_CHECK(strstr(il_error_detail(), "cudaMalloc") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "cudaMalloc");
   /* still usable */
   IL_CHECK_OK(o->download(b, back, at3, 1024));
   IL_CHECK(memcmp(src, back, 1024) == 0);

@@ -23,8 +23,8 @@ static void test_cli_messages(const char *cli) {
   int code = il_test_run(cmd, out, sizeof out);
   IL_CHECK(code != 0);
 #if IL_HAVE_CUDA
-  IL_CHECK(strstr(out, "INFERLAB_CUDA_MODULE=/nonexistent/dir/libinferlab-cuda.so") != NULL);
-  IL_CHECK(strstr(out, "No such file") != NULL);
+  IL_CHECK_CONTAINS(out, "INFERLAB_CUDA_MODULE=/nonexistent/dir/libinferlab-cuda.so");
+  IL_CHECK_CONTAINS(out, "No such file");
   /* a file that is not a shared object: dlopen's own complaint */
   char junk[] = "/tmp/il_cuda_junk_XXXXXX";
   int fd = mkstemp(junk);
@@ -35,13 +35,13 @@ static void test_cli_messages(const char *cli) {
     snprintf(cmd, sizeof cmd, "INFERLAB_CUDA_MODULE='%s' '%s' run --device cuda -m builtin:tiny -n 1 2>&1", junk, cli);
     code = il_test_run(cmd, out, sizeof out);
     IL_CHECK(code != 0);
-    IL_CHECK(strstr(out, junk) != NULL);
+    IL_CHECK_CONTAINS(out, junk);
     IL_CHECK(strstr(out, "invalid ELF header") != NULL || strstr(out, "file too short") != NULL);
     printf("junk module: %s", strstr(out, "error:") ? strstr(out, "error:") : out);
     unlink(junk);
   }
 #else
-  IL_CHECK(strstr(out, "built without the CUDA backend") != NULL);
+  IL_CHECK_CONTAINS(out, "built without the CUDA backend");
 #endif
 }
 
@@ -51,7 +51,7 @@ int main(void) {
   else printf("SKIP (part): IL_CLI not set: the CLI messages are not checked\n");
 #if !IL_HAVE_CUDA
   IL_CHECK(il_backend_cuda_unavailable() != NULL);
-  IL_CHECK(strstr(il_backend_cuda_unavailable(), "CPU-only build") != NULL);
+  IL_CHECK_CONTAINS(il_backend_cuda_unavailable(), "CPU-only build");
   printf("SKIP: CPU-only build (configure with -DIL_CUDA=ON and nvcc): %s\n", il_backend_cuda_unavailable());
   il_test_finish();
   return 77;
@@ -89,7 +89,7 @@ int main(void) {
   if (n <= 0) {
     IL_CHECK_INT(st, IL_ERR_UNSUPPORTED);
     IL_CHECK(b == NULL);
-    IL_CHECK(strstr(il_error_detail(), "--device cuda") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "--device cuda");
     printf("runtime %d, driver %d; no device: %s\n", rt, drv, il_error_detail());
     printf("SKIP (part): no CUDA device: opening it was checked to fail with the reason\n");
   } else {

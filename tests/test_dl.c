@@ -13,13 +13,13 @@ static void missing_library(void) {
   IL_CHECK_INT(il_dl_open(&lib, "libinferlab-no-such-library.so.7"), IL_ERR_NOT_FOUND);
   IL_CHECK(lib.handle == NULL);
   /* glibc: "libinferlab-no-such-library.so.7: cannot open shared object file: No such file or directory" */
-  IL_CHECK(strstr(il_dl_error(&lib), "libinferlab-no-such-library.so.7") != NULL);
-  IL_CHECK(strstr(il_dl_error(&lib), "cannot open shared object file") != NULL);
-  IL_CHECK(strstr(il_error_detail(), "cannot open shared object file") != NULL);
+  IL_CHECK_CONTAINS(il_dl_error(&lib), "libinferlab-no-such-library.so.7");
+  IL_CHECK_CONTAINS(il_dl_error(&lib), "cannot open shared object file");
+  IL_CHECK_CONTAINS(il_error_detail(), "cannot open shared object file");
   void *p = (void *)1;
   IL_CHECK_INT(il_dl_sym(&lib, "cos", &p), IL_ERR_NOT_FOUND);
   IL_CHECK(p == NULL);
-  IL_CHECK(strstr(il_dl_error(&lib), "not open") != NULL);
+  IL_CHECK_CONTAINS(il_dl_error(&lib), "not open");
   il_dl_close(&lib);
   il_dl_close(&lib);
 
@@ -27,7 +27,7 @@ static void missing_library(void) {
   IL_CHECK(il_dl_error(&lib)[0] != 0);
   /* A path that exists but is not a shared object: the loader says why. */
   IL_CHECK_INT(il_dl_open(&lib, "/etc/hostname"), IL_ERR_NOT_FOUND);
-  IL_CHECK(strstr(il_dl_error(&lib), "/etc/hostname") != NULL);
+  IL_CHECK_CONTAINS(il_dl_error(&lib), "/etc/hostname");
 }
 
 static void real_library(void) {
@@ -43,7 +43,7 @@ static void real_library(void) {
   void *p = (void *)1;
   IL_CHECK_INT(il_dl_sym(&lib, "il_no_such_symbol", &p), IL_ERR_NOT_FOUND);
   IL_CHECK(p == NULL);
-  IL_CHECK(strstr(il_dl_error(&lib), "il_no_such_symbol") != NULL);
+  IL_CHECK_CONTAINS(il_dl_error(&lib), "il_no_such_symbol");
 
   static const char *const names[] = {"il_no_such_symbol_v2", "sin", NULL};
   IL_CHECK(il_dl_sym_first(&lib, names) != NULL);
@@ -52,7 +52,7 @@ static void real_library(void) {
 
   char file[512];
   IL_CHECK(il_dl_file_of((void *)cos_fn, file, sizeof file));
-  IL_CHECK(strstr(file, "libm") != NULL);
+  IL_CHECK_CONTAINS(file, "libm");
   IL_CHECK(!il_dl_file_of(NULL, file, sizeof file));
   IL_CHECK_STR(file, "");
 

@@ -298,7 +298,7 @@ static void test_read_hostile(void) {
   unlink(path);
   /* Not an ELF at all; a directory; a missing file. */
   IL_CHECK_INT(il_elfver_read("/etc/hostname", &(il_elfver_info){0}), IL_ERR_FORMAT);
-  IL_CHECK(strstr(il_error_detail(), "/etc/hostname: offset 0: not an ELF file") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "/etc/hostname: offset 0: not an ELF file");
   IL_CHECK_INT(il_elfver_read("/tmp", &(il_elfver_info){0}), IL_ERR_IO);
   IL_CHECK_INT(il_elfver_read("/nonexistent/libcuda.so.1", &(il_elfver_info){0}), IL_ERR_NOT_FOUND);
   free(w.b);

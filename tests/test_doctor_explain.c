@@ -155,7 +155,7 @@ static void test_visible(void) {
   IL_CHECK_INT(v.phys[0], 2);
   il_visible_cuda("GPU-8932", gpus, 3, &v); /* ambiguous prefix */
   IL_CHECK_INT(v.n_visible, 0);
-  IL_CHECK(strstr(v.invalid_reason, "matches 2 GPUs") != NULL);
+  IL_CHECK_CONTAINS(v.invalid_reason, "matches 2 GPUs");
   il_visible_cuda("0,0", gpus, 3, &v);
   IL_CHECK_INT(v.n_visible, 1);
   IL_CHECK_INT(v.invalid_at, 1);
@@ -311,7 +311,7 @@ static void test_sampler(void) {
   /* NVML present but failing. */
   sr_scenario(root, "nvml.init=9\n");
   IL_CHECK_INT(il_gpu_sampler_start(nvml, 100, &s), IL_ERR_DEVICE);
-  IL_CHECK(strstr(il_error_detail(), "NVML_ERROR_DRIVER_NOT_LOADED") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "NVML_ERROR_DRIVER_NOT_LOADED");
   sr_destroy(root);
 }
 

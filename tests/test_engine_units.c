@@ -15,19 +15,19 @@ static void test_config(void) {
   IL_CHECK_OK(il_config_set(&c, "threads", "3", "--threads"));
   IL_CHECK_INT(c.threads, 3);
   IL_CHECK_INT(il_config_set(&c, "threads", "3x", "--threads"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--threads") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--threads");
   IL_CHECK_INT(il_config_set(&c, "kv-block", "0", "--kv-block"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "out of range") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "out of range");
   IL_CHECK_INT(il_config_set(&c, "nope", "1", "x.conf:3"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "x.conf:3") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "x.conf:3");
   /* request options live in il_request_opts: il_config_set refuses them by name */
   static il_request_opts r, r2;
   il_request_opts_defaults(&r);
   IL_CHECK_INT(il_config_set(&c, "temp", "0.5", "--temp"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "per-request") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "per-request");
   IL_CHECK_INT(il_config_apply(&c, NULL, "no-bos", "true", "f"), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_config_apply(&c, &r, "top-p", "1.5", "--top-p"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "out of range") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "out of range");
   IL_CHECK_OK(il_config_apply(&c, &r, "repeat_penalty", "1.1", "f"));
   IL_CHECK_NEAR(r.p.sampling.repeat_penalty, 1.1, 1e-6);
   IL_CHECK_OK(il_config_apply(&c, &r, "no-bos", "true", "f"));
@@ -64,12 +64,12 @@ static void test_config(void) {
   IL_CHECK(memcmp(&r, &r2, sizeof r) == 0);
   /* without a request the same file is refused at its first request option, by line */
   IL_CHECK_INT(il_config_load(&d, NULL, path), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "per-request") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "per-request");
   f = fopen(path, "w");
   fprintf(f, "# comment\n\nthreads = 2\nbogus line\n");
   fclose(f);
   IL_CHECK_INT(il_config_load(&d, NULL, path), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "a.conf:4") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "a.conf:4");
   unlink(path);
   rmdir(dir);
 }
@@ -186,7 +186,7 @@ static void test_memory(void) {
   void *b = il_mem_alloc(IL_MEM_OTHER, 10, "second buffer");
   IL_CHECK(a != NULL);
   IL_CHECK(b == NULL);
-  IL_CHECK(strstr(il_error_detail(), "second buffer") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "second buffer");
   il_mem_free(a);
 
   il_mem_set_limit(st.total_current + 4096);

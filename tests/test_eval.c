@@ -110,7 +110,7 @@ static void test_tiny(void) {
   IL_CHECK_INT(il_eval_text(e, NULL, text, &p, &r), IL_ERR_RANGE);
   p.n_ctx = 64;
   IL_CHECK_INT(il_eval_text(e, NULL, "short text", &p, &r), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "needs at least 128") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "needs at least 128");
   il_engine_free(q);
   il_engine_free(e2);
   il_engine_free(e);
@@ -166,8 +166,8 @@ static void test_cli(void) {
   snprintf(cmd, sizeof cmd, "%s eval -m builtin:tiny --text %s --ctx 32 --ref builtin:tiny --json 2>/dev/null", cli, path);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
   IL_CHECK(strstr(out, "{\n  \"model\"") == out);
-  IL_CHECK(strstr(out, "\"perplexity\": ") != NULL);
-  IL_CHECK(strstr(out, "\"top1_agreement\": 1") != NULL);
+  IL_CHECK_CONTAINS(out, "\"perplexity\": ");
+  IL_CHECK_CONTAINS(out, "\"top1_agreement\": 1");
   snprintf(cmd, sizeof cmd, "%s eval -m builtin:tiny --text %s --ctx 128 2>/dev/null", cli, path);
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 64);
   snprintf(cmd, sizeof cmd, "%s eval -m builtin:tiny 2>/dev/null", cli);

@@ -82,7 +82,7 @@ static void test_sampler_nan(void) {
   IL_CHECK_OK(il_logits_check_finite(logits, NV, 0));
   logits[12] = INFINITY;
   IL_CHECK_INT(il_logits_check_finite(logits, NV, 0), IL_ERR_RANGE);
-  IL_CHECK(strstr(il_error_detail(), "token 12") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "token 12");
 }
 
 /* Item 5: generated pieces longer than 256 bytes reach the callback whole. The built-in tiny
@@ -154,7 +154,7 @@ static void test_option_ints(void) {
   IL_CHECK_OK(il_config_set(&c, "threads", "010", "--threads"));
   IL_CHECK_INT(c.threads, 10);
   IL_CHECK_INT(il_config_set(&c, "ctx", "4294967297", "--ctx"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "out of range") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "out of range");
   IL_CHECK_INT(c.ctx, 0);
   IL_CHECK_INT(il_config_set(&c, "ctx", "99999999999999999999999", "--ctx"), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_config_set(&c, "ctx", "+5", "--ctx"), IL_ERR_INVALID_ARG);
@@ -192,7 +192,7 @@ static void test_quant_nonfinite(void) {
   for (int i = 0; i < 32; i++) x[i] = (float)i;
   x[5] = NAN;
   IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q8_0, x, buf, 32), IL_ERR_FORMAT);
-  IL_CHECK(strstr(il_error_detail(), "element 5") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "element 5");
   x[5] = INFINITY;
   IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_0, x, buf, 32), IL_ERR_FORMAT);
   IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_1, x, buf, 32), IL_ERR_FORMAT);
@@ -228,10 +228,10 @@ static void test_config_files(void) {
   fputs("threads = 3\n", f);
   fclose(f);
   IL_CHECK_INT(il_config_load(&c, &r, path), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "a.conf:1: NUL byte at column 1") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "a.conf:1: NUL byte at column 1");
   /* a directory */
   IL_CHECK_INT(il_config_load(&c, &r, dir), IL_ERR_IO);
-  IL_CHECK(strstr(il_error_detail(), "is a directory") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "is a directory");
   /* quotes, backslashes, newlines and tabs round-trip */
   snprintf(r.prompt, sizeof r.prompt, "say \"hi\"\nthen \\n\tbye\\");
   snprintf(c.model, sizeof c.model, "/tmp/a \"b\".gguf");
@@ -255,7 +255,7 @@ static void test_config_files(void) {
   fputs("prompt = \"a\\qb\"\n", f);
   fclose(f);
   IL_CHECK_INT(il_config_load(&d, &r2, path), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "unknown escape") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "unknown escape");
   unlink(path);
   rmdir(dir);
 }

@@ -77,7 +77,7 @@ static void test_matcher(void) {
   IL_CHECK_OK(il_grammar_state_new(g, NULL, &s));
   IL_CHECK_OK(il_grammar_state_accept_bytes(s, "a4", 2));
   IL_CHECK_INT(il_grammar_state_accept_bytes(s, "q", 1), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "byte 0 (0x71)") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "byte 0 (0x71)");
   IL_CHECK(il_grammar_state_accepting(s));
   IL_CHECK(!il_grammar_state_finished(s));
   IL_CHECK_OK(il_grammar_state_accept_bytes(s, "yz!!", 4));

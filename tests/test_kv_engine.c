@@ -184,18 +184,18 @@ static void test_kernels(void) {
   snprintf(c.attn, sizeof c.attn, "fastest");
   il_engine *e = NULL;
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "flash") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "flash");
   snprintf(c.attn, sizeof c.attn, "auto");
   snprintf(c.kv_type, sizeof c.kv_type, "q4_0");
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--kv-type") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--kv-type");
   /* ctx x n_seq beyond the cache's 32-bit cell indices is refused naming both flags, before any
    * size is computed (it overflowed int arithmetic in the sizing and the OOM report) */
   snprintf(c.kv_type, sizeof c.kv_type, "f16");
   c.ctx = 4194304;
   c.n_seq = 4096;
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--ctx 4194304 x --n-seq 4096") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--ctx 4194304 x --n-seq 4096");
 }
 
 /* The workspace the engine sizes once must hold any batch: several sequences' prompts one after

@@ -268,12 +268,12 @@ static void test_errors(void) {
   il_kvpages_copy cp[1];
   int nc;
   IL_CHECK_INT(il_kvpages_reserve(p, 0, 70, cp, &nc), IL_ERR_OOM);
-  IL_CHECK(strstr(il_error_detail(), "sequence 0") != NULL);
-  IL_CHECK(strstr(il_error_detail(), "needs 5 new blocks of 16 positions") != NULL);
-  IL_CHECK(strstr(il_error_detail(), "4 of 4 free") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "sequence 0");
+  IL_CHECK_CONTAINS(il_error_detail(), "needs 5 new blocks of 16 positions");
+  IL_CHECK_CONTAINS(il_error_detail(), "4 of 4 free");
   IL_CHECK_INT(il_kvpages_seq_len(p, 0), 0);
   IL_CHECK_INT(il_kvpages_reserve(p, 0, 200, cp, &nc), IL_ERR_RANGE);
-  IL_CHECK(strstr(il_error_detail(), "more than max_blocks 8") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "more than max_blocks 8");
   IL_CHECK_OK(il_kvpages_reserve(p, 0, 64, cp, &nc));
   IL_CHECK_INT(il_kvpages_reserve(p, 0, 65, cp, &nc), IL_ERR_OOM);
   IL_CHECK_INT(il_kvpages_seq_add(p, 2), IL_ERR_RANGE);
@@ -290,7 +290,7 @@ static void test_errors(void) {
   IL_CHECK_OK(il_kvpages_seq_truncate(p, 0, 60));
   IL_CHECK_OK(il_kvpages_seq_fork(p, 0, 1));
   IL_CHECK_INT(il_kvpages_reserve(p, 1, 61, cp, &nc), IL_ERR_OOM);
-  IL_CHECK(strstr(il_error_detail(), "one a copy of a shared block") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "one a copy of a shared block");
   IL_CHECK_OK(il_kvpages_check(p));
   il_kvpages_free(p);
   il_kvpages_free(NULL);

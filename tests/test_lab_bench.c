@@ -31,10 +31,10 @@ int main(void) {
   /* table with a sweep: one row per combination */
   snprintf(cmd, sizeof cmd, "%s bench %s --parallel 1,2 2>&1", cli, small);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "| batch | prompt | gen | threads | TTFT ms |") != NULL);
-  IL_CHECK(strstr(out, "| 1 | 8 | 4 | 1 |") != NULL);
-  IL_CHECK(strstr(out, "| 2 | 8 | 4 | 1 |") != NULL);
-  IL_CHECK(strstr(out, "no GPU (GPU sampling off)") != NULL);
+  IL_CHECK_CONTAINS(out, "| batch | prompt | gen | threads | TTFT ms |");
+  IL_CHECK_CONTAINS(out, "| 1 | 8 | 4 | 1 |");
+  IL_CHECK_CONTAINS(out, "| 2 | 8 | 4 | 1 |");
+  IL_CHECK_CONTAINS(out, "no GPU (GPU sampling off)");
   if (il_test_failed) printf("%s\n", out);
 
   /* the compute peak: the instruction each level's kernels use, measured; the table's column and
@@ -65,7 +65,7 @@ int main(void) {
       printf("peak %s: %.0f GOPS on 1 thread\n", il_peak_name((il_peak_kind)k), g);
     }
     il_pool_free(pool);
-    IL_CHECK(strstr(out, "| gen roof % | prompt peak % |") != NULL);
+    IL_CHECK_CONTAINS(out, "| gen roof % | prompt peak % |");
     IL_CHECK(strstr(out, "compute peak ") != NULL && strstr(out, "GOPS (vfmadd231ps") != NULL);
     IL_CHECK(strstr(out, "generation bandwidth-bound") != NULL || strstr(out, "generation compute-bound") != NULL);
   } else {
@@ -73,7 +73,7 @@ int main(void) {
   }
   snprintf(cmd, sizeof cmd, "%s bench %s --isa scalar 2>&1", cli, small);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "compute peak") == NULL); /* the scalar kernels have no instruction to quote */
+  IL_CHECK_NOT_CONTAINS(out, "compute peak"); /* the scalar kernels have no instruction to quote */
 
   /* JSON + HTML report */
   snprintf(cmd, sizeof cmd, "%s bench %s --parallel 1,2 --wtype f32,q8_0 --json --report %s/r.html -q > %s/b.json", cli,
@@ -101,7 +101,7 @@ int main(void) {
   /* usage errors */
   snprintf(cmd, sizeof cmd, "%s bench --threads 1,x 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
-  IL_CHECK(strstr(out, "--threads") != NULL);
+  IL_CHECK_CONTAINS(out, "--threads");
   snprintf(cmd, sizeof cmd, "%s bench --json --csv 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
   snprintf(cmd, sizeof cmd, "%s bench -m /nonexistent.gguf %s 2>&1", cli, small);
@@ -110,13 +110,13 @@ int main(void) {
   /* experiment: two changes refused, one change measured */
   snprintf(cmd, sizeof cmd, "%s experiment --change batch=2 --change threads=2 -o %s 2>&1", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
-  IL_CHECK(strstr(out, "exactly one option") != NULL);
+  IL_CHECK_CONTAINS(out, "exactly one option");
   snprintf(cmd, sizeof cmd,
            "%s experiment -t 1 --prompt 8 --gen 4 -r 2 --warmup 0 --change batch=2 --no-gpu -q -o %s/runs", cli,
            tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "experiment: batch 1 -> 2") != NULL);
-  IL_CHECK(strstr(out, "generated tokens/s (all sequences)") != NULL);
+  IL_CHECK_CONTAINS(out, "experiment: batch 1 -> 2");
+  IL_CHECK_CONTAINS(out, "generated tokens/s (all sequences)");
   const char *ev = strstr(out, "evidence:   ");
   IL_CHECK(ev != NULL);
   if (!ev) printf("%s\n", out);
@@ -126,7 +126,7 @@ int main(void) {
     dir[strlen(dir) - 1] = 0; /* trailing '/' */
     snprintf(cmd, sizeof cmd, "%s bench --config %s/baseline.conf --prompt 8 --gen 2 -r 1 --roofline-ms 0 -q 2>&1", cli, dir);
     IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-    IL_CHECK(strstr(out, "| 1 | 8 | 2 | 1 |") != NULL); /* batch 1 and threads 1 came from the file */
+    IL_CHECK_CONTAINS(out, "| 1 | 8 | 2 | 1 |"); /* batch 1 and threads 1 came from the file */
     snprintf(cmd, sizeof cmd, "%s experiment --show %s", cli, dir);
     IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
     IL_CHECK(strstr(out, "batch 1 -> 2") != NULL && strstr(out, "samples.jsonl") != NULL);
@@ -141,7 +141,7 @@ int main(void) {
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 3);
   snprintf(cmd, sizeof cmd, "cat %s/w.txt", tmp);
   il_test_run(cmd, out, sizeof out);
-  IL_CHECK(strstr(out, "exit:          status 3") != NULL);
+  IL_CHECK_CONTAINS(out, "exit:          status 3");
   double secs = 0;
   const char *d = strstr(out, "duration:");
   if (d) secs = atof(d + 9);

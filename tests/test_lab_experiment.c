@@ -41,20 +41,20 @@ static void test_rules(void) {
   const char *two[] = {"batch=8", threads_change};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, two, 2, false), IL_ERR_INVALID_ARG);
   printf("two changes: %s\n", il_error_detail());
-  IL_CHECK(strstr(il_error_detail(), "exactly one option") != NULL);
-  IL_CHECK(strstr(il_error_detail(), "--allow-multi") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "exactly one option");
+  IL_CHECK_CONTAINS(il_error_detail(), "--allow-multi");
   IL_CHECK_OK(il_experiment_set_changes(&x, &base, two, 2, true));
   IL_CHECK_INT(x.variant.cfg.n_seq, 8);
   IL_CHECK_INT(x.variant.cfg.threads, other_threads);
   IL_CHECK_INT(x.baseline.cfg.n_seq, 1);
   const char *same[] = {"batch=1"};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, same, 1, false), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "already has") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "already has");
   const char *dup[] = {"batch=2", "n-seq=4"};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, dup, 2, true), IL_ERR_INVALID_ARG);
   const char *bad[] = {"threads=many"};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, bad, 1, false), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "many") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "many");
   const char *noeq[] = {"threads"};
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, noeq, 1, false), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_experiment_set_changes(&x, &base, NULL, 0, false), IL_ERR_INVALID_ARG);
@@ -82,7 +82,7 @@ static void test_run_and_evidence(const char *tmp) {
   IL_CHECK_OK(il_experiment_set_changes(&x, &base, ch, 1, false));
   IL_CHECK_OK(il_experiment_prepare_dir(&x, tmp));
   printf("evidence: %s\n", x.dir);
-  IL_CHECK(strstr(x.dir, "-batch-4") != NULL);
+  IL_CHECK_CONTAINS(x.dir, "-batch-4");
   recorder rec = {{0}, 0};
   IL_CHECK_OK(il_experiment_run(&x, fake_run, &rec));
   IL_CHECK_STR(rec.seen, "ABBAABBAABBA");
@@ -105,8 +105,8 @@ static void test_run_and_evidence(const char *tmp) {
   FILE *show = open_memstream(&text, &len);
   IL_CHECK_OK(il_experiment_write_summary(&x, show));
   fclose(show);
-  IL_CHECK(strstr(text, "batch 1 -> 4") != NULL);
-  IL_CHECK(strstr(text, "rollback:   inferlab bench --config") != NULL);
+  IL_CHECK_CONTAINS(text, "batch 1 -> 4");
+  IL_CHECK_CONTAINS(text, "rollback:   inferlab bench --config");
   free(text);
   /* the configs load back and differ only in the changed key */
   char path[2400];

@@ -158,7 +158,7 @@ int main(void) {
   opt.roofline_gbps = 10;
   il_env env;
   il_env_collect(&env, "/nonexistent/libnvidia-ml.so.1", false);
-  IL_CHECK(strstr(env.gpu, "NVML not loaded") != NULL);
+  IL_CHECK_CONTAINS(env.gpu, "NVML not loaded");
   il_report rep = {&sw, res, n, &opt, &env, "inferlab bench --batch 1,2 --threads 1,2 \"quoted\""};
 
   char path[512], args[1024];
@@ -247,9 +247,9 @@ int main(void) {
   size_t len = fread(text, 1, sizeof text - 1, f);
   text[len] = 0;
   fclose(f);
-  IL_CHECK(strstr(text, "| TTFT ms |") != NULL);
-  IL_CHECK(strstr(text, "| 2 | 128 | 128 | 2 | error: out of memory") != NULL);
-  IL_CHECK(strstr(text, "batch=1 threads=2: TPOT p50") != NULL);
+  IL_CHECK_CONTAINS(text, "| TTFT ms |");
+  IL_CHECK_CONTAINS(text, "| 2 | 128 | 128 | 2 | error: out of memory");
+  IL_CHECK_CONTAINS(text, "batch=1 threads=2: TPOT p50");
   if (il_test_failed) printf("%s\n", text);
 
   for (int i = 0; i < n; i++) il_bench_result_free(&res[i]);

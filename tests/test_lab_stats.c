@@ -165,13 +165,13 @@ static void test_sweep(void) {
   IL_CHECK_STR(v, "7");
   /* errors name the flag and leave the sweep unchanged */
   IL_CHECK_INT(il_sweep_add(&s, &base, "gen", "4,,8", "--gen"), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--gen") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--gen");
   IL_CHECK_INT(il_sweep_add(&s, &base, "threads", "3", "--threads"), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_sweep_add(&s, &base, "n-seq", "3", "--n-seq"), IL_ERR_INVALID_ARG); /* == batch */
-  IL_CHECK(strstr(il_error_detail(), "already swept") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "already swept");
   IL_CHECK_INT(il_sweep_add(&s, &base, "ctx", "abc", "--ctx"), IL_ERR_INVALID_ARG);
   printf("bad value: %s\n", il_error_detail());
-  IL_CHECK(strstr(il_error_detail(), "abc") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "abc");
   IL_CHECK_INT(il_sweep_add(&s, &base, "bogus", "1", "--bogus"), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_sweep_add(&s, &base, "prompt", "0", "--prompt"), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(s.n_axes, 4);

@@ -19,7 +19,7 @@ int main(void) {
   IL_CHECK(r.usage.n_samples >= 2); /* first and last always; those every 50 ms depend on load */
   IL_CHECK(r.peak_rss > 0);
   IL_CHECK(!r.usage.gpu_available);
-  IL_CHECK(strstr(r.usage.gpu_reason, "NVML not loaded") != NULL);
+  IL_CHECK_CONTAINS(r.usage.gpu_reason, "NVML not loaded");
   IL_CHECK_STR(r.command, "sh -c sleep 0.2; exit 3");
 
   char *killed[] = {"sh", "-c", "kill -TERM $$", NULL};

@@ -448,12 +448,12 @@ static void test_cli(void) {
   }
   snprintf(cmd, sizeof cmd, "%s learn fp16 --quick --device sim:4GB,pcie=fast -q --no-ask 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
-  IL_CHECK(strstr(out, "pcie") != NULL);
+  IL_CHECK_CONTAINS(out, "pcie");
   if (il_backend_cuda_unavailable()) {
     /* no CUDA here: said before anything is shown or measured */
     snprintf(cmd, sizeof cmd, "%s learn fp16 --quick --device cuda -q --no-ask --out %s/nocuda 2>&1", cli, tmp);
     IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 69);
-    IL_CHECK(strstr(out, "What it is") == NULL);
+    IL_CHECK_NOT_CONTAINS(out, "What it is");
     snprintf(cmd, sizeof cmd, "%s/nocuda", tmp);
     IL_CHECK(access(cmd, F_OK) != 0);
   }

@@ -47,7 +47,7 @@ static void test_texts(void) {
   il_learn_text_free(&t);
   /* the same text is not German: its headings are the English ones */
   IL_CHECK_INT(il_learn_text_parse(good, IL_LEARN_DE, "good.md", &t), IL_ERR_FORMAT);
-  IL_CHECK(strstr(il_error_detail(), "Was es ist") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "Was es ist");
   const char *no_failure = "# N\n\nL.\n\n## What it is\na\n\n## Where it sits\nb\n\n## How to check\nd\n\n## Quick check\n"
                            "Q: 1?\nA: 1\nQ: 2?\nA: 2\nQ: 3?\nA: 3\n";
   IL_CHECK_INT(il_learn_text_parse(no_failure, IL_LEARN_EN, "x.md", &t), IL_ERR_FORMAT);
@@ -135,7 +135,7 @@ static void test_allocpat(void) {
   IL_CHECK(s.big_ok);
   IL_CHECK(!f.big_ok);
   IL_CHECK(f.big_fragmentation);
-  IL_CHECK(strstr(f.big_error, "fragmentation") != NULL);
+  IL_CHECK_CONTAINS(f.big_error, "fragmentation");
   IL_CHECK(s.svg && strstr(s.svg, "<svg") && f.svg && strstr(f.svg, "</svg>"));
   il_allocpat_result_free(&s);
   il_allocpat_result_free(&f);

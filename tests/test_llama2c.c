@@ -501,7 +501,7 @@ static void test_malformed(const char *dir) {
   {
     il_status st = il_llama2c_convert_ex(ckpt, tok, IL_DTYPE_F32, badout, NULL, NULL);
     IL_CHECK_INT(st, IL_ERR_OUTPUT);
-    IL_CHECK(strstr(il_error_detail(), "x.gguf: cannot create") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "x.gguf: cannot create");
   }
   /* every allocation can fail: IL_ERR_OOM, nothing leaked, no output left behind */
   {

@@ -154,7 +154,7 @@ static void test_auto(void) {
   snprintf(c.device, sizeof c.device, "sim:10MiB");
   snprintf(c.gpu_layers, sizeof c.gpu_layers, "%d", chosen + 1);
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_OOM);
-  IL_CHECK(strstr(il_error_detail(), "--gpu-layers") != NULL); /* and the report suggests the count */
+  IL_CHECK_CONTAINS(il_error_detail(), "--gpu-layers"); /* and the report suggests the count */
 }
 
 static void test_errors(void) {
@@ -164,7 +164,7 @@ static void test_errors(void) {
   il_engine *e = NULL;
   snprintf(c.place, sizeof c.place, "blk.9=cpu");
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--place") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--place");
   snprintf(c.place, sizeof c.place, "vae=cpu");
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_INVALID_ARG);
   snprintf(c.place, sizeof c.place, "output=tpu");
@@ -172,7 +172,7 @@ static void test_errors(void) {
   c.place[0] = 0;
   snprintf(c.gpu_layers, sizeof c.gpu_layers, "most");
   IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--gpu-layers") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--gpu-layers");
   IL_CHECK(e == NULL);
 }
 

@@ -178,7 +178,7 @@ static void test_run_and_plan_agree(void) {
     IL_CHECK(r.n_fixes >= 1);
     IL_CHECK_INT(r.n_ctx, 256);
     IL_CHECK_INT(r.ctx_from, IL_OOM_CTX_SIZED);
-    IL_CHECK(strstr(il_error_detail(), "at ctx 256 (sized for the prompt") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "at ctx 256 (sized for the prompt");
     n_ctx_notes = 0;
     il_log_set(count_notes, NULL);
     il_plan p;
@@ -200,7 +200,7 @@ static void test_run_and_plan_agree(void) {
     FILE *f = open_memstream(&txt, &len);
     il_plan_print(&p, f);
     fclose(f);
-    IL_CHECK(strstr(txt, "ctx 256 is the model's default context") != NULL);
+    IL_CHECK_CONTAINS(txt, "ctx 256 is the model's default context");
     free(txt);
   }
 }
@@ -224,7 +224,7 @@ static void test_oom_cause(void) {
     n_alloc_frag += r.failure.fragmentation;
     IL_CHECK(r.need_total > r.capacity);
     IL_CHECK(!r.fragmentation);
-    IL_CHECK(strstr(il_error_detail(), "cause: capacity") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "cause: capacity");
   }
   printf("builtin:tiny on 4-13 MiB: %d out of memory, %d where the allocator alone said fragmentation; all capacity\n",
          n_oom, n_alloc_frag);
@@ -245,7 +245,7 @@ static void test_errors(void) {
   snprintf(c.model, sizeof c.model, "/nonexistent/model.gguf");
   il_status st = il_plan_run(&c, &p);
   IL_CHECK(st == IL_ERR_IO || st == IL_ERR_NOT_FOUND);
-  IL_CHECK(strstr(il_error_detail(), "/nonexistent/model.gguf") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "/nonexistent/model.gguf");
 }
 
 int main(void) {

@@ -163,7 +163,7 @@ static void test_fixture_types(void) {
     il_engine *e = NULL;
     if (!strcmp(cs[i].kv, "q8_0")) { /* blocks of 32 across heads of 8: refused with the reason */
       IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_UNSUPPORTED);
-      IL_CHECK(strstr(il_error_detail(), "head_dim 8 is not a multiple of 32") != NULL);
+      IL_CHECK_CONTAINS(il_error_detail(), "head_dim 8 is not a multiple of 32");
       printf("stories260K --kv-type q8_0: refused (%.60s...)\n", il_error_detail());
       il_engine_free(e);
       continue;
@@ -286,7 +286,7 @@ static void test_overflow(void) {
   IL_CHECK(strstr(out, "ffn_down of layer 1") != NULL && strstr(out, "--dtype bf16") != NULL);
   snprintf(cmd, sizeof cmd, "%s run -m %s -p Hello -n 3 --temp 0 --dtype bf16 --check-numerics 2>&1", cli, path);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "numerics:") != NULL);
+  IL_CHECK_CONTAINS(out, "numerics:");
   /* --check-numerics prints what it printed before the check became an observer of the
    * backends' op results: these lines are the output of the forward pass that computed the
    * check itself (the build before, same model, same devices). bf16 and f16 (both computed by
@@ -305,11 +305,11 @@ static void test_overflow(void) {
              path, want[i].dtype, want[i].device, want[i].extra);
     il_test_run(cmd, out, sizeof out);
     if (!strstr(out, want[i].line)) fprintf(stderr, "  %s: want '%s' in:\n%s\n", cmd, want[i].line, out);
-    IL_CHECK(strstr(out, want[i].line) != NULL);
+    IL_CHECK_CONTAINS(out, want[i].line);
   }
   snprintf(cmd, sizeof cmd, "%s run -p Hello -n 1 --dtype f8 2>&1", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 64);
-  IL_CHECK(strstr(out, "--dtype") != NULL);
+  IL_CHECK_CONTAINS(out, "--dtype");
 }
 
 int main(void) {

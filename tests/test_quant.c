@@ -270,7 +270,7 @@ static void test_errors(void) {
   float x[64] = {0};
   uint8_t buf[512];
   IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_0, x, buf, 33), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "33") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "33");
   IL_CHECK_INT(il_dequantize_row(IL_DTYPE_Q6_K, buf, x, 64), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_quantize_row(IL_DTYPE_Q4_K, x, buf, 255), IL_ERR_INVALID_ARG);
   IL_CHECK(il_quantize_supported(IL_DTYPE_Q6_K));

@@ -279,7 +279,7 @@ static void test_refusals(void) {
   char *before = slurp(in, &n0);
   p = params(IL_FTYPE_Q4_0, 2, false);
   IL_CHECK_INT(il_quant_model(in, link_name, &p, &r), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "is the input file itself") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "is the input file itself");
   char *after = slurp(in, &n1);
   IL_CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
   free(after);
@@ -296,7 +296,7 @@ static void test_refusals(void) {
     fclose(f);
     il_gguf_close(g);
     IL_CHECK_INT(il_quant_model(nan_path, out, &p, &r), IL_ERR_FORMAT);
-    IL_CHECK(strstr(il_error_detail(), "tensor 'blk.1.attn_q.weight': row 3, column 5 is nan") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "tensor 'blk.1.attn_q.weight': row 3, column 5 is nan");
     IL_CHECK(access(out, F_OK) != 0); /* no output left behind */
   }
   free(before);
@@ -317,7 +317,7 @@ static void test_refusals(void) {
   p.rule.keep = bad;
   p.rule.n_keep = 1;
   IL_CHECK_INT(il_quant_model(in, out, &p, &r), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "attn_(") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "attn_(");
 }
 
 static void test_cli(void) {
@@ -329,7 +329,7 @@ static void test_cli(void) {
   char cmd[2048], out[65536];
   snprintf(cmd, sizeof cmd, "%s quant --help", cli);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "--keep PATTERN=TYPE") != NULL);
+  IL_CHECK_CONTAINS(out, "--keep PATTERN=TYPE");
   snprintf(cmd, sizeof cmd, "%s quant -m builtin:tiny -o %s/x.gguf --type q3_k 2>/dev/null", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 64);
   snprintf(cmd, sizeof cmd, "%s quant -m builtin:tiny -o %s/x.gguf 2>/dev/null", cli, tmp);
@@ -341,16 +341,16 @@ static void test_cli(void) {
   snprintf(cmd, sizeof cmd, "%s quant -m builtin:tiny -o %s/j.gguf --type q6_k --keep 'ffn_down=q8_0' --json 2>/dev/null",
            cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "\"type\": \"q6_k\"") != NULL);
-  IL_CHECK(strstr(out, "\"file_type\": 18") != NULL);
-  IL_CHECK(strstr(out, "\"snr_db\"") != NULL);
+  IL_CHECK_CONTAINS(out, "\"type\": \"q6_k\"");
+  IL_CHECK_CONTAINS(out, "\"file_type\": 18");
+  IL_CHECK_CONTAINS(out, "\"snr_db\"");
   const char *fd = strstr(out, "\"name\": \"blk.0.ffn_down.weight\"");
   IL_CHECK(fd && strstr(fd, "\"type_out\": \"q8_0\"") != NULL);
   snprintf(cmd, sizeof cmd, "%s quant -m builtin:tiny -o %s/k.gguf --type q4_k_m --report 2>&1", cli, tmp);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 0);
-  IL_CHECK(strstr(out, "blk.3.ffn_down.weight") != NULL);
-  IL_CHECK(strstr(out, "quantized builtin:tiny") != NULL);
-  IL_CHECK(strstr(out, "MB/s") != NULL);
+  IL_CHECK_CONTAINS(out, "blk.3.ffn_down.weight");
+  IL_CHECK_CONTAINS(out, "quantized builtin:tiny");
+  IL_CHECK_CONTAINS(out, "MB/s");
 }
 
 int main(void) {

@@ -221,10 +221,10 @@ static void test_errors(void) {
     IL_CHECK_INT(il_dequantize_row(types[t], buf, x, 40), IL_ERR_INVALID_ARG);
     x[41] = NAN;
     IL_CHECK_INT(il_quantize_row(types[t], x, buf, 64), IL_ERR_FORMAT);
-    IL_CHECK(strstr(il_error_detail(), "element 41 is nan") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "element 41 is nan");
     x[41] = INFINITY;
     IL_CHECK_INT(il_quantize_row(types[t], x, buf, 64), IL_ERR_FORMAT);
-    IL_CHECK(strstr(il_error_detail(), "element 41 is inf") != NULL);
+    IL_CHECK_CONTAINS(il_error_detail(), "element 41 is inf");
     x[41] = 0;
   }
 }

@@ -271,7 +271,7 @@ static void test_stop_n_cancel_admission(void) {
   /* admission: too long for the context, empty, queue full */
   p = params(e, 3, 250);
   IL_CHECK_INT(il_sched_submit(s, prompt, n, &p, on_event, &waiting_r, NULL), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "max_tokens") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "max_tokens");
   IL_CHECK_INT(il_sched_submit(s, prompt, 0, &p, on_event, &waiting_r, NULL), IL_ERR_INVALID_ARG);
   p = params(e, 3, 5);
   static result q[3];

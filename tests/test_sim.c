@@ -88,9 +88,9 @@ static void test_oom_fix(const char *device, int ctx, int batch, int n_seq) {
     return;
   }
   const char *text = il_error_detail();
-  IL_CHECK(strstr(text, "out of memory on sim:") != NULL);
-  IL_CHECK(strstr(text, "this run needs") != NULL);
-  IL_CHECK(strstr(text, "fix: --") != NULL);
+  IL_CHECK_CONTAINS(text, "out of memory on sim:");
+  IL_CHECK_CONTAINS(text, "this run needs");
+  IL_CHECK_CONTAINS(text, "fix: --");
   il_oom_report r;
   IL_CHECK(il_oom_report_last(&r));
   IL_CHECK(r.n_fixes >= 1);

@@ -76,7 +76,7 @@ int main(void) {
   unlink(log);
   il_spawn_opts obad = {.log_path = "/nonexistent/dir/log"};
   IL_CHECK_INT(il_spawn_run(path_sh, &obad, &r), IL_ERR_IO);
-  IL_CHECK(strstr(il_error_detail(), "/nonexistent/dir/log") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "/nonexistent/dir/log");
 
   /* the deadline, with and without a capture */
   char *slow[] = {"/bin/sleep", "30", NULL};

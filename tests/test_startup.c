@@ -156,20 +156,20 @@ static void test_verdicts(void) {
   il__fake(&s, IL_STARTUP_UPLOAD, 1.0, 3600000000); /* 3.6 GB/s on a 4 GB/s link: 90% */
   s.link_rate = 4e9;
   il_startup_verdict(&s, v, sizeof v);
-  IL_CHECK(strstr(v, "3600 MB/s, 90% of the link's 4000 MB/s: the link is the limit") != NULL);
+  IL_CHECK_CONTAINS(v, "3600 MB/s, 90% of the link's 4000 MB/s: the link is the limit");
   il__fake(&s, IL_STARTUP_UPLOAD, 1.0, 400000000); /* 10% */
   s.link_rate = 4e9;
   il_startup_verdict(&s, v, sizeof v);
-  IL_CHECK(strstr(v, "400 MB/s, 10% of the link's 4000 MB/s: the copies") != NULL);
+  IL_CHECK_CONTAINS(v, "400 MB/s, 10% of the link's 4000 MB/s: the copies");
 
   il__fake(&s, IL_STARTUP_UPLOAD, 2.0, 600000000); /* cold, read on first use: the disk is in it */
   s.link_rate = 4e9, s.resident = 0, s.file_bytes = 600000000;
   il_startup_verdict(&s, v, sizeof v);
-  IL_CHECK(strstr(v, "600 MB uploaded at 300 MB/s, reading 100% of the weights from disk") != NULL);
+  IL_CHECK_CONTAINS(v, "600 MB uploaded at 300 MB/s, reading 100% of the weights from disk");
 
   il__fake(&s, IL_STARTUP_CONVERT, 3.0, 600000000);
   il_startup_verdict(&s, v, sizeof v); /* no file: a built-in model */
-  IL_CHECK(strstr(v, "inferlab convert builtin:") != NULL);
+  IL_CHECK_CONTAINS(v, "inferlab convert builtin:");
   s.file_bytes = 600000000;
   il_startup_verdict(&s, v, sizeof v);
   IL_CHECK(strstr(v, "600 MB repacked") && strstr(v, "200 MB/s") && strstr(v, "--repack=false"));
@@ -184,7 +184,7 @@ static void test_verdicts(void) {
   s.last += 5;
   s.resident = 0.25, s.file_bytes = 800000000;
   IL_CHECK_INT(il_startup_verdict(&s, v, sizeof v), IL_STARTUP_FIRST_TOKEN);
-  IL_CHECK(strstr(v, "75% of the 800 MB of weights were not in the page cache") != NULL);
+  IL_CHECK_CONTAINS(v, "75% of the 800 MB of weights were not in the page cache");
 
   /* the text report: one line per phase that took time, the verdict last */
   char *buf = NULL;
@@ -193,9 +193,9 @@ static void test_verdicts(void) {
   il_startup_print(&s, f, "> ");
   fclose(f);
   IL_CHECK(strstr(buf, "> startup: 5.008 s from the engine's open to the first token\n") == buf);
-  IL_CHECK(strstr(buf, ">   first_token    5.000 s  99.8%") != NULL);
-  IL_CHECK(strstr(buf, "warmup") == NULL); /* did not run */
-  IL_CHECK(strstr(buf, ">   verdict: first_token takes") != NULL);
+  IL_CHECK_CONTAINS(buf, ">   first_token    5.000 s  99.8%");
+  IL_CHECK_NOT_CONTAINS(buf, "warmup"); /* did not run */
+  IL_CHECK_CONTAINS(buf, ">   verdict: first_token takes");
   free(buf);
 }
 
@@ -224,7 +224,7 @@ static void test_read_source(void) {
     uint8_t *m;
     const il_startup_read_opts lazy = {0};
     IL_CHECK_OK(il__read(path, n, &lazy, &s, &m));
-    IL_CHECK(strstr(s.phase[IL_STARTUP_READ].note, "from disk") != NULL);
+    IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "from disk");
     IL_CHECK(s.resident <= 0.1);
     IL_CHECK(!s.read_at_load);
     munmap(m, n);
@@ -235,7 +235,7 @@ static void test_read_source(void) {
   uint8_t *m;
   const il_startup_read_opts lazy = {0};
   IL_CHECK_OK(il__read(path, n, &lazy, &s, &m));
-  IL_CHECK(strstr(s.phase[IL_STARTUP_READ].note, "from the page cache") != NULL);
+  IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "from the page cache");
   IL_CHECK(s.resident >= 0.9);
   munmap(m, n);
   printf("warm: %s\n", s.phase[IL_STARTUP_READ].note);
@@ -296,7 +296,7 @@ static void run_once(const char *cli, const char *gguf, const char *extra, bool 
   IL_CHECK(inside);
   IL_CHECK_NEAR(sum, total, 1e-6 + 1e-6 * n);       /* the phases are the whole timeline */
   IL_CHECK(sum <= (t1 - t0) + tick);                /* and fit in the wall time measured outside */
-  IL_CHECK(strstr(j, "\"name\":\"first_token\"") != NULL);
+  IL_CHECK_CONTAINS(j, "\"name\":\"first_token\"");
   const char *rd = strstr(j, "\"name\":\"read\"");
   IL_CHECK(rd != NULL);
   if (rd) {
@@ -304,9 +304,9 @@ static void run_once(const char *cli, const char *gguf, const char *extra, bool 
     IL_CHECK(note && strstr(note, expect_cold ? "\"note\":\"from disk" : "\"note\":\"from the page cache") == note);
   }
   const bool no_mmap = strstr(extra, "--no-mmap") && !strstr(extra, "--mmap");
-  IL_CHECK(strstr(j, no_mmap ? "\"mmap\":false" : "\"mmap\":true") != NULL);
+  IL_CHECK_CONTAINS(j, no_mmap ? "\"mmap\":false" : "\"mmap\":true");
   const bool at_load = no_mmap || strstr(extra, "--preload") || strstr(extra, "--mlock");
-  IL_CHECK(strstr(j, at_load ? "\"read_at_load\":true" : "\"read_at_load\":false") != NULL);
+  IL_CHECK_CONTAINS(j, at_load ? "\"read_at_load\":true" : "\"read_at_load\":false");
   if (strstr(extra, "--mlock")) /* locked, or a warning that names the limit */
     IL_CHECK(strstr(j, "\"mlocked\":true") || strstr(out, "--mlock:"));
   printf("run %s: timeline %.4f s of %.4f s measured outside (%.1f%%; the rest: fork before the start, report and "
@@ -331,7 +331,7 @@ static void test_run(void) {
   char out[2048];
   snprintf(cmd, sizeof cmd, "%s run -m %s -n 1 -p Hi --startup-json /nonexistent-dir/s.json 2>&1", cli, gguf);
   IL_CHECK_INT(il_test_run(cmd, out, sizeof out), 73);
-  IL_CHECK(strstr(out, "--startup-json") != NULL);
+  IL_CHECK_CONTAINS(out, "--startup-json");
   run_once(cli, gguf, "", false);
   run_once(cli, gguf, "--no-mmap", false);
   run_once(cli, gguf, "--mlock", false);

@@ -53,7 +53,7 @@ static void test_render(void) {
   char *out = NULL;
   size_t len = 0;
   IL_CHECK_INT(il_template_render(IL_TEMPLATE_CHATML, bad, 2, true, &out, &len), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "messages[1].role") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "messages[1].role");
   IL_CHECK(out == NULL);
 }
 
@@ -92,8 +92,8 @@ static void test_detect(void) {
     printf("note: fixture tokenizer/ggml-vocab-phi-3.gguf absent; real-template check skipped\n");
   }
   IL_CHECK_INT(il_template_by_name("nope", &k), IL_ERR_INVALID_ARG);
-  IL_CHECK(strstr(il_error_detail(), "--chat-template") != NULL);
-  IL_CHECK(strstr(il_error_detail(), "llama3") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "--chat-template");
+  IL_CHECK_CONTAINS(il_error_detail(), "llama3");
   IL_CHECK_OK(il_template_by_name("gemma", &k));
   IL_CHECK_INT(k, IL_TEMPLATE_GEMMA);
 }
@@ -181,8 +181,8 @@ static void test_chat_cli(void) {
   size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
   out[n] = 0;
   if (p) pclose(p);
-  IL_CHECK(strstr(out, "--chat-template: unknown template 'nope'") != NULL);
-  IL_CHECK(strstr(out, "rc=64") != NULL);
+  IL_CHECK_CONTAINS(out, "--chat-template: unknown template 'nope'");
+  IL_CHECK_CONTAINS(out, "rc=64");
   snprintf(cmd, sizeof cmd,
            "printf 'Hello\\nHow are you?\\n/reset\\nHello\\n' | %s chat -t 2 -n 8 --temp 0 --ignore-eos --stats "
            "--ctx 256 2>&1; echo \"rc=$?\"", cli);
@@ -190,7 +190,7 @@ static void test_chat_cli(void) {
   n = p ? fread(out, 1, sizeof out - 1, p) : 0;
   out[n] = 0;
   if (p) pclose(p);
-  IL_CHECK(strstr(out, "rc=0") != NULL);
+  IL_CHECK_CONTAINS(out, "rc=0");
   /* three replies of 8 tokens; the second turn finds the first one in the slot */
   int turns = 0, reused_later = 0;
   for (const char *s = out; (s = strstr(s, " generated in ")); s++) turns++;
@@ -199,7 +199,7 @@ static void test_chat_cli(void) {
   if (second) reused_later = atoi(second + strlen("prompt tokens ("));
   IL_CHECK_INT(turns, 3);
   IL_CHECK(reused_later > 10);
-  IL_CHECK(strstr(out, "8 generated") != NULL);
+  IL_CHECK_CONTAINS(out, "8 generated");
   if (il_test_failed) printf("chat output:\n%s\n", out);
 }
 

@@ -210,7 +210,7 @@ static void test_small_spm(void) {
   /* duplicates are malformed */
   const char *dup[] = {"<unk>", "<s>", "</s>", "x", "x"};
   IL_CHECK_INT(il_vocab_from_arrays("llama", 5, dup, NULL, NULL, NULL, &w), IL_ERR_FORMAT);
-  IL_CHECK(strstr(il_error_detail(), "duplicate") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "duplicate");
 }
 
 /* ---- streaming decoder ---- */
@@ -619,7 +619,7 @@ static void test_unknown_pre(void) {
   il_vocab *v = NULL;
   il_status s = il_vocab_from_gguf(g, &v);
   IL_CHECK_INT(s, IL_ERR_UNSUPPORTED);
-  IL_CHECK(strstr(il_error_detail(), "no-such-pre") != NULL);
+  IL_CHECK_CONTAINS(il_error_detail(), "no-such-pre");
   IL_CHECK(v == NULL);
   il_vocab_opts o = {"gpt-2"};
   IL_CHECK_OK(il_vocab_from_gguf_opts(g, &o, &v));

@@ -187,7 +187,6 @@ if(il_cuda_build)
   # Static checks of version 3's SASS (registers, no local memory, 16-byte loads, no byte loads,
   # dp4a): cuobjdump and nvdisasm from the toolkit or PyPI (nvidia-cuda-cuobjdump,
   # nvidia-cuda-nvdisasm); without them the test skips, saying so.
-  find_program(IL_PYTHON3 python3)
   # One architecture keeps it to seconds: sm_90 (the device the issue measures) when built.
   set(il_sass_arch "")
   if("90" IN_LIST il_archs_num)
@@ -214,7 +213,7 @@ if(il_cuda_build)
       if(TARGET ${t})
         add_dependencies(${t} inferlab_cuda_fake)
         add_test(NAME ${t}_fakecuda COMMAND ${t})
-        set_tests_properties(${t}_fakecuda PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+        set_tests_properties(${t}_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
           ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
       endif()
     endforeach()

@@ -37,7 +37,6 @@ endif()
 
 # Static SASS checks of the flash kernels in the built module (skip without cuobjdump).
 if(il_cuda_build)
-  find_program(IL_PYTHON3 python3)
   if(IL_PYTHON3)
     # the two kernel files' objects, not the whole module: a quarter of the disassembly
     add_test(NAME sass_attn_check COMMAND ${IL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/sass_attn_check.py

@@ -26,17 +26,5 @@ function(il_doctor_wire_tests)
 endfunction()
 cmake_language(DEFER CALL il_doctor_wire_tests)
 
-# doctor: docker's daemon.json is parsed with jansson (Debian: libjansson-dev), a real JSON
-# parser, found through pkg-config like PCRE2.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(IL_JANSSON REQUIRED IMPORTED_TARGET jansson)
-target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_JANSSON)
-target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_JANSSON)
-target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_JANSSON)
-
-# doctor: CDI specs are YAML (or JSON); every host path in them is checked, so they are parsed
-# with libyaml (Debian: libyaml-dev) rather than by line.
-pkg_check_modules(IL_YAML REQUIRED IMPORTED_TARGET yaml-0.1)
-target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_YAML)
-target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_YAML)
-target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_YAML)
+# doctor's parsers (jansson for daemon.json, libyaml for CDI specs) are required dependencies,
+# found and linked in CMakeLists.txt.

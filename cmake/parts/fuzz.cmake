@@ -21,7 +21,7 @@ foreach(f ${IL_FUZZERS})
     add_executable(${name} ${f} ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_main.c)
     target_compile_options(${name} PRIVATE ${IL_WARN})
     add_test(NAME ${name}_smoke COMMAND ${name} ${CMAKE_SOURCE_DIR}/../shared/fixtures/models/tok512.bin)
-    set_tests_properties(${name}_smoke PROPERTIES TIMEOUT 120
+    set_tests_properties(${name}_smoke PROPERTIES LABELS "quick;fixtures" TIMEOUT 120
       ENVIRONMENT "IL_FIXTURES=${CMAKE_SOURCE_DIR}/../shared/fixtures;IL_FUZZ_SECONDS=3;IL_FUZZ_SEED=1")
   endif()
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests/fuzz)

@@ -18,11 +18,11 @@ endif()
 
 # pkg-config: the shared library needs nothing on the command line; --static lists what the
 # archive was linked with (the optional parts only when they were built). Deferred to the end
-# of configuration: the parts that find PCRE2, libmicrohttpd and jansson come after this file.
+# of configuration, when every part has decided what it builds.
 function(il__install_pkgconfig)
   set(IL_PC_LIBS_PRIVATE "-lm -lpthread ${CMAKE_DL_LIBS}")
   set(IL_PC_REQUIRES_PRIVATE "")
-  foreach(pair "IL_PCRE2=libpcre2-8" "IL_MHD=libmicrohttpd" "IL_JANSSON=jansson")
+  foreach(pair "IL_PCRE2=libpcre2-8" "IL_MHD=libmicrohttpd" "IL_JANSSON=jansson" "IL_YAML=yaml-0.1")
     string(REPLACE "=" ";" pair "${pair}")
     list(GET pair 0 var)
     list(GET pair 1 mod)
@@ -47,8 +47,7 @@ install(FILES ${CMAKE_BINARY_DIR}/generated/inferlabConfig.cmake
 
 # The installed tree, tested: install into the build tree, then build tests/install/example.c
 # against it with pkg-config and with find_package, run both, and check the exported symbols.
-find_program(IL_PKG_CONFIG pkg-config)
-if(IL_PKG_CONFIG)
+if(PKG_CONFIG_EXECUTABLE)
   add_test(NAME install_tree COMMAND sh ${CMAKE_SOURCE_DIR}/tests/install_check.sh ${CMAKE_BINARY_DIR}
     ${CMAKE_SOURCE_DIR} ${CMAKE_C_COMPILER} ${CMAKE_COMMAND})
   set_tests_properties(install_tree PROPERTIES LABELS "slow" TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -15,22 +15,15 @@ set_source_files_properties(${CMAKE_SOURCE_DIR}/src/lab/machine.c PROPERTIES
 add_dependencies(inferlab il_fake_nvml il_fake_cuda)
 install(TARGETS il_fake_nvml il_fake_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/inferlab/learn)
 
-# The learn tests need the simulated libraries and the binary built. test_learn runs all 32
-# lessons and a few more through the binary: seconds of CPU, but on a loaded 2-core machine under
-# the sanitizers its wall time can pass the default 300 s. The lesson names (cuda-out-of-memory,
-# ...) are no reason for the gpu label the test loop gives sources that mention CUDA: these tests
-# need no GPU.
+# The learn tests need the simulated libraries and the binary built (their labels and time
+# limits are declared in tests/tests.cmake).
 function(il_learn_wire_tests)
   file(GLOB learn_tests ${CMAKE_SOURCE_DIR}/tests/test_learn*.c)
   foreach(t ${learn_tests})
     get_filename_component(name ${t} NAME_WE)
     if(TARGET ${name})
       add_dependencies(${name} il_fake_nvml il_fake_cuda inferlab)
-      set_tests_properties(${name} PROPERTIES LABELS quick)
     endif()
   endforeach()
-  if(TEST test_learn)
-    set_tests_properties(test_learn PROPERTIES TIMEOUT 900)
-  endif()
 endfunction()
 cmake_language(DEFER CALL il_learn_wire_tests)

@@ -1,10 +1,7 @@
-# Server: `inferlab serve` needs libmicrohttpd (HTTP) and jansson (JSON), found through
-# pkg-config (Debian: libmicrohttpd-dev, libjansson-dev). Without them the build goes on
-# without the HTTP layer: src/server/template.c and the scheduler still build (for `chat`),
-# and `inferlab serve` says how to get the server.
-find_package(PkgConfig REQUIRED)
-pkg_check_modules(IL_MHD IMPORTED_TARGET libmicrohttpd)
-pkg_check_modules(IL_JANSSON IMPORTED_TARGET jansson)
+# Server: `inferlab serve` needs libmicrohttpd (HTTP; optional, found in CMakeLists.txt) and
+# jansson (JSON; required). Without libmicrohttpd the build goes on without the HTTP layer:
+# src/server/template.c and the scheduler still build (for `chat`), and `inferlab serve` says
+# how to get the server.
 set(IL_SERVER_NET_SOURCES
   ${CMAKE_SOURCE_DIR}/src/server/server.c
   ${CMAKE_SOURCE_DIR}/src/server/api.c)
@@ -24,30 +21,29 @@ file(WRITE ${CMAKE_BINARY_DIR}/generated/il_page_data.c.tmp
   "const size_t il_page_html_len = ${IL_PAGE_LEN};\n")
 configure_file(${CMAKE_BINARY_DIR}/generated/il_page_data.c.tmp ${CMAKE_BINARY_DIR}/generated/il_page_data.c COPYONLY)
 
-if(IL_MHD_FOUND AND IL_JANSSON_FOUND)
+if(IL_MHD_FOUND)
   message(STATUS "inferlab: building the server (libmicrohttpd ${IL_MHD_VERSION}, jansson ${IL_JANSSON_VERSION})")
   target_sources(inferlab_obj PRIVATE ${CMAKE_BINARY_DIR}/generated/il_page_data.c)
-  target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_MHD PkgConfig::IL_JANSSON)
-  target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_MHD PkgConfig::IL_JANSSON)
-  target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_MHD PkgConfig::IL_JANSSON)
+  target_link_libraries(inferlab_obj PRIVATE PkgConfig::IL_MHD)
+  target_link_libraries(inferlab_static PUBLIC PkgConfig::IL_MHD)
+  target_link_libraries(inferlab_shared PRIVATE PkgConfig::IL_MHD)
   target_compile_definitions(inferlab PRIVATE IL_HAVE_SERVER=1)
   set(IL_HAVE_SERVER 1)
 else()
-  message(STATUS "inferlab: libmicrohttpd or jansson not found: building WITHOUT `inferlab serve` "
-                 "(install libmicrohttpd-dev and libjansson-dev, or run scripts/deps.sh)")
+  message(STATUS "inferlab: libmicrohttpd not found: building WITHOUT `inferlab serve` "
+                 "(install libmicrohttpd-dev, or run scripts/deps.sh)")
   set_source_files_properties(${IL_SERVER_NET_SOURCES} PROPERTIES HEADER_FILE_ONLY ON)
   set(IL_HAVE_SERVER 0)
 endif()
 
 enable_testing()
 # Integration tests: each starts `inferlab serve` on a free loopback port (tests/python/).
-find_program(IL_PYTHON3 python3)
 if(IL_PYTHON3)
   file(GLOB IL_PY_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/python/test_*.py)
   foreach(t ${IL_PY_TESTS})
     get_filename_component(name ${t} NAME_WE)
     add_test(NAME py_${name} COMMAND ${IL_PYTHON3} ${t})
-    set_tests_properties(py_${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+    set_tests_properties(py_${name} PROPERTIES LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300
       ENVIRONMENT "IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR};IL_HAVE_SERVER=${IL_HAVE_SERVER};IL_FIXTURES=${CMAKE_SOURCE_DIR}/../shared/fixtures")
   endforeach()
 endif()

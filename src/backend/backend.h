@@ -331,15 +331,15 @@ struct il_backend {
 /* ---- conveniences over the ops table ---- */
 
 /* A buffer sized for rows x cols of type, as a dense tensor; IL_ERR_OOM as buffer_alloc. */
-il_status il_backend_tensor_new(il_backend *b, il_mem_category cat, int64_t rows, int64_t cols, il_dtype type,
+IL_NODISCARD il_status il_backend_tensor_new(il_backend *b, il_mem_category cat, int64_t rows, int64_t cols, il_dtype type,
                                 const char *name, il_tensor *out);
 /* Frees the tensor's buffer (for tensors made by il_backend_tensor_new) and clears it. */
 void il_backend_tensor_free(il_backend *b, il_tensor *t);
 /* A tensor over host memory: wrapped in place when the backend can read it (no copy, the
  * caller keeps the memory alive), else allocated under cat and uploaded. */
-il_status il_backend_tensor_from_host(il_backend *b, il_mem_category cat, const void *data, int64_t rows,
+IL_NODISCARD il_status il_backend_tensor_from_host(il_backend *b, il_mem_category cat, const void *data, int64_t rows,
                                       int64_t cols, size_t stride, il_dtype type, const char *name, il_tensor *out);
 /* Uploads n int32 values to the row-0 elements [0, n) of an I32 tensor. */
-il_status il_backend_upload_i32(il_backend *b, il_tensor dst, const int32_t *src, int64_t n);
+IL_NODISCARD il_status il_backend_upload_i32(il_backend *b, il_tensor dst, const int32_t *src, int64_t n);
 
 #endif

@@ -27,10 +27,10 @@ typedef struct {
 /* Opens `filename` (a path, or a bare name the loader searches for). IL_OK, or
  * IL_ERR_NOT_FOUND with lib->error (and il_error_detail) holding the loader's message.
  * lib is always initialised, so il_dl_close is safe either way. */
-il_status il_dl_open(il_dl *lib, const char *filename);
+IL_NODISCARD il_status il_dl_open(il_dl *lib, const char *filename);
 /* Looks up `name`: IL_OK with *ptr set, or IL_ERR_NOT_FOUND with *ptr NULL and lib->error set
  * (the loader's "undefined symbol" text). */
-il_status il_dl_sym(il_dl *lib, const char *name, void **ptr);
+IL_NODISCARD il_status il_dl_sym(il_dl *lib, const char *name, void **ptr);
 /* The first of a NULL-terminated list of names that the library exports, NULL when none does
  * (no error recorded: callers use this for optional and versioned names, newest first). */
 void *il_dl_sym_first(il_dl *lib, const char *const *names);

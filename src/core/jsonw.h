@@ -47,7 +47,7 @@ void il_jsonw_knum(il_jsonw *w, const char *key, double v);
 void il_jsonw_kint(il_jsonw *w, const char *key, long long v);
 void il_jsonw_kbool(il_jsonw *w, const char *key, bool v);
 /* Ends the document with a newline. IL_ERR_IO when any write failed (ferror). */
-il_status il_jsonw_finish(il_jsonw *w);
+IL_NODISCARD il_status il_jsonw_finish(il_jsonw *w);
 
 /* Writes s as a JSON string literal (with quotes) to f. */
 void il_jsonw_escape(FILE *f, const char *s);

@@ -35,16 +35,16 @@ typedef struct {
  * as any of inputs[0..n) (NULL entries and names that do not exist are skipped), and its
  * directory (or the existing device/FIFO) is writable. `what` names the flag in messages.
  * IL_OK or IL_ERR_OUTPUT. Creates nothing. */
-il_status il_outfile_check(const char *what, const char *path, const char *const *inputs, int n);
+IL_NODISCARD il_status il_outfile_check(const char *what, const char *path, const char *const *inputs, int n);
 
 /* Runs il_outfile_check, then opens o->f as described above. On failure nothing is left open
  * or created. The caller ends with il_outfile_close or il_outfile_discard. */
-il_status il_outfile_open(il_outfile *o, const char *what, const char *path, const char *const *inputs, int n);
+IL_NODISCARD il_status il_outfile_open(il_outfile *o, const char *what, const char *path, const char *const *inputs, int n);
 
 /* Flushes and closes, then renames the temporary file over the path. IL_ERR_OUTPUT (naming the
  * path and the system's reason) when any write, the close or the rename failed; the temporary
  * file is removed then. */
-il_status il_outfile_close(il_outfile *o);
+IL_NODISCARD il_status il_outfile_close(il_outfile *o);
 
 /* Closes and removes the temporary file (a failed run leaves nothing). Can't fail. */
 void il_outfile_discard(il_outfile *o);

@@ -15,12 +15,12 @@
 
 /* dst[0..n) = dequantized src. Supported: every type in il_dtype. IL_ERR_UNSUPPORTED for
  * unknown types, IL_ERR_INVALID_ARG when n is not a multiple of the block size. */
-il_status il_dequantize_row(il_dtype t, const void *src, float *dst, int64_t n);
+IL_NODISCARD il_status il_dequantize_row(il_dtype t, const void *src, float *dst, int64_t n);
 /* Writes il_dtype_row_size(t, n) bytes to dst, the bytes ggml's reference quantizer writes.
  * Supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q4_K, Q5_K, Q6_K (IL_ERR_UNSUPPORTED otherwise).
  * A NaN or Inf element for a block type is IL_ERR_FORMAT naming its index (callers add
  * the tensor name); nothing is written then. */
-il_status il_quantize_row(il_dtype t, const float *src, void *dst, int64_t n);
+IL_NODISCARD il_status il_quantize_row(il_dtype t, const float *src, void *dst, int64_t n);
 /* True when il_quantize_row supports t. */
 bool il_quantize_supported(il_dtype t);
 

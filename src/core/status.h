@@ -18,7 +18,8 @@
 
 /* Records a printf-formatted detail for this thread and returns `code`, so a failure site
  * reads `return il_error(IL_ERR_FORMAT, "%s: offset %zu: ...", path, off);`. The detail
- * replaces any earlier one. Can't fail (long messages are truncated). */
+ * replaces any earlier one. Can't fail (long messages are truncated). Not IL_NODISCARD: a site
+ * may record the detail and return another value after cleaning up. */
 il_status il_error(il_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prefixes the current detail with more context ("loading model.gguf: " + detail). */
 il_status il_error_wrap(il_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -75,7 +75,7 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
 /* The device allocator's segments and blocks as they are now (for memory maps), into *out;
  * release with il_caching_snapshot_free. IL_ERR_UNSUPPORTED when the device has no caching
  * allocator (cpu), IL_ERR_OOM when the host is out of memory. */
-il_status il_engine_memory_map(const il_engine *e, il_caching_snapshot *out);
+IL_NODISCARD il_status il_engine_memory_map(const il_engine *e, il_caching_snapshot *out);
 /* The options e was opened with, after any --fit or --gpu-layers auto change. Borrowed. */
 const il_config *il_engine_config(const il_engine *e);
 

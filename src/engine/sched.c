@@ -523,7 +523,10 @@ static void il__admit_cached(il_sched *s, const il__req *r, int32_t *slot, int32
     il_log(IL_LOG_WARN, "prefix cache: slot %d: %s", i, il_error_detail());
     il_error_clear();
     *k = 0;
-    (void)il_engine_seq_remove(s->e, i);
+    if (il_engine_seq_remove(s->e, i) != IL_OK) { /* a free slot's id is in range: not expected */
+      il_log(IL_LOG_WARN, "prefix cache: slot %d: clearing it: %s", i, il_error_detail());
+      il_error_clear();
+    }
   }
   memcpy(s->slot_tokens + (size_t)i * (size_t)s->n_ctx, r->prompt, sizeof(int32_t) * (size_t)*k);
 }

@@ -429,11 +429,11 @@ void il_startup_json(const il_startup *s, il_jsonw *wp) {
 #undef w
 }
 
-void il_startup_write_json(const il_startup *s, FILE *f) {
+il_status il_startup_write_json(const il_startup *s, FILE *f) {
   il_jsonw w;
   il_jsonw_init(&w, f, false);
   il_startup_json(s, &w);
-  il_jsonw_finish(&w);
+  return il_jsonw_finish(&w);
 }
 
 

@@ -150,8 +150,9 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
  * each line starting with `prefix`. */
 void il_startup_print(const il_startup *s, FILE *f, const char *prefix);
 /* The timeline as one JSON object {"origin":..,"total_seconds":..,"phases":[{"name",
- * "start","end","seconds","bytes","rate","note"}..],"verdict":{"phase","text"}}. */
-void il_startup_write_json(const il_startup *s, FILE *f);
+ * "start","end","seconds","bytes","rate","note"}..],"verdict":{"phase","text"}}. IL_ERR_IO when
+ * a write to f failed. */
+IL_NODISCARD il_status il_startup_write_json(const il_startup *s, FILE *f);
 /* The same object as a value of a JSON document being written (a bench report). */
 void il_startup_json(const il_startup *s, il_jsonw *w);
 

@@ -436,7 +436,10 @@ il_status il_experiment_prepare_dir(il_experiment *x, const char *out_parent) {
     il_jsonw_key(&w, "environment");
     il_env_json(&e, &w);
     il_jsonw_obj_end(&w);
-    il_jsonw_finish(&w);
+    if (il_jsonw_finish(&w) != IL_OK) {
+      fclose(f);
+      return il_error(IL_ERR_OUTPUT, "%s/env.json: write failed", x->dir);
+    }
   }
   if (fclose(f) != 0) return il_error(IL_ERR_OUTPUT, "%s/env.json: write failed", x->dir);
   if (x->is_cmd) {

@@ -1036,8 +1036,12 @@ done:
       il_jsonw w;
       il_jsonw_init(&w, mf, true);
       il__json_doc(L, &w, (const char(*)[2][1200])quiz, n_quiz);
-      il_jsonw_finish(&w);
-      fclose(mf);
+      il_status js = il_jsonw_finish(&w);
+      if (fclose(mf) != 0 || js != IL_OK) { /* a memory stream fails only when memory does */
+        free(r->json);
+        r->json = NULL;
+        if (st == IL_OK) st = il_error(IL_ERR_OOM, "learn.json: out of memory writing the report");
+      }
     }
   }
   if (x->dir[0] && r->json) {

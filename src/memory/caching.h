@@ -139,7 +139,7 @@ typedef struct {
 /* Creates an allocator. opts is copied (the name too); seg_alloc and seg_free are required.
  * IL_ERR_INVALID_ARG without them, IL_ERR_OOM when the host is out of memory. Destroy with
  * il_caching_destroy. */
-il_status il_caching_new(const il_caching_opts *opts, il_caching **out);
+IL_NODISCARD il_status il_caching_new(const il_caching_opts *opts, il_caching **out);
 /* Returns every segment to the device (blocks still handed out become invalid: the caller
  * should have freed them) and frees the metadata. NULL is ignored. */
 void il_caching_destroy(il_caching *a);
@@ -149,7 +149,7 @@ void il_caching_destroy(il_caching *a);
  * returns IL_ERR_OOM with a detail like mem.c's ("cannot allocate 3.0 MiB for blk.0 (kv) in
  * sim (fragmentation): ...") and records il_caching_last_oom; nothing else changes except
  * that cached segments may have been returned. */
-il_status il_caching_alloc(il_caching *a, il_mem_category cat, size_t bytes, const char *name,
+IL_NODISCARD il_status il_caching_alloc(il_caching *a, il_mem_category cat, size_t bytes, const char *name,
                            il_caching_block **out);
 /* Gives a block back: it merges with free neighbours and stays cached (no_cache: its segment
  * goes back to the device). NULL is ignored; freeing twice is a programmer error. */
@@ -209,7 +209,7 @@ typedef struct {
 /* Copies segments, blocks and stats under the lock. The arrays are host memory from
  * il_mem_alloc (IL_MEM_OTHER); release with il_caching_snapshot_free. IL_ERR_OOM when the
  * host is out of memory (out is then empty). */
-il_status il_caching_snapshot_take(il_caching *a, il_caching_snapshot *out);
+IL_NODISCARD il_status il_caching_snapshot_take(il_caching *a, il_caching_snapshot *out);
 /* Frees the arrays; the struct may be reused. Can't fail. */
 void il_caching_snapshot_free(il_caching_snapshot *s);
 /* Its reports (JSON, SVG memory map): lab/memmap.h. */

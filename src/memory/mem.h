@@ -31,7 +31,7 @@ il_mem_space *il_mem_host(void);
 
 /* Reserves `bytes` in `space` for `cat` (checks the limit and fault injection). On failure
  * returns IL_ERR_OOM with a report naming `what`; the counters are unchanged. */
-il_status il_mem_space_reserve(il_mem_space *space, il_mem_category cat, size_t bytes, const char *what);
+IL_NODISCARD il_status il_mem_space_reserve(il_mem_space *space, il_mem_category cat, size_t bytes, const char *what);
 /* Returns bytes reserved earlier. Can't fail. */
 void il_mem_space_release(il_mem_space *space, il_mem_category cat, size_t bytes);
 /* Creates a device space with a name ("sim", "cuda:0") and a byte limit (0 = none). Free with

@@ -55,7 +55,7 @@ typedef struct {
   uint8_t *dst;   /* t's data, which this generator owns */
   float amp;      /* uniform in [-amp, amp); 0 = all ones (norms) */
   uint64_t seed;
-  _Atomic int failed; /* set by any thread that could not get its row buffer */
+  _Atomic int failed; /* the il_status of a thread that failed (its row buffer, quantizing), or 0 */
 } il__gen_task;
 
 static void il__gen_worker(void *p, int ith, int nth) {
@@ -65,7 +65,7 @@ static void il__gen_worker(void *p, int ith, int nth) {
   const size_t row_bytes = il_dtype_row_size(t->type, n_in);
   float *buf = il_mem_alloc(IL_MEM_WORKSPACE, (size_t)n_in * sizeof(float), "builtin generator row");
   if (!buf) {
-    atomic_store(&g->failed, 1);
+    atomic_store(&g->failed, IL_ERR_OOM);
     return;
   }
   for (int64_t r = ith; r < rows; r += nth) {
@@ -74,7 +74,11 @@ static void il__gen_worker(void *p, int ith, int nth) {
       if (g->amp == 0) buf[i] = 1.0f;
       else buf[i] = g->amp * ((float)(il__splitmix(&s) >> 40) / (float)(1 << 23) - 1.0f);
     }
-    il_quantize_row(t->type, buf, g->dst + (size_t)r * row_bytes, n_in);
+    il_status st = il_quantize_row(t->type, buf, g->dst + (size_t)r * row_bytes, n_in);
+    if (st != IL_OK) {
+      atomic_store(&g->failed, st);
+      break;
+    }
   }
   il_mem_free(buf);
 }
@@ -104,7 +108,7 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
                         .nbytes = bytes, .data = data};
   il__gen_task g = {t, data, amp, IL__SEED ^ il__hash(name), 0};
   il_pool_run(pool, il__gen_worker, &g);
-  return atomic_load(&g.failed) ? IL_ERR_OOM : IL_OK;
+  return (il_status)atomic_load(&g.failed);
 }
 
 static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype type, il_pool *pool) {
