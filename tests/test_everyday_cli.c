@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "core/units.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 #include "harness.h"
@@ -165,6 +166,15 @@ static void test_overflow(void) {
   /* intervals out of range are refused before the conversion to int */
   IL_CHECK_INT(run("%s watch -i 5000s -- true 2>&1", cli), 64);
   IL_CHECK_INT(run("%s watch -i nan -- true 2>&1", cli), 64);
+  /* one flag, one meaning: a bare -i is seconds in watch as in monitor (5000 s is over the
+   * 1 h limit; as milliseconds it was 5 s), and a bare number that looks like milliseconds
+   * gets a note (the sampler stops when the command exits, so a 60 s interval returns at once) */
+  IL_CHECK_INT(run("%s watch --no-gpu -i 5000 -- true 2>&1", cli), 64);
+  IL_CHECK_INT(run("%s watch --no-gpu -i 60 -- true 2>&1", cli), 0);
+  IL_CHECK(strstr(out, "note: -i 60 is 60 seconds") != NULL && strstr(out, "-i 60ms") != NULL);
+  IL_CHECK_INT(run("%s watch --no-gpu -i 2 -- true 2>&1", cli), 0);
+  IL_CHECK_NOT_CONTAINS(out, "note: -i");
+  IL_CHECK_INT(run("%s monitor -i 5000 -n 1 2>&1", cli), 64);
   IL_CHECK_INT(run("%s monitor -i nan -n 1 2>&1", cli), 64);
   IL_CHECK_INT(run("%s monitor -i 1e300 -n 1 2>&1", cli), 64);
   /* NaN weights: quantizing is refused with the tensor's name; f16 keeps them */
@@ -456,6 +466,14 @@ static void test_progress(void) {
   IL_CHECK_CONTAINS(out, "inferlab convert: converting builtin:tiny ...");
   IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 script -qec '%s model info builtin:tiny > /dev/null' /dev/null", cli), 0);
   IL_CHECK_CONTAINS(out, "inferlab model: loading builtin:tiny ...");
+  /* quant: a line from the start (reading), then per tensor, then writing the file */
+  IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 script -qec '%s quant builtin:tiny --type q8_0 -o %s/prq.gguf' /dev/null",
+                   cli, tmp), 0);
+  IL_CHECK_CONTAINS(out, "inferlab quant: reading builtin:tiny ...");
+  IL_CHECK_CONTAINS(out, "% (");
+  IL_CHECK_CONTAINS(out, "inferlab quant: writing ");
+  IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 %s quant builtin:tiny --type q8_0 -o %s/prq.gguf 2>&1", cli, tmp), 0);
+  IL_CHECK_NOT_CONTAINS(out, "inferlab quant: reading"); /* piped: quiet */
   IL_CHECK_INT(run("INFERLAB_PROGRESS_DELAY_MS=0 %s convert builtin:tiny -o %s/pr.gguf 2>&1", cli, tmp), 0);
   IL_CHECK_NOT_CONTAINS(out, "..."); /* piped: quiet */
 }
@@ -505,6 +523,42 @@ static void test_html_report(void) {
   IL_CHECK(strstr(out, "0.00 GB/s") == NULL && strstr(out, "roofline</th><td>not measured") != NULL);
 }
 
+/* Sizes as the docs write them (docs/devices.md): binary and decimal suffixes in any case; a
+ * bare k/m/g/t is refused as ambiguous, with a message naming the flag and the value; an error
+ * in a --device option echoes the user's words, not the planner's trial spec. */
+static void test_sizes(void) {
+  size_t b = 0;
+  double r = 0;
+  IL_CHECK(il_parse_bytes("256MiB", &b));
+  IL_CHECK_INT((long long)b, 256LL << 20);
+  IL_CHECK(il_parse_bytes("256mib", &b));
+  IL_CHECK_INT((long long)b, 256LL << 20);
+  IL_CHECK(il_parse_bytes("1.5GB", &b));
+  IL_CHECK_INT((long long)b, 1500000000LL);
+  IL_CHECK(il_parse_bytes("300000000", &b));
+  IL_CHECK_INT((long long)b, 300000000LL);
+  IL_CHECK(!il_parse_bytes("256m", &b));
+  IL_CHECK(!il_parse_bytes("4G", &b));
+  IL_CHECK(il_units_ambiguous("256m") != NULL && strstr(il_units_ambiguous("256m"), "MiB") != NULL);
+  IL_CHECK(il_units_ambiguous("256MB") == NULL);
+  IL_CHECK(!il_parse_rate("16g/s", &r));
+  IL_CHECK(il_units_ambiguous("16g/s") != NULL);
+  IL_CHECK(il_parse_rate("16GB/s", &r));
+  IL_CHECK_NEAR(r, 16e9, 1);
+  IL_CHECK_INT(run("%s run -p Hi -n 1 --device sim:256m 2>&1", cli), 64);
+  IL_CHECK_CONTAINS(out, "--device sim:256m: device size '256m': 'm' is ambiguous: write MiB");
+  IL_CHECK_INT(run("%s plan -m builtin:tiny --device sim:256m 2>&1", cli), 64);
+  IL_CHECK(strstr(out, "--device sim:256m") != NULL && strstr(out, "ambiguous") != NULL);
+  IL_CHECK_INT(run("%s run -p Hi -n 1 --mem-limit 2g 2>&1", cli), 64);
+  IL_CHECK_CONTAINS(out, "--mem-limit '2g': 'g' is ambiguous");
+  IL_CHECK_INT(run("%s plan -m builtin:tiny --device sim:1GiB,pcie=fast 2>&1", cli), 64);
+  IL_CHECK_CONTAINS(out, "--device sim:1GiB,pcie=fast: 'pcie=fast' is not a transfer rate");
+  IL_CHECK(strstr(out, "1073741824") == NULL && strstr(out, "dry") == NULL); /* not the planner's spec */
+  IL_CHECK_INT(run("%s run -p Hi -n 1 --device sim:1GiB,pcie=fast 2>&1", cli), 64);
+  IL_CHECK(strstr(out, "--device sim:1GiB,pcie=fast: 'pcie=fast'") != NULL && strstr(out, "1073741824") == NULL);
+  IL_CHECK_INT(run("%s run -p Hi -n 1 --temp 0 --device sim:256mib 2>&1", cli), 0);
+}
+
 int main(void) {
   cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) IL_SKIP("IL_CLI is not set to the inferlab binary");
@@ -530,6 +584,7 @@ int main(void) {
   test_progress();
   test_watch_status_line();
   test_html_report();
+  test_sizes();
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
   return il_test_finish();

@@ -26,6 +26,9 @@ static il_status fake_run(void *ud, il_experiment *x, int arm, int run, double *
   vals[IL_BM_GEN_TPS] = (arm ? 200.0 : 100.0) + (run % 3);
   vals[IL_BM_LOAD_S] = 0.5 + 0.01 * ((run + arm) % 2);
   vals[IL_BM_TTFT_S] = arm ? 0.2 : 0.1; /* lower is better: the variant is worse */
+  /* deterministic memory peaks: 0.4% lower (beyond the noise, under the 1% default) and 5% lower */
+  vals[IL_BM_PEAK_RSS] = arm ? 1000.0 * 0.996 : 1000.0;
+  vals[IL_BM_MEM_PEAK] = arm ? 1000.0 * 0.95 : 1000.0;
   return IL_OK;
 }
 
@@ -100,12 +103,31 @@ static void test_run_and_evidence(const char *tmp) {
   IL_CHECK_STR(e.verdict, "no significant change");
   IL_CHECK_OK(il_experiment_effect_of(&x, IL_BM_REQ_S, &e)); /* never measured */
   IL_CHECK_STR(e.verdict, "n/a");
+  /* the minimum practical effect: 0.4% on a memory peak is "same" though significant */
+  IL_CHECK_OK(il_experiment_effect_of(&x, IL_BM_PEAK_RSS, &e));
+  printf("peak_rss ratio %.4f [%.4f, %.4f] min %.3f %s\n", e.ratio.ratio, e.ratio.lo, e.ratio.hi, e.min_effect, e.verdict);
+  IL_CHECK(e.ratio.significant);
+  IL_CHECK_NEAR(e.min_effect, IL_EXP_MIN_EFFECT_MEM, 1e-12);
+  IL_CHECK_STR(e.verdict, "same");
+  IL_CHECK_OK(il_experiment_effect_of(&x, IL_BM_MEM_PEAK, &e));
+  IL_CHECK_STR(e.verdict, "better");
+  IL_CHECK_NEAR(il_experiment_min_effect_of(&x, IL_BM_GEN_TPS), 0, 0);
+  x.min_effect = 0; /* the noise alone decides */
+  IL_CHECK_OK(il_experiment_effect_of(&x, IL_BM_PEAK_RSS, &e));
+  IL_CHECK_STR(e.verdict, "better");
+  x.min_effect = 0.10; /* 10% for every metric: the 5% memory change is "same", the 2x speed-up still "better" */
+  IL_CHECK_OK(il_experiment_effect_of(&x, IL_BM_MEM_PEAK, &e));
+  IL_CHECK_STR(e.verdict, "same");
+  IL_CHECK_OK(il_experiment_effect_of(&x, IL_BM_GEN_TPS, &e));
+  IL_CHECK_STR(e.verdict, "better");
+  x.min_effect = -1;
   char *text = NULL;
   size_t len = 0;
   FILE *show = open_memstream(&text, &len);
   IL_CHECK_OK(il_experiment_write_summary(&x, show));
   fclose(show);
   IL_CHECK_CONTAINS(text, "batch 1 -> 4");
+  IL_CHECK_CONTAINS(text, "under the minimum effect (1% for memory");
   IL_CHECK_CONTAINS(text, "rollback:   inferlab bench --config");
   free(text);
   /* the configs load back and differ only in the changed key */
@@ -144,6 +166,7 @@ static void test_run_and_evidence(const char *tmp) {
            "m={x[\"key\"]: x for x in d[\"metrics\"]}; "
            "assert d[\"schema_version\"]==1 and d[\"changes\"][0][\"key\"]==\"n-seq\", d[\"changes\"]; "
            "assert m[\"gen_tps\"][\"verdict\"]==\"better\" and m[\"gen_tps\"][\"significant\"] is True; "
+           "assert m[\"peak_rss_bytes\"][\"verdict\"]==\"same\" and m[\"peak_rss_bytes\"][\"min_effect\"]==0.01; "
            "assert m[\"gen_tps\"][\"baseline\"][\"n\"]==6; assert isinstance(e, dict)' %s/summary.json %s/env.json",
            x.dir, x.dir);
   if (system("python3 -c '' 2>/dev/null") == 0) IL_CHECK_INT(WEXITSTATUS(system(cmd)), 0);

@@ -1,7 +1,9 @@
 /* cli/args: flag parsing shared by all commands. */
 #include "cli/args.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -280,4 +282,17 @@ il_status il_cli_read_all(FILE *f, const char *name, char **out, size_t *n) {
   *n = len;
   *out = b;
   return IL_OK;
+}
+
+int il_cli_parse_duration_ms(const char *text, int min_ms, bool *bare) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || !(v > 0) || !isfinite(v)) return -1; /* also NaN */
+  double ms;
+  if (!strcmp(end, "ms")) ms = v;
+  else if (!strcmp(end, "s") || !*end) ms = v * 1000.0;
+  else return -1;
+  if (bare) *bare = !*end;
+  if (ms < min_ms || ms > 3600e3) return -1; /* checked before the conversion to int */
+  return (int)(ms + 0.5);
 }

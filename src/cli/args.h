@@ -33,6 +33,10 @@ size_t il_cli_edit_distance(const char *a, const char *b);
 /* The candidate nearest to word when it is near enough to be a typo of it (at most a third of
  * its letters, one for short words), else NULL: the "did you mean" of usage errors. */
 const char *il_cli_suggest(const char *word, const char *const *cands, int n);
+/* A duration as every command's -i/--interval takes it: "500ms", "2s", "1.5s", or a bare
+ * number of seconds -> milliseconds, rounded. -1 when malformed or outside min_ms..1 hour.
+ * *bare (may be NULL) says whether the text had no unit. */
+int il_cli_parse_duration_ms(const char *text, int min_ms, bool *bare);
 /* Prints the engine options table (for --help), only those named in `names` (comma list), or
  * all when names is NULL. */
 void il_cli_print_options(FILE *f, const char *names);

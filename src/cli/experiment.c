@@ -42,6 +42,8 @@ static void il__experiment_help(void) {
          "      --cmd TEMPLATE       compare a foreign command: {} is replaced by each value; it runs\n"
          "                           under /bin/sh -c, output goes to logs/ in the evidence folder\n"
          "      --values A,B         the baseline and variant values for --cmd\n"
+         "      --min-effect PCT     smallest change called better/worse; a change beyond the noise\n"
+         "                           but under it is \"same\" [1 for memory metrics, 0 for the rest]\n"
          "  -q, --quiet              no progress line on stderr\n"
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
@@ -71,7 +73,7 @@ int il_cli_experiment(int argc, char **argv) {
   il_sweep_point_defaults(&base);
   bool help = false, allow_multi = false, quiet = false, no_gpu = false;
   const char *change = NULL, *repeat = NULL, *warmup = NULL, *out = NULL, *show = NULL, *cmd = NULL, *values = NULL,
-             *nvml = NULL, *lab_v[4] = {0};
+             *nvml = NULL, *min_effect = NULL, *lab_v[4] = {0};
   const char *lab_names[4] = {"batch", "prompt", "gen", "ubatch"};
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},         {"change", 0, true, &change, NULL},
@@ -82,6 +84,7 @@ int il_cli_experiment(int argc, char **argv) {
       {"no-gpu", 0, false, NULL, &no_gpu},       {"nvml-lib", 0, true, &nvml, NULL},
       {"parallel", 0, true, &lab_v[0], NULL},     {"prompt", 'p', true, &lab_v[1], NULL},
       {"gen", 0, true, &lab_v[2], NULL},         {"ubatch", 'b', true, &lab_v[3], NULL},
+      {"min-effect", 0, true, &min_effect, NULL},
   };
   const char *pos[1];
   int n_pos;
@@ -131,6 +134,17 @@ int il_cli_experiment(int argc, char **argv) {
       return il_cli_usage_error("experiment", "%s", il_error_detail());
     }
     x->bench.warmup = (int)iv;
+  }
+  if (min_effect) {
+    char *end;
+    double pct = strtod(min_effect, &end);
+    if (*end == '%') end++;
+    if (end == min_effect || *end || !(pct >= 0 && pct < 100)) {
+      il_mem_free(x);
+      return il_cli_usage_error("experiment", "--min-effect '%s': a percentage from 0 to under 100 (1 or 1%% = 1%%)",
+                                min_effect);
+    }
+    x->min_effect = pct / 100;
   }
   x->bench.no_gpu = x->watch.no_gpu = no_gpu;
   x->bench.nvml_lib = x->watch.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/args.h"
 #include "cli/cli.h"
 #include "engine/config.h"
 #include "probe/gpu_sampler.h"
@@ -34,19 +35,6 @@ static void il__monitor_help(FILE *f) {
           "exit codes: 0 ok, 1 NVML present but failing (no devices, init error), 64 usage error,\n"
           "            66 the library named by --nvml-lib or INFERLAB_NVML_LIB cannot be loaded,\n"
           "            69 no NVML on this machine (no NVIDIA driver)\n");
-}
-
-/* "500ms", "2s", "1.5s", "2" (seconds) -> milliseconds; -1 when malformed. */
-static int il__parse_interval(const char *s) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || !(v > 0) || !isfinite(v)) return -1; /* also NaN */
-  double ms;
-  if (!strcmp(end, "ms")) ms = v;
-  else if (!strcmp(end, "s") || !*end) ms = v * 1000.0;
-  else return -1;
-  if (ms < 10 || ms > 3600e3) return -1;
-  return (int)(ms + 0.5);
 }
 
 static void il__print_table_header(void) {
@@ -79,7 +67,7 @@ int il_cli_monitor(int argc, char **argv) {
                         "the other commands); it still works\n");
       if (!strcmp(a, "--nvml-lib")) lib = v;
       else if (a[1] == 'i' || !strcmp(a, "--interval")) {
-        interval_ms = il__parse_interval(v);
+        interval_ms = il_cli_parse_duration_ms(v, 10, NULL);
         if (interval_ms < 0) return il_cli_usage_error("monitor", "%s: '%s' is not an interval like 500ms, 2s or 1.5 (10ms..1h)", a, v);
       } else {
         long long c;

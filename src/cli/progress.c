@@ -107,6 +107,21 @@ void il_cli_progress_start(const char *fmt, ...) {
   il_cli_progress_guard_begin();
 }
 
+void il_cli_progress_update(const char *fmt, ...) {
+  if (!il__tick.running) return;
+  pthread_mutex_lock(&il__tick.mu);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(il__tick.what, sizeof il__tick.what, fmt, ap);
+  va_end(ap);
+  if (il__tick.delay == 0) { /* the tests' mode: every text is seen, not only the one a tick catches */
+    fprintf(stderr, "\r%s ...\033[K", il__tick.what);
+    fflush(stderr);
+    il__tick.printed = true;
+  }
+  pthread_mutex_unlock(&il__tick.mu);
+}
+
 void il_cli_progress_stop(void) {
   if (!il__tick.running) return;
   pthread_mutex_lock(&il__tick.mu);

@@ -7,6 +7,9 @@
 
 /* The line's text, printf-style ("inferlab run: loading %s", path). Can't fail (no thread: no line). */
 void il_cli_progress_start(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Changes the running line's text (the elapsed time goes on from start): for a step made of
+ * parts ("inferlab quant: 40% (blk.3.ffn_up.weight)"). Nothing when no line was started. */
+void il_cli_progress_update(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Stops the line and erases it. Safe to call when nothing was started. */
 void il_cli_progress_stop(void);
 /* While a progress line may be on the terminal: a SIGINT or SIGTERM that would end the process

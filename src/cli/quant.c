@@ -40,13 +40,12 @@ static void il__quant_help(void) {
          "            input (also: NaN/Inf in a weight), 66 not found, 69 unsupported, 71 out of memory\n");
 }
 
+/* Per tensor, on the line of cli/progress: the share of the input's tensor bytes done; after
+ * the last tensor the file is written (which takes seconds on a large model). */
 static void il__quant_progress(void *ud, uint64_t done, uint64_t total, const char *tensor) {
-  (void)ud;
-  const int width = 30, filled = total ? (int)((double)done / (double)total * width) : width;
-  fprintf(stderr, "\r[%.*s%*s] %3d%% %-40.40s", filled, "##############################", width - filled, "",
-          total ? (int)(100.0 * (double)done / (double)total) : 100, tensor);
-  if (done >= total) fprintf(stderr, "\r%*s\r", width + 48, "");
-  fflush(stderr);
+  const char *out = ud;
+  if (done >= total) il_cli_progress_update("inferlab quant: writing %s", out);
+  else il_cli_progress_update("inferlab quant: %3d%% (%s)", total ? (int)(100.0 * (double)done / (double)total) : 100, tensor);
 }
 
 static const char *il__shape(const il_quant_tensor_report *t, char *buf, size_t n) {
@@ -213,12 +212,15 @@ int il_cli_quant(int argc, char **argv) {
       .n_threads = threads > 0 ? threads : 1,
       .measure = report || json,
       .progress = isatty(STDERR_FILENO) ? il__quant_progress : NULL,
+      .progress_ud = (void *)output,
       .notes = NULL, /* each tensor's note is in the report: one summary line below */
   };
   il_quant_report r;
-  if (p.progress) il_cli_progress_guard_begin(); /* a Ctrl-C ends the bar's line first */
+  /* a line from the start (reading the model or generating builtin:*), refreshed per tensor;
+   * a Ctrl-C ends it first (cli/progress) */
+  il_cli_progress_start("inferlab quant: reading %s", cfg.model);
   il_status st = il_quant_model(cfg.model, output, &p, &r);
-  il_cli_progress_guard_end();
+  il_cli_progress_stop();
   if (st != IL_OK) return il_cli_fail("quant", st);
   if (r.requantized)
     fprintf(stderr, "warning: %s already has quantized tensors (%s); quantizing them again adds to their error "

@@ -22,7 +22,7 @@ static void il__watch_help(void) {
          "utilization, mean power and the energy integrated from it. Without a usable NVML the\n"
          "report says why. The report goes to stderr (like time), or to FILE with -o.\n\n"
          "options:\n"
-         "  -i, --interval T         sampling interval: 200ms, 1s, 0.5s or milliseconds [200ms]\n"
+         "  -i, --interval T         sampling interval: 200ms, 1s, 0.5s, or a bare number of seconds [200ms]\n"
          "      --json               the report as one JSON document (keys in docs/watch.md)\n"
          "  -o, --output FILE        write the report to FILE\n"
          "      --live               a live status line on stderr while it runs (when stderr is a\n"
@@ -36,19 +36,6 @@ static void il__watch_help(void) {
          "\nexit codes: the command's own exit status; 128+N when it was killed by signal N;\n"
          "            126 not executable, 127 not found; 64 usage error of watch itself;\n"
          "            1 when watch itself fails (fork); 73 when -o cannot be written\n");
-}
-
-/* "200ms", "1s", "0.5s", "200" -> milliseconds; -1 when malformed. */
-static int il__parse_interval(const char *s) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || !(v > 0) || !isfinite(v)) return -1; /* also NaN */
-  double ms;
-  if (!*end || !strcmp(end, "ms")) ms = v;
-  else if (!strcmp(end, "s")) ms = v * 1000;
-  else return -1;
-  if (ms < 1 || ms > 3600e3) return -1; /* checked before the conversion to int */
-  return (int)(ms + 0.5);
 }
 
 /* il_watch_run on copies of cmd[0..nc) that this function owns: execvp takes char *const
@@ -104,8 +91,13 @@ int il_cli_watch(int argc, char **argv) {
   cmd[nc] = NULL;
   if (nc == 0) return il_cli_usage_error("watch", "no command given (inferlab watch [options] -- COMMAND [ARGS...])");
   il_watch_options o = {200, nvml ? nvml : getenv("INFERLAB_NVML_LIB"), no_gpu, NULL, NULL};
-  if (interval && (o.interval_ms = il__parse_interval(interval)) < 1)
+  bool bare = false;
+  if (interval && (o.interval_ms = il_cli_parse_duration_ms(interval, 1, &bare)) < 1)
     return il_cli_usage_error("watch", "-i %s: expected an interval like 200ms, 1s or 0.5s (1ms..1h)", interval);
+  /* a bare number was milliseconds here and seconds in monitor; it is seconds in both now */
+  if (interval && bare && o.interval_ms >= 50 * 1000)
+    fprintf(stderr, "inferlab watch: note: -i %s is %s seconds (a bare number is seconds, as in monitor; it used to be "
+                    "milliseconds here): write -i %sms for milliseconds\n", interval, interval, interval);
   /* the command writes to the same terminal, so a \r status line would overwrite its output:
    * only on request; the report always comes on its own lines at the end */
   if (live && !quiet && isatty(2)) o.progress = stderr;

@@ -343,7 +343,7 @@ static il_status il__open(il_engine *e) {
   double t0 = il_time_now();
   il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa, .repack = cfg->repack};
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &bo.mem_limit))
-    return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
+    return il_error(IL_ERR_INVALID_ARG, "--mem-limit '%s': %s", cfg->mem_limit, il_parse_bytes_why(cfg->mem_limit));
   IL_TRY(il__kv_options(cfg, &e->kv_opts));
   if (!strcmp(cfg->offload, "stream")) e->stream = true; /* (a device that reads host memory needs none: noted below) */
   else if (*cfg->offload && strcmp(cfg->offload, "none"))

@@ -32,6 +32,7 @@ void il_experiment_init(il_experiment *x) {
   x->level = 0.95;
   x->n_boot = 2000;
   x->seed = 42;
+  x->min_effect = -1;
 }
 
 void il_experiment_free(il_experiment *x) {
@@ -318,9 +319,15 @@ il_status il_experiment_run(il_experiment *x, il_experiment_run_fn fn, void *ud)
 
 /* ---- analysis ----------------------------------------------------------------------------- */
 
+double il_experiment_min_effect_of(const il_experiment *x, int m) {
+  if (x->min_effect >= 0) return x->min_effect;
+  return !strcmp(x->metrics[m].unit, "bytes") ? IL_EXP_MIN_EFFECT_MEM : 0;
+}
+
 il_status il_experiment_effect_of(const il_experiment *x, int m, il_experiment_effect *out) {
   memset(out, 0, sizeof *out);
   out->metric = &x->metrics[m];
+  out->min_effect = il_experiment_min_effect_of(x, m);
   double *col[2];
   int n[2] = {0, 0};
   for (int a = 0; a < 2; a++) {
@@ -343,6 +350,7 @@ il_status il_experiment_effect_of(const il_experiment *x, int m, il_experiment_e
   if (n[0] < IL_EXP_MIN_RUNS || n[1] < IL_EXP_MIN_RUNS) out->verdict = n[0] && n[1] ? "too few runs" : "n/a";
   else if (isnan(out->ratio.ratio) || isnan(out->ratio.lo)) out->verdict = "n/a";
   else if (!out->ratio.significant) out->verdict = "no significant change";
+  else if (fabs(out->ratio.ratio - 1) < out->min_effect) out->verdict = "same";
   else if (out->metric->better == 0) out->verdict = "changed";
   else out->verdict = (out->ratio.ratio > 1) == (out->metric->better > 0) ? "better" : "worse";
   return IL_OK;
@@ -515,6 +523,7 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
   fprintf(f, "ratios:     variant / baseline of the means, %.0f%% bootstrap interval (%d resamples, seed %llu)\n\n",
           x->level * 100, x->n_boot, (unsigned long long)x->seed);
   fprintf(f, "%-36s %14s %14s %8s %20s  %s\n", "metric", "baseline", "variant", "ratio", "interval", "verdict");
+  int n_same = 0;
   for (int m = 0; m < x->n_metrics; m++) {
     const il_experiment_effect *e = &eff[m];
     if (e->a.n == 0 && e->b.n == 0) continue;
@@ -527,6 +536,14 @@ static void il__summary_text(il_experiment *x, const il_experiment_effect *eff, 
       snprintf(ci, sizeof ci, "[%.3f, %.3f]", e->ratio.lo, e->ratio.hi);
     else snprintf(ci, sizeof ci, "-");
     fprintf(f, "%-36s %14s %14s %8s %20s  %s\n", e->metric->label, a, b, ratio, ci, e->verdict);
+    if (!strcmp(e->verdict, "same")) n_same++;
+  }
+  if (n_same) {
+    if (x->min_effect >= 0)
+      fprintf(f, "\nsame:       beyond the noise but under the minimum effect of %g%% (--min-effect)\n", x->min_effect * 100);
+    else
+      fprintf(f, "\nsame:       beyond the noise but under the minimum effect (%g%% for memory; set with --min-effect PCT)\n",
+              IL_EXP_MIN_EFFECT_MEM * 100);
   }
   if (*x->dir) {
     fprintf(f, "\nevidence:   %s/\n", x->dir);
@@ -619,6 +636,7 @@ il_status il_experiment_write_summary(il_experiment *x, FILE *show) {
     il_jsonw_knum(&w, "ci_low", e->ratio.lo);
     il_jsonw_knum(&w, "ci_high", e->ratio.hi);
     il_jsonw_kbool(&w, "significant", e->ratio.significant);
+    il_jsonw_knum(&w, "min_effect", e->min_effect);
     il_jsonw_kstr(&w, "verdict", e->verdict);
     il_jsonw_obj_end(&w);
   }

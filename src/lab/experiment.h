@@ -34,6 +34,9 @@
 /* Successful runs per arm a verdict needs: with fewer, the bootstrap interval is (nearly) zero
  * wide and would call any difference significant; the verdict is "too few runs" instead. */
 #define IL_EXP_MIN_RUNS 3
+/* Default minimum practical effect of memory metrics (bytes): peaks repeat to the byte, so the
+ * interval is zero wide and a 0.4% difference would be "significant"; under 1% it is "same". */
+#define IL_EXP_MIN_EFFECT_MEM 0.01
 
 typedef struct {
   char name[48];                /* lab name as given: "batch" */
@@ -56,6 +59,10 @@ typedef struct {
   double level;                 /* confidence level, 0.95 */
   int n_boot;                   /* 2000 */
   uint64_t seed;                /* bootstrap seed */
+  /* smallest relative change a verdict calls better/worse (0.01 = 1%); a significant change
+   * under it is "same". < 0 (the default) = per metric: IL_EXP_MIN_EFFECT_MEM for memory
+   * metrics (deterministic, so any byte is "significant"), 0 for the rest */
+  double min_effect;
   FILE *progress;               /* status line per run, or NULL */
   /* may be NULL; non-zero (a SIGINT handler sets it) ends the experiment before the next run,
    * as does a --cmd run ended by SIGINT (Ctrl-C reaches the command too): interrupted is set
@@ -106,9 +113,15 @@ typedef struct {
   const il_bench_metric_info *metric;
   il_stats_summary a, b;
   il_stats_ratio ratio;
+  double min_effect;            /* the minimum practical effect applied (relative) */
   const char *verdict;          /* "better", "worse", "changed" (neutral metric), "no significant change",
+                                 * "same" (significant, but |ratio - 1| under min_effect),
                                  * "too few runs" (under IL_EXP_MIN_RUNS successful runs on an arm), "n/a" */
 } il_experiment_effect;
+
+/* The minimum practical effect of metric m: x->min_effect when >= 0, else the per-metric
+ * default (IL_EXP_MIN_EFFECT_MEM for metrics in bytes, 0 otherwise). Can't fail. */
+double il_experiment_min_effect_of(const il_experiment *x, int m);
 
 /* Effect of metric m. IL_ERR_OOM. */
 il_status il_experiment_effect_of(const il_experiment *x, int m, il_experiment_effect *out);

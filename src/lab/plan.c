@@ -33,7 +33,7 @@ static il_status il__cuda_budget(const il_config *cfg, il__simspec *s) {
   s->budget = total;
   size_t limit = 0;
   if (cfg->mem_limit[0] && !il_parse_bytes(cfg->mem_limit, &limit))
-    return il_error(IL_ERR_INVALID_ARG, "--mem-limit: '%s' is not a size (e.g. 2GiB, 512MiB)", cfg->mem_limit);
+    return il_error(IL_ERR_INVALID_ARG, "--mem-limit '%s': %s", cfg->mem_limit, il_parse_bytes_why(cfg->mem_limit));
   if (limit && total - free_b + limit < total) s->budget = total - free_b + limit;
   return IL_OK;
 }
@@ -56,9 +56,23 @@ static il_status il__parse(const char *spec, il__simspec *s) {
   int i = 0;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save), i++) {
     if (i == 0) {
-      if (!il_parse_bytes(t, &s->budget) || !s->budget)
-        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a device size", spec, t);
+      const bool ok = il_parse_bytes(t, &s->budget);
+      if (!ok || !s->budget)
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: device size '%s': %s", spec, t,
+                        ok ? "zero bytes" : il_parse_bytes_why(t));
     } else if (strcmp(t, "dry")) {
+      /* checked here, in the user's words: the trial devices' specs (sim:BYTES,...,dry) are
+       * the planner's own and would echo back in the backend's message */
+      double rate;
+      size_t ctx;
+      if (!strncmp(t, "pcie=", 5) && !il_parse_rate(t + 5, &rate))
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a transfer rate (e.g. pcie=16GB/s, 900MiB/s)%s%s",
+                        spec, t, il_units_ambiguous(t + 5) ? ": " : "",
+                        il_units_ambiguous(t + 5) ? il_units_ambiguous(t + 5) : "");
+      if (!strncmp(t, "ctx=", 4) && !il_parse_bytes(t + 4, &ctx))
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s': %s", spec, t, il_parse_bytes_why(t + 4));
+      if (strncmp(t, "pcie=", 5) && strncmp(t, "ctx=", 4))
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE)", spec, t);
       size_t n = strlen(s->rest);
       snprintf(s->rest + n, sizeof s->rest - n, ",%s", t);
     }

@@ -1031,8 +1031,17 @@ bool il_api_models(const il_api *api, const char *id, il_sbuf *out, il_api_error
   if (!id) il_sbuf_puts(out, "{\"object\":\"list\",\"data\":[");
   il_sbuf_puts(out, "{\"id\":");
   il_sbuf_json_str(out, api->model_id, strlen(api->model_id));
-  il_sbuf_printf(out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"inferlab\",\"max_model_len\":%d}",
+  il_sbuf_printf(out, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"inferlab\",\"max_model_len\":%d",
                  (long long)time(NULL), (int)il_engine_n_ctx(api->e));
+  /* what a request that leaves a field out gets (serve's command line), so a client such as
+   * the chat page shows the server's defaults instead of its own; max_tokens null = until the
+   * end of generation or the context is full */
+  const il_request_params *d = &api->defaults;
+  il_sbuf_puts(out, ",\"inferlab_defaults\":{\"max_tokens\":");
+  if (d->n_predict > 0) il_sbuf_printf(out, "%d", (int)d->n_predict);
+  else il_sbuf_puts(out, "null");
+  il_sbuf_printf(out, ",\"temperature\":%.6g,\"top_k\":%d,\"top_p\":%.6g,\"min_p\":%.6g}}", (double)d->sampling.temp,
+                 (int)d->sampling.top_k, (double)d->sampling.top_p, (double)d->sampling.min_p);
   if (!id) il_sbuf_puts(out, "]}");
   return il__done(out, e);
 }

@@ -1,5 +1,7 @@
 """tests/python/test_serve_page: the chat page at / loads in headless Chromium and completes
-one chat turn (a streamed /v1/chat/completions), driven over the DevTools protocol on a pipe
+one chat turn (a streamed /v1/chat/completions); its max tokens and temperature are the
+server's defaults (serve -n, --temp), code fences render as monospace <pre><code>, Stop and
+clear cancel the running request; driven over the DevTools protocol on a pipe
 (--remote-debugging-pipe: fd 3 in, fd 4 out, NUL-separated JSON; no extra Python packages).
 Skips when chromium is not installed (scripts/deps.sh installs Debian's chromium).
 """
@@ -19,7 +21,7 @@ if not chrome:
     skip("chromium is not installed (apt-get install chromium)")
 
 t = Checks()
-srv = Server("--parallel", "2")
+srv = Server("--parallel", "2", "-n", "48", "--temp", "0.25")
 profile = tempfile.mkdtemp(prefix="il-chrome-")
 to_chrome_r, to_chrome_w = os.pipe()
 from_chrome_r, from_chrome_w = os.pipe()
@@ -86,6 +88,53 @@ try:
     t.check(isinstance(reply, str) and len(reply) > 0, "the reply text is shown")
     meta = evaluate(session, "document.querySelector('.msg.assistant .meta').textContent")
     t.check(isinstance(meta, str) and "tokens" in meta, "the reply shows tokens and speed: %r" % meta)
+    # the server's request defaults fill the boxes (not the page's own numbers)
+    defaults = json.loads(evaluate(session, "document.body.dataset.defaults || '{}'"))
+    t.eq(defaults.get("max_tokens"), 48, "/v1/models gives serve's -n as max_tokens")
+    t.eq(evaluate(session, "$('max').value"), "48", "the max tokens box shows the server's default")
+    t.eq(evaluate(session, "$('temp').value"), "0.25", "the temperature box shows the server's default")
+    # code: a fence becomes <pre><code> in a monospace font; `inline` code too; no raw fences
+    code = evaluate(session, """(() => {
+        const d = document.createElement('div'); d.className = 'msg assistant'; $('log').appendChild(d);
+        render(d, 'see `x`:\\n```c\\nint x = 1;\\n```\\ndone');
+        const c = d.querySelector('pre code'), i = d.querySelector(':not(pre) > code');
+        const r = [c && c.textContent, c && c.className, c && getComputedStyle(c).fontFamily,
+                   i && i.textContent, d.textContent.includes('```')];
+        d.remove(); return r; })()""")
+    t.eq(code[0], "int x = 1;", "the fenced code is a <pre><code> block: %r" % (code,))
+    t.eq(code[1], "language-c", "the fence's language is the code's class")
+    t.check(isinstance(code[2], str) and "mono" in code[2].lower(), "code is in a monospace font: %r" % code[2])
+    t.eq(code[3], "x", "inline `code`")
+    t.eq(code[4], False, "no raw fences are shown")
+    # Stop: the request being sent is cancelled; the page is ready for the next message
+    evaluate(session, "send('Tell me a long story'); $('stop').click(); 1")
+    deadline = time.time() + 20
+    while time.time() < deadline and evaluate(session, "document.body.dataset.stopped || ''") != "1":
+        time.sleep(0.1)
+    t.eq(evaluate(session, "document.body.dataset.stopped || ''"), "1", "Stop ended the request")
+    t.eq(evaluate(session, "document.body.dataset.error || ''"), "", "a stop is not an error")
+    t.eq(evaluate(session, "[$('send').disabled, $('stop').disabled, running === null]"), [False, True, True],
+         "after Stop: Send enabled, Stop disabled, nothing running")
+    t.eq(evaluate(session, "document.querySelector('.msg.assistant:last-child .meta').textContent"), "stopped",
+         "the stopped reply says so")
+    # clear: cancels the running request too, and the conversation is empty
+    evaluate(session, "send('And another one'); $('clear').click(); 1")
+    deadline = time.time() + 20
+    while time.time() < deadline and evaluate(session, "document.body.dataset.stopped || ''") != "2":
+        time.sleep(0.1)
+    t.eq(evaluate(session, "document.body.dataset.stopped || ''"), "2", "clear ended the running request")
+    t.eq(evaluate(session, "[history.length, document.querySelectorAll('.msg').length, running === null]"),
+         [0, 0, True], "after clear: no history, no messages, nothing running")
+    t.eq(evaluate(session, "document.body.dataset.turns"), "1", "the cancelled requests completed no turn")
+    # the server's side of the cancel: nothing left running there (the closed connection ends it)
+    deadline = time.time() + 30
+    running_n = None
+    while time.time() < deadline:
+        running_n = sum(v for k, v in srv.metrics().items() if k.startswith("inferlab_num_requests_running"))
+        if running_n == 0:
+            break
+        time.sleep(0.1)
+    t.eq(running_n, 0, "no request left running on the server after Stop and clear")
     time.sleep(2.2)  # one metrics poll
     rows = evaluate(session, "[...document.querySelectorAll('#metrics td')].map(td => td.textContent).join('|')")
     t.check("generated tokens|" in rows and "ready|yes" in rows, "live metrics table: %r" % rows[:200])

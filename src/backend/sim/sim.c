@@ -325,16 +325,20 @@ static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, 
   int i = 0;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), i++) {
     if (i == 0) {
-      if (!il_parse_bytes(tok, budget) || *budget == 0)
-        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a device size (e.g. 4GiB, 512MiB)", spec, tok);
+      const bool ok = il_parse_bytes(tok, budget);
+      if (!ok || *budget == 0)
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: device size '%s': %s", spec, tok,
+                        ok ? "zero bytes" : il_parse_bytes_why(tok));
     } else if (!strncmp(tok, "pcie=", 5)) {
       if (!il_parse_rate(tok + 5, pcie))
-        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a transfer rate (e.g. pcie=16GB/s)", spec, tok);
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a transfer rate (e.g. pcie=16GB/s, 900MiB/s)%s%s",
+                        spec, tok, il_units_ambiguous(tok + 5) ? ": " : "",
+                        il_units_ambiguous(tok + 5) ? il_units_ambiguous(tok + 5) : "");
     } else if (!strcmp(tok, "dry")) {
       *dry = true;
     } else if (!strncmp(tok, "ctx=", 4)) {
       if (!il_parse_bytes(tok + 4, ctx))
-        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a size (e.g. ctx=300MiB)", spec, tok);
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s': %s", spec, tok, il_parse_bytes_why(tok + 4));
     } else {
       return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE, dry)", spec, tok);
     }
