@@ -448,7 +448,8 @@ static il_status il__open(il_engine *e) {
   if (st == IL_OK)
     st = il_forward_state_init(&e->fs, &e->weights, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
-  e->fs.check_numerics = cfg->check_numerics;
+  il_numerics_reset(&e->numerics);
+  e->fs.numerics = cfg->check_numerics ? &e->numerics : NULL;
   if (st == IL_ERR_OOM) return il__oom_fail(e, &shape);
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
@@ -606,9 +607,10 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   out->streamed_bytes = e->weights.streamed_bytes;
   out->residual_bytes = e->fs.bytes_moved;
   if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &out->transfers);
-  out->bad_layer = e->fs.bad_layer;
-  snprintf(out->bad_block, sizeof out->bad_block, "%s", e->fs.bad_block ? e->fs.bad_block : "");
-  out->bad_count = e->fs.bad_count;
-  out->max_abs = e->fs.max_abs, out->max_abs_layer = e->fs.max_abs_layer;
-  snprintf(out->max_abs_op, sizeof out->max_abs_op, "%s", e->fs.max_abs_op ? e->fs.max_abs_op : "");
+  const il_numerics *nr = &e->numerics;
+  out->bad_layer = nr->bad_layer;
+  snprintf(out->bad_block, sizeof out->bad_block, "%s", nr->bad_block ? nr->bad_block : "");
+  out->bad_count = nr->bad_count;
+  out->max_abs = nr->max_abs, out->max_abs_layer = nr->max_abs_layer;
+  snprintf(out->max_abs_op, sizeof out->max_abs_op, "%s", nr->max_abs_op ? nr->max_abs_op : "");
 }

@@ -31,6 +31,7 @@ struct il_engine {
   il_kv_opts kv_opts;     /* cell type and layout from the config */
   il_dtype act_type;      /* --dtype: activations stored at f32, f16 or bf16 */
   il_forward_state fs;
+  il_numerics numerics;   /* what the numerics observer found (--check-numerics; fs.numerics points here) */
   const il_attn_kernel *attn; /* the attention kernel in use */
   char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */
   int32_t *slots;         /* host: KV cell of each entry of a pass [n_batch] */

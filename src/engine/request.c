@@ -41,20 +41,21 @@ void il_request_opts_defaults(il_request_opts *r) {
 static il_status il__locate_nonfinite(il_engine *e, const il_batch_entry *batch, int32_t n, il_status err) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", il_error_detail());
-  const bool was = e->fs.check_numerics;
-  e->fs.check_numerics = true;
-  e->fs.bad_layer = -1;
+  il_numerics *const was = e->fs.numerics;
+  il_numerics found;
+  il_numerics_reset(&found);
+  e->fs.numerics = &found;
   il_status st = il_engine_decode(e, batch, n, NULL);
-  e->fs.check_numerics = was;
-  if (st != IL_OK || e->fs.bad_layer < 0) return il_error(err, "%s", msg);
+  e->fs.numerics = was;
+  if (st != IL_OK || found.bad_layer < 0) return il_error(err, "%s", msg);
   const char *hint = e->fs.act_type == IL_DTYPE_F16
                          ? " (f16 activations overflow beyond 65504: --dtype bf16 keeps f32's range)"
                          : "";
-  if (e->fs.bad_layer >= e->model->hp.n_layer)
+  if (found.bad_layer >= e->model->hp.n_layer)
     return il_error(err, "%s; the layers' outputs were finite: the output head (%s) produced them%s", msg,
-                    e->fs.bad_block, hint);
+                    found.bad_block, hint);
   return il_error(err, "%s; the first non-finite values (%lld) appear at %s of layer %d (blk.%d)%s", msg,
-                  (long long)e->fs.bad_count, e->fs.bad_block, e->fs.bad_layer, e->fs.bad_layer, hint);
+                  (long long)found.bad_count, found.bad_block, found.bad_layer, found.bad_layer, hint);
 }
 
 /* Decodes entries and checks that their logits are finite, naming the op that broke them. */

@@ -172,7 +172,6 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
     return il_error(IL_ERR_UNSUPPORTED, "forward state: activations of type %s (f32, f16 or bf16)", il_dtype_name(act_type));
   st->act_type = act_type;
   st->chunk = il_forward_chunk_rows(act_type, max_tokens);
-  st->bad_layer = -1;
   il__lane_add(st, d->embd_b);
   for (int l = 0; l < hp->n_layer; l++) {
     il_forward_lane *ln = il__lane_add(st, d->layer_b[l]);
@@ -232,29 +231,37 @@ void il_forward_state_free(il_forward_state *st) {
 }
 
 /* ---- numerics: an observer of every op's result ----
- * With check_numerics the backends report each op's output (backend.h: il_op_observer) to
- * il__numerics, named by the op (the output view's name) and the layer (st->obs_layer): its
- * largest magnitude before rounding, then inf/nan counted in what the stored type keeps (F16
- * turns |x| > 65504 into inf), so the first op that made them is named. */
+ * With a numerics record the backends report each op's output (backend.h: il_op_observer) to
+ * il_numerics_observe, named by the op (the output view's name) and the layer (the record's
+ * `layer`, set here before each op): its largest magnitude before rounding, then inf/nan
+ * counted in what the stored type keeps (F16 turns |x| > 65504 into inf), so the first op that
+ * made them is named. */
+
+void il_numerics_reset(il_numerics *r) { *r = (il_numerics){.bad_layer = -1}; }
 
 /* Counts inf/nan in t and records the first place they appear. */
-static il_status il__bad(il_forward_state *st, il_backend *b, il_tensor t, int32_t layer, const char *block) {
-  if (st->bad_layer >= 0) return IL_OK;
+static il_status il__bad(il_numerics *r, il_backend *b, il_tensor t, int32_t layer, const char *block) {
+  if (r->bad_layer >= 0) return IL_OK;
   int64_t n = 0;
   IL_TRY(b->ops->count_nonfinite(b, t, &n));
-  if (n) st->bad_layer = layer, st->bad_block = block, st->bad_count = n;
+  if (n) r->bad_layer = layer, r->bad_block = block, r->bad_count = n;
   return IL_OK;
 }
 
-static il_status il__numerics(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
+il_status il_numerics_observe(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
   (void)op;
-  il_forward_state *st = ctx;
+  il_numerics *r = ctx;
   int64_t n = 0;
   float m = 0;
   IL_TRY(b->ops->value_stats(b, y, &n, &m));
-  if (m > st->max_abs) st->max_abs = m, st->max_abs_layer = st->obs_layer, st->max_abs_op = y.name;
+  if (m > r->max_abs) r->max_abs = m, r->max_abs_layer = r->layer, r->max_abs_op = y.name;
   if (stored != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, stored));
-  return il__bad(st, b, y, st->obs_layer, y.name);
+  return il__bad(r, b, y, r->layer, y.name);
+}
+
+/* The ops that follow are layer's (for the numerics record). */
+static void il__layer(il_forward_state *st, int32_t layer) {
+  if (st->numerics) st->numerics->layer = layer;
 }
 
 /* ---- ops over chunks of rows ----
@@ -314,7 +321,7 @@ static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
 static il_status il__put(il__chunk *k, il_tensor y, il_tensor t) {
   if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
   il_backend *b = k->ln->b;
-  if (k->st->check_numerics) IL_TRY(il__numerics(k->st, b, IL_OP_COUNT, y, t.type));
+  if (k->st->numerics) IL_TRY(il_numerics_observe(k->st->numerics, b, IL_OP_COUNT, y, t.type));
   return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
 }
 
@@ -327,7 +334,7 @@ static il_tensor il__as(il_tensor t, const char *op) {
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
-  st->obs_layer = layer;
+  il__layer(st, layer);
   Y = il__as(Y, op);
   IL__CHUNKS(k, st, ln, n) {
     il_tensor x, y;
@@ -346,7 +353,7 @@ static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, in
   il_backend *b = ln->b;
   const il_op_observer obs = b->observer;
   if (!op) b->observer = (il_op_observer){0};
-  st->obs_layer = layer;
+  il__layer(st, layer);
   il_status s = IL_OK;
   IL__CHUNKS(k, st, ln, n) {
     il_tensor x, y[3];
@@ -364,7 +371,7 @@ static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, in
 static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, bool swiglu,
                             int32_t layer, const char *op) {
   il_backend *b = ln->b;
-  st->obs_layer = layer;
+  il__layer(st, layer);
   Y = il__as(Y, op);
   IL__CHUNKS(k, st, ln, n) {
     il_tensor y, x;
@@ -421,7 +428,7 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
 /* x = token_embd[ids]: the residual stream's first value. */
 static il_status il__embed(const il_model_dev *d, il_forward_state *st, il_forward_lane *ln, int32_t n) {
   const il_tensor X = il__as(il_tensor_rows(ln->x, 0, n), "token_embd"), ids = il_forward_batch_views(ln, n).ids;
-  st->obs_layer = 0;
+  il__layer(st, 0);
   IL__CHUNKS(k, st, ln, n) {
     il_tensor x;
     IL_TRY(il__out(&k, X, &x));
@@ -501,7 +508,7 @@ static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forw
                   "output_norm"));
   IL_TRY(il__mm(st, lo, n_out, 1, &LG, &d->output, NULL, XN, hp->n_layer, NULL));
   /* logits are downloaded as F32: checked, not rounded */
-  return st->check_numerics ? il__bad(st, b, LG, hp->n_layer, "output") : IL_OK;
+  return st->numerics ? il__bad(st->numerics, b, LG, hp->n_layer, "output") : IL_OK;
 }
 
 /* The token's path (the file's opening paragraph), one backend lane at a time. */
@@ -533,8 +540,8 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
   *n_logits = 0;
   /* with the check on, the lanes' backends report every op's result for the pass */
   for (int i = 0; i < st->n_lanes; i++)
-    st->lane[i].b->observer = st->check_numerics && st->lane[i].direct ? (il_op_observer){il__numerics, st}
-                                                                       : (il_op_observer){0};
+    st->lane[i].b->observer = st->numerics && st->lane[i].direct ? (il_op_observer){il_numerics_observe, st->numerics}
+                                                                 : (il_op_observer){0};
   il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
   for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
   return s;

@@ -216,6 +216,26 @@ typedef struct {
 
 #define IL_MAX_LANES 2
 
+/* What the numerics observer found in the op results it saw: inf/nan counted in what the
+ * stored type keeps, and the largest magnitude before rounding. Owned by whoever installs the
+ * observer (the engine); the first place is kept until the owner resets the record
+ * (il_numerics_reset). The names point at the ops' static names. */
+typedef struct {
+  int32_t layer;                 /* the layer of the ops now running (the forward pass sets it) */
+  int32_t bad_layer;             /* first layer where inf/nan appeared (-1: none; n_layer: the output head) */
+  const char *bad_block;         /* the op (the output view's name), or "output" for the logits */
+  int64_t bad_count;
+  float max_abs;                 /* largest finite magnitude seen before rounding */
+  int32_t max_abs_layer;
+  const char *max_abs_op;
+} il_numerics;
+
+/* No inf/nan seen, no magnitude yet. */
+void il_numerics_reset(il_numerics *r);
+/* The observer (backend.h: il_op_observer) with ctx an il_numerics: y's largest magnitude, then
+ * y rounded to `stored` and its inf/nan counted, so the first op that made them is named. */
+il_status il_numerics_observe(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored);
+
 /* Activation buffers on every backend the placement uses, for batches of up to max_tokens
  * entries of which at most max_logits want logits; the host staging of one batch (one upload
  * per backend per pass) and of the residual where it crosses from one backend to the next. */
@@ -234,18 +254,11 @@ typedef struct {
    * max_tokens and the ops read and write the buffers themselves. */
   il_dtype act_type;
   int32_t chunk;
-  /* Numerics check (off by default): an observer of every op's result (il_op_observer, installed
-   * on the lanes' backends for each pass) counts inf/nan in what is stored and keeps the largest
-   * magnitude before rounding; the forward pass itself computes none of it. The first place is
-   * kept until the caller resets bad_layer to -1. */
-  bool check_numerics;
-  int32_t obs_layer;             /* the layer of the ops now running, for the observer */
-  int32_t bad_layer;             /* first layer where inf/nan appeared (-1: none; n_layer: the output head) */
-  const char *bad_block;         /* "embedding", "attention", "feed-forward", "output", or the op */
-  int64_t bad_count;
-  float max_abs;                 /* largest finite magnitude seen before rounding */
-  int32_t max_abs_layer;
-  const char *max_abs_op;
+  /* Numerics check (off: NULL): where the caller wants it, an observer of every op's result
+   * (il_numerics_observe, installed on the lanes' backends for each pass) writes what it finds
+   * into the caller's record; the forward pass itself computes none of it and only says which
+   * layer's ops are running. */
+  il_numerics *numerics;
 } il_forward_state;
 
 /* Rows an op computes at once with activations of act_type for batches of max_tokens: all of
