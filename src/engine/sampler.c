@@ -303,3 +303,5 @@ int32_t il_sampler_draw(il_sampler *s, const float *prob) {
 }
 
 float il_sampler_uniform(il_sampler *s) { return il__uniform(s); }
+
+void il_sampler_reset_history(il_sampler *s) { s->hist_n = 0, s->hist_pos = 0; }

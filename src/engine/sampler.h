@@ -51,5 +51,7 @@ bool il_sampler_grammar_finished(const il_sampler *s);
 void il_sampler_dist(il_sampler *s, const float *logits, float *prob);
 int32_t il_sampler_draw(il_sampler *s, const float *prob);
 float il_sampler_uniform(il_sampler *s);
+/* Forgets the penalty history (il_sampler_accept starts it again). Can't fail. */
+void il_sampler_reset_history(il_sampler *s);
 
 #endif

@@ -160,6 +160,13 @@ il_status il_spec_generate(il_engine *target, il_engine *draft, const int32_t *p
       /* the draft catches up on the accepted tokens it has not seen, then proposes */
       int32_t nb = 0;
       for (int32_t i = dn; i < n; i++) s.batch[nb++] = (il_batch_entry){s.ctx[i], 0, i, i == n - 1};
+      /* the draft's penalty history is the accepted context (its own rejected proposals and
+       * the target's picks are not in it after the last step) */
+      if (p->sampling.repeat_penalty != 1.0f) {
+        const int32_t last_n = p->sampling.repeat_last_n;
+        il_sampler_reset_history(s.sd);
+        for (int32_t i = last_n > 0 && n > last_n ? n - last_n : 0; i < n; i++) il_sampler_accept(s.sd, s.ctx[i]);
+      }
       st = il__spec_decode(draft, s.batch, nb, s.dl, 1, s.nv);
       dn = n;
       for (int32_t i = 0; st == IL_OK && i < k; i++) {
