@@ -12,6 +12,7 @@
  * All seeds are fixed: the outcome is the same on every run.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine_impl.h"
@@ -248,7 +249,45 @@ static void vocab_mismatch(void) {
   il_engine_free(t);
 }
 
+/* `inferlab run`: the same text with and without a draft; the summary's counts agree with the
+ * generated tokens (accepted + passes) and its percentage with the counts; the exit codes. */
+static void cli(void) {
+  const char *bin = getenv("IL_CLI");
+  if (!bin) {
+    printf("IL_CLI not set: the command-line case is skipped\n");
+    return;
+  }
+  static char plain[8192], spec[8192], err[8192];
+  const char *args = "run -m builtin:tiny -p 'Once upon a time' -n 40 --temp 0 -t 2";
+  IL_CHECK_INT(il_test_runf(plain, sizeof plain, "%s %s 2>/dev/null", bin, args), 0);
+  IL_CHECK_INT(il_test_runf(spec, sizeof spec, "%s %s --draft-model builtin:tiny-2l 2>/dev/null", bin, args), 0);
+  IL_CHECK_STR(spec, plain);
+  IL_CHECK_INT(il_test_runf(err, sizeof err, "%s %s --draft-model builtin:tiny-2l --draft 3 2>&1 >/dev/null", bin, args), 0);
+  const char *line = strstr(err, "speculative: draft builtin:tiny-2l, length fixed");
+  IL_CHECK(line != NULL);
+  long long drafted = -1, accepted = -1, passes = -1;
+  double pct = -1;
+  int gen = -1;
+  if (line) {
+    const char *semi = strchr(line, ';');
+    IL_CHECK(semi && sscanf(semi, "; %lld drafted, %lld accepted (%lf%%); %lld target passes for %d tokens", &drafted,
+                            &accepted, &pct, &passes, &gen) == 5);
+  }
+  IL_CHECK_INT(gen, 40);
+  IL_CHECK_INT(accepted + passes, 40);
+  IL_CHECK(drafted >= accepted && drafted > 0);
+  IL_CHECK_NEAR(pct, drafted > 0 ? 100.0 * (double)accepted / (double)drafted : -1, 0.051);
+  IL_CHECK_INT(il_test_runf(err, sizeof err, "%s run -m builtin:tiny -n 2 --draft-model builtin:1b-2l 2>&1", bin), 64);
+  IL_CHECK(strstr(err, "builtin:1b-2l") && strstr(err, "builtin:tiny") && strstr(err, "vocabulary"));
+  IL_CHECK_INT(il_test_runf(err, sizeof err, "%s run -m builtin:tiny -n 2 --draft 3 2>&1", bin), 64);
+  IL_CHECK(strstr(err, "--draft-model") != NULL);
+  IL_CHECK_INT(il_test_runf(err, sizeof err, "%s run -m builtin:tiny -n 2 --draft-model builtin:tiny --draft 17 2>&1", bin), 64);
+  IL_CHECK_INT(il_test_runf(err, sizeof err, "%s run -m builtin:tiny -n 2 --draft-model /nope.gguf 2>&1", bin), 66);
+  IL_CHECK(strstr(err, "/nope.gguf") != NULL);
+}
+
 int main(void) {
+  cli();
   greedy_case("cpu");
   greedy_case("sim:1GiB");
   dist_matches_sample();

@@ -41,8 +41,9 @@ static void il__run_help(void) {
          "  inferlab run -p \"Answer:\" --grammar yesno.gbnf\n"
          "  inferlab run -p \"A person:\" --json-schema person.json -n 200\n"
          "  inferlab run -m builtin:1b -p \"Hello\" --temp 0 --draft-model builtin:1b-2l\n"
-         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, grammar or schema file, 66 model not\n"
-         "            found, 69 unsupported (a schema keyword outside the subset), 71 out of memory\n");
+         "\nexit codes: 0 ok, 1 runtime failure, 64 usage (also a draft model whose vocabulary is not the model's),\n"
+         "            65 malformed model, grammar or schema file, 66 model or draft model not found, 69 unsupported\n"
+         "            (a schema keyword outside the subset), 71 out of memory\n");
 }
 
 /* Device memory of a backend that is not the host (sim, cuda): the allocator's view. */
