@@ -33,8 +33,8 @@ static void il__run_help(void) {
   printf("  %-24s %s\n", "    --json-schema FILE", "constrain the output to JSON valid against a JSON Schema (docs/grammar.md)");
   printf("  %-24s %s\n", "    --draft-model FILE", "speculative decoding: a small model with the same vocabulary (GGUF or builtin:NAME)");
   printf("  %-24s %s\n", "", "proposes tokens that the model checks in one batched pass (docs/run.md)");
-  printf("  %-24s %s\n", "    --draft N", "tokens drafted per step, 1 to 16 (default: adaptive: 4 to start, +1 after a");
-  printf("  %-24s %s\n", "", "step with every drafted token accepted, -1 after one with none, within 1..8)");
+  printf("  %-24s %s\n", "    --draft N", "tokens drafted per step, 1 to 16 [adaptive: 4 to start, +1 after a step");
+  printf("  %-24s %s\n", "", "with every drafted token accepted, -1 after one with none, within 1..8]");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
          "  inferlab run -m stories.gguf -p \"Once upon a time\" -n 100 --temp 0\n"
