@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -12,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/grammar.h"
 #include "engine/request.h"
+#include "engine/spec.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
 #include "server/schema.h"
@@ -29,13 +31,19 @@ static void il__run_help(void) {
   printf("  %-24s %s\n", "    --startup-json FILE", "write the startup timeline (docs/startup.md) as JSON to FILE");
   printf("  %-24s %s\n", "    --grammar FILE", "constrain the output to a GBNF grammar (llama.cpp's; start rule root)");
   printf("  %-24s %s\n", "    --json-schema FILE", "constrain the output to JSON valid against a JSON Schema (docs/grammar.md)");
+  printf("  %-24s %s\n", "    --draft-model FILE", "speculative decoding: a small model with the same vocabulary (GGUF or builtin:NAME)");
+  printf("  %-24s %s\n", "", "proposes tokens that the model checks in one batched pass (docs/run.md)");
+  printf("  %-24s %s\n", "    --draft N", "tokens drafted per step, 1 to 16 [adaptive: 4 to start, +1 after a step");
+  printf("  %-24s %s\n", "", "with every drafted token accepted, -1 after one with none, within 1..8]");
   printf("\nexamples:\n"
          "  inferlab run -p \"Hello\"\n"
          "  inferlab run -m stories.gguf -p \"Once upon a time\" -n 100 --temp 0\n"
          "  inferlab run -p \"Answer:\" --grammar yesno.gbnf\n"
          "  inferlab run -p \"A person:\" --json-schema person.json -n 200\n"
-         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, grammar or schema file, 66 model not\n"
-         "            found, 69 unsupported (a schema keyword outside the subset), 71 out of memory\n");
+         "  inferlab run -m builtin:1b -p \"Hello\" --temp 0 --draft-model builtin:1b-2l\n"
+         "\nexit codes: 0 ok, 1 runtime failure, 64 usage (also a draft model whose vocabulary is not the model's),\n"
+         "            65 malformed model, grammar or schema file, 66 model or draft model not found, 69 unsupported\n"
+         "            (a schema keyword outside the subset), 71 out of memory\n");
 }
 
 /* Device memory of a backend that is not the host (sim, cuda): the allocator's view. */
@@ -178,6 +186,7 @@ int il_cli_run(int argc, char **argv) {
   il_request_opts_defaults(&req);
   bool help = false, no_echo = false;
   const char *file = NULL, *startup_json = NULL, *grammar_file = NULL, *schema_file = NULL;
+  const char *draft_model = NULL, *draft_n = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"file", 'f', true, &file, NULL},
@@ -185,10 +194,12 @@ int il_cli_run(int argc, char **argv) {
       {"startup-json", 0, true, &startup_json, NULL},
       {"grammar", 0, true, &grammar_file, NULL},
       {"json-schema", 0, true, &schema_file, NULL},
+      {"draft-model", 0, true, &draft_model, NULL},
+      {"draft", 0, true, &draft_n, NULL},
   };
   const char *pos[1];
   int n_pos;
-  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 6, pos, 0, &n_pos);
+  int rc = il_cli_parse("run", argc, argv, &cfg, &req, flags, 8, pos, 0, &n_pos);
   if (rc) return rc;
   if (help) {
     il__run_help();
@@ -205,6 +216,25 @@ int il_cli_run(int argc, char **argv) {
   }
   if (grammar_file && schema_file) {
     fprintf(stderr, "inferlab run: --grammar and --json-schema: give one of them\n");
+    return IL_EXIT_USAGE;
+  }
+  int32_t n_draft = 0; /* adaptive */
+  if (draft_n) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(draft_n, &end, 10);
+    if (!draft_model) {
+      fprintf(stderr, "inferlab run: --draft %s: needs --draft-model\n", draft_n);
+      return IL_EXIT_USAGE;
+    }
+    if (errno || end == draft_n || *end || v < 1 || v > IL_SPEC_DRAFT_MAX) {
+      fprintf(stderr, "inferlab run: --draft %s: give a whole number from 1 to %d\n", draft_n, IL_SPEC_DRAFT_MAX);
+      return IL_EXIT_USAGE;
+    }
+    n_draft = (int32_t)v;
+  }
+  if (draft_model && (grammar_file || schema_file)) {
+    fprintf(stderr, "inferlab run: --draft-model with --grammar or --json-schema: not supported together\n");
     return IL_EXIT_USAGE;
   }
   il_grammar *grammar = NULL;
@@ -233,14 +263,34 @@ int il_cli_run(int argc, char **argv) {
     il_mem_free(ids);
     il_vocab_free(v);
   }
+  il_engine *draft = NULL;
+  if (draft_model) {
+    /* the draft shares the run's options (threads, device, context) */
+    il_config dcfg = cfg;
+    snprintf(dcfg.model, sizeof dcfg.model, "%s", draft_model);
+    cfg.logits_all = true; /* a verification pass returns every drafted position's logits */
+    il_cli_progress_stop();
+    il_cli_progress_start("inferlab run: loading draft %s", draft_model);
+    st = il_engine_open(&dcfg, &draft);
+    il_cli_progress_stop();
+    if (st != IL_OK) return il_cli_fail_model("run", draft_model, st);
+    il_cli_progress_start("inferlab run: loading %s", cfg.model);
+  }
   st = il_engine_open(&cfg, &e);
   il_cli_progress_stop();
+  if (st == IL_OK && draft) st = il_spec_check_vocab(e, draft);
   if (st != IL_OK) {
     il_grammar_free(grammar);
+    il_engine_free(draft);
+    if (e) {
+      il_engine_free(e);
+      return il_cli_fail("run", st);
+    }
     return il_cli_fail_model("run", cfg.model, st);
   }
   int32_t *prompt = NULL, n_prompt = 0;
   il_gen_stats gs = {0};
+  il_spec_stats ss = {0};
   st = il_engine_tokenize(e, req.prompt, !req.p.no_bos, !req.p.no_parse_special, &prompt, &n_prompt);
   if (st == IL_OK) {
     if (!no_echo) {
@@ -248,6 +298,7 @@ int il_cli_run(int argc, char **argv) {
       fflush(stdout);
     }
     st = grammar ? il__generate_grammar(e, prompt, n_prompt, &req.p, grammar, &gs)
+         : draft ? il_spec_generate(e, draft, prompt, n_prompt, &req.p, n_draft, il__emit, NULL, &gs, &ss)
                  : il_engine_generate(e, prompt, n_prompt, &req.p, il__emit, NULL, &gs);
     printf("\n");
   }
@@ -282,6 +333,12 @@ int il_cli_run(int argc, char **argv) {
             gs.prompt_seconds > 0 ? gs.n_prompt / gs.prompt_seconds : 0.0);
     fprintf(stderr, "generation: %5d tokens in %8.3f s (%8.2f tokens/s)%s\n", gs.n_gen, gs.gen_seconds,
             gs.gen_seconds > 0 ? gs.n_gen / gs.gen_seconds : 0.0, gs.stopped_eog ? ", stopped at end of text" : "");
+    if (draft)
+      fprintf(stderr, "speculative: draft %s, length %s (last %d); %lld drafted, %lld accepted (%.1f%%); %lld target "
+                      "passes for %d tokens\n",
+              il_engine_model(draft)->name, n_draft ? "fixed" : "adaptive", ss.n_draft_last, (long long)ss.drafted,
+              (long long)ss.accepted, ss.drafted ? 100.0 * (double)ss.accepted / (double)ss.drafted : 0.0,
+              (long long)ss.steps, gs.n_gen);
     il_cli_print_memory(stderr);
     il__print_memory_totals(stderr);
     il__print_device_memory(stderr, &es);
@@ -290,6 +347,7 @@ int il_cli_run(int argc, char **argv) {
   }
   il_mem_free(prompt);
   il_engine_free(e);
+  il_engine_free(draft);
   il_grammar_free(grammar);
   return st == IL_OK ? IL_EXIT_OK : il_cli_fail("run", st);
 }

@@ -25,6 +25,7 @@ struct il_sampler {
   uint8_t *allowed;          /* [n_vocab bits]: the grammar's mask of this step */
   float *masked;             /* [n_vocab]: the logits with the disallowed ones at -Inf */
   il_status status;
+  int32_t *kept; /* il_sampler_dist: where the chain reports how many candidates it kept */
 };
 
 il_status il_sampler_new(const il_sampler_params *p, int32_t n_vocab, il_sampler **out) {
@@ -218,7 +219,10 @@ static int32_t il__sample_chain(il_sampler *s, const float *logits, int32_t n_al
   /* Non-finite logits (the engine refuses them before sampling; this keeps a direct caller
    * safe): with no finite maximum, or a +Inf one, the draw is the first candidate. NaN
    * candidates sort last and get probability 0. */
-  if (!isfinite(mx)) return s->cand[0].id;
+  if (!isfinite(mx)) {
+    if (s->kept) *s->kept = 1;
+    return s->cand[0].id;
+  }
   for (int32_t i = 0; i < n; i++)
     if (isnan(s->cand[i].logit)) s->cand[i].logit = -INFINITY;
   double sum = 0;
@@ -242,6 +246,7 @@ static int32_t il__sample_chain(il_sampler *s, const float *logits, int32_t n_al
   }
   sum = 0;
   for (int32_t i = 0; i < n; i++) sum += s->prob[i] = expf((s->cand[i].logit - mx) / p->temp);
+  if (s->kept) *s->kept = n;
   double r = il__uniform(s) * sum, acc = 0;
   for (int32_t i = 0; i < n; i++) {
     acc += s->prob[i];
@@ -249,3 +254,54 @@ static int32_t il__sample_chain(il_sampler *s, const float *logits, int32_t n_al
   }
   return s->cand[n - 1].id;
 }
+
+void il_sampler_dist(il_sampler *s, const float *logits, float *prob) {
+  const int32_t n = s->n_vocab;
+  memset(prob, 0, sizeof(float) * (size_t)n);
+  if (s->p.temp <= 0) {
+    prob[il__sample_chain(s, logits, n)] = 1.0f;
+    return;
+  }
+  /* the chain with a draw that records its candidates: il__sample_chain leaves the kept
+   * candidates in s->cand[0..kept) with their tempered weights in s->prob; the draw it makes
+   * is thrown away, so the generator is saved and restored around it */
+  const uint64_t rng = s->rng;
+  int32_t kept = 0;
+  s->kept = &kept;
+  (void)il__sample_chain(s, logits, n);
+  s->kept = NULL;
+  s->rng = rng;
+  if (kept <= 1) {
+    prob[s->cand[0].id] = 1.0f;
+    return;
+  }
+  double sum = 0;
+  for (int32_t i = 0; i < kept; i++) sum += s->prob[i];
+  for (int32_t i = 0; i < kept; i++) prob[s->cand[i].id] = (float)(s->prob[i] / sum);
+}
+
+int32_t il_sampler_draw(il_sampler *s, const float *prob) {
+  double sum = 0;
+  int32_t first = -1;
+  for (int32_t i = 0; i < s->n_vocab; i++)
+    if (prob[i] > 0) {
+      sum += prob[i];
+      if (first < 0) first = i;
+    }
+  if (first < 0) return 0;
+  const double r = il__uniform(s) * sum;
+  if (!(sum > 0) || !isfinite(sum)) return first;
+  double acc = 0;
+  int32_t last = first;
+  for (int32_t i = first; i < s->n_vocab; i++)
+    if (prob[i] > 0) {
+      acc += prob[i];
+      last = i;
+      if (r < acc) return i;
+    }
+  return last;
+}
+
+float il_sampler_uniform(il_sampler *s) { return il__uniform(s); }
+
+void il_sampler_reset_history(il_sampler *s) { s->hist_n = 0, s->hist_pos = 0; }

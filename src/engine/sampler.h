@@ -41,4 +41,17 @@ il_status il_sampler_status(const il_sampler *s);
  * ignore_eos (every further token would be EOS again). False without a grammar. */
 bool il_sampler_grammar_finished(const il_sampler *s);
 
+/* Speculative decoding (engine/spec) needs the distribution a draw comes from, not just the
+ * draw. il_sampler_dist writes to prob[n_vocab] the probabilities il_sampler_sample would draw
+ * from for these logits (penalty, top-k, top-p, min-p and temperature applied; 0 outside the
+ * kept set; summing to 1), one-hot on the greedy token at temperature 0. Ignores a grammar.
+ * il_sampler_draw picks from prob[n_vocab] (weights >= 0, any positive sum; the first positive
+ * one when the sum is 0 or not finite) with s's generator; il_sampler_uniform is the next value
+ * of that generator in [0, 1). */
+void il_sampler_dist(il_sampler *s, const float *logits, float *prob);
+int32_t il_sampler_draw(il_sampler *s, const float *prob);
+float il_sampler_uniform(il_sampler *s);
+/* Forgets the penalty history (il_sampler_accept starts it again). Can't fail. */
+void il_sampler_reset_history(il_sampler *s);
+
 #endif

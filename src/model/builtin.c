@@ -21,11 +21,17 @@ typedef struct {
 static const il__builtin_spec il__specs[] = {
     {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32},
     {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16},
+    /* draft models for speculative decoding (engine/spec): the first two layers of tiny and
+     * of 1b (weights are seeded by tensor name, so these layers, the embeddings and the head
+     * are the bigger model's own), and an unrelated model with tiny's vocabulary */
+    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32},
+    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32},
+    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
-const char *il_builtin_names(void) { return "builtin:tiny, builtin:1b"; }
+const char *il_builtin_names(void) { return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l"; }
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
 

@@ -6,6 +6,9 @@
  *                 vocab 32000, separate output head (as in the peer measurements of
  *                 shared/research), 1.10B params (the real model's 128256-token
  *                 vocabulary and tied head make it 1.24B)
+ *   builtin:tiny-2l, builtin:1b-2l  the first 2 layers of tiny and 1b (same embeddings and
+ *                 head): drafts for speculative decoding that agree often with their model
+ *   builtin:tiny-other  2 layers, dim 128, tiny's vocabulary: a draft that rarely agrees
  * Weights are uniform pseudo-random with variance 1/fan_in from a per-tensor, per-row seed, so
  * generation is parallel and the same on every machine; norms are 1. The vocabulary is
  * byte-level SentencePiece-style: <unk> <s> </s>, the 256 byte tokens <0xXX>, then letter
