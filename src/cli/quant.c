@@ -207,12 +207,14 @@ int il_cli_quant(int argc, char **argv) {
     return il_cli_usage_error("quant", "--type: unknown type '%s' (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl "
                                        "q4_k q4_k_s q4_k_m q5_k q5_k_s q5_k_m q6_k)", type_name);
   const int threads = cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+  char out_name[4096]; /* the progress line's name of the output (the callback's context is not const) */
+  snprintf(out_name, sizeof out_name, "%s", output);
   il_quant_params p = {
       .rule = {ft, pure, keep, n_keep},
       .n_threads = threads > 0 ? threads : 1,
       .measure = report || json,
       .progress = isatty(STDERR_FILENO) ? il__quant_progress : NULL,
-      .progress_ud = (void *)output,
+      .progress_ud = out_name,
       .notes = NULL, /* each tensor's note is in the report: one summary line below */
   };
   il_quant_report r;
