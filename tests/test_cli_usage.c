@@ -351,6 +351,23 @@ static void test_renamed_flags(void) {
 
 /* Help pages: defaults in one format ([X], no "(default X)"), no parser bounds like
  * 1073741824, float options labelled X; chat's -n default is the 256 it generates. */
+/* serve on an address another process holds: exit 1 (runtime failure), as --help says, with
+ * the address named; serve --help lists --parallel once, not also --n-seq or the prompt */
+static void test_serve_busy_port(void) {
+  int rc = run("%s serve --help", cli);
+  IL_CHECK_INT(rc, 0);
+  IL_CHECK_CONTAINS(out, "--parallel N");
+  IL_CHECK_NOT_CONTAINS(out, "--n-seq N");
+  IL_CHECK_NOT_CONTAINS(out, "--prompt S");
+  rc = run("%s serve --help 2>&1 | grep -q 'built without the server' || python3 -c \"import socket, subprocess, sys; "
+           "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1); "
+           "sys.exit(subprocess.call([sys.argv[1], 'serve', '-m', 'builtin:tiny', '--port', str(s.getsockname()[1])]))\" "
+           "%s 2>&1",
+           cli, cli);
+  IL_CHECK_INT(rc, 1);
+  IL_CHECK_CONTAINS(out, "cannot listen");
+}
+
 static void test_help_format(void) {
   const char *cmds[] = {"run", "chat", "bench", "experiment", "eval", "convert", "quant", "tokenize", "monitor", "watch",
                         "logits", "plan"};
@@ -380,6 +397,7 @@ int main(void) {
   test_suggest();
   test_renamed_flags();
   test_help_format();
+  test_serve_busy_port();
   test_bench();
   test_convert_quant();
   test_quant_notes();

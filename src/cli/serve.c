@@ -54,7 +54,11 @@ static void il__serve_help(void) {
          "    --log-format F", "a line per finished request on stderr: text, json or off [text]");
   printf("\nengine options (-n/--n-predict is the default max_tokens of a request; --repack is on\n"
          "unless given, for a GGUF model on the CPU):\n");
-  il_cli_print_options(stdout, NULL);
+  /* not listed: n-seq (--parallel above), the prompt, and the options a request sets itself
+   * (no-bos, no-parse-special, ignore-eos); they are still accepted */
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,repeat-penalty,repeat-last-n,"
+                               "n-predict,isa,repack,device,mem-limit,attn,attn-slice,kv-type,dtype,check-numerics,kv,"
+                               "kv-block,no-prefix-cache,gpu-layers,offload,fit,place,no-mmap,mlock,preload,config");
   printf("\nexamples:\n"
          "  inferlab serve -m model.gguf --parallel 8 --port 8080\n"
          "  inferlab serve -m builtin:tiny --port 0 --api-key-file /run/secrets/key\n"
@@ -228,7 +232,10 @@ int il_cli_serve(int argc, char **argv) {
 
   il_server *srv = NULL;
   il_status st = il_server_start(&o, &srv);
-  if (st != IL_OK) return il_cli_fail("serve", st);
+  if (st != IL_OK) {
+    const int code = il_cli_fail("serve", st);
+    return st == IL_ERR_IO ? 1 : code; /* cannot listen: a runtime failure, not a missing input */
+  }
   fprintf(stderr, "inferlab serve: listening on http://%s%s%s:%d (loading %s)\n", strchr(o.host, ':') ? "[" : "",
           o.host, strchr(o.host, ':') ? "]" : "", il_server_port(srv), cfg.model);
   if (!strcmp(o.host, "0.0.0.0") || !strcmp(o.host, "::"))
