@@ -22,13 +22,21 @@ import subprocess
 import sys
 
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda"))
+from sass_check import find_tool  # noqa: E402 (one search for the tools: PATH, the toolkit, PyPI's wheels)
+
+_ENV = dict(os.environ)
+
+
 def tool():
-    t = os.environ.get("IL_CUOBJDUMP") or shutil.which("cuobjdump")
-    return t if t and os.access(t, os.X_OK) else None
+    nvdisasm = find_tool("nvdisasm", "NVDISASM_PATH")
+    if nvdisasm:  # cuobjdump -sass runs nvdisasm from PATH
+        _ENV["PATH"] = os.path.dirname(nvdisasm) + os.pathsep + _ENV.get("PATH", "")
+    return find_tool("cuobjdump", "IL_CUOBJDUMP")
 
 
 def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_ENV)
     return p.returncode, p.stdout + p.stderr
 
 

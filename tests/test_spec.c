@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine_impl.h"
+#include "engine/engine.h"
 #include "engine/spec.h"
 #include "harness.h"
 #include "memory/mem.h"
@@ -174,7 +174,7 @@ static void accept_rule(void) {
 static void sampled_engine(const char *device) {
   il_engine *t = open_engine("builtin:tiny", device, true);
   il_engine *de = open_engine("builtin:tiny-other", device, false);
-  const int32_t nv = t->model->hp.n_vocab;
+  const int32_t nv = il_engine_model(t)->hp.n_vocab;
   il_request_params p = il_request_default_params();
   p.sampling.temp = 1.0f;
   p.sampling.top_k = 6;
