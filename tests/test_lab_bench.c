@@ -67,7 +67,10 @@ int main(void) {
     il_pool_free(pool);
     IL_CHECK_CONTAINS(out, "| gen roof % | prompt peak % |");
     IL_CHECK(strstr(out, "compute peak ") != NULL && strstr(out, "GOPS (vfmadd231ps") != NULL);
-    IL_CHECK(strstr(out, "generation bandwidth-bound") != NULL || strstr(out, "generation compute-bound") != NULL);
+    /* which of the three a run gets depends on the machine's speed (a sanitizer build or a loaded
+     * machine is below both limits): that one of them is printed is what holds */
+    IL_CHECK(strstr(out, "generation bandwidth-bound") != NULL || strstr(out, "generation compute-bound") != NULL ||
+             strstr(out, "generation below both limits") != NULL);
   } else {
     printf("SKIP (part): no AVX2 on this CPU: no compute peak to measure\n");
   }

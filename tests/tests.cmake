@@ -18,7 +18,7 @@ set(IL_TEST_TABLE
   test_backend_ops         quick                   300  # CPU backends; the CUDA part skips without a device
   test_bench_device        quick                   300
   test_caching_alloc       slow                    300
-  test_cli                 quick,fixtures          300
+  test_cli                 slow,fixtures           900
   test_cli_usage           slow,fixtures           300
   test_cpu_ops             quick                   300
   test_cuda_engine         quick,gpu               300
