@@ -43,6 +43,7 @@ static il_dtype kv_type = IL_DTYPE_F16;
       exit(1);                                                                                                \
     }                                                                                                         \
   } while (0)
+#include "cuda_timing.h" /* after CHECK, which it uses */
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
 static float frand(void) {
@@ -50,43 +51,11 @@ static float frand(void) {
   return (float)(rng >> 40) / (float)(1 << 24) * 2.0f - 1.0f;
 }
 
-/* Seconds per call of fn(arg), the mean of reps calls between two events, after a warm-up. */
-static double timed(void (*fn)(void *), void *arg, int reps) {
-  il_event *a, *b;
-  fn(arg);
-  CHECK(O->sync(B));
-  CHECK(O->event_record(B, &a));
-  for (int i = 0; i < reps; i++) fn(arg);
-  CHECK(O->event_record(B, &b));
-  double s;
-  CHECK(O->event_elapsed(B, a, b, &s));
-  O->event_free(B, a);
-  O->event_free(B, b);
-  CHECK(O->sync(B));
-  return s / reps;
-}
-
-typedef struct {
-  il_tensor dst, src;
-} copy_arg;
-static void do_copy(void *p) {
-  copy_arg *c = p;
-  CHECK(O->copy(B, c->dst, c->src));
-}
+static double timed(void (*fn)(void *), void *arg, int reps) { return il_bench_timed(B, fn, arg, reps); }
 
 static double bench_copy(void) {
   const int64_t n = quick ? (256 << 20) / 4 : (1 << 30) / 4;
-  copy_arg c;
-  CHECK(il_backend_tensor_new(B, IL_MEM_WORKSPACE, 1, n, IL_DTYPE_F32, "copy src", &c.src));
-  CHECK(il_backend_tensor_new(B, IL_MEM_WORKSPACE, 1, n, IL_DTYPE_F32, "copy dst", &c.dst));
-  double best = 1e30;
-  for (int i = 0; i < (quick ? 3 : 10); i++) {
-    const double t = timed(do_copy, &c, 1);
-    best = t < best ? t : best;
-  }
-  const double gbs = 2.0 * (double)n * 4 / best / 1e9;
-  il_backend_tensor_free(B, &c.src);
-  il_backend_tensor_free(B, &c.dst);
+  const double gbs = il_bench_copy_gbs(B, n, quick ? 3 : 10);
   printf("copy: %.0f MiB device-to-device: %.1f GB/s (read + write), best of %d\n", (double)n * 4 / (1 << 20), gbs,
          quick ? 3 : 10);
   il_jsonw_key(&J, "copy_gb_per_s");
