@@ -16,22 +16,27 @@ typedef struct {
   float rope_base;
   bool tied;
   il_dtype default_type;
+  int32_t n_expert, n_expert_used; /* a mixtral-style MoE (n_ff is then an expert's FFN length); 0: dense */
 } il__builtin_spec;
 
 static const il__builtin_spec il__specs[] = {
-    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32},
-    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16},
+    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, 0, 0},
+    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, 0, 0},
     /* draft models for speculative decoding (engine/spec): the first two layers of tiny and
      * of 1b (weights are seeded by tensor name, so these layers, the embeddings and the head
      * are the bigger model's own), and an unrelated model with tiny's vocabulary */
-    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32},
-    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32},
-    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16},
+    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, 0, 0},
+    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, 0, 0},
+    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, 0, 0},
+    /* mixtral-style mixture of experts: tiny's attention, 8 experts of FFN 256, 2 per token */
+    {"moe-tiny", 512, 1024, 256, 256, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, 8, 2},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
-const char *il_builtin_names(void) { return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l"; }
+const char *il_builtin_names(void) {
+  return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:moe-tiny";
+}
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
 
@@ -90,6 +95,20 @@ static void il__gen_worker(void *p, int ith, int nth) {
 }
 
 static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
+                                int64_t ne0, int64_t ne1, float amp);
+
+/* An expert stack [ne0, ne1, n_expert]: generated as n_expert * ne1 rows (each row seeded by
+ * its index, as in a matrix), then given its three dimensions. */
+static il_status il__add_stack(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
+                               int64_t ne0, int64_t ne1, int64_t n_expert, float amp) {
+  IL_TRY(il__add_tensor(m, pool, t, name, type, ne0, ne1 * n_expert, amp));
+  t->n_dims = 3;
+  t->ne[1] = ne1;
+  t->ne[2] = n_expert;
+  return IL_OK;
+}
+
+static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
                                 int64_t ne0, int64_t ne1, float amp) {
   const bool values = pool != NULL; /* NULL pool: shapes only (the buffers stay untouched zero pages) */
   char *nm = il_mem_alloc(IL_MEM_MODEL, strlen(name) + 1, "tensor name");
@@ -119,7 +138,7 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
 
 static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype type, il_pool *pool) {
   const int64_t dim = sp->n_embd, kv_dim = (int64_t)sp->n_head_kv * (sp->n_embd / sp->n_head), ff = sp->n_ff;
-  int64_t nt = 3 + 9 * (int64_t)sp->n_layer;
+  int64_t nt = 3 + 10 * (int64_t)sp->n_layer;
   il_gguf_tensor *ts = il_mem_calloc(IL_MEM_MODEL, sizeof *ts * (size_t)nt, "tensor table");
   if (!ts) return IL_ERR_OOM;
   IL_TRY(il_model_own(m, ts));
@@ -141,6 +160,20 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
     IL__T("attn_v.weight", dim, kv_dim, a_dim);
     IL__T("attn_output.weight", dim, dim, a_dim);
     IL__T("ffn_norm.weight", dim, 0, 0);
+    if (sp->n_expert) {
+      /* the router's logits of order 1, so routing differs from token to token */
+      IL__T("ffn_gate_inp.weight", dim, sp->n_expert, 1.0f);
+#define IL__S(suffix, ne0, ne1, amp)                                                            \
+  do {                                                                                        \
+    snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                                      \
+    IL_TRY(il__add_stack(m, pool, &ts[k++], name, type, ne0, ne1, sp->n_expert, amp));        \
+  } while (0)
+      IL__S("ffn_gate_exps.weight", dim, ff, a_dim);
+      IL__S("ffn_up_exps.weight", dim, ff, a_dim);
+      IL__S("ffn_down_exps.weight", ff, dim, a_ff);
+#undef IL__S
+      continue;
+    }
     IL__T("ffn_gate.weight", dim, ff, a_dim);
     IL__T("ffn_up.weight", dim, ff, a_dim);
     IL__T("ffn_down.weight", ff, dim, a_ff);
@@ -183,6 +216,10 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
   hp->norm_eps = 1e-5f;
   hp->rope_base = sp->rope_base;
   hp->rope_scale = 1.0f;
+  hp->n_expert = sp->n_expert;
+  hp->n_expert_used = sp->n_expert_used;
+  hp->n_ff_exp = sp->n_ff;
+  hp->expert_weights_norm = true;
   il_pool *pool = NULL;
   if (st == IL_OK && values) st = il_pool_new(n_threads, &pool);
   if (st == IL_OK) st = il__generate(m, sp, type, pool);
@@ -322,6 +359,10 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
   IL_TRY(il_gguf_writer_set_f32(w, IL__K("rope.freq_base"), hp->rope_base));
   IL_TRY(il_gguf_writer_set_f32(w, IL__K("attention.layer_norm_rms_epsilon"), hp->norm_eps));
   IL_TRY(il_gguf_writer_set_u32(w, IL__K("vocab_size"), (uint32_t)hp->n_vocab));
+  if (hp->n_expert) { /* the keys llama.cpp reads for a mixtral-style llama */
+    IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_count"), (uint32_t)hp->n_expert));
+    IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_used_count"), (uint32_t)hp->n_expert_used));
+  }
 #undef IL__K
   il__vocab_arrays v;
   IL_TRY(il__vocab_build(hp->n_vocab, &v));
