@@ -605,6 +605,7 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   out->n_layer = e->model->hp.n_layer, out->n_dev_layers = e->n_dev_layers;
   out->embd_dev = e->embd_dev, out->out_dev = e->out_dev;
   out->split = e->host != e->backend;
+  out->n_expert = e->model->hp.n_expert, out->exps_dev = e->exps_dev;
   out->stream = e->weights.stream;
   snprintf(out->attn, sizeof out->attn, "%s", e->attn ? e->attn->name : "");
   snprintf(out->attn_why, sizeof out->attn_why, "%s", e->attn_why);
@@ -619,6 +620,7 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
   out->streamed_bytes = e->weights.streamed_bytes;
   out->residual_bytes = e->fs.bytes_moved;
+  out->expert_bytes = e->fs.expert_bytes;
   if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &out->transfers);
   const il_numerics *nr = &e->numerics;
   out->bad_layer = nr->bad_layer;
