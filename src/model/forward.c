@@ -1,6 +1,7 @@
 /* model/forward: the batched forward pass and the activation buffers it runs in.
  * A token's path, in il__forward's order: the batch uploaded once per backend; the embedding
- * rows; per layer the attention block (RMSNorm, Q/K/V in one matmul, RoPE with the K/V store,
+ * rows; per layer the attention block (RMSNorm, Q/K/V in one matmul, the per-head QK-norm where
+ * the architecture has it, RoPE with the K/V store,
  * attention, output projection, residual add) and the feed-forward block (RMSNorm, gate and up
  * in one matmul, SwiGLU, down projection, residual add); the final RMSNorm and the logits of
  * the rows that want them. Each op runs on the lane (backend) its layer is placed on; the
@@ -331,6 +332,27 @@ static il_tensor il__as(il_tensor t, const char *op) {
   return t;
 }
 
+/* t's rows cut into heads of head_dim: [rows * cols / head_dim x head_dim], one row per head,
+ * for the per-head ops (QK-norm). t's rows must be contiguous (activation buffers and the F32
+ * chunk scratch are). */
+static il_status il__heads(il_tensor t, int64_t head_dim, il_tensor *out) {
+  if (t.stride != il_tensor_row_bytes(t.type, t.cols) || t.cols % head_dim)
+    return il_error(IL_ERR_INTERNAL, "forward: '%s' cannot be viewed as heads of %lld", t.name ? t.name : "tensor",
+                    (long long)head_dim);
+  t.rows *= t.cols / head_dim;
+  t.cols = head_dim;
+  t.stride = il_tensor_row_bytes(t.type, head_dim);
+  *out = t;
+  return IL_OK;
+}
+
+/* x = rmsnorm(x) * g per head of x, in place (qwen3's q and k norms). */
+static il_status il__head_norm(il_backend *b, il_tensor x, il_tensor g, float eps, const char *op) {
+  il_tensor h;
+  IL_TRY(il__heads(il__as(x, op), g.cols, &h));
+  return b->ops->rmsnorm(b, h, h, g, eps);
+}
+
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
@@ -454,11 +476,13 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
   IL_TRY(il__norm(st, ln, n, XB, X, L->attn_norm, hp->norm_eps, l, "attn_norm"));
   const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V}, bqkv[3] = {L->bq, L->bk, L->bv};
   IL_TRY(il__mm(st, ln, n, 3, yqkv, wqkv, L->bq.buf ? bqkv : NULL, XB, l, qkv_ops));
-  IL__CHUNKS(k, st, ln, n) { /* q and k rotated; k and v into the cache */
+  IL__CHUNKS(k, st, ln, n) { /* q and k normed per head (qwen3) and rotated; k and v into the cache */
     il_tensor q, kk, vv;
     IL_TRY(il__in(&k, il__as(Q, "rope"), &q));
     IL_TRY(il__in(&k, K, &kk));
     IL_TRY(il__in(&k, V, &vv));
+    if (L->q_norm.buf) IL_TRY(il__head_norm(b, q, L->q_norm, hp->norm_eps, "attn_q_norm"));
+    if (L->k_norm.buf) IL_TRY(il__head_norm(b, kk, L->k_norm, hp->norm_eps, "attn_k_norm"));
     IL_TRY(b->ops->rope_kv_store(b, q, kk, vv, il__ids(a0.pos, k.r0, k.rows), &rq, &rk, kv, il__ids(slots, k.r0, k.rows)));
     IL_TRY(il__put(&k, q, Q));
   }

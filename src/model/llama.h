@@ -2,10 +2,11 @@
  * forward pass, written against the backend interface.
  *
  * A token's path: embedding lookup -> n_layer x { RMSNorm -> Q,K,V projections (+ biases for
- * qwen2) -> RoPE -> store K,V -> grouped-query attention -> output projection -> residual ->
- * RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm -> output head (the embedding matrix
- * when output.weight is absent). Architectures differ only in a row of the arch table
- * (RoPE pairing, QKV biases), so adding one is a table line plus its tensor names.
+ * qwen2) -> per-head RMSNorm of q and k (qwen3) -> RoPE -> store K,V -> grouped-query attention
+ * -> output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm ->
+ * output head (the embedding matrix when output.weight is absent). Architectures differ only in
+ * a row of the arch table (RoPE pairing, QKV biases, QK-norm, fused tensors), so adding one is
+ * a table line plus its tensor names.
  *
  * Weights are borrowed: from the GGUF mapping, or from the built-in generator's buffers, both
  * owned by the model. 1-D tensors (norms, biases) are converted to F32 copies at load.
@@ -35,7 +36,7 @@ typedef struct {
 } il_weight;
 
 typedef struct {
-  char arch[32];       /* general.architecture: llama | mistral | qwen2 */
+  char arch[32];       /* general.architecture: llama | mistral | qwen2 | qwen3 | phi3 */
   int32_t n_vocab;
   int32_t n_ctx_train; /* {arch}.context_length */
   int32_t n_embd;      /* {arch}.embedding_length */
@@ -43,19 +44,22 @@ typedef struct {
   int32_t n_layer;     /* {arch}.block_count */
   int32_t n_head;      /* {arch}.attention.head_count */
   int32_t n_head_kv;   /* {arch}.attention.head_count_kv (default n_head) */
-  int32_t head_dim;    /* n_embd / n_head */
+  int32_t head_dim;    /* {arch}.attention.key_length (default n_embd / n_head) */
   int32_t n_rot;       /* {arch}.rope.dimension_count (default head_dim) */
   float norm_eps;      /* {arch}.attention.layer_norm_rms_epsilon */
   float rope_base;     /* {arch}.rope.freq_base (default 10000) */
   float rope_scale;    /* linear scaling factor: positions are divided by it (default 1) */
   il_rope_mode rope_mode;
   bool qkv_bias;
+  bool qk_norm;        /* qwen3: q and k RMSNormed per head (attn_q_norm, attn_k_norm) before RoPE */
+  bool fused;          /* phi3: q, k, v in one attn_qkv tensor, gate and up in one ffn_up of 2 n_ff rows */
 } il_hparams;
 
 typedef struct {
   const float *attn_norm;               /* (n_embd) */
   il_weight wq, wk, wv, wo;             /* (n_embd -> n_head*head_dim), (n_embd -> kv_dim) x2, (n_head*head_dim -> n_embd) */
   const float *bq, *bk, *bv;            /* qwen2 biases, else NULL */
+  const float *q_norm, *k_norm;         /* qwen3 per-head norms (head_dim), else NULL */
   const float *ffn_norm;                /* (n_embd) */
   il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
 } il_layer;
@@ -88,6 +92,8 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp);
 il_status il_hparams_validate(const il_hparams *hp, const char *where);
 /* Fills architecture-dependent fields (rope mode, biases) from hp->arch. */
 il_status il_hparams_set_arch(il_hparams *hp, const char *arch);
+/* The architectures il_hparams_set_arch knows, for messages and --help: "llama, mistral, ...". */
+const char *il_arch_names(void);
 
 /* Binds the model's weights by GGUF tensor name from a tensor table, checking every shape
  * and type (errors name the tensor). Takes ownership of nothing; 1-D tensors are copied to
@@ -126,27 +132,36 @@ typedef struct {
   il_tensor attn_norm, ffn_norm;      /* F32 [1 x n_embd] */
   il_tensor wq, wk, wv, wo;           /* storage type */
   il_tensor bq, bk, bv;               /* F32 biases (qwen2), else buf == NULL */
+  il_tensor q_norm, k_norm;           /* F32 [1 x head_dim] (qwen3), else buf == NULL */
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
 /* The tensors of one layer, described once: the GGUF name after "blk.N.", the shape, and the
  * fields that hold it in il_layer (host) and il_layer_dev (placed), in il_layer_dev's order.
  * Binding, placement, the stream slots and the size estimates walk this table. */
-typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF } il_dim;
+typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF, IL_DIM_HEAD } il_dim;
+
+/* Which architectures have a tensor: every one, or those with a feature of il_hparams. */
+typedef enum { IL_NEED_ALWAYS, IL_NEED_QKV_BIAS, IL_NEED_QK_NORM } il_need;
+/* Whether hp's architecture has the tensors of `need`. */
+bool il_hparams_has(const il_hparams *hp, il_need need);
 
 typedef struct {
   const char *name;  /* "attn_q.weight" */
   const char *slot;  /* the stream slot's buffer: "slot attn_q" */
   il_dim in, out;    /* a matrix [out rows x in] (GGUF ne[0] = in); a vector of `in` */
   bool vector;       /* norms and biases: F32 copies made at load */
-  bool bias;         /* present only in architectures with QKV biases (hp->qkv_bias) */
+  il_need need;      /* vectors: the architectures that have it (the others may leave it out) */
+  const char *fused; /* matrices: the tensor that holds it with its neighbours where hp->fused
+                        ("attn_qkv.weight": q, k, v; "ffn_up.weight": gate, up), else NULL */
   size_t host;       /* offsetof(il_layer, ...): an il_weight, or a const float * for a vector */
   size_t dev;        /* offsetof(il_layer_dev, ...): an il_tensor */
 } il_layer_tensor;
 
-#define IL_LAYER_TENSORS 12
+#define IL_LAYER_TENSORS 14
 extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
-/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff). */
+/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff,
+ * head_dim). */
 int64_t il_hparams_dim(const il_hparams *hp, il_dim d);
 
 typedef struct {

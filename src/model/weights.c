@@ -20,21 +20,24 @@
 
 /* ---- the layer's tensors ---- */
 
-#define IL__M(n, slot, in, out, f) {n, slot, in, out, false, false, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
-#define IL__V(n, slot, in, bias, f) {n, slot, in, in, true, bias, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__M(n, slot, in, out, fused, f) \
+  {n, slot, in, out, false, IL_NEED_ALWAYS, fused, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__V(n, slot, in, need, f) {n, slot, in, in, true, need, NULL, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
 const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS] = {
-    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, false, attn_norm),
-    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, false, ffn_norm),
-    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, wq),
-    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, wk),
-    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, wv),
-    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, wo),
-    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, true, bq),
-    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, true, bk),
-    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, true, bv),
-    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, w_gate),
-    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, w_up),
-    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, w_down),
+    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, IL_NEED_ALWAYS, attn_norm),
+    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, IL_NEED_ALWAYS, ffn_norm),
+    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, "attn_qkv.weight", wq),
+    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, "attn_qkv.weight", wk),
+    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, "attn_qkv.weight", wv),
+    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, NULL, wo),
+    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, IL_NEED_QKV_BIAS, bq),
+    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bk),
+    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bv),
+    IL__V("attn_q_norm.weight", "slot attn_q_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, q_norm),
+    IL__V("attn_k_norm.weight", "slot attn_k_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, k_norm),
+    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_gate),
+    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_up),
+    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, NULL, w_down),
 };
 #undef IL__M
 #undef IL__V
@@ -75,6 +78,32 @@ static il_status il__bind_matrix(const il_gguf_tensor *ts, int64_t nt, const cha
   return IL_OK;
 }
 
+/* The matrices of layer l that one fused tensor holds, stacked by rows in table order (phi3:
+ * attn_qkv = q, k, v; ffn_up = gate, up): each bound as a view of its rows, so placement,
+ * streaming and the matmuls see the separate matrices of the other architectures. */
+static il_status il__bind_fused(il_model *m, const il_gguf_tensor *ts, int64_t nt, int l, const char *fused) {
+  const il_hparams *hp = &m->hp;
+  int64_t rows = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++)
+    if (il_layer_tensors[i].fused && !strcmp(il_layer_tensors[i].fused, fused))
+      rows += il_hparams_dim(hp, il_layer_tensors[i].out);
+  char name[96];
+  snprintf(name, sizeof name, "blk.%d.%s", l, fused);
+  il_weight all;
+  IL_TRY(il__bind_matrix(ts, nt, name, hp->n_embd, rows, true, &all));
+  int64_t r0 = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    if (!t->fused || strcmp(t->fused, fused)) continue;
+    il_weight *w = il__lw(&m->layers[l], t);
+    *w = all;
+    w->n_out = il_hparams_dim(hp, t->out);
+    w->data = (const char *)all.data + (size_t)r0 * all.row_stride;
+    r0 += w->n_out;
+  }
+  return IL_OK;
+}
+
 static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n,
                                  bool required, const float **out) {
   const il_gguf_tensor *t = il__find(ts, nt, name);
@@ -109,14 +138,25 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
 
   m->layers = il_mem_calloc(IL_MEM_MODEL, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
   if (!m->layers) return IL_ERR_OOM;
+  /* LongRoPE (phi3 128k): per-frequency factors this pass does not apply */
+  static const char *const longrope[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+  for (int i = 0; i < 2; i++)
+    if (il__find(ts, nt, longrope[i]))
+      return il_error(IL_ERR_UNSUPPORTED, "tensor '%s': LongRoPE scaling (%s.rope.scaling) is not supported",
+                      longrope[i], hp->arch);
   char name[96];
   for (int l = 0; l < hp->n_layer; l++) {
     il_layer *L = &m->layers[l];
+    if (hp->fused) {
+      IL_TRY(il__bind_fused(m, ts, nt, l, "attn_qkv.weight"));
+      IL_TRY(il__bind_fused(m, ts, nt, l, "ffn_up.weight"));
+    }
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
+      if (hp->fused && t->fused) continue; /* bound above */
       snprintf(name, sizeof name, "blk.%d.%s", l, t->name);
       const int64_t in = il_hparams_dim(hp, t->in), out = il_hparams_dim(hp, t->out);
-      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, !t->bias || hp->qkv_bias, il__lv(L, t)));
+      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, il_hparams_has(hp, t->need), il__lv(L, t)));
       else IL_TRY(il__bind_matrix(ts, nt, name, in, out, true, il__lw(L, t)));
     }
   }
@@ -227,7 +267,7 @@ static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
   for (int i = 0; i < IL_LAYER_TENSORS; i++) {
     const il_layer_tensor *t = &il_layer_tensors[i];
     const il_tensor *dst = il__ld(&d->slot[s], t);
-    if (!dst->buf) continue; /* a bias this architecture has not */
+    if (!dst->buf) continue; /* a bias or norm this architecture has not */
     const void *src = t->vector ? (const void *)il__lvc(L, t) : il__lwc(L, t)->data;
     const size_t bytes = il_tensor_span(dst);
     if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &d->slot_ev[s][i]));
