@@ -17,6 +17,8 @@
 #include "engine/engine.h"
 #include "format/gguf.h"
 #include "harness.h"
+#include "memory/mem.h"
+#include "model/builtin.h"
 #include "model/export.h"
 #include "model/llama.h"
 
@@ -284,7 +286,32 @@ static void check_arch(const char *model, const char *arch) {
   free(want), free(cpu);
 }
 
+/* Refusals that name what is refused: an architecture not in the table, and phi3's LongRoPE
+ * factor tensors (the 128k models), which the pass does not apply. */
+static void check_refusals(void) {
+  il_hparams hp = {0};
+  IL_CHECK_INT(il_hparams_set_arch(&hp, "gemma2"), IL_ERR_UNSUPPORTED);
+  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3"));
+  il_model *src = NULL;
+  IL_CHECK_OK(il_builtin_open("builtin:phi3-tiny", NULL, 2, &src));
+  if (!src) return;
+  il_gguf_tensor *ts = calloc((size_t)src->n_tensors + 1, sizeof *ts);
+  memcpy(ts, src->tensors, sizeof *ts * (size_t)src->n_tensors);
+  static const float factors[16] = {1};
+  ts[src->n_tensors] = (il_gguf_tensor){.name = "rope_factors_long.weight", .n_dims = 1, .ne = {16, 1, 1, 1},
+                                        .type = IL_DTYPE_F32, .nbytes = sizeof factors, .data = factors};
+  il_model m = {.hp = src->hp};
+  IL_CHECK_INT(il_model_bind(&m, ts, src->n_tensors + 1), IL_ERR_UNSUPPORTED);
+  IL_CHECK(strstr(il_error_detail(), "'rope_factors_long.weight'") && strstr(il_error_detail(), "LongRoPE"));
+  for (int64_t i = 0; i < m.n_owned; i++) il_mem_free(m.owned[i]);
+  il_mem_free(m.owned);
+  il_mem_free(m.layers);
+  free(ts);
+  il_model_free(src);
+}
+
 int main(void) {
+  check_refusals();
   check_arch("builtin:qwen3-tiny", "qwen3");
   check_arch("builtin:phi3-tiny", "phi3");
   return il_test_finish();
