@@ -655,6 +655,22 @@ static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   return IL_OK;
 }
 
+static il_status il__geglu(il_backend *b, il_tensor gate, il_tensor up) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__cu_elementwise_check(b, "geglu", &gate, &up));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "geglu", il__nm(&gate));
+  IL_CUDA_CHECK(c, il__cu_geglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "geglu", il__nm(&gate));
+  return IL_OK;
+}
+
+static il_status il__scale(il_backend *b, il_tensor x, float s) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__cu_elementwise_check(b, "scale", &x, &x));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "scale", il__nm(&x));
+  IL_CUDA_CHECK(c, il__cu_scale(c->compute, il__ptr(x), s, x.rows * x.cols), "scale", il__nm(&x));
+  return IL_OK;
+}
+
 static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__cu_elementwise_check(b, "add", &y, &x));
@@ -1040,6 +1056,14 @@ static il_status il__t_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   IL_TRY(il__swiglu(b, gate, up));
   return il__observe(b, IL_OP_SWIGLU, gate, gate.type);
 }
+static il_status il__t_geglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__geglu(b, gate, up));
+  return il__observe(b, IL_OP_GEGLU, gate, gate.type);
+}
+static il_status il__t_scale(il_backend *b, il_tensor x, float s) {
+  IL_TRY(il__scale(b, x, s));
+  return il__observe(b, IL_OP_SCALE, x, x.type);
+}
 static il_status il__t_add(il_backend *b, il_tensor y, il_tensor x) {
   IL_TRY(il__add(b, y, x));
   return il__observe(b, IL_OP_ADD, y, y.type);
@@ -1071,6 +1095,8 @@ static const il_backend_ops il__cuda_ops = {
     .kv_store = il__kv_store,
     .rope_kv_store = il__t_rope_kv_store,
     .swiglu = il__t_swiglu,
+    .geglu = il__t_geglu,
+    .scale = il__t_scale,
     .add = il__t_add,
     .add_bias = il__t_add_bias,
     .count_nonfinite = il__count_nonfinite,
