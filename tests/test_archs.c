@@ -1,8 +1,10 @@
-/* tests/test_archs: the architectures beyond llama (qwen3, phi3) against a plain reference.
+/* tests/test_archs: the architectures beyond llama (qwen3, phi3, gemma3) against a plain
+ * reference.
  *
  * The reference here is written from the architectures' descriptions (llama.cpp's graph for
  * each: qwen3's per-head q/k RMSNorm before NeoX RoPE, phi3's fused attn_qkv and gate/up
- * tensors) with plain loops and its own KV arrays, reading the built-in model's tensors by
+ * tensors; gemma3's embedding scaled by sqrt(n_embd), QK-norm, RoPE base 10000 on the local
+ * layers (all but every 6th), post-attention and post-FFN norms, GeGLU) with plain loops and its own KV arrays, reading the built-in model's tensors by
  * their GGUF names; it shares no code with src/model. For each built-in model it checks: the
  * engine's logits on the CPU against the reference; the simulated device bit-identical to the
  * CPU; half the layers on the CPU beside the device (offload), --offload stream, the paged KV
@@ -93,12 +95,16 @@ static void ref_free(ref_t *r) {
 static void ref_step(ref_t *r, int token, int pos, float *logits) {
   const il_model *m = r->m;
   const il_hparams *hp = &m->hp;
-  const bool fused = !strcmp(hp->arch, "phi3"), qk_norm = !strcmp(hp->arch, "qwen3");
+  const bool fused = !strcmp(hp->arch, "phi3"), gemma = !strcmp(hp->arch, "gemma3");
+  const bool qk_norm = !strcmp(hp->arch, "qwen3") || gemma;
   float *x = calloc((size_t)r->dim, 4), *xb = calloc((size_t)r->dim, 4), *o = calloc((size_t)r->dim, 4);
   float *qkv = calloc((size_t)(r->q_dim + 2 * r->kv_dim), 4), *att = calloc((size_t)r->q_dim, 4);
   float *h = calloc((size_t)2 * r->ff, 4), *sc = calloc((size_t)pos + 1, 4);
   memcpy(x, tensor(m, "token_embd.weight") + (size_t)token * r->dim, (size_t)r->dim * 4);
+  if (gemma)
+    for (int i = 0; i < r->dim; i++) x[i] *= sqrtf((float)r->dim);
   for (int l = 0; l < hp->n_layer; l++) {
+    const float base = gemma && l % 6 != 5 ? 10000.0f : hp->rope_base;
     rmsnorm(xb, x, lt(m, l, "attn_norm.weight"), r->dim, hp->norm_eps);
     float *q = qkv, *k = qkv + r->q_dim, *v = k + r->kv_dim;
     if (fused) { /* one matrix: q rows, then k, then v */
@@ -110,11 +116,11 @@ static void ref_step(ref_t *r, int token, int pos, float *logits) {
     }
     for (int hh = 0; hh < r->heads; hh++) {
       if (qk_norm) rmsnorm(q + hh * r->hd, q + hh * r->hd, lt(m, l, "attn_q_norm.weight"), r->hd, hp->norm_eps);
-      rope_neox(q + hh * r->hd, pos, hp->n_rot, hp->rope_base);
+      rope_neox(q + hh * r->hd, pos, hp->n_rot, base);
     }
     for (int hh = 0; hh < r->kv_heads; hh++) {
       if (qk_norm) rmsnorm(k + hh * r->hd, k + hh * r->hd, lt(m, l, "attn_k_norm.weight"), r->hd, hp->norm_eps);
-      rope_neox(k + hh * r->hd, pos, hp->n_rot, hp->rope_base);
+      rope_neox(k + hh * r->hd, pos, hp->n_rot, base);
     }
     memcpy(r->kc[l] + (size_t)pos * r->kv_dim, k, (size_t)r->kv_dim * 4);
     memcpy(r->vc[l] + (size_t)pos * r->kv_dim, v, (size_t)r->kv_dim * 4);
@@ -135,6 +141,7 @@ static void ref_step(ref_t *r, int token, int pos, float *logits) {
       }
     }
     matvec(lt(m, l, "attn_output.weight"), att, o, r->q_dim, r->dim);
+    if (gemma) rmsnorm(o, o, lt(m, l, "post_attention_norm.weight"), r->dim, hp->norm_eps);
     for (int i = 0; i < r->dim; i++) x[i] += o[i];
     rmsnorm(xb, x, lt(m, l, "ffn_norm.weight"), r->dim, hp->norm_eps);
     float *gate = h, *up = h + r->ff;
@@ -144,8 +151,13 @@ static void ref_step(ref_t *r, int token, int pos, float *logits) {
       matvec(lt(m, l, "ffn_gate.weight"), xb, gate, r->dim, r->ff);
       matvec(lt(m, l, "ffn_up.weight"), xb, up, r->dim, r->ff);
     }
-    for (int i = 0; i < r->ff; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    for (int i = 0; i < r->ff; i++) {
+      const double g = gate[i];
+      gate[i] = gemma ? (float)(0.5 * g * (1 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))) * up[i])
+                      : gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    }
     matvec(lt(m, l, "ffn_down.weight"), gate, o, r->ff, r->dim);
+    if (gemma) rmsnorm(o, o, lt(m, l, "post_ffw_norm.weight"), r->dim, hp->norm_eps);
     for (int i = 0; i < r->dim; i++) x[i] += o[i];
   }
   rmsnorm(xb, x, tensor(m, "output_norm.weight"), r->dim, hp->norm_eps);
@@ -264,14 +276,21 @@ static void check_arch(const char *model, const char *arch) {
     snprintf(key, sizeof key, "%s.attention.key_length", arch);
     IL_CHECK_OK(il_gguf_get_i64(g, key, &v));
     IL_CHECK_INT(v, head_dim);
-    bool fused = false, qnorm = false;
+    if (!strcmp(arch, "gemma3")) {
+      snprintf(key, sizeof key, "%s.attention.sliding_window", arch);
+      IL_CHECK_OK(il_gguf_get_i64(g, key, &v));
+      IL_CHECK(v > 0);
+    }
+    bool fused = false, qnorm = false, post = false;
     for (int64_t i = 0; i < il_gguf_tensor_count(g); i++) {
       const char *nm = il_gguf_tensor_at(g, i)->name;
       fused |= !strcmp(nm, "blk.0.attn_qkv.weight");
       qnorm |= !strcmp(nm, "blk.0.attn_q_norm.weight");
+      post |= !strcmp(nm, "blk.0.post_attention_norm.weight") || !strcmp(nm, "blk.0.post_ffw_norm.weight");
     }
     IL_CHECK(fused == !strcmp(arch, "phi3"));
-    IL_CHECK(qnorm == !strcmp(arch, "qwen3"));
+    IL_CHECK(qnorm == (!strcmp(arch, "qwen3") || !strcmp(arch, "gemma3")));
+    IL_CHECK(post == !strcmp(arch, "gemma3"));
     il_gguf_close(g);
   }
   il_config c;
@@ -291,7 +310,7 @@ static void check_arch(const char *model, const char *arch) {
 static void check_refusals(void) {
   il_hparams hp = {0};
   IL_CHECK_INT(il_hparams_set_arch(&hp, "gemma2"), IL_ERR_UNSUPPORTED);
-  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3"));
+  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3, gemma3"));
   il_model *src = NULL;
   IL_CHECK_OK(il_builtin_open("builtin:phi3-tiny", NULL, 2, &src));
   if (!src) return;
@@ -308,11 +327,28 @@ static void check_refusals(void) {
   il_mem_free(m.layers);
   free(ts);
   il_model_free(src);
+  /* gemma3 past its sliding window: refused (the local layers' mask is not applied), not
+   * computed as if every layer were global */
+  il_config cfg;
+  il_config_defaults(&cfg);
+  snprintf(cfg.model, sizeof cfg.model, "builtin:gemma3-tiny");
+  cfg.ctx = 1024;
+  cfg.threads = 2;
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&cfg, &e));
+  if (!e) return;
+  float *lg = calloc((size_t)il_engine_model(e)->hp.n_vocab, sizeof(float));
+  il_batch_entry b = {5, 0, 600, true};
+  IL_CHECK_INT(il_engine_decode(e, &b, 1, lg), IL_ERR_UNSUPPORTED);
+  IL_CHECK(strstr(il_error_detail(), "sliding window of 512"));
+  free(lg);
+  il_engine_free(e);
 }
 
 int main(void) {
   check_refusals();
   check_arch("builtin:qwen3-tiny", "qwen3");
   check_arch("builtin:phi3-tiny", "phi3");
+  check_arch("builtin:gemma3-tiny", "gemma3");
   return il_test_finish();
 }

@@ -33,13 +33,17 @@ static const il__builtin_spec il__specs[] = {
      * (as Qwen3-0.6B's 16 x 128 at n_embd 1024), so q is 512 wide on a 256 residual */
     {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64},
     {"phi3-tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "phi3", 0},
+    /* Gemma 3 270M's layout at tiny's size (4 heads, 1 KV head, heads wider than n_embd /
+     * n_head, tied output): 6 layers, so layers 0-4 are local and 5 global; its sliding window
+     * is its context */
+    {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
 const char *il_builtin_names(void) {
   return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:qwen3-tiny, "
-         "builtin:phi3-tiny";
+         "builtin:phi3-tiny, builtin:gemma3-tiny";
 }
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
@@ -132,7 +136,7 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
   const il_hparams *hp = &m->hp;
   const int64_t dim = sp->n_embd, hd = hp->head_dim, q_dim = (int64_t)sp->n_head * hd,
                 kv_dim = (int64_t)sp->n_head_kv * hd, ff = sp->n_ff;
-  int64_t nt = 3 + 11 * (int64_t)sp->n_layer;
+  int64_t nt = 3 + 13 * (int64_t)sp->n_layer;
   il_gguf_tensor *ts = il_mem_calloc(IL_MEM_MODEL, sizeof *ts * (size_t)nt, "tensor table");
   if (!ts) return IL_ERR_OOM;
   IL_TRY(il_model_own(m, ts));
@@ -164,6 +168,7 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
       IL__T("attn_k_norm.weight", hd, 0, a_norm);
     }
     IL__T("attn_output.weight", q_dim, dim, a_q);
+    if (hp->gemma) IL__T("post_attention_norm.weight", dim, 0, a_norm);
     IL__T("ffn_norm.weight", dim, 0, a_norm);
     if (hp->fused) {
       IL__T("ffn_up.weight", dim, 2 * ff, a_dim);
@@ -172,6 +177,7 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
       IL__T("ffn_up.weight", dim, ff, a_dim);
     }
     IL__T("ffn_down.weight", ff, dim, a_ff);
+    if (hp->gemma) IL__T("post_ffw_norm.weight", dim, 0, a_norm);
 #undef IL__T
   }
   return il_model_bind(m, ts, k);
@@ -211,6 +217,11 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
   hp->norm_eps = 1e-5f;
   hp->rope_base = sp->rope_base;
   hp->rope_scale = 1.0f;
+  if (hp->gemma) {
+    hp->swa = sp->n_ctx;
+    hp->norm_eps = 1e-6f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+  }
   il_pool *pool = NULL;
   if (st == IL_OK && values) st = il_pool_new(n_threads, &pool);
   if (st == IL_OK) st = il__generate(m, sp, type, pool);
@@ -352,6 +363,7 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
     IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.key_length"), (uint32_t)hp->head_dim));
     IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.value_length"), (uint32_t)hp->head_dim));
   }
+  if (hp->swa > 0) IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.sliding_window"), (uint32_t)hp->swa));
   IL_TRY(il_gguf_writer_set_f32(w, IL__K("attention.layer_norm_rms_epsilon"), hp->norm_eps));
   IL_TRY(il_gguf_writer_set_u32(w, IL__K("vocab_size"), (uint32_t)hp->n_vocab));
 #undef IL__K

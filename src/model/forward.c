@@ -1,7 +1,10 @@
 /* model/forward: the batched forward pass and the activation buffers it runs in.
  * A token's path, in il__forward's order: the batch uploaded once per backend; the embedding
  * rows; per layer the attention block (RMSNorm, Q/K/V in one matmul, the per-head QK-norm where
- * the architecture has it, RoPE with the K/V store,
+ * the architecture has it, RoPE with the K/V store, attention, output projection, gemma3's
+ * post-norm, residual add) and the feed-forward block (RMSNorm, gate and up in one matmul, SwiGLU
+ * or gemma3's GeGLU, down projection, gemma3's post-norm, residual add); the final RMSNorm and
+ * the logits of the rows that want them. gemma3 scales the embedding rows by sqrt(n_embd).
  * attention, output projection, residual add) and the feed-forward block (RMSNorm, gate and up
  * in one matmul, SwiGLU, down projection, residual add); the final RMSNorm and the logits of
  * the rows that want them. Each op runs on the lane (backend) its layer is placed on; the
@@ -87,7 +90,7 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, 
       .n_heads = hp->n_head,
       .n_kv_heads = hp->n_head_kv,
       .head_dim = hp->head_dim,
-      .scale = 1.0f / sqrtf((float)hp->head_dim),
+      .scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim),
   };
 }
 
@@ -389,8 +392,9 @@ static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, in
   return s;
 }
 
-/* Y = f(Y, X) elementwise: the residual add (Y += X) or SwiGLU (Y = silu(Y) * X). */
-static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, bool swiglu,
+/* Y = f(Y, X) elementwise: the residual add (Y += X, IL_OP_ADD), SwiGLU (Y = silu(Y) * X,
+ * IL_OP_SWIGLU) or GeGLU (Y = gelu(Y) * X, IL_OP_GEGLU). */
+static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_op f,
                             int32_t layer, const char *op) {
   il_backend *b = ln->b;
   il__layer(st, layer);
@@ -399,7 +403,7 @@ static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n
     il_tensor y, x;
     IL_TRY(il__in(&k, Y, &y));
     IL_TRY(il__in(&k, X, &x));
-    IL_TRY(swiglu ? b->ops->swiglu(b, y, x) : b->ops->add(b, y, x));
+    IL_TRY(f == IL_OP_SWIGLU ? b->ops->swiglu(b, y, x) : f == IL_OP_GEGLU ? b->ops->geglu(b, y, x) : b->ops->add(b, y, x));
     IL_TRY(il__put(&k, y, Y));
   }
   return IL_OK;
@@ -434,6 +438,13 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
       return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d outside [0, %d)", i, e->seq, kv[0].n_seq);
     if (e->pos < 0 || e->pos >= kv[0].n_ctx)
       return il_error(IL_ERR_RANGE, "batch entry %d: position %d outside the context [0, %d)", i, e->pos, kv[0].n_ctx);
+    /* local layers see the last swa positions; below that every layer sees all of them, so
+     * the pass is exact there and refuses beyond (the window mask is not applied) */
+    if (hp->swa > 0 && e->pos >= hp->swa)
+      return il_error(IL_ERR_UNSUPPORTED,
+                      "batch entry %d: position %d is past %s's sliding window of %d positions, which local "
+                      "attention layers do not apply yet (use --ctx %d or less)",
+                      i, e->pos, hp->arch, hp->swa, hp->swa);
     ids[i] = e->token;
     pos[i] = e->pos;
     seq[i] = e->seq;
@@ -455,6 +466,7 @@ static il_status il__embed(const il_model_dev *d, il_forward_state *st, il_forwa
     il_tensor x;
     IL_TRY(il__out(&k, X, &x));
     IL_TRY(ln->b->ops->get_rows(ln->b, x, d->tok_embd, il__ids(ids, k.r0, k.rows)));
+    if (d->model->hp.gemma) IL_TRY(ln->b->ops->scale(ln->b, x, sqrtf((float)d->model->hp.n_embd)));
     IL_TRY(il__put(&k, x, X));
   }
   return IL_OK;
@@ -465,8 +477,10 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
                                int32_t l, int32_t n, const il_kv_view *kv) {
   static const char *const qkv_ops[3] = {"attn_q", "attn_k", "attn_v"}, *const wo_op[1] = {"attn_output"};
   const il_hparams *hp = &m->hp;
-  const il_rope_params rq = {hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
-  const il_rope_params rk = {hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
+  float base, scale;
+  il_hparams_rope(hp, l, &base, &scale);
+  const il_rope_params rq = {hp->n_head, hp->head_dim, hp->n_rot, base, scale, hp->rope_mode};
+  const il_rope_params rk = {hp->n_head_kv, hp->head_dim, hp->n_rot, base, scale, hp->rope_mode};
   il_backend *b = ln->b;
   const il_attn_args a0 = il_forward_attn_args(m, ln, n, kv);
   const il_tensor slots = il_forward_batch_views(ln, n).slots;
@@ -497,7 +511,9 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     IL_TRY(il__put(&k, a.out, ATT));
   }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
-  return il__binary(st, ln, n, X, XO, false, l, "attention residual");
+  if (L->attn_post_norm.buf)
+    IL_TRY(il__norm(st, ln, n, XO, XO, L->attn_post_norm, hp->norm_eps, l, "post_attention_norm"));
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "attention residual");
 }
 
 /* x += w_down . (silu(w_gate . h) * (w_up . h)), h = rmsnorm(x) * ffn_norm. */
@@ -509,9 +525,11 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
   IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, m->hp.norm_eps, l, "ffn_norm"));
   const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
   IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
-  IL_TRY(il__binary(st, ln, n, HB, HB2, true, l, "ffn_swiglu"));
+  if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
+  else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
-  return il__binary(st, ln, n, X, XO, false, l, "feed-forward residual");
+  if (L->ffn_post_norm.buf) IL_TRY(il__norm(st, ln, n, XO, XO, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm"));
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
 }
 
 /* logits = output . (rmsnorm(x) * output_norm), for the rows that want them, moved together

@@ -14,17 +14,18 @@
 typedef struct {
   const char *name;
   il_rope_mode rope_mode;
-  bool qkv_bias, qk_norm, fused;
+  bool qkv_bias, qk_norm, fused, gemma;
 } il__arch;
 
 static const il__arch il__archs[] = {
-    {"llama", IL_ROPE_NORM, false, false, false},
-    {"mistral", IL_ROPE_NORM, false, false, false}, /* Llama layout; sliding window not used at these contexts */
-    {"qwen2", IL_ROPE_NEOX, true, false, false},
-    {"qwen3", IL_ROPE_NEOX, false, true, false},
+    {"llama", IL_ROPE_NORM, false, false, false, false},
+    {"mistral", IL_ROPE_NORM, false, false, false, false}, /* Llama layout; sliding window not used at these contexts */
+    {"qwen2", IL_ROPE_NEOX, true, false, false, false},
+    {"qwen3", IL_ROPE_NEOX, false, true, false, false},
     /* phi3's sliding window (phi3.attention.sliding_window) is not applied, as llama.cpp does
      * not apply it either */
-    {"phi3", IL_ROPE_NEOX, false, false, true},
+    {"phi3", IL_ROPE_NEOX, false, false, true, false},
+    {"gemma3", IL_ROPE_NEOX, false, true, false, true},
 };
 #define IL__N_ARCHS (sizeof il__archs / sizeof il__archs[0])
 
@@ -33,6 +34,7 @@ bool il_hparams_has(const il_hparams *hp, il_need need) {
   case IL_NEED_ALWAYS: return true;
   case IL_NEED_QKV_BIAS: return hp->qkv_bias;
   case IL_NEED_QK_NORM: return hp->qk_norm;
+  case IL_NEED_POST_NORM: return hp->gemma;
   }
   return false;
 }
@@ -45,6 +47,10 @@ il_status il_hparams_set_arch(il_hparams *hp, const char *arch) {
       hp->qkv_bias = il__archs[i].qkv_bias;
       hp->qk_norm = il__archs[i].qk_norm;
       hp->fused = il__archs[i].fused;
+      hp->gemma = il__archs[i].gemma;
+      /* llama.cpp's gemma3: every 6th layer global, local layers at base 10000 */
+      hp->swa_pattern = hp->gemma ? 6 : 0;
+      hp->rope_base_local = 10000.0f;
       return IL_OK;
     }
   }
@@ -52,7 +58,13 @@ il_status il_hparams_set_arch(il_hparams *hp, const char *arch) {
                   il_arch_names());
 }
 
-const char *il_arch_names(void) { return "llama, mistral, qwen2, qwen3, phi3"; }
+const char *il_arch_names(void) { return "llama, mistral, qwen2, qwen3, phi3, gemma3"; }
+
+void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale) {
+  const bool local = hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1;
+  *base = local ? hp->rope_base_local : hp->rope_base;
+  *scale = local ? 1.0f : hp->rope_scale;
+}
 
 /* ---- hyperparameters ---- */
 
@@ -151,6 +163,16 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp) {
   if (hp->head_dim == 0 && hp->n_embd % hp->n_head) return il_hparams_validate(hp, il_gguf_path(g));
   if (hp->head_dim == 0) hp->head_dim = hp->n_embd / hp->n_head;
   IL_TRY(il__get_i32(g, arch, "rope.dimension_count", false, hp->head_dim, &hp->n_rot));
+  if (hp->gemma) {
+    IL_TRY(il__get_i32(g, arch, "attention.sliding_window", true, 0, &hp->swa));
+    /* llama.cpp's scale: 1/sqrt(head_dim), except Gemma 3 27B (62 layers), whose
+     * query_pre_attn_scalar is n_embd / n_head */
+    hp->attn_scale = 1.0f / sqrtf((float)(hp->n_layer == 62 ? hp->n_embd / hp->n_head : hp->head_dim));
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
+    float cap;
+    if (il_gguf_get_f32(g, key, &cap) == IL_OK)
+      return il_error(IL_ERR_UNSUPPORTED, "%s: %s = %g: logit soft-capping is not supported", il_gguf_path(g), key, cap);
+  }
   return il_hparams_validate(hp, il_gguf_path(g));
 }
 

@@ -36,7 +36,7 @@ typedef struct {
 } il_weight;
 
 typedef struct {
-  char arch[32];       /* general.architecture: llama | mistral | qwen2 | qwen3 | phi3 */
+  char arch[32];       /* general.architecture: llama | mistral | qwen2 | qwen3 | phi3 | gemma3 */
   int32_t n_vocab;
   int32_t n_ctx_train; /* {arch}.context_length */
   int32_t n_embd;      /* {arch}.embedding_length */
@@ -53,6 +53,14 @@ typedef struct {
   bool qkv_bias;
   bool qk_norm;        /* qwen3: q and k RMSNormed per head (attn_q_norm, attn_k_norm) before RoPE */
   bool fused;          /* phi3: q, k, v in one attn_qkv tensor, gate and up in one ffn_up of 2 n_ff rows */
+  /* gemma3: the embedding scaled by sqrt(n_embd), the attention and FFN outputs RMSNormed
+   * before their residual adds (post_attention_norm, post_ffw_norm), GeGLU for SwiGLU, and
+   * layers that are local (sliding window, their own RoPE base) except every swa_pattern-th */
+  bool gemma;
+  int32_t swa;         /* {arch}.attention.sliding_window (0: none) */
+  int32_t swa_pattern; /* layer l is global when l % swa_pattern == swa_pattern - 1 */
+  float rope_base_local; /* RoPE base of the local layers (scale 1) */
+  float attn_scale;    /* q . k multiplier (0: 1 / sqrt(head_dim)) */
 } il_hparams;
 
 typedef struct {
@@ -60,6 +68,7 @@ typedef struct {
   il_weight wq, wk, wv, wo;             /* (n_embd -> n_head*head_dim), (n_embd -> kv_dim) x2, (n_head*head_dim -> n_embd) */
   const float *bq, *bk, *bv;            /* qwen2 biases, else NULL */
   const float *q_norm, *k_norm;         /* qwen3 per-head norms (head_dim), else NULL */
+  const float *attn_post_norm, *ffn_post_norm; /* gemma3 (n_embd), else NULL */
   const float *ffn_norm;                /* (n_embd) */
   il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
 } il_layer;
@@ -133,6 +142,7 @@ typedef struct {
   il_tensor wq, wk, wv, wo;           /* storage type */
   il_tensor bq, bk, bv;               /* F32 biases (qwen2), else buf == NULL */
   il_tensor q_norm, k_norm;           /* F32 [1 x head_dim] (qwen3), else buf == NULL */
+  il_tensor attn_post_norm, ffn_post_norm; /* F32 [1 x n_embd] (gemma3), else buf == NULL */
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
@@ -142,7 +152,7 @@ typedef struct {
 typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF, IL_DIM_HEAD } il_dim;
 
 /* Which architectures have a tensor: every one, or those with a feature of il_hparams. */
-typedef enum { IL_NEED_ALWAYS, IL_NEED_QKV_BIAS, IL_NEED_QK_NORM } il_need;
+typedef enum { IL_NEED_ALWAYS, IL_NEED_QKV_BIAS, IL_NEED_QK_NORM, IL_NEED_POST_NORM } il_need;
 /* Whether hp's architecture has the tensors of `need`. */
 bool il_hparams_has(const il_hparams *hp, il_need need);
 
@@ -158,8 +168,11 @@ typedef struct {
   size_t dev;        /* offsetof(il_layer_dev, ...): an il_tensor */
 } il_layer_tensor;
 
-#define IL_LAYER_TENSORS 14
+#define IL_LAYER_TENSORS 16
 extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
+/* RoPE base and linear scale of layer l: gemma3's local layers have their own base and no
+ * scaling; every other layer has rope_base and rope_scale. */
+void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale);
 /* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff,
  * head_dim). */
 int64_t il_hparams_dim(const il_hparams *hp, il_dim d);

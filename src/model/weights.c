@@ -35,6 +35,8 @@ const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS] = {
     IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bv),
     IL__V("attn_q_norm.weight", "slot attn_q_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, q_norm),
     IL__V("attn_k_norm.weight", "slot attn_k_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, k_norm),
+    IL__V("post_attention_norm.weight", "slot post_attention_norm", IL_DIM_EMBD, IL_NEED_POST_NORM, attn_post_norm),
+    IL__V("post_ffw_norm.weight", "slot post_ffw_norm", IL_DIM_EMBD, IL_NEED_POST_NORM, ffn_post_norm),
     IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_gate),
     IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_up),
     IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, NULL, w_down),
