@@ -438,13 +438,6 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
       return il_error(IL_ERR_RANGE, "batch entry %d: sequence %d outside [0, %d)", i, e->seq, kv[0].n_seq);
     if (e->pos < 0 || e->pos >= kv[0].n_ctx)
       return il_error(IL_ERR_RANGE, "batch entry %d: position %d outside the context [0, %d)", i, e->pos, kv[0].n_ctx);
-    /* local layers see the last swa positions; below that every layer sees all of them, so
-     * the pass is exact there and refuses beyond (the window mask is not applied) */
-    if (hp->swa > 0 && e->pos >= hp->swa)
-      return il_error(IL_ERR_UNSUPPORTED,
-                      "batch entry %d: position %d is past %s's sliding window of %d positions, which local "
-                      "attention layers do not apply yet (use --ctx %d or less)",
-                      i, e->pos, hp->arch, hp->swa, hp->swa);
     ids[i] = e->token;
     pos[i] = e->pos;
     seq[i] = e->seq;
@@ -507,6 +500,9 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     a.pos = il__ids(a0.pos, k.r0, k.rows);
     a.seq = il__ids(a0.seq, k.r0, k.rows);
     a.slice = st->attn_slice;
+    /* a local layer's window, where the context is longer than it (shorter: it masks nothing) */
+    if (hp->swa > 0 && hp->swa < kv->n_ctx && hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1)
+      a.window = hp->swa;
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(il__put(&k, a.out, ATT));
   }

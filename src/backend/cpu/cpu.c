@@ -469,6 +469,7 @@ static il_cpu_attn_args il__attn_args(il_backend *b, const il_attn_args *a) {
       .head_dim = a->head_dim,
       .scale = a->scale,
       .slice = a->slice,
+      .window = a->window,
       .isa = il__c(b)->isa,
   };
 }

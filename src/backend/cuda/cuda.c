@@ -770,6 +770,10 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
   IL_TRY(il__check(b, "attention", &kv->v, IL_DTYPE_COUNT));
   IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
+  if (a->window > 0)
+    return il_error(IL_ERR_UNSUPPORTED,
+                    "attention kernel '%s': a sliding window of %d positions (gemma3's local layers) is not "
+                    "implemented on cuda; with --ctx %d or less no window applies", kernel, a->window, a->window);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
                     (long long)a->n_kv_heads);
