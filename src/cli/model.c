@@ -102,6 +102,9 @@ int il_cli_model(int argc, char **argv) {
          hp->n_head / hp->n_head_kv);
   printf("rope:         %s, %d dims, base %g, linear scale %g\n", hp->rope_mode == IL_ROPE_NEOX ? "neox" : "normal",
          hp->n_rot, hp->rope_base, hp->rope_scale);
+  if (hp->swa > 0)
+    printf("window:       %d positions on the local layers (all but every %dth; rope base %g there)\n", hp->swa,
+           hp->swa_pattern, hp->rope_base_local);
   printf("norm eps:     %g\n", hp->norm_eps);
   printf("output head:  %s\n", m->tied_output ? "tied to token_embd.weight" : "output.weight");
 
