@@ -6,6 +6,9 @@
  *   dropped from the page cache (fdatasync + posix_fadvise DONTNEED, checked with the test's own
  *   mincore) reads "from disk"; after a read() of it, "from the page cache"; --no-mmap reads it
  *   back byte for byte at the same addresses;
+ * - the memory accounting of a GGUF file: mapped, it counts as mapped weights; read in with
+ *   --no-mmap, the same bytes count as allocated weights and no longer as mapped; closing gives
+ *   either back (the counters return to where they were);
  * - `inferlab run --startup-json` on a GGUF file: every timestamp lies inside the window the
  *   test measured around the process with its own clock (CLOCK_MONOTONIC is system-wide), the
  *   phases sum to the timeline's span, the sum is at most the outside wall time, and a cold
@@ -22,7 +25,10 @@
 #include <unistd.h>
 
 #include "core/timer.h"
+#include "engine/config.h"
 #include "engine/startup.h"
+#include "format/gguf.h"
+#include "memory/mem.h"
 #include "harness.h"
 
 static char il__dir[256];
@@ -262,6 +268,36 @@ static void test_read_source(void) {
   unlink(path);
 }
 
+/* The host counters of a GGUF file's bytes: mapped, then read in (--no-mmap), then closed. */
+static void test_read_accounting(const char *gguf, size_t size) {
+  il_mem_stats m0, m1, m2, m3;
+  il_mem_stats_get(&m0);
+  il_gguf *g = NULL;
+  IL_CHECK_OK(il_gguf_open(gguf, &g));
+  if (!g) return;
+  il_mem_stats_get(&m1);
+  IL_CHECK_INT(m1.mapped[IL_MEM_WEIGHTS] - m0.mapped[IL_MEM_WEIGHTS], size);
+  IL_CHECK_INT(m1.current[IL_MEM_WEIGHTS], m0.current[IL_MEM_WEIGHTS]);
+  IL_CHECK(!il_gguf_read_in(g));
+  il_config cfg;
+  il_config_defaults(&cfg);
+  cfg.no_mmap = true;
+  il_startup s;
+  il_startup_begin(&s);
+  IL_CHECK_OK(il_startup_read_gguf(&s, g, &cfg));
+  il_startup_end(&s, false);
+  il_mem_stats_get(&m2);
+  IL_CHECK(il_gguf_read_in(g));
+  IL_CHECK_INT(m2.mapped[IL_MEM_WEIGHTS], m0.mapped[IL_MEM_WEIGHTS]);
+  IL_CHECK_INT(m2.current[IL_MEM_WEIGHTS] - m0.current[IL_MEM_WEIGHTS], size);
+  IL_CHECK_INT(s.phase[IL_STARTUP_READ].bytes, size - il_gguf_data_offset(g));
+  IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "read() into memory");
+  il_gguf_close(g);
+  il_mem_stats_get(&m3);
+  IL_CHECK_INT(m3.mapped[IL_MEM_WEIGHTS], m0.mapped[IL_MEM_WEIGHTS]);
+  IL_CHECK_INT(m3.current[IL_MEM_WEIGHTS], m0.current[IL_MEM_WEIGHTS]);
+}
+
 /* `inferlab run` on a GGUF file, timed from outside. */
 static void run_once(const char *cli, const char *gguf, const char *extra, bool expect_cold) {
   char json[300], cmd[1200], out[4096];
@@ -327,6 +363,7 @@ static void test_run(void) {
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   struct stat sb;
   if (stat(gguf, &sb) != 0) return;
+  test_read_accounting(gguf, (size_t)sb.st_size);
   /* an unwritable --startup-json fails before the run, naming the flag (exit 73) */
   char out[2048];
   snprintf(cmd, sizeof cmd, "%s run -m %s -n 1 -p Hi --startup-json /nonexistent-dir/s.json 2>&1", cli, gguf);

@@ -176,7 +176,8 @@ static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w,
  * no longer counted as mapped. A hint: where it fails nothing changes. */
 static void il__release_pages(il_model_dev *d, const il_weight *w) {
 #ifdef MADV_PAGEOUT
-  if (!d->model->gguf) return; /* built-in weights are the model's own heap memory */
+  /* built-in weights and --no-mmap's are the process's own memory: paging them out would not free them */
+  if (!d->model->gguf || il_gguf_read_in(d->model->gguf)) return;
   const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)w->data;
   const uintptr_t a = (p + pg - 1) & ~(pg - 1), e = (p + il__w_span(w)) & ~(pg - 1);
   if (pg > 1 && e > a && madvise((void *)a, e - a, MADV_PAGEOUT) == 0) {
