@@ -6,6 +6,8 @@
  *   dropped from the page cache (fdatasync + posix_fadvise DONTNEED, checked with the test's own
  *   mincore) reads "from disk"; after a read() of it, "from the page cache"; --no-mmap reads it
  *   back byte for byte at the same addresses;
+ * - --load-pipeline on sim with a throttled link: the same greedy tokens, the overlap named in
+ *   the upload's note, the timeline's checks above;
  * - the memory accounting of a GGUF file: mapped, it counts as mapped weights; read in with
  *   --no-mmap, the same bytes count as allocated weights and no longer as mapped; closing gives
  *   either back (the counters return to where they were);
@@ -351,6 +353,26 @@ static void run_once(const char *cli, const char *gguf, const char *extra, bool 
   free(j);
 }
 
+/* --load-pipeline on sim with a throttled link: the same greedy tokens as without it, the
+ * upload's note names the overlapped reads, and run_once's checks hold (the phases are the
+ * whole timeline and fit in the wall time measured outside). */
+static void test_pipeline(const char *cli, const char *gguf) {
+  static const char dev[] = "--device sim:1GiB,pcie=1GB/s";
+  char a[4096], b[4096];
+  IL_CHECK_INT(il_test_runf(a, sizeof a, "%s run -m %s -n 8 -p Hello --temp 0 --no-echo %s 2>/dev/null", cli, gguf, dev), 0);
+  IL_CHECK_INT(il_test_runf(b, sizeof b, "%s run -m %s -n 8 -p Hello --temp 0 --no-echo %s --load-pipeline 2>/dev/null", cli,
+                            gguf, dev), 0);
+  IL_CHECK(a[0] != 0);
+  IL_CHECK_STR(a, b);
+  char e[8192];
+  IL_CHECK_INT(il_test_runf(e, sizeof e, "%s run -m %s -n 1 -p Hi --no-echo %s --load-pipeline 2>&1 >/dev/null", cli, gguf, dev), 0);
+  IL_CHECK_CONTAINS(e, "pages read beside it");
+  IL_CHECK_INT(il_test_runf(e, sizeof e, "%s run -m %s -n 1 -p Hi --no-echo %s --load-pipeline --no-mmap 2>&1 >/dev/null", cli,
+                            gguf, dev), 0);
+  IL_CHECK_NOT_CONTAINS(e, "pages read beside it"); /* read in whole at load: nothing left to read */
+  run_once(cli, gguf, "--device sim:1GiB,pcie=1GB/s --load-pipeline", false);
+}
+
 static void test_run(void) {
   const char *cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) {
@@ -373,6 +395,7 @@ static void test_run(void) {
   run_once(cli, gguf, "--no-mmap", false);
   run_once(cli, gguf, "--mlock", false);
   run_once(cli, gguf, "--no-mmap --mmap", false); /* --mmap undoes --no-mmap */
+  test_pipeline(cli, gguf);
   const double left = il__drop(gguf, (size_t)sb.st_size);
   if (left >= 0 && left <= 0.1) run_once(cli, gguf, "--preload", true);
   else printf("SKIP (part): the page cache kept %.0f%% of the dropped model\n", 100 * left);
