@@ -133,6 +133,8 @@ typedef struct {
   il_backend **layer; /* [n_layer] */
   bool stream;        /* model offloading: layers on a device that cannot read host memory keep
                          their weights in host memory and stream through two device slots */
+  bool load_pipeline; /* layers uploaded to a device: a thread reads (faults in) the next layers'
+                         mapped pages while the current one is copied (--load-pipeline) */
 } il_placement;
 
 /* The model's weights as tensors on their components' backends: read in place from host memory
@@ -194,6 +196,7 @@ typedef struct {
   bool output_shared;
   il_layer_dev *layers;                 /* [n_layer] */
   size_t uploaded_bytes;                /* bytes copied to devices (0 when read in place) */
+  double pipeline_seconds;              /* --load-pipeline: the reading thread's time, overlapped */
   size_t released_bytes;                /* file-mapped weight pages released (cpu --repack) */
 } il_model_dev;
 
@@ -201,6 +204,9 @@ typedef struct {
  * device) nothing is left allocated. Free with il_model_dev_free before the model or the
  * backends. */
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
+/* Seconds the load pipeline's thread spent reading pages during the last il_model_dev_init
+ * (0 without --load-pipeline or when it did not run). */
+double il_model_dev_pipeline_seconds(const il_model_dev *d);
 void il_model_dev_free(il_model_dev *d);
 /* The weights of layer l on its backend, ready for the forward pass: d->layers[l], or with
  * --offload stream the slot that holds it (copied in now if it was not prefetched; the copy of

@@ -7,6 +7,7 @@
  * Not for: hyperparameters (model/llama.c) or computing (model/forward.c). */
 #include "model/llama.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,7 +219,8 @@ static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w,
  * no longer counted as mapped. A hint: where it fails nothing changes. */
 static void il__release_pages(il_model_dev *d, const il_weight *w) {
 #ifdef MADV_PAGEOUT
-  if (!d->model->gguf) return; /* built-in weights are the model's own heap memory */
+  /* built-in weights and --no-mmap's are the process's own memory: paging them out would not free them */
+  if (!d->model->gguf || il_gguf_read_in(d->model->gguf)) return;
   const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)w->data;
   const uintptr_t a = (p + pg - 1) & ~(pg - 1), e = (p + il__w_span(w)) & ~(pg - 1);
   if (pg > 1 && e > a && madvise((void *)a, e - a, MADV_PAGEOUT) == 0) {
@@ -409,6 +411,59 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   return IL_OK;
 }
 
+/* ---- load pipeline (--load-pipeline) ----
+ * Uploading a layer from a file mapping faults its pages in during the copy, so the disk (or the
+ * page cache's copy) and the link take turns. A thread reads one byte per page of every layer
+ * uploaded to a device, in upload order, while the main thread copies: the copy of layer l
+ * then finds its pages resident once the reader is past it, and the reads of later layers run
+ * beside it. Read-only on both sides; the reader goes ahead as fast as the file allows (the pages
+ * are the page cache's, so reading ahead costs no memory of the process). */
+typedef struct {
+  const il_model *m;
+  const il_model_dev *d;
+  double seconds;
+} il__reader;
+
+static void il__read_span(const void *p, size_t n) {
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  const volatile uint8_t *b = p;
+  uint8_t sink = 0;
+  for (size_t i = 0; i < n; i += pg) sink ^= b[i];
+  if (n) sink ^= b[n - 1];
+  (void)sink;
+}
+
+static void *il__reader_main(void *arg) {
+  il__reader *r = arg;
+  const double t0 = il_time_now();
+  const il_hparams *hp = &r->m->hp;
+  for (int l = 0; l < hp->n_layer; l++) {
+    const il_backend *b = r->d->layer_b[l];
+    if (b->ops->buffer_wrap_host || (r->d->stream && b == r->d->stream_b)) continue;
+    const il_layer *L = &r->m->layers[l];
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) {
+        const float *v = il__lvc(L, t);
+        if (v) il__read_span(v, sizeof(float) * (size_t)il_hparams_dim(hp, t->in));
+      } else {
+        const il_weight *w = il__lwc(L, t);
+        if (w->data) il__read_span(w->data, il__w_span(w));
+      }
+    }
+  }
+  r->seconds = il_time_now() - t0;
+  return NULL;
+}
+
+/* Whether a reader thread helps: weights from a file mapping, some layer copied to a device. */
+static bool il__reader_wanted(const il_model_dev *d, const il_model *m, const il_placement *p) {
+  if (!p || !p->load_pipeline || !m->gguf || il_gguf_read_in(m->gguf)) return false;
+  for (int l = 0; l < m->hp.n_layer; l++)
+    if (!d->layer_b[l]->ops->buffer_wrap_host && !(d->stream && d->layer_b[l] == d->stream_b)) return true;
+  return false;
+}
+
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
   memset(d, 0, sizeof *d);
   d->model = m;
@@ -421,10 +476,20 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
     d->stream = true;
     d->stream_b = b;
   }
+  il__reader rd = {m, d, 0};
+  pthread_t th;
+  /* no thread (creation failed): the copies fault the pages in themselves, as without the flag */
+  const bool reader = il__reader_wanted(d, m, p) && pthread_create(&th, NULL, il__reader_main, &rd) == 0;
   il_status st = il__dev_init(d, m);
+  if (reader) {
+    pthread_join(th, NULL);
+    d->pipeline_seconds = rd.seconds;
+  }
   if (st != IL_OK) il_model_dev_free(d);
   return st;
 }
+
+double il_model_dev_pipeline_seconds(const il_model_dev *d) { return d->pipeline_seconds; }
 
 void il_model_dev_free(il_model_dev *d) {
   if (!d->layer_b) return;
