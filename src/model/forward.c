@@ -612,7 +612,7 @@ static il_status il__expert(const il_moe_dev *M, const il_hparams *hp, il_forwar
                             il_tensor_rows(M->up_exps, (int64_t)e * hp->n_ff_exp, hp->n_ff_exp)},
                   ygu[2] = {H, H2}, wd = il_tensor_rows(M->down_exps, (int64_t)e * hp->n_embd, hp->n_embd);
   IL_TRY(il__mm(st, le, cnt, 2, ygu, wgu, NULL, MX, l, gu_ops));
-  IL_TRY(il__binary(st, le, cnt, H, H2, true, l, "ffn_moe_swiglu"));
+  IL_TRY(il__binary(st, le, cnt, H, H2, IL_OP_SWIGLU, l, "ffn_moe_swiglu"));
   IL_TRY(il__mm(st, le, cnt, 1, &MY, &wd, NULL, H, l, down_op));
   IL_TRY(b->ops->download(b, rows, MY, bytes));
   st->expert_bytes += 2 * (uint64_t)bytes;
@@ -667,7 +667,7 @@ static il_status il__moe(const il_model_dev *d, il_forward_state *st, il_forward
   }
   IL_TRY(ln->b->ops->upload(ln->b, XO, gather, (size_t)n * rb));
   st->expert_bytes += (uint64_t)n * rb;
-  return il__binary(st, ln, n, X, XO, false, l, "feed-forward residual");
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
 }
 
 /* logits = output . (rmsnorm(x) * output_norm), for the rows that want them, moved together
