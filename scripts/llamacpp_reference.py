@@ -22,11 +22,15 @@ The JSON object ("format": "inferlab-llamacpp-ref-1"):
               as the vocabulary says, control-token text parsed); ids = up to n greedy tokens
               (argmax of the last position's logits, lowest id on ties), stopping after an
               end-of-generation token (which is kept in ids); text = the pieces of ids without
-              control-token text, as llama.cpp's token_to_piece(special=false) prints them
+              control-token text, as llama.cpp's token_to_piece(special=false) prints them;
+              variant_text (with --variants): the greedy text of llama.cpp with flash attention
+              ("flash_attn") and with f32 KV cells ("kv_f32"), both exact paths of llama.cpp
   logits      {"name", "prompt", "ids", "n_vocab", "rows": [{"pos", "argmax", "max",
               "logsumexp", "top": [[id, logit]...], "sample": [[id, logit]...]}]}: one row per
               position; top = the `--top` largest logits; sample = every (n_vocab // 64)-th id, so
-              a test sees the bulk of the distribution too. Logits rounded to 1e-5.
+              a test sees the bulk of the distribution too; spread (with --variants) = the largest
+              |logit difference| on those ids between llama.cpp's default and its variants, i.e.
+              how far llama.cpp itself moves. Logits rounded to 1e-5.
   perplexity  {"file", "ctx", "chunks", "tokens", "scored", "ppl", "nll_sum"}: as llama-perplexity's
               default path: the file tokenized with BOS (add_bos) and control-token text as text;
               cut into floor(tokens / ctx) windows (the first `chunks` of them), each evaluated on an
@@ -76,23 +80,47 @@ def main():
     ap.add_argument("--ppl")
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--chunks", type=int, default=0, help="0 = every window")
+    ap.add_argument("--variants", action="store_true",
+                    help="also run llama.cpp with flash attention and with f32 KV cells (spread, variant_text)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     a = ap.parse_args()
 
     n_ctx = max(a.ctx if a.ppl else 0, 512)
-    llm = llama_cpp.Llama(model_path=a.model, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
-                          logits_all=True, n_threads=a.threads, n_threads_batch=a.threads,
-                          verbose=False)
+    def load(**kw):
+        return llama_cpp.Llama(model_path=a.model, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
+                               logits_all=True, n_threads=a.threads, n_threads_batch=a.threads,
+                               verbose=False, **kw)
+
+    llm = load()
     vocab = llm._model.vocab
     nv = llm.n_vocab()
     out = {"format": "inferlab-llamacpp-ref-1", "llama_cpp": llama_cpp.__version__,
            "model": {"file": os.path.basename(a.model), "bytes": os.path.getsize(a.model),
                      "sha256": sha256(a.model), "source": a.source}}
 
-    def run(ids):
-        llm.reset()
-        llm.eval(ids)
-        return llm.scores[:len(ids)]
+    def run(ids, m=None):
+        m = m or llm
+        m.reset()
+        m.eval(ids)
+        return m.scores[:len(ids)]
+
+    def greedy(m, pids):
+        ids = []
+        logits = run(pids, m)[-1]
+        for _ in range(a.n):
+            t = int(np.argmax(logits))
+            ids.append(t)
+            if llama_cpp.llama_vocab_is_eog(vocab, t):
+                break
+            m.eval([t])
+            logits = m.scores[m.n_tokens - 1]
+        return ids
+
+    # llama.cpp's own spread: the same file under its other exact paths (flash attention on, the
+    # default being off; f32 KV cells instead of f16). A model as sensitive to rounding as Gemma 3
+    # 270M moves its logits by units between them, so the tests' tolerance is measured, not guessed.
+    variants = [("flash_attn", load(flash_attn=True)), ("kv_f32", load(type_k=0, type_v=0))] \
+        if a.variants else []
 
     data_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data")
     out["tokenize"] = []
@@ -108,30 +136,29 @@ def main():
     for spec in a.generate:
         name, prompt = name_value(spec, "--generate")
         pids = llm.tokenize(prompt.encode(), add_bos=llm._model.add_bos_token(), special=True)
-        ids = []
-        logits = run(pids)[-1]
-        for _ in range(a.n):
-            t = int(np.argmax(logits))
-            ids.append(t)
-            if llama_cpp.llama_vocab_is_eog(vocab, t):
-                break
-            llm.eval([t])
-            logits = llm.scores[llm.n_tokens - 1]
+        ids = greedy(llm, pids)
         text = llm._model.detokenize(ids, special=False).decode("utf-8", errors="replace")
+        alt = {}
+        for vn, vm in variants:
+            alt[vn] = vm._model.detokenize(greedy(vm, pids), special=False).decode("utf-8", errors="replace")
         out["generate"].append({"name": name, "prompt": prompt, "prompt_ids": pids, "ids": ids,
-                                "text": text})
+                                "text": text, "variant_text": alt})
 
     if a.logits:
         name, prompt = name_value(a.logits, "--logits")
         ids = llm.tokenize(prompt.encode(), add_bos=llm._model.add_bos_token(), special=True)
         rows = []
         stride = max(1, nv // 64)
+        alts = [run(ids, vm).astype(np.float64) for _, vm in variants]
         for pos, row in enumerate(run(ids)):
             row = row.astype(np.float64)
             top = np.argsort(-row, kind="stable")[:a.top]
             m = row.max()
+            cmp = list(top) + list(range(0, nv, stride))
+            spread = max([float(np.abs(v[pos][cmp] - row[cmp]).max()) for v in alts] or [0.0])
             rows.append({"pos": pos, "argmax": int(np.argmax(row)), "max": r5(m),
                          "logsumexp": r5(m + math.log(np.exp(row - m).sum())),
+                         "spread": r5(spread),
                          "top": [[int(i), r5(row[i])] for i in top],
                          "sample": [[i, r5(row[i])] for i in range(0, nv, stride)]})
         out["logits"] = {"name": name, "prompt": prompt, "ids": ids, "n_vocab": nv, "rows": rows}

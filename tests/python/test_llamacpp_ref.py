@@ -9,12 +9,14 @@ model by SHA-256 and by how to get it: `cache:NAME` is a file in $IL_MODEL_CACHE
     control-token text parsed and as text;
   - when inferlab runs the architecture (probe: a one-token `inferlab run`; otherwise the checks
     below are skipped and the run's error, naming what is missing, is printed):
-    greedy text: `inferlab run --temp 0 -n N --no-echo` prints exactly llama.cpp's greedy text;
-    logits: `inferlab logits` of the prompt's ids, every position: the same argmax (unless
-    llama.cpp's top two are within the tolerance) and |inferlab - llama.cpp| <= 0.05 + 0.01 x
-    |logit| on the top ids and on the sampled ids (both engines quantize activations to 8 bits
-    for the quantized matmuls, in a different order; 0.05 is about 40x the differences seen
-    between llama.cpp builds of other ISA levels);
+    greedy text: `inferlab run --temp 0 -n N --no-echo` prints (less the newline run ends with)
+    exactly llama.cpp's greedy text, that of its default path or of one of its variants (flash
+    attention, f32 KV cells: llama.cpp itself gives different texts between them on Gemma 3 270M);
+    logits: `inferlab logits` of the prompt's ids, every position: |inferlab - llama.cpp| <=
+    0.05 + 2 x spread on the top ids and the sampled ids, where spread is how far llama.cpp's own
+    variants move from its default on those ids (measured when the dump was made; up to 1.7 on
+    Gemma 3 270M, whose logits move by units with the rounding of the attention), and the same
+    argmax unless llama.cpp's top two are within that tolerance;
     perplexity: `inferlab eval` with the dump's --ctx and --chunks within 0.1% of llama.cpp's.
 IL_LLAMACPP_DUMP=FILE.json [IL_LLAMACPP_MODEL=FILE.gguf] checks one dump (and that model file).
 A dump whose model is absent is skipped with the reason; exit 77 when every dump was skipped.
@@ -96,13 +98,19 @@ def check_tokenize(tag, m, d):
 
 
 def check_generate(tag, m, d):
+    same = 0
     for g in d["generate"]:
         n = len(g["ids"])
         got = cli("run", "-m", m, "-p", g["prompt"], "-n", str(n), "--temp", "0", "--no-echo",
                   "-t", "2").stdout.decode("utf-8", errors="replace")
-        if got != g["text"]:
-            fail(tag, f"greedy {g['name']}: {got!r}, llama.cpp {g['text']!r}")
-    print(f"ok {tag}: greedy text of {len(d['generate'])} prompts")
+        if got.endswith("\n"):
+            got = got[:-1]
+        alt = g.get("variant_text", {})
+        if got != g["text"] and got not in alt.values():
+            fail(tag, f"greedy {g['name']}: {got!r}, llama.cpp {g['text']!r} (variants {alt})")
+        else:
+            same += 1
+    print(f"{tag}: greedy text equal on {same} of {len(d['generate'])} prompts")
 
 
 def check_logits(tag, m, d, tmp):
@@ -119,15 +127,15 @@ def check_logits(tag, m, d, tmp):
     worst = 0.0
     for r in lg["rows"]:
         row = a[r["pos"] * nv:(r["pos"] + 1) * nv]
+        tol = 0.05 + 2 * r.get("spread", 0.0)
         for i, want in r["top"] + r["sample"]:
-            tol = 0.05 + 0.01 * abs(want)
             worst = max(worst, abs(row[i] - want) / tol)
         am = max(range(nv), key=lambda i: row[i])
-        tie = r["top"][0][1] - r["top"][1][1] <= 0.05 + 0.01 * abs(r["top"][0][1])
+        tie = r["top"][0][1] - r["top"][1][1] <= tol
         if am != r["argmax"] and not tie:
             fail(tag, f"logits at {r['pos']}: argmax {am}, llama.cpp {r['argmax']}")
     if worst > 1:
-        fail(tag, f"logits: a difference {worst:.2f}x the tolerance 0.05 + 0.01|logit|")
+        fail(tag, f"logits: a difference {worst:.2f}x the tolerance 0.05 + 2 x llama.cpp's spread")
     print(f"ok {tag}: logits of {len(lg['rows'])} positions, worst difference {worst:.3f} of the tolerance")
 
 
