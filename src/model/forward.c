@@ -5,9 +5,7 @@
  * post-norm, residual add) and the feed-forward block (RMSNorm, gate and up in one matmul, SwiGLU
  * or gemma3's GeGLU, down projection, gemma3's post-norm, residual add); the final RMSNorm and
  * the logits of the rows that want them. gemma3 scales the embedding rows by sqrt(n_embd).
- * attention, output projection, residual add) and the feed-forward block (RMSNorm, gate and up
- * in one matmul, SwiGLU, down projection, residual add); the final RMSNorm and the logits of
- * the rows that want them. Each op runs on the lane (backend) its layer is placed on; the
+ * Each op runs on the lane (backend) its layer is placed on; the
  * residual moves between lanes through host staging.
  * Not for: loading or placing weights (model/weights.c), scheduling (engine/). */
 #include "model/llama.h"
