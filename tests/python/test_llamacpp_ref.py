@@ -38,6 +38,11 @@ DATA = os.path.join(SRC, "tests", "data")
 failures = []
 
 
+def status(before):
+    """'ok' when no failure was added since `before` (len(failures) then), else 'FAIL'."""
+    return "ok" if len(failures) == before else "FAIL"
+
+
 def fail(dump, what):
     failures.append(f"{dump}: {what}")
     print(f"FAIL {dump}: {what}")
@@ -84,6 +89,7 @@ def model_path(d, tmp):
 
 
 def check_tokenize(tag, m, d):
+    n0 = len(failures)
     for t in d["tokenize"]:
         args = ["tokenize", "-m", m, "--ids", "--no-bos"]
         if not t["special"]:
@@ -94,7 +100,7 @@ def check_tokenize(tag, m, d):
             i = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), min(len(got), len(want)))
             fail(tag, f"tokenize {t['name']} special={t['special']}: {len(got)} ids, llama.cpp {len(want)}; "
                       f"first difference at {i}: {got[i:i + 5]} vs {want[i:i + 5]}")
-    print(f"ok {tag}: tokenizer ids of {len(d['tokenize'])} texts")
+    print(f"{status(n0)} {tag}: tokenizer ids of {len(d['tokenize'])} texts")
 
 
 def check_generate(tag, m, d):
@@ -110,11 +116,12 @@ def check_generate(tag, m, d):
             fail(tag, f"greedy {g['name']}: {got!r}, llama.cpp {g['text']!r} (variants {alt})")
         else:
             same += 1
-    print(f"{tag}: greedy text equal on {same} of {len(d['generate'])} prompts")
+    print(f"{'ok' if same == len(d['generate']) else 'FAIL'} {tag}: greedy text equal on {same} of {len(d['generate'])} prompts")
 
 
 def check_logits(tag, m, d, tmp):
     lg = d["logits"]
+    n0 = len(failures)
     out = os.path.join(tmp, "logits.f32")
     cli("logits", "-m", m, "--tokens", ",".join(map(str, lg["ids"])), "-o", out, "-t", "2")
     a = array.array("f")
@@ -136,11 +143,12 @@ def check_logits(tag, m, d, tmp):
             fail(tag, f"logits at {r['pos']}: argmax {am}, llama.cpp {r['argmax']}")
     if worst > 1:
         fail(tag, f"logits: a difference {worst:.2f}x the tolerance 0.05 + 2 x llama.cpp's spread")
-    print(f"ok {tag}: logits of {len(lg['rows'])} positions, worst difference {worst:.3f} of the tolerance")
+    print(f"{status(n0)} {tag}: logits of {len(lg['rows'])} positions, worst difference {worst:.3f} of the tolerance")
 
 
 def check_ppl(tag, m, d):
     p = d["perplexity"]
+    n0 = len(failures)
     text = os.path.join(DATA, p["file"])
     if not os.path.exists(text):
         text = os.path.join(FIX, "models", os.path.basename(p["file"]))
@@ -153,7 +161,7 @@ def check_ppl(tag, m, d):
     if r["scored"] != p["scored"] or rel > 0.001:
         fail(tag, f"perplexity {r['perplexity']:.5f} over {r['scored']} tokens, llama.cpp "
                   f"{p['ppl']:.5f} over {p['scored']} ({rel * 100:.3f}%, limit 0.1%)")
-    print(f"ok {tag}: perplexity {r['perplexity']:.5f}, llama.cpp {p['ppl']:.5f} ({rel * 100:.4f}%)")
+    print(f"{status(n0)} {tag}: perplexity {r['perplexity']:.6g}, llama.cpp {p['ppl']:.6g} ({rel * 100:.4f}%)")
 
 
 def main():
