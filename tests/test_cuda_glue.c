@@ -105,12 +105,16 @@ int main(void) {
     }
     fclose(f);
     remove(trace);
-    IL_CHECK(h2d >= 1);
-    IL_CHECK_INT(h2d_off, 0);           /* every host-to-device byte on the copy stream */
-    IL_CHECK_INT(early_compute_wait, 0); /* the ops were not made to wait by upload_async */
-    IL_CHECK(last_rec >= 0);
-    IL_CHECK_INT(waited, last_rec);      /* event_wait: compute waits for the copy's last event */
-    printf("upload_async: %d copies on the copy stream, compute waits for event %d at event_wait\n", h2d, waited);
+    /* only the fake runtime writes the trace (on a device: the bytes above are the check) */
+    const char *mod = getenv("INFERLAB_CUDA_MODULE");
+    if (mod && strstr(mod, "fake")) {
+      IL_CHECK(h2d >= 1);
+      IL_CHECK_INT(h2d_off, 0);            /* every host-to-device byte on the copy stream */
+      IL_CHECK_INT(early_compute_wait, 0); /* the ops were not made to wait by upload_async */
+      IL_CHECK(last_rec >= 0);
+      IL_CHECK_INT(waited, last_rec);      /* event_wait: compute waits for the copy's last event */
+      printf("upload_async: %d copies on the copy stream, compute waits for event %d at event_wait\n", h2d, waited);
+    }
   }
 
   /* 3. events */
