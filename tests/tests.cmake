@@ -13,6 +13,7 @@
 set(IL_TEST_TABLE
   # name                   labels                  timeout (s)
   test_access              quick                   300
+  test_archs               quick                   300
   test_attn_kernels        quick                   300
   test_attn_paged          quick                   300
   test_backend_ops         quick                   300  # CPU backends; the CUDA part skips without a device
@@ -40,6 +41,7 @@ set(IL_TEST_TABLE
   test_everyday_cli        slow,fixtures           300
   test_everyday_units      quick                   300
   test_forward             quick                   300
+  test_moe                 quick                   300
   test_gguf                quick,fixtures          300
   test_grammar             quick                   300
   test_guard               quick                   300

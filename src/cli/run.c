@@ -24,7 +24,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,mlock,preload");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,mlock,preload,load-pipeline");
   printf("  %-24s %s\n", "    --mmap", "weights through a file mapping, read on first use (the default; undoes --no-mmap)");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
@@ -314,6 +314,9 @@ int il_cli_run(int argc, char **argv) {
             auto_attn ? " (auto)" : "", es.kv_paged ? "paged" : "contiguous", il_dtype_name(es.kv_type));
     if (es.split)
       fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)es.residual_bytes / 1024);
+    if (es.n_expert)
+      fprintf(stderr, "  %d experts per layer on the %s; hidden rows moved around them: %.1f KiB in all\n", es.n_expert,
+              es.exps_dev ? "layers' backend" : "CPU (--place exps=cpu)", (double)es.expert_bytes / 1024);
     if (es.stream)
       fprintf(stderr, "  --offload stream: layer weights stay in host memory; %.1f MiB copied through two device slots\n",
               (double)es.streamed_bytes / (1 << 20));

@@ -2,10 +2,11 @@
  * forward pass, written against the backend interface.
  *
  * A token's path: embedding lookup -> n_layer x { RMSNorm -> Q,K,V projections (+ biases for
- * qwen2) -> RoPE -> store K,V -> grouped-query attention -> output projection -> residual ->
- * RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm -> output head (the embedding matrix
- * when output.weight is absent). Architectures differ only in a row of the arch table
- * (RoPE pairing, QKV biases), so adding one is a table line plus its tensor names.
+ * qwen2) -> per-head RMSNorm of q and k (qwen3) -> RoPE -> store K,V -> grouped-query attention
+ * -> output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm ->
+ * output head (the embedding matrix when output.weight is absent). Architectures differ only in
+ * a row of the arch table (RoPE pairing, QKV biases, QK-norm, fused tensors), so adding one is
+ * a table line plus its tensor names.
  *
  * Weights are borrowed: from the GGUF mapping, or from the built-in generator's buffers, both
  * owned by the model. 1-D tensors (norms, biases) are converted to F32 copies at load.
@@ -35,7 +36,7 @@ typedef struct {
 } il_weight;
 
 typedef struct {
-  char arch[32];       /* general.architecture: llama | mistral | qwen2 */
+  char arch[32];       /* general.architecture: llama | mistral | qwen2 | qwen3 | phi3 | gemma3 */
   int32_t n_vocab;
   int32_t n_ctx_train; /* {arch}.context_length */
   int32_t n_embd;      /* {arch}.embedding_length */
@@ -43,21 +44,50 @@ typedef struct {
   int32_t n_layer;     /* {arch}.block_count */
   int32_t n_head;      /* {arch}.attention.head_count */
   int32_t n_head_kv;   /* {arch}.attention.head_count_kv (default n_head) */
-  int32_t head_dim;    /* n_embd / n_head */
+  int32_t head_dim;    /* {arch}.attention.key_length (default n_embd / n_head) */
   int32_t n_rot;       /* {arch}.rope.dimension_count (default head_dim) */
   float norm_eps;      /* {arch}.attention.layer_norm_rms_epsilon */
   float rope_base;     /* {arch}.rope.freq_base (default 10000) */
   float rope_scale;    /* linear scaling factor: positions are divided by it (default 1) */
   il_rope_mode rope_mode;
   bool qkv_bias;
+  bool qk_norm;        /* qwen3: q and k RMSNormed per head (attn_q_norm, attn_k_norm) before RoPE */
+  bool fused;          /* phi3: q, k, v in one attn_qkv tensor, gate and up in one ffn_up of 2 n_ff rows */
+  /* gemma3: the embedding scaled by sqrt(n_embd), the attention and FFN outputs RMSNormed
+   * before their residual adds (post_attention_norm, post_ffw_norm), GeGLU for SwiGLU, and
+   * layers that are local (sliding window, their own RoPE base) except every swa_pattern-th */
+  bool gemma;
+  int32_t swa;         /* {arch}.attention.sliding_window (0: none) */
+  int32_t swa_pattern; /* layer l is global when l % swa_pattern == swa_pattern - 1 */
+  float rope_base_local; /* RoPE base of the local layers (scale 1) */
+  float attn_scale;    /* q . k multiplier (0: 1 / sqrt(head_dim)) */
+  /* mixture of experts (0 experts: a dense FFN). Each token's FFN is the weighted sum of the
+   * n_expert_used experts its router ranks highest (softmax over n_expert logits, top-k, the k
+   * weights renormalized to sum 1 when expert_weights_norm), as llama.cpp runs mixtral. */
+  int32_t n_expert;      /* {arch}.expert_count */
+  int32_t n_expert_used; /* {arch}.expert_used_count */
+  int32_t n_ff_exp;      /* an expert's FFN length: {arch}.expert_feed_forward_length (default n_ff) */
+  bool expert_weights_norm; /* {arch}.expert_weights_norm (default true) */
 } il_hparams;
+
+/* A MoE layer's FFN weights. The experts' GGUF tensors are 3-D [ne0 = in, ne1 = out, ne2 =
+ * n_expert]; they are bound as one 2-D stack of n_expert * out rows, expert e's matrix being
+ * rows [e * out, (e + 1) * out), so an expert is a row view of the stack. */
+typedef struct {
+  il_weight gate_inp;                   /* ffn_gate_inp: (n_embd -> n_expert), the router */
+  il_weight gate_exps, up_exps;         /* ffn_{gate,up}_exps: n_expert x (n_embd -> n_ff_exp) */
+  il_weight down_exps;                  /* ffn_down_exps: n_expert x (n_ff_exp -> n_embd) */
+} il_layer_moe;
 
 typedef struct {
   const float *attn_norm;               /* (n_embd) */
   il_weight wq, wk, wv, wo;             /* (n_embd -> n_head*head_dim), (n_embd -> kv_dim) x2, (n_head*head_dim -> n_embd) */
   const float *bq, *bk, *bv;            /* qwen2 biases, else NULL */
+  const float *q_norm, *k_norm;         /* qwen3 per-head norms (head_dim), else NULL */
+  const float *attn_post_norm, *ffn_post_norm; /* gemma3 (n_embd), else NULL */
   const float *ffn_norm;                /* (n_embd) */
-  il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
+  il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd); absent in a MoE */
+  il_layer_moe moe;                     /* MoE models: the router and the experts */
 } il_layer;
 
 typedef struct il_model {
@@ -88,6 +118,8 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp);
 il_status il_hparams_validate(const il_hparams *hp, const char *where);
 /* Fills architecture-dependent fields (rope mode, biases) from hp->arch. */
 il_status il_hparams_set_arch(il_hparams *hp, const char *arch);
+/* The architectures il_hparams_set_arch knows, for messages and --help: "llama, mistral, ...". */
+const char *il_arch_names(void);
 
 /* Binds the model's weights by GGUF tensor name from a tensor table, checking every shape
  * and type (errors name the tensor). Takes ownership of nothing; 1-D tensors are copied to
@@ -118,6 +150,10 @@ typedef struct {
   il_backend **layer; /* [n_layer] */
   bool stream;        /* model offloading: layers on a device that cannot read host memory keep
                          their weights in host memory and stream through two device slots */
+  bool load_pipeline; /* layers uploaded to a device: a thread reads (faults in) the next layers'
+                         mapped pages while the current one is copied (--load-pipeline) */
+  il_backend *exps;   /* MoE: where every layer's experts compute (--place exps=cpu); NULL: with
+                         their layer. The router stays with the layer. */
 } il_placement;
 
 /* The model's weights as tensors on their components' backends: read in place from host memory
@@ -126,27 +162,48 @@ typedef struct {
   il_tensor attn_norm, ffn_norm;      /* F32 [1 x n_embd] */
   il_tensor wq, wk, wv, wo;           /* storage type */
   il_tensor bq, bk, bv;               /* F32 biases (qwen2), else buf == NULL */
+  il_tensor q_norm, k_norm;           /* F32 [1 x head_dim] (qwen3), else buf == NULL */
+  il_tensor attn_post_norm, ffn_post_norm; /* F32 [1 x n_embd] (gemma3), else buf == NULL */
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
+
+/* A MoE layer's weights as placed: the router on the layer's backend, the expert stacks on the
+ * experts' backend (il_model_dev.exps_b). */
+typedef struct {
+  il_tensor gate_inp;                 /* [n_expert x n_embd] */
+  il_tensor gate_exps, up_exps;       /* [n_expert * n_ff_exp x n_embd] */
+  il_tensor down_exps;                /* [n_expert * n_embd x n_ff_exp] */
+} il_moe_dev;
 
 /* The tensors of one layer, described once: the GGUF name after "blk.N.", the shape, and the
  * fields that hold it in il_layer (host) and il_layer_dev (placed), in il_layer_dev's order.
  * Binding, placement, the stream slots and the size estimates walk this table. */
-typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF } il_dim;
+typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF, IL_DIM_HEAD } il_dim;
+
+/* Which architectures have a tensor: every one, or those with a feature of il_hparams. */
+typedef enum { IL_NEED_ALWAYS, IL_NEED_QKV_BIAS, IL_NEED_QK_NORM, IL_NEED_POST_NORM } il_need;
+/* Whether hp's architecture has the tensors of `need`. */
+bool il_hparams_has(const il_hparams *hp, il_need need);
 
 typedef struct {
   const char *name;  /* "attn_q.weight" */
   const char *slot;  /* the stream slot's buffer: "slot attn_q" */
   il_dim in, out;    /* a matrix [out rows x in] (GGUF ne[0] = in); a vector of `in` */
   bool vector;       /* norms and biases: F32 copies made at load */
-  bool bias;         /* present only in architectures with QKV biases (hp->qkv_bias) */
+  il_need need;      /* vectors: the architectures that have it (the others may leave it out) */
+  const char *fused; /* matrices: the tensor that holds it with its neighbours where hp->fused
+                        ("attn_qkv.weight": q, k, v; "ffn_up.weight": gate, up), else NULL */
   size_t host;       /* offsetof(il_layer, ...): an il_weight, or a const float * for a vector */
   size_t dev;        /* offsetof(il_layer_dev, ...): an il_tensor */
 } il_layer_tensor;
 
-#define IL_LAYER_TENSORS 12
+#define IL_LAYER_TENSORS 16
 extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
-/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff). */
+/* RoPE base and linear scale of layer l: gemma3's local layers have their own base and no
+ * scaling; every other layer has rope_base and rope_scale. */
+void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale);
+/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff,
+ * head_dim). */
 int64_t il_hparams_dim(const il_hparams *hp, il_dim d);
 
 typedef struct {
@@ -165,7 +222,10 @@ typedef struct {
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */
   bool output_shared;
   il_layer_dev *layers;                 /* [n_layer] */
+  il_moe_dev *moe;                      /* [n_layer] for a MoE model, else NULL */
+  il_backend *exps_b;                   /* the experts' backend (NULL: each layer's own) */
   size_t uploaded_bytes;                /* bytes copied to devices (0 when read in place) */
+  double pipeline_seconds;              /* --load-pipeline: the reading thread's time, overlapped */
   size_t released_bytes;                /* file-mapped weight pages released (cpu --repack) */
 } il_model_dev;
 
@@ -173,6 +233,9 @@ typedef struct {
  * device) nothing is left allocated. Free with il_model_dev_free before the model or the
  * backends. */
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
+/* Seconds the load pipeline's thread spent reading pages during the last il_model_dev_init
+ * (0 without --load-pipeline or when it did not run). */
+double il_model_dev_pipeline_seconds(const il_model_dev *d);
 void il_model_dev_free(il_model_dev *d);
 /* The weights of layer l on its backend, ready for the forward pass: d->layers[l], or with
  * --offload stream the slot that holds it (copied in now if it was not prefetched; the copy of
@@ -185,7 +248,12 @@ il_status il_model_dev_sync(il_model_dev *d);
 size_t il_model_dev_bytes(const il_model *m);
 size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
 size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
-size_t il_model_layer_bytes(const il_model *m, int l);
+size_t il_model_layer_bytes(const il_model *m, int l);   /* its tensors, the experts excepted */
+size_t il_model_exps_bytes(const il_model *m, int l);    /* its experts (0 for a dense layer) */
+/* The expert matmuls' shapes of layer l (the router and one expert's gate, up and down), the
+ * way il_model_layer_shapes gives them; writes IL_MODEL_MOE_MATMULS, or 0 for a dense layer. */
+#define IL_MODEL_MOE_MATMULS 4
+int il_model_moe_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out);
 
 /* The four I32 [1 x n] views of a pass's batch upload (one buffer: ids, then positions,
  * sequences and KV slots, n entries each). */
@@ -212,6 +280,10 @@ typedef struct {
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
   bool has_layers, has_output;
+  /* MoE: the router's F32 logits [max_tokens x n_expert] (lanes with layers); an expert's input
+   * rows, its gate/up and its output [max_tokens x n_embd | n_ff_exp] (the experts' lane) */
+  il_tensor moe_logits, moe_x, moe_h, moe_h2, moe_y;
+  bool has_exps;
 } il_forward_lane;
 
 #define IL_MAX_LANES 2
@@ -259,7 +331,21 @@ typedef struct {
    * into the caller's record; the forward pass itself computes none of it and only says which
    * layer's ops are running. */
   il_numerics *numerics;
+  /* MoE routing on the host (forward.c, il__moe): the router's logits, each token's k experts
+   * and weights, the normed rows and the experts' outputs per (token, rank) in F32 */
+  float *moe_logits;             /* [max_tokens x n_expert] */
+  int32_t *moe_sel;              /* [max_tokens x n_expert_used] */
+  int32_t *moe_slot;             /* [max_tokens]: the (token, rank) of each row gathered for an expert */
+  float *moe_w;                  /* [max_tokens x n_expert_used] */
+  void *moe_rows;                /* [max_tokens x n_embd] at act_type: normed rows, then gathered */
+  float *moe_out;                /* [max_tokens x n_expert_used x n_embd] */
+  uint64_t expert_bytes;         /* hidden-row bytes downloaded + uploaded for the experts so far */
 } il_forward_state;
+
+/* llama.cpp's mixtral routing for one token: softmax over the n_expert logits, the k largest
+ * probabilities (ties to the lower index), renormalized to sum 1 when norm. Writes sel[k], w[k]
+ * in rank order. Cannot fail; 1 <= k <= n_expert. */
+void il_moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, int32_t *sel, float *w);
 
 /* Rows an op computes at once with activations of act_type for batches of max_tokens: all of
  * them for F32; for F16/BF16 a quarter, at least 16 and at most 256. Smaller chunks need less

@@ -7,6 +7,7 @@
  * Not for: hyperparameters (model/llama.c) or computing (model/forward.c). */
 #include "model/llama.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,21 +21,26 @@
 
 /* ---- the layer's tensors ---- */
 
-#define IL__M(n, slot, in, out, f) {n, slot, in, out, false, false, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
-#define IL__V(n, slot, in, bias, f) {n, slot, in, in, true, bias, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__M(n, slot, in, out, fused, f) \
+  {n, slot, in, out, false, IL_NEED_ALWAYS, fused, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__V(n, slot, in, need, f) {n, slot, in, in, true, need, NULL, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
 const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS] = {
-    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, false, attn_norm),
-    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, false, ffn_norm),
-    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, wq),
-    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, wk),
-    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, wv),
-    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, wo),
-    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, true, bq),
-    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, true, bk),
-    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, true, bv),
-    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, w_gate),
-    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, w_up),
-    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, w_down),
+    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, IL_NEED_ALWAYS, attn_norm),
+    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, IL_NEED_ALWAYS, ffn_norm),
+    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, "attn_qkv.weight", wq),
+    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, "attn_qkv.weight", wk),
+    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, "attn_qkv.weight", wv),
+    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, NULL, wo),
+    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, IL_NEED_QKV_BIAS, bq),
+    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bk),
+    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bv),
+    IL__V("attn_q_norm.weight", "slot attn_q_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, q_norm),
+    IL__V("attn_k_norm.weight", "slot attn_k_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, k_norm),
+    IL__V("post_attention_norm.weight", "slot post_attention_norm", IL_DIM_EMBD, IL_NEED_POST_NORM, attn_post_norm),
+    IL__V("post_ffw_norm.weight", "slot post_ffw_norm", IL_DIM_EMBD, IL_NEED_POST_NORM, ffn_post_norm),
+    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_gate),
+    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_up),
+    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, NULL, w_down),
 };
 #undef IL__M
 #undef IL__V
@@ -75,6 +81,32 @@ static il_status il__bind_matrix(const il_gguf_tensor *ts, int64_t nt, const cha
   return IL_OK;
 }
 
+/* The matrices of layer l that one fused tensor holds, stacked by rows in table order (phi3:
+ * attn_qkv = q, k, v; ffn_up = gate, up): each bound as a view of its rows, so placement,
+ * streaming and the matmuls see the separate matrices of the other architectures. */
+static il_status il__bind_fused(il_model *m, const il_gguf_tensor *ts, int64_t nt, int l, const char *fused) {
+  const il_hparams *hp = &m->hp;
+  int64_t rows = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++)
+    if (il_layer_tensors[i].fused && !strcmp(il_layer_tensors[i].fused, fused))
+      rows += il_hparams_dim(hp, il_layer_tensors[i].out);
+  char name[96];
+  snprintf(name, sizeof name, "blk.%d.%s", l, fused);
+  il_weight all;
+  IL_TRY(il__bind_matrix(ts, nt, name, hp->n_embd, rows, true, &all));
+  int64_t r0 = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    if (!t->fused || strcmp(t->fused, fused)) continue;
+    il_weight *w = il__lw(&m->layers[l], t);
+    *w = all;
+    w->n_out = il_hparams_dim(hp, t->out);
+    w->data = (const char *)all.data + (size_t)r0 * all.row_stride;
+    r0 += w->n_out;
+  }
+  return IL_OK;
+}
+
 static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n,
                                  bool required, const float **out) {
   const il_gguf_tensor *t = il__find(ts, nt, name);
@@ -94,6 +126,41 @@ static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t 
   return IL_OK;
 }
 
+/* A dense FFN matrix (ffn_gate, ffn_up, ffn_down): absent from a MoE layer. */
+static bool il__dense_ffn(const il_layer_tensor *t) { return t->in == IL_DIM_FF || t->out == IL_DIM_FF; }
+
+/* An expert stack: the 3-D tensor [in, out, n_expert] as n_expert * out rows of in. */
+static il_status il__bind_stack(const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n_in, int64_t n_out,
+                                int64_t n_expert, il_weight *w) {
+  const il_gguf_tensor *t = il__find(ts, nt, name);
+  memset(w, 0, sizeof *w);
+  if (!t) return il_error(IL_ERR_FORMAT, "tensor '%s' is missing (expert_count is %lld)", name, (long long)n_expert);
+  if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert)
+    return il_error(IL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld] (%u dims); expected [%lld, %lld, %lld]", name,
+                    (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], t->n_dims, (long long)n_in,
+                    (long long)n_out, (long long)n_expert);
+  const size_t row = il_dtype_row_size(t->type, n_in);
+  if (row == 0)
+    return il_error(IL_ERR_FORMAT, "tensor '%s': row length %lld is not a multiple of the %s block size", name,
+                    (long long)n_in, il_dtype_name(t->type));
+  *w = (il_weight){t->name, t->type, n_in, n_out * n_expert, row, t->data};
+  return IL_OK;
+}
+
+/* Layer l's router and expert stacks. */
+static il_status il__bind_moe(const il_gguf_tensor *ts, int64_t nt, const il_hparams *hp, int l, il_layer_moe *M) {
+  char name[96];
+  const int64_t dim = hp->n_embd, ff = hp->n_ff_exp, ne = hp->n_expert;
+  snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+  IL_TRY(il__bind_matrix(ts, nt, name, dim, ne, true, &M->gate_inp));
+  snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+  IL_TRY(il__bind_stack(ts, nt, name, dim, ff, ne, &M->gate_exps));
+  snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l);
+  IL_TRY(il__bind_stack(ts, nt, name, dim, ff, ne, &M->up_exps));
+  snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l);
+  return il__bind_stack(ts, nt, name, ff, dim, ne, &M->down_exps);
+}
+
 il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   const il_hparams *hp = &m->hp;
   const int64_t dim = hp->n_embd;
@@ -109,16 +176,28 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
 
   m->layers = il_mem_calloc(IL_MEM_MODEL, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
   if (!m->layers) return IL_ERR_OOM;
+  /* LongRoPE (phi3 128k): per-frequency factors this pass does not apply */
+  static const char *const longrope[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+  for (int i = 0; i < 2; i++)
+    if (il__find(ts, nt, longrope[i]))
+      return il_error(IL_ERR_UNSUPPORTED, "tensor '%s': LongRoPE scaling (%s.rope.scaling) is not supported",
+                      longrope[i], hp->arch);
   char name[96];
   for (int l = 0; l < hp->n_layer; l++) {
     il_layer *L = &m->layers[l];
+    if (hp->fused) {
+      IL_TRY(il__bind_fused(m, ts, nt, l, "attn_qkv.weight"));
+      IL_TRY(il__bind_fused(m, ts, nt, l, "ffn_up.weight"));
+    }
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
+      if (hp->fused && t->fused) continue; /* bound above */
       snprintf(name, sizeof name, "blk.%d.%s", l, t->name);
       const int64_t in = il_hparams_dim(hp, t->in), out = il_hparams_dim(hp, t->out);
-      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, !t->bias || hp->qkv_bias, il__lv(L, t)));
-      else IL_TRY(il__bind_matrix(ts, nt, name, in, out, true, il__lw(L, t)));
+      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, il_hparams_has(hp, t->need), il__lv(L, t)));
+      else IL_TRY(il__bind_matrix(ts, nt, name, in, out, !(hp->n_expert && il__dense_ffn(t)), il__lw(L, t)));
     }
+    if (hp->n_expert) IL_TRY(il__bind_moe(ts, nt, hp, l, &L->moe));
   }
   /* totals, and the most common 2-D type for display */
   uint64_t by_type[IL_DTYPE_COUNT] = {0};
@@ -155,12 +234,17 @@ size_t il_model_layer_bytes(const il_model *m, int l) {
     if (!t->vector) n += il__w_span(il__lwc(L, t));
     else if (il__lvc(L, t)) n += 4 * (size_t)il_hparams_dim(&m->hp, t->in);
   }
-  return n;
+  return n + il__w_span(&L->moe.gate_inp);
+}
+
+size_t il_model_exps_bytes(const il_model *m, int l) {
+  const il_layer_moe *M = &m->layers[l].moe;
+  return il__w_span(&M->gate_exps) + il__w_span(&M->up_exps) + il__w_span(&M->down_exps);
 }
 
 size_t il_model_dev_bytes(const il_model *m) {
   size_t n = il_model_embd_bytes(m) + il_model_out_bytes(m) - (m->tied_output ? il__w_span(&m->output) : 0);
-  for (int l = 0; l < m->hp.n_layer; l++) n += il_model_layer_bytes(m, l);
+  for (int l = 0; l < m->hp.n_layer; l++) n += il_model_layer_bytes(m, l) + il_model_exps_bytes(m, l);
   return n;
 }
 
@@ -176,7 +260,8 @@ static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w,
  * no longer counted as mapped. A hint: where it fails nothing changes. */
 static void il__release_pages(il_model_dev *d, const il_weight *w) {
 #ifdef MADV_PAGEOUT
-  if (!d->model->gguf) return; /* built-in weights are the model's own heap memory */
+  /* built-in weights and --no-mmap's are the process's own memory: paging them out would not free them */
+  if (!d->model->gguf || il_gguf_read_in(d->model->gguf)) return;
   const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)w->data;
   const uintptr_t a = (p + pg - 1) & ~(pg - 1), e = (p + il__w_span(w)) & ~(pg - 1);
   if (pg > 1 && e > a && madvise((void *)a, e - a, MADV_PAGEOUT) == 0) {
@@ -227,7 +312,7 @@ static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
   for (int i = 0; i < IL_LAYER_TENSORS; i++) {
     const il_layer_tensor *t = &il_layer_tensors[i];
     const il_tensor *dst = il__ld(&d->slot[s], t);
-    if (!dst->buf) continue; /* a bias this architecture has not */
+    if (!dst->buf) continue; /* a bias or norm this architecture has not */
     const void *src = t->vector ? (const void *)il__lvc(L, t) : il__lwc(L, t)->data;
     const size_t bytes = il_tensor_span(dst);
     if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &d->slot_ev[s][i]));
@@ -339,6 +424,43 @@ static void il__stream_free(il_model_dev *d) {
   }
 }
 
+/* ---- MoE: the router with its layer, the expert stacks on the experts' backend ---- */
+
+/* Where layer l's experts compute. */
+static il_backend *il__exps_b(const il_model_dev *d, int32_t l) { return d->exps_b ? d->exps_b : d->layer_b[l]; }
+
+/* The stacks are placed as they are stored, not prepared: the forward pass multiplies by row
+ * views of one expert, which a backend's own layout of the whole stack (cpu --repack) would
+ * not serve. */
+static il_status il__moe_init(il_model_dev *d, const il_model *m) {
+  d->moe = il_mem_calloc(IL_MEM_MODEL, sizeof *d->moe * (size_t)m->hp.n_layer, "model experts on device");
+  if (!d->moe) return IL_ERR_OOM;
+  for (int l = 0; l < m->hp.n_layer; l++) {
+    const il_layer_moe *M = &m->layers[l].moe;
+    il_moe_dev *D = &d->moe[l];
+    il_backend *e = il__exps_b(d, l);
+    IL_TRY(il__place_mm(d, d->layer_b[l], &M->gate_inp, &D->gate_inp));
+    IL_TRY(il__place_w(d, e, &M->gate_exps, &D->gate_exps));
+    IL_TRY(il__place_w(d, e, &M->up_exps, &D->up_exps));
+    IL_TRY(il__place_w(d, e, &M->down_exps, &D->down_exps));
+  }
+  return IL_OK;
+}
+
+static void il__moe_free(il_model_dev *d) {
+  if (!d->moe) return;
+  for (int l = 0; l < d->model->hp.n_layer; l++) {
+    il_moe_dev *D = &d->moe[l];
+    il_backend *e = il__exps_b(d, l);
+    il_backend_tensor_free(d->layer_b[l], &D->gate_inp);
+    il_backend_tensor_free(e, &D->gate_exps);
+    il_backend_tensor_free(e, &D->up_exps);
+    il_backend_tensor_free(e, &D->down_exps);
+  }
+  il_mem_free(d->moe);
+  d->moe = NULL;
+}
+
 static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
   IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
@@ -361,10 +483,63 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
       if (t->vector) IL_TRY(il__place_v(d, b, il__lvc(L, t), il_hparams_dim(hp, t->in), t->name, il__ld(D, t)));
-      else IL_TRY(il__place_mm(d, b, il__lwc(L, t), il__ld(D, t)));
+      else if (il__lwc(L, t)->data) IL_TRY(il__place_mm(d, b, il__lwc(L, t), il__ld(D, t)));
     }
   }
-  return IL_OK;
+  return hp->n_expert ? il__moe_init(d, m) : IL_OK;
+}
+
+/* ---- load pipeline (--load-pipeline) ----
+ * Uploading a layer from a file mapping faults its pages in during the copy, so the disk (or the
+ * page cache's copy) and the link take turns. A thread reads one byte per page of every layer
+ * uploaded to a device, in upload order, while the main thread copies: the copy of layer l
+ * then finds its pages resident once the reader is past it, and the reads of later layers run
+ * beside it. Read-only on both sides; the reader goes ahead as fast as the file allows (the pages
+ * are the page cache's, so reading ahead costs no memory of the process). */
+typedef struct {
+  const il_model *m;
+  const il_model_dev *d;
+  double seconds;
+} il__reader;
+
+static void il__read_span(const void *p, size_t n) {
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  const volatile uint8_t *b = p;
+  uint8_t sink = 0;
+  for (size_t i = 0; i < n; i += pg) sink ^= b[i];
+  if (n) sink ^= b[n - 1];
+  (void)sink;
+}
+
+static void *il__reader_main(void *arg) {
+  il__reader *r = arg;
+  const double t0 = il_time_now();
+  const il_hparams *hp = &r->m->hp;
+  for (int l = 0; l < hp->n_layer; l++) {
+    const il_backend *b = r->d->layer_b[l];
+    if (b->ops->buffer_wrap_host || (r->d->stream && b == r->d->stream_b)) continue;
+    const il_layer *L = &r->m->layers[l];
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) {
+        const float *v = il__lvc(L, t);
+        if (v) il__read_span(v, sizeof(float) * (size_t)il_hparams_dim(hp, t->in));
+      } else {
+        const il_weight *w = il__lwc(L, t);
+        if (w->data) il__read_span(w->data, il__w_span(w));
+      }
+    }
+  }
+  r->seconds = il_time_now() - t0;
+  return NULL;
+}
+
+/* Whether a reader thread helps: weights from a file mapping, some layer copied to a device. */
+static bool il__reader_wanted(const il_model_dev *d, const il_model *m, const il_placement *p) {
+  if (!p || !p->load_pipeline || !m->gguf || il_gguf_read_in(m->gguf)) return false;
+  for (int l = 0; l < m->hp.n_layer; l++)
+    if (!d->layer_b[l]->ops->buffer_wrap_host && !(d->stream && d->layer_b[l] == d->stream_b)) return true;
+  return false;
 }
 
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
@@ -376,17 +551,34 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
   d->out_b = p && p->out ? p->out : b;
   for (int l = 0; l < m->hp.n_layer; l++) d->layer_b[l] = p && p->layer && p->layer[l] ? p->layer[l] : b;
   if (p && p->stream && !b->ops->buffer_wrap_host) {
+    if (m->hp.n_expert) {
+      il_model_dev_free(d);
+      return il_error(IL_ERR_UNSUPPORTED, "--offload stream: the slots do not hold a MoE layer's experts; keep the "
+                      "experts in host memory with --place exps=cpu instead");
+    }
     d->stream = true;
     d->stream_b = b;
   }
+  if (m->hp.n_expert && p && p->exps) d->exps_b = p->exps;
+  il__reader rd = {m, d, 0};
+  pthread_t th;
+  /* no thread (creation failed): the copies fault the pages in themselves, as without the flag */
+  const bool reader = il__reader_wanted(d, m, p) && pthread_create(&th, NULL, il__reader_main, &rd) == 0;
   il_status st = il__dev_init(d, m);
+  if (reader) {
+    pthread_join(th, NULL);
+    d->pipeline_seconds = rd.seconds;
+  }
   if (st != IL_OK) il_model_dev_free(d);
   return st;
 }
 
+double il_model_dev_pipeline_seconds(const il_model_dev *d) { return d->pipeline_seconds; }
+
 void il_model_dev_free(il_model_dev *d) {
   if (!d->layer_b) return;
   il__stream_free(d);
+  il__moe_free(d);
   if (d->layers) {
     for (int l = 0; l < d->model->hp.n_layer; l++) {
       for (int i = 0; i < IL_LAYER_TENSORS; i++)
@@ -415,6 +607,18 @@ int il_model_layer_shapes(const il_model *m, int32_t l, il_dtype force, il_tenso
     if (!il_layer_tensors[i].vector) out[n++] = il__shape_of(il__lwc(&m->layers[l], &il_layer_tensors[i]), force);
   IL_ASSERT(n == IL_MODEL_LAYER_MATMULS);
   return n;
+}
+
+int il_model_moe_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out) {
+  if (!m->hp.n_expert) return 0;
+  const il_layer_moe *M = &m->layers[l].moe;
+  out[0] = il__shape_of(&M->gate_inp, force);
+  const il_weight *st[3] = {&M->gate_exps, &M->up_exps, &M->down_exps};
+  for (int i = 0; i < 3; i++) {
+    out[1 + i] = il__shape_of(st[i], force);
+    out[1 + i].rows /= m->hp.n_expert; /* one expert */
+  }
+  return IL_MODEL_MOE_MATMULS;
 }
 
 il_tensor il_model_output_shape(const il_model *m, il_dtype force) { return il__shape_of(&m->output, force); }
