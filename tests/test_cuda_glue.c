@@ -10,6 +10,7 @@
  * - buffers are counted per category in the backend's space and released on free.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/registry.h"
 #include "harness.h"
@@ -64,6 +65,57 @@ int main(void) {
   for (int r = 0; r < 6; r++)
     for (int c = 0; c < 4; c++) bad += got[r * 4 + c] != host[r * 10 + 3 + c];
   IL_CHECK_INT(bad, 0);
+
+  /* 2b. upload_async: the bytes go on the copy stream (stream 1; compute is 0), the compute
+   * stream does not wait for them until event_wait, and then waits for the event recorded on
+   * the copy stream after the last byte (the fake runtime's trace, fake_cudart.c) */
+  {
+    char trace[] = "/tmp/il_cuda_trace_XXXXXX";
+    const int fd = mkstemp(trace);
+    IL_CHECK(fd >= 0);
+    close(fd);
+    setenv("FAKE_CUDA_TRACE", trace, 1);
+    float hs[6 * 10];
+    for (int i = 0; i < 60; i++) hs[i] = (float)(i * 3);
+    il_event *up = NULL;
+    IL_CHECK_OK(o->upload_async(b, wide, hs, sizeof hs, &up));
+    IL_CHECK(up != NULL);
+    FILE *f = fopen(trace, "a");
+    IL_CHECK(f != NULL);
+    fputs("-- event_wait\n", f);
+    fclose(f);
+    IL_CHECK_OK(o->event_wait(b, up));
+    IL_CHECK_OK(o->download(b, got, wide, sizeof got));
+    unsetenv("FAKE_CUDA_TRACE");
+    o->event_free(b, up);
+    IL_CHECK(memcmp(got, hs, sizeof hs) == 0);
+    f = fopen(trace, "r");
+    IL_CHECK(f != NULL);
+    char line[64];
+    int h2d = 0, h2d_off = 0, last_rec = -1, waited = -1, before_wait = 1, early_compute_wait = 0;
+    while (fgets(line, sizeof line, f)) {
+      int e = 0, s = 0;
+      if (!strncmp(line, "-- event_wait", 13)) before_wait = 0;
+      else if (sscanf(line, "h2d s%d", &s) == 1 && before_wait) h2d++, h2d_off += s != 1;
+      else if (sscanf(line, "record e%d s%d", &e, &s) == 2 && before_wait && s == 1) last_rec = e;
+      else if (sscanf(line, "wait s%d e%d", &s, &e) == 2 && s == 0) {
+        if (before_wait) early_compute_wait++;
+        else if (waited < 0) waited = e;
+      }
+    }
+    fclose(f);
+    remove(trace);
+    /* only the fake runtime writes the trace (on a device: the bytes above are the check) */
+    const char *mod = getenv("INFERLAB_CUDA_MODULE");
+    if (mod && strstr(mod, "fake")) {
+      IL_CHECK(h2d >= 1);
+      IL_CHECK_INT(h2d_off, 0);            /* every host-to-device byte on the copy stream */
+      IL_CHECK_INT(early_compute_wait, 0); /* the ops were not made to wait by upload_async */
+      IL_CHECK(last_rec >= 0);
+      IL_CHECK_INT(waited, last_rec);      /* event_wait: compute waits for the copy's last event */
+      printf("upload_async: %d copies on the copy stream, compute waits for event %d at event_wait\n", h2d, waited);
+    }
+  }
 
   /* 3. events */
   il_event *e0 = NULL, *e1 = NULL, *e2 = NULL;

@@ -18,6 +18,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,9 +129,30 @@ cudaError_t cudaDriverGetVersion(int *v) {
   return cudaSuccess;
 }
 
-/* Streams run everything at once; a stream is a token. */
+/* Streams run everything at once; a stream is a token holding its number in creation order
+ * (the cuda backend creates its compute stream first, its copy stream second). With
+ * FAKE_CUDA_TRACE=FILE, host-to-device copies, event records and stream waits are appended to
+ * FILE as "h2d sS", "record eE sS", "wait sS eE" (test_cuda_glue reads which stream did what). */
+static int fake_streams, fake_events;
+
+__attribute__((format(printf, 1, 2))) static void fake_trace(const char *fmt, ...) {
+  const char *path = getenv("FAKE_CUDA_TRACE");
+  if (!path || !*path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(f, fmt, ap);
+  va_end(ap);
+  fputc('\n', f);
+  fclose(f);
+}
+
+static int fake_stream_no(cudaStream_t s) { return s ? *(unsigned char *)(void *)s : -1; }
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
   *s = (cudaStream_t)malloc(1);
+  if (*s) *(unsigned char *)(void *)*s = (unsigned char)fake_streams++;
   return cudaSuccess;
 }
 
@@ -140,11 +162,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) { return cudaSuccess; }
-
 typedef struct {
   double t;
+  int id;
 } fake_event;
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
+  fake_trace("wait s%d e%d", fake_stream_no(s), ((fake_event *)(void *)e)->id);
+  return cudaSuccess;
+}
 
 static double fake_now(void) {
   struct timespec ts;
@@ -154,6 +180,7 @@ static double fake_now(void) {
 
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
   *e = (cudaEvent_t)calloc(1, sizeof(fake_event));
+  if (*e) ((fake_event *)(void *)*e)->id = fake_events++;
   return *e ? cudaSuccess : fake_ret(cudaErrorMemoryAllocation);
 }
 
@@ -166,6 +193,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   ((fake_event *)(void *)e)->t = fake_now();
+  fake_trace("record e%d s%d", ((fake_event *)(void *)e)->id, fake_stream_no(s));
   return cudaSuccess;
 }
 
@@ -177,6 +205,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
 }
 
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
+  if (k == cudaMemcpyHostToDevice) fake_trace("h2d s%d", fake_stream_no(st));
   memmove(d, s, n);
   return cudaSuccess;
 }

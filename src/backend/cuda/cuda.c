@@ -233,7 +233,9 @@ static size_t il__empty_cache(il_backend *b) { return il_caching_empty_cache(il_
 
 /* ---------------------------------------------------------------- transfers */
 
-static il_status il__upload_locked(il__cu *c, il_tensor dst, const void *src, size_t bytes) {
+/* join: the ops queued after this upload wait for it (upload); false leaves that to
+ * event_wait on the event the caller records on the copy stream (upload_async). */
+static il_status il__upload_locked(il__cu *c, il_tensor dst, const void *src, size_t bytes, bool join) {
   if (bytes > dst.buf->size - dst.off)
     return il_error(IL_ERR_RANGE, "upload: %zu bytes into '%s' at offset %zu overrun its buffer of %zu bytes", bytes,
                     il__nm(&dst), dst.off, dst.buf->size);
@@ -256,8 +258,10 @@ static il_status il__upload_locked(il__cu *c, il_tensor dst, const void *src, si
     done += n;
   }
   /* and the ops queued after this upload wait for it */
-  IL_CUDA_CHECK(c, cudaEventRecord(c->join, c->copy), "upload", nm);
-  IL_CUDA_CHECK(c, cudaStreamWaitEvent(c->compute, c->join, 0), "upload", nm);
+  if (join) {
+    IL_CUDA_CHECK(c, cudaEventRecord(c->join, c->copy), "upload", nm);
+    IL_CUDA_CHECK(c, cudaStreamWaitEvent(c->compute, c->join, 0), "upload", nm);
+  }
   pthread_mutex_lock(&c->lock);
   c->xfer.upload_bytes += bytes;
   c->xfer.n_uploads++;
@@ -308,7 +312,7 @@ static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_
   il__cu *c = il__cu_of(b);
   IL_TRY(il__check(b, "upload", &dst, IL_DTYPE_COUNT));
   pthread_mutex_lock(&c->xfer_lock);
-  il_status st = il__upload_locked(c, dst, src, bytes);
+  il_status st = il__upload_locked(c, dst, src, bytes, true);
   pthread_mutex_unlock(&c->xfer_lock);
   return st;
 }
@@ -955,6 +959,7 @@ static const il_attn_kernel *il__attn_kernels(il_backend *b, int *n) {
 
 struct il_event {
   cudaEvent_t e;
+  bool copy; /* recorded on the copy stream by upload_async */
 };
 
 static il_status il__event_record(il_backend *b, il_event **out) {
@@ -962,6 +967,7 @@ static il_status il__event_record(il_backend *b, il_event **out) {
   *out = NULL;
   il_event *ev = il_mem_alloc(IL_MEM_OTHER, sizeof *ev, "event");
   if (!ev) return IL_ERR_OOM;
+  ev->copy = false;
   cudaError_t e = cudaSetDevice(c->dev);
   if (e == cudaSuccess) e = cudaEventCreate(&ev->e);
   if (e == cudaSuccess) {
@@ -986,8 +992,47 @@ static il_status il__event_elapsed(il_backend *b, il_event *a, il_event *e, doub
   return IL_OK;
 }
 
+/* The upload as upload does it (through the pinned staging buffers, so src may change as soon
+ * as this returns), but the compute stream does not wait for it: *done, recorded on the copy
+ * stream after the last chunk, is what event_wait makes the ops wait for. The copy stream
+ * still waits for the ops queued before it, as every upload does (they may read dst). */
+static il_status il__upload_async(il_backend *b, il_tensor dst, const void *src, size_t bytes, il_event **done) {
+  il__cu *c = il__cu_of(b);
+  *done = NULL;
+  IL_TRY(il__check(b, "upload_async", &dst, IL_DTYPE_COUNT));
+  il_event *ev = il_mem_alloc(IL_MEM_OTHER, sizeof *ev, "upload event");
+  if (!ev) return IL_ERR_OOM;
+  ev->copy = true;
+  pthread_mutex_lock(&c->xfer_lock);
+  il_status st = il__upload_locked(c, dst, src, bytes, false);
+  cudaError_t e = cudaSuccess;
+  if (st == IL_OK) e = cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
+  if (st == IL_OK && e == cudaSuccess) {
+    e = cudaEventRecord(ev->e, c->copy);
+    if (e != cudaSuccess) (void)cudaEventDestroy(ev->e);
+  }
+  pthread_mutex_unlock(&c->xfer_lock);
+  if (st == IL_OK && e != cudaSuccess)
+    st = il__cu_fail(c, e, "upload_async", il__nm(&dst), "cudaEventCreate/cudaEventRecord", __FILE__, __LINE__);
+  if (st != IL_OK) {
+    il_mem_free(ev);
+    return st;
+  }
+  *done = ev;
+  return IL_OK;
+}
+
+/* The compute stream waits for e on the device; the host does not wait. */
+static il_status il__event_wait(il_backend *b, il_event *e) {
+  il__cu *c = il__cu_of(b);
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "event_wait", NULL);
+  IL_CUDA_CHECK(c, cudaStreamWaitEvent(c->compute, e->e, 0), "event_wait", NULL);
+  return IL_OK;
+}
+
 static void il__event_free(il_backend *b, il_event *e) {
   if (!e) return;
+  if (e->copy) (void)cudaEventSynchronize(e->e); /* its staging copy may still be in flight */
   (void)cudaEventDestroy(e->e);
   il_mem_free(e);
 }
@@ -1107,6 +1152,8 @@ static const il_backend_ops il__cuda_ops = {
     .event_record = il__event_record,
     .event_elapsed = il__event_elapsed,
     .event_free = il__event_free,
+    .upload_async = il__upload_async,
+    .event_wait = il__event_wait,
     .destroy = il__destroy,
     .transfers = il__transfers,
     .allocator_stats = il__allocator_stats,
