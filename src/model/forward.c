@@ -18,6 +18,9 @@
 
 /* ---- forward pass ---- */
 
+/* Every op (the lane's `take` on F32 activations, and on 16-bit ones where the backend takes them all). */
+#define IL__ALL_OPS ((1u << IL_OP_COUNT) - 1)
+
 int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens) {
   if (act_type == IL_DTYPE_F32) return max_tokens;
   int32_t r = max_tokens / 4 + (max_tokens % 4 != 0);
@@ -122,7 +125,7 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
       {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
       {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
       {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers || ln->has_exps),
-       IL_DTYPE_F32, "activations: f32 chunk", act != IL_DTYPE_F32 && !ln->direct},
+       IL_DTYPE_F32, "activations: f32 chunk", act != IL_DTYPE_F32 && ln->take != IL__ALL_OPS},
       {&ln->moe_logits, T, hp->n_expert, IL_DTYPE_F32, "activations: router logits", ln->has_layers && hp->n_expert},
       {&ln->moe_x, T, dim, act, "activations: expert input", ln->has_exps},
       {&ln->moe_h, T, hp->n_ff_exp, act, "activations: expert gate", ln->has_exps},
@@ -133,8 +136,9 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
     if (bufs[i].need)
       IL_TRY(il_backend_tensor_new(ln->b, IL_MEM_ACTIVATIONS, bufs[i].rows, bufs[i].cols, bufs[i].type, bufs[i].name,
                                    bufs[i].t));
-  /* the same F32 scratch, the backend's own where it computes on 16-bit activations itself */
-  if (act != IL_DTYPE_F32 && ln->direct) {
+  /* the same F32 scratch, the backend's own for the ops it computes on 16-bit activations
+   * itself (a backend that widens in its kernels has no reserve_act) */
+  if (act != IL_DTYPE_F32 && ln->take && ln->b->ops->reserve_act) {
     IL_TRY(ln->b->ops->reserve_act(ln->b, act, il_forward_chunk_rows(act, T),
                                    il__wide_cols(hp, ln->has_layers || ln->has_exps)));
     ln->reserved = true;
@@ -142,15 +146,15 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
   return IL_OK;
 }
 
-/* Whether b runs every op of the forward pass on activations of act itself (else the pass
- * widens them into F32 copies chunk by chunk and narrows the results). */
-static bool il__direct(il_backend *b, il_dtype act, il_dtype kv_type) {
-  if (act == IL_DTYPE_F32) return true;
-  if (!b->ops->reserve_act) return false;
+/* The ops (a mask of 1 << il_op) b runs on activations of act itself; the pass widens the
+ * tensors of every other op into F32 copies chunk by chunk and narrows the results. */
+static uint32_t il__take(il_backend *b, il_dtype act, il_dtype kv_type) {
+  if (act == IL_DTYPE_F32) return IL__ALL_OPS;
+  uint32_t take = 0;
   for (int op = 0; op < IL_OP_COUNT; op++)
-    if (!b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
-      return false;
-  return true;
+    if (b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
+      take |= 1u << op;
+  return take;
 }
 
 /* The scratch a lane's backend needs for the matmuls it will run (ops->reserve): the weights of
@@ -220,7 +224,7 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
   for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
     int l = 0; /* the KV cells of the lane's first layer (the others are of the same type) */
     while (l < hp->n_layer - 1 && d->layer_b[l] != st->lane[i].b) l++;
-    st->lane[i].direct = il__direct(st->lane[i].b, act_type, kv[l].k.type);
+    st->lane[i].take = il__take(st->lane[i].b, act_type, kv[l].k.type);
     s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
   }
   if (s == IL_OK) {
@@ -308,30 +312,37 @@ static void il__layer(il_forward_state *st, int32_t layer) {
 }
 
 /* ---- ops over chunks of rows ----
- * Where a lane's backend computes on the activations' type itself (every F32 pass; cpu and sim
- * with F16/BF16), an op is one call on the buffers and the backend reports its outputs. Where
- * it does not (cuda with F16/BF16), the op runs as a loop over chunks of st->chunk rows: inputs
- * taken with il__in and outputs with il__out as F32 copies in the lane's scratch (`wide`), the
- * op computed there, and every output handed to il__put, which reports it and narrows it back. */
+ * Decided per op (the ops a loop body calls, `ops`, against the lane's `take`): where the
+ * lane's backend computes on the activations' type itself for every one of them (every F32
+ * pass; cpu and sim with F16/BF16; cuda's elementwise ops), the op is one call on the buffers
+ * and the backend reports its outputs. Where it does not, the op runs as a loop over chunks of
+ * st->chunk rows: inputs taken with il__in and outputs with il__out as F32 copies in the lane's
+ * scratch (`wide`), the op computed there, and every output handed to il__put, which reports it
+ * and narrows it back; the backend's observer is off meanwhile, so each result is reported once. */
 typedef struct {
   il_forward_state *st;
   il_forward_lane *ln;
+  uint32_t ops;        /* the ops the loop body calls (1 << il_op) */
+  bool direct;         /* the backend takes the 16-bit tensors of all of them */
   int32_t n, r0, rows; /* rows [r0, r0 + rows) of a batch of n */
   size_t used;         /* bytes of ln->wide this chunk's op has taken */
 } il__chunk;
 
-static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, int32_t n, int32_t r0) {
-  const int32_t left = n - r0, step = ln->direct ? n : st->chunk;
-  return (il__chunk){st, ln, n, r0, left < step ? left : step, 0};
+static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, uint32_t ops, int32_t n, int32_t r0) {
+  const bool direct = (ln->take & ops) == ops;
+  const int32_t left = n - r0, step = direct ? n : st->chunk;
+  ln->b->observer = st->numerics && direct ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
+  return (il__chunk){st, ln, ops, direct, n, r0, left < step ? left : step, 0};
 }
 
-#define IL__CHUNKS(k, st, ln, n)                                                                                        \
-  for (il__chunk k = il__chunk_at(st, ln, n, 0); k.rows > 0; k = il__chunk_at(st, ln, n, k.r0 + k.rows))
+#define IL__OP(op) (1u << (op))
+#define IL__CHUNKS(k, st, ln, mask, n)                                                                                  \
+  for (il__chunk k = il__chunk_at(st, ln, mask, n, 0); k.rows > 0; k = il__chunk_at(st, ln, k.ops, n, k.r0 + k.rows))
 
 /* Where the op writes the chunk's rows of t: t's rows when t is F32 or the backend takes its
  * type, else F32 scratch. */
 static il_status il__out(il__chunk *k, il_tensor t, il_tensor *out) {
-  if (t.type == IL_DTYPE_F32 || k->ln->direct) {
+  if (t.type == IL_DTYPE_F32 || k->direct) {
     *out = il_tensor_rows(t, k->r0, k->rows);
     return IL_OK;
   }
@@ -347,7 +358,7 @@ static il_status il__out(il__chunk *k, il_tensor t, il_tensor *out) {
 /* The chunk's rows of t as the op reads them: t's rows, or widened into scratch. */
 static il_status il__in(il__chunk *k, il_tensor t, il_tensor *out) {
   IL_TRY(il__out(k, t, out));
-  if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
+  if (t.type == IL_DTYPE_F32 || k->direct) return IL_OK;
   return k->ln->b->ops->copy(k->ln->b, *out, il_tensor_rows(t, k->r0, k->rows));
 }
 
@@ -362,7 +373,7 @@ static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
 /* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies:
  * reported as a backend would report it, then stored at t's type. */
 static il_status il__put(il__chunk *k, il_tensor y, il_tensor t) {
-  if (t.type == IL_DTYPE_F32 || k->ln->direct) return IL_OK;
+  if (t.type == IL_DTYPE_F32 || k->direct) return IL_OK;
   il_backend *b = k->ln->b;
   if (k->st->numerics) IL_TRY(il_numerics_observe(k->st->numerics, b, IL_OP_COUNT, y, t.type));
   return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
@@ -400,7 +411,7 @@ static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, 
                           float eps, int32_t layer, const char *op) {
   il__layer(st, layer);
   Y = il__as(Y, op);
-  IL__CHUNKS(k, st, ln, n) {
+  IL__CHUNKS(k, st, ln, IL__OP(IL_OP_RMSNORM), n) {
     il_tensor x, y;
     IL_TRY(il__in(&k, X, &x));
     IL_TRY(il__out(&k, Y, &y));
@@ -415,19 +426,17 @@ static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, 
 static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, int m, const il_tensor *Y,
                         const il_tensor *W, const il_tensor *bias, il_tensor X, int32_t layer, const char *const *op) {
   il_backend *b = ln->b;
-  const il_op_observer obs = b->observer;
-  if (!op) b->observer = (il_op_observer){0};
   il__layer(st, layer);
   il_status s = IL_OK;
-  IL__CHUNKS(k, st, ln, n) {
+  IL__CHUNKS(k, st, ln, IL__OP(IL_OP_MATMUL), n) {
     il_tensor x, y[3];
+    if (!op) b->observer = (il_op_observer){0};
     if ((s = il__in(&k, X, &x)) != IL_OK) break;
     for (int i = 0; i < m && s == IL_OK; i++) s = il__out(&k, op ? il__as(Y[i], op[i]) : Y[i], &y[i]);
     if (s == IL_OK) s = m == 1 && !bias ? b->ops->matmul(b, y[0], W[0], x) : b->ops->matmul_multi(b, m, y, W, bias, x);
     for (int i = 0; op && i < m && s == IL_OK; i++) s = il__put(&k, y[i], Y[i]);
     if (s != IL_OK) break;
   }
-  b->observer = obs;
   return s;
 }
 
@@ -438,7 +447,7 @@ static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n
   il_backend *b = ln->b;
   il__layer(st, layer);
   Y = il__as(Y, op);
-  IL__CHUNKS(k, st, ln, n) {
+  IL__CHUNKS(k, st, ln, IL__OP(f), n) {
     il_tensor y, x;
     IL_TRY(il__in(&k, Y, &y));
     IL_TRY(il__in(&k, X, &x));
@@ -494,7 +503,8 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
 static il_status il__embed(const il_model_dev *d, il_forward_state *st, il_forward_lane *ln, int32_t n) {
   const il_tensor X = il__as(il_tensor_rows(ln->x, 0, n), "token_embd"), ids = il_forward_batch_views(ln, n).ids;
   il__layer(st, 0);
-  IL__CHUNKS(k, st, ln, n) {
+  const uint32_t ops = IL__OP(IL_OP_GET_ROWS) | (d->model->hp.gemma ? IL__OP(IL_OP_SCALE) : 0);
+  IL__CHUNKS(k, st, ln, ops, n) {
     il_tensor x;
     IL_TRY(il__out(&k, X, &x));
     IL_TRY(ln->b->ops->get_rows(ln->b, x, d->tok_embd, il__ids(ids, k.r0, k.rows)));
@@ -522,7 +532,9 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
   IL_TRY(il__norm(st, ln, n, XB, X, L->attn_norm, hp->norm_eps, l, "attn_norm"));
   const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V}, bqkv[3] = {L->bq, L->bk, L->bv};
   IL_TRY(il__mm(st, ln, n, 3, yqkv, wqkv, L->bq.buf ? bqkv : NULL, XB, l, qkv_ops));
-  IL__CHUNKS(k, st, ln, n) { /* q and k normed per head (qwen3) and rotated; k and v into the cache */
+  const uint32_t rope_ops =
+      IL__OP(IL_OP_ROPE) | IL__OP(IL_OP_KV_STORE) | (L->q_norm.buf || L->k_norm.buf ? IL__OP(IL_OP_RMSNORM) : 0);
+  IL__CHUNKS(k, st, ln, rope_ops, n) { /* q and k normed per head (qwen3) and rotated; k and v into the cache */
     il_tensor q, kk, vv;
     IL_TRY(il__in(&k, il__as(Q, "rope"), &q));
     IL_TRY(il__in(&k, K, &kk));
@@ -532,7 +544,7 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     IL_TRY(b->ops->rope_kv_store(b, q, kk, vv, il__ids(a0.pos, k.r0, k.rows), &rq, &rk, kv, il__ids(slots, k.r0, k.rows)));
     IL_TRY(il__put(&k, q, Q));
   }
-  IL__CHUNKS(k, st, ln, n) {
+  IL__CHUNKS(k, st, ln, IL__OP(IL_OP_ATTENTION), n) {
     il_attn_args a = a0;
     IL_TRY(il__in(&k, Q, &a.q));
     IL_TRY(il__out(&k, il__as(ATT, "attention"), &a.out));
@@ -720,8 +732,9 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
   *n_logits = 0;
   /* with the check on, the lanes' backends report every op's result for the pass */
   for (int i = 0; i < st->n_lanes; i++)
-    st->lane[i].b->observer = st->numerics && st->lane[i].direct ? (il_op_observer){il_numerics_observe, st->numerics}
-                                                                 : (il_op_observer){0};
+    st->lane[i].b->observer = st->numerics && st->lane[i].take == IL__ALL_OPS
+                                  ? (il_op_observer){il_numerics_observe, st->numerics}
+                                  : (il_op_observer){0};
   il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
   for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
   return s;

@@ -270,12 +270,12 @@ typedef struct {
   il_tensor k, v;                /* [max_tokens x kv_dim] */
   il_tensor hb, hb2;             /* [max_tokens x n_ff] */
   il_tensor logits;              /* F32 [max_logits x n_vocab] (the output's lane) */
-  il_tensor wide;                /* 16-bit act_type on a backend that computes on F32 only: F32
-                                  * [1 x chunk * widest op], the F32 copies an op computes on, one
-                                  * chunk of rows at a time */
-  bool direct;                   /* the backend computes on act_type itself (supports(); every
-                                  * F32 lane): ops run on the buffers, the backend chunks */
-  bool reserved;                 /* its reserve_act scratch is this lane's (16-bit, direct) */
+  il_tensor wide;                /* 16-bit act_type where the backend refuses some op on it: F32
+                                  * [1 x chunk * widest op], the F32 copies such an op computes
+                                  * on, one chunk of rows at a time */
+  uint32_t take;                 /* the ops (1 << il_op) the backend computes on act_type itself
+                                  * (supports(); all on an F32 lane): they run on the buffers */
+  bool reserved;                 /* its reserve_act scratch is this lane's (16-bit, some op taken) */
   il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots */
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
@@ -321,8 +321,9 @@ typedef struct {
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
   /* Mixed precision: activations are stored at act_type between ops. With F16 or BF16 each op
    * runs on chunks of `chunk` rows widened to F32 (compute and accumulation stay F32) and its
-   * results are narrowed back: by the backend in its reserve_act scratch where it takes 16-bit
-   * tensors (lane.direct), else by the pass in the lane's `wide` scratch; with F32 chunk =
+   * results are narrowed back: by the backend (in its reserve_act scratch, or in its kernels)
+   * for the ops it takes 16-bit tensors of (lane.take), else by the pass in the lane's `wide`
+   * scratch; with F32 chunk =
    * max_tokens and the ops read and write the buffers themselves. */
   il_dtype act_type;
   int32_t chunk;
