@@ -1,5 +1,5 @@
 /* backend/cuda/sample: the per-row work of the sample op (backend.h's il_sample_args), shared by
- * the kernel (sample.cu), the fake module and tests/test_cuda_sample.cpp as its host twin.
+ * the kernel (sample.cu), the fake module and tests/test_cuda_sample.c as its host twin.
  *
  * A row is ranked by the seam's order: descending logit, the lower id first on ties. Greedy is
  * the argmax (any reduction order gives the same pair, so the kernel's tree is free to differ
@@ -16,15 +16,24 @@
 #define IL_BACKEND_CUDA_SAMPLE_CUH
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
+/* Plain C for the host (tests/test_cuda_sample.c builds without the toolkit), both sides under
+ * nvcc. */
+#ifdef __CUDACC__
+#define IL__SMP_FN __host__ __device__ static inline
+#else
+#define IL__SMP_FN static inline
+#endif
+
 /* a comes before b in the seam's order (finite logits) */
-__host__ __device__ inline bool il__cu_smp_before(float la, int64_t ia, float lb, int64_t ib) {
+IL__SMP_FN bool il__cu_smp_before(float la, int64_t ia, float lb, int64_t ib) {
   return la > lb || (la == lb && ia < ib);
 }
 
 /* The first candidate after (pl, pi) in the order; (pl, pi) = (+Inf, -1) gives the first. */
-__host__ __device__ inline int64_t il__cu_smp_next(const float *l, int64_t n, float pl, int64_t pi) {
+IL__SMP_FN int64_t il__cu_smp_next(const float *l, int64_t n, float pl, int64_t pi) {
   int64_t best = -1;
   for (int64_t i = 0; i < n; i++)
     if (il__cu_smp_before(pl, pi, l[i], i) && (best < 0 || il__cu_smp_before(l[i], i, l[best], best))) best = i;
@@ -32,7 +41,7 @@ __host__ __device__ inline int64_t il__cu_smp_next(const float *l, int64_t n, fl
 }
 
 /* -1 when a logit of l[n] is not finite, else the argmax with the lowest id on ties. */
-__host__ __device__ inline int64_t il__cu_smp_argmax(const float *l, int64_t n) {
+IL__SMP_FN int64_t il__cu_smp_argmax(const float *l, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 0; i < n; i++) {
     if (!isfinite(l[i])) return -1;
@@ -42,11 +51,11 @@ __host__ __device__ inline int64_t il__cu_smp_argmax(const float *l, int64_t n) 
 }
 
 /* The candidate's weight at temperature t against the row's maximum mx, as the CPU forms it. */
-__host__ __device__ inline double il__cu_smp_w(float li, float mx, float t) { return exp(((double)li - mx) / t); }
+IL__SMP_FN double il__cu_smp_w(float li, float mx, float t) { return exp(((double)li - mx) / t); }
 
 /* The token il_sample_args picks from l[n] with draw u, given its argmax (il__cu_smp_argmax,
  * not -1). */
-__host__ __device__ inline int32_t il__cu_smp_row(const float *l, int64_t n, float u, float temp, int32_t top_k,
+IL__SMP_FN int32_t il__cu_smp_row(const float *l, int64_t n, float u, float temp, int32_t top_k,
                                                   float top_p, int64_t best) {
   if (!(temp > 0)) return (int32_t)best;
   const float mx = l[best];
