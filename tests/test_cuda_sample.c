@@ -38,7 +38,7 @@ int main(void) {
   il_backend *cpu = NULL;
   IL_CHECK_OK(il_backend_open("cpu", &o, &cpu));
   if (!cpu) return il_test_finish();
-  static const int64_t widths[] = {1, 2, 7, 50, 257, 1031, 4099};
+  static const int64_t widths[] = {1, 2, 7, 50, 257, 1031, 2053};
   static const il_sample_args settings[] = {
       {0, 0, 1},       {0.3f, 0, 1},     {1.0f, 0, 1},  {2.5f, 0, 1},     {1.0f, 1, 1},     {0.7f, 3, 1},
       {1.0f, 40, 1},   {1.3f, 0, 0.5f},  {0.8f, 0, 0.9f}, {1.0f, 0, 0.05f}, {0.5f, 10, 0.9f}, {2.0f, 7, 0.3f},
