@@ -6,7 +6,9 @@
  * coarse values (many ties, the lower id must win) or fine ones, widths from 1 to a few
  * thousand; the draws come from the engine sampler's own seeded generator
  * (il_sampler_uniform), the value the engine would pass as u. Every (row, setting, draw) must
- * give the same token id on both sides; a row with a NaN or an infinity gives -1 on both.
+ * give the same token id on both sides; a row with a NaN or an infinity gives -1 on both. The
+ * kernel's argmax tree (256 lanes, then shared-memory halving) runs here in sequence and must
+ * equal the plain argmax on every row.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,19 @@ static uint64_t rng = 31;
 static int32_t twin(const float *l, int64_t n, float u, const il_sample_args *a) {
   const int64_t best = il__cu_smp_argmax(l, n);
   return best < 0 ? -1 : il__cu_smp_row(l, n, u, a->temperature, a->top_k, a->top_p, best);
+}
+
+/* The kernel's argmax as its CTA computes it: 256 lanes' strided scans, then the shared-memory
+ * tree (sample.cu), here in sequence; -1 when a logit is not finite. */
+static int64_t tree_argmax(const float *l, int64_t n) {
+  enum { NT = 256 };
+  float v[NT];
+  int64_t id[NT];
+  int bad[NT];
+  for (int t = 0; t < NT; t++) il__cu_smp_lane(l, n, t, NT, &v[t], &id[t], &bad[t]);
+  for (int s = NT / 2; s > 0; s >>= 1)
+    for (int t = 0; t < s; t++) il__cu_smp_join(&v[t], &id[t], &bad[t], v[t + s], id[t + s], bad[t + s]);
+  return bad[0] ? -1 : id[0];
 }
 
 static void fill(float *l, int64_t n, int coarse) {
@@ -73,6 +88,7 @@ int main(void) {
           for (int r = 0; r < NR; r++) {
             const float *row = l + (size_t)r * (size_t)n;
             const int32_t got = twin(row, n, u[r], &settings[c]);
+            if (c == 0) IL_CHECK_INT(tree_argmax(row, n), il__cu_smp_argmax(row, n));
             if (got != want[r])
               fprintf(stderr, "width %lld seed %llu setting %d row %d: twin %d, cpu %d\n", (long long)n,
                       (unsigned long long)seed, c, r, got, want[r]);
@@ -107,6 +123,7 @@ int main(void) {
       for (int r = 0; r < 3; r++) {
         IL_CHECK_INT(want[r], -1);
         IL_CHECK_INT(twin(l + (size_t)r * (size_t)n, n, u[r], &settings[c]), -1);
+        IL_CHECK_INT(tree_argmax(l + (size_t)r * (size_t)n, n), -1);
       }
       for (int r = 3; r < NR; r++) IL_CHECK_INT(twin(l + (size_t)r * (size_t)n, n, u[r], &settings[c]), want[r]);
     }

@@ -7,7 +7,7 @@
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/sample.cuh"
 
-#define IL__SMP_THREADS 256
+#define IL__SMP_THREADS 256 /* test_cuda_sample runs this tree on the host at the same width */
 
 __global__ void il__k_sample(int32_t *ids, const float *logits, size_t ls, int64_t cols, const float *u, float temp,
                              int32_t top_k, float top_p) {
@@ -17,22 +17,14 @@ __global__ void il__k_sample(int32_t *ids, const float *logits, size_t ls, int64
   const int64_t row = blockIdx.x;
   const float *l = (const float *)((const char *)logits + (size_t)row * ls);
   const int t = threadIdx.x;
-  int64_t bi = -1;
-  float bv = 0;
-  int nf = 0;
-  for (int64_t i = t; i < cols; i += IL__SMP_THREADS) {
-    const float v = l[i];
-    nf |= !isfinite(v);
-    if (bi < 0 || v > bv) bi = i, bv = v; /* ascending i: the first of equals stays */
-  }
+  float bv;
+  int64_t bi;
+  int nf;
+  il__cu_smp_lane(l, cols, t, IL__SMP_THREADS, &bv, &bi, &nf); /* in registers, then shared */
   sv[t] = bv, si[t] = bi, bad[t] = nf;
   __syncthreads();
   for (int s = IL__SMP_THREADS / 2; s > 0; s >>= 1) {
-    if (t < s) {
-      const int64_t oi = si[t + s];
-      if (oi >= 0 && (si[t] < 0 || il__cu_smp_before(sv[t + s], oi, sv[t], si[t]))) sv[t] = sv[t + s], si[t] = oi;
-      bad[t] |= bad[t + s];
-    }
+    if (t < s) il__cu_smp_join(&sv[t], &si[t], &bad[t], sv[t + s], si[t + s], bad[t + s]);
     __syncthreads();
   }
   if (t == 0) ids[row] = bad[0] ? -1 : temp > 0 ? il__cu_smp_row(l, cols, u[row], temp, top_k, top_p, si[0]) : (int32_t)si[0];

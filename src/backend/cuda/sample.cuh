@@ -50,6 +50,22 @@ IL__SMP_FN int64_t il__cu_smp_argmax(const float *l, int64_t n) {
   return best;
 }
 
+/* The kernel's argmax in two parts, so the host can run its tree (test_cuda_sample): lane t of
+ * nt scans l[t], l[t + nt], ... keeping the first of equals and whether any is non-finite
+ * (*bi = -1 when the lane has no element); join folds another lane's result into one. */
+IL__SMP_FN void il__cu_smp_lane(const float *l, int64_t n, int t, int nt, float *bv, int64_t *bi, int *bad) {
+  *bi = -1, *bv = 0, *bad = 0;
+  for (int64_t i = t; i < n; i += nt) {
+    const float v = l[i];
+    *bad |= !isfinite(v);
+    if (*bi < 0 || v > *bv) *bi = i, *bv = v;
+  }
+}
+IL__SMP_FN void il__cu_smp_join(float *bv, int64_t *bi, int *bad, float ov, int64_t oi, int obad) {
+  if (oi >= 0 && (*bi < 0 || il__cu_smp_before(ov, oi, *bv, *bi))) *bv = ov, *bi = oi;
+  *bad |= obad;
+}
+
 /* The candidate's weight at temperature t against the row's maximum mx, as the CPU forms it. */
 IL__SMP_FN double il__cu_smp_w(float li, float mx, float t) { return exp(((double)li - mx) / t); }
 
