@@ -13,7 +13,8 @@
 #    (nvidia-smi --query-gpu=compute_cap), timed;
 # 3. correctness: test_cuda_mv3 (matvec v3's host twin, host only), test_cuda_module,
 #    test_cuda_glue, test_backend_ops (every op on cuda vs the scalar CPU, with the committed
-#    matvec dispatch table), test_cuda_engine, each with a timeout;
+#    matvec dispatch table, the device's sample kernel among them), test_cuda_engine (greedy
+#    steps sample on the device: 4 bytes down each), each with a timeout;
 # 4. the matvec tournament (bench_cuda_mv3): the ceilings (1 GiB copy, a 16-byte-load read-only
 #    reduction, the cost of one small op), every matvec v3 kernel's device results against its
 #    host twin bit for bit, then every kernel (v1, v2, v3 w4u1/w4u2/w8u2) x weight type x

@@ -20,13 +20,16 @@
  * - plan on cuda: the dry run on cuda:N,dry=SIZE (the device's facts and measured fixed
  *   overhead, no memory behind the allocator) predicts the peak; a run capped at exactly that
  *   (--mem-limit = peak - fixed) opens and decodes a full batch through cuBLAS without growing
- *   past it (its scratch is reserved at open), and one capped 3% lower is refused at open.
+ *   past it (its scratch is reserved at open), and one capped 3% lower is refused at open;
+ * - greedy generation samples on the device: one 4-byte id per step comes back, and the tokens
+ *   equal a host argmax of the logits on the same engine.
  */
 #include <string.h>
 
 #include "backend/registry.h"
 #include "engine/engine.h"
 #include "engine/oom.h"
+#include "engine/request.h"
 #include "lab/plan.h"
 #include "harness.h"
 
@@ -257,6 +260,76 @@ static void test_oom(void) {
   il_engine_free(e);
 }
 
+/* Greedy generation samples on the device (issue 31): each step after the first brings back one
+ * 4-byte id, not the logits, and the tokens are those a host argmax of the downloaded logits
+ * picks on the same engine, step for step. A sampling chain (temperature) keeps the logits
+ * download. */
+static void test_device_greedy(void) {
+  enum { NP = 5, NG = 12 };
+  il_config c;
+  cfg(&c, "cuda", "f32");
+  c.logits_all = false;
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&c, &e));
+  if (!e) return;
+  IL_CHECK(il_engine_samples_on_device(e));
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
+  const int32_t prompt[NP] = {1, 45, 300, 7, 99};
+  /* the host path: the logits down every step, the argmax here */
+  int32_t want[NG];
+  float *l = calloc(nv, 4);
+  il_batch_entry b[NP];
+  for (int i = 0; i < NP; i++) b[i] = (il_batch_entry){prompt[i], 0, i, i == NP - 1};
+  IL_CHECK_OK(il_engine_seq_remove(e, 0));
+  IL_CHECK_OK(il_engine_decode(e, b, NP, l));
+  for (int g = 0; g < NG; g++) {
+    want[g] = argmax(l, nv);
+    il_batch_entry one = {want[g], 0, NP + g, true};
+    if (g + 1 < NG) IL_CHECK_OK(il_engine_decode(e, &one, 1, l));
+  }
+  /* the request: the device's argmax */
+  il_request_params p = il_request_default_params();
+  p.sampling.temp = 0;
+  p.sampling.repeat_penalty = 1;
+  p.n_predict = NG;
+  p.ignore_eos = true;
+  il_request *r = NULL;
+  IL_CHECK_OK(il_request_new_tokens(e, prompt, NP, &p, &r));
+  int n_steps = 0;
+  for (int g = 0; r && g < NG; g++) {
+    il_engine_snapshot s0, s1;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &s0);
+    int32_t tok;
+    const char *text;
+    size_t len;
+    IL_CHECK_OK(il_request_next(r, &tok, &text, &len));
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &s1);
+    IL_CHECK_INT(tok, want[g]);
+    if (g > 0) { /* the first token comes from the prompt's logits, already here */
+      IL_CHECK_INT(s1.transfers.download_bytes - s0.transfers.download_bytes, 4);
+      n_steps++;
+    }
+  }
+  il_request_free(r);
+  /* temperature: the host's chain, so the whole logits row comes back per step */
+  p.sampling.temp = 0.8f;
+  IL_CHECK_OK(il_request_new_tokens(e, prompt, NP, &p, &r));
+  for (int g = 0; r && g < 3; g++) {
+    il_engine_snapshot s0, s1;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &s0);
+    int32_t tok;
+    const char *text;
+    size_t len;
+    IL_CHECK_OK(il_request_next(r, &tok, &text, &len));
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &s1);
+    if (g > 0) IL_CHECK_INT(s1.transfers.download_bytes - s0.transfers.download_bytes, (int64_t)(nv * 4));
+  }
+  il_request_free(r);
+  printf("greedy on the device: %d steps of 4 bytes down each, the host argmax's tokens\n", n_steps);
+  free(l);
+  il_engine_free(e);
+}
+
 int main(void) {
   il_backend *b = il_test_open_cuda_or_skip();
   b->ops->destroy(b);
@@ -278,5 +351,6 @@ int main(void) {
   test_types("f32", "bf16", 1.6e-2);
   test_plan("f32");
   test_plan("q8_0");
+  test_device_greedy();
   return il_test_finish();
 }

@@ -24,6 +24,7 @@ set(IL_TEST_TABLE
   test_cli_usage           slow,fixtures           300
   test_cpu_ops             quick                   300
   test_cuda_engine         quick,gpu               300
+  test_cuda_sample         quick                   300  # the sample kernel's host twin; no toolkit needed
   test_cuda_glue           quick,gpu               300
   test_cuda_module         quick,gpu               300
   test_dl                  quick                   300

@@ -137,7 +137,8 @@ typedef struct {
  * on ties); else the candidates in descending order of logit (lower id first on ties), the
  * first top_k of them (0: all), softmax(logit / temperature) over those, the shortest prefix
  * whose probability reaches top_p (1: all; at least one), and the first id whose cumulative
- * probability exceeds u[t] times the prefix's total. */
+ * probability exceeds u[t] times the prefix's total. A row holding a NaN or infinite logit
+ * gives -1 (the caller reads that row to say which). */
 typedef struct {
   float temperature;
   int32_t top_k;

@@ -525,6 +525,8 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
 void il_engine_free(il_engine *e) {
   if (!e) return;
   il_mem_free(e->slots);
+  if (e->smp_ids.buf) il_backend_tensor_free(e->weights.out_b, &e->smp_ids);
+  if (e->smp_u.buf) il_backend_tensor_free(e->weights.out_b, &e->smp_u);
   il_forward_state_free(&e->fs);
   il_kv_cache_free(&e->kv);
   il_model_dev_free(&e->weights);
@@ -539,7 +541,9 @@ void il_engine_free(il_engine *e) {
 
 /* ---- decode ---- */
 
-il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out) {
+/* Either output: the logits rows into logits_out, or (ids_out) their argmax ids sampled where
+ * they are, by the output backend's sample op. */
+static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out, int32_t *ids_out) {
   const size_t nv = (size_t)e->model->hp.n_vocab;
   il_backend *b = e->backend;
   size_t written = 0;
@@ -560,7 +564,12 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
     int32_t n_logits = 0;
     IL_TRY(il_kv_cache_sync(&e->kv));
     IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
-    if (n_logits && logits_out) {
+    if (n_logits && ids_out) {
+      il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
+      const il_sample_args greedy = {0, 0, 1};
+      IL_TRY(lo->b->ops->sample(lo->b, e->smp_ids, il_tensor_rows(lo->logits, 0, n_logits), e->smp_u, &greedy));
+      IL_TRY(lo->b->ops->download(lo->b, ids_out + written, e->smp_ids, (size_t)n_logits * sizeof(int32_t)));
+    } else if (n_logits && logits_out) {
       il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
       IL_TRY(lo->b->ops->download(lo->b, logits_out + written * nv, lo->logits, (size_t)n_logits * nv * sizeof(float)));
     }
@@ -569,6 +578,41 @@ il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n,
   }
   IL_TRY(il_model_dev_sync(&e->weights)); /* the next pass's first layer, copied while this one ended */
   return b->ops->sync(b);
+}
+
+il_status il_engine_decode(il_engine *e, const il_batch_entry *batch, int32_t n, float *logits_out) {
+  return il__decode(e, batch, n, logits_out, NULL);
+}
+
+bool il_engine_samples_on_device(const il_engine *e) {
+  il_backend *b = e->weights.out_b;
+  il_backend_info info;
+  b->ops->info(b, &info);
+  return b->ops->sample && !info.host_visible;
+}
+
+il_status il_engine_decode_greedy(il_engine *e, const il_batch_entry *batch, int32_t n, int32_t *ids_out) {
+  if (!il_engine_samples_on_device(e))
+    return il_error(IL_ERR_UNSUPPORTED, "%s samples on the host (no sample op, or its buffers are host memory)",
+                    e->info.name);
+  il_backend *b = e->weights.out_b;
+  if (!e->smp_u.buf) {
+    /* the draws first, zeroed (greedy reads none; they stay defined all the same): the ids'
+     * buffer existing means both are ready */
+    const size_t bytes = (size_t)e->n_logits_max * sizeof(float);
+    float *zero = il_mem_calloc(IL_MEM_STAGING, bytes, "sampling draws");
+    if (!zero) return IL_ERR_OOM;
+    il_status st = il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, e->n_logits_max, IL_DTYPE_F32, "sampling draws", &e->smp_u);
+    if (st == IL_OK) st = b->ops->upload(b, e->smp_u, zero, bytes);
+    il_mem_free(zero);
+    if (st != IL_OK) {
+      if (e->smp_u.buf) il_backend_tensor_free(b, &e->smp_u);
+      return st;
+    }
+  }
+  if (!e->smp_ids.buf)
+    IL_TRY(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, e->n_logits_max, IL_DTYPE_I32, "sampled ids", &e->smp_ids));
+  return il__decode(e, batch, n, NULL, ids_out);
 }
 
 il_status il_engine_seq_remove(il_engine *e, int32_t seq) { return il_kv_cache_seq_remove(&e->kv, seq); }

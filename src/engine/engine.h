@@ -82,6 +82,15 @@ IL_NODISCARD il_status il_engine_memory_map(const il_engine *e, il_caching_snaps
 /* The options e was opened with, after any --fit or --gpu-layers auto change. Borrowed. */
 const il_config *il_engine_config(const il_engine *e);
 
+/* Device sampling (greedy): true when the output's backend keeps its buffers off the host and
+ * has a sample op, so il_engine_decode_greedy brings back 4 bytes per logits row instead of the
+ * row. il_engine_decode_greedy is il_engine_decode with ids_out[i] = the argmax (the lowest id
+ * on ties) of the i-th logits row, or -1 where that row holds a NaN or an infinity (decode the
+ * entries again with il_engine_decode to read it). IL_ERR_UNSUPPORTED when the backend cannot;
+ * IL_ERR_OOM for the ids' and draws' buffers (made at the first call). */
+bool il_engine_samples_on_device(const il_engine *e);
+IL_NODISCARD il_status il_engine_decode_greedy(il_engine *e, const il_batch_entry *batch, int32_t n, int32_t *ids_out);
+
 /* The public functions (inferlab.h) il_engine_open, il_engine_free, il_engine_decode, the
  * il_engine_seq_* operations, il_engine_tokenize and the accessors are declared there. Beyond
  * them: on an IL_ERR_OOM from il_engine_open the error detail is the out-of-memory report of

@@ -36,6 +36,8 @@ struct il_engine {
   const il_attn_kernel *attn; /* the attention kernel in use */
   char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */
   int32_t *slots;         /* host: KV cell of each entry of a pass [n_batch] */
+  il_tensor smp_ids, smp_u; /* on the output's backend, [1 x n_logits_max] each: the ids and draws
+                               of il_engine_decode_greedy (made at its first call) */
   int32_t n_ctx, n_seq, n_batch, n_logits_max;
   size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
   double load_seconds;

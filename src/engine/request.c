@@ -18,6 +18,9 @@ struct il_request {
   size_t text_cap;
   int32_t pos;       /* position of the next token to sample */
   int32_t pending;   /* sampled but not yet decoded (-1: none) */
+  int32_t picked;    /* the token the device sampled from the last decode's logits (-1: none;
+                        r->logits holds them instead) */
+  bool grammar;      /* a grammar constrains the sampler */
   bool done;
   il_gen_stats stats;
 };
@@ -78,6 +81,7 @@ il_status il_request_new_tokens(il_engine *e, const int32_t *ids, int32_t n, con
   r->e = e;
   r->p = *p;
   r->pending = -1;
+  r->picked = -1;
   /* room for the longest piece, so a push never leaves text queued (pieces can be longer than
    * any fixed buffer) */
   r->text_cap = il_vocab_max_piece(e->vocab) + 8;
@@ -135,10 +139,17 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
   const il_request_params *p = &r->p;
   if (p->n_predict >= 0 && r->stats.n_gen >= p->n_predict) return il__request_end(r, token, text, len);
   const double t0 = il_time_now();
+  /* greedy with nothing else in the chain: the device picks the token and only its id comes
+   * back (il_sampler_sample would take the same argmax of the same logits) */
+  const il_sampler_params *sp = &p->sampling;
+  const bool on_device = sp->temp <= 0 && sp->repeat_penalty == 1.0f && !r->grammar && il_engine_samples_on_device(r->e);
   if (r->pending >= 0) {
     il_batch_entry one = {r->pending, 0, r->pos - 1, true};
     r->pending = -1;
-    il_status st = il__decode_checked(r, &one, 1);
+    il_status st = IL_OK;
+    if (on_device) st = il_engine_decode_greedy(r->e, &one, 1, &r->picked);
+    /* -1: non-finite logits; decoding again downloads them, so the error names them */
+    if (!on_device || (st == IL_OK && r->picked < 0)) st = il__decode_checked(r, &one, 1);
     if (st != IL_OK) {
       r->stats.gen_seconds += il_time_now() - t0;
       return st;
@@ -147,7 +158,8 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
   /* the token for position pos is sampled from the logits of pos - 1, so the last one the
    * context allows is pos == n_ctx: it is returned but not decoded (as llama2.c does) */
   if (r->pos > r->e->n_ctx) return il__request_end(r, token, text, len);
-  int32_t tok = il_sampler_sample(r->sampler, r->logits);
+  int32_t tok = r->picked >= 0 ? r->picked : il_sampler_sample(r->sampler, r->logits);
+  r->picked = -1;
   il_status sst = il_sampler_status(r->sampler);
   if (sst != IL_OK) {
     r->done = true;
@@ -170,7 +182,11 @@ il_status il_request_next(il_request *r, int32_t *token, const char **text, size
   return IL_OK;
 }
 
-il_status il_request_set_grammar(il_request *r, il_grammar_state *gs) { return il_sampler_set_grammar(r->sampler, gs); }
+il_status il_request_set_grammar(il_request *r, il_grammar_state *gs) {
+  IL_TRY(il_sampler_set_grammar(r->sampler, gs));
+  r->grammar = gs != NULL;
+  return IL_OK;
+}
 
 int32_t il_request_n_prompt(const il_request *r) { return r->stats.n_prompt; }
 int32_t il_request_n_generated(const il_request *r) { return r->stats.n_gen; }

@@ -12,6 +12,7 @@
 #include "backend/cuda/decode.cuh"
 #include "backend/cuda/mv3.cuh"
 #include "backend/cuda/mv3.h"
+#include "backend/cuda/sample.cuh"
 
 extern "C" {
 #include "core/quant.h" /* il_quantize_row: the q8_0 cells the kernel must write */
@@ -425,5 +426,17 @@ extern "C" cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a) 
 extern "C" cudaError_t il__cu_probe_image(int *binary, int *ptx) {
   *binary = 90;
   *ptx = 90;
+  return cudaSuccess;
+}
+
+/* The sample op: the kernel's per-row work (sample.cuh) row by row. */
+extern "C" cudaError_t il__cu_sample(cudaStream_t s, int32_t *ids, const float *logits, size_t ls, int64_t rows,
+                                     int64_t cols, const float *u, float temp, int32_t top_k, float top_p) {
+  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *l = (const float *)((const uint8_t *)logits + (size_t)r * ls);
+    const int64_t best = il__cu_smp_argmax(l, cols);
+    ids[r] = best < 0 ? -1 : il__cu_smp_row(l, cols, temp > 0 ? u[r] : 0.0f, temp, top_k, top_p, best);
+  }
   return cudaSuccess;
 }

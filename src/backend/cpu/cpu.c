@@ -1107,6 +1107,8 @@ static int il__cand_cmp(const void *a, const void *b) {
 
 /* One row as il_sample_args says; cand: n_vocab entries of scratch. */
 static int32_t il__sample_row(const float *l, int64_t n, float u, const il_sample_args *a, il__cand *cand) {
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(l[i])) return -1;
   if (!(a->temperature > 0)) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)

@@ -14,6 +14,7 @@
  *   kv.cu         il__cu_kv_store          rows to cells at slots
  *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view;
  *                 il__cu_attn_memeff       online softmax, no score matrix
+ *   sample.cu     il__cu_sample            the sample op: argmax, or temperature/top-k/top-p
  *   selftest.cu   il__cu_selftest          the decoders of decode.cuh run on the host
  *
  * Launchers take raw device pointers and the stream, launch, and return cudaGetLastError();
@@ -144,6 +145,12 @@ cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a);
 typedef int (*il__cu_ref_fn)(il_dtype t, const void *src, float *dst, int64_t n);
 typedef int (*il__cu_qref_fn)(il_dtype t, const float *src, void *dst, int64_t n);
 int il__cu_selftest(il__cu_ref_fn ref, il__cu_qref_fn qref, char *err, size_t nerr);
+
+/* ids[r] (I32, device) = the token backend.h's il_sample_args (temp, top_k, top_p) picks from row
+ * r of logits [rows x cols] (rows ls bytes apart) with draw u[r] (read only when temp > 0); -1
+ * for a row holding a non-finite logit (sample.cu, its per-row work in sample.cuh). */
+cudaError_t il__cu_sample(cudaStream_t s, int32_t *ids, const float *logits, size_t ls, int64_t rows, int64_t cols,
+                          const float *u, float temp, int32_t top_k, float top_p);
 
 /* cudaFuncGetAttributes of one kernel: cudaErrorNoKernelImageForDevice when the module has
  * neither SASS nor PTX for the current device. binary/ptx: the versions it will run. */
