@@ -29,6 +29,22 @@ static void il__hist(il_sbuf *b, const char *name, const char *help, const il_sc
   il_sbuf_printf(b, "%s_count{model_name=\"%s\"} %llu\n", name, model, (unsigned long long)h->n);
 }
 
+/* The series the Kubernetes Gateway API Inference Extension's endpoint picker reads from a
+ * model server (its vLLM defaults: queue depth and KV-cache usage; deploy/k8s, docs/deploy.md),
+ * under vLLM's own names beside the inferlab_ ones, so the picker and an autoscaler on queue
+ * depth need no per-server flags. The values are the inferlab_ series' (same snapshot). */
+static void il__vllm_names(il_sbuf *b, const il_sched_stats *s, const char *m) {
+  const double cells = (double)s->n_slots * (double)s->n_ctx, kv = cells > 0 ? (double)s->kv_cells_used / cells : 0.0;
+  il__head(b, "vllm:num_requests_waiting", "gauge", "= inferlab_num_requests_waiting (vLLM's name)");
+  il_sbuf_printf(b, "vllm:num_requests_waiting{model_name=\"%s\"} %d\n", m, s->waiting);
+  il__head(b, "vllm:num_requests_running", "gauge", "= inferlab_num_requests_running (vLLM's name)");
+  il_sbuf_printf(b, "vllm:num_requests_running{model_name=\"%s\"} %d\n", m, s->running);
+  il__head(b, "vllm:kv_cache_usage_perc", "gauge", "= inferlab_kv_cache_usage_perc (vLLM's name, 0 to 1)");
+  il_sbuf_printf(b, "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, kv);
+  il__head(b, "vllm:gpu_cache_usage_perc", "gauge", "= inferlab_kv_cache_usage_perc (vLLM's older name, 0 to 1)");
+  il_sbuf_printf(b, "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, kv);
+}
+
 void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   const char *m = in->model_id ? in->model_id : "";
   il__metric(b, "inferlab_ready", "gauge", "1 when the model is loaded and requests are served (/health 200)",
@@ -115,6 +131,7 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
 
   const il_sched_stats *s = in->sched;
   if (!s) return;
+  il__vllm_names(b, s, m);
   il__head(b, "inferlab_num_requests_running", "gauge", "requests in sequence slots (vllm:num_requests_running)");
   il_sbuf_printf(b, "inferlab_num_requests_running{model_name=\"%s\"} %d\n", m, s->running);
   il__head(b, "inferlab_num_requests_waiting", "gauge", "requests waiting for a slot (vllm:num_requests_waiting)");
