@@ -270,7 +270,7 @@ static void bench_attention(void) {
       il_jsonw_kint(&J, "tokens", T);
       double best = 1e30;
       for (int i = 0; i < nk; i++) {
-        attn_arg x = {&ks[i], {il_tensor_rows(Out, 0, T), il_tensor_rows(Q, 0, T), S, P, &kv, H, KH, hd, 0.088f, 0}, {0}};
+        attn_arg x = {&ks[i], {il_tensor_rows(Out, 0, T), il_tensor_rows(Q, 0, T), S, P, &kv, H, KH, hd, 0.088f, 0, 0}, {0}};
         if (ks[i].why_not(B, &x.a)) {
           printf(" %12s", "n/a");
           continue;

@@ -168,7 +168,7 @@ static const il_attn_kernel *kernel(const char *name) {
  * its output downloaded to out. */
 static double run(problem *p, const char *name, float *out, int reps) {
   const il_attn_kernel *k = kernel(name);
-  attn_arg x = {k, {p->Out, p->Q, p->S, p->P, &p->kv, H, KH, HD, 1.0f / sqrtf((float)HD), 0}, {0}};
+  attn_arg x = {k, {p->Out, p->Q, p->S, p->P, &p->kv, H, KH, HD, 1.0f / sqrtf((float)HD), 0, 0}, {0}};
   if (!k || k->why_not(B, &x.a)) return -1;
   const size_t wsz = k->workspace(B, &x.a);
   if (wsz) CHECK(il_backend_tensor_new(B, IL_MEM_WORKSPACE, 1, (int64_t)(wsz + 3) / 4, IL_DTYPE_F32, "attention ws", &x.ws));

@@ -11,9 +11,16 @@ timeline with --startup-json.
 Rooflines, measured in the same run on the same file: a plain sequential read (16 MiB read()
 requests to nothing, as `cat FILE >/dev/null` does) warm and cold; the link's rate is the sim
 spec's. The report gives each phase's rate as a fraction of its roofline, and names the CPU.
+Then the issue's targets as ratios from the same rows: a warm read at load (--no-mmap, and
+mmap --preload) >= 0.80 of the plain warm read, a cold one >= 0.80 of the plain cold read, the
+sim upload >= 0.80 of the link. Where llama-cpp-python is installed (the venv
+bench/peer_llamacpp.sh makes: $INFERLAB_PEER_VENV, else ~/.cache/inferlab/venv-llamacpp; or
+--peer-python), llama.cpp loads the same file in the same run, warm and cold, with mmap and
+without: the seconds of its Llama() (load and context) and of its first token, against
+inferlab's whole timeline (process start to first token); otherwise a line says why not.
 Not part of the tests (a benchmark: the numbers depend on the machine and its load).
 
-usage: bench/startup.py [--work DIR] [--reps N] [--pcie RATE] [--types f16,q4_0]
+usage: bench/startup.py [--work DIR] [--reps N] [--pcie RATE] [--types f16,q4_0] [--peer-python PY]
 """
 import argparse
 import json
@@ -55,6 +62,14 @@ def plain_read(path):
     return time.monotonic() - t0
 
 
+def set_cache(path, cache):
+    """The file's pages dropped ("cold") or read once ("warm") before a run."""
+    if cache == "cold":
+        drop(path)
+    else:
+        plain_read(path)
+
+
 def run(model, extra, out_json):
     cmd = [CLI, "run", "-m", model, "-n", "1", "-p", "Hello", "--no-echo", "-t", str(os.cpu_count() or 1),
            "--startup-json", out_json] + extra
@@ -70,6 +85,40 @@ def run(model, extra, out_json):
     return tl
 
 
+PEER = r'''
+import sys, time
+t0 = time.monotonic()
+from llama_cpp import Llama
+path, mmap, threads = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+t1 = time.monotonic()
+m = Llama(model_path=path, n_ctx=256, n_threads=threads, use_mmap=mmap, verbose=False)
+t2 = time.monotonic()
+m.create_completion("Hello", max_tokens=1, temperature=0)
+t3 = time.monotonic()
+print("%.6f %.6f %.6f" % (t1 - t0, t2 - t1, t3 - t2))
+'''
+
+
+def peer_python(arg):
+    """The python that has llama_cpp, and None with the reason when there is none."""
+    cands = [arg] if arg else [os.path.join(os.environ.get("INFERLAB_PEER_VENV", os.path.expanduser(
+        "~/.cache/inferlab/venv-llamacpp")), "bin", "python")]
+    for py in cands:
+        if py and os.access(py, os.X_OK) and subprocess.run([py, "-c", "import llama_cpp"],
+                                                            capture_output=True).returncode == 0:
+            return py, None
+    return None, "no python with llama_cpp at %s (bench/peer_llamacpp.sh installs one; or --peer-python)" % cands[0]
+
+
+def peer_load(py, model, mmap):
+    """llama.cpp's (import, Llama() load + context, first token) seconds on model."""
+    r = subprocess.run([py, "-c", PEER, model, "1" if mmap else "0", str(os.cpu_count() or 1)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return [float(x) for x in r.stdout.split()[-3:]]
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2]
@@ -81,7 +130,10 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--pcie", default="4GB/s")
     ap.add_argument("--types", default="f16,q4_0")
+    ap.add_argument("--peer-python", default=None, help="a python with llama_cpp (default: the peer venv)")
     a = ap.parse_args()
+    peer, why = peer_python(a.peer_python)
+    rows, peers = [], []
     if not os.access(CLI, os.X_OK):
         sys.exit("build first: cmake --preset release && cmake --build --preset release --target inferlab")
     os.makedirs(a.work, exist_ok=True)
@@ -109,16 +161,14 @@ def main():
         cold_roof = size / median(cold)
         print("| %s (%.0f MB) | roofline | plain read | | | warm %.0f, cold %.0f | 1.00 | | | | |"
               % (os.path.basename(model), size / 1e6, warm_roof / 1e6, cold_roof / 1e6))
+        inferlab_total = {}
         sim = "sim:%dGiB,pcie=%s" % (max(2, size * 2 // (1 << 30) + 1), rate)
         for cache in ("warm", "cold"):
             for how, extra in (("mmap", []), ("mmap --preload", ["--preload"]), ("--no-mmap", ["--no-mmap"]),
                                ("sim --preload", ["--preload", "--device", sim])):
                 tls = []
                 for _ in range(a.reps):
-                    if cache == "cold":
-                        drop(model)
-                    else:
-                        plain_read(model)
+                    set_cache(model, cache)
                     tls.append(run(model, extra, js))
                 tot = median([x["total_seconds"] for x in tls])
                 rd = median([x["by"]["read"]["seconds"] for x in tls])
@@ -129,11 +179,52 @@ def main():
                 up = [x["by"]["upload"] for x in tls if x["by"].get("upload", {}).get("bytes")]
                 urate = median([u["rate"] for u in up]) if up else 0
                 dom = tls[len(tls) // 2]["verdict"]["phase"]
+                rows.append({"file": os.path.basename(model), "cache": cache, "how": how,
+                             "read": rrate / roof if rrate else None, "link": urate / link if urate else None})
+                inferlab_total[(cache, how)] = tot
                 print("| %s | %s | %s | %.3f | %.3f | %s | %s | %.3f | %s | %s | %s |" % (
                     os.path.basename(model), cache, how, tot, rd,
                     "%.0f" % (rrate / 1e6) if rrate else "on first use",
                     "%.2f" % (rrate / roof) if rrate else "", ft,
                     "%.0f" % (urate / 1e6) if urate else "", "%.2f" % (urate / link) if urate else "", dom))
+        if peer:
+            for cache in ("warm", "cold"):
+                for mm in (True, False):
+                    got = []
+                    for _ in range(a.reps):
+                        set_cache(model, cache)
+                        r = peer_load(peer, model, mm)
+                        if r:
+                            got.append(r)
+                    if got:
+                        how = "mmap" if mm else "--no-mmap"
+                        peers.append((os.path.basename(model), cache, how, median([g[1] for g in got]),
+                                      median([g[2] for g in got]), inferlab_total.get((cache, how))))
+    print()
+    print("Targets, from the rows above (ratio, target 0.80):")
+    print()
+    for r in rows:
+        if r["read"] is not None and r["how"] in ("--no-mmap", "mmap --preload"):
+            print("- %s, %s, %s: read at load %.2f of the plain %s read: %s" % (
+                r["file"], r["cache"], r["how"], r["read"], r["cache"], "met" if r["read"] >= 0.8 else "NOT met"))
+        if r["link"] is not None:
+            print("- %s, %s, %s: upload %.2f of the link: %s" % (
+                r["file"], r["cache"], r["how"], r["link"], "met" if r["link"] >= 0.8 else "NOT met"))
+    print()
+    if peer:
+        print("llama.cpp (llama-cpp-python, %s) on the same files in this run, medians:" % peer)
+        print()
+        print("| file | cache | read | llama.cpp load s | llama.cpp first token s | inferlab total s | inferlab / llama.cpp (load + first token) |")
+        print("|---|---|---|---:|---:|---:|---:|")
+        for f, cache, how, ld, ft, il in peers:
+            print("| %s | %s | %s | %.3f | %.3f | %s | %s |" % (
+                f, cache, how, ld, ft, "%.3f" % il if il else "", "%.2f" % (il / (ld + ft)) if il else ""))
+        print()
+        print("llama.cpp load: its Llama() (the model's load and a 256-token context), the import not counted; "
+              "inferlab total: process start to the first token (the python interpreter's start is not in "
+              "llama.cpp's figure, so the ratio favours llama.cpp).")
+    else:
+        print("llama.cpp: not run: " + why)
     print()
     print("read MB/s: file bytes over the read phase (at load only: with mmap on first use the read is in "
           "first_token). vs plain read: against the sequential read of the same file in this run, warm or cold. "

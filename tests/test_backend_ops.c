@@ -255,7 +255,7 @@ static void test_small_ops(void) {
     const size_t n = (size_t)(R * C);
     float *a = randv(n, 3.0f), *c = randv(n, 1.0f), *g = randv((size_t)C, 1.0f);
     float *outs[9];
-    for (int i = 0; i <= n_backends; i++) outs[i] = calloc(4 * n + (size_t)C, 4);
+    for (int i = 0; i <= n_backends; i++) outs[i] = calloc(6 * n + (size_t)C, 4);
     FOR_ALL({
       il_tensor A = put(b, a, R, C, IL_DTYPE_F32, "a"), Cc = put(b, c, R, C, IL_DTYPE_F32, "c");
       il_tensor G = put(b, g, 1, C, IL_DTYPE_F32, "g"), Y = put(b, NULL, R, C, IL_DTYPE_F32, "y");
@@ -270,10 +270,24 @@ static void test_small_ops(void) {
       get(b, Y, out + 2 * n);
       IL_CHECK_OK(b->ops->rmsnorm(b, A, A, G, 1e-5f)); /* in place */
       get(b, A, out + 3 * n);
+      IL_CHECK_OK(b->ops->copy(b, Y, Cc));
+      IL_CHECK_OK(b->ops->geglu(b, Y, Cc));
+      get(b, Y, out + 4 * n);
+      IL_CHECK_OK(b->ops->copy(b, Y, Cc));
+      IL_CHECK_OK(b->ops->scale(b, Y, 25.298221f));
+      get(b, Y, out + 5 * n);
       il_tensor *all[] = {&A, &Cc, &G, &Y};
       for (size_t k = 0; k < 4; k++) il_backend_tensor_free(b, all[k]);
     });
-    compare("rmsnorm/swiglu/add/add_bias", outs, 4 * n, 1e-6);
+    compare("rmsnorm/swiglu/add/add_bias/geglu/scale", outs, 6 * n, 1e-6);
+    /* geglu against gelu's formula in double, scale exact */
+    double gerr = 0;
+    for (size_t i = 0; i < n; i++) {
+      const double x = c[i], want = 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))) * x;
+      gerr = fmax(gerr, fabs(outs[0][4 * n + i] - want));
+      IL_CHECK(outs[0][5 * n + i] == c[i] * 25.298221f);
+    }
+    IL_CHECK_NEAR(gerr, 0, 1e-6);
     for (int i = 0; i <= n_backends; i++) free(outs[i]);
     free(a), free(c), free(g);
   }
@@ -316,7 +330,7 @@ static void test_small_ops(void) {
     IL_CHECK(amax[bi + 1] == amax[0]);
   }
   IL_CHECK(nf[0] >= 3); /* NaN, inf, and F16 overflows */
-  printf("rmsnorm, swiglu, add, add_bias, copy, count_nonfinite, round_to, value_stats: %zu shapes\n",
+  printf("rmsnorm, swiglu, geglu, scale, add, add_bias, copy, count_nonfinite, round_to, value_stats: %zu shapes\n",
          sizeof shapes / sizeof shapes[0]);
 }
 
@@ -538,7 +552,7 @@ static void test_attention(void) {
       il_tensor S = put(b, seq, 1, T, IL_DTYPE_I32, "seq"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
       il_tensor TB = put(b, table, cs[ci].n_seq, 1, IL_DTYPE_I32, "table");
       il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx};
-      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0};
+      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0, 0};
       int nk = 0;
       const il_attn_kernel *ks = b->ops->attn_kernels(b, &nk);
       IL_CHECK(nk >= 1);

@@ -6,6 +6,11 @@
  *   dropped from the page cache (fdatasync + posix_fadvise DONTNEED, checked with the test's own
  *   mincore) reads "from disk"; after a read() of it, "from the page cache"; --no-mmap reads it
  *   back byte for byte at the same addresses;
+ * - --load-pipeline on sim with a throttled link: the same greedy tokens, the overlap named in
+ *   the upload's note, the timeline's checks above;
+ * - the memory accounting of a GGUF file: mapped, it counts as mapped weights; read in with
+ *   --no-mmap, the same bytes count as allocated weights and no longer as mapped; closing gives
+ *   either back (the counters return to where they were);
  * - `inferlab run --startup-json` on a GGUF file: every timestamp lies inside the window the
  *   test measured around the process with its own clock (CLOCK_MONOTONIC is system-wide), the
  *   phases sum to the timeline's span, the sum is at most the outside wall time, and a cold
@@ -22,7 +27,10 @@
 #include <unistd.h>
 
 #include "core/timer.h"
+#include "engine/config.h"
 #include "engine/startup.h"
+#include "format/gguf.h"
+#include "memory/mem.h"
 #include "harness.h"
 
 static char il__dir[256];
@@ -262,6 +270,36 @@ static void test_read_source(void) {
   unlink(path);
 }
 
+/* The host counters of a GGUF file's bytes: mapped, then read in (--no-mmap), then closed. */
+static void test_read_accounting(const char *gguf, size_t size) {
+  il_mem_stats m0, m1, m2, m3;
+  il_mem_stats_get(&m0);
+  il_gguf *g = NULL;
+  IL_CHECK_OK(il_gguf_open(gguf, &g));
+  if (!g) return;
+  il_mem_stats_get(&m1);
+  IL_CHECK_INT(m1.mapped[IL_MEM_WEIGHTS] - m0.mapped[IL_MEM_WEIGHTS], size);
+  IL_CHECK_INT(m1.current[IL_MEM_WEIGHTS], m0.current[IL_MEM_WEIGHTS]);
+  IL_CHECK(!il_gguf_read_in(g));
+  il_config cfg;
+  il_config_defaults(&cfg);
+  cfg.no_mmap = true;
+  il_startup s;
+  il_startup_begin(&s);
+  IL_CHECK_OK(il_startup_read_gguf(&s, g, &cfg));
+  il_startup_end(&s, false);
+  il_mem_stats_get(&m2);
+  IL_CHECK(il_gguf_read_in(g));
+  IL_CHECK_INT(m2.mapped[IL_MEM_WEIGHTS], m0.mapped[IL_MEM_WEIGHTS]);
+  IL_CHECK_INT(m2.current[IL_MEM_WEIGHTS] - m0.current[IL_MEM_WEIGHTS], size);
+  IL_CHECK_INT(s.phase[IL_STARTUP_READ].bytes, size - il_gguf_data_offset(g));
+  IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "read() into memory");
+  il_gguf_close(g);
+  il_mem_stats_get(&m3);
+  IL_CHECK_INT(m3.mapped[IL_MEM_WEIGHTS], m0.mapped[IL_MEM_WEIGHTS]);
+  IL_CHECK_INT(m3.current[IL_MEM_WEIGHTS], m0.current[IL_MEM_WEIGHTS]);
+}
+
 /* `inferlab run` on a GGUF file, timed from outside. */
 static void run_once(const char *cli, const char *gguf, const char *extra, bool expect_cold) {
   char json[300], cmd[1200], out[4096];
@@ -315,6 +353,26 @@ static void run_once(const char *cli, const char *gguf, const char *extra, bool 
   free(j);
 }
 
+/* --load-pipeline on sim with a throttled link: the same greedy tokens as without it, the
+ * upload's note names the overlapped reads, and run_once's checks hold (the phases are the
+ * whole timeline and fit in the wall time measured outside). */
+static void test_pipeline(const char *cli, const char *gguf) {
+  static const char dev[] = "--device sim:1GiB,pcie=1GB/s";
+  char a[4096], b[4096];
+  IL_CHECK_INT(il_test_runf(a, sizeof a, "%s run -m %s -n 8 -p Hello --temp 0 --no-echo %s 2>/dev/null", cli, gguf, dev), 0);
+  IL_CHECK_INT(il_test_runf(b, sizeof b, "%s run -m %s -n 8 -p Hello --temp 0 --no-echo %s --load-pipeline 2>/dev/null", cli,
+                            gguf, dev), 0);
+  IL_CHECK(a[0] != 0);
+  IL_CHECK_STR(a, b);
+  char e[8192];
+  IL_CHECK_INT(il_test_runf(e, sizeof e, "%s run -m %s -n 1 -p Hi --no-echo %s --load-pipeline 2>&1 >/dev/null", cli, gguf, dev), 0);
+  IL_CHECK_CONTAINS(e, "pages read beside it");
+  IL_CHECK_INT(il_test_runf(e, sizeof e, "%s run -m %s -n 1 -p Hi --no-echo %s --load-pipeline --no-mmap 2>&1 >/dev/null", cli,
+                            gguf, dev), 0);
+  IL_CHECK_NOT_CONTAINS(e, "pages read beside it"); /* read in whole at load: nothing left to read */
+  run_once(cli, gguf, "--device sim:1GiB,pcie=1GB/s --load-pipeline", false);
+}
+
 static void test_run(void) {
   const char *cli = getenv("IL_CLI");
   if (!cli || access(cli, X_OK) != 0) {
@@ -327,6 +385,7 @@ static void test_run(void) {
   IL_CHECK_INT(il_test_run(cmd, NULL, 0), 0);
   struct stat sb;
   if (stat(gguf, &sb) != 0) return;
+  test_read_accounting(gguf, (size_t)sb.st_size);
   /* an unwritable --startup-json fails before the run, naming the flag (exit 73) */
   char out[2048];
   snprintf(cmd, sizeof cmd, "%s run -m %s -n 1 -p Hi --startup-json /nonexistent-dir/s.json 2>&1", cli, gguf);
@@ -336,6 +395,7 @@ static void test_run(void) {
   run_once(cli, gguf, "--no-mmap", false);
   run_once(cli, gguf, "--mlock", false);
   run_once(cli, gguf, "--no-mmap --mmap", false); /* --mmap undoes --no-mmap */
+  test_pipeline(cli, gguf);
   const double left = il__drop(gguf, (size_t)sb.st_size);
   if (left >= 0 && left <= 0.1) run_once(cli, gguf, "--preload", true);
   else printf("SKIP (part): the page cache kept %.0f%% of the dropped model\n", 100 * left);

@@ -13,6 +13,7 @@
 set(IL_TEST_TABLE
   # name                   labels                  timeout (s)
   test_access              quick                   300
+  test_archs               quick                   300
   test_attn_kernels        quick                   300
   test_attn_paged          quick                   300
   test_backend_ops         quick                   300  # CPU backends; the CUDA part skips without a device

@@ -32,7 +32,7 @@
  * registry and the CUDA module loader refuse any other), so a member may be added, changed or
  * removed together with this number, and no caller tests a table's version or guards a member
  * by it. */
-#define IL_BACKEND_OPS_VERSION 6
+#define IL_BACKEND_OPS_VERSION 7
 
 typedef struct il_backend il_backend;
 typedef struct il_buffer il_buffer; /* one allocation in one backend's space; opaque */
@@ -93,6 +93,9 @@ typedef struct {
   int64_t n_heads, n_kv_heads, head_dim;
   float scale;
   int32_t slice;      /* query rows per slice for kernels that slice (0 = their default) */
+  int32_t window;     /* sliding window (gemma3's local layers): token t sees positions
+                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. The cpu kernels
+                         apply it; cuda's refuse a window (IL_ERR_UNSUPPORTED, naming it) */
 } il_attn_args;
 
 /* One attention kernel; a backend lists several, best first. */
@@ -114,6 +117,8 @@ typedef enum {
   IL_OP_ATTENTION,
   IL_OP_SWIGLU,
   IL_OP_ADD,
+  IL_OP_GEGLU,
+  IL_OP_SCALE,
   IL_OP_COUNT
 } il_op;
 
@@ -218,6 +223,11 @@ typedef struct il_backend_ops {
                              const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv, il_tensor slots);
   /* gate = silu(gate) * up, elementwise, same shape. */
   il_status (*swiglu)(il_backend *, il_tensor gate, il_tensor up);
+  /* gate = gelu(gate) * up, elementwise, same shape (Gemma's GeGLU), with gelu's tanh form
+   * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as llama.cpp's ggml_gelu. */
+  il_status (*geglu)(il_backend *, il_tensor gate, il_tensor up);
+  /* x *= s, elementwise in place (Gemma's embedding scale). */
+  il_status (*scale)(il_backend *, il_tensor x, float s);
   /* y += x, same shape. */
   il_status (*add)(il_backend *, il_tensor y, il_tensor x);
   /* y[t] += bias.  bias [1 x cols(y)]. */

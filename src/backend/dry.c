@@ -27,6 +27,7 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
   return il__refuse(b);
 }
 static il_status il__binary(il_backend *b, il_tensor y, il_tensor x) { return il__refuse(b); }
+static il_status il__scale(il_backend *b, il_tensor x, float s) { return il__refuse(b); }
 static il_status il__count(il_backend *b, il_tensor x, int64_t *n) { return il__refuse(b); }
 static il_status il__round(il_backend *b, il_tensor x, il_dtype t) { return il__refuse(b); }
 static il_status il__stats(il_backend *b, il_tensor x, int64_t *n, float *m) { return il__refuse(b); }
@@ -45,6 +46,8 @@ void il_backend_dry_ops(il_backend_ops *o) {
   o->rope_kv_store = il__rope_kv_store;
   o->swiglu = il__binary;
   o->add = il__binary;
+  o->geglu = il__binary;
+  o->scale = il__scale;
   o->add_bias = il__binary;
   o->count_nonfinite = il__count;
   o->round_to = il__round;

@@ -15,7 +15,9 @@ static void il__model_help(void) {
          "                           [--metadata]\n\n"
          "Prints the architecture, hyperparameters, every tensor with its type, shape and bytes,\n"
          "and the memory a run needs at the given context (default: the model's, capped at 4096)\n"
-         "and batch. MODEL is a GGUF file or builtin:tiny (default) / builtin:1b.\n\n"
+         "and batch. MODEL is a GGUF file or builtin:tiny (default) / builtin:1b; the other built-in\n"
+         "architectures are builtin:qwen3-tiny, builtin:phi3-tiny and builtin:gemma3-tiny.\n"
+         "Architectures: llama, mistral, qwen2, qwen3, phi3, gemma3.\n\n"
          "options:\n"
          "  -m, --model S            the model (or give it as the argument)\n"
          "  -c, --ctx N              context length for the memory estimate\n"
@@ -100,6 +102,9 @@ int il_cli_model(int argc, char **argv) {
          hp->n_head / hp->n_head_kv);
   printf("rope:         %s, %d dims, base %g, linear scale %g\n", hp->rope_mode == IL_ROPE_NEOX ? "neox" : "normal",
          hp->n_rot, hp->rope_base, hp->rope_scale);
+  if (hp->swa > 0)
+    printf("window:       %d positions on the local layers (all but every %dth; rope base %g there)\n", hp->swa,
+           hp->swa_pattern, hp->rope_base_local);
   printf("norm eps:     %g\n", hp->norm_eps);
   printf("output head:  %s\n", m->tied_output ? "tied to token_embd.weight" : "output.weight");
 

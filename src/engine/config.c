@@ -55,6 +55,7 @@ static const il_opt il__options[] = {
     {"no-mmap", 0, IL_OPT_BOOL, IL__O(no_mmap), 0, 1, "read() the weights into memory at load, not through a file mapping on first use (--mmap: the default)", false, false},
     {"mlock", 0, IL_OPT_BOOL, IL__O(mlock), 0, 1, "lock the weights in memory so they are never paged out (reads them all at load)", false, false},
     {"preload", 0, IL_OPT_BOOL, IL__O(preload), 0, 1, "read every weight page and run one warm-up pass before the engine is ready", false, false},
+    {"load-pipeline", 0, IL_OPT_BOOL, IL__O(load_pipeline), 0, 1, "device backends: read each layer's weights from the file on a thread while the previous layer uploads", false, false},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, false, false},
 };
 

@@ -55,6 +55,7 @@ struct il_config {
   bool no_mmap;        /* weights read() into memory at load (default: a file mapping, read on first use) */
   bool mlock;          /* weights locked in memory (read at load) */
   bool preload;        /* every weight page read and one warm-up pass before the engine is ready */
+  bool load_pipeline;  /* device backends: each layer's pages read on a thread while the previous layer uploads */
   int fit_depth;       /* not an option: fixes --fit has applied so far */
   int auto_from;       /* not an option: --gpu-layers auto is being retried below this count */
   bool ctx_is_hint;    /* not an option: ctx was sized by the caller for its run (prompt + n): the

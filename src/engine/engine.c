@@ -421,7 +421,7 @@ static il_status il__open(il_engine *e) {
   e->n_dev_layers = 0;
   for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
   const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b,
-                              e->stream};
+                              e->stream, cfg->load_pipeline};
 
   if (e->stream && e->info.host_visible)
     il_log(IL_LOG_INFO, "--offload stream: %s reads the weights in place from host memory; nothing to stream", e->info.name);
@@ -429,6 +429,12 @@ static il_status il__open(il_engine *e) {
   if (st == IL_ERR_OOM) return il__oom_fail(e, &shape);
   IL_TRY(st);
   il_startup_upload(&e->startup, e->info.kind, e->info.name, e->weights.uploaded_bytes);
+  if (il_model_dev_pipeline_seconds(&e->weights) > 0) { /* --load-pipeline: the overlap, in the upload's note */
+    char n[sizeof e->startup.phase[0].note];
+    snprintf(n, sizeof n, "%s", e->startup.phase[IL_STARTUP_UPLOAD].note);
+    il_startup_note(&e->startup, IL_STARTUP_UPLOAD, "%s; pages read beside it: %.3f s (--load-pipeline)", n,
+                    il_model_dev_pipeline_seconds(&e->weights));
+  }
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
     e->n_ctx = il__engine_default_ctx(e, il__available_memory(e->n_dev_layers ? e->backend : e->host), &e->ctx_capped);

@@ -57,6 +57,10 @@ struct il__req {
   bool cancelled;    /* under the lock */
   bool admitted;
   double t_submit;
+  /* time to first token in parts (il_sched_event): engine thread only */
+  double t_admitted, t_first_step, t_first;
+  int32_t prefill_chunks;
+  uint64_t chunk_step; /* the last step counted in prefill_chunks */
   il__req *next;     /* all live requests, in arrival order */
 };
 
@@ -85,6 +89,8 @@ struct il_sched {
   il__req **snap;           /* [snap_cap]: il__snapshot */
   bool *snap_cancel;
   int32_t snap_cap;         /* waiting plus admitted requests: max_queue + 2 x slots */
+  double step_t0;           /* the running step's forward pass started (TTFT parts) */
+  uint64_t step_no;         /* steps built so far, the running one included */
 };
 
 void il_sched_params_from_request(const il_request_params *rp, il_sched_params *p) {
@@ -369,7 +375,8 @@ static void il__retire(il_sched *s, il__req *r) {
   int32_t n_gen = 0;
   for (int32_t i = 0; i < r->p.n; i++) n_gen += r->choices[i].n_gen;
   il_sched_event ev = {.choice = -1, .token = -1, .done = true, .n_prompt = r->n_prompt, .n_gen = n_gen,
-                       .n_cached = r->n_cached};
+                       .n_cached = r->n_cached, .t_admitted = r->t_admitted, .t_first_step = r->t_first ? r->t_first_step : 0,
+                       .prefill_chunks = r->prefill_chunks};
   r->fn(r->ud, &ev);
   pthread_mutex_lock(&s->mu);
   il__req **pp = &s->head, *prev = NULL;
@@ -449,6 +456,17 @@ static float il__logprobs(il_sched *s, const float *l, int32_t tok, int32_t n_to
   return l[tok] - lse;
 }
 
+/* The request's first token: its time to first token in parts (once per request). */
+static void il__ttft_parts_locked(il_sched *s, il__req *r, double now) {
+  r->t_first = now;
+  r->t_first_step = s->step_t0;
+  il__hist_add(&s->st.req_queue, r->t_admitted - r->t_submit);
+  il__hist_add(&s->st.req_prefill, r->t_first_step - r->t_admitted);
+  il__hist_add(&s->st.req_first_decode, now - r->t_first_step);
+  il__hist_add(&s->st.req_ttft, now - r->t_submit);
+  il__hist_add(&s->st.req_admit_to_first, now - r->t_admitted);
+}
+
 /* One sampled token for choice c from its logits row. */
 static void il__sampled(il_sched *s, il__choice *c, const float *row, double now) {
   il__req *r = c->req;
@@ -465,6 +483,7 @@ static void il__sampled(il_sched *s, il__choice *c, const float *row, double now
     c->t_first = now;
     pthread_mutex_lock(&s->mu);
     il__hist_add(&s->st.ttft, now - r->t_submit);
+    if (!r->t_first) il__ttft_parts_locked(s, r, now);
     pthread_mutex_unlock(&s->mu);
   }
   c->t_last = now;
@@ -585,6 +604,7 @@ static void il__admit(il_sched *s, il__choice *c) {
   pthread_mutex_lock(&s->mu);
   if (!r->admitted) {
     r->admitted = true;
+    r->t_admitted = now;
     s->n_waiting--;
     s->st.waiting = s->n_waiting;
     il__hist_add(&s->st.queue, now - r->t_submit);
@@ -642,6 +662,7 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
     s->batch[n++] = (il_batch_entry){c->next, c->slot, c->n_past, true};
   }
   budget -= n;
+  s->step_no++;
   int32_t n_prefill_tokens = 0;
   for (int32_t k = 0; k < nr && budget > 0; k++)
     for (int32_t ci = 0; ci < s->snap[k]->p.n && budget > 0; ci++) {
@@ -656,11 +677,13 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
       }
       budget -= take;
       n_prefill_tokens += take;
+      if (take > 0 && !r->t_first && r->chunk_step != s->step_no) r->prefill_chunks++, r->chunk_step = s->step_no;
     }
   if (n == 0) return IL_OK; /* nothing in a slot has work */
   if (did_work) *did_work = true;
   /* 4. decode, then advance every entry's choice and sample where logits came back */
   double t0 = il_time_now();
+  s->step_t0 = t0;
   il_status st = il_engine_decode(s->e, s->batch, n, s->logits);
   double t1 = il_time_now();
   pthread_mutex_lock(&s->mu);

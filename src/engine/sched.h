@@ -95,6 +95,12 @@ typedef struct {
   int32_t n_prompt;        /* prompt tokens (per choice) */
   int32_t n_gen;           /* generated tokens over all choices */
   int32_t n_cached;        /* prompt tokens reused from the cache (first choice) */
+  /* The request's time to first token in parts (final event only; il_time_now clock, 0 when it
+   * never got there): admitted = its first choice took a slot; first_step = the start of the
+   * forward pass that returned its first token's logits; prefill_chunks = the steps that
+   * carried its prompt tokens up to that one (chunked prefill), that one included. */
+  double t_admitted, t_first_step;
+  int32_t prefill_chunks;
 } il_sched_event;
 
 /* Called on the stepping thread. Borrowed pointers are valid during the call only. */
@@ -139,6 +145,10 @@ typedef struct {
   uint64_t rejected_busy, rejected_invalid;
   double busy_seconds;           /* time spent in il_engine_decode */
   il_sched_hist ttft, tpot, e2e, queue;
+  /* Time to first token per request, in parts (once per request that got a token): submit to
+   * admission, admission to the start of the forward pass that returned the first token, that
+   * pass to the token; the whole, and admission to the token (vLLM's prefill time). */
+  il_sched_hist req_queue, req_prefill, req_first_decode, req_ttft, req_admit_to_first;
 } il_sched_stats;
 
 typedef struct il_sched il_sched;

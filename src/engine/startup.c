@@ -450,9 +450,10 @@ void il_startup_builtin(il_startup *s, uint64_t bytes) {
   il_startup_note(s, IL_STARTUP_CONVERT, "built-in weights generated at load, in memory");
 }
 
-il_status il_startup_read_gguf(il_startup *s, const il_gguf *g, const il_config *cfg) {
+il_status il_startup_read_gguf(il_startup *s, il_gguf *g, const il_config *cfg) {
   void *map = (void *)(uintptr_t)il_gguf_image(g); /* --no-mmap replaces the read-only mapping in place */
   if (!map) return IL_OK; /* a file image in memory: nothing to read */
+  if (cfg->no_mmap) IL_TRY(il_gguf_note_read_in(g)); /* weights read, no longer mapped */
   const il_startup_read_opts o = {.no_mmap = cfg->no_mmap, .preload = cfg->preload, .mlock = cfg->mlock};
   return il_startup_read(s, il_gguf_path(g), map, il_gguf_file_size(g), (size_t)il_gguf_data_offset(g), &o);
 }

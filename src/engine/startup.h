@@ -121,8 +121,10 @@ typedef struct il_gguf il_gguf;
 typedef struct il_config il_config;
 /* Built-in weights generated at load: a CONVERT mark of `bytes`. */
 void il_startup_builtin(il_startup *s, uint64_t bytes);
-/* il_startup_read for the model file of g, with the config's --no-mmap, --preload, --mlock. */
-il_status il_startup_read_gguf(il_startup *s, const il_gguf *g, const il_config *cfg);
+/* il_startup_read for the model file of g, with the config's --no-mmap, --preload, --mlock.
+ * --no-mmap moves the file's bytes from the host's mapped weights to its allocated weights
+ * (il_gguf_note_read_in; IL_ERR_OOM under --mem-limit). */
+il_status il_startup_read_gguf(il_startup *s, il_gguf *g, const il_config *cfg);
 /* Weights placed: an UPLOAD mark of `bytes` copied to the device `kind` named `name` (its spec
  * gives the link's rate: sim's pcie=RATE). */
 void il_startup_upload(il_startup *s, const char *kind, const char *name, uint64_t bytes);

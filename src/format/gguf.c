@@ -100,6 +100,7 @@ struct il_gguf {
   const uint8_t *base;
   size_t size;
   void *map; /* base, when this reader mapped the file (unmapped at close); else NULL */
+  bool read_in; /* map holds anonymous memory read from the file (il_gguf_note_read_in) */
   char *name;
   uint32_t version, alignment;
   uint64_t data_offset;
@@ -554,7 +555,8 @@ void il_gguf_close(il_gguf *g) {
   il_mem_free(g->t_hash);
   if (g->map) {
     munmap(g->map, g->size);
-    il_mem_note_mapped(IL_MEM_WEIGHTS, -(int64_t)g->size);
+    if (g->read_in) il_mem_space_release(il_mem_host(), IL_MEM_WEIGHTS, g->size);
+    else il_mem_note_mapped(IL_MEM_WEIGHTS, -(int64_t)g->size);
   }
   il_mem_free(g->name);
   il_mem_free(g);
@@ -566,6 +568,16 @@ const char *il_gguf_path(const il_gguf *g) { return g->name; }
 size_t il_gguf_file_size(const il_gguf *g) { return g->size; }
 uint64_t il_gguf_data_offset(const il_gguf *g) { return g->data_offset; }
 const void *il_gguf_image(const il_gguf *g) { return g->map; }
+
+il_status il_gguf_note_read_in(il_gguf *g) {
+  if (!g->map || g->read_in) return IL_OK;
+  IL_TRY(il_mem_space_reserve(il_mem_host(), IL_MEM_WEIGHTS, g->size, "the model file read into memory (--no-mmap)"));
+  il_mem_note_mapped(IL_MEM_WEIGHTS, -(int64_t)g->size);
+  g->read_in = true;
+  return IL_OK;
+}
+
+bool il_gguf_read_in(const il_gguf *g) { return g->read_in; }
 
 /* ---- metadata access ---- */
 

@@ -85,6 +85,13 @@ size_t il_gguf_file_size(const il_gguf *g);
 uint64_t il_gguf_data_offset(const il_gguf *g); /* file offset of the tensor data section */
 /* The file's mapping (il_gguf_file_size bytes), NULL for a reader of an image in memory. */
 const void *il_gguf_image(const il_gguf *g);
+/* The mapping is to be replaced by anonymous memory read from the file (--no-mmap,
+ * engine/startup): its bytes count as allocated host weights from now on, no longer as mapped
+ * (il_gguf_close gives them back). Call before the read. Errors: IL_ERR_OOM under the host's
+ * limit (nothing changes). No-op for an image in memory or a second call. */
+IL_NODISCARD il_status il_gguf_note_read_in(il_gguf *g);
+/* true after il_gguf_note_read_in: the image is the process's own memory, not file pages. */
+bool il_gguf_read_in(const il_gguf *g);
 
 /* ---- metadata ---- */
 int64_t il_gguf_kv_count(const il_gguf *g);

@@ -16,22 +16,35 @@ typedef struct {
   float rope_base;
   bool tied;
   il_dtype default_type;
+  const char *arch;  /* general.architecture */
+  int32_t head_dim;  /* 0: n_embd / n_head */
 } il__builtin_spec;
 
 static const il__builtin_spec il__specs[] = {
-    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32},
-    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16},
+    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0},
+    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0},
     /* draft models for speculative decoding (engine/spec): the first two layers of tiny and
      * of 1b (weights are seeded by tensor name, so these layers, the embeddings and the head
      * are the bigger model's own), and an unrelated model with tiny's vocabulary */
-    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32},
-    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32},
-    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16},
+    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0},
+    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, "llama", 0},
+    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0},
+    /* the other architectures at tiny's size; qwen3's heads are wider than n_embd / n_head
+     * (as Qwen3-0.6B's 16 x 128 at n_embd 1024), so q is 512 wide on a 256 residual */
+    {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64},
+    {"phi3-tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "phi3", 0},
+    /* Gemma 3 270M's layout at tiny's size (4 heads, 1 KV head, heads wider than n_embd /
+     * n_head, tied output): 6 layers, so layers 0-4 are local and 5 global, with a sliding
+     * window of 24 positions, so a short test crosses it */
+    {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
-const char *il_builtin_names(void) { return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l"; }
+const char *il_builtin_names(void) {
+  return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:qwen3-tiny, "
+         "builtin:phi3-tiny, builtin:gemma3-tiny";
+}
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
 
@@ -59,7 +72,7 @@ static uint64_t il__hash(const char *s) {
 typedef struct {
   const il_gguf_tensor *t;
   uint8_t *dst;   /* t's data, which this generator owns */
-  float amp;      /* uniform in [-amp, amp); 0 = all ones (norms) */
+  float base, amp; /* base + uniform in [-amp, amp); base 1, amp 0 = all ones (norms) */
   uint64_t seed;
   _Atomic int failed; /* the il_status of a thread that failed (its row buffer, quantizing), or 0 */
 } il__gen_task;
@@ -77,8 +90,8 @@ static void il__gen_worker(void *p, int ith, int nth) {
   for (int64_t r = ith; r < rows; r += nth) {
     uint64_t s = g->seed ^ ((uint64_t)r * 0xd1342543de82ef95ull);
     for (int64_t i = 0; i < n_in; i++) {
-      if (g->amp == 0) buf[i] = 1.0f;
-      else buf[i] = g->amp * ((float)(il__splitmix(&s) >> 40) / (float)(1 << 23) - 1.0f);
+      if (g->amp == 0) buf[i] = g->base;
+      else buf[i] = g->base + g->amp * ((float)(il__splitmix(&s) >> 40) / (float)(1 << 23) - 1.0f);
     }
     il_status st = il_quantize_row(t->type, buf, g->dst + (size_t)r * row_bytes, n_in);
     if (st != IL_OK) {
@@ -89,6 +102,8 @@ static void il__gen_worker(void *p, int ith, int nth) {
   il_mem_free(buf);
 }
 
+/* A tensor of ne1 rows of ne0 (ne1 0: a vector, kept F32): weights uniform in [-amp, amp);
+ * a vector with amp 0 is all ones (norms), with amp > 0 uniform in 1 +- amp. */
 static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
                                 int64_t ne0, int64_t ne1, float amp) {
   const bool values = pool != NULL; /* NULL pool: shapes only (the buffers stay untouched zero pages) */
@@ -112,21 +127,26 @@ static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, c
   }
   *t = (il_gguf_tensor){.name = nm, .n_dims = ne1 ? 2 : 1, .ne = {ne0, ne1 ? ne1 : 1, 1, 1}, .type = type,
                         .nbytes = bytes, .data = data};
-  il__gen_task g = {t, data, amp, IL__SEED ^ il__hash(name), 0};
+  il__gen_task g = {t, data, ne1 ? 0.0f : 1.0f, amp, IL__SEED ^ il__hash(name), 0};
   il_pool_run(pool, il__gen_worker, &g);
   return (il_status)atomic_load(&g.failed);
 }
 
 static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype type, il_pool *pool) {
-  const int64_t dim = sp->n_embd, kv_dim = (int64_t)sp->n_head_kv * (sp->n_embd / sp->n_head), ff = sp->n_ff;
-  int64_t nt = 3 + 9 * (int64_t)sp->n_layer;
+  const il_hparams *hp = &m->hp;
+  const int64_t dim = sp->n_embd, hd = hp->head_dim, q_dim = (int64_t)sp->n_head * hd,
+                kv_dim = (int64_t)sp->n_head_kv * hd, ff = sp->n_ff;
+  int64_t nt = 3 + 13 * (int64_t)sp->n_layer;
   il_gguf_tensor *ts = il_mem_calloc(IL_MEM_MODEL, sizeof *ts * (size_t)nt, "tensor table");
   if (!ts) return IL_ERR_OOM;
   IL_TRY(il_model_own(m, ts));
   int64_t k = 0;
-  const float a_dim = sqrtf(3.0f / (float)dim), a_ff = sqrtf(3.0f / (float)ff);
+  const float a_dim = sqrtf(3.0f / (float)dim), a_q = sqrtf(3.0f / (float)q_dim), a_ff = sqrtf(3.0f / (float)ff);
+  /* llama keeps its norms at 1 (its outputs are pinned by other tests); the other
+   * architectures' norms vary, so a norm applied to the wrong rows shows in their tests */
+  const float a_norm = strcmp(hp->arch, "llama") ? 0.25f : 0.0f;
   IL_TRY(il__add_tensor(m, pool, &ts[k++], "token_embd.weight", type, dim, sp->n_vocab, 1.0f));
-  IL_TRY(il__add_tensor(m, pool, &ts[k++], "output_norm.weight", type, dim, 0, 0));
+  IL_TRY(il__add_tensor(m, pool, &ts[k++], "output_norm.weight", type, dim, 0, a_norm));
   if (!sp->tied) IL_TRY(il__add_tensor(m, pool, &ts[k++], "output.weight", type, dim, sp->n_vocab, a_dim));
   char name[96];
   for (int l = 0; l < sp->n_layer; l++) {
@@ -135,15 +155,29 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
     snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                            \
     IL_TRY(il__add_tensor(m, pool, &ts[k++], name, type, ne0, ne1, amp));           \
   } while (0)
-    IL__T("attn_norm.weight", dim, 0, 0);
-    IL__T("attn_q.weight", dim, dim, a_dim);
-    IL__T("attn_k.weight", dim, kv_dim, a_dim);
-    IL__T("attn_v.weight", dim, kv_dim, a_dim);
-    IL__T("attn_output.weight", dim, dim, a_dim);
-    IL__T("ffn_norm.weight", dim, 0, 0);
-    IL__T("ffn_gate.weight", dim, ff, a_dim);
-    IL__T("ffn_up.weight", dim, ff, a_dim);
+    IL__T("attn_norm.weight", dim, 0, a_norm);
+    if (hp->fused) {
+      IL__T("attn_qkv.weight", dim, q_dim + 2 * kv_dim, a_dim);
+    } else {
+      IL__T("attn_q.weight", dim, q_dim, a_dim);
+      IL__T("attn_k.weight", dim, kv_dim, a_dim);
+      IL__T("attn_v.weight", dim, kv_dim, a_dim);
+    }
+    if (hp->qk_norm) {
+      IL__T("attn_q_norm.weight", hd, 0, a_norm);
+      IL__T("attn_k_norm.weight", hd, 0, a_norm);
+    }
+    IL__T("attn_output.weight", q_dim, dim, a_q);
+    if (hp->gemma) IL__T("post_attention_norm.weight", dim, 0, a_norm);
+    IL__T("ffn_norm.weight", dim, 0, a_norm);
+    if (hp->fused) {
+      IL__T("ffn_up.weight", dim, 2 * ff, a_dim);
+    } else {
+      IL__T("ffn_gate.weight", dim, ff, a_dim);
+      IL__T("ffn_up.weight", dim, ff, a_dim);
+    }
     IL__T("ffn_down.weight", ff, dim, a_ff);
+    if (hp->gemma) IL__T("post_ffw_norm.weight", dim, 0, a_norm);
 #undef IL__T
   }
   return il_model_bind(m, ts, k);
@@ -170,7 +204,7 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
   if (!m) return IL_ERR_OOM;
   snprintf(m->name, sizeof m->name, "%s", spec);
   il_hparams *hp = &m->hp;
-  il_status st = il_hparams_set_arch(hp, "llama");
+  il_status st = il_hparams_set_arch(hp, sp->arch);
   hp->n_vocab = sp->n_vocab;
   hp->n_ctx_train = sp->n_ctx;
   hp->n_embd = sp->n_embd;
@@ -178,11 +212,16 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
   hp->n_layer = sp->n_layer;
   hp->n_head = sp->n_head;
   hp->n_head_kv = sp->n_head_kv;
-  hp->head_dim = sp->n_embd / sp->n_head;
+  hp->head_dim = sp->head_dim ? sp->head_dim : sp->n_embd / sp->n_head;
   hp->n_rot = hp->head_dim;
   hp->norm_eps = 1e-5f;
   hp->rope_base = sp->rope_base;
   hp->rope_scale = 1.0f;
+  if (hp->gemma) {
+    hp->swa = 24;
+    hp->norm_eps = 1e-6f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+  }
   il_pool *pool = NULL;
   if (st == IL_OK && values) st = il_pool_new(n_threads, &pool);
   if (st == IL_OK) st = il__generate(m, sp, type, pool);
@@ -320,6 +359,11 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
   IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.head_count_kv"), (uint32_t)hp->n_head_kv));
   IL_TRY(il_gguf_writer_set_u32(w, IL__K("rope.dimension_count"), (uint32_t)hp->n_rot));
   IL_TRY(il_gguf_writer_set_f32(w, IL__K("rope.freq_base"), hp->rope_base));
+  if (strcmp(hp->arch, "llama")) { /* llama's files stay as they were; the others say their head size */
+    IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.key_length"), (uint32_t)hp->head_dim));
+    IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.value_length"), (uint32_t)hp->head_dim));
+  }
+  if (hp->swa > 0) IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.sliding_window"), (uint32_t)hp->swa));
   IL_TRY(il_gguf_writer_set_f32(w, IL__K("attention.layer_norm_rms_epsilon"), hp->norm_eps));
   IL_TRY(il_gguf_writer_set_u32(w, IL__K("vocab_size"), (uint32_t)hp->n_vocab));
 #undef IL__K

@@ -1,9 +1,11 @@
 /* model/forward: the batched forward pass and the activation buffers it runs in.
  * A token's path, in il__forward's order: the batch uploaded once per backend; the embedding
- * rows; per layer the attention block (RMSNorm, Q/K/V in one matmul, RoPE with the K/V store,
- * attention, output projection, residual add) and the feed-forward block (RMSNorm, gate and up
- * in one matmul, SwiGLU, down projection, residual add); the final RMSNorm and the logits of
- * the rows that want them. Each op runs on the lane (backend) its layer is placed on; the
+ * rows; per layer the attention block (RMSNorm, Q/K/V in one matmul, the per-head QK-norm where
+ * the architecture has it, RoPE with the K/V store, attention, output projection, gemma3's
+ * post-norm, residual add) and the feed-forward block (RMSNorm, gate and up in one matmul, SwiGLU
+ * or gemma3's GeGLU, down projection, gemma3's post-norm, residual add); the final RMSNorm and
+ * the logits of the rows that want them. gemma3 scales the embedding rows by sqrt(n_embd).
+ * Each op runs on the lane (backend) its layer is placed on; the
  * residual moves between lanes through host staging.
  * Not for: loading or placing weights (model/weights.c), scheduling (engine/). */
 #include "model/llama.h"
@@ -86,7 +88,7 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, 
       .n_heads = hp->n_head,
       .n_kv_heads = hp->n_head_kv,
       .head_dim = hp->head_dim,
-      .scale = 1.0f / sqrtf((float)hp->head_dim),
+      .scale = hp->attn_scale > 0 ? hp->attn_scale : 1.0f / sqrtf((float)hp->head_dim),
   };
 }
 
@@ -331,6 +333,27 @@ static il_tensor il__as(il_tensor t, const char *op) {
   return t;
 }
 
+/* t's rows cut into heads of head_dim: [rows * cols / head_dim x head_dim], one row per head,
+ * for the per-head ops (QK-norm). t's rows must be contiguous (activation buffers and the F32
+ * chunk scratch are). */
+static il_status il__heads(il_tensor t, int64_t head_dim, il_tensor *out) {
+  if (t.stride != il_tensor_row_bytes(t.type, t.cols) || t.cols % head_dim)
+    return il_error(IL_ERR_INTERNAL, "forward: '%s' cannot be viewed as heads of %lld", t.name ? t.name : "tensor",
+                    (long long)head_dim);
+  t.rows *= t.cols / head_dim;
+  t.cols = head_dim;
+  t.stride = il_tensor_row_bytes(t.type, head_dim);
+  *out = t;
+  return IL_OK;
+}
+
+/* x = rmsnorm(x) * g per head of x, in place (qwen3's q and k norms). */
+static il_status il__head_norm(il_backend *b, il_tensor x, il_tensor g, float eps, const char *op) {
+  il_tensor h;
+  IL_TRY(il__heads(il__as(x, op), g.cols, &h));
+  return b->ops->rmsnorm(b, h, h, g, eps);
+}
+
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
@@ -367,8 +390,9 @@ static il_status il__mm(il_forward_state *st, il_forward_lane *ln, int32_t n, in
   return s;
 }
 
-/* Y = f(Y, X) elementwise: the residual add (Y += X) or SwiGLU (Y = silu(Y) * X). */
-static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, bool swiglu,
+/* Y = f(Y, X) elementwise: the residual add (Y += X, IL_OP_ADD), SwiGLU (Y = silu(Y) * X,
+ * IL_OP_SWIGLU) or GeGLU (Y = gelu(Y) * X, IL_OP_GEGLU). */
+static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_op f,
                             int32_t layer, const char *op) {
   il_backend *b = ln->b;
   il__layer(st, layer);
@@ -377,7 +401,7 @@ static il_status il__binary(il_forward_state *st, il_forward_lane *ln, int32_t n
     il_tensor y, x;
     IL_TRY(il__in(&k, Y, &y));
     IL_TRY(il__in(&k, X, &x));
-    IL_TRY(swiglu ? b->ops->swiglu(b, y, x) : b->ops->add(b, y, x));
+    IL_TRY(f == IL_OP_SWIGLU ? b->ops->swiglu(b, y, x) : f == IL_OP_GEGLU ? b->ops->geglu(b, y, x) : b->ops->add(b, y, x));
     IL_TRY(il__put(&k, y, Y));
   }
   return IL_OK;
@@ -433,6 +457,7 @@ static il_status il__embed(const il_model_dev *d, il_forward_state *st, il_forwa
     il_tensor x;
     IL_TRY(il__out(&k, X, &x));
     IL_TRY(ln->b->ops->get_rows(ln->b, x, d->tok_embd, il__ids(ids, k.r0, k.rows)));
+    if (d->model->hp.gemma) IL_TRY(ln->b->ops->scale(ln->b, x, sqrtf((float)d->model->hp.n_embd)));
     IL_TRY(il__put(&k, x, X));
   }
   return IL_OK;
@@ -443,8 +468,10 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
                                int32_t l, int32_t n, const il_kv_view *kv) {
   static const char *const qkv_ops[3] = {"attn_q", "attn_k", "attn_v"}, *const wo_op[1] = {"attn_output"};
   const il_hparams *hp = &m->hp;
-  const il_rope_params rq = {hp->n_head, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
-  const il_rope_params rk = {hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_scale, hp->rope_mode};
+  float base, scale;
+  il_hparams_rope(hp, l, &base, &scale);
+  const il_rope_params rq = {hp->n_head, hp->head_dim, hp->n_rot, base, scale, hp->rope_mode};
+  const il_rope_params rk = {hp->n_head_kv, hp->head_dim, hp->n_rot, base, scale, hp->rope_mode};
   il_backend *b = ln->b;
   const il_attn_args a0 = il_forward_attn_args(m, ln, n, kv);
   const il_tensor slots = il_forward_batch_views(ln, n).slots;
@@ -454,11 +481,13 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
   IL_TRY(il__norm(st, ln, n, XB, X, L->attn_norm, hp->norm_eps, l, "attn_norm"));
   const il_tensor wqkv[3] = {L->wq, L->wk, L->wv}, yqkv[3] = {Q, K, V}, bqkv[3] = {L->bq, L->bk, L->bv};
   IL_TRY(il__mm(st, ln, n, 3, yqkv, wqkv, L->bq.buf ? bqkv : NULL, XB, l, qkv_ops));
-  IL__CHUNKS(k, st, ln, n) { /* q and k rotated; k and v into the cache */
+  IL__CHUNKS(k, st, ln, n) { /* q and k normed per head (qwen3) and rotated; k and v into the cache */
     il_tensor q, kk, vv;
     IL_TRY(il__in(&k, il__as(Q, "rope"), &q));
     IL_TRY(il__in(&k, K, &kk));
     IL_TRY(il__in(&k, V, &vv));
+    if (L->q_norm.buf) IL_TRY(il__head_norm(b, q, L->q_norm, hp->norm_eps, "attn_q_norm"));
+    if (L->k_norm.buf) IL_TRY(il__head_norm(b, kk, L->k_norm, hp->norm_eps, "attn_k_norm"));
     IL_TRY(b->ops->rope_kv_store(b, q, kk, vv, il__ids(a0.pos, k.r0, k.rows), &rq, &rk, kv, il__ids(slots, k.r0, k.rows)));
     IL_TRY(il__put(&k, q, Q));
   }
@@ -469,11 +498,16 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     a.pos = il__ids(a0.pos, k.r0, k.rows);
     a.seq = il__ids(a0.seq, k.r0, k.rows);
     a.slice = st->attn_slice;
+    /* a local layer's window, where the context is longer than it (shorter: it masks nothing) */
+    if (hp->swa > 0 && hp->swa < kv->n_ctx && hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1)
+      a.window = hp->swa;
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(il__put(&k, a.out, ATT));
   }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
-  return il__binary(st, ln, n, X, XO, false, l, "attention residual");
+  if (L->attn_post_norm.buf)
+    IL_TRY(il__norm(st, ln, n, XO, XO, L->attn_post_norm, hp->norm_eps, l, "post_attention_norm"));
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "attention residual");
 }
 
 /* x += w_down . (silu(w_gate . h) * (w_up . h)), h = rmsnorm(x) * ffn_norm. */
@@ -485,9 +519,11 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
   IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, m->hp.norm_eps, l, "ffn_norm"));
   const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
   IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
-  IL_TRY(il__binary(st, ln, n, HB, HB2, true, l, "ffn_swiglu"));
+  if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
+  else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
-  return il__binary(st, ln, n, X, XO, false, l, "feed-forward residual");
+  if (L->ffn_post_norm.buf) IL_TRY(il__norm(st, ln, n, XO, XO, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm"));
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
 }
 
 /* logits = output . (rmsnorm(x) * output_norm), for the rows that want them, moved together

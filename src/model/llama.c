@@ -14,26 +14,56 @@
 typedef struct {
   const char *name;
   il_rope_mode rope_mode;
-  bool qkv_bias;
+  bool qkv_bias, qk_norm, fused, gemma;
 } il__arch;
 
 static const il__arch il__archs[] = {
-    {"llama", IL_ROPE_NORM, false},
-    {"mistral", IL_ROPE_NORM, false}, /* Llama layout; sliding window not used at these contexts */
-    {"qwen2", IL_ROPE_NEOX, true},
+    {"llama", IL_ROPE_NORM, false, false, false, false},
+    {"mistral", IL_ROPE_NORM, false, false, false, false}, /* Llama layout; sliding window not used at these contexts */
+    {"qwen2", IL_ROPE_NEOX, true, false, false, false},
+    {"qwen3", IL_ROPE_NEOX, false, true, false, false},
+    /* phi3's sliding window (phi3.attention.sliding_window) is not applied, as llama.cpp does
+     * not apply it either */
+    {"phi3", IL_ROPE_NEOX, false, false, true, false},
+    {"gemma3", IL_ROPE_NEOX, false, true, false, true},
 };
+#define IL__N_ARCHS (sizeof il__archs / sizeof il__archs[0])
+
+bool il_hparams_has(const il_hparams *hp, il_need need) {
+  switch (need) {
+  case IL_NEED_ALWAYS: return true;
+  case IL_NEED_QKV_BIAS: return hp->qkv_bias;
+  case IL_NEED_QK_NORM: return hp->qk_norm;
+  case IL_NEED_POST_NORM: return hp->gemma;
+  }
+  return false;
+}
 
 il_status il_hparams_set_arch(il_hparams *hp, const char *arch) {
-  for (size_t i = 0; i < sizeof il__archs / sizeof il__archs[0]; i++) {
+  for (size_t i = 0; i < IL__N_ARCHS; i++) {
     if (!strcmp(arch, il__archs[i].name)) {
       snprintf(hp->arch, sizeof hp->arch, "%s", arch);
       hp->rope_mode = il__archs[i].rope_mode;
       hp->qkv_bias = il__archs[i].qkv_bias;
+      hp->qk_norm = il__archs[i].qk_norm;
+      hp->fused = il__archs[i].fused;
+      hp->gemma = il__archs[i].gemma;
+      /* llama.cpp's gemma3: every 6th layer global, local layers at base 10000 */
+      hp->swa_pattern = hp->gemma ? 6 : 0;
+      hp->rope_base_local = 10000.0f;
       return IL_OK;
     }
   }
-  return il_error(IL_ERR_UNSUPPORTED, "general.architecture: '%s' is not supported (supported: llama, mistral, qwen2)",
-                  arch);
+  return il_error(IL_ERR_UNSUPPORTED, "general.architecture: '%s' is not supported (supported: %s)", arch,
+                  il_arch_names());
+}
+
+const char *il_arch_names(void) { return "llama, mistral, qwen2, qwen3, phi3, gemma3"; }
+
+void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale) {
+  const bool local = hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1;
+  *base = local ? hp->rope_base_local : hp->rope_base;
+  *scale = local ? 1.0f : hp->rope_scale;
 }
 
 /* ---- hyperparameters ---- */
@@ -71,7 +101,7 @@ static il_status il__get_f32(const il_gguf *g, const char *arch, const char *suf
 }
 
 il_status il_hparams_validate(const il_hparams *hp, const char *where) {
-  if (hp->n_embd % hp->n_head)
+  if (hp->head_dim <= 0 && hp->n_embd % hp->n_head)
     return il_error(IL_ERR_FORMAT, "%s: %s.embedding_length = %d is not a multiple of %s.attention.head_count = %d",
                     where, hp->arch, hp->n_embd, hp->arch, hp->n_head);
   if (hp->n_head % hp->n_head_kv)
@@ -122,10 +152,27 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp) {
     /* older files give only the factor */
     IL_TRY(il__get_f32(g, arch, "rope.scale_linear", 1.0f, &hp->rope_scale));
   }
-  if (hp->n_embd % hp->n_head)
-    return il_hparams_validate(hp, il_gguf_path(g));
-  hp->head_dim = hp->n_embd / hp->n_head;
+  /* the head size is n_embd / n_head unless the file says otherwise (qwen3: 128 at n_embd 1024
+   * and 16 heads); keys and values of one size only */
+  IL_TRY(il__get_i32(g, arch, "attention.key_length", false, 0, &hp->head_dim));
+  int32_t v_len = 0;
+  IL_TRY(il__get_i32(g, arch, "attention.value_length", false, hp->head_dim, &v_len));
+  if (v_len != hp->head_dim)
+    return il_error(IL_ERR_UNSUPPORTED, "%s: %s.attention.value_length = %d differs from %s.attention.key_length = %d",
+                    il_gguf_path(g), arch, v_len, arch, hp->head_dim);
+  if (hp->head_dim == 0 && hp->n_embd % hp->n_head) return il_hparams_validate(hp, il_gguf_path(g));
+  if (hp->head_dim == 0) hp->head_dim = hp->n_embd / hp->n_head;
   IL_TRY(il__get_i32(g, arch, "rope.dimension_count", false, hp->head_dim, &hp->n_rot));
+  if (hp->gemma) {
+    IL_TRY(il__get_i32(g, arch, "attention.sliding_window", true, 0, &hp->swa));
+    /* llama.cpp's scale: 1/sqrt(head_dim), except Gemma 3 27B (62 layers), whose
+     * query_pre_attn_scalar is n_embd / n_head */
+    hp->attn_scale = 1.0f / sqrtf((float)(hp->n_layer == 62 ? hp->n_embd / hp->n_head : hp->head_dim));
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
+    float cap;
+    if (il_gguf_get_f32(g, key, &cap) == IL_OK)
+      return il_error(IL_ERR_UNSUPPORTED, "%s: %s = %g: logit soft-capping is not supported", il_gguf_path(g), key, cap);
+  }
   return il_hparams_validate(hp, il_gguf_path(g));
 }
 
@@ -135,6 +182,7 @@ int64_t il_hparams_dim(const il_hparams *hp, il_dim d) {
   case IL_DIM_Q: return (int64_t)hp->n_head * hp->head_dim;
   case IL_DIM_KV: return (int64_t)hp->n_head_kv * hp->head_dim;
   case IL_DIM_FF: return hp->n_ff;
+  case IL_DIM_HEAD: return hp->head_dim;
   }
   return 0;
 }

@@ -2,10 +2,11 @@
  * forward pass, written against the backend interface.
  *
  * A token's path: embedding lookup -> n_layer x { RMSNorm -> Q,K,V projections (+ biases for
- * qwen2) -> RoPE -> store K,V -> grouped-query attention -> output projection -> residual ->
- * RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm -> output head (the embedding matrix
- * when output.weight is absent). Architectures differ only in a row of the arch table
- * (RoPE pairing, QKV biases), so adding one is a table line plus its tensor names.
+ * qwen2) -> per-head RMSNorm of q and k (qwen3) -> RoPE -> store K,V -> grouped-query attention
+ * -> output projection -> residual -> RMSNorm -> SwiGLU FFN -> residual } -> final RMSNorm ->
+ * output head (the embedding matrix when output.weight is absent). Architectures differ only in
+ * a row of the arch table (RoPE pairing, QKV biases, QK-norm, fused tensors), so adding one is
+ * a table line plus its tensor names.
  *
  * Weights are borrowed: from the GGUF mapping, or from the built-in generator's buffers, both
  * owned by the model. 1-D tensors (norms, biases) are converted to F32 copies at load.
@@ -35,7 +36,7 @@ typedef struct {
 } il_weight;
 
 typedef struct {
-  char arch[32];       /* general.architecture: llama | mistral | qwen2 */
+  char arch[32];       /* general.architecture: llama | mistral | qwen2 | qwen3 | phi3 | gemma3 */
   int32_t n_vocab;
   int32_t n_ctx_train; /* {arch}.context_length */
   int32_t n_embd;      /* {arch}.embedding_length */
@@ -43,19 +44,31 @@ typedef struct {
   int32_t n_layer;     /* {arch}.block_count */
   int32_t n_head;      /* {arch}.attention.head_count */
   int32_t n_head_kv;   /* {arch}.attention.head_count_kv (default n_head) */
-  int32_t head_dim;    /* n_embd / n_head */
+  int32_t head_dim;    /* {arch}.attention.key_length (default n_embd / n_head) */
   int32_t n_rot;       /* {arch}.rope.dimension_count (default head_dim) */
   float norm_eps;      /* {arch}.attention.layer_norm_rms_epsilon */
   float rope_base;     /* {arch}.rope.freq_base (default 10000) */
   float rope_scale;    /* linear scaling factor: positions are divided by it (default 1) */
   il_rope_mode rope_mode;
   bool qkv_bias;
+  bool qk_norm;        /* qwen3: q and k RMSNormed per head (attn_q_norm, attn_k_norm) before RoPE */
+  bool fused;          /* phi3: q, k, v in one attn_qkv tensor, gate and up in one ffn_up of 2 n_ff rows */
+  /* gemma3: the embedding scaled by sqrt(n_embd), the attention and FFN outputs RMSNormed
+   * before their residual adds (post_attention_norm, post_ffw_norm), GeGLU for SwiGLU, and
+   * layers that are local (sliding window, their own RoPE base) except every swa_pattern-th */
+  bool gemma;
+  int32_t swa;         /* {arch}.attention.sliding_window (0: none) */
+  int32_t swa_pattern; /* layer l is global when l % swa_pattern == swa_pattern - 1 */
+  float rope_base_local; /* RoPE base of the local layers (scale 1) */
+  float attn_scale;    /* q . k multiplier (0: 1 / sqrt(head_dim)) */
 } il_hparams;
 
 typedef struct {
   const float *attn_norm;               /* (n_embd) */
   il_weight wq, wk, wv, wo;             /* (n_embd -> n_head*head_dim), (n_embd -> kv_dim) x2, (n_head*head_dim -> n_embd) */
   const float *bq, *bk, *bv;            /* qwen2 biases, else NULL */
+  const float *q_norm, *k_norm;         /* qwen3 per-head norms (head_dim), else NULL */
+  const float *attn_post_norm, *ffn_post_norm; /* gemma3 (n_embd), else NULL */
   const float *ffn_norm;                /* (n_embd) */
   il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
 } il_layer;
@@ -88,6 +101,8 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp);
 il_status il_hparams_validate(const il_hparams *hp, const char *where);
 /* Fills architecture-dependent fields (rope mode, biases) from hp->arch. */
 il_status il_hparams_set_arch(il_hparams *hp, const char *arch);
+/* The architectures il_hparams_set_arch knows, for messages and --help: "llama, mistral, ...". */
+const char *il_arch_names(void);
 
 /* Binds the model's weights by GGUF tensor name from a tensor table, checking every shape
  * and type (errors name the tensor). Takes ownership of nothing; 1-D tensors are copied to
@@ -118,6 +133,8 @@ typedef struct {
   il_backend **layer; /* [n_layer] */
   bool stream;        /* model offloading: layers on a device that cannot read host memory keep
                          their weights in host memory and stream through two device slots */
+  bool load_pipeline; /* layers uploaded to a device: a thread reads (faults in) the next layers'
+                         mapped pages while the current one is copied (--load-pipeline) */
 } il_placement;
 
 /* The model's weights as tensors on their components' backends: read in place from host memory
@@ -126,27 +143,40 @@ typedef struct {
   il_tensor attn_norm, ffn_norm;      /* F32 [1 x n_embd] */
   il_tensor wq, wk, wv, wo;           /* storage type */
   il_tensor bq, bk, bv;               /* F32 biases (qwen2), else buf == NULL */
+  il_tensor q_norm, k_norm;           /* F32 [1 x head_dim] (qwen3), else buf == NULL */
+  il_tensor attn_post_norm, ffn_post_norm; /* F32 [1 x n_embd] (gemma3), else buf == NULL */
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
 
 /* The tensors of one layer, described once: the GGUF name after "blk.N.", the shape, and the
  * fields that hold it in il_layer (host) and il_layer_dev (placed), in il_layer_dev's order.
  * Binding, placement, the stream slots and the size estimates walk this table. */
-typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF } il_dim;
+typedef enum { IL_DIM_EMBD, IL_DIM_Q, IL_DIM_KV, IL_DIM_FF, IL_DIM_HEAD } il_dim;
+
+/* Which architectures have a tensor: every one, or those with a feature of il_hparams. */
+typedef enum { IL_NEED_ALWAYS, IL_NEED_QKV_BIAS, IL_NEED_QK_NORM, IL_NEED_POST_NORM } il_need;
+/* Whether hp's architecture has the tensors of `need`. */
+bool il_hparams_has(const il_hparams *hp, il_need need);
 
 typedef struct {
   const char *name;  /* "attn_q.weight" */
   const char *slot;  /* the stream slot's buffer: "slot attn_q" */
   il_dim in, out;    /* a matrix [out rows x in] (GGUF ne[0] = in); a vector of `in` */
   bool vector;       /* norms and biases: F32 copies made at load */
-  bool bias;         /* present only in architectures with QKV biases (hp->qkv_bias) */
+  il_need need;      /* vectors: the architectures that have it (the others may leave it out) */
+  const char *fused; /* matrices: the tensor that holds it with its neighbours where hp->fused
+                        ("attn_qkv.weight": q, k, v; "ffn_up.weight": gate, up), else NULL */
   size_t host;       /* offsetof(il_layer, ...): an il_weight, or a const float * for a vector */
   size_t dev;        /* offsetof(il_layer_dev, ...): an il_tensor */
 } il_layer_tensor;
 
-#define IL_LAYER_TENSORS 12
+#define IL_LAYER_TENSORS 16
 extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
-/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff). */
+/* RoPE base and linear scale of layer l: gemma3's local layers have their own base and no
+ * scaling; every other layer has rope_base and rope_scale. */
+void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale);
+/* The length a dimension has in this model (n_embd, n_head * head_dim, n_head_kv * head_dim, n_ff,
+ * head_dim). */
 int64_t il_hparams_dim(const il_hparams *hp, il_dim d);
 
 typedef struct {
@@ -166,6 +196,7 @@ typedef struct {
   bool output_shared;
   il_layer_dev *layers;                 /* [n_layer] */
   size_t uploaded_bytes;                /* bytes copied to devices (0 when read in place) */
+  double pipeline_seconds;              /* --load-pipeline: the reading thread's time, overlapped */
   size_t released_bytes;                /* file-mapped weight pages released (cpu --repack) */
 } il_model_dev;
 
@@ -173,6 +204,9 @@ typedef struct {
  * device) nothing is left allocated. Free with il_model_dev_free before the model or the
  * backends. */
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p);
+/* Seconds the load pipeline's thread spent reading pages during the last il_model_dev_init
+ * (0 without --load-pipeline or when it did not run). */
+double il_model_dev_pipeline_seconds(const il_model_dev *d);
 void il_model_dev_free(il_model_dev *d);
 /* The weights of layer l on its backend, ready for the forward pass: d->layers[l], or with
  * --offload stream the slot that holds it (copied in now if it was not prefetched; the copy of

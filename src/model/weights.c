@@ -7,6 +7,7 @@
  * Not for: hyperparameters (model/llama.c) or computing (model/forward.c). */
 #include "model/llama.h"
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,21 +21,26 @@
 
 /* ---- the layer's tensors ---- */
 
-#define IL__M(n, slot, in, out, f) {n, slot, in, out, false, false, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
-#define IL__V(n, slot, in, bias, f) {n, slot, in, in, true, bias, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__M(n, slot, in, out, fused, f) \
+  {n, slot, in, out, false, IL_NEED_ALWAYS, fused, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
+#define IL__V(n, slot, in, need, f) {n, slot, in, in, true, need, NULL, offsetof(il_layer, f), offsetof(il_layer_dev, f)}
 const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS] = {
-    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, false, attn_norm),
-    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, false, ffn_norm),
-    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, wq),
-    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, wk),
-    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, wv),
-    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, wo),
-    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, true, bq),
-    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, true, bk),
-    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, true, bv),
-    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, w_gate),
-    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, w_up),
-    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, w_down),
+    IL__V("attn_norm.weight", "slot attn_norm", IL_DIM_EMBD, IL_NEED_ALWAYS, attn_norm),
+    IL__V("ffn_norm.weight", "slot ffn_norm", IL_DIM_EMBD, IL_NEED_ALWAYS, ffn_norm),
+    IL__M("attn_q.weight", "slot attn_q", IL_DIM_EMBD, IL_DIM_Q, "attn_qkv.weight", wq),
+    IL__M("attn_k.weight", "slot attn_k", IL_DIM_EMBD, IL_DIM_KV, "attn_qkv.weight", wk),
+    IL__M("attn_v.weight", "slot attn_v", IL_DIM_EMBD, IL_DIM_KV, "attn_qkv.weight", wv),
+    IL__M("attn_output.weight", "slot attn_output", IL_DIM_Q, IL_DIM_EMBD, NULL, wo),
+    IL__V("attn_q.bias", "slot attn_q.bias", IL_DIM_Q, IL_NEED_QKV_BIAS, bq),
+    IL__V("attn_k.bias", "slot attn_k.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bk),
+    IL__V("attn_v.bias", "slot attn_v.bias", IL_DIM_KV, IL_NEED_QKV_BIAS, bv),
+    IL__V("attn_q_norm.weight", "slot attn_q_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, q_norm),
+    IL__V("attn_k_norm.weight", "slot attn_k_norm", IL_DIM_HEAD, IL_NEED_QK_NORM, k_norm),
+    IL__V("post_attention_norm.weight", "slot post_attention_norm", IL_DIM_EMBD, IL_NEED_POST_NORM, attn_post_norm),
+    IL__V("post_ffw_norm.weight", "slot post_ffw_norm", IL_DIM_EMBD, IL_NEED_POST_NORM, ffn_post_norm),
+    IL__M("ffn_gate.weight", "slot ffn_gate", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_gate),
+    IL__M("ffn_up.weight", "slot ffn_up", IL_DIM_EMBD, IL_DIM_FF, "ffn_up.weight", w_up),
+    IL__M("ffn_down.weight", "slot ffn_down", IL_DIM_FF, IL_DIM_EMBD, NULL, w_down),
 };
 #undef IL__M
 #undef IL__V
@@ -75,6 +81,32 @@ static il_status il__bind_matrix(const il_gguf_tensor *ts, int64_t nt, const cha
   return IL_OK;
 }
 
+/* The matrices of layer l that one fused tensor holds, stacked by rows in table order (phi3:
+ * attn_qkv = q, k, v; ffn_up = gate, up): each bound as a view of its rows, so placement,
+ * streaming and the matmuls see the separate matrices of the other architectures. */
+static il_status il__bind_fused(il_model *m, const il_gguf_tensor *ts, int64_t nt, int l, const char *fused) {
+  const il_hparams *hp = &m->hp;
+  int64_t rows = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++)
+    if (il_layer_tensors[i].fused && !strcmp(il_layer_tensors[i].fused, fused))
+      rows += il_hparams_dim(hp, il_layer_tensors[i].out);
+  char name[96];
+  snprintf(name, sizeof name, "blk.%d.%s", l, fused);
+  il_weight all;
+  IL_TRY(il__bind_matrix(ts, nt, name, hp->n_embd, rows, true, &all));
+  int64_t r0 = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    if (!t->fused || strcmp(t->fused, fused)) continue;
+    il_weight *w = il__lw(&m->layers[l], t);
+    *w = all;
+    w->n_out = il_hparams_dim(hp, t->out);
+    w->data = (const char *)all.data + (size_t)r0 * all.row_stride;
+    r0 += w->n_out;
+  }
+  return IL_OK;
+}
+
 static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n,
                                  bool required, const float **out) {
   const il_gguf_tensor *t = il__find(ts, nt, name);
@@ -109,14 +141,25 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
 
   m->layers = il_mem_calloc(IL_MEM_MODEL, sizeof(il_layer) * (size_t)hp->n_layer, "model layers");
   if (!m->layers) return IL_ERR_OOM;
+  /* LongRoPE (phi3 128k): per-frequency factors this pass does not apply */
+  static const char *const longrope[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+  for (int i = 0; i < 2; i++)
+    if (il__find(ts, nt, longrope[i]))
+      return il_error(IL_ERR_UNSUPPORTED, "tensor '%s': LongRoPE scaling (%s.rope.scaling) is not supported",
+                      longrope[i], hp->arch);
   char name[96];
   for (int l = 0; l < hp->n_layer; l++) {
     il_layer *L = &m->layers[l];
+    if (hp->fused) {
+      IL_TRY(il__bind_fused(m, ts, nt, l, "attn_qkv.weight"));
+      IL_TRY(il__bind_fused(m, ts, nt, l, "ffn_up.weight"));
+    }
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
+      if (hp->fused && t->fused) continue; /* bound above */
       snprintf(name, sizeof name, "blk.%d.%s", l, t->name);
       const int64_t in = il_hparams_dim(hp, t->in), out = il_hparams_dim(hp, t->out);
-      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, !t->bias || hp->qkv_bias, il__lv(L, t)));
+      if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, il_hparams_has(hp, t->need), il__lv(L, t)));
       else IL_TRY(il__bind_matrix(ts, nt, name, in, out, true, il__lw(L, t)));
     }
   }
@@ -176,7 +219,8 @@ static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w,
  * no longer counted as mapped. A hint: where it fails nothing changes. */
 static void il__release_pages(il_model_dev *d, const il_weight *w) {
 #ifdef MADV_PAGEOUT
-  if (!d->model->gguf) return; /* built-in weights are the model's own heap memory */
+  /* built-in weights and --no-mmap's are the process's own memory: paging them out would not free them */
+  if (!d->model->gguf || il_gguf_read_in(d->model->gguf)) return;
   const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), p = (uintptr_t)w->data;
   const uintptr_t a = (p + pg - 1) & ~(pg - 1), e = (p + il__w_span(w)) & ~(pg - 1);
   if (pg > 1 && e > a && madvise((void *)a, e - a, MADV_PAGEOUT) == 0) {
@@ -227,7 +271,7 @@ static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
   for (int i = 0; i < IL_LAYER_TENSORS; i++) {
     const il_layer_tensor *t = &il_layer_tensors[i];
     const il_tensor *dst = il__ld(&d->slot[s], t);
-    if (!dst->buf) continue; /* a bias this architecture has not */
+    if (!dst->buf) continue; /* a bias or norm this architecture has not */
     const void *src = t->vector ? (const void *)il__lvc(L, t) : il__lwc(L, t)->data;
     const size_t bytes = il_tensor_span(dst);
     if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &d->slot_ev[s][i]));
@@ -367,6 +411,59 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   return IL_OK;
 }
 
+/* ---- load pipeline (--load-pipeline) ----
+ * Uploading a layer from a file mapping faults its pages in during the copy, so the disk (or the
+ * page cache's copy) and the link take turns. A thread reads one byte per page of every layer
+ * uploaded to a device, in upload order, while the main thread copies: the copy of layer l
+ * then finds its pages resident once the reader is past it, and the reads of later layers run
+ * beside it. Read-only on both sides; the reader goes ahead as fast as the file allows (the pages
+ * are the page cache's, so reading ahead costs no memory of the process). */
+typedef struct {
+  const il_model *m;
+  const il_model_dev *d;
+  double seconds;
+} il__reader;
+
+static void il__read_span(const void *p, size_t n) {
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  const volatile uint8_t *b = p;
+  uint8_t sink = 0;
+  for (size_t i = 0; i < n; i += pg) sink ^= b[i];
+  if (n) sink ^= b[n - 1];
+  (void)sink;
+}
+
+static void *il__reader_main(void *arg) {
+  il__reader *r = arg;
+  const double t0 = il_time_now();
+  const il_hparams *hp = &r->m->hp;
+  for (int l = 0; l < hp->n_layer; l++) {
+    const il_backend *b = r->d->layer_b[l];
+    if (b->ops->buffer_wrap_host || (r->d->stream && b == r->d->stream_b)) continue;
+    const il_layer *L = &r->m->layers[l];
+    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+      const il_layer_tensor *t = &il_layer_tensors[i];
+      if (t->vector) {
+        const float *v = il__lvc(L, t);
+        if (v) il__read_span(v, sizeof(float) * (size_t)il_hparams_dim(hp, t->in));
+      } else {
+        const il_weight *w = il__lwc(L, t);
+        if (w->data) il__read_span(w->data, il__w_span(w));
+      }
+    }
+  }
+  r->seconds = il_time_now() - t0;
+  return NULL;
+}
+
+/* Whether a reader thread helps: weights from a file mapping, some layer copied to a device. */
+static bool il__reader_wanted(const il_model_dev *d, const il_model *m, const il_placement *p) {
+  if (!p || !p->load_pipeline || !m->gguf || il_gguf_read_in(m->gguf)) return false;
+  for (int l = 0; l < m->hp.n_layer; l++)
+    if (!d->layer_b[l]->ops->buffer_wrap_host && !(d->stream && d->layer_b[l] == d->stream_b)) return true;
+  return false;
+}
+
 il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, const il_placement *p) {
   memset(d, 0, sizeof *d);
   d->model = m;
@@ -379,10 +476,20 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
     d->stream = true;
     d->stream_b = b;
   }
+  il__reader rd = {m, d, 0};
+  pthread_t th;
+  /* no thread (creation failed): the copies fault the pages in themselves, as without the flag */
+  const bool reader = il__reader_wanted(d, m, p) && pthread_create(&th, NULL, il__reader_main, &rd) == 0;
   il_status st = il__dev_init(d, m);
+  if (reader) {
+    pthread_join(th, NULL);
+    d->pipeline_seconds = rd.seconds;
+  }
   if (st != IL_OK) il_model_dev_free(d);
   return st;
 }
+
+double il_model_dev_pipeline_seconds(const il_model_dev *d) { return d->pipeline_seconds; }
 
 void il_model_dev_free(il_model_dev *d) {
   if (!d->layer_b) return;

@@ -557,6 +557,13 @@ void il_api_stream_log(il_api_stream *st, il_reqlog_entry *e, char *finish, size
     }
   }
   e->ttft_ms = first ? (first - st->t_submit) * 1e3 : -1;
+  /* the parts from the same clock readings, so they add up to ttft_ms exactly: the queue from this
+   * side's submission, the first decode to this side's first token */
+  const bool parts = first && st->t_admitted > 0 && st->t_first_step > 0;
+  e->queue_ms = parts ? (st->t_admitted - st->t_submit) * 1e3 : -1;
+  e->prefill_ms = parts ? (st->t_first_step - st->t_admitted) * 1e3 : -1;
+  e->first_decode_ms = parts ? (first - st->t_first_step) * 1e3 : -1;
+  e->prefill_chunks = parts ? st->prefill_chunks : -1;
   e->tpot_ms = n_tpot ? tpot / n_tpot * 1e3 : -1;
   e->finish = finish;
   pthread_mutex_unlock(&st->mu);
@@ -886,6 +893,9 @@ static void il__on_event(void *ud, const il_sched_event *ev) {
     st->n_prompt = ev->n_prompt;
     st->n_gen = ev->n_gen;
     st->n_cached = ev->n_cached;
+    st->t_admitted = ev->t_admitted;
+    st->t_first_step = ev->t_first_step;
+    st->prefill_chunks = ev->prefill_chunks;
     il__final(st, ev);
     st->done = true;
   } else if (!st->failed) {

@@ -45,6 +45,26 @@ static void il__vllm_names(il_sbuf *b, const il_sched_stats *s, const char *m) {
   il_sbuf_printf(b, "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, kv);
 }
 
+/* Time to first token per request in parts (engine/sched.h): queue + prefill + first decode =
+ * the request's TTFT, each counted once per request that got a token. vLLM's names go in the HELP
+ * text as elsewhere (promtool refuses colons); vLLM's prefill time runs from admission to the first
+ * token, so it is its own histogram here (prefill + first decode), as is its per-request TTFT. */
+static void il__ttft_parts(il_sbuf *b, const il_sched_stats *s, const char *m) {
+  il__hist(b, "inferlab_request_queue_seconds", "per request: submission to admission into a slot (TTFT part 1)",
+           &s->req_queue, m);
+  il__hist(b, "inferlab_request_prefill_seconds",
+           "per request: admission to the start of the forward pass that returns its first token (TTFT part 2: the "
+           "earlier prefill chunks and the steps between them)", &s->req_prefill, m);
+  il__hist(b, "inferlab_request_first_decode_seconds",
+           "per request: the forward pass that returns its first token, and the sampling (TTFT part 3)",
+           &s->req_first_decode, m);
+  il__hist(b, "inferlab_request_time_to_first_token_seconds",
+           "per request: submission to its first token, parts 1+2+3 (vllm:time_to_first_token_seconds)", &s->req_ttft, m);
+  il__hist(b, "inferlab_request_prefill_time_seconds",
+           "per request: admission to its first token, parts 2+3 (vllm:request_prefill_time_seconds)",
+           &s->req_admit_to_first, m);
+}
+
 void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   const char *m = in->model_id ? in->model_id : "";
   il__metric(b, "inferlab_ready", "gauge", "1 when the model is loaded and requests are served (/health 200)",
@@ -194,4 +214,5 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
   il__hist(b, "inferlab_time_per_output_token_seconds", "mean time between generated tokens of a choice (vllm:time_per_output_token_seconds)", &s->tpot, m);
   il__hist(b, "inferlab_e2e_request_latency_seconds", "time from arrival to the last token (vllm:e2e_request_latency_seconds)", &s->e2e, m);
   il__hist(b, "inferlab_request_queue_time_seconds", "time from arrival to admission into a slot (vllm:request_queue_time_seconds)", &s->queue, m);
+  il__ttft_parts(b, s, m);
 }

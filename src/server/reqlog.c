@@ -54,6 +54,11 @@ void il_reqlog_write(il_sbuf *b, il_reqlog_format f, const il_reqlog_entry *e) {
       il_sbuf_printf(b, ",\"prompt_tokens\":%d,\"generated_tokens\":%d,\"cached_tokens\":%d", e->prompt_tokens,
                      e->generated_tokens, e->cached_tokens);
       il__json_ms(b, "ttft_ms", e->ttft_ms);
+      il__json_ms(b, "queue_ms", e->queue_ms);
+      il__json_ms(b, "prefill_ms", e->prefill_ms);
+      if (e->prefill_chunks >= 0) il_sbuf_printf(b, ",\"prefill_chunks\":%d", e->prefill_chunks);
+      else il_sbuf_puts(b, ",\"prefill_chunks\":null");
+      il__json_ms(b, "first_decode_ms", e->first_decode_ms);
       il__json_ms(b, "tpot_ms", e->tpot_ms);
       il__json_field(b, "finish_reason", e->finish && *e->finish ? e->finish : NULL);
     }
@@ -75,6 +80,10 @@ void il_reqlog_write(il_sbuf *b, il_reqlog_format f, const il_reqlog_entry *e) {
     il_sbuf_printf(b, " prompt=%d generated=%d cached=%d", e->prompt_tokens, e->generated_tokens, e->cached_tokens);
     if (e->ttft_ms >= 0) il_sbuf_printf(b, " ttft_ms=%.1f", e->ttft_ms);
     else il_sbuf_puts(b, " ttft_ms=-");
+    if (e->prefill_chunks >= 0)
+      il_sbuf_printf(b, " queue_ms=%.1f prefill_ms=%.1f prefill_chunks=%d first_decode_ms=%.1f", e->queue_ms,
+                     e->prefill_ms, e->prefill_chunks, e->first_decode_ms);
+    else il_sbuf_puts(b, " queue_ms=- prefill_ms=- prefill_chunks=- first_decode_ms=-");
     if (e->tpot_ms >= 0) il_sbuf_printf(b, " tpot_ms=%.2f", e->tpot_ms);
     else il_sbuf_puts(b, " tpot_ms=-");
     il_sbuf_puts(b, " finish=");

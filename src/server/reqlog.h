@@ -1,14 +1,18 @@
 /* server/reqlog: one line per finished request, for stderr (serve's --log-format).
  *
  *   text  inferlab serve: request cmpl-3 POST /v1/completions 200 client=127.0.0.1:51230
- *         prompt=15 generated=3 cached=2 ttft_ms=12.3 tpot_ms=1.9 finish=length time_ms=20.1
+ *         prompt=15 generated=3 cached=2 ttft_ms=12.3 queue_ms=0.1 prefill_ms=4.0 prefill_chunks=2
+ *         first_decode_ms=8.2 tpot_ms=1.9 finish=length time_ms=20.1
  *   json  {"event":"request","id":"cmpl-3","method":"POST","path":"/v1/completions",
  *         "status":200,"client":"127.0.0.1:51230","prompt_tokens":15,"generated_tokens":3,
- *         "cached_tokens":2,"ttft_ms":12.3,"tpot_ms":1.9,"finish_reason":"length","time_ms":20.1}
+ *         "cached_tokens":2,"ttft_ms":12.3,"queue_ms":0.1,"prefill_ms":4.0,"prefill_chunks":2,
+ *         "first_decode_ms":8.2,"tpot_ms":1.9,"finish_reason":"length","time_ms":20.1}
  *
  * (one line each). The token and timing fields are those of generation requests: prompt tokens
  * (per choice), tokens generated over all choices, prompt tokens found in the cache; TTFT from
- * the request's submission to the scheduler to its first token, TPOT the mean gap between a
+ * the request's submission to the scheduler to its first token, in three parts that add up to it
+ * (queue: waiting for a slot; prefill: the prompt chunks before the pass that returns the first
+ * token's logits, and the steps between them; first decode: that pass and the sampling), TPOT the mean gap between a
  * choice's tokens over choices of two or more tokens; finish the choices' reasons (joined with
  * ',' when they differ). time_ms is from the request's headers to the end of its answer. A
  * path or method a client chose is escaped (text: %XX for bytes outside printable ASCII, space
@@ -32,6 +36,11 @@ typedef struct {
   bool generation;     /* the fields below are set */
   int prompt_tokens, generated_tokens, cached_tokens;
   double ttft_ms;      /* < 0: no token */
+  /* ttft_ms in parts (< 0: no token): submission to admission, admission to the start of the
+   * forward pass that returned the first token, that pass to the token; the steps that carried
+   * prompt tokens (chunked prefill), the last one included */
+  double queue_ms, prefill_ms, first_decode_ms;
+  int prefill_chunks;
   double tpot_ms;      /* < 0: no choice with two tokens */
   const char *finish;  /* "" when none finished */
   double time_ms;

@@ -230,6 +230,19 @@ extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, float *g, const float *u, i
   return cudaSuccess;
 }
 
+extern "C" cudaError_t il__cu_geglu(cudaStream_t s, float *g, const float *u, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    const float x = g[i];
+    g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+  }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n) {
+  for (int64_t i = 0; i < n; i++) x[i] *= v;
+  return cudaSuccess;
+}
+
 extern "C" cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n) {
   for (int64_t i = 0; i < n; i++) y[i] += x[i];
   return cudaSuccess;

@@ -305,6 +305,12 @@ static void il__run_job(il_pool *pool, il_pool_fn fn, il__job *j) {
 
 static int il__nth(il_pool *pool) { return pool ? il_pool_size(pool) : 1; }
 
+/* The first position a token at pos sees: pos - window + 1 with a sliding window, else 0. */
+static int32_t il__first_key(const il_cpu_attn_args *a, int32_t pos) {
+  const int32_t lo = a->window > 0 ? pos - a->window + 1 : 0;
+  return lo > 0 ? lo : 0;
+}
+
 /* ---- naive and sliced: the scores matrix of a tile (rows x keys), then softmax, then P V ---- */
 
 static int64_t il__slice_rows(const il_cpu_attn_args *a, bool sliced) {
@@ -334,12 +340,13 @@ static void il__matrix_worker(void *p, int ith, int nth) {
       const float *q = a->q + (tl.t0 + i) * qs + h * hd;
       il__qk_span(isa, a, s, 0, a->pos[tl.t0 + i] + 1, kh, S + (size_t)i * tk, 0, &q, 1);
     }
-    /* softmax of each row */
+    /* softmax of each row over its window's keys (those before it weigh 0) */
     for (int32_t i = 0; i < tl.nt; i++) {
       float *r = S + (size_t)i * tk;
-      const int32_t n = a->pos[tl.t0 + i] + 1;
-      const float inv = 1.0f / isa->exp_sum(r, n, isa->max(r, n));
-      for (int32_t k = 0; k < n; k++) r[k] *= inv;
+      const int32_t n = a->pos[tl.t0 + i] + 1, lo = il__first_key(a, n - 1);
+      const float inv = 1.0f / isa->exp_sum(r + lo, n - lo, isa->max(r + lo, n - lo));
+      for (int32_t k = 0; k < lo; k++) r[k] = 0;
+      for (int32_t k = lo; k < n; k++) r[k] *= inv;
     }
     /* out = P V */
     for (int32_t i = 0; i < tl.nt; i++) {
@@ -411,7 +418,7 @@ static void il__memeff_worker(void *p, int ith, int nth) {
     float *o = a->out + t * qs + h * hd;
     float m = -INFINITY, l = 0;
     memset(o, 0, (size_t)hd * sizeof(float));
-    for (int32_t c0 = 0; c0 < n; c0 += IL__MEMEFF_CHUNK) {
+    for (int32_t c0 = il__first_key(a, n - 1); c0 < n; c0 += IL__MEMEFF_CHUNK) { /* from its window's start */
       const int32_t nc = n - c0 < IL__MEMEFF_CHUNK ? n - c0 : IL__MEMEFF_CHUNK;
       il__qk_span(isa, a, s, c0, nc, kh, S, 0, &q, 1);
       const float mx = isa->max(S, nc), mn = mx > m ? mx : m;
@@ -559,23 +566,32 @@ static void il__flash_worker(void *p, int ith, int nth) {
      * the online softmax once per row and chunk, then the chunk's P V */
     const int64_t nkt = ((int64_t)tl.maxpos + IL__KT) / IL__KT, per = (nkt + j->n_split - 1) / j->n_split;
     const int64_t kt0 = sp * per, kt1 = kt0 + per < nkt ? kt0 + per : nkt;
-    const int32_t kb0 = (int32_t)(kt0 * IL__KT), kb1 = kt1 * IL__KT < tl.maxpos + 1 ? (int32_t)(kt1 * IL__KT) : tl.maxpos + 1;
+    int32_t kb0 = (int32_t)(kt0 * IL__KT);
+    const int32_t kb1 = kt1 * IL__KT < tl.maxpos + 1 ? (int32_t)(kt1 * IL__KT) : tl.maxpos + 1;
+    if (a->window > 0 && j->n_split == 1) { /* key tiles before every row's window: skipped */
+      int32_t lo = INT32_MAX;
+      for (int r = 0; r < m; r++) lo = il__first_key(a, rpos[r]) < lo ? il__first_key(a, rpos[r]) : lo;
+      lo -= lo % IL__KT;
+      kb0 = lo > kb0 ? lo : kb0;
+    }
     for (int32_t c0 = kb0; c0 < kb1; c0 += (int32_t)C) {
       const int nc = kb1 - c0 < C ? kb1 - c0 : (int)C;
       il__qk_span(isa, a, s, c0, nc, kh, S, (size_t)C, qrow, m);
       /* causal mask and online softmax, row by row: keys c0..c0+nv-1 are visible to row r */
       for (int r = 0; r < m; r++) {
         float *sr = S + (size_t)r * (size_t)C;
-        int nv = rpos[r] - c0 + 1;
+        int nv = rpos[r] - c0 + 1, lo = il__first_key(a, rpos[r]) - c0;
         nv = nv < 0 ? 0 : nv > nc ? nc : nv;
-        if (nv > 0) {
-          const float mx = isa->max(sr, nv), mn = mx > M[r] ? mx : M[r];
+        lo = lo < 0 ? 0 : lo > nv ? nv : lo;
+        if (nv > lo) { /* keys lo..nv-1 of the chunk are in the row's window */
+          const float mx = isa->max(sr + lo, nv - lo), mn = mx > M[r] ? mx : M[r];
           const float alpha = M[r] == -INFINITY ? 0.0f : expf(M[r] - mn);
-          L[r] = L[r] * alpha + isa->exp_sum(sr, nv, mn);
+          L[r] = L[r] * alpha + isa->exp_sum(sr + lo, nv - lo, mn);
           if (alpha != 1.0f)
             for (int64_t d = 0; d < hd; d++) orow[r][d] *= alpha;
           M[r] = mn;
         }
+        for (int k = 0; k < lo; k++) sr[k] = 0; /* before the row's window: weight 0 */
         for (int k = nv; k < nc; k++) sr[k] = 0;
       }
       il__pv_span(isa, a, s, c0, nc, kh, orow, S, (size_t)C, m);

@@ -49,6 +49,8 @@ typedef struct {
   int64_t n_heads, n_kv_heads, head_dim; /* grouped-query: n_heads % n_kv_heads == 0 */
   float scale;               /* usually 1/sqrt(head_dim) */
   int32_t slice;             /* sliced: query rows per slice (0 = IL_CPU_ATTN_SLICE_DEFAULT) */
+  int32_t window;            /* > 0: token t sees positions pos[t] - window + 1 .. pos[t] only (a
+                                sliding window); keys before every row's window are skipped */
   il_isa isa;                /* micro-kernel level: the calling backend's (IL_ISA_SCALAR when zeroed);
                                 clamped to what this binary and CPU have */
 } il_cpu_attn_args;

@@ -469,6 +469,7 @@ static il_cpu_attn_args il__attn_args(il_backend *b, const il_attn_args *a) {
       .head_dim = a->head_dim,
       .scale = a->scale,
       .slice = a->slice,
+      .window = a->window,
       .isa = il__c(b)->isa,
   };
 }
@@ -655,6 +656,25 @@ static il_status il__f32_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   il__cpu *c = il__c(b);
   il__swiglu_ctx s = {.ops = c->ops, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
   il__for_rows(c, gate.rows, gate.cols, il__swiglu_row, &s);
+  return IL_OK;
+}
+
+/* gelu's tanh form times up, one row (scalar at every level: one tanhf per element). */
+static void il__geglu_row(void *p, int64_t t) {
+  const il__swiglu_ctx *s = p;
+  float *g = s->g + t * s->n;
+  const float *u = s->u + t * s->n;
+  for (int64_t i = 0; i < s->n; i++) {
+    const float x = g[i];
+    g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
+static il_status il__f32_geglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__elementwise_check(b, "geglu", &gate, &up));
+  il__cpu *c = il__c(b);
+  il__swiglu_ctx s = {.ops = NULL, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
+  il__for_rows(c, gate.rows, gate.cols, il__geglu_row, &s);
   return IL_OK;
 }
 
@@ -948,12 +968,19 @@ static il_status il__cpu_rope_kv_store(il_backend *b, il_tensor q, il_tensor kt,
   return IL_OK;
 }
 
-/* y = f(y, x) elementwise: swiglu (y = silu(y) * x) or add (y += x). */
+/* One F32 binary op: swiglu, geglu or add. */
+static il_status il__f32_binary(il_backend *b, il_op op, il_tensor y, il_tensor x) {
+  return op == IL_OP_SWIGLU  ? il__f32_swiglu(b, y, x)
+         : op == IL_OP_GEGLU ? il__f32_geglu(b, y, x)
+                             : il__f32_add(b, y, x);
+}
+
+/* y = f(y, x) elementwise: swiglu (y = silu(y) * x), geglu (y = gelu(y) * x) or add (y += x). */
 static il_status il__cpu_binary(il_backend *b, il_op op, il_tensor y, il_tensor x) {
-  const char *nm = op == IL_OP_SWIGLU ? "swiglu" : "add";
+  const char *nm = op == IL_OP_SWIGLU ? "swiglu" : op == IL_OP_GEGLU ? "geglu" : "add";
   const bool half = il__half(y.type) || il__half(x.type);
   if (!half) {
-    IL_TRY(op == IL_OP_SWIGLU ? il__f32_swiglu(b, y, x) : il__f32_add(b, y, x));
+    IL_TRY(il__f32_binary(b, op, y, x));
     return il__observe(b, op, y, y.type);
   }
   IL_TRY(il__wide_check(b, nm, &y, y.rows));
@@ -962,7 +989,7 @@ static il_status il__cpu_binary(il_backend *b, il_op op, il_tensor y, il_tensor 
     il_tensor yy, xx;
     IL_TRY(il__wide_in(&k, y, &yy));
     IL_TRY(il__wide_in(&k, x, &xx));
-    IL_TRY(op == IL_OP_SWIGLU ? il__f32_swiglu(b, yy, xx) : il__f32_add(b, yy, xx));
+    IL_TRY(il__f32_binary(b, op, yy, xx));
     IL_TRY(il__wide_put(&k, op, yy, y));
   }
   return IL_OK;
@@ -970,6 +997,31 @@ static il_status il__cpu_binary(il_backend *b, il_op op, il_tensor y, il_tensor 
 
 static il_status il__cpu_swiglu(il_backend *b, il_tensor gate, il_tensor up) { return il__cpu_binary(b, IL_OP_SWIGLU, gate, up); }
 static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) { return il__cpu_binary(b, IL_OP_ADD, y, x); }
+static il_status il__cpu_geglu(il_backend *b, il_tensor gate, il_tensor up) { return il__cpu_binary(b, IL_OP_GEGLU, gate, up); }
+
+static il_status il__f32_scale(il_backend *b, il_tensor x, float s) {
+  IL_TRY(il__elementwise_check(b, "scale", &x, &x));
+  float *p = il__cpu_ptr(x);
+  const int64_t n = x.rows * x.cols;
+  for (int64_t i = 0; i < n; i++) p[i] *= s;
+  return IL_OK;
+}
+
+static il_status il__cpu_scale(il_backend *b, il_tensor x, float s) {
+  const bool half = il__half(x.type);
+  if (!half) {
+    IL_TRY(il__f32_scale(b, x, s));
+    return il__observe(b, IL_OP_SCALE, x, x.type);
+  }
+  IL_TRY(il__wide_check(b, "scale", &x, x.rows));
+  IL__WIDE(k, b, x.rows, half) {
+    il_tensor xx;
+    IL_TRY(il__wide_in(&k, x, &xx));
+    IL_TRY(il__f32_scale(b, xx, s));
+    IL_TRY(il__wide_put(&k, IL_OP_SCALE, xx, x));
+  }
+  return IL_OK;
+}
 
 static il_status il__cpu_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
   const bool half = il__half(y.type);
@@ -1206,6 +1258,8 @@ const il_backend_ops il__cpu_ops_template = {
     .kv_store = il__cpu_kv_store,
     .swiglu = il__cpu_swiglu,
     .add = il__cpu_add,
+    .geglu = il__cpu_geglu,
+    .scale = il__cpu_scale,
     .add_bias = il__cpu_add_bias,
     .count_nonfinite = il__cpu_count_nonfinite,
     .event_record = il__cpu_event_record,

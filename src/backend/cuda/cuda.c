@@ -655,6 +655,22 @@ static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   return IL_OK;
 }
 
+static il_status il__geglu(il_backend *b, il_tensor gate, il_tensor up) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__cu_elementwise_check(b, "geglu", &gate, &up));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "geglu", il__nm(&gate));
+  IL_CUDA_CHECK(c, il__cu_geglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "geglu", il__nm(&gate));
+  return IL_OK;
+}
+
+static il_status il__scale(il_backend *b, il_tensor x, float s) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__cu_elementwise_check(b, "scale", &x, &x));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "scale", il__nm(&x));
+  IL_CUDA_CHECK(c, il__cu_scale(c->compute, il__ptr(x), s, x.rows * x.cols), "scale", il__nm(&x));
+  return IL_OK;
+}
+
 static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__cu_elementwise_check(b, "add", &y, &x));
@@ -754,6 +770,10 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
   IL_TRY(il__check(b, "attention", &kv->v, IL_DTYPE_COUNT));
   IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
+  if (a->window > 0)
+    return il_error(IL_ERR_UNSUPPORTED,
+                    "attention kernel '%s': a sliding window of %d positions (gemma3's local layers) is not "
+                    "implemented on cuda; with --ctx %d or less no window applies", kernel, a->window, a->window);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
                     (long long)a->n_kv_heads);
@@ -1040,6 +1060,14 @@ static il_status il__t_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   IL_TRY(il__swiglu(b, gate, up));
   return il__observe(b, IL_OP_SWIGLU, gate, gate.type);
 }
+static il_status il__t_geglu(il_backend *b, il_tensor gate, il_tensor up) {
+  IL_TRY(il__geglu(b, gate, up));
+  return il__observe(b, IL_OP_GEGLU, gate, gate.type);
+}
+static il_status il__t_scale(il_backend *b, il_tensor x, float s) {
+  IL_TRY(il__scale(b, x, s));
+  return il__observe(b, IL_OP_SCALE, x, x.type);
+}
 static il_status il__t_add(il_backend *b, il_tensor y, il_tensor x) {
   IL_TRY(il__add(b, y, x));
   return il__observe(b, IL_OP_ADD, y, y.type);
@@ -1071,6 +1099,8 @@ static const il_backend_ops il__cuda_ops = {
     .kv_store = il__kv_store,
     .rope_kv_store = il__t_rope_kv_store,
     .swiglu = il__t_swiglu,
+    .geglu = il__t_geglu,
+    .scale = il__t_scale,
     .add = il__t_add,
     .add_bias = il__t_add_bias,
     .count_nonfinite = il__count_nonfinite,

@@ -9,7 +9,7 @@
  *   dequant.cu    il__cu_dequant           weight rows -> F32 (get_rows) or F16 (GEMM tiles)
  *   norm.cu       il__cu_rmsnorm
  *   rope.cu       il__cu_rope
- *   elementwise.cu il__cu_swiglu, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
+ *   elementwise.cu il__cu_swiglu, il__cu_geglu, il__cu_scale, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
  *                 il__cu_convert (F32 <-> F16/BF16: copy's conversions, cuBLAS's operands)
  *   kv.cu         il__cu_kv_store          rows to cells at slots
  *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view;
@@ -88,6 +88,8 @@ cudaError_t il__cu_rope(cudaStream_t s, float *x, size_t xs, int64_t rows, const
 
 /* gate = silu(gate) * up; y += x; y[t] += bias (rows ys bytes apart), all F32. */
 cudaError_t il__cu_swiglu(cudaStream_t s, float *gate, const float *up, int64_t n);
+cudaError_t il__cu_geglu(cudaStream_t s, float *gate, const float *up, int64_t n);
+cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n);
 cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n);
 cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *bias);
 /* *count (device) += number of inf/nan elements of x [rows x cols], rows xs bytes apart. */

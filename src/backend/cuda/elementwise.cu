@@ -23,6 +23,18 @@ __global__ void il__k_swiglu(float *g, const float *__restrict__ u, int64_t n) {
   }
 }
 
+__global__ void il__k_geglu(float *g, const float *__restrict__ u, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const float x = g[i];
+    g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+  }
+}
+
+__global__ void il__k_scale(float *x, float s, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    x[i] *= s;
+}
+
 __global__ void il__k_add(float *y, const float *__restrict__ x, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
     y[i] += x[i];
@@ -116,6 +128,18 @@ extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t
 extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, float *gate, const float *up, int64_t n) {
   if (n <= 0) return cudaSuccess;
   il__k_swiglu<<<il__blocks(n), 256, 0, s>>>(gate, up, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t il__cu_geglu(cudaStream_t s, float *gate, const float *up, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  il__k_geglu<<<il__blocks(n), 256, 0, s>>>(gate, up, n);
+  return cudaGetLastError();
+}
+
+extern "C" cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n) {
+  if (n <= 0) return cudaSuccess;
+  il__k_scale<<<il__blocks(n), 256, 0, s>>>(x, v, n);
   return cudaGetLastError();
 }
 
