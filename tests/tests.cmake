@@ -41,6 +41,7 @@ set(IL_TEST_TABLE
   test_everyday_cli        slow,fixtures           300
   test_everyday_units      quick                   300
   test_forward             quick                   300
+  test_moe                 quick                   300
   test_gguf                quick,fixtures          300
   test_grammar             quick                   300
   test_guard               quick                   300

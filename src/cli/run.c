@@ -314,6 +314,9 @@ int il_cli_run(int argc, char **argv) {
             auto_attn ? " (auto)" : "", es.kv_paged ? "paged" : "contiguous", il_dtype_name(es.kv_type));
     if (es.split)
       fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)es.residual_bytes / 1024);
+    if (es.n_expert)
+      fprintf(stderr, "  %d experts per layer on the %s; hidden rows moved around them: %.1f KiB in all\n", es.n_expert,
+              es.exps_dev ? "layers' backend" : "CPU (--place exps=cpu)", (double)es.expert_bytes / 1024);
     if (es.stream)
       fprintf(stderr, "  --offload stream: layer weights stay in host memory; %.1f MiB copied through two device slots\n",
               (double)es.streamed_bytes / (1 << 20));

@@ -18,7 +18,7 @@
 #define IL__R(field) offsetof(il_request_opts, field), sizeof(((il_request_opts *)0)->field)
 
 static const il_opt il__options[] = {
-    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b", false, false},
+    {"model", 'm', IL_OPT_STR, IL__O(model), 0, 0, "GGUF file or builtin:tiny | builtin:1b | builtin:moe-tiny", false, false},
     {"wtype", 0, IL_OPT_STR, IL__O(wtype), 0, 0, "weight type of a built-in model (f32 f16 bf16 q8_0 q4_0 q4_1)", false, false},
     {"threads", 't', IL_OPT_INT, IL__O(threads), 0, 1024, "CPU threads (0 = one per core)", false, false},
     {"ctx", 'c', IL_OPT_INT, IL__O(ctx), 0, 1 << 22, "context length per sequence (0 = the model's)", false, false},
@@ -51,7 +51,7 @@ static const il_opt il__options[] = {
     {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false, false},
     {"offload", 0, IL_OPT_STR, IL__O(offload), 0, 0, "none | stream: weights stay in host memory and stream through two device slots", false, false},
     {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false, false},
-    {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu", false, false},
+    {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu; exps=cpu: a MoE's experts", false, false},
     {"no-mmap", 0, IL_OPT_BOOL, IL__O(no_mmap), 0, 1, "read() the weights into memory at load, not through a file mapping on first use (--mmap: the default)", false, false},
     {"mlock", 0, IL_OPT_BOOL, IL__O(mlock), 0, 1, "lock the weights in memory so they are never paged out (reads them all at load)", false, false},
     {"preload", 0, IL_OPT_BOOL, IL__O(preload), 0, 1, "read every weight page and run one warm-up pass before the engine is ready", false, false},

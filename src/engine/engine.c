@@ -30,14 +30,16 @@ static int il__component(const char *name) {
 /* Bytes of the weights placed on a device that cannot read host memory, with 2-D weights in
  * `type` (IL_DTYPE_COUNT: as loaded), 1-D ones in F32 (as the model binds them). */
 static size_t il__weights_bytes(const il_model *m, il_dtype type, const uint8_t *layer_dev, bool embd_dev, bool out_dev,
-                                size_t *n_buffers) {
+                                bool exps_dev, size_t *n_buffers) {
   size_t n = 0, nb = 0;
   for (int64_t i = 0; i < m->n_tensors; i++) {
     const il_gguf_tensor *t = &m->tensors[i];
     const int c = il__component(t->name);
     const bool on = c == -1 ? embd_dev : c == -2 ? out_dev : (c < m->hp.n_layer && layer_dev[c]);
-    if (!on) continue;
-    if (t->n_dims == 2) n += type == IL_DTYPE_COUNT ? t->nbytes : il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
+    if (!on || (!exps_dev && strstr(t->name, "_exps."))) continue; /* --place exps=cpu: the stacks stay */
+    if (t->n_dims == 3) /* an expert stack */
+      n += type == IL_DTYPE_COUNT ? t->nbytes : il_dtype_row_size(type, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2]);
+    else if (t->n_dims == 2) n += type == IL_DTYPE_COUNT ? t->nbytes : il_dtype_row_size(type, t->ne[0]) * (size_t)t->ne[1];
     else n += 4 * (size_t)(t->ne[0] ? t->ne[0] : 1);
     nb++;
   }
@@ -95,12 +97,16 @@ static size_t il__reserve_bytes(const il_engine *e, const il__engine_shape *s, i
   const il_backend_ops *o = e->backend->ops;
   if (o->version < 3 || !o->reserve_bytes) return 0;
   const il_model *m = e->model;
-  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (IL_MODEL_LAYER_MATMULS * (size_t)m->hp.n_layer + 1),
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE,
+                              sizeof *w * ((IL_MODEL_LAYER_MATMULS + IL_MODEL_MOE_MATMULS) * (size_t)m->hp.n_layer + 1),
                               "reserve list");
   if (!w) return 0;
   int n = 0;
   for (int32_t l = 0; n_dev && l < m->hp.n_layer; l++)
-    if (s->layer_dev[l]) n += il_model_layer_shapes(m, l, s->wtype, w + n);
+    if (s->layer_dev[l]) {
+      n += il_model_layer_shapes(m, l, s->wtype, w + n);
+      n += s->exps_dev ? il_model_moe_shapes(m, l, s->wtype, w + n) : 0;
+    }
   if (s->out_dev) w[n++] = il_model_output_shape(m, s->wtype);
   const size_t bytes = n ? o->reserve_bytes(e->backend, s->n_batch, w, n) : 0;
   il_mem_free(w);
@@ -114,12 +120,12 @@ il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
   for (int l = 0; l < hp->n_layer; l++) n_dev += s->layer_dev[l];
   size_t nb = 0;
   if (!e->info.host_visible) {
-    n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, &nb);
+    n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, s->exps_dev, &nb);
     n.weights += IL__ALLOC_SLACK * nb;
     if (s->stream && n_dev) { /* the device layers' weights become two slots of layer 0's size */
       uint8_t *none = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement mask");
       size_t nb2 = 0;
-      if (none) n.weights = il__weights_bytes(e->model, s->wtype, none, s->embd_dev, s->out_dev, &nb2) +
+      if (none) n.weights = il__weights_bytes(e->model, s->wtype, none, s->embd_dev, s->out_dev, s->exps_dev, &nb2) +
                             IL__ALLOC_SLACK * (nb2 + 24) + 2 * il_model_layer_bytes(e->model, 0);
       il_mem_free(none);
     }
@@ -205,7 +211,8 @@ static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) {
   return n ? &ks[0] : NULL;
 }
 
-/* Sets one component from "NAME=cpu|device": token_embd, output, blk.N or blk.A-B. */
+/* Sets one component from "NAME=cpu|device": token_embd, output, blk.N, blk.A-B, or exps (every
+ * layer's MoE experts: device = with their layer). */
 static il_status il__place_one(il_engine *e, const char *item) {
   const int32_t L = e->model->hp.n_layer;
   const char *eq = strchr(item, '=');
@@ -218,6 +225,12 @@ static il_status il__place_one(il_engine *e, const char *item) {
   const size_t n = (size_t)(eq - item);
   if (n == 10 && !strncmp(item, "token_embd", n)) e->embd_dev = dev;
   else if (n == 6 && !strncmp(item, "output", n)) e->out_dev = dev;
+  else if (n == 4 && !strncmp(item, "exps", n)) {
+    if (!e->model->hp.n_expert)
+      return il_error(IL_ERR_INVALID_ARG, "--place: '%s': %s has no experts (not a mixture-of-experts model)", item,
+                      e->model->name);
+    e->exps_dev = dev;
+  }
   else if (n > 4 && !strncmp(item, "blk.", 4)) {
     char *end;
     long a = strtol(item + 4, &end, 10), b = a;
@@ -226,7 +239,7 @@ static il_status il__place_one(il_engine *e, const char *item) {
       return il_error(IL_ERR_INVALID_ARG, "--place: '%s': layers are blk.N or blk.A-B with 0 <= A <= B < %d", item, L);
     for (long l = a; l <= b; l++) e->layer_dev[l] = dev;
   } else {
-    return il_error(IL_ERR_INVALID_ARG, "--place: '%.*s' is not a component (token_embd, output, blk.N, blk.A-B)",
+    return il_error(IL_ERR_INVALID_ARG, "--place: '%.*s' is not a component (token_embd, output, blk.N, blk.A-B, exps)",
                     (int)n, item);
   }
   return IL_OK;
@@ -238,7 +251,7 @@ static il_status il__placement(il_engine *e) {
   const il_config *cfg = &e->cfg;
   const int32_t L = e->model->hp.n_layer;
   int32_t n = L;
-  e->embd_dev = e->out_dev = true;
+  e->embd_dev = e->out_dev = e->exps_dev = true;
   const char *g = cfg->gpu_layers[0] ? cfg->gpu_layers : "all";
   if (!strcmp(g, "all")) {
     n = L;
@@ -268,7 +281,7 @@ static il_status il__placement(il_engine *e) {
     char *save = NULL;
     for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) IL_TRY(il__place_one(e, it));
   }
-  bool any_cpu = !e->embd_dev || !e->out_dev || e->auto_layers;
+  bool any_cpu = !e->embd_dev || !e->out_dev || e->auto_layers || !e->exps_dev;
   for (int32_t l = 0; l < L; l++) any_cpu |= !e->layer_dev[l];
   if (any_cpu && !e->info.host_visible) {
     il_backend_opts bo = {.threads = cfg->threads, .isa = cfg->isa, .repack = cfg->repack};
@@ -278,7 +291,7 @@ static il_status il__placement(il_engine *e) {
     if (e->info.host_visible && (any_cpu || cfg->place[0]))
       il_log(IL_LOG_INFO, "--gpu-layers/--place: the device is the CPU (%s), so every component runs there", e->info.name);
     if (e->info.host_visible) {
-      e->embd_dev = e->out_dev = true;
+      e->embd_dev = e->out_dev = e->exps_dev = true;
       memset(e->layer_dev, 1, (size_t)L);
       e->auto_layers = false;
     }
@@ -415,13 +428,13 @@ static il_status il__open(il_engine *e) {
   if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
   IL_TRY(il__placement(e));
   il__engine_shape shape = {e->n_ctx,     e->n_seq,    e->n_batch,  IL_DTYPE_COUNT, e->kv_opts,
-                     e->layer_dev, e->embd_dev, e->out_dev, e->stream,     e->act_type};
+                     e->layer_dev, e->embd_dev, e->out_dev, e->exps_dev, e->stream, e->act_type};
   if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
   e->n_dev_layers = 0;
   for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
   const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b,
-                              e->stream, cfg->load_pipeline};
+                              e->stream, cfg->load_pipeline, e->exps_dev ? NULL : e->host};
 
   if (e->stream && e->info.host_visible)
     il_log(IL_LOG_INFO, "--offload stream: %s reads the weights in place from host memory; nothing to stream", e->info.name);
@@ -598,6 +611,7 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   out->n_layer = e->model->hp.n_layer, out->n_dev_layers = e->n_dev_layers;
   out->embd_dev = e->embd_dev, out->out_dev = e->out_dev;
   out->split = e->host != e->backend;
+  out->n_expert = e->model->hp.n_expert, out->exps_dev = e->exps_dev;
   out->stream = e->weights.stream;
   snprintf(out->attn, sizeof out->attn, "%s", e->attn ? e->attn->name : "");
   snprintf(out->attn_why, sizeof out->attn_why, "%s", e->attn_why);
@@ -612,6 +626,7 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
   out->streamed_bytes = e->weights.streamed_bytes;
   out->residual_bytes = e->fs.bytes_moved;
+  out->expert_bytes = e->fs.expert_bytes;
   if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &out->transfers);
   const il_numerics *nr = &e->numerics;
   out->bad_layer = nr->bad_layer;

@@ -47,6 +47,9 @@ typedef struct {
   il_dtype kv_type, act_type;
   /* bytes moved */
   uint64_t residual_bytes; /* residual downloaded + uploaded between backends so far */
+  int32_t n_expert;        /* MoE: experts per layer (0: dense) */
+  bool exps_dev;           /* MoE: experts with their layers (false: --place exps=cpu) */
+  uint64_t expert_bytes;   /* MoE: hidden rows downloaded + uploaded around the experts so far */
   il_transfer_stats transfers; /* host<->device copies (zero on cpu) */
   /* numerics (--check-numerics): the first inf/nan, else the largest magnitude */
   bool check_numerics;

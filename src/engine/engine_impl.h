@@ -21,6 +21,7 @@ struct il_engine {
   uint8_t *layer_dev;     /* [n_layer]: 1 = on the device */
   il_backend **layer_b;   /* [n_layer]: the backend of each layer */
   bool embd_dev, out_dev, auto_layers;
+  bool exps_dev;          /* MoE: experts with their layers (default); false: --place exps=cpu */
   bool auto_retry;        /* auto's first choice did not open: this is a smaller count */
   bool stream;            /* --offload stream */
   int32_t n_dev_layers;
@@ -51,6 +52,7 @@ typedef struct {
   il_kv_opts kv;
   const uint8_t *layer_dev; /* [n_layer] 1 = on the device */
   bool embd_dev, out_dev;
+  bool exps_dev;            /* MoE experts with their layers (false: on the CPU) */
   bool stream;              /* --offload stream: device layers take two slots, not their weights */
   il_dtype act_type;        /* --dtype */
 } il__engine_shape;

@@ -93,6 +93,16 @@ static void il__suggest(const il_engine *e, const il__engine_shape *cur, il_oom_
       break;
     }
   }
+  /* 4b. a MoE's experts on the CPU (llama.cpp's --cpu-moe): attention and the routers stay on
+   * the device, only the experts' weights leave it */
+  s = *cur;
+  if (!e->info.host_visible && e->model->hp.n_expert && cur->exps_dev) {
+    s.exps_dev = false;
+    il_oom_need n = il__engine_need(e, &s);
+    if (il_oom_need_total(&n) <= cap)
+      il__fix(r, "place", "exps=cpu", il_oom_need_total(&n),
+              "experts on cpu fits: attention and routers on the device, the experts' FFNs on the CPU (slower)");
+  }
   /* 5. fewer layers on the device, the rest on the CPU (--gpu-layers): the largest count that fits */
   if (!e->info.host_visible) {
     const int32_t L = e->model->hp.n_layer;

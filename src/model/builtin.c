@@ -18,32 +18,35 @@ typedef struct {
   il_dtype default_type;
   const char *arch;  /* general.architecture */
   int32_t head_dim;  /* 0: n_embd / n_head */
+  int32_t n_expert, n_expert_used; /* a mixtral-style MoE (n_ff is then an expert's FFN length); 0: dense */
 } il__builtin_spec;
 
 static const il__builtin_spec il__specs[] = {
-    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0},
-    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0},
+    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
+    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
     /* draft models for speculative decoding (engine/spec): the first two layers of tiny and
      * of 1b (weights are seeded by tensor name, so these layers, the embeddings and the head
      * are the bigger model's own), and an unrelated model with tiny's vocabulary */
-    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0},
-    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, "llama", 0},
-    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0},
+    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
+    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
+    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
     /* the other architectures at tiny's size; qwen3's heads are wider than n_embd / n_head
      * (as Qwen3-0.6B's 16 x 128 at n_embd 1024), so q is 512 wide on a 256 residual */
-    {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64},
-    {"phi3-tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "phi3", 0},
+    {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64, 0, 0},
+    {"phi3-tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "phi3", 0, 0, 0},
     /* Gemma 3 270M's layout at tiny's size (4 heads, 1 KV head, heads wider than n_embd /
      * n_head, tied output): 6 layers, so layers 0-4 are local and 5 global, with a sliding
      * window of 24 positions, so a short test crosses it */
-    {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96},
+    {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96, 0, 0},
+    /* mixtral-style mixture of experts: tiny's attention, 8 experts of FFN 256, 2 per token */
+    {"moe-tiny", 512, 1024, 256, 256, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 8, 2},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
 const char *il_builtin_names(void) {
   return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:qwen3-tiny, "
-         "builtin:phi3-tiny, builtin:gemma3-tiny";
+         "builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny";
 }
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
@@ -104,6 +107,20 @@ static void il__gen_worker(void *p, int ith, int nth) {
 
 /* A tensor of ne1 rows of ne0 (ne1 0: a vector, kept F32): weights uniform in [-amp, amp);
  * a vector with amp 0 is all ones (norms), with amp > 0 uniform in 1 +- amp. */
+static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
+                                int64_t ne0, int64_t ne1, float amp);
+
+/* An expert stack [ne0, ne1, n_expert]: generated as n_expert * ne1 rows (each row seeded by
+ * its index, as in a matrix), then given its three dimensions. */
+static il_status il__add_stack(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
+                               int64_t ne0, int64_t ne1, int64_t n_expert, float amp) {
+  IL_TRY(il__add_tensor(m, pool, t, name, type, ne0, ne1 * n_expert, amp));
+  t->n_dims = 3;
+  t->ne[1] = ne1;
+  t->ne[2] = n_expert;
+  return IL_OK;
+}
+
 static il_status il__add_tensor(il_model *m, il_pool *pool, il_gguf_tensor *t, const char *name, il_dtype type,
                                 int64_t ne0, int64_t ne1, float amp) {
   const bool values = pool != NULL; /* NULL pool: shapes only (the buffers stay untouched zero pages) */
@@ -170,6 +187,20 @@ static il_status il__generate(il_model *m, const il__builtin_spec *sp, il_dtype 
     IL__T("attn_output.weight", q_dim, dim, a_q);
     if (hp->gemma) IL__T("post_attention_norm.weight", dim, 0, a_norm);
     IL__T("ffn_norm.weight", dim, 0, a_norm);
+    if (sp->n_expert) {
+      /* the router's logits of order 1, so routing differs from token to token */
+      IL__T("ffn_gate_inp.weight", dim, sp->n_expert, 1.0f);
+#define IL__S(suffix, ne0, ne1, amp)                                                            \
+  do {                                                                                        \
+    snprintf(name, sizeof name, "blk.%d.%s", l, suffix);                                      \
+    IL_TRY(il__add_stack(m, pool, &ts[k++], name, type, ne0, ne1, sp->n_expert, amp));        \
+  } while (0)
+      IL__S("ffn_gate_exps.weight", dim, ff, a_dim);
+      IL__S("ffn_up_exps.weight", dim, ff, a_dim);
+      IL__S("ffn_down_exps.weight", ff, dim, a_ff);
+#undef IL__S
+      continue;
+    }
     if (hp->fused) {
       IL__T("ffn_up.weight", dim, 2 * ff, a_dim);
     } else {
@@ -213,6 +244,10 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
   hp->n_head = sp->n_head;
   hp->n_head_kv = sp->n_head_kv;
   hp->head_dim = sp->head_dim ? sp->head_dim : sp->n_embd / sp->n_head;
+  hp->n_expert = sp->n_expert;
+  hp->n_expert_used = sp->n_expert_used;
+  hp->n_ff_exp = sp->n_ff;
+  hp->expert_weights_norm = true;
   hp->n_rot = hp->head_dim;
   hp->norm_eps = 1e-5f;
   hp->rope_base = sp->rope_base;
@@ -366,6 +401,10 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
   if (hp->swa > 0) IL_TRY(il_gguf_writer_set_u32(w, IL__K("attention.sliding_window"), (uint32_t)hp->swa));
   IL_TRY(il_gguf_writer_set_f32(w, IL__K("attention.layer_norm_rms_epsilon"), hp->norm_eps));
   IL_TRY(il_gguf_writer_set_u32(w, IL__K("vocab_size"), (uint32_t)hp->n_vocab));
+  if (hp->n_expert) { /* the keys llama.cpp reads for a mixtral-style llama */
+    IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_count"), (uint32_t)hp->n_expert));
+    IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_used_count"), (uint32_t)hp->n_expert_used));
+  }
 #undef IL__K
   il__vocab_arrays v;
   IL_TRY(il__vocab_build(hp->n_vocab, &v));

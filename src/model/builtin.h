@@ -9,6 +9,9 @@
  *   builtin:tiny-2l, builtin:1b-2l  the first 2 layers of tiny and 1b (same embeddings and
  *                 head): drafts for speculative decoding that agree often with their model
  *   builtin:tiny-other  2 layers, dim 128, tiny's vocabulary: a draft that rarely agrees
+ *   builtin:moe-tiny  a mixtral-style mixture of experts: tiny's attention and vocabulary, 8
+ *                 experts of FFN 256 per layer, 2 used per token (llama.expert_count = 8,
+ *                 llama.expert_used_count = 2), 7.4M params
  * Weights are uniform pseudo-random with variance 1/fan_in from a per-tensor, per-row seed, so
  * generation is parallel and the same on every machine; norms are 1. The vocabulary is
  * byte-level SentencePiece-style: <unk> <s> </s>, the 256 byte tokens <0xXX>, then letter

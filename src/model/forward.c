@@ -13,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/quant.h"
 #include "memory/mem.h"
 
 /* ---- forward pass ---- */
@@ -32,6 +33,10 @@ static int64_t il__wide_cols(const il_hparams *hp, bool layers) {
   if (layers) {
     const int64_t ops[] = {dim + q + 2 * kv, q + 2 * kv, 2 * q, q + dim, dim + 2 * ff, 2 * ff, ff + dim};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) w = ops[i] > w ? ops[i] : w;
+    if (hp->n_expert) { /* the router (F32 out), an expert's gate/up, swiglu and down */
+      const int64_t fe = hp->n_ff_exp, moe[] = {dim, dim + 2 * fe, 2 * fe, fe + dim};
+      for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) w = moe[i] > w ? moe[i] : w;
+    }
   }
   return w;
 }
@@ -43,6 +48,8 @@ size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t ma
                a = il_tensor_row_bytes(act_type, 1);
   size_t n = a * T * 3 * dim + 4 * 4 * T;
   if (layers) n += a * T * (2 * q_dim + 2 * kv_dim + 2 * ff);
+  if (layers && hp->n_expert) /* the router's logits, and the experts' rows (counted with their layers) */
+    n += 4 * T * (size_t)hp->n_expert + a * T * (2 * dim + 2 * (size_t)hp->n_ff_exp);
   if (output) n += 4 * (size_t)max_logits * (size_t)hp->n_vocab;
   if (act_type != IL_DTYPE_F32) n += 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) * (size_t)il__wide_cols(hp, layers);
   return n;
@@ -114,8 +121,13 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
       {&ln->hb2, T, ff, act, "activations: ffn up", ln->has_layers},
       {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
       {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
-      {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers), IL_DTYPE_F32,
-       "activations: f32 chunk", act != IL_DTYPE_F32 && !ln->direct},
+      {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers || ln->has_exps),
+       IL_DTYPE_F32, "activations: f32 chunk", act != IL_DTYPE_F32 && !ln->direct},
+      {&ln->moe_logits, T, hp->n_expert, IL_DTYPE_F32, "activations: router logits", ln->has_layers && hp->n_expert},
+      {&ln->moe_x, T, dim, act, "activations: expert input", ln->has_exps},
+      {&ln->moe_h, T, hp->n_ff_exp, act, "activations: expert gate", ln->has_exps},
+      {&ln->moe_h2, T, hp->n_ff_exp, act, "activations: expert up", ln->has_exps},
+      {&ln->moe_y, T, dim, act, "activations: expert output", ln->has_exps},
   };
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i].need)
@@ -123,7 +135,8 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
                                    bufs[i].t));
   /* the same F32 scratch, the backend's own where it computes on 16-bit activations itself */
   if (act != IL_DTYPE_F32 && ln->direct) {
-    IL_TRY(ln->b->ops->reserve_act(ln->b, act, il_forward_chunk_rows(act, T), il__wide_cols(hp, ln->has_layers)));
+    IL_TRY(ln->b->ops->reserve_act(ln->b, act, il_forward_chunk_rows(act, T),
+                                   il__wide_cols(hp, ln->has_layers || ln->has_exps)));
     ln->reserved = true;
   }
   return IL_OK;
@@ -148,16 +161,31 @@ static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev 
   const int32_t n_layer = d->model->hp.n_layer;
   /* every layer's weights as shapes (a mix such as q4_k_m gives layers different types; a
    * streamed layer's slot has its shapes) */
-  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w * (IL_MODEL_LAYER_MATMULS * (size_t)n_layer + 1),
+  il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE,
+                              sizeof *w * ((IL_MODEL_LAYER_MATMULS + IL_MODEL_MOE_MATMULS) * (size_t)n_layer + 1),
                               "reserve list");
   if (!w) return IL_ERR_OOM;
   int n = 0;
   for (int32_t l = 0; ln->has_layers && l < n_layer; l++)
     if (d->layer_b[l] == ln->b) n += il_model_layer_shapes(d->model, l, IL_DTYPE_COUNT, w + n);
+  for (int32_t l = 0; (ln->has_layers || ln->has_exps) && l < n_layer; l++) /* the router and one expert */
+    n += il_model_moe_shapes(d->model, l, IL_DTYPE_COUNT, w + n);
   if (ln->has_output) w[n++] = il_model_output_shape(d->model, IL_DTYPE_COUNT);
   il_status s = n ? o->reserve(ln->b, max_tokens, w, n) : IL_OK;
   il_mem_free(w);
   return s;
+}
+
+/* The host side of MoE routing (il_forward_state's moe_* buffers). */
+static il_status il__moe_host_init(il_forward_state *st, const il_hparams *hp) {
+  const size_t T = (size_t)st->max_tokens, k = (size_t)hp->n_expert_used, dim = (size_t)hp->n_embd;
+  st->moe_logits = il_mem_alloc(IL_MEM_STAGING, T * (size_t)hp->n_expert * 4, "router logits staging");
+  st->moe_sel = il_mem_alloc(IL_MEM_STAGING, T * k * 4, "expert choices");
+  st->moe_w = il_mem_alloc(IL_MEM_STAGING, T * k * 4, "expert weights");
+  st->moe_slot = il_mem_alloc(IL_MEM_STAGING, T * 4, "expert rows");
+  st->moe_rows = il_mem_alloc(IL_MEM_STAGING, 2 * T * il_tensor_row_bytes(st->act_type, (int64_t)dim), "expert rows staging");
+  st->moe_out = il_mem_alloc(IL_MEM_STAGING, T * k * dim * 4, "expert outputs staging");
+  return st->moe_logits && st->moe_sel && st->moe_w && st->moe_slot && st->moe_rows && st->moe_out ? IL_OK : IL_ERR_OOM;
 }
 
 il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_dtype act_type, int32_t max_tokens,
@@ -183,6 +211,11 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
   il_forward_lane *lo = il__lane_add(st, d->out_b);
   if (!lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
   lo->has_output = true;
+  for (int l = 0; hp->n_expert && l < hp->n_layer; l++) {
+    il_forward_lane *le = il__lane_add(st, d->exps_b ? d->exps_b : d->layer_b[l]);
+    if (!le) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
+    le->has_exps = true;
+  }
   il_status s = IL_OK;
   for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
     int l = 0; /* the KV cells of the lane's first layer (the others are of the same type) */
@@ -194,6 +227,7 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
     st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * 4 * sizeof(int32_t), "batch staging");
     if (!st->host_batch) s = IL_ERR_OOM;
   }
+  if (s == IL_OK && hp->n_expert) s = il__moe_host_init(st, hp);
   if (s == IL_OK && st->n_lanes > 1) {
     st->staging = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * (size_t)hp->n_embd * 4, "residual staging");
     if (!st->staging) s = IL_ERR_OOM;
@@ -222,13 +256,20 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
 void il_forward_state_free(il_forward_state *st) {
   for (int i = 0; i < st->n_lanes; i++) {
     il_forward_lane *ln = &st->lane[i];
-    il_tensor *ts[] = {&ln->x,  &ln->xb,     &ln->xo,    &ln->q,   &ln->att,     &ln->k,   &ln->v,
-                       &ln->hb, &ln->hb2,    &ln->logits, &ln->batch, &ln->attn_ws, &ln->wide};
+    il_tensor *ts[] = {&ln->x,     &ln->xb,          &ln->xo,     &ln->q,      &ln->att,   &ln->k,
+                       &ln->v,     &ln->hb,          &ln->hb2,    &ln->logits, &ln->batch, &ln->attn_ws,
+                       &ln->wide,  &ln->moe_logits,  &ln->moe_x,  &ln->moe_h,  &ln->moe_h2, &ln->moe_y};
     for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) il_backend_tensor_free(ln->b, ts[j]);
     if (ln->reserved) ln->b->ops->reserve_act(ln->b, st->act_type, 0, 0);
   }
   il_mem_free(st->host_batch);
   il_mem_free(st->staging);
+  il_mem_free(st->moe_logits);
+  il_mem_free(st->moe_sel);
+  il_mem_free(st->moe_w);
+  il_mem_free(st->moe_slot);
+  il_mem_free(st->moe_rows);
+  il_mem_free(st->moe_out);
   memset(st, 0, sizeof *st);
 }
 
@@ -526,6 +567,109 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
   return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
 }
 
+/* ---- mixture of experts ---- */
+
+void il_moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, int32_t *sel, float *w) {
+  float p[512]; /* n_expert <= 512 (il_hparams_validate) */
+  uint8_t taken[512] = {0};
+  float mx = logits[0], sum = 0;
+  for (int32_t e = 1; e < n_expert; e++) mx = logits[e] > mx ? logits[e] : mx;
+  for (int32_t e = 0; e < n_expert; e++) sum += p[e] = expf(logits[e] - mx);
+  float wsum = 0;
+  for (int32_t r = 0; r < k; r++) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < n_expert; e++)
+      if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+    taken[best] = 1;
+    sel[r] = best;
+    wsum += w[r] = p[best] / sum;
+  }
+  for (int32_t r = 0; norm && r < k; r++) w[r] /= wsum;
+}
+
+/* One row of activations at act_type to F32 and back (the host's share of the MoE branch). */
+static il_status il__row_f32(il_dtype act, const void *src, float *dst, int64_t n) {
+  if (act == IL_DTYPE_F32) return memcpy(dst, src, (size_t)n * 4), IL_OK;
+  return il_dequantize_row(act, src, dst, n);
+}
+
+static il_status il__row_act(il_dtype act, const float *src, void *dst, int64_t n) {
+  if (act == IL_DTYPE_F32) return memcpy(dst, src, (size_t)n * 4), IL_OK;
+  return il_quantize_row(act, src, dst, n);
+}
+
+/* Expert e of layer l on the experts' lane le for the cnt rows gathered in `rows` (at
+ * act_type): y = down_e . (silu(gate_e . x) * (up_e . x)), downloaded back into `rows`. */
+static il_status il__expert(const il_moe_dev *M, const il_hparams *hp, il_forward_state *st, il_forward_lane *le,
+                            int32_t l, int32_t e, int32_t cnt, void *rows) {
+  static const char *const gu_ops[2] = {"ffn_gate_exps", "ffn_up_exps"}, *const down_op[1] = {"ffn_down_exps"};
+  il_backend *b = le->b;
+  const il_tensor MX = il_tensor_rows(le->moe_x, 0, cnt), H = il_tensor_rows(le->moe_h, 0, cnt),
+                  H2 = il_tensor_rows(le->moe_h2, 0, cnt), MY = il_tensor_rows(le->moe_y, 0, cnt);
+  const size_t bytes = il_tensor_span(&MX);
+  IL_TRY(b->ops->upload(b, MX, rows, bytes));
+  const il_tensor wgu[2] = {il_tensor_rows(M->gate_exps, (int64_t)e * hp->n_ff_exp, hp->n_ff_exp),
+                            il_tensor_rows(M->up_exps, (int64_t)e * hp->n_ff_exp, hp->n_ff_exp)},
+                  ygu[2] = {H, H2}, wd = il_tensor_rows(M->down_exps, (int64_t)e * hp->n_embd, hp->n_embd);
+  IL_TRY(il__mm(st, le, cnt, 2, ygu, wgu, NULL, MX, l, gu_ops));
+  IL_TRY(il__binary(st, le, cnt, H, H2, IL_OP_SWIGLU, l, "ffn_moe_swiglu"));
+  IL_TRY(il__mm(st, le, cnt, 1, &MY, &wd, NULL, H, l, down_op));
+  IL_TRY(b->ops->download(b, rows, MY, bytes));
+  st->expert_bytes += 2 * (uint64_t)bytes;
+  return IL_OK;
+}
+
+/* The MoE feed-forward block: x += sum over each token's k experts of w_r * expert_r(h),
+ * h = rmsnorm(x) * ffn_norm. The router runs on the layer's lane; its logits come to the host,
+ * which picks each token's experts (il_moe_route), gathers every expert's rows and runs the
+ * expert on the experts' lane (the layer's, or the CPU with --place exps=cpu); the weighted sum
+ * is taken on the host in F32, rank by rank, so it is the same wherever the experts ran. */
+static il_status il__moe(const il_model_dev *d, il_forward_state *st, il_forward_lane *ln, const il_layer_dev *L,
+                         int32_t l, int32_t n) {
+  const il_hparams *hp = &d->model->hp;
+  const il_moe_dev *M = &d->moe[l];
+  il_forward_lane *le = il_forward_lane_of(st, d->exps_b ? d->exps_b : ln->b);
+  const int32_t ne = hp->n_expert, k = hp->n_expert_used, dim = hp->n_embd;
+  const size_t rb = il_tensor_row_bytes(st->act_type, dim);
+  const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
+                  LG = il_tensor_rows(ln->moe_logits, 0, n);
+  IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, hp->norm_eps, l, "ffn_norm"));
+  IL_TRY(il__mm(st, ln, n, 1, &LG, &M->gate_inp, NULL, XB, l, NULL));
+  IL_TRY(ln->b->ops->download(ln->b, st->moe_logits, LG, (size_t)n * (size_t)ne * 4));
+  for (int32_t t = 0; t < n; t++)
+    il_moe_route(st->moe_logits + (size_t)t * ne, ne, k, hp->expert_weights_norm, st->moe_sel + (size_t)t * k,
+                 st->moe_w + (size_t)t * k);
+  uint8_t *normed = st->moe_rows, *gather = normed + (size_t)st->max_tokens * rb;
+  IL_TRY(ln->b->ops->download(ln->b, normed, XB, (size_t)n * rb));
+  st->expert_bytes += (uint64_t)n * rb;
+  int32_t *slot = st->moe_slot; /* an expert takes a token's row once, so at most n rows */
+  for (int32_t e = 0; e < ne; e++) {
+    int32_t cnt = 0;
+    for (int32_t i = 0; i < n * k; i++)
+      if (st->moe_sel[i] == e) {
+        memcpy(gather + (size_t)cnt * rb, normed + (size_t)(i / k) * rb, rb);
+        slot[cnt++] = i;
+      }
+    if (!cnt) continue;
+    IL_TRY(il__expert(M, hp, st, le, l, e, cnt, gather));
+    for (int32_t j = 0; j < cnt; j++)
+      IL_TRY(il__row_f32(st->act_type, gather + (size_t)j * rb, st->moe_out + (size_t)slot[j] * dim, dim));
+  }
+  for (int32_t t = 0; t < n; t++) { /* the weighted sum, into rank 0's row, then at act_type */
+    float *acc = st->moe_out + (size_t)t * k * dim;
+    const float *w = st->moe_w + (size_t)t * k;
+    for (int32_t i = 0; i < dim; i++) acc[i] *= w[0];
+    for (int32_t r = 1; r < k; r++) {
+      const float *o = acc + (size_t)r * dim;
+      for (int32_t i = 0; i < dim; i++) acc[i] += w[r] * o[i];
+    }
+    IL_TRY(il__row_act(st->act_type, acc, gather + (size_t)t * rb, dim));
+  }
+  IL_TRY(ln->b->ops->upload(ln->b, XO, gather, (size_t)n * rb));
+  st->expert_bytes += (uint64_t)n * rb;
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
+}
+
 /* logits = output . (rmsnorm(x) * output_norm), for the rows that want them, moved together
  * to rows 0.. first. */
 static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forward_lane *lo, const il_batch_entry *batch,
@@ -562,7 +706,7 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
     const il_layer_dev *L;
     IL_TRY(il_model_dev_layer(d, l, &L));
     IL_TRY(il__attention(m, st, ln, L, l, n, &kv[l]));
-    IL_TRY(il__ffn(m, st, ln, L, l, n));
+    IL_TRY(m->hp.n_expert ? il__moe(d, st, ln, L, l, n) : il__ffn(m, st, ln, L, l, n));
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));

@@ -100,6 +100,26 @@ static il_status il__get_f32(const il_gguf *g, const char *arch, const char *suf
   return IL_OK;
 }
 
+/* {arch}.expert_count and the keys that go with it; a count of 0 or none is a dense model. */
+static il_status il__get_moe(const il_gguf *g, const char *arch, il_hparams *hp) {
+  char key[128];
+  snprintf(key, sizeof key, "%s.expert_count", arch);
+  int64_t v = 0;
+  il_status st = il_gguf_get_i64(g, key, &v);
+  if (st == IL_ERR_NOT_FOUND || (st == IL_OK && v == 0)) return IL_OK;
+  if (st != IL_OK) return st;
+  if (v < 0 || v > 512) return il_error(IL_ERR_FORMAT, "%s: %s = %lld is out of range (1..512)", il_gguf_path(g), key, (long long)v);
+  hp->n_expert = (int32_t)v;
+  IL_TRY(il__get_i32(g, arch, "expert_used_count", true, 0, &hp->n_expert_used));
+  IL_TRY(il__get_i32(g, arch, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp));
+  snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+  bool norm = true;
+  st = il_gguf_get_bool(g, key, &norm);
+  if (st != IL_OK && st != IL_ERR_NOT_FOUND) return st;
+  hp->expert_weights_norm = norm;
+  return IL_OK;
+}
+
 il_status il_hparams_validate(const il_hparams *hp, const char *where) {
   if (hp->head_dim <= 0 && hp->n_embd % hp->n_head)
     return il_error(IL_ERR_FORMAT, "%s: %s.embedding_length = %d is not a multiple of %s.attention.head_count = %d",
@@ -111,6 +131,12 @@ il_status il_hparams_validate(const il_hparams *hp, const char *where) {
   if (hp->n_rot > hp->head_dim || hp->n_rot % 2)
     return il_error(IL_ERR_FORMAT, "%s: %s.rope.dimension_count = %d must be even and at most the head size %d",
                     where, hp->arch, hp->n_rot, hp->head_dim);
+  if (hp->n_expert && (hp->n_expert > 512 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert))
+    return il_error(IL_ERR_FORMAT, "%s: %s.expert_used_count = %d must be 1..%s.expert_count = %d (at most 512)", where,
+                    hp->arch, hp->n_expert_used, hp->arch, hp->n_expert);
+  if (hp->n_expert && (hp->n_ff_exp < 1 || hp->n_ff_exp > (1 << 22)))
+    return il_error(IL_ERR_FORMAT, "%s: %s.expert_feed_forward_length = %d is out of range", where, hp->arch,
+                    hp->n_ff_exp);
   if (hp->n_layer > 4096 || hp->n_embd > (1 << 20) || hp->n_ff > (1 << 22))
     return il_error(IL_ERR_FORMAT, "%s: implausible model size (%d layers, embedding %d, ffn %d)", where,
                     hp->n_layer, hp->n_embd, hp->n_ff);
@@ -152,6 +178,7 @@ il_status il_hparams_from_gguf(const il_gguf *g, il_hparams *hp) {
     /* older files give only the factor */
     IL_TRY(il__get_f32(g, arch, "rope.scale_linear", 1.0f, &hp->rope_scale));
   }
+  IL_TRY(il__get_moe(g, arch, hp));
   /* the head size is n_embd / n_head unless the file says otherwise (qwen3: 128 at n_embd 1024
    * and 16 heads); keys and values of one size only */
   IL_TRY(il__get_i32(g, arch, "attention.key_length", false, 0, &hp->head_dim));

@@ -61,7 +61,23 @@ typedef struct {
   int32_t swa_pattern; /* layer l is global when l % swa_pattern == swa_pattern - 1 */
   float rope_base_local; /* RoPE base of the local layers (scale 1) */
   float attn_scale;    /* q . k multiplier (0: 1 / sqrt(head_dim)) */
+  /* mixture of experts (0 experts: a dense FFN). Each token's FFN is the weighted sum of the
+   * n_expert_used experts its router ranks highest (softmax over n_expert logits, top-k, the k
+   * weights renormalized to sum 1 when expert_weights_norm), as llama.cpp runs mixtral. */
+  int32_t n_expert;      /* {arch}.expert_count */
+  int32_t n_expert_used; /* {arch}.expert_used_count */
+  int32_t n_ff_exp;      /* an expert's FFN length: {arch}.expert_feed_forward_length (default n_ff) */
+  bool expert_weights_norm; /* {arch}.expert_weights_norm (default true) */
 } il_hparams;
+
+/* A MoE layer's FFN weights. The experts' GGUF tensors are 3-D [ne0 = in, ne1 = out, ne2 =
+ * n_expert]; they are bound as one 2-D stack of n_expert * out rows, expert e's matrix being
+ * rows [e * out, (e + 1) * out), so an expert is a row view of the stack. */
+typedef struct {
+  il_weight gate_inp;                   /* ffn_gate_inp: (n_embd -> n_expert), the router */
+  il_weight gate_exps, up_exps;         /* ffn_{gate,up}_exps: n_expert x (n_embd -> n_ff_exp) */
+  il_weight down_exps;                  /* ffn_down_exps: n_expert x (n_ff_exp -> n_embd) */
+} il_layer_moe;
 
 typedef struct {
   const float *attn_norm;               /* (n_embd) */
@@ -70,7 +86,8 @@ typedef struct {
   const float *q_norm, *k_norm;         /* qwen3 per-head norms (head_dim), else NULL */
   const float *attn_post_norm, *ffn_post_norm; /* gemma3 (n_embd), else NULL */
   const float *ffn_norm;                /* (n_embd) */
-  il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd) */
+  il_weight w_gate, w_up, w_down;       /* (n_embd -> n_ff) x2, (n_ff -> n_embd); absent in a MoE */
+  il_layer_moe moe;                     /* MoE models: the router and the experts */
 } il_layer;
 
 typedef struct il_model {
@@ -135,6 +152,8 @@ typedef struct {
                          their weights in host memory and stream through two device slots */
   bool load_pipeline; /* layers uploaded to a device: a thread reads (faults in) the next layers'
                          mapped pages while the current one is copied (--load-pipeline) */
+  il_backend *exps;   /* MoE: where every layer's experts compute (--place exps=cpu); NULL: with
+                         their layer. The router stays with the layer. */
 } il_placement;
 
 /* The model's weights as tensors on their components' backends: read in place from host memory
@@ -147,6 +166,14 @@ typedef struct {
   il_tensor attn_post_norm, ffn_post_norm; /* F32 [1 x n_embd] (gemma3), else buf == NULL */
   il_tensor w_gate, w_up, w_down;
 } il_layer_dev;
+
+/* A MoE layer's weights as placed: the router on the layer's backend, the expert stacks on the
+ * experts' backend (il_model_dev.exps_b). */
+typedef struct {
+  il_tensor gate_inp;                 /* [n_expert x n_embd] */
+  il_tensor gate_exps, up_exps;       /* [n_expert * n_ff_exp x n_embd] */
+  il_tensor down_exps;                /* [n_expert * n_embd x n_ff_exp] */
+} il_moe_dev;
 
 /* The tensors of one layer, described once: the GGUF name after "blk.N.", the shape, and the
  * fields that hold it in il_layer (host) and il_layer_dev (placed), in il_layer_dev's order.
@@ -195,6 +222,8 @@ typedef struct {
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */
   bool output_shared;
   il_layer_dev *layers;                 /* [n_layer] */
+  il_moe_dev *moe;                      /* [n_layer] for a MoE model, else NULL */
+  il_backend *exps_b;                   /* the experts' backend (NULL: each layer's own) */
   size_t uploaded_bytes;                /* bytes copied to devices (0 when read in place) */
   double pipeline_seconds;              /* --load-pipeline: the reading thread's time, overlapped */
   size_t released_bytes;                /* file-mapped weight pages released (cpu --repack) */
@@ -219,7 +248,12 @@ il_status il_model_dev_sync(il_model_dev *d);
 size_t il_model_dev_bytes(const il_model *m);
 size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
 size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
-size_t il_model_layer_bytes(const il_model *m, int l);
+size_t il_model_layer_bytes(const il_model *m, int l);   /* its tensors, the experts excepted */
+size_t il_model_exps_bytes(const il_model *m, int l);    /* its experts (0 for a dense layer) */
+/* The expert matmuls' shapes of layer l (the router and one expert's gate, up and down), the
+ * way il_model_layer_shapes gives them; writes IL_MODEL_MOE_MATMULS, or 0 for a dense layer. */
+#define IL_MODEL_MOE_MATMULS 4
+int il_model_moe_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out);
 
 /* The four I32 [1 x n] views of a pass's batch upload (one buffer: ids, then positions,
  * sequences and KV slots, n entries each). */
@@ -246,6 +280,10 @@ typedef struct {
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
   bool has_layers, has_output;
+  /* MoE: the router's F32 logits [max_tokens x n_expert] (lanes with layers); an expert's input
+   * rows, its gate/up and its output [max_tokens x n_embd | n_ff_exp] (the experts' lane) */
+  il_tensor moe_logits, moe_x, moe_h, moe_h2, moe_y;
+  bool has_exps;
 } il_forward_lane;
 
 #define IL_MAX_LANES 2
@@ -293,7 +331,21 @@ typedef struct {
    * into the caller's record; the forward pass itself computes none of it and only says which
    * layer's ops are running. */
   il_numerics *numerics;
+  /* MoE routing on the host (forward.c, il__moe): the router's logits, each token's k experts
+   * and weights, the normed rows and the experts' outputs per (token, rank) in F32 */
+  float *moe_logits;             /* [max_tokens x n_expert] */
+  int32_t *moe_sel;              /* [max_tokens x n_expert_used] */
+  int32_t *moe_slot;             /* [max_tokens]: the (token, rank) of each row gathered for an expert */
+  float *moe_w;                  /* [max_tokens x n_expert_used] */
+  void *moe_rows;                /* [max_tokens x n_embd] at act_type: normed rows, then gathered */
+  float *moe_out;                /* [max_tokens x n_expert_used x n_embd] */
+  uint64_t expert_bytes;         /* hidden-row bytes downloaded + uploaded for the experts so far */
 } il_forward_state;
+
+/* llama.cpp's mixtral routing for one token: softmax over the n_expert logits, the k largest
+ * probabilities (ties to the lower index), renormalized to sum 1 when norm. Writes sel[k], w[k]
+ * in rank order. Cannot fail; 1 <= k <= n_expert. */
+void il_moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, int32_t *sel, float *w);
 
 /* Rows an op computes at once with activations of act_type for batches of max_tokens: all of
  * them for F32; for F16/BF16 a quarter, at least 16 and at most 256. Smaller chunks need less

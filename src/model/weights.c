@@ -126,6 +126,41 @@ static il_status il__bind_vector(il_model *m, const il_gguf_tensor *ts, int64_t 
   return IL_OK;
 }
 
+/* A dense FFN matrix (ffn_gate, ffn_up, ffn_down): absent from a MoE layer. */
+static bool il__dense_ffn(const il_layer_tensor *t) { return t->in == IL_DIM_FF || t->out == IL_DIM_FF; }
+
+/* An expert stack: the 3-D tensor [in, out, n_expert] as n_expert * out rows of in. */
+static il_status il__bind_stack(const il_gguf_tensor *ts, int64_t nt, const char *name, int64_t n_in, int64_t n_out,
+                                int64_t n_expert, il_weight *w) {
+  const il_gguf_tensor *t = il__find(ts, nt, name);
+  memset(w, 0, sizeof *w);
+  if (!t) return il_error(IL_ERR_FORMAT, "tensor '%s' is missing (expert_count is %lld)", name, (long long)n_expert);
+  if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n_expert)
+    return il_error(IL_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld] (%u dims); expected [%lld, %lld, %lld]", name,
+                    (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], t->n_dims, (long long)n_in,
+                    (long long)n_out, (long long)n_expert);
+  const size_t row = il_dtype_row_size(t->type, n_in);
+  if (row == 0)
+    return il_error(IL_ERR_FORMAT, "tensor '%s': row length %lld is not a multiple of the %s block size", name,
+                    (long long)n_in, il_dtype_name(t->type));
+  *w = (il_weight){t->name, t->type, n_in, n_out * n_expert, row, t->data};
+  return IL_OK;
+}
+
+/* Layer l's router and expert stacks. */
+static il_status il__bind_moe(const il_gguf_tensor *ts, int64_t nt, const il_hparams *hp, int l, il_layer_moe *M) {
+  char name[96];
+  const int64_t dim = hp->n_embd, ff = hp->n_ff_exp, ne = hp->n_expert;
+  snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+  IL_TRY(il__bind_matrix(ts, nt, name, dim, ne, true, &M->gate_inp));
+  snprintf(name, sizeof name, "blk.%d.ffn_gate_exps.weight", l);
+  IL_TRY(il__bind_stack(ts, nt, name, dim, ff, ne, &M->gate_exps));
+  snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l);
+  IL_TRY(il__bind_stack(ts, nt, name, dim, ff, ne, &M->up_exps));
+  snprintf(name, sizeof name, "blk.%d.ffn_down_exps.weight", l);
+  return il__bind_stack(ts, nt, name, ff, dim, ne, &M->down_exps);
+}
+
 il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
   const il_hparams *hp = &m->hp;
   const int64_t dim = hp->n_embd;
@@ -160,8 +195,9 @@ il_status il_model_bind(il_model *m, const il_gguf_tensor *ts, int64_t nt) {
       snprintf(name, sizeof name, "blk.%d.%s", l, t->name);
       const int64_t in = il_hparams_dim(hp, t->in), out = il_hparams_dim(hp, t->out);
       if (t->vector) IL_TRY(il__bind_vector(m, ts, nt, name, in, il_hparams_has(hp, t->need), il__lv(L, t)));
-      else IL_TRY(il__bind_matrix(ts, nt, name, in, out, true, il__lw(L, t)));
+      else IL_TRY(il__bind_matrix(ts, nt, name, in, out, !(hp->n_expert && il__dense_ffn(t)), il__lw(L, t)));
     }
+    if (hp->n_expert) IL_TRY(il__bind_moe(ts, nt, hp, l, &L->moe));
   }
   /* totals, and the most common 2-D type for display */
   uint64_t by_type[IL_DTYPE_COUNT] = {0};
@@ -198,12 +234,17 @@ size_t il_model_layer_bytes(const il_model *m, int l) {
     if (!t->vector) n += il__w_span(il__lwc(L, t));
     else if (il__lvc(L, t)) n += 4 * (size_t)il_hparams_dim(&m->hp, t->in);
   }
-  return n;
+  return n + il__w_span(&L->moe.gate_inp);
+}
+
+size_t il_model_exps_bytes(const il_model *m, int l) {
+  const il_layer_moe *M = &m->layers[l].moe;
+  return il__w_span(&M->gate_exps) + il__w_span(&M->up_exps) + il__w_span(&M->down_exps);
 }
 
 size_t il_model_dev_bytes(const il_model *m) {
   size_t n = il_model_embd_bytes(m) + il_model_out_bytes(m) - (m->tied_output ? il__w_span(&m->output) : 0);
-  for (int l = 0; l < m->hp.n_layer; l++) n += il_model_layer_bytes(m, l);
+  for (int l = 0; l < m->hp.n_layer; l++) n += il_model_layer_bytes(m, l) + il_model_exps_bytes(m, l);
   return n;
 }
 
@@ -383,6 +424,43 @@ static void il__stream_free(il_model_dev *d) {
   }
 }
 
+/* ---- MoE: the router with its layer, the expert stacks on the experts' backend ---- */
+
+/* Where layer l's experts compute. */
+static il_backend *il__exps_b(const il_model_dev *d, int32_t l) { return d->exps_b ? d->exps_b : d->layer_b[l]; }
+
+/* The stacks are placed as they are stored, not prepared: the forward pass multiplies by row
+ * views of one expert, which a backend's own layout of the whole stack (cpu --repack) would
+ * not serve. */
+static il_status il__moe_init(il_model_dev *d, const il_model *m) {
+  d->moe = il_mem_calloc(IL_MEM_MODEL, sizeof *d->moe * (size_t)m->hp.n_layer, "model experts on device");
+  if (!d->moe) return IL_ERR_OOM;
+  for (int l = 0; l < m->hp.n_layer; l++) {
+    const il_layer_moe *M = &m->layers[l].moe;
+    il_moe_dev *D = &d->moe[l];
+    il_backend *e = il__exps_b(d, l);
+    IL_TRY(il__place_mm(d, d->layer_b[l], &M->gate_inp, &D->gate_inp));
+    IL_TRY(il__place_w(d, e, &M->gate_exps, &D->gate_exps));
+    IL_TRY(il__place_w(d, e, &M->up_exps, &D->up_exps));
+    IL_TRY(il__place_w(d, e, &M->down_exps, &D->down_exps));
+  }
+  return IL_OK;
+}
+
+static void il__moe_free(il_model_dev *d) {
+  if (!d->moe) return;
+  for (int l = 0; l < d->model->hp.n_layer; l++) {
+    il_moe_dev *D = &d->moe[l];
+    il_backend *e = il__exps_b(d, l);
+    il_backend_tensor_free(d->layer_b[l], &D->gate_inp);
+    il_backend_tensor_free(e, &D->gate_exps);
+    il_backend_tensor_free(e, &D->up_exps);
+    il_backend_tensor_free(e, &D->down_exps);
+  }
+  il_mem_free(d->moe);
+  d->moe = NULL;
+}
+
 static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
   IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
@@ -405,10 +483,10 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
       if (t->vector) IL_TRY(il__place_v(d, b, il__lvc(L, t), il_hparams_dim(hp, t->in), t->name, il__ld(D, t)));
-      else IL_TRY(il__place_mm(d, b, il__lwc(L, t), il__ld(D, t)));
+      else if (il__lwc(L, t)->data) IL_TRY(il__place_mm(d, b, il__lwc(L, t), il__ld(D, t)));
     }
   }
-  return IL_OK;
+  return hp->n_expert ? il__moe_init(d, m) : IL_OK;
 }
 
 /* ---- load pipeline (--load-pipeline) ----
@@ -473,9 +551,15 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
   d->out_b = p && p->out ? p->out : b;
   for (int l = 0; l < m->hp.n_layer; l++) d->layer_b[l] = p && p->layer && p->layer[l] ? p->layer[l] : b;
   if (p && p->stream && !b->ops->buffer_wrap_host) {
+    if (m->hp.n_expert) {
+      il_model_dev_free(d);
+      return il_error(IL_ERR_UNSUPPORTED, "--offload stream: the slots do not hold a MoE layer's experts; keep the "
+                      "experts in host memory with --place exps=cpu instead");
+    }
     d->stream = true;
     d->stream_b = b;
   }
+  if (m->hp.n_expert && p && p->exps) d->exps_b = p->exps;
   il__reader rd = {m, d, 0};
   pthread_t th;
   /* no thread (creation failed): the copies fault the pages in themselves, as without the flag */
@@ -494,6 +578,7 @@ double il_model_dev_pipeline_seconds(const il_model_dev *d) { return d->pipeline
 void il_model_dev_free(il_model_dev *d) {
   if (!d->layer_b) return;
   il__stream_free(d);
+  il__moe_free(d);
   if (d->layers) {
     for (int l = 0; l < d->model->hp.n_layer; l++) {
       for (int i = 0; i < IL_LAYER_TENSORS; i++)
@@ -522,6 +607,18 @@ int il_model_layer_shapes(const il_model *m, int32_t l, il_dtype force, il_tenso
     if (!il_layer_tensors[i].vector) out[n++] = il__shape_of(il__lwc(&m->layers[l], &il_layer_tensors[i]), force);
   IL_ASSERT(n == IL_MODEL_LAYER_MATMULS);
   return n;
+}
+
+int il_model_moe_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out) {
+  if (!m->hp.n_expert) return 0;
+  const il_layer_moe *M = &m->layers[l].moe;
+  out[0] = il__shape_of(&M->gate_inp, force);
+  const il_weight *st[3] = {&M->gate_exps, &M->up_exps, &M->down_exps};
+  for (int i = 0; i < 3; i++) {
+    out[1 + i] = il__shape_of(st[i], force);
+    out[1 + i].rows /= m->hp.n_expert; /* one expert */
+  }
+  return IL_MODEL_MOE_MATMULS;
 }
 
 il_tensor il_model_output_shape(const il_model *m, il_dtype force) { return il__shape_of(&m->output, force); }
