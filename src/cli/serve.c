@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "engine/oom.h"
+#include "engine/spec.h"
 #include "memory/mem.h"
 #include "model/builtin.h"
 
@@ -33,7 +34,7 @@ static void il__serve_help(void) {
          "server options:\n"
          "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n"
          "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n"
-         "  %-28s %s\n  %-28s %s\n  %-28s %s\n",
+         "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n",
          "    --host ADDR", "address to listen on [127.0.0.1]; 0.0.0.0 for every interface",
          "    --port N", "TCP port [8080]; 0 = any free port (printed)",
          "    --parallel N", "sequence slots decoded together (same as --n-seq) [4]",
@@ -51,6 +52,8 @@ static void il__serve_help(void) {
          "    --max-tokens N", "largest max_tokens a request may ask [the context]",
          "    --max-queue N", "requests waiting for a slot before 503 [4 x parallel]",
          "    --step-tokens N", "tokens per scheduler step (chunked prefill budget) [--batch]",
+         "    --draft-model FILE", "speculative decoding: a small model with the same vocabulary (grammar requests do not draft)",
+         "    --draft N", "tokens drafted per step and choice, 1 to 16 [adaptive: 4 to start, within 1..8]",
          "    --log-format F", "a line per finished request on stderr: text, json or off [text]");
   printf("\nengine options (-n/--n-predict is the default max_tokens of a request; --repack is on\n"
          "unless given, for a GGUF model on the CPU):\n");
@@ -134,7 +137,7 @@ int il_cli_serve(int argc, char **argv) {
   const char *host = NULL, *port = NULL, *parallel = NULL, *key = NULL, *key_file = NULL, *alias = NULL,
              *tmpl = NULL, *max_body = NULL, *max_conn = NULL, *max_tokens = NULL, *max_queue = NULL,
              *step_tokens = NULL, *max_req_mem = NULL, *header_to = NULL, *body_to = NULL,
-             *allowed_hosts = NULL, *cors_origins = NULL, *log_format = NULL;
+             *allowed_hosts = NULL, *cors_origins = NULL, *log_format = NULL, *draft_model = NULL, *draft_n = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},
       {"host", 0, true, &host, NULL},
@@ -155,6 +158,8 @@ int il_cli_serve(int argc, char **argv) {
       {"max-tokens", 0, true, &max_tokens, NULL},
       {"max-queue", 0, true, &max_queue, NULL},
       {"step-tokens", 0, true, &step_tokens, NULL},
+      {"draft-model", 0, true, &draft_model, NULL},
+      {"draft", 0, true, &draft_n, NULL},
   };
   const char *pos[1];
   int n_pos;
@@ -193,6 +198,9 @@ int il_cli_serve(int argc, char **argv) {
   if (max_queue) o.sched.max_queue = (int)v;
   if (step_tokens && (rc = il__int_flag("--step-tokens", step_tokens, 1, 1 << 16, &v))) return rc;
   if (step_tokens) o.sched.step_tokens = (int)v;
+  if (draft_n && !draft_model) return il_cli_usage_error("serve", "--draft %s: needs --draft-model", draft_n);
+  if (draft_n && (rc = il__int_flag("--draft", draft_n, 1, IL_SPEC_DRAFT_MAX, &v))) return rc;
+  if (draft_n) o.sched.n_draft = (int)v;
   if (alias) snprintf(o.model_id, sizeof o.model_id, "%s", alias);
   o.allowed_hosts = allowed_hosts;
   if (log_format && il_reqlog_parse(log_format, &o.log_format) != IL_OK)
@@ -241,13 +249,27 @@ int il_cli_serve(int argc, char **argv) {
   if (!strcmp(o.host, "0.0.0.0") || !strcmp(o.host, "::"))
     fprintf(stderr, "inferlab serve: note: listening on every interface%s\n",
             o.api_key ? "" : " without --api-key: anyone who can reach this port can use the model");
-  il_engine *e = NULL;
+  il_engine *e = NULL, *draft = NULL;
+  if (draft_model) { /* the draft shares the server's options: threads, device, slots, context */
+    il_config dcfg = cfg;
+    snprintf(dcfg.model, sizeof dcfg.model, "%s", draft_model);
+    cfg.logits_all = true; /* a verification pass returns every drafted position's logits */
+    st = il_engine_open(&dcfg, &draft);
+    if (st != IL_OK) {
+      const int code = il_cli_fail_model("serve", draft_model, st);
+      il_server_stop(srv);
+      return code;
+    }
+  }
   st = il_engine_open(&cfg, &e); /* --fit is the engine option: it applies the report's change and logs it */
-  if (st == IL_OK) st = il_server_attach(srv, e);
+  if (st == IL_OK && draft) st = il_spec_check_vocab(e, draft);
+  o.sched.draft = draft;
+  if (st == IL_OK) st = il_server_attach_opts(srv, e, &o.sched);
   if (st != IL_OK) {
     int code = il_cli_fail("serve", st);
     il_server_stop(srv);
     il_engine_free(e);
+    il_engine_free(draft);
     return code;
   }
   il_engine_snapshot es;
@@ -269,6 +291,7 @@ int il_cli_serve(int argc, char **argv) {
   fprintf(stderr, "inferlab serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   il_server_stop(srv);
   il_engine_free(e);
+  il_engine_free(draft);
   return IL_EXIT_OK;
 #endif
 }

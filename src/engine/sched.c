@@ -9,6 +9,7 @@
 
 #include "core/timer.h"
 #include "engine/engine_impl.h"
+#include "engine/spec.h"
 #include "memory/mem.h"
 
 const double il_sched_buckets[IL_SCHED_NBUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
@@ -38,11 +39,14 @@ typedef struct {
   int32_t n_gen;
   il_sampler *sampler;
   il_grammar_state *grammar; /* NULL: unconstrained */
+  il_sampler *dsampler;      /* --draft-model: the draft's sampler (NULL: no drafting) */
+  int32_t dcur;              /* the draft length (adaptive) */
   il_detok *detok;
   char *pending;     /* text held back because it may start a stop string */
   size_t pending_len;
   double t_first, t_last;
   il_finish_reason finish;
+  int32_t spec_drafted, spec_accepted; /* this choice's drafted tokens, of them accepted */
 } il__choice;
 
 struct il__req {
@@ -88,6 +92,16 @@ struct il_sched {
   float *top_lps;
   il__req **snap;           /* [snap_cap]: il__snapshot */
   bool *snap_cancel;
+  /* speculative decoding (o.draft): per slot */
+  int32_t kmax;             /* the longest draft */
+  int32_t *dtok;            /* [n_slots x n_ctx]: the draft cache's tokens */
+  int32_t *dlen;            /* [n_slots] */
+  int32_t *dk;              /* [n_slots]: tokens drafted this step */
+  int32_t *dd;              /* [n_slots x kmax]: them */
+  float *dq;                /* [n_slots x kmax x n_vocab]: the draft's distributions */
+  float *dl;                /* [n_slots x n_vocab]: the draft's logits */
+  il_batch_entry *dbatch;   /* [step_tokens + n_slots] */
+  float *pt, *scratch;      /* [n_vocab] */
   int32_t snap_cap;         /* waiting plus admitted requests: max_queue + 2 x slots */
   double step_t0;           /* the running step's forward pass started (TTFT parts) */
   uint64_t step_no;         /* steps built so far, the running one included */
@@ -122,20 +136,49 @@ il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) 
   s->next_id = 1;
   s->st.n_slots = s->n_slots;
   s->st.n_ctx = s->n_ctx;
+  s->st.spec = s->o.draft != NULL;
   s->piece_cap = il_vocab_max_piece(e->vocab) + 8;
   const size_t ns = (size_t)s->n_slots, st = (size_t)s->o.step_tokens;
   s->slot_owner = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *s->slot_owner * ns, "scheduler slots");
   s->slot_tokens = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "scheduler slot tokens");
   s->slot_len = il_mem_calloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns, "scheduler slot lengths");
-  s->batch = il_mem_alloc(IL_MEM_STAGING, sizeof *s->batch * st, "scheduler batch");
-  s->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * (size_t)s->n_vocab, "scheduler logits");
+  s->batch = il_mem_alloc(IL_MEM_STAGING, sizeof *s->batch * (st + ns * (size_t)IL_SPEC_DRAFT_MAX), "scheduler batch");
+  s->kmax = s->o.draft ? (s->o.n_draft > 0 ? s->o.n_draft : IL_SPEC_ADAPTIVE_MAX) : 0;
+  const size_t nvz = (size_t)s->n_vocab, km = (size_t)s->kmax;
+  s->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * (km + 1) * nvz, "scheduler logits");
+  if (s->o.draft) {
+    if (s->o.n_draft < 0 || s->o.n_draft > IL_SPEC_DRAFT_MAX || !e->cfg.logits_all || s->o.draft->n_seq < s->n_slots ||
+        s->o.draft->n_ctx < s->n_ctx) {
+      il_mem_free(s->slot_owner);
+      il_mem_free(s->slot_tokens);
+      il_mem_free(s->slot_len);
+      il_mem_free(s->batch);
+      il_mem_free(s->logits);
+      il_mem_free(s->piece);
+      pthread_cond_destroy(&s->cv);
+      pthread_mutex_destroy(&s->mu);
+      il_mem_free(s);
+      return il_error(IL_ERR_INVALID_ARG, "speculative decoding: --draft 0 to %d, the engine with logits_all, the draft "
+                      "with as many sequences and as long a context", IL_SPEC_DRAFT_MAX);
+    }
+    s->dtok = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "draft slot tokens");
+    s->dlen = il_mem_calloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns, "draft slot lengths");
+    s->dk = il_mem_calloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns, "draft lengths");
+    s->dd = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns * km, "drafted tokens");
+    s->dq = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(float) * ns * km * nvz, "draft distributions");
+    s->dl = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * nvz, "draft logits");
+    s->dbatch = il_mem_alloc(IL_MEM_STAGING, sizeof *s->dbatch * (st + ns), "draft batch");
+    s->pt = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(float) * nvz, "target distribution");
+    s->scratch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof(float) * nvz, "residual distribution");
+  }
+  const bool spec_ok = !s->o.draft || (s->dtok && s->dlen && s->dk && s->dd && s->dq && s->dl && s->dbatch && s->pt && s->scratch);
   s->piece = il_mem_alloc(IL_MEM_SCHEDULER, s->piece_cap, "scheduler piece");
   s->top_ids = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top ids");
   s->top_lps = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(float) * IL_SCHED_MAX_TOP_LOGPROBS, "scheduler top logprobs");
   s->snap_cap = s->o.max_queue + 2 * s->n_slots;
   s->snap = il_mem_alloc(IL_MEM_SCHEDULER, sizeof *s->snap * (size_t)s->snap_cap, "scheduler snapshot");
   s->snap_cancel = il_mem_alloc(IL_MEM_SCHEDULER, sizeof *s->snap_cancel * (size_t)s->snap_cap, "scheduler snapshot");
-  if (!s->snap || !s->snap_cancel || !s->slot_owner || !s->slot_tokens || !s->slot_len || !s->batch || !s->logits || !s->piece ||
+  if (!spec_ok || !s->snap || !s->snap_cancel || !s->slot_owner || !s->slot_tokens || !s->slot_len || !s->batch || !s->logits || !s->piece ||
       !s->top_ids || !s->top_lps) {
     il_sched_free(s);
     return IL_ERR_OOM;
@@ -152,6 +195,7 @@ static void il__req_free(il__req *r) {
   if (r->choices)
     for (int32_t i = 0; i < r->p.n; i++) {
       il_sampler_free(r->choices[i].sampler);
+      il_sampler_free(r->choices[i].dsampler);
       il_grammar_state_free(r->choices[i].grammar);
       il_detok_free(r->choices[i].detok);
       il_mem_free(r->choices[i].pending);
@@ -228,6 +272,12 @@ static il_status il__submit(il_sched *s, il__req *r, const int32_t *prompt, int3
     st = il_sampler_new(&sp, s->n_vocab, &c->sampler);
     if (st == IL_OK && p->grammar) st = il_grammar_state_new(p->grammar, p->grammar_vocab, &c->grammar);
     if (st == IL_OK && c->grammar) st = il_sampler_set_grammar(c->sampler, c->grammar);
+    if (st == IL_OK && s->o.draft && !p->grammar) { /* a grammar-constrained choice does not draft */
+      il_sampler_params dp = sp;
+      dp.seed ^= 0x9e3779b97f4a7c15ull; /* the draft's draws independent of the target's */
+      st = il_sampler_new(&dp, s->n_vocab, &c->dsampler);
+      c->dcur = s->o.n_draft > 0 ? s->o.n_draft : IL_SPEC_ADAPTIVE_START;
+    }
     if (st == IL_OK) st = il_detok_new(s->e->vocab, false, &c->detok);
     /* pending holds at most a stop string's length plus one detokenizer output */
     if (st == IL_OK && !(c->pending = il_mem_alloc(IL_MEM_SCHEDULER, max_stop + s->piece_cap + 1, "stop buffer")))
@@ -377,6 +427,7 @@ static void il__retire(il_sched *s, il__req *r) {
   il_sched_event ev = {.choice = -1, .token = -1, .done = true, .n_prompt = r->n_prompt, .n_gen = n_gen,
                        .n_cached = r->n_cached, .t_admitted = r->t_admitted, .t_first_step = r->t_first ? r->t_first_step : 0,
                        .prefill_chunks = r->prefill_chunks};
+  for (int32_t i = 0; i < r->p.n; i++) ev.n_drafted += r->choices[i].spec_drafted, ev.n_accepted += r->choices[i].spec_accepted;
   r->fn(r->ud, &ev);
   pthread_mutex_lock(&s->mu);
   il__req **pp = &s->head, *prev = NULL;
@@ -467,6 +518,8 @@ static void il__ttft_parts_locked(il_sched *s, il__req *r, double now) {
   il__hist_add(&s->st.req_admit_to_first, now - r->t_admitted);
 }
 
+static void il__took(il_sched *s, il__choice *c, int32_t tok, const float *row, double now);
+
 /* One sampled token for choice c from its logits row. */
 static void il__sampled(il_sched *s, il__choice *c, const float *row, double now) {
   il__req *r = c->req;
@@ -478,6 +531,14 @@ static void il__sampled(il_sched *s, il__choice *c, const float *row, double now
     return;
   }
   il_sampler_accept(c->sampler, tok);
+  il__took(s, c, tok, row, now);
+}
+
+/* Token tok (drawn from row and accepted into the sampler) for choice c: counted, detokenized,
+ * checked against end of generation, stop strings and the limits; then the next to feed, or the
+ * choice finishes. */
+static void il__took(il_sched *s, il__choice *c, int32_t tok, const float *row, double now) {
+  il__req *r = c->req;
   c->n_gen++;
   if (c->n_gen == 1) {
     c->t_first = now;
@@ -615,6 +676,129 @@ static void il__admit(il_sched *s, il__choice *c) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* ---- speculative decoding (engine/spec.h) ---- */
+
+/* Drafts for every decoding choice with a draft sampler: the draft catches up on the slot's
+ * context it does not hold (one batch over all slots; its cells past the common prefix are cut
+ * first), then proposes one token per slot per round, k rounds. s->dk[slot] = tokens drafted (0:
+ * this step decodes plainly). A draft failure only turns drafting off for the step. */
+static void il__draft(il_sched *s) {
+  const size_t nv = (size_t)s->n_vocab, nc = (size_t)s->n_ctx, km = (size_t)s->kmax;
+  int32_t n = 0, n_dec = 0, n_want = 0, room = s->o.step_tokens;
+  for (int32_t i = 0; i < s->n_slots; i++) {
+    s->dk[i] = 0;
+    n_dec += s->slot_owner[i] && s->slot_owner[i]->state == IL__DECODE;
+  }
+  const double t0 = il_time_now();
+  il_status st = IL_OK;
+  /* the drafted entries come out of the step's budget: at most an equal share per choice */
+  const int32_t share = n_dec > 0 ? (s->o.step_tokens - n_dec) / n_dec : 0;
+  for (int32_t i = 0; i < s->n_slots && st == IL_OK; i++) {
+    il__choice *c = s->slot_owner[i];
+    if (!c || c->state != IL__DECODE || !c->dsampler) continue;
+    int32_t k = c->dcur;
+    const int32_t left = c->req->max_tokens - c->n_gen - 1, ctx_left = s->n_ctx - c->n_past - 1;
+    if (k > left) k = left;
+    if (k > ctx_left) k = ctx_left;
+    if (k > share) k = share;
+    if (k > s->kmax) k = s->kmax;
+    if (k <= 0) continue;
+    int32_t *t = s->slot_tokens + (size_t)i * nc, *dt = s->dtok + (size_t)i * nc;
+    t[c->n_past] = c->next; /* the context: the slot's cells and the token to feed */
+    int32_t common = 0;
+    while (common < s->dlen[i] && common < c->n_past && dt[common] == t[common]) common++;
+    if (common < s->dlen[i]) st = il_engine_seq_truncate(s->o.draft, i, common);
+    const int32_t need = c->n_past + 1 - common;
+    if (st != IL_OK || need > room) { /* catching up does not fit this step: plain decode */
+      s->dlen[i] = st == IL_OK ? common : 0;
+      continue;
+    }
+    for (int32_t pos = common; pos <= c->n_past; pos++) {
+      s->dbatch[n++] = (il_batch_entry){t[pos], i, pos, pos == c->n_past};
+      dt[pos] = t[pos];
+    }
+    room -= need;
+    s->dlen[i] = c->n_past + 1;
+    s->dk[i] = k;
+    n_want++;
+  }
+  if (st == IL_OK && n > 0) st = il_engine_decode(s->o.draft, s->dbatch, n, s->dl);
+  /* proposals, round by round: round r's logits rows are the slots drafting more than r
+   * tokens, in slot order (the catch-up's for r = 0, the previous round's entries after) */
+  for (int32_t round = 0; st == IL_OK && n_want > 0; round++) {
+    int32_t row = 0, nb = 0;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+      il__choice *c = s->slot_owner[i];
+      if (s->dk[i] <= round) continue;
+      const bool greedy = c->req->p.sampling.temp <= 0;
+      if (round == 0)
+        il_spec_draft_history(c->dsampler, &c->req->p.sampling, s->slot_tokens + (size_t)i * nc, c->n_past + 1);
+      const int32_t d = il_spec_propose(c->dsampler, greedy, s->dl + (size_t)row++ * nv,
+                                        s->dq + ((size_t)i * km + (size_t)round) * nv);
+      il_sampler_accept(c->dsampler, d);
+      s->dd[(size_t)i * km + (size_t)round] = d;
+      if (round + 1 < s->dk[i]) {
+        const int32_t pos = c->n_past + 1 + round;
+        s->dbatch[nb++] = (il_batch_entry){d, i, pos, true};
+        s->dtok[(size_t)i * nc + (size_t)pos] = d;
+        s->dlen[i] = pos + 1;
+      }
+    }
+    if (nb == 0) break;
+    st = il_engine_decode(s->o.draft, s->dbatch, nb, s->dl);
+  }
+  if (st != IL_OK) {
+    il_log(IL_LOG_WARN, "draft model: %s (this step decodes without drafting)", il_error_detail());
+    il_error_clear();
+    for (int32_t i = 0; i < s->n_slots; i++) s->dk[i] = 0, s->dlen[i] = 0;
+    for (int32_t i = 0; i < s->n_slots; i++)
+      if (il_engine_seq_remove(s->o.draft, i) != IL_OK) il_error_clear();
+  }
+  pthread_mutex_lock(&s->mu);
+  s->st.spec_draft_seconds += il_time_now() - t0;
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* The step's pass returned rows[0, k] for choice c (its fed token and its k drafted ones, at
+ * n_past..n_past + k): the accepted tokens and the target's next go out one by one as plain
+ * decoding would give them, the cells past the accepted ones are cut. */
+static void il__verify(il_sched *s, il__choice *c, const float *rows, double now) {
+  const int32_t slot = c->slot, k = s->dk[slot], n0 = c->n_past - 1; /* the fed token's position */
+  const size_t nc = (size_t)s->n_ctx, km = (size_t)s->kmax;
+  const int32_t *d = s->dd + (size_t)slot * km;
+  int32_t out[IL_SPEC_DRAFT_MAX + 1];
+  const bool greedy = c->req->p.sampling.temp <= 0;
+  const int32_t j = il_spec_verify(c->sampler, greedy, s->n_vocab, rows, s->dq + (size_t)slot * km * (size_t)s->n_vocab,
+                                   d, k, s->pt, s->scratch, out);
+  if (s->o.n_draft == 0) c->dcur = il_spec_adapt(c->dcur, k, j);
+  pthread_mutex_lock(&s->mu);
+  s->st.spec_drafted += (uint64_t)k;
+  s->st.spec_accepted += (uint64_t)j;
+  s->st.spec_verified++;
+  pthread_mutex_unlock(&s->mu);
+  c->spec_drafted += k;
+  c->spec_accepted += j;
+  /* the cache holds the fed token and d[0, j); the rest is cut */
+  if (il_engine_seq_truncate(s->e, slot, n0 + 1 + j) != IL_OK) {
+    il_log(IL_LOG_WARN, "request %llu: %s", (unsigned long long)c->req->id, il_error_detail());
+    il__finish_choice(s, c, IL_FINISH_ERROR, NULL, 0);
+    return;
+  }
+  for (int32_t i = 0; i <= j; i++) {
+    if (i > 0) { /* d[i - 1] is in the cache at n0 + i */
+      s->slot_tokens[(size_t)slot * nc + (size_t)(n0 + i)] = d[i - 1];
+      c->n_past = n0 + 1 + i;
+      s->slot_len[slot] = c->n_past;
+    }
+    il__took(s, c, out[i], rows + (size_t)i * (size_t)s->n_vocab, now);
+    if (c->state == IL__DONE) break;
+  }
+  /* a choice that ended early leaves no cell past what it counted (the slot may be reused) */
+  if (c->state == IL__DONE && !il_kv_cache_prefix_enabled(&s->e->kv) &&
+      il_engine_seq_truncate(s->e, slot, c->n_past) != IL_OK)
+    il_error_clear();
+}
+
 /* ---- the step ---- */
 
 /* The live requests, in arrival order, copied under the lock: only this thread removes
@@ -654,12 +838,16 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
         if (did_work) *did_work = true;
       }
   }
-  /* 3. the batch: decode tokens first, then prompt chunks within the budget */
+  /* 3. the batch: decode tokens first (each with its drafted ones), then prompt chunks within
+   * the budget */
   int32_t n = 0, budget = s->o.step_tokens;
+  if (s->o.draft) il__draft(s);
   for (int32_t i = 0; i < s->n_slots; i++) {
     il__choice *c = s->slot_owner[i];
     if (!c || c->state != IL__DECODE) continue;
     s->batch[n++] = (il_batch_entry){c->next, c->slot, c->n_past, true};
+    for (int32_t j = 0; s->o.draft && j < s->dk[i]; j++)
+      s->batch[n++] = (il_batch_entry){s->dd[(size_t)i * (size_t)s->kmax + (size_t)j], c->slot, c->n_past + 1 + j, true};
   }
   budget -= n;
   s->step_no++;
@@ -711,6 +899,13 @@ il_status il_sched_step(il_sched *s, bool *did_work) {
                                    c->n_past) != IL_OK) {
         il_log(IL_LOG_WARN, "prefix cache: slot %d: %s", be->seq, il_error_detail());
         il_error_clear();
+      }
+      if (c->state == IL__DECODE && s->o.draft && s->dk[be->seq] > 0) {
+        const int32_t k = s->dk[be->seq];
+        il__verify(s, c, s->logits + (size_t)row * (size_t)s->n_vocab, t1);
+        i += k; /* the drafted entries are this choice's */
+        row += k + 1;
+        continue;
       }
       il__sampled(s, c, s->logits + (size_t)row * (size_t)s->n_vocab, t1);
       row++;
@@ -791,6 +986,15 @@ void il_sched_free(il_sched *s) {
   il_mem_free(s->top_lps);
   il_mem_free(s->snap);
   il_mem_free(s->snap_cancel);
+  il_mem_free(s->dtok);
+  il_mem_free(s->dlen);
+  il_mem_free(s->dk);
+  il_mem_free(s->dd);
+  il_mem_free(s->dq);
+  il_mem_free(s->dl);
+  il_mem_free(s->dbatch);
+  il_mem_free(s->pt);
+  il_mem_free(s->scratch);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
   il_mem_free(s);

@@ -95,6 +95,7 @@ typedef struct {
   int32_t n_prompt;        /* prompt tokens (per choice) */
   int32_t n_gen;           /* generated tokens over all choices */
   int32_t n_cached;        /* prompt tokens reused from the cache (first choice) */
+  int32_t n_drafted, n_accepted; /* --draft-model: tokens drafted over all choices, of them accepted */
   /* The request's time to first token in parts (final event only; il_time_now clock, 0 when it
    * never got there): admitted = its first choice took a slot; first_step = the start of the
    * forward pass that returned its first token's logits; prefill_chunks = the steps that
@@ -109,6 +110,12 @@ typedef void (*il_sched_fn)(void *ud, const il_sched_event *ev);
 typedef struct {
   int32_t max_queue;   /* requests allowed to wait for a slot; more is IL_ERR_BUSY (0: 4 x slots) */
   int32_t step_tokens; /* tokens per step (0: the engine's batch size); at least one per slot */
+  /* Speculative decoding (engine/spec.h): draft (borrowed, NULL: none) opened with the engine's
+   * n_seq and n_ctx and the same vocabulary, the engine with cfg.logits_all. Each decoding choice
+   * without a grammar drafts n_draft tokens (0: adaptive) and the engine verifies every slot's
+   * in the step's one pass; rejected cells are cut from both caches. */
+  il_engine *draft;
+  int32_t n_draft;
 } il_sched_opts;
 
 #define IL_SCHED_NBUCKETS 14
@@ -144,6 +151,10 @@ typedef struct {
   uint64_t steps;
   uint64_t rejected_busy, rejected_invalid;
   double busy_seconds;           /* time spent in il_engine_decode */
+  bool spec;                     /* a draft model drafts: the four below are its */
+  uint64_t spec_drafted, spec_accepted; /* --draft-model: tokens drafted, of them accepted */
+  uint64_t spec_verified;        /* choice-steps that verified drafted tokens (each gives accepted + 1) */
+  double spec_draft_seconds;     /* time spent in the draft's decodes */
   il_sched_hist ttft, tpot, e2e, queue;
   /* Time to first token per request, in parts (once per request that got a token): submit to
    * admission, admission to the start of the forward pass that returned the first token, that

@@ -47,6 +47,51 @@ bool il_spec_accept(il_sampler *s, int32_t n_vocab, const float *p, const float 
   return false;
 }
 
+int32_t il_spec_propose(il_sampler *sd, bool greedy, const float *logits, float *q) {
+  if (greedy) return il_sampler_sample(sd, logits);
+  il_sampler_dist(sd, logits, q);
+  return il_sampler_draw(sd, q);
+}
+
+void il_spec_draft_history(il_sampler *sd, const il_sampler_params *p, const int32_t *ctx, int32_t n) {
+  if (p->repeat_penalty == 1.0f) return;
+  const int32_t last_n = p->repeat_last_n;
+  il_sampler_reset_history(sd);
+  for (int32_t i = last_n > 0 && n > last_n ? n - last_n : 0; i < n; i++) il_sampler_accept(sd, ctx[i]);
+}
+
+int32_t il_spec_verify(il_sampler *st, bool greedy, int32_t n_vocab, const float *tl, const float *q, const int32_t *d,
+                       int32_t k, float *pt, float *scratch, int32_t *out) {
+  const size_t nv = (size_t)n_vocab;
+  int32_t j = 0;
+  for (; j < k; j++) {
+    const float *lj = tl + (size_t)j * nv;
+    int32_t tok;
+    bool ok;
+    if (greedy) {
+      tok = il_sampler_sample(st, lj);
+      ok = tok == d[j];
+    } else {
+      il_sampler_dist(st, lj, pt);
+      ok = il_spec_accept(st, n_vocab, pt, q + (size_t)j * nv, d[j], scratch, &tok);
+    }
+    out[j] = tok;
+    il_sampler_accept(st, tok);
+    if (!ok) return j;
+  }
+  /* every drafted token accepted: one more from the target's last position */
+  out[k] = il_sampler_sample(st, tl + (size_t)k * nv);
+  il_sampler_accept(st, out[k]);
+  return k;
+}
+
+int32_t il_spec_adapt(int32_t cur, int32_t k, int32_t j) {
+  if (k <= 0) return cur;
+  if (j == k && cur < IL_SPEC_ADAPTIVE_MAX) return cur + 1;
+  if (j == 0 && cur > 1) return cur - 1;
+  return cur;
+}
+
 typedef struct {
   il_engine *t, *d;
   int32_t nv;
@@ -160,22 +205,11 @@ il_status il_spec_generate(il_engine *target, il_engine *draft, const int32_t *p
       /* the draft catches up on the accepted tokens it has not seen, then proposes */
       int32_t nb = 0;
       for (int32_t i = dn; i < n; i++) s.batch[nb++] = (il_batch_entry){s.ctx[i], 0, i, i == n - 1};
-      /* the draft's penalty history is the accepted context (its own rejected proposals and
-       * the target's picks are not in it after the last step) */
-      if (p->sampling.repeat_penalty != 1.0f) {
-        const int32_t last_n = p->sampling.repeat_last_n;
-        il_sampler_reset_history(s.sd);
-        for (int32_t i = last_n > 0 && n > last_n ? n - last_n : 0; i < n; i++) il_sampler_accept(s.sd, s.ctx[i]);
-      }
+      il_spec_draft_history(s.sd, &p->sampling, s.ctx, n);
       st = il__spec_decode(draft, s.batch, nb, s.dl, 1, s.nv);
       dn = n;
       for (int32_t i = 0; st == IL_OK && i < k; i++) {
-        float *qi = s.q + (size_t)i * nv;
-        if (greedy) d[i] = il_sampler_sample(s.sd, s.dl);
-        else {
-          il_sampler_dist(s.sd, s.dl, qi);
-          d[i] = il_sampler_draw(s.sd, qi);
-        }
+        d[i] = il_spec_propose(s.sd, greedy, s.dl, s.q + (size_t)i * nv);
         il_sampler_accept(s.sd, d[i]);
         if (i < k - 1) {
           il_batch_entry one = {d[i], 0, n + i, true};
@@ -193,27 +227,9 @@ il_status il_spec_generate(il_engine *target, il_engine *draft, const int32_t *p
     ss->steps++;
     ss->drafted += k;
     if (k > 0) ss->n_draft_last = k;
-    int32_t out[IL_SPEC_DRAFT_MAX + 1], n_out = 0, j = 0;
-    for (; j < k; j++) {
-      const float *lj = s.tl + (size_t)j * nv;
-      int32_t tok;
-      bool ok;
-      if (greedy) {
-        tok = il_sampler_sample(s.st, lj);
-        ok = tok == d[j];
-      } else {
-        il_sampler_dist(s.st, lj, s.pt);
-        ok = il_spec_accept(s.st, s.nv, s.pt, s.q + (size_t)j * nv, d[j], s.scratch, &tok);
-      }
-      out[n_out++] = tok;
-      il_sampler_accept(s.st, tok);
-      if (!ok) break;
-    }
+    int32_t out[IL_SPEC_DRAFT_MAX + 1];
+    const int32_t j = il_spec_verify(s.st, greedy, s.nv, s.tl, s.q, d, k, s.pt, s.scratch, out), n_out = j + 1;
     ss->accepted += j;
-    if (j == k) { /* every drafted token accepted: one more from the target's last position */
-      out[n_out] = il_sampler_sample(s.st, s.tl + (size_t)k * nv);
-      il_sampler_accept(s.st, out[n_out++]);
-    }
     const int32_t n_old = n;
     for (int32_t i = 0; i < n_out && !done; i++) {
       const int32_t tok = out[i];
@@ -237,10 +253,7 @@ il_status il_spec_generate(il_engine *target, il_engine *draft, const int32_t *p
     if (st == IL_OK && dkeep < dn) st = il_engine_seq_truncate(draft, 0, dkeep);
     dn = dkeep;
     if (st != IL_OK) break;
-    if (n_draft == 0 && k > 0) {
-      if (j == k && cur < IL_SPEC_ADAPTIVE_MAX) cur++;
-      else if (j == 0 && cur > 1) cur--;
-    }
+    if (n_draft == 0) cur = il_spec_adapt(cur, k, j);
   }
   stats->gen_seconds = il_time_now() - g0;
   if (st == IL_OK && fn) {

@@ -541,6 +541,8 @@ void il_api_stream_log(il_api_stream *st, il_reqlog_entry *e, char *finish, size
   e->prompt_tokens = st->n_prompt;
   e->generated_tokens = st->n_gen;
   e->cached_tokens = st->n_cached;
+  e->drafted_tokens = st->n_drafted;
+  e->accepted_tokens = st->n_accepted;
   double first = 0, tpot = 0;
   int n_tpot = 0;
   unsigned seen = 0;
@@ -893,6 +895,8 @@ static void il__on_event(void *ud, const il_sched_event *ev) {
     st->n_prompt = ev->n_prompt;
     st->n_gen = ev->n_gen;
     st->n_cached = ev->n_cached;
+    st->n_drafted = ev->n_drafted;
+    st->n_accepted = ev->n_accepted;
     st->t_admitted = ev->t_admitted;
     st->t_first_step = ev->t_first_step;
     st->prefill_chunks = ev->prefill_chunks;

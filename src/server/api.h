@@ -95,6 +95,7 @@ typedef struct il_api_stream {
   bool client_gone;        /* non-streaming: the client closed the connection; cancelled (499 in the log) */
   double t_submit;         /* the request log's figures: submitted, and the final event's counts */
   int32_t n_prompt, n_gen, n_cached;
+  int32_t n_drafted, n_accepted; /* --draft-model: the request's drafted tokens, of them accepted */
   double t_admitted, t_first_step; /* the final event's TTFT parts (engine/sched.h) */
   int32_t prefill_chunks;
   size_t grammar_charge;   /* bytes of the request's grammar charged to budget (given back at the end) */

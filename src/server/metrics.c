@@ -29,10 +29,54 @@ static void il__hist(il_sbuf *b, const char *name, const char *help, const il_sc
   il_sbuf_printf(b, "%s_count{model_name=\"%s\"} %llu\n", name, model, (unsigned long long)h->n);
 }
 
+/* The series the Kubernetes Gateway API Inference Extension's endpoint picker reads from a
+ * model server (its vLLM defaults: queue depth and KV-cache usage; deploy/k8s, docs/deploy.md),
+ * under vLLM's own names beside the inferlab_ ones, so the picker and an autoscaler on queue
+ * depth need no per-server flags. The values are the inferlab_ series' (same snapshot). */
+static void il__vllm_names(il_sbuf *b, const il_sched_stats *s, const char *m) {
+  const double cells = (double)s->n_slots * (double)s->n_ctx, kv = cells > 0 ? (double)s->kv_cells_used / cells : 0.0;
+  il__head(b, "vllm:num_requests_waiting", "gauge", "= inferlab_num_requests_waiting (vLLM's name)");
+  il_sbuf_printf(b, "vllm:num_requests_waiting{model_name=\"%s\"} %d\n", m, s->waiting);
+  il__head(b, "vllm:num_requests_running", "gauge", "= inferlab_num_requests_running (vLLM's name)");
+  il_sbuf_printf(b, "vllm:num_requests_running{model_name=\"%s\"} %d\n", m, s->running);
+  il__head(b, "vllm:kv_cache_usage_perc", "gauge", "= inferlab_kv_cache_usage_perc (vLLM's name, 0 to 1)");
+  il_sbuf_printf(b, "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, kv);
+  il__head(b, "vllm:gpu_cache_usage_perc", "gauge", "= inferlab_kv_cache_usage_perc (vLLM's older name, 0 to 1)");
+  il_sbuf_printf(b, "vllm:gpu_cache_usage_perc{model_name=\"%s\"} %.6f\n", m, kv);
+}
+
 /* Time to first token per request in parts (engine/sched.h): queue + prefill + first decode =
  * the request's TTFT, each counted once per request that got a token. vLLM's names go in the HELP
  * text as elsewhere (promtool refuses colons); vLLM's prefill time runs from admission to the first
  * token, so it is its own histogram here (prefill + first decode), as is its per-request TTFT. */
+/* Speculative decoding (--draft-model): drafted and accepted tokens, vLLM's counter names beside
+ * (vllm:spec_decode_*), the acceptance rate and the tokens each verification gave a choice
+ * (accepted + 1: the most a step's pass can save over plain decoding, before the draft's cost). */
+static void il__spec_metrics(il_sbuf *b, const il_sched_stats *s, const char *m) {
+  static const char *const names[4][2] = {
+      {"inferlab_spec_draft_tokens_total", "vllm:spec_decode_num_draft_tokens_total"},
+      {"inferlab_spec_accepted_tokens_total", "vllm:spec_decode_num_accepted_tokens_total"},
+      {"inferlab_spec_verifications_total", "vllm:spec_decode_num_drafts_total"},
+      {NULL, NULL}};
+  const uint64_t v[3] = {s->spec_drafted, s->spec_accepted, s->spec_verified};
+  static const char *const help[3] = {"tokens the draft model proposed", "drafted tokens the target accepted",
+                                      "choice-steps that verified drafted tokens"};
+  for (int i = 0; names[i][0]; i++)
+    for (int k = 0; k < 2; k++) {
+      il__head(b, names[i][k], "counter", help[i]);
+      il_sbuf_printf(b, "%s{model_name=\"%s\"} %llu\n", names[i][k], m, (unsigned long long)v[i]);
+    }
+  il__head(b, "inferlab_spec_acceptance_rate", "gauge", "accepted / drafted tokens since start (0 before any)");
+  il_sbuf_printf(b, "inferlab_spec_acceptance_rate{model_name=\"%s\"} %.6f\n", m,
+                 s->spec_drafted ? (double)s->spec_accepted / (double)s->spec_drafted : 0.0);
+  il__head(b, "inferlab_spec_tokens_per_verification", "gauge",
+           "tokens a verification gives a choice, (accepted + verifications) / verifications (1: no gain)");
+  il_sbuf_printf(b, "inferlab_spec_tokens_per_verification{model_name=\"%s\"} %.6f\n", m,
+                 s->spec_verified ? (double)(s->spec_accepted + s->spec_verified) / (double)s->spec_verified : 0.0);
+  il__head(b, "inferlab_spec_draft_seconds_total", "counter", "seconds spent in the draft model's forward passes");
+  il_sbuf_printf(b, "inferlab_spec_draft_seconds_total{model_name=\"%s\"} %.9g\n", m, s->spec_draft_seconds);
+}
+
 static void il__ttft_parts(il_sbuf *b, const il_sched_stats *s, const char *m) {
   il__hist(b, "inferlab_request_queue_seconds", "per request: submission to admission into a slot (TTFT part 1)",
            &s->req_queue, m);
@@ -135,6 +179,8 @@ void il_metrics_write(il_sbuf *b, const il_metrics_in *in) {
 
   const il_sched_stats *s = in->sched;
   if (!s) return;
+  il__vllm_names(b, s, m);
+  if (s->spec) il__spec_metrics(b, s, m);
   il__head(b, "inferlab_num_requests_running", "gauge", "requests in sequence slots (vllm:num_requests_running)");
   il_sbuf_printf(b, "inferlab_num_requests_running{model_name=\"%s\"} %d\n", m, s->running);
   il__head(b, "inferlab_num_requests_waiting", "gauge", "requests waiting for a slot (vllm:num_requests_waiting)");

@@ -53,6 +53,8 @@ void il_reqlog_write(il_sbuf *b, il_reqlog_format f, const il_reqlog_entry *e) {
     if (e->generation) {
       il_sbuf_printf(b, ",\"prompt_tokens\":%d,\"generated_tokens\":%d,\"cached_tokens\":%d", e->prompt_tokens,
                      e->generated_tokens, e->cached_tokens);
+      if (e->drafted_tokens > 0) /* speculative decoding */
+        il_sbuf_printf(b, ",\"drafted_tokens\":%d,\"accepted_tokens\":%d", e->drafted_tokens, e->accepted_tokens);
       il__json_ms(b, "ttft_ms", e->ttft_ms);
       il__json_ms(b, "queue_ms", e->queue_ms);
       il__json_ms(b, "prefill_ms", e->prefill_ms);
@@ -78,6 +80,8 @@ void il_reqlog_write(il_sbuf *b, il_reqlog_format f, const il_reqlog_entry *e) {
   il__text_field(b, e->client);
   if (e->generation) {
     il_sbuf_printf(b, " prompt=%d generated=%d cached=%d", e->prompt_tokens, e->generated_tokens, e->cached_tokens);
+    if (e->drafted_tokens > 0) /* speculative decoding */
+      il_sbuf_printf(b, " drafted=%d accepted=%d", e->drafted_tokens, e->accepted_tokens);
     if (e->ttft_ms >= 0) il_sbuf_printf(b, " ttft_ms=%.1f", e->ttft_ms);
     else il_sbuf_puts(b, " ttft_ms=-");
     if (e->prefill_chunks >= 0)

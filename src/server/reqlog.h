@@ -35,6 +35,7 @@ typedef struct {
   int status;
   bool generation;     /* the fields below are set */
   int prompt_tokens, generated_tokens, cached_tokens;
+  int drafted_tokens, accepted_tokens; /* --draft-model: written only when drafted_tokens > 0 */
   double ttft_ms;      /* < 0: no token */
   /* ttft_ms in parts (< 0: no token): submission to admission, admission to the start of the
    * forward pass that returned the first token, that pass to the token; the steps that carried

@@ -789,6 +789,11 @@ int il_server_port(const il_server *s) { return s->port; }
 
 const char *il_server_template_note(const il_server *s) { return s->template_note; }
 
+il_status il_server_attach_opts(il_server *s, il_engine *e, const il_sched_opts *so) {
+  s->o.sched = *so;
+  return il_server_attach(s, e);
+}
+
 il_status il_server_attach(il_server *s, il_engine *e) {
   il_api api;
   IL_TRY(il_api_init(&api, e, s->o.model_id, s->o.chat_template, s->o.max_tokens, &s->o.defaults,

@@ -66,6 +66,9 @@ int il_server_port(const il_server *s);
 /* Serves engine e (borrowed: it must outlive il_server_stop). Errors: IL_ERR_INVALID_ARG
  * (--chat-template unknown), IL_ERR_OOM. */
 il_status il_server_attach(il_server *s, il_engine *e);
+/* il_server_attach with the scheduler's options replaced by *so (what is known only once the
+ * engines are open: the draft model of speculative decoding, borrowed like e). */
+il_status il_server_attach_opts(il_server *s, il_engine *e, const il_sched_opts *so);
 /* One line saying which chat template is used and why. */
 const char *il_server_template_note(const il_server *s);
 /* Refuses new requests, ends running ones ("cancelled"), stops the threads, frees s (not the

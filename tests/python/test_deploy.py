@@ -47,8 +47,19 @@ if tool("yamllint"):
          compose] + k8s, "yamllint")
 if tool("check-jsonschema"):
     run(["check-jsonschema", "--builtin-schema", "vendor.compose-spec", compose], "compose schema")
+# the Gateway API Inference Extension's InferencePool is a CRD: kubernetes-validate has no
+# schema for it (it warns and passes), so it is checked against one written from the CRD
+pool = os.path.join(dep, "k8s", "inferencepool.yaml")
+pool_schema = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "inferencepool-v1.json")
 if tool("kubernetes-validate"):
-    run(["kubernetes-validate", "--strict"] + k8s, "kubernetes schemas")
+    run(["kubernetes-validate", "--strict"] + [f for f in k8s if f != pool], "kubernetes schemas")
+if shutil.which("check-jsonschema"):
+    run(["check-jsonschema", "--schemafile", pool_schema, pool], "InferencePool against its CRD's schema")
+    with tempfile.TemporaryDirectory() as d:  # the schema can fail: a port out of range is refused
+        bad = os.path.join(d, "pool.yaml")
+        open(bad, "w").write(open(pool).read().replace("number: 8080", "number: 0"))
+        r = subprocess.run(["check-jsonschema", "--schemafile", pool_schema, bad], capture_output=True, text=True)
+        t.check(r.returncode != 0, "InferencePool schema refuses targetPorts number 0")
 if tool("systemd-analyze"):
     cli = os.environ.get("IL_CLI")
     if cli and os.path.exists(cli):
@@ -72,6 +83,20 @@ t.check(re.search(r"limits:\s*\n\s*nvidia.com/gpu: 1", dtext) is not None, "k8s:
 t.eq(dtext.count("path: /health"), 2, "k8s: readiness and liveness on /health")
 t.check('prometheus.io/scrape: "true"' in dtext and "prometheus.io/path: /metrics" in dtext, "k8s: scrape annotations")
 t.check("kind: Service" in open(os.path.join(dep, "k8s", "service.yaml")).read(), "k8s: a Service")
+# the Inference Extension and the autoscaler read the series serve exports (src/server/metrics.c)
+ptext = open(pool).read()
+t.check("matchLabels:\n      app.kubernetes.io/name: inferlab" in ptext and "number: 8080" in ptext,
+        "InferencePool selects the Deployment's pods on its port")
+etext = open(os.path.join(dep, "k8s", "epp.yaml")).read()
+metrics_c = open(os.path.join(src, "src", "server", "metrics.c")).read()
+for name in re.findall(r'"(vllm:\w+)"', etext):
+    t.check('"%s"' % name in metrics_c, "epp.yaml reads %s, which serve exports" % name)
+t.check("vllm:num_requests_waiting" in etext and "vllm:kv_cache_usage_perc" in etext, "epp: queue depth, KV usage")
+htext = open(os.path.join(dep, "k8s", "hpa.yaml")).read()
+atext = open(os.path.join(dep, "k8s", "prometheus-adapter.yaml")).read()
+t.check("name: inferlab_num_requests_waiting" in htext and "inferlab_num_requests_waiting{" in atext,
+        "HPA on the adapter's queue-depth metric")
+t.check("inferlab_num_requests_waiting" in metrics_c, "serve exports inferlab_num_requests_waiting")
 utext = open(unit).read()
 t.check("ExecStart=/usr/local/bin/inferlab serve" in utext and "DynamicUser=yes" in utext, "unit: serve, own user")
 for s in skipped:

@@ -18,6 +18,16 @@ from serverlib import Checks, Server  # noqa: E402
 
 t = Checks()
 promtool = shutil.which("promtool")
+
+
+def promtool_problems(r):
+    """promtool's complaints but its lint on the vllm: names, which keep vLLM's colon on purpose
+    (the Gateway API Inference Extension's endpoint picker reads them as vLLM writes them). A
+    format error (not a lint line) leaves its text, so it fails."""
+    if r.returncode == 0:
+        return []
+    lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
+    return [x for x in lines if not re.match(r"^vllm:\w+ metric names should not contain ':'$", x)]
 srv = Server("--parallel", "2", "--alias", "tiny", "--ignore-eos")
 try:
     for i in range(3):
@@ -50,6 +60,13 @@ try:
                  "inferlab_e2e_request_latency_seconds_count", "inferlab_request_queue_time_seconds_count"]:
         t.check(name + lbl in m, "metric " + name)
     t.eq(m.get("inferlab_generation_tokens_total" + lbl), 21, "generated tokens counted")
+    # the endpoint picker's and the autoscaler's series under vLLM's names (deploy/k8s): the same values
+    for vname, iname in [("vllm:num_requests_waiting", "inferlab_num_requests_waiting"),
+                         ("vllm:num_requests_running", "inferlab_num_requests_running"),
+                         ("vllm:kv_cache_usage_perc", "inferlab_kv_cache_usage_perc"),
+                         ("vllm:gpu_cache_usage_perc", "inferlab_kv_cache_usage_perc")]:
+        t.check(vname + lbl in m, "metric " + vname)
+        t.eq(m.get(vname + lbl), m.get(iname + lbl), vname + " = " + iname)
     t.eq(m.get("inferlab_e2e_request_latency_seconds_count" + lbl), 5, "5 requests in the e2e histogram")
     t.eq(m.get('inferlab_request_success_total{model_name="tiny",finished_reason="length"}'), 5, "finished by length")
     t.eq(m.get('inferlab_time_to_first_token_seconds_bucket{model_name="tiny",le="+Inf"}'), 5, "+Inf bucket")
@@ -72,7 +89,7 @@ try:
 
     if promtool:
         r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
-        t.eq(r.returncode, 0, "promtool check metrics: " + r.stdout + r.stderr)
+        t.eq(promtool_problems(r), [], "promtool check metrics: " + r.stdout + r.stderr)
         print("promtool check metrics: ok")
     else:
         print("SKIP (part): promtool not installed (apt-get install prometheus); format not validated")
@@ -133,7 +150,7 @@ try:
     if promtool:
         r = subprocess.run([promtool, "check", "metrics"], input=slow.get("/metrics")[1].decode(),
                            capture_output=True, text=True)
-        t.eq(r.returncode, 0, "promtool on the device metrics: " + r.stdout + r.stderr)
+        t.eq(promtool_problems(r), [], "promtool on the device metrics: " + r.stdout + r.stderr)
 finally:
     t.eq(slow.stop(), 0, "exit code (sim)")
 
