@@ -4,7 +4,8 @@
  *   with the default split (proportional to the devices' sizes), gives bit for bit the logits of
  *   one device (every sim device runs the same CPU kernels);
  * - each device holds the layers its share gives, in order, and each layer's KV cache is on its
- *   layer's device;
+ *   layer's device; the snapshot (run's per-device report) gives each device's layers, and its
+ *   allocator holds KV cells exactly where it holds layers;
  * - the residual crosses once per device boundary per pass, and the bytes counted equal two
  *   copies (download + upload) of n_tokens x n_embd floats per boundary;
  * - a device list whose items carry sim options with commas parses as the devices it names;
@@ -99,6 +100,18 @@ static void test_equal_logits(void) {
         IL_CHECK(e->kv.layer_b[l] == e->devs[k]); /* its KV cache on its own device */
       }
     IL_CHECK_INT(l, hp->n_layer);
+    /* the report's per-device figures: its layers, and KV cells only where it holds layers (the
+     * device's own allocator, not the placement, says so) */
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    IL_CHECK_INT(es.n_devs, e->n_devs);
+    for (int k = 0; k < es.n_devs; k++) {
+      IL_CHECK_INT(es.devs[k].n_layers, cases[i].layers[k]);
+      IL_CHECK(es.devs[k].has_allocator);
+      IL_CHECK((es.devs[k].alloc.cat[IL_MEM_KV].peak_allocated > 0) == (cases[i].layers[k] > 0));
+      /* a device with layers takes the residual and the batch ids every pass; one without, nothing */
+      if (k > 0 && k < es.n_devs - 1) IL_CHECK((es.devs[k].transfers.upload_bytes > 0) == (cases[i].layers[k] > 0));
+    }
     const il_backend *cur = e->weights.embd_b;
     IL_CHECK(cur == e->devs[0]);
     IL_CHECK(e->weights.out_b == e->devs[e->n_devs - 1]);

@@ -685,6 +685,15 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   il_mem_space_stats(e->backend->space, &out->mem);
   out->fixed_bytes = e->fixed_bytes;
   out->bad_layer = -1;
+  out->n_devs = e->n_devs;
+  for (int i = 0; i < e->n_devs && e->n_devs > 1; i++) {
+    il_backend *b = e->devs[i];
+    b->ops->info(b, &out->devs[i].device);
+    for (int l = 0; l < e->model->hp.n_layer; l++) out->devs[i].n_layers += e->layer_b[l] == b;
+    out->devs[i].has_allocator = b->ops->allocator_stats != NULL;
+    if (out->devs[i].has_allocator) b->ops->allocator_stats(b, &out->devs[i].alloc);
+    if (parts == IL_ENGINE_SNAP_ALL && b->ops->transfers) b->ops->transfers(b, &out->devs[i].transfers);
+  }
   if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
   out->streamed_bytes = e->weights.streamed_bytes;
   out->residual_bytes = e->fs.bytes_moved;
