@@ -8,6 +8,7 @@
  *   allocator holds KV cells exactly where it holds layers;
  * - the residual crosses once per device boundary per pass, and the bytes counted equal two
  *   copies (download + upload) of n_tokens x n_embd floats per boundary;
+ * - the paged KV cache on a device list: a block table on every device, one device's logits;
  * - a device list whose items carry sim options with commas parses as the devices it names;
  * - a bad list, a ratio count that differs from the device count, a ratio that is not a number
  *   and --split on one device are errors naming the flag.
@@ -21,9 +22,12 @@
 
 #define N_TOK 9
 
+static const char *kv_layout = "contiguous";
+
 static il_status open_with(const char *device, const char *split, il_engine **e) {
   il_config c;
   il_config_defaults(&c);
+  snprintf(c.kv, sizeof c.kv, "%s", kv_layout);
   c.ctx = 64;
   c.threads = 2;
   c.logits_all = true;
@@ -128,6 +132,29 @@ static void test_equal_logits(void) {
   free(got);
 }
 
+/* The paged cache on a device list: a block table on every device, the same logits as one
+ * device's paged cache. */
+static void test_paged(void) {
+  kv_layout = "paged";
+  il_engine *one, *three;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  IL_CHECK_OK(open_with("sim:64MiB,sim:64MiB,sim:64MiB", "1,2,1", &three));
+  if (one && three) {
+    IL_CHECK(three->kv.paged);
+    const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+    float *want = calloc(n, 4), *got = calloc(n, 4);
+    run(one, want);
+    run(three, got);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    for (int k = 0; k < 3; k++) IL_CHECK(three->kv.table_b[k] == three->devs[k]);
+    free(want);
+    free(got);
+  }
+  il_engine_free(one);
+  il_engine_free(three);
+  kv_layout = "contiguous";
+}
+
 static void test_errors(void) {
   il_engine *e;
   IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
@@ -150,6 +177,7 @@ static void test_errors(void) {
 int main(void) {
   test_list_parse();
   test_equal_logits();
+  test_paged();
   test_errors();
   return il_test_finish();
 }
