@@ -15,7 +15,8 @@
 #include "harness.h"
 
 static const char *const white_box[] = {"tests/test_kv_engine.c", "tests/test_offload.c", "tests/test_precision.c",
-                                        "tests/test_everyday_units.c", "tests/test_prefix_cache.c", NULL};
+                                        "tests/test_everyday_units.c", "tests/test_prefix_cache.c",
+                                        "tests/test_multi_device.c", NULL};
 
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");

@@ -87,7 +87,7 @@ static void grid(const char *model, const char *wtype) {
     c.n_seq = nseq[(k / 4) % 2];
     snprintf(c.gpu_layers, sizeof c.gpu_layers, "%s", ngl[(k / 6) % 2]);
     snprintf(c.device, sizeof c.device, "%s", k % 5 == 0 ? "sim:1GiB,ctx=3MiB" : "sim:1GiB");
-    char label[256];
+    char label[512];
     snprintf(label, sizeof label, "%s %s kv %s %s attn %s ctx %d batch %d seq %d ngl %s %s", model, *wtype ? wtype : "-",
              c.kv_type, c.kv, c.attn, c.ctx, c.batch, c.n_seq, c.gpu_layers, c.device);
     check(&c, label);

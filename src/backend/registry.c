@@ -30,6 +30,38 @@ const char *il_backend_cuda_unavailable(void) {
 #endif
 }
 
+/* Whether s begins with a device name: cpu, sim or cuda, then ':', ',' or the end. */
+static bool il__names_device(const char *s) {
+  static const char *const names[] = {"cpu", "sim", "cuda"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const size_t k = strlen(names[i]);
+    if (!strncmp(s, names[i], k) && (s[k] == ':' || s[k] == ',' || s[k] == 0)) return true;
+  }
+  return false;
+}
+
+il_status il_backend_list_parse(const char *spec, char item[IL_BACKEND_LIST_MAX][IL_BACKEND_SPEC_MAX], int *n) {
+  *n = 0;
+  if (!spec || !*spec) spec = "cpu";
+  const char *start = spec;
+  for (const char *p = spec;; p++) {
+    if (*p && !(*p == ',' && il__names_device(p + 1))) continue;
+    const size_t len = (size_t)(p - start);
+    if (len == 0 || start[len - 1] == ',' || memmem(start, len, ",,", 2))
+      return il_error(IL_ERR_INVALID_ARG, "--device '%s': item %d has an empty part (two commas, or one at an end)",
+                      spec, *n + 1);
+    if (*n == IL_BACKEND_LIST_MAX)
+      return il_error(IL_ERR_INVALID_ARG, "--device '%s': more than %d devices", spec, IL_BACKEND_LIST_MAX);
+    if (len >= IL_BACKEND_SPEC_MAX)
+      return il_error(IL_ERR_INVALID_ARG, "--device '%s': item %d is longer than %d characters", spec, *n + 1,
+                      IL_BACKEND_SPEC_MAX - 1);
+    memcpy(item[*n], start, len);
+    item[(*n)++][len] = 0;
+    if (!*p) return IL_OK;
+    start = p + 1;
+  }
+}
+
 static il_status il__opened(const char *spec, il_status st, il_backend **out) {
   if (st != IL_OK || (*out)->ops->version == IL_BACKEND_OPS_VERSION) return st;
   const uint32_t v = (*out)->ops->version;

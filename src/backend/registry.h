@@ -28,6 +28,17 @@ typedef struct {
  * with b->ops->destroy(b). */
 il_status il_backend_open(const char *spec, const il_backend_opts *opts, il_backend **out);
 
+/* A --device list: several devices in one process, the model's layers split across them in
+ * order. Items are separated by commas, and since a sim spec holds commas of its own
+ * (sim:1GiB,pcie=1GB/s) a new item starts only at a comma followed by a device name: cpu, sim
+ * or cuda, then ':', ',' or the end. "sim:24GiB,pcie=16GB/s,sim:8GiB" is two devices. */
+#define IL_BACKEND_LIST_MAX 8
+#define IL_BACKEND_SPEC_MAX 128
+/* Splits spec into its *n items (1 for a single device). IL_ERR_INVALID_ARG naming --device
+ * for an empty item, more than IL_BACKEND_LIST_MAX items or an item longer than
+ * IL_BACKEND_SPEC_MAX - 1; the items themselves are checked when opened. */
+il_status il_backend_list_parse(const char *spec, char item[IL_BACKEND_LIST_MAX][IL_BACKEND_SPEC_MAX], int *n);
+
 /* CPU kernel levels compiled into this binary ("scalar,avx2,avx512"), and the one cpu and sim
  * backends use by default (the best detected and compiled, lowered by IL_ISA in the
  * environment). */

@@ -24,7 +24,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,mlock,preload,load-pipeline");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,split,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,mlock,preload,load-pipeline");
   printf("  %-24s %s\n", "    --mmap", "weights through a file mapping, read on first use (the default; undoes --no-mmap)");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");
@@ -46,14 +46,17 @@ static void il__run_help(void) {
          "            (a schema keyword outside the subset), 71 out of memory\n");
 }
 
-/* Device memory of a backend that is not the host (sim, cuda): the allocator's view. */
-static void il__print_device_memory(FILE *f, const il_engine_snapshot *es) {
-  if (es->device.host_visible || !es->has_allocator) return;
-  const il_caching_stats cs = es->alloc;
-  const il_transfer_stats xs = es->transfers;
-  char a[32], b[32], c[32], d[32];
-  fprintf(f, "device %s (peak): reserved %s, allocated %s; fragmentation %.0f%%; copied %s up, %s down\n",
-          es->device.name, il_mem_format_bytes(cs.total.peak_reserved, a, sizeof a),
+/* Device memory of a backend that is not the host (sim, cuda): the allocator's view; with a
+ * --device list, one such report per device, with the layers it holds. */
+static void il__print_one_device(FILE *f, const il_backend_info *dev, bool has_allocator, const il_caching_stats *csp,
+                                 const il_transfer_stats *xsp, int32_t n_layers) {
+  if (dev->host_visible || !has_allocator) return;
+  const il_caching_stats cs = *csp;
+  const il_transfer_stats xs = *xsp;
+  char a[32], b[32], c[32], d[32], l[32] = "";
+  if (n_layers >= 0) snprintf(l, sizeof l, ", %d layers", n_layers);
+  fprintf(f, "device %s (peak%s): reserved %s, allocated %s; fragmentation %.0f%%; copied %s up, %s down\n",
+          dev->name, l, il_mem_format_bytes(cs.total.peak_reserved, a, sizeof a),
           il_mem_format_bytes(cs.total.peak_allocated, b, sizeof b), 100 * cs.fragmentation,
           il_mem_format_bytes((size_t)xs.upload_bytes, c, sizeof c), il_mem_format_bytes((size_t)xs.download_bytes, d, sizeof d));
   fprintf(f, "  by category (peak allocated):");
@@ -61,6 +64,16 @@ static void il__print_device_memory(FILE *f, const il_engine_snapshot *es) {
     if (cs.cat[i].peak_allocated)
       fprintf(f, " %s %s", il_mem_category_name((il_mem_category)i), il_mem_format_bytes(cs.cat[i].peak_allocated, a, sizeof a));
   fprintf(f, "\n");
+}
+
+static void il__print_device_memory(FILE *f, const il_engine_snapshot *es) {
+  if (es->n_devs <= 1) {
+    il__print_one_device(f, &es->device, es->has_allocator, &es->alloc, &es->transfers, -1);
+    return;
+  }
+  for (int i = 0; i < es->n_devs; i++)
+    il__print_one_device(f, &es->devs[i].device, es->devs[i].has_allocator, &es->devs[i].alloc, &es->devs[i].transfers,
+                         es->devs[i].n_layers);
 }
 
 static bool il__emit(void *ud, int32_t token, const char *text, size_t len) {
@@ -314,6 +327,13 @@ int il_cli_run(int argc, char **argv) {
             auto_attn ? " (auto)" : "", es.kv_paged ? "paged" : "contiguous", il_dtype_name(es.kv_type));
     if (es.split)
       fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)es.residual_bytes / 1024);
+    if (es.n_devs > 1) { /* a --device list: the line above names the first device; the split here */
+      fprintf(stderr, "  split over %d devices:", es.n_devs);
+      for (int i = 0; i < es.n_devs; i++)
+        fprintf(stderr, "%s %s %d layers", i ? "," : "", es.devs[i].device.name, es.devs[i].n_layers);
+      fprintf(stderr, "; token_embd on the first, output on the last; residual moved between them: %.1f KiB in all\n",
+              (double)es.residual_bytes / 1024);
+    }
     if (es.n_expert)
       fprintf(stderr, "  %d experts per layer on the %s; hidden rows moved around them: %.1f KiB in all\n", es.n_expert,
               es.exps_dev ? "layers' backend" : "CPU (--place exps=cpu)", (double)es.expert_bytes / 1024);

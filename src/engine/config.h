@@ -38,7 +38,9 @@ struct il_config {
   int n_seq;           /* sequences held in the KV cache */
   char isa[16];        /* "" = best detected; scalar | avx2 | avx512 */
   bool repack;         /* CPU: matmul weights kept in the GEMM's panel layout, made at load */
-  char device[64];     /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N] */
+  char device[256];    /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N], or a list of them
+                          (registry.h: il_backend_list_parse), the layers split across them */
+  char split[64];      /* a device list's share of the layers: RATIO,RATIO,... ("" = each device's size) */
   char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
   char attn[16];       /* attention kernel: auto or a name the backend lists */
   int attn_slice;      /* sliced attention: query rows per slice (0 = the kernel's default) */

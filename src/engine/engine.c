@@ -325,6 +325,55 @@ static il_status il__auto_layers(il_engine *e, il__engine_shape *shape) {
   return IL_OK;
 }
 
+/* --device LIST: each device takes whole layers in order, as many as its share of --split (or
+ * of the devices' sizes) gives: device k holds layers [round(L * c_k / C), round(L * c_(k+1) / C))
+ * with c_k the sum of the shares before it and C all of them. The embedding runs on the first
+ * device, the output head on the last; the residual crosses once per boundary. --gpu-layers,
+ * --place and --offload stream place between one device and the CPU, so they do not combine
+ * with a list. */
+static il_status il__split_layers(il_engine *e) {
+  const il_config *cfg = &e->cfg;
+  const int32_t L = e->model->hp.n_layer;
+  const int nd = e->n_devs;
+  if ((cfg->gpu_layers[0] && strcmp(cfg->gpu_layers, "all")) || cfg->place[0] || e->stream)
+    return il_error(IL_ERR_INVALID_ARG, "--device '%s': a device list holds every layer on its devices; "
+                                        "--gpu-layers, --place and --offload apply to one device", cfg->device);
+  double share[IL_BACKEND_LIST_MAX], sum = 0;
+  if (cfg->split[0]) {
+    int n = 0;
+    for (const char *p = cfg->split; n <= nd;) {
+      char *end;
+      const double v = strtod(p, &end);
+      if (end == p || v < 0 || v != v || v > 1e12)
+        return il_error(IL_ERR_INVALID_ARG, "--split '%s': ratio %d is not a number >= 0", cfg->split, n + 1);
+      if (n < nd) share[n] = v;
+      n++;
+      if (*end == 0) break;
+      if (*end != ',') return il_error(IL_ERR_INVALID_ARG, "--split '%s': ratios are separated by commas", cfg->split);
+      p = end + 1;
+    }
+    if (n != nd)
+      return il_error(IL_ERR_INVALID_ARG, "--split '%s': %s ratios for the %d devices of --device '%s'", cfg->split,
+                      n > nd ? "more" : "fewer", nd, cfg->device);
+  } else {
+    for (int k = 0; k < nd; k++) {
+      size_t free_b = 0, total = 0;
+      e->devs[k]->ops->memory(e->devs[k], &free_b, &total);
+      share[k] = (double)total;
+    }
+  }
+  for (int k = 0; k < nd; k++) sum += share[k];
+  if (!(sum > 0)) return il_error(IL_ERR_INVALID_ARG, "--split '%s': every ratio is 0", cfg->split);
+  double c = 0;
+  for (int k = 0; k < nd; k++) {
+    const int32_t a = (int32_t)llround(L * c / sum);
+    c += share[k];
+    const int32_t b = k == nd - 1 ? L : (int32_t)llround(L * c / sum);
+    for (int32_t l = a; l < b; l++) e->layer_b[l] = e->devs[k];
+  }
+  return IL_OK;
+}
+
 static il_status il__kv_options(const il_config *cfg, il_kv_opts *o) {
   IL_TRY(il_kv_type_parse(cfg->kv_type, &o->type));
   if (!strcmp(cfg->kv, "contiguous") || !*cfg->kv) o->block = 0;
@@ -362,7 +411,15 @@ static il_status il__open(il_engine *e) {
   else if (*cfg->offload && strcmp(cfg->offload, "none"))
     return il_error(IL_ERR_INVALID_ARG, "--offload: '%s' is not none or stream", cfg->offload);
   IL_TRY(il_config_act_type(cfg->dtype, &e->act_type));
-  IL_TRY(il_backend_open(cfg->device, &bo, &e->backend));
+  char items[IL_BACKEND_LIST_MAX][IL_BACKEND_SPEC_MAX];
+  IL_TRY(il_backend_list_parse(cfg->device, items, &e->n_devs));
+  for (int i = 0; i < e->n_devs; i++) {
+    IL_TRY(il_backend_open(items[i], &bo, &e->devs[i]));
+    if (i == 0) e->backend = e->devs[0]; /* freed as the backend from here on */
+  }
+  if (cfg->split[0] && e->n_devs == 1)
+    return il_error(IL_ERR_INVALID_ARG, "--split '%s': it shares the layers of a --device list (cpu,sim:SIZE,...); "
+                                        "--device '%s' is one device", cfg->split, cfg->device);
   e->backend->ops->info(e->backend, &e->info);
   if (cfg->repack && strcmp(e->info.kind, "cpu"))
     il_log(IL_LOG_INFO, "--repack: only the weights of components on the CPU are repacked; %s keeps its own as uploaded",
@@ -431,9 +488,11 @@ static il_status il__open(il_engine *e) {
                      e->layer_dev, e->embd_dev, e->out_dev, e->exps_dev, e->stream, e->act_type};
   if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
+  if (e->n_devs > 1) IL_TRY(il__split_layers(e));
   e->n_dev_layers = 0;
   for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
-  const il_placement place = {e->embd_dev ? e->backend : e->host, e->out_dev ? e->backend : e->host, e->layer_b,
+  const il_placement place = {e->embd_dev ? e->backend : e->host,
+                              e->out_dev ? e->devs[e->n_devs - 1] : e->host, e->layer_b,
                               e->stream, cfg->load_pipeline, e->exps_dev ? NULL : e->host};
 
   if (e->stream && e->info.host_visible)
@@ -536,6 +595,8 @@ void il_engine_free(il_engine *e) {
   il_mem_free(e->layer_b);
   if (e->host && e->host != e->backend) e->host->ops->destroy(e->host);
   if (e->backend) e->backend->ops->destroy(e->backend);
+  for (int i = 1; i < e->n_devs; i++)
+    if (e->devs[i]) e->devs[i]->ops->destroy(e->devs[i]);
   il_mem_free(e);
 }
 
@@ -577,6 +638,7 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
     off += chunk;
   }
   IL_TRY(il_model_dev_sync(&e->weights)); /* the next pass's first layer, copied while this one ended */
+  for (int i = 1; i < e->n_devs; i++) IL_TRY(e->devs[i]->ops->sync(e->devs[i]));
   return b->ops->sync(b);
 }
 
@@ -667,6 +729,15 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   il_mem_space_stats(e->backend->space, &out->mem);
   out->fixed_bytes = e->fixed_bytes;
   out->bad_layer = -1;
+  out->n_devs = e->n_devs;
+  for (int i = 0; i < e->n_devs && e->n_devs > 1; i++) {
+    il_backend *b = e->devs[i];
+    b->ops->info(b, &out->devs[i].device);
+    for (int l = 0; l < e->model->hp.n_layer; l++) out->devs[i].n_layers += e->layer_b[l] == b;
+    out->devs[i].has_allocator = b->ops->allocator_stats != NULL;
+    if (out->devs[i].has_allocator) b->ops->allocator_stats(b, &out->devs[i].alloc);
+    if (parts == IL_ENGINE_SNAP_ALL && b->ops->transfers) b->ops->transfers(b, &out->devs[i].transfers);
+  }
   if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
   out->streamed_bytes = e->weights.streamed_bytes;
   out->residual_bytes = e->fs.bytes_moved;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "engine/config.h"
 #include "engine/sampler.h"
 #include "engine/startup.h"
@@ -64,6 +65,16 @@ typedef struct {
   il_caching_stats alloc;
   il_mem_stats mem;        /* the device space's counters by category (the host's for cpu) */
   size_t fixed_bytes;      /* device memory in use before the engine allocated (context overhead) */
+  /* a --device list (n_devs > 1): each device's facts, layers and counters, in list order;
+   * devs[0] is `device` above */
+  int32_t n_devs;
+  struct {
+    il_backend_info device;
+    int32_t n_layers;        /* layers placed on it */
+    bool has_allocator;
+    il_caching_stats alloc;
+    il_transfer_stats transfers; /* IL_ENGINE_SNAP_ALL only */
+  } devs[IL_BACKEND_LIST_MAX];
 } il_engine_snapshot;
 
 /* What il_engine_snapshot_get fills. IL_ENGINE_SNAP_MEMORY: the fields fixed at open (device,

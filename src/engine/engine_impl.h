@@ -8,13 +8,16 @@
 #ifndef IL_ENGINE_ENGINE_IMPL_H
 #define IL_ENGINE_ENGINE_IMPL_H
 
+#include "backend/registry.h"
 #include "engine/engine.h"
 #include "engine/kv.h"
 #include "engine/oom.h"
 
 struct il_engine {
   il_config cfg;
-  il_backend *backend;    /* the device (--device) */
+  il_backend *backend;    /* the device (--device), the first of a device list */
+  il_backend *devs[IL_BACKEND_LIST_MAX]; /* a --device list's devices in order; devs[0] = backend */
+  int n_devs;
   il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
                              itself when it is the CPU */
   il_backend_info info;   /* the device's facts (kind, threads, kernel level) */

@@ -72,8 +72,8 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
   for (int32_t l = 0; l < hp->n_layer; l++) {
     il_backend *lb = kv->layer_b[l] = kv->opt_layer_b && kv->opt_layer_b[l] ? kv->opt_layer_b[l] : b;
     int t = 0;
-    while (t < 2 && kv->table_b[t] && kv->table_b[t] != lb) t++;
-    if (t == 2) return il_error(IL_ERR_UNSUPPORTED, "kv cache: layers on more than two backends");
+    while (t < IL_KV_TABLES && kv->table_b[t] && kv->table_b[t] != lb) t++;
+    if (t == IL_KV_TABLES) return il_error(IL_ERR_UNSUPPORTED, "kv cache: layers on more than %d backends", IL_KV_TABLES);
     if (!kv->table_b[t]) {
       kv->table_b[t] = lb;
       IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, kv->n_seq, kv->max_blocks, IL_DTYPE_I32, "kv block table", &kv->table[t]));
@@ -83,7 +83,9 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
   IL_TRY(il_kv_cache_sync(kv));
   for (int32_t l = 0; l < hp->n_layer; l++) {
     il_backend *lb = kv->layer_b[l];
-    const il_tensor table = kv->table[kv->table_b[0] == lb ? 0 : 1];
+    int t = 0;
+    while (kv->table_b[t] != lb) t++; /* there: every layer's backend has its table (above) */
+    const il_tensor table = kv->table[t];
     char name[2][48];
     snprintf(name[0], sizeof name[0], "kv cache keys (layer %d)", l);
     snprintf(name[1], sizeof name[1], "kv cache values (layer %d)", l);
@@ -133,7 +135,7 @@ void il_kv_cache_free(il_kv_cache *kv) {
     if (kv->k) il_backend_tensor_free(kv->layer_b[l], &kv->k[l]);
     if (kv->v) il_backend_tensor_free(kv->layer_b[l], &kv->v[l]);
   }
-  for (int t = 0; t < 2; t++)
+  for (int t = 0; t < IL_KV_TABLES; t++)
     if (kv->table_b[t]) il_backend_tensor_free(kv->table_b[t], &kv->table[t]);
   il_mem_free(kv->layer_b);
   il_kvpages_free(kv->pages);
@@ -147,7 +149,7 @@ void il_kv_cache_free(il_kv_cache *kv) {
 
 il_status il_kv_cache_sync(il_kv_cache *kv) {
   if (!kv->table_dirty) return IL_OK;
-  for (int t = 0; t < 2 && kv->table_b[t]; t++)
+  for (int t = 0; t < IL_KV_TABLES && kv->table_b[t]; t++)
     IL_TRY(kv->table_b[t]->ops->upload(kv->table_b[t], kv->table[t], kv->host_table,
                                        sizeof(int32_t) * (size_t)kv->n_seq * (size_t)kv->max_blocks));
   kv->table_dirty = false;

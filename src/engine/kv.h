@@ -22,6 +22,9 @@
 #include "engine/kvpages.h"
 #include "model/llama.h"
 
+/* Backends one cache's layers may use: a --device list of up to 8 devices, and the CPU. */
+#define IL_KV_TABLES 9
+
 typedef struct {
   il_backend *backend;
   int32_t n_layer, n_seq, n_ctx, kv_dim;
@@ -32,8 +35,8 @@ typedef struct {
   il_tensor *k, *v;     /* [n_layer], each [n_blocks * block x kv_dim] */
   il_backend **layer_b; /* [n_layer]: where each layer's cells live */
   il_backend *const *opt_layer_b; /* the placement given at init (borrowed during init only) */
-  il_backend *table_b[2];
-  il_tensor table[2];   /* I32 [n_seq x max_blocks], one per backend the layers use */
+  il_backend *table_b[IL_KV_TABLES];
+  il_tensor table[IL_KV_TABLES]; /* I32 [n_seq x max_blocks], one per backend the layers use */
   int32_t *host_table;  /* the same, on the host */
   bool table_dirty;     /* host_table changed since the last upload */
   int32_t *seq_len;     /* [n_seq]: positions written (contiguous: highest + 1) */

@@ -286,7 +286,7 @@ typedef struct {
   bool has_exps;
 } il_forward_lane;
 
-#define IL_MAX_LANES 2
+#define IL_MAX_LANES 9 /* a --device list of up to 8 devices, and the CPU */
 
 /* What the numerics observer found in the op results it saw: inf/nan counted in what the
  * stored type keeps, and the largest magnitude before rounding. Owned by whoever installs the

@@ -1,0 +1,183 @@
+/* tests/test_multi_device: several devices in one process, the layers split across them.
+ *
+ * - builtin:tiny on 2 and 4 simulated devices, with even, uneven and zero --split ratios and
+ *   with the default split (proportional to the devices' sizes), gives bit for bit the logits of
+ *   one device (every sim device runs the same CPU kernels);
+ * - each device holds the layers its share gives, in order, and each layer's KV cache is on its
+ *   layer's device; the snapshot (run's per-device report) gives each device's layers, and its
+ *   allocator holds KV cells exactly where it holds layers;
+ * - the residual crosses once per device boundary per pass, and the bytes counted equal two
+ *   copies (download + upload) of n_tokens x n_embd floats per boundary;
+ * - the paged KV cache on a device list: a block table on every device, one device's logits;
+ * - a device list whose items carry sim options with commas parses as the devices it names;
+ * - a bad list, a ratio count that differs from the device count, a ratio that is not a number
+ *   and --split on one device are errors naming the flag.
+ */
+#include <string.h>
+
+#include "backend/registry.h"
+#include "engine/engine_impl.h" /* white-box: reads the engine's placement */
+#include "harness.h"
+#include "memory/mem.h"
+
+#define N_TOK 9
+
+static const char *kv_layout = "contiguous";
+
+static il_status open_with(const char *device, const char *split, il_engine **e) {
+  il_config c;
+  il_config_defaults(&c);
+  snprintf(c.kv, sizeof c.kv, "%s", kv_layout);
+  c.ctx = 64;
+  c.threads = 2;
+  c.logits_all = true;
+  snprintf(c.device, sizeof c.device, "%s", device);
+  snprintf(c.split, sizeof c.split, "%s", split);
+  *e = NULL;
+  return il_engine_open(&c, e);
+}
+
+/* A prompt of N_TOK - 2 tokens, then two single steps; logits of all. */
+static void run(il_engine *e, float *out) {
+  il_batch_entry b[N_TOK];
+  for (int i = 0; i < N_TOK; i++) b[i] = (il_batch_entry){1 + i * 29 % 300, 0, i, true};
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
+  IL_CHECK_OK(il_engine_decode(e, b, N_TOK - 2, out));
+  for (int i = N_TOK - 2; i < N_TOK; i++) IL_CHECK_OK(il_engine_decode(e, &b[i], 1, out + (size_t)i * nv));
+}
+
+static void test_list_parse(void) {
+  char item[IL_BACKEND_LIST_MAX][IL_BACKEND_SPEC_MAX];
+  int n = 0;
+  IL_CHECK_OK(il_backend_list_parse("sim:1GiB,pcie=1GB/s,ctx=8MiB,sim:2GiB,cpu,cuda:1", item, &n));
+  IL_CHECK_INT(n, 4);
+  IL_CHECK_STR(item[0], "sim:1GiB,pcie=1GB/s,ctx=8MiB");
+  IL_CHECK_STR(item[1], "sim:2GiB");
+  IL_CHECK_STR(item[2], "cpu");
+  IL_CHECK_STR(item[3], "cuda:1");
+  IL_CHECK_OK(il_backend_list_parse("sim:24GiB", item, &n));
+  IL_CHECK_INT(n, 1);
+  IL_CHECK_INT(il_backend_list_parse(",sim:1GiB", item, &n), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--device");
+  IL_CHECK_INT(il_backend_list_parse("cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu,cpu", item, &n), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "more than 8 devices");
+}
+
+static void test_equal_logits(void) {
+  il_engine *one;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  if (!one) return;
+  const il_hparams hpv = one->model->hp, *hp = &hpv; /* a copy: `one` is freed below */
+  const size_t n = (size_t)N_TOK * (size_t)hp->n_vocab;
+  float *want = calloc(n, 4), *got = calloc(n, 4);
+  run(one, want);
+  IL_CHECK_INT(one->fs.bytes_moved, 0);
+  il_engine_free(one);
+  /* device list, --split, the layers each device holds (builtin:tiny has 4) */
+  static const struct {
+    const char *device, *split;
+    int layers[4];
+  } cases[] = {
+      {"sim:64MiB,sim:64MiB", "", {2, 2}},
+      {"sim:64MiB,sim:64MiB", "3,1", {3, 1}},
+      {"sim:64MiB,sim:64MiB", "1,3", {1, 3}},
+      {"sim:64MiB,sim:64MiB", "0.2,0.8", {1, 3}},
+      {"sim:96MiB,sim:32MiB", "", {3, 1}}, /* uneven budgets: the default split follows the sizes */
+      {"sim:64MiB,pcie=64GB/s,sim:64MiB,ctx=1MiB", "1,1", {2, 2}},
+      {"sim:64MiB,sim:64MiB,sim:64MiB,sim:64MiB", "", {1, 1, 1, 1}},
+      {"sim:64MiB,sim:64MiB,sim:64MiB,sim:64MiB", "1,0,2,1", {1, 0, 2, 1}},
+      {"sim:64MiB,sim:64MiB,sim:64MiB,sim:64MiB", "0,0,0,1", {0, 0, 0, 4}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    il_engine *e;
+    il_status st = open_with(cases[i].device, cases[i].split, &e);
+    IL_CHECK_OK(st);
+    if (st != IL_OK) continue;
+    run(e, got);
+    if (memcmp(got, want, n * 4))
+      fprintf(stderr, "--device %s --split '%s': logits differ from one device\n", cases[i].device, cases[i].split);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    int l = 0, boundaries = 0;
+    for (int k = 0; k < e->n_devs; k++)
+      for (int j = 0; j < cases[i].layers[k]; j++, l++) {
+        IL_CHECK(e->weights.layer_b[l] == e->devs[k]);
+        IL_CHECK(e->kv.layer_b[l] == e->devs[k]); /* its KV cache on its own device */
+      }
+    IL_CHECK_INT(l, hp->n_layer);
+    /* the report's per-device figures: its layers, and KV cells only where it holds layers (the
+     * device's own allocator, not the placement, says so) */
+    il_engine_snapshot es;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+    IL_CHECK_INT(es.n_devs, e->n_devs);
+    for (int k = 0; k < es.n_devs; k++) {
+      IL_CHECK_INT(es.devs[k].n_layers, cases[i].layers[k]);
+      IL_CHECK(es.devs[k].has_allocator);
+      IL_CHECK((es.devs[k].alloc.cat[IL_MEM_KV].peak_allocated > 0) == (cases[i].layers[k] > 0));
+      /* a device with layers takes the residual and the batch ids every pass; one without, nothing */
+      if (k > 0 && k < es.n_devs - 1) IL_CHECK((es.devs[k].transfers.upload_bytes > 0) == (cases[i].layers[k] > 0));
+    }
+    const il_backend *cur = e->weights.embd_b;
+    IL_CHECK(cur == e->devs[0]);
+    IL_CHECK(e->weights.out_b == e->devs[e->n_devs - 1]);
+    for (l = 0; l < hp->n_layer; l++) {
+      boundaries += e->weights.layer_b[l] != cur;
+      cur = e->weights.layer_b[l];
+    }
+    boundaries += e->weights.out_b != cur;
+    /* passes of 7, 1 and 1 tokens: download + upload of each row at each boundary */
+    IL_CHECK_INT(e->fs.bytes_moved, (uint64_t)boundaries * 2 * N_TOK * (uint64_t)hp->n_embd * 4);
+    il_engine_free(e);
+  }
+  free(want);
+  free(got);
+}
+
+/* The paged cache on a device list: a block table on every device, the same logits as one
+ * device's paged cache. */
+static void test_paged(void) {
+  kv_layout = "paged";
+  il_engine *one, *three;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  IL_CHECK_OK(open_with("sim:64MiB,sim:64MiB,sim:64MiB", "1,2,1", &three));
+  if (one && three) {
+    IL_CHECK(three->kv.paged);
+    const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+    float *want = calloc(n, 4), *got = calloc(n, 4);
+    run(one, want);
+    run(three, got);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    for (int k = 0; k < 3; k++) IL_CHECK(three->kv.table_b[k] == three->devs[k]);
+    free(want);
+    free(got);
+  }
+  il_engine_free(one);
+  il_engine_free(three);
+  kv_layout = "contiguous";
+}
+
+static void test_errors(void) {
+  il_engine *e;
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB,sim:64MiB", "1,2", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,x", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "0,0", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB", "1", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB,,sim:64MiB", "", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--device");
+  IL_CHECK_INT(open_with("sim:64MiB,tpu:0", "", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--device");
+  IL_CHECK(e == NULL);
+}
+
+int main(void) {
+  test_list_parse();
+  test_equal_logits();
+  test_paged();
+  test_errors();
+  return il_test_finish();
+}
