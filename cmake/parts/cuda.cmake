@@ -217,6 +217,17 @@ if(il_cuda_build)
           ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
       endif()
     endforeach()
+    # Speculative decoding in continuous batching on the device (tests/test_spec.c's `cuda`
+    # cases): on the fake module (few lanes: its host kernels are slow), and on a device with the
+    # full chi-square count (it skips without one).
+    if(TARGET test_spec)
+      add_dependencies(test_spec inferlab_cuda_fake)
+      add_test(NAME test_spec_fakecuda COMMAND test_spec cuda)
+      set_tests_properties(test_spec_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+      add_test(NAME test_spec_cuda COMMAND test_spec cuda full)
+      set_tests_properties(test_spec_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+    endif()
   endfunction()
   cmake_language(DEFER CALL il_cuda_wire_targets)
 endif()
