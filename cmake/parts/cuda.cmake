@@ -220,6 +220,15 @@ if(il_cuda_build)
     # Speculative decoding in continuous batching on the device (tests/test_spec.c's `cuda`
     # cases): on the fake module (few lanes: its host kernels are slow), and on a device with the
     # full chi-square count (it skips without one).
+    # The prefix cache's logits against a run from scratch on the device (test_prefix_cache.c).
+    if(TARGET test_prefix_cache)
+      add_dependencies(test_prefix_cache inferlab_cuda_fake)
+      add_test(NAME test_prefix_cache_fakecuda COMMAND test_prefix_cache cuda)
+      set_tests_properties(test_prefix_cache_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+      add_test(NAME test_prefix_cache_cuda COMMAND test_prefix_cache cuda)
+      set_tests_properties(test_prefix_cache_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+    endif()
     if(TARGET test_spec)
       add_dependencies(test_spec inferlab_cuda_fake)
       add_test(NAME test_spec_fakecuda COMMAND test_spec cuda)
