@@ -12,14 +12,18 @@
  *   tokens equal plain decoding's, and the counters add up;
  * - il_sampler_dist is the distribution il_sampler_sample draws from (chi-square over draws);
  * - il_spec_accept's output follows p whatever q proposed (chi-square on a 6-token vocabulary);
- * - temperature > 0 through `run`'s loop: the first generated token over many seeds follows the
- *   target's filtered distribution (top-k 6), with the unrelated draft proposing it;
- * - temperature > 0 in continuous batching: thousands of seeded requests as lanes of 16 slots,
- *   each step verifying every slot's drafted token in one pass: the law of the first three
- *   tokens (top-k 3: 27 sequences) is the target's (chi-square against the target's exact
- *   probabilities), with the unrelated and the derived draft, and the acceptance rate is the
- *   expected sum of min(p, q); sim gives the lanes cpu gives, token for token; the number of draws
- *   is sized by the test's power against two wrong verifiers, computed from the same models;
+ * - temperature > 0 through `run`'s loop: the first generated token over 600 seeds follows the
+ *   target's filtered distribution (top-k 6), with the unrelated draft proposing it, and is
+ *   accepted at the rate sum min(p, q); sim gives cpu's tokens, seed for seed;
+ * - temperature > 0 in continuous batching: 1000 seeded requests as lanes of 16 slots, each
+ *   step verifying every slot's drafted token in one batched pass: the law of the first three
+ *   tokens (top-k 3: 27 sequences) is the target's (chi-square against its exact probabilities),
+ *   with the derived draft, and the acceptance rate is the expected sum of min(p, q); sim gives
+ *   the lanes cpu gives, token for token; cuda gives cpu's lanes but for draws on a rounding
+ *   boundary, and with `cuda full` passes the same chi-square;
+ * - the draws are sized by the tests' power against two wrong verifiers (one that never
+ *   rejects, one that draws a rejected token's replacement from p), computed from the models'
+ *   own p and q and checked (N_LANES, N_SEEDS);
  * - a draft with another vocabulary is refused, naming both models.
  * All seeds are fixed: the outcome is the same on every run.
  */
