@@ -747,8 +747,8 @@ int main(int argc, char **argv) {
     il_backend *b = il_test_open_cuda_or_skip(); /* exits 77 without a module or a device */
     b->ops->destroy(b);
     /* the fake module's host kernels are slow: the cheap draft, fewer lanes */
-    sched_greedy("cuda", DRAFTS + 1, 1, 12);
-    lanes_like_cpu("cuda", 32);
+    sched_greedy("cuda", DRAFTS + 1, 1, 8);
+    lanes_like_cpu("cuda", 16);
     /* the full count on a device */
     if (argc > 2 && !strcmp(argv[2], "full")) il_mem_free(sched_sampled("cuda", N_LANES));
     return il_test_finish();
