@@ -20,3 +20,12 @@ void il_load_converted(double seconds, uint64_t bytes) {
   il_load_converted_fn f = atomic_load(&il__converted);
   if (f) f(seconds, bytes);
 }
+
+static _Atomic(il_load_wait_fn) il__wait;
+
+void il_load_listen_wait(il_load_wait_fn wait) { atomic_store(&il__wait, wait); }
+
+il_status il_load_wait(const void *p, size_t n) {
+  il_load_wait_fn f = atomic_load(&il__wait);
+  return f ? f(p, n) : IL_OK;
+}
