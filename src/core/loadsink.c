@@ -29,3 +29,12 @@ il_status il_load_wait(const void *p, size_t n) {
   il_load_wait_fn f = atomic_load(&il__wait);
   return f ? f(p, n) : IL_OK;
 }
+
+static _Atomic(il_load_backed_fn) il__backed;
+
+void il_load_listen_backed(il_load_backed_fn backed) { atomic_store(&il__backed, backed); }
+
+void il_load_backed(double seconds, uint64_t bytes) {
+  il_load_backed_fn f = atomic_load(&il__backed);
+  if (f) f(seconds, bytes);
+}

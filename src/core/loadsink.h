@@ -22,6 +22,12 @@ void il_load_mapped(const char *path, const void *map, size_t size);
 /* Placement converted a weight in seconds (bytes of the source the backend keeps a layout of). */
 void il_load_converted(double seconds, uint64_t bytes);
 
+/* A device backend backed `bytes` of a weight's device memory in seconds at its allocation (the
+ * sim's host pages), so the timeline counts it as allocation, not as the upload. */
+typedef void (*il_load_backed_fn)(double seconds, uint64_t bytes);
+void il_load_listen_backed(il_load_backed_fn backed);
+void il_load_backed(double seconds, uint64_t bytes);
+
 /* Blocks until the bytes [p, p+n) of weights being read in the background are in memory
  * (--no-mmap --load-pipeline); IL_OK at once for any other memory or without a listener.
  * Errors: the read's IL_ERR_IO. */

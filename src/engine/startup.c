@@ -37,9 +37,14 @@ static void il__on_mapped(const char *path, const void *map, size_t size) { il_s
 static void il__on_converted(double seconds, uint64_t bytes) { il_startup_add(IL_STARTUP_CONVERT, seconds, bytes); }
 static pthread_once_t il__listen_once = PTHREAD_ONCE_INIT;
 static il_status il__bg_wait(const void *p, size_t n);
+static void il__on_backed(double seconds, uint64_t bytes) {
+  il_startup_add(IL_STARTUP_ALLOC, seconds, 0); /* the bytes are the weights', counted by the upload */
+  if (il__cur) il__cur->backed_seconds += seconds, il__cur->backed_bytes += bytes;
+}
 static void il__listen(void) {
   il_load_listen(il__on_mapped, il__on_converted);
   il_load_listen_wait(il__bg_wait);
+  il_load_listen_backed(il__on_backed);
 }
 
 void il_startup_main(void) {
@@ -821,9 +826,13 @@ void il_startup_alloc(il_startup *s, int32_t n_ctx, uint64_t kv_bytes, uint64_t 
   s->n_ctx = n_ctx;
   s->kv_bytes = kv_bytes;
   char a[32], b[32];
-  il_startup_note(s, IL_STARTUP_ALLOC, "kv %s for %d positions, activations %s",
+  char c[32], w[80] = "";
+  if (s->backed_bytes)
+    snprintf(w, sizeof w, "; the weights' device memory backed %s in %.3f s", il_mem_format_bytes((size_t)s->backed_bytes, c, sizeof c),
+             s->backed_seconds);
+  il_startup_note(s, IL_STARTUP_ALLOC, "kv %s for %d positions, activations %s%s",
                   il_mem_format_bytes((size_t)kv_bytes, a, sizeof a), n_ctx,
-                  il_mem_format_bytes((size_t)act_bytes, b, sizeof b));
+                  il_mem_format_bytes((size_t)act_bytes, b, sizeof b), w);
 }
 
 void il_startup_first_token(il_startup *s) {

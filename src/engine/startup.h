@@ -62,6 +62,8 @@ typedef struct il_startup {
   bool direct_io;       /* the read went past the page cache (O_DIRECT) */
   struct il__bg_read *bg; /* the read running beside the upload (--no-mmap --load-pipeline), until finished */
   double bg_seconds;    /* how long that read ran, from its start to the last byte */
+  double backed_seconds; /* a device's memory for the weights backed at allocation (sim), in the alloc phase */
+  uint64_t backed_bytes;
   double resident;      /* fraction of the weight bytes in the page cache before the read, -1 unknown */
   uint64_t file_bytes;  /* bytes of tensor data in the file */
   /* the upload */
