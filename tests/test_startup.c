@@ -196,6 +196,16 @@ static void test_verdicts(void) {
   IL_CHECK(strstr(v, "from disk at 500 MB/s") && strstr(v, "--preload"));
   IL_CHECK(strstr(v, "read takes 100% (2.000 of 2.007 s)") == v); /* 7 phases of 1 ms beside it */
   IL_CHECK(!strstr(v, "--direct-io")); /* mmap: nothing read() to take past the cache */
+  {
+    il_startup a;
+    il__fake(&a, IL_STARTUP_ALLOC, 2.0, 1000000);
+    a.backed_seconds = 1.5, a.backed_bytes = 600000000;
+    IL_CHECK_INT(il_startup_verdict(&a, v, sizeof v), IL_STARTUP_ALLOC);
+    IL_CHECK(strstr(v, "1.500 s of it backed 600 MB") != NULL);
+    a.backed_seconds = 0.5;
+    il_startup_verdict(&a, v, sizeof v);
+    IL_CHECK(strstr(v, "--ctx") != NULL);
+  }
   s.mmap = false;
   il_startup_verdict(&s, v, sizeof v);
   IL_CHECK(strstr(v, "from disk at 500 MB/s") && strstr(v, "--direct-io"));

@@ -629,9 +629,9 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
       snprintf(buf, n, "%.0f MB faulted in through mmap at %.0f MB/s from the page cache: --no-mmap reads it "
                "with large requests; compare the two (inferlab experiment ... --no-mmap)", mb, rate);
     else
-      snprintf(buf, n, "%.0f MB copied by read() from the page cache at %.0f MB/s (a memory copy): the "
-               "default --mmap maps the cached pages without copying them; compare the two "
-               "(inferlab experiment ... --mmap)", mb, rate);
+      snprintf(buf, n, "%.0f MB copied from the page cache into memory of the process at %.0f MB/s (a new page "
+               "for every 4 KiB, and the copy): the default --mmap maps the cached pages without copying them; "
+               "compare the two (inferlab experiment ... --mmap)", mb, rate);
     break;
   case IL_STARTUP_FIRST_TOKEN:
     if (!s->read_at_load && s->file_bytes && s->resident >= 0 && s->resident < 0.9)
@@ -673,7 +673,12 @@ il_startup_phase_id il_startup_verdict(const il_startup *s, char *buf, size_t n)
                s->pinned ? " through pinned staging" : " from pageable memory: pinned staging is faster");
     break;
   case IL_STARTUP_ALLOC:
-    snprintf(buf, n, "%.0f MB allocated, %.0f MB of it a KV cache for %d positions: a context sized to the "
+    if (s->backed_seconds > 0.5 * p->seconds)
+      snprintf(buf, n, "%.3f s of it backed %.0f MB of the weights' device memory with host pages at allocation "
+               "(the sim's cost of simulating a device, which a GPU's memory does not have)", s->backed_seconds,
+               (double)s->backed_bytes / 1e6);
+    else
+      snprintf(buf, n, "%.0f MB allocated, %.0f MB of it a KV cache for %d positions: a context sized to the "
              "requests (--ctx) allocates less", mb, (double)s->kv_bytes / 1e6, s->n_ctx);
     break;
   case IL_STARTUP_BACKEND:
