@@ -218,7 +218,7 @@ static void test_verdicts(void) {
   IL_CHECK(strstr(v, "mmap at 500 MB/s") && strstr(v, "--no-mmap"));
   s.mmap = false;
   il_startup_verdict(&s, v, sizeof v);
-  IL_CHECK(strstr(v, "read() from the page cache at 500 MB/s") && strstr(v, "--mmap"));
+  IL_CHECK(strstr(v, "copied from the page cache into memory of the process at 500 MB/s") && strstr(v, "--mmap"));
 
   il__fake(&s, IL_STARTUP_UPLOAD, 1.0, 3600000000); /* 3.6 GB/s on a 4 GB/s link: 90% */
   s.link_rate = 4e9;
