@@ -245,7 +245,8 @@ def main():
                 inferlab_total[(cache, how)] = tot
                 print("| %s | %s | %s | %.3f | %.3f | %s | %s | %.3f | %s | %s | %s |" % (
                     os.path.basename(model), cache, how, tot, rd,
-                    "%.0f" % (rrate / 1e6) if rrate else "on first use",
+                    "%.0f" % (rrate / 1e6) if rrate else
+                    ("beside the upload" if how.endswith("--load-pipeline") else "on first use"),
                     "%.2f" % (rrate / roof) if rrate else "", ft,
                     "%.0f" % (urate / 1e6) if urate else "", "%.2f" % (urate / this_link) if urate else "", dom))
         if peer:
