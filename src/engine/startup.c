@@ -419,6 +419,7 @@ typedef struct il__bg_read {
 
 static pthread_mutex_t il__bg_lock = PTHREAD_MUTEX_INITIALIZER;
 static il__bg_read *il__bg; /* the read in progress, for il_load_wait */
+static il__bg_read il__bg_claimed; /* il__bg while a read is being started (its range is empty) */
 
 static il_status il__bg_wait(const void *p, size_t n) {
   pthread_mutex_lock(&il__bg_lock);
@@ -494,18 +495,24 @@ static bool il__cow_ready(void *map, size_t size) {
 static il_status il__read_start(il_startup *s, const char *path, void *map, size_t size, size_t data_off, bool direct,
                                 il_startup_read_info *info) {
   il__bg_read *g = il_mem_calloc(IL_MEM_STAGING, sizeof *g, "background read");
-  if (!g) return IL_ERR_OOM;
-  il_status st = il__reader_init(&g->r, path, map, size, direct);
+  il_status st = g ? il__reader_init(&g->r, path, map, size, direct) : IL_ERR_OOM;
   if (st != IL_OK) {
     il_mem_free(g);
+    pthread_mutex_lock(&il__bg_lock);
+    il__bg = NULL; /* the claim given back */
+    pthread_mutex_unlock(&il__bg_lock);
     return st;
   }
   g->r.cow = !direct && il__cow_ready(map, size);
   if (!g->r.cow &&
       mmap(map, size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
+    const int e = errno;
     (void)il__reader_result(&g->r, NULL, 0);
     il_mem_free(g);
-    return il_error(IL_ERR_IO, "%s: --no-mmap: cannot replace the mapping of %zu bytes: %s", path, size, strerror(errno));
+    pthread_mutex_lock(&il__bg_lock);
+    il__bg = NULL;
+    pthread_mutex_unlock(&il__bg_lock);
+    return il_error(IL_ERR_IO, "%s: --no-mmap: cannot replace the mapping of %zu bytes: %s", path, size, strerror(e));
   }
   g->t0 = il_time_now();
   pthread_mutex_lock(&il__bg_lock);
@@ -563,7 +570,13 @@ il_status il_startup_read(il_startup *s, const char *path, void *map, size_t siz
   il_startup_mark(s, IL_STARTUP_READ, 0); /* the residency check itself */
   il_startup_read_info ri = {0};
   bool beside = false;
-  if ((o->no_mmap || o->direct_io) && o->pipeline && !il__bg && !s->bg) {
+  bool bg_free = false; /* one read beside an upload at a time: claimed here; another engine's reads whole */
+  if ((o->no_mmap || o->direct_io) && o->pipeline && !s->bg) {
+    pthread_mutex_lock(&il__bg_lock);
+    if (!il__bg) il__bg = &il__bg_claimed, bg_free = true;
+    pthread_mutex_unlock(&il__bg_lock);
+  }
+  if ((o->no_mmap || o->direct_io) && o->pipeline && bg_free && !s->bg) {
     IL_TRY(il__read_start(s, path, map, size, data_off, o->direct_io, &ri));
     s->read_at_load = true;
     beside = true;
