@@ -207,6 +207,10 @@ static void il__touch(const uint8_t *p, size_t n) {
 }
 
 /* ---- the read of --no-mmap ----
+ * Three ways into memory of the process, one per CPU up to 4 workers each: copy-on-write of
+ * the file's private mapping in place (--no-mmap's, where the kernel has MADV_POPULATE_WRITE:
+ * the kernel copies each cached page into a new one, no zeroed page in between, no read());
+ * buffered read() into anonymous memory (older kernels); O_DIRECT read() (--direct-io).
  * Workers share one counter of IL__READ_CHUNK-sized pieces of the file, in file order, so the
  * requests stay sequential as a whole; each has its own descriptor, so one worker's position
  * does not reset another's readahead. Before reading a piece a worker starts the readahead of
