@@ -507,7 +507,7 @@ static il_status il__open(il_engine *e) {
   if (beside > 0) { /* the file's read ran during the placements: its time, in the upload's note */
     char n[sizeof e->startup.phase[0].note];
     snprintf(n, sizeof n, "%s", e->startup.phase[IL_STARTUP_UPLOAD].note);
-    il_startup_note(&e->startup, IL_STARTUP_UPLOAD, "%s; file read() beside it: %.3f s, %.0f MB/s (--load-pipeline)", n,
+    il_startup_note(&e->startup, IL_STARTUP_UPLOAD, "%s; file read beside it: %.3f s, %.0f MB/s (--load-pipeline)", n,
                     beside, (double)il_gguf_file_size(e->model->gguf) / beside / 1e6);
   }
   if (il_model_dev_pipeline_seconds(&e->weights) > 0) { /* --load-pipeline: the overlap, in the upload's note */

@@ -608,8 +608,10 @@ il_status il_startup_read(il_startup *s, const char *path, void *map, size_t siz
                                                            : "read() into memory",
              ri.threads, ri.request >> 20, ri.cow ? "pieces" : "requests");
   if (beside)
-    il_startup_note(s, IL_STARTUP_READ, "%s%s, read() beside the upload on %d thread%s (--load-pipeline; its "
-                    "time is in the upload's)", src, res, ri.threads, ri.threads == 1 ? "" : "s");
+    il_startup_note(s, IL_STARTUP_READ, "%s%s, %s beside the upload on %d thread%s (--load-pipeline; its "
+                    "time is in the upload's)", src, res,
+                    ri.cow ? "copied into memory" : ri.direct ? "O_DIRECT read()" : "read()", ri.threads,
+                    ri.threads == 1 ? "" : "s");
   else if (s->read_at_load)
     il_startup_note(s, IL_STARTUP_READ, "%s%s, %s at %.0f MB/s%s", src, res, how,
                     ph->seconds > 0 ? (double)data / ph->seconds / 1e6 : 0.0, s->mlocked ? ", locked" : "");
