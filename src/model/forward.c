@@ -703,12 +703,11 @@ static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forw
   return st->numerics ? il__bad(st->numerics, b, LG, hp->n_layer, "output") : IL_OK;
 }
 
-/* The token's path (the file's opening paragraph), one backend lane at a time. */
-static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
-                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+/* The token's path after the batch's upload (the file's opening paragraph), one backend lane
+ * at a time. */
+static il_status il__forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                 const il_kv_view *kv, int32_t n_out) {
   const il_model *m = d->model;
-  int32_t n_out = 0;
-  IL_TRY(il__upload_batch(st, &m->hp, batch, n, kv, slots, &n_out));
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
   IL_TRY(il__embed(d, st, cur, n));
   for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -722,9 +721,27 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
-  IL_TRY(il__logits(d, st, lo, batch, n, n_out));
+  return il__logits(d, st, lo, batch, n, n_out);
+}
+
+static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  int32_t n_out = 0;
+  IL_TRY(il__upload_batch(st, &d->model->hp, batch, n, kv, slots, &n_out));
+  IL_TRY(il__forward_ops(d, st, batch, n, kv, n_out));
   *n_logits = n_out;
   return IL_OK;
+}
+
+il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  *n_logits = 0;
+  return il__upload_batch(st, &d->model->hp, batch, n, kv, slots, n_logits);
+}
+
+il_status il_model_forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                               const il_kv_view *kv, int32_t n_logits) {
+  return il__forward_ops(d, st, batch, n, kv, n_logits);
 }
 
 il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
