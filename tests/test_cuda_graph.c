@@ -252,16 +252,16 @@ static void run_batches(il_engine *e, int32_t ids[NB][4]) {
 }
 
 static void test_batches(void) {
-  int32_t want[NB][4] = {{0}}, got[NB][4] = {{0}};
+  int32_t ref[NB][4] = {{0}}, got[NB][4] = {{0}};
   il_engine *e = open_tiny(4, "0", NULL);
   if (!e) return;
-  run_batches(e, want);
+  run_batches(e, ref);
   il_engine_free(e);
   trace_start();
   e = open_tiny(4, NULL, NULL);
   if (!e) return;
   run_batches(e, got);
-  IL_CHECK(memcmp(want, got, sizeof want) == 0);
+  IL_CHECK(memcmp(ref, got, sizeof ref) == 0);
   /* 2: eager, captured, replayed; 4: eager, captured, replayed; 3: captured over 4's, replayed twice */
   IL_CHECK_INT((int64_t)e->graph_captures, 3);
   IL_CHECK_INT((int64_t)e->graph_replays, 4);
