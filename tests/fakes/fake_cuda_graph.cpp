@@ -33,6 +33,11 @@ struct CUgraphExec_st {
 
 static CUgraph_st *fake_cap[FAKE_MAX_STREAMS]; /* the graph each capturing stream records into */
 static int fake_execs;
+static thread_local bool fake_in_graph; /* cudaGraphLaunch is running nodes */
+
+void fake_trace_launch(const char *name, cudaStream_t s) {
+  if (!fake_in_graph) fake_trace("launch %s s%d", name, fake_stream_no(s));
+}
 
 static bool fake_fail(const char *step) {
   const char *v = getenv("FAKE_CUDA_CAPTURE_FAIL");
@@ -123,11 +128,11 @@ extern "C" cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
   if (!x) return cudaErrorInvalidValue;
   if (fake_capturing(s)) return cudaErrorStreamCaptureUnsupported; /* no child graphs here */
   fake_trace("graph-launch x%d s%d nodes %zu", x->id, fake_stream_no(s), x->nodes.size());
-  for (fake_node &nd : x->nodes) {
-    const cudaError_t e = nd.fn();
-    if (e != cudaSuccess) return e;
-  }
-  return cudaSuccess;
+  cudaError_t e = cudaSuccess;
+  fake_in_graph = true;
+  for (size_t i = 0; i < x->nodes.size() && e == cudaSuccess; i++) e = x->nodes[i].fn();
+  fake_in_graph = false;
+  return e;
 }
 
 extern "C" cudaError_t cudaGraphDestroy(cudaGraph_t g) {

@@ -54,23 +54,22 @@ static bool fake_decode(il_dtype t, const uint8_t *row, int64_t n_in, float *out
 
 extern "C" cudaError_t il__cu_matvec(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out,
                                      int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy) {
-  return fake_launch(s, "matvec", [=]() mutable -> cudaError_t {
-    if (n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
-    float *row = new float[n_in];
-    for (int64_t r = 0; r < n_out; r++) {
-      if (!fake_decode(t, (const uint8_t *)w + (size_t)r * w_stride, n_in, row)) {
-        delete[] row;
-        return cudaErrorInvalidValue;
-      }
-      for (int64_t tk = 0; tk < n_tok; tk++) {
-        float acc = 0;
-        for (int64_t i = 0; i < n_in; i++) acc += row[i] * x[tk * n_in + i];
-        y[tk * ldy + r] = acc;
-      }
+  FAKE_LAUNCH(s, "matvec", il__cu_matvec(s, t, w, w_stride, n_out, n_in, x, n_tok, y, ldy));
+  if (n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  float *row = new float[n_in];
+  for (int64_t r = 0; r < n_out; r++) {
+    if (!fake_decode(t, (const uint8_t *)w + (size_t)r * w_stride, n_in, row)) {
+      delete[] row;
+      return cudaErrorInvalidValue;
     }
-    delete[] row;
-    return cudaSuccess;
-  });
+    for (int64_t tk = 0; tk < n_tok; tk++) {
+      float acc = 0;
+      for (int64_t i = 0; i < n_in; i++) acc += row[i] * x[tk * n_in + i];
+      y[tk * ldy + r] = acc;
+    }
+  }
+  delete[] row;
+  return cudaSuccess;
 }
 
 /* Matvec version 3: its host twin (mv3.cuh), the bits the kernels must produce. */
@@ -85,34 +84,32 @@ extern "C" size_t il__cu_mv3_work(int64_t n_in, int64_t n_tok) {
 }
 
 extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t n_in, int64_t n_tok, void *work) {
-  return fake_launch(s, "mv3_quant", [=]() mutable -> cudaError_t {
-    if (n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
-    const int64_t nb = n_in / 32;
-    int8_t *xq = (int8_t *)work;
-    float *xd = (float *)((uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
-    int *xs = (int *)(xd + nb * n_tok);
-    for (int64_t t = 0; t < n_tok; t++) il__mv3_quant_twin(x + t * n_in, n_in, xq + t * n_in, xd + t * nb, xs + t * nb);
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "mv3_quant", il__cu_mv3_quant(s, x, n_in, n_tok, work));
+  if (n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  const int64_t nb = n_in / 32;
+  int8_t *xq = (int8_t *)work;
+  float *xd = (float *)((uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+  int *xs = (int *)(xd + nb * n_tok);
+  for (int64_t t = 0; t < n_tok; t++) il__mv3_quant_twin(x + t * n_in, n_in, xq + t * n_in, xd + t * nb, xs + t * nb);
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
                                   int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
                                   float *y, int64_t ldy) {
-  return fake_launch(s, "mv3", [=]() mutable -> cudaError_t {
-    if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 ||
-        !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
-      return cudaErrorInvalidValue;
-    il__mv3_act a[IL__CU_MV_MAX_TOK];
-    if (work) {
-      const int64_t nb = n_in / 32;
-      const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
-      const int *xs = (const int *)(xd + nb * n_tok);
-      for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
-    }
-    return il__mv3_matvec_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy) ? cudaSuccess
-                                                                                                    : cudaErrorInvalidValue;
-  });
+  FAKE_LAUNCH(s, "mv3", il__cu_mv3(s, k, t, w, stride, n_out, n_in, x, work, n_tok, y, ldy));
+  if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 ||
+      !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
+    return cudaErrorInvalidValue;
+  il__mv3_act a[IL__CU_MV_MAX_TOK];
+  if (work) {
+    const int64_t nb = n_in / 32;
+    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+    const int *xs = (const int *)(xd + nb * n_tok);
+    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+  }
+  return il__mv3_matvec_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy) ? cudaSuccess
+                                                                                                  : cudaErrorInvalidValue;
 }
 
 extern "C" bool il__cu_matvec_q8_supports(il_dtype t) {
@@ -146,240 +143,226 @@ static void fake_q8(const uint8_t *w, size_t w_stride, int64_t n_out, int64_t n_
 
 extern "C" cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out,
                                         int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy, void *work) {
-  return fake_launch(s, "matvec_q8", [=]() mutable -> cudaError_t {
-    if (!il__cu_matvec_q8_supports(t) || n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
-    const int64_t nb = n_in / 32, n_blocks = nb * n_tok;
-    int8_t *xq = (int8_t *)work;
-    float *xd = (float *)((uint8_t *)work + ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256);
-    int *xs = (int *)(xd + n_blocks);
-    for (int64_t blk = 0; blk < n_blocks; blk++) {
-      const float *v = x + (blk / nb) * n_in + (blk % nb) * 32;
-      float amax = 0;
-      for (int j = 0; j < 32; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
-      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-      int sum = 0;
-      for (int j = 0; j < 32; j++) {
-        const int q = il__quant_one(v[j], id);
-        xq[(blk / nb) * n_in + (blk % nb) * 32 + j] = (int8_t)q;
-        sum += q;
-      }
-      xd[blk] = d, xs[blk] = sum;
+  FAKE_LAUNCH(s, "matvec_q8", il__cu_matvec_q8(s, t, w, w_stride, n_out, n_in, x, n_tok, y, ldy, work));
+  if (!il__cu_matvec_q8_supports(t) || n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
+  const int64_t nb = n_in / 32, n_blocks = nb * n_tok;
+  int8_t *xq = (int8_t *)work;
+  float *xd = (float *)((uint8_t *)work + ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256);
+  int *xs = (int *)(xd + n_blocks);
+  for (int64_t blk = 0; blk < n_blocks; blk++) {
+    const float *v = x + (blk / nb) * n_in + (blk % nb) * 32;
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; j++) {
+      const int q = il__quant_one(v[j], id);
+      xq[(blk / nb) * n_in + (blk % nb) * 32 + j] = (int8_t)q;
+      sum += q;
     }
-    const uint8_t *wp = (const uint8_t *)w;
-    if (t == IL_DTYPE_Q8_0) fake_q8<IL_DTYPE_Q8_0>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
-    else if (t == IL_DTYPE_Q4_0) fake_q8<IL_DTYPE_Q4_0>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
-    else fake_q8<IL_DTYPE_Q4_1>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
-    return cudaSuccess;
-  });
+    xd[blk] = d, xs[blk] = sum;
+  }
+  const uint8_t *wp = (const uint8_t *)w;
+  if (t == IL_DTYPE_Q8_0) fake_q8<IL_DTYPE_Q8_0>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
+  else if (t == IL_DTYPE_Q4_0) fake_q8<IL_DTYPE_Q4_0>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
+  else fake_q8<IL_DTYPE_Q4_1>(wp, w_stride, n_out, n_in, xq, xd, xs, n_tok, y, ldy);
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows,
                                       int64_t n_in, const int32_t *ids, int64_t n, void *out, size_t out_stride,
                                       bool out_f16, il__cu_fault *fault, int launch) {
-  return fake_launch(s, "dequant", [=]() mutable -> cudaError_t {
-    float *row = new float[n_in];
-    for (int64_t r = 0; r < n; r++) {
-      int64_t src = r;
-      if (ids) {
-        src = ids[r];
-        if (src < 0 || src >= w_rows) {
-          fake_fault(fault, IL__CU_FAULT_ROW_ID, launch, r, src, w_rows);
-          continue;
-        }
-      }
-      if (!fake_decode(t, (const uint8_t *)w + (size_t)src * w_stride, n_in, row)) {
-        delete[] row;
-        return cudaErrorInvalidValue;
-      }
-      for (int64_t i = 0; i < n_in; i++) {
-        if (out_f16) {
-          const uint16_t h = il_f32_to_fp16(row[i]);
-          memcpy((uint8_t *)out + ((size_t)r * n_in + i) * 2, &h, 2);
-        } else {
-          ((float *)((uint8_t *)out + (size_t)r * out_stride))[i] = row[i];
-        }
+  FAKE_LAUNCH(s, "dequant", il__cu_dequant(s, t, w, w_stride, w_rows, n_in, ids, n, out, out_stride, out_f16, fault, launch));
+  float *row = new float[n_in];
+  for (int64_t r = 0; r < n; r++) {
+    int64_t src = r;
+    if (ids) {
+      src = ids[r];
+      if (src < 0 || src >= w_rows) {
+        fake_fault(fault, IL__CU_FAULT_ROW_ID, launch, r, src, w_rows);
+        continue;
       }
     }
-    delete[] row;
-    return cudaSuccess;
-  });
+    if (!fake_decode(t, (const uint8_t *)w + (size_t)src * w_stride, n_in, row)) {
+      delete[] row;
+      return cudaErrorInvalidValue;
+    }
+    for (int64_t i = 0; i < n_in; i++) {
+      if (out_f16) {
+        const uint16_t h = il_f32_to_fp16(row[i]);
+        memcpy((uint8_t *)out + ((size_t)r * n_in + i) * 2, &h, 2);
+      } else {
+        ((float *)((uint8_t *)out + (size_t)r * out_stride))[i] = row[i];
+      }
+    }
+  }
+  delete[] row;
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, float *y, size_t ys, const float *x, size_t xs, const float *g,
                                       int64_t rows, int64_t cols, float eps) {
-  return fake_launch(s, "rmsnorm", [=]() mutable -> cudaError_t {
-    for (int64_t r = 0; r < rows; r++) {
-      const float *xr = (const float *)((const uint8_t *)x + r * xs);
-      float *yr = (float *)((uint8_t *)y + r * ys);
-      double ss = 0;
-      for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
-      const float scale = (float)(1.0 / sqrt(ss / (double)cols + eps));
-      for (int64_t i = 0; i < cols; i++) yr[i] = xr[i] * scale * g[i];
-    }
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "rmsnorm", il__cu_rmsnorm(s, y, ys, x, xs, g, rows, cols, eps));
+  for (int64_t r = 0; r < rows; r++) {
+    const float *xr = (const float *)((const uint8_t *)x + r * xs);
+    float *yr = (float *)((uint8_t *)y + r * ys);
+    double ss = 0;
+    for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
+    const float scale = (float)(1.0 / sqrt(ss / (double)cols + eps));
+    for (int64_t i = 0; i < cols; i++) yr[i] = xr[i] * scale * g[i];
+  }
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_rope(cudaStream_t s, float *x, size_t xs, int64_t rows, const int32_t *pos, int64_t n_heads,
                                    int64_t head_dim, int64_t n_rot, float base, float scale, int mode) {
-  return fake_launch(s, "rope", [=]() mutable -> cudaError_t {
-    for (int64_t t = 0; t < rows; t++) {
-      float *row = (float *)((uint8_t *)x + t * xs);
-      const float p = (float)pos[t] / scale;
-      for (int64_t i = 0; i < n_rot; i += 2) {
-        const double theta = (double)p * pow((double)base, -(double)i / (double)n_rot);
-        const float cs = (float)cos(theta), sn = (float)sin(theta);
-        const int64_t a = mode == 2 ? i / 2 : i, b = mode == 2 ? i / 2 + n_rot / 2 : i + 1;
-        for (int64_t h = 0; h < n_heads; h++) {
-          float *v = row + h * head_dim;
-          const float x0 = v[a], x1 = v[b];
-          v[a] = x0 * cs - x1 * sn;
-          v[b] = x0 * sn + x1 * cs;
-        }
+  FAKE_LAUNCH(s, "rope", il__cu_rope(s, x, xs, rows, pos, n_heads, head_dim, n_rot, base, scale, mode));
+  for (int64_t t = 0; t < rows; t++) {
+    float *row = (float *)((uint8_t *)x + t * xs);
+    const float p = (float)pos[t] / scale;
+    for (int64_t i = 0; i < n_rot; i += 2) {
+      const double theta = (double)p * pow((double)base, -(double)i / (double)n_rot);
+      const float cs = (float)cos(theta), sn = (float)sin(theta);
+      const int64_t a = mode == 2 ? i / 2 : i, b = mode == 2 ? i / 2 + n_rot / 2 : i + 1;
+      for (int64_t h = 0; h < n_heads; h++) {
+        float *v = row + h * head_dim;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x0 * sn + x1 * cs;
       }
     }
-    return cudaSuccess;
-  });
+  }
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, float *g, const float *u, int64_t n) {
-  return fake_launch(s, "swiglu", [=]() mutable -> cudaError_t {
-    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "swiglu", il__cu_swiglu(s, g, u, n));
+  for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_geglu(cudaStream_t s, float *g, const float *u, int64_t n) {
-  return fake_launch(s, "geglu", [=]() mutable -> cudaError_t {
-    for (int64_t i = 0; i < n; i++) {
-      const float x = g[i];
-      g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
-    }
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "geglu", il__cu_geglu(s, g, u, n));
+  for (int64_t i = 0; i < n; i++) {
+    const float x = g[i];
+    g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+  }
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n) {
-  return fake_launch(s, "scale", [=]() mutable -> cudaError_t {
-    for (int64_t i = 0; i < n; i++) x[i] *= v;
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "scale", il__cu_scale(s, x, v, n));
+  for (int64_t i = 0; i < n; i++) x[i] *= v;
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n) {
-  return fake_launch(s, "add", [=]() mutable -> cudaError_t {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "add", il__cu_add(s, y, x, n));
+  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *b) {
-  return fake_launch(s, "add_bias", [=]() mutable -> cudaError_t {
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++) ((float *)((uint8_t *)y + r * ys))[c] += b[c];
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "add_bias", il__cu_add_bias(s, y, ys, rows, cols, b));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) ((float *)((uint8_t *)y + r * ys))[c] += b[c];
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                               unsigned long long *count) {
-  return fake_launch(s, "count_nonfinite", [=]() mutable -> cudaError_t {
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++) *count += !isfinite(((const float *)((const uint8_t *)x + r * xs))[c]);
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "count_nonfinite", il__cu_count_nonfinite(s, x, xs, rows, cols, count));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) *count += !isfinite(((const float *)((const uint8_t *)x + r * xs))[c]);
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
                                        il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
                                        int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
-  return fake_launch(s, "kv_store", [=]() mutable -> cudaError_t {
-    if (cells != IL_DTYPE_F32 && cells != IL_DTYPE_F16 && cells != IL_DTYPE_BF16 && cells != IL_DTYPE_Q8_0)
-      return cudaErrorInvalidValue;
-    if (cells == IL_DTYPE_Q8_0 && cols % 32) return cudaErrorInvalidValue;
-    for (int64_t i = 0; i < n; i++) {
-      if (slots[i] < 0 || slots[i] >= n_cells) {
-        fake_fault(fault, IL__CU_FAULT_SLOT, launch, i, slots[i], n_cells);
-        continue;
-      }
-      for (int side = 0; side < 2; side++) {
-        const float *src = (const float *)((side ? v : k) + i * (side ? vs : ks));
-        uint8_t *dst = (side ? vc : kc) + (size_t)slots[i] * (side ? vcs : kcs);
-        if (cells == IL_DTYPE_Q8_0) { /* the library's reference quantizer, as the kernel's bytes */
-          int64_t j = 0;
-          while (j < cols && isfinite(src[j])) j++;
-          if (j < cols) {
-            fake_fault(fault, IL__CU_FAULT_NONFINITE, launch, i, side, j);
-            continue;
-          }
-          if (il_quantize_row(IL_DTYPE_Q8_0, src, dst, cols) != IL_OK) return cudaErrorInvalidValue;
+  FAKE_LAUNCH(s, "kv_store", il__cu_kv_store(s, kc, kcs, vc, vcs, n_cells, cells, k, ks, v, vs, cols, slots, n, fault, launch));
+  if (cells != IL_DTYPE_F32 && cells != IL_DTYPE_F16 && cells != IL_DTYPE_BF16 && cells != IL_DTYPE_Q8_0)
+    return cudaErrorInvalidValue;
+  if (cells == IL_DTYPE_Q8_0 && cols % 32) return cudaErrorInvalidValue;
+  for (int64_t i = 0; i < n; i++) {
+    if (slots[i] < 0 || slots[i] >= n_cells) {
+      fake_fault(fault, IL__CU_FAULT_SLOT, launch, i, slots[i], n_cells);
+      continue;
+    }
+    for (int side = 0; side < 2; side++) {
+      const float *src = (const float *)((side ? v : k) + i * (side ? vs : ks));
+      uint8_t *dst = (side ? vc : kc) + (size_t)slots[i] * (side ? vcs : kcs);
+      if (cells == IL_DTYPE_Q8_0) { /* the library's reference quantizer, as the kernel's bytes */
+        int64_t j = 0;
+        while (j < cols && isfinite(src[j])) j++;
+        if (j < cols) {
+          fake_fault(fault, IL__CU_FAULT_NONFINITE, launch, i, side, j);
           continue;
         }
-        for (int64_t j = 0; j < cols; j++) {
-          if (cells == IL_DTYPE_F16 || cells == IL_DTYPE_BF16) {
-            const uint16_t h = cells == IL_DTYPE_BF16 ? il_f32_to_bf16(src[j]) : il_f32_to_fp16(src[j]);
-            memcpy(dst + 2 * j, &h, 2);
-          } else {
-            memcpy(dst + 4 * j, &src[j], 4);
-          }
+        if (il_quantize_row(IL_DTYPE_Q8_0, src, dst, cols) != IL_OK) return cudaErrorInvalidValue;
+        continue;
+      }
+      for (int64_t j = 0; j < cols; j++) {
+        if (cells == IL_DTYPE_F16 || cells == IL_DTYPE_BF16) {
+          const uint16_t h = cells == IL_DTYPE_BF16 ? il_f32_to_bf16(src[j]) : il_f32_to_fp16(src[j]);
+          memcpy(dst + 2 * j, &h, 2);
+        } else {
+          memcpy(dst + 4 * j, &src[j], 4);
         }
       }
     }
-    return cudaSuccess;
-  });
+  }
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dk, const void *src, size_t ss, int sk,
                                       int64_t rows, int64_t cols) {
-  return fake_launch(s, "convert", [=]() mutable -> cudaError_t {
-    for (int64_t r = 0; r < rows; r++) {
-      const uint8_t *sr = (const uint8_t *)src + r * ss;
-      uint8_t *dr = (uint8_t *)dst + r * ds;
-      for (int64_t c = 0; c < cols; c++) {
-        if (sk == 0) {
-          float v;
-          memcpy(&v, sr + 4 * c, 4);
-          const uint16_t h = dk == 2 ? il_f32_to_bf16(v) : il_f32_to_fp16(v);
-          memcpy(dr + 2 * c, &h, 2);
-        } else {
-          uint16_t h;
-          memcpy(&h, sr + 2 * c, 2);
-          const float v = sk == 2 ? il_bf16_to_f32(h) : il_fp16_to_f32(h);
-          memcpy(dr + 4 * c, &v, 4);
-        }
+  FAKE_LAUNCH(s, "convert", il__cu_convert(s, dst, ds, dk, src, ss, sk, rows, cols));
+  for (int64_t r = 0; r < rows; r++) {
+    const uint8_t *sr = (const uint8_t *)src + r * ss;
+    uint8_t *dr = (uint8_t *)dst + r * ds;
+    for (int64_t c = 0; c < cols; c++) {
+      if (sk == 0) {
+        float v;
+        memcpy(&v, sr + 4 * c, 4);
+        const uint16_t h = dk == 2 ? il_f32_to_bf16(v) : il_f32_to_fp16(v);
+        memcpy(dr + 2 * c, &h, 2);
+      } else {
+        uint16_t h;
+        memcpy(&h, sr + 2 * c, 2);
+        const float v = sk == 2 ? il_bf16_to_f32(h) : il_fp16_to_f32(h);
+        memcpy(dr + 4 * c, &v, 4);
       }
     }
-    return cudaSuccess;
-  });
+  }
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
-  return fake_launch(s, "round_to", [=]() mutable -> cudaError_t {
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++) {
-        float *p = (float *)((uint8_t *)x + r * xs) + c;
-        *p = bf16 ? il_bf16_to_f32(il_f32_to_bf16(*p)) : il_fp16_to_f32(il_f32_to_fp16(*p));
-      }
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "round_to", il__cu_round_to(s, x, xs, rows, cols, bf16));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      float *p = (float *)((uint8_t *)x + r * xs) + c;
+      *p = bf16 ? il_bf16_to_f32(il_f32_to_bf16(*p)) : il_fp16_to_f32(il_f32_to_fp16(*p));
+    }
+  return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                           unsigned long long *stats) {
-  return fake_launch(s, "value_stats", [=]() mutable -> cudaError_t {
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < cols; c++) {
-        const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
-        if (!isfinite(v)) stats[0]++;
-        else {
-          uint32_t bits;
-          const float a = fabsf(v);
-          memcpy(&bits, &a, 4);
-          if (bits > stats[1]) stats[1] = bits;
-        }
+  FAKE_LAUNCH(s, "value_stats", il__cu_value_stats(s, x, xs, rows, cols, stats));
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) {
+      const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
+      if (!isfinite(v)) stats[0]++;
+      else {
+        uint32_t bits;
+        const float a = fabsf(v);
+        memcpy(&bits, &a, 4);
+        if (bits > stats[1]) stats[1] = bits;
       }
-    return cudaSuccess;
-  });
+    }
+  return cudaSuccess;
 }
 
 static float fake_kv(const void *base, size_t stride, il_dtype t, int64_t cell, int64_t i) {
@@ -448,21 +431,19 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
 extern "C" int64_t il__cu_attn_naive_rows(int64_t n_items) { return n_items < 1024 ? n_items : 1024; }
 
 extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
-  return fake_launch(s, "attn_naive", [=, ax = *a]() mutable -> cudaError_t {
-    const il__cu_attn *a = &ax;
-    if (!a->scores) return cudaErrorInvalidValue; /* the glue must hand naive its workspace */
-    return fake_attn(a);
-  });
+  const il__cu_attn ax = *a; /* a node keeps its own copy */
+  FAKE_LAUNCH(s, "attn_naive", il__cu_attn_naive(s, &ax));
+  if (!a->scores) return cudaErrorInvalidValue; /* the glue must hand naive its workspace */
+  return fake_attn(a);
 }
 
 extern "C" int64_t il__cu_attn_memeff_max_head_dim(void) { return 256; }
 
 extern "C" cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a) {
-  return fake_launch(s, "attn_memeff", [=, ax = *a]() mutable -> cudaError_t {
-    const il__cu_attn *a = &ax;
-    if (a->head_dim > 256) return cudaErrorInvalidValue;
-    return fake_attn(a);
-  });
+  const il__cu_attn ax = *a; /* a node keeps its own copy */
+  FAKE_LAUNCH(s, "attn_memeff", il__cu_attn_memeff(s, &ax));
+  if (a->head_dim > 256) return cudaErrorInvalidValue;
+  return fake_attn(a);
 }
 
 extern "C" cudaError_t il__cu_probe_image(int *binary, int *ptx) {
@@ -474,13 +455,12 @@ extern "C" cudaError_t il__cu_probe_image(int *binary, int *ptx) {
 /* The sample op: the kernel's per-row work (sample.cuh) row by row. */
 extern "C" cudaError_t il__cu_sample(cudaStream_t s, int32_t *ids, const float *logits, size_t ls, int64_t rows,
                                      int64_t cols, const float *u, float temp, int32_t top_k, float top_p) {
-  return fake_launch(s, "sample", [=]() mutable -> cudaError_t {
-    if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
-    for (int64_t r = 0; r < rows; r++) {
-      const float *l = (const float *)((const uint8_t *)logits + (size_t)r * ls);
-      const int64_t best = il__cu_smp_argmax(l, cols);
-      ids[r] = best < 0 ? -1 : il__cu_smp_row(l, cols, temp > 0 ? u[r] : 0.0f, temp, top_k, top_p, best);
-    }
-    return cudaSuccess;
-  });
+  FAKE_LAUNCH(s, "sample", il__cu_sample(s, ids, logits, ls, rows, cols, u, temp, top_k, top_p));
+  if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
+  for (int64_t r = 0; r < rows; r++) {
+    const float *l = (const float *)((const uint8_t *)logits + (size_t)r * ls);
+    const int64_t best = il__cu_smp_argmax(l, cols);
+    ids[r] = best < 0 ? -1 : il__cu_smp_row(l, cols, temp > 0 ? u[r] : 0.0f, temp, top_k, top_p, best);
+  }
+  return cudaSuccess;
 }

@@ -43,12 +43,21 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaSuccess: return "cudaSuccess";
   case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
   case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
   default: return "cudaErrorUnknown";
   }
 }
 
 const char *cudaGetErrorString(cudaError_t e) {
-  return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory" : "fake CUDA error";
+  switch (e) {
+  case cudaSuccess: return "no error";
+  case cudaErrorMemoryAllocation: return "out of memory";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+  default: return "fake CUDA error";
+  }
 }
 
 cudaError_t cudaGetLastError(void) {

@@ -4,8 +4,8 @@
  * A call queued on a stream that is capturing (cudaStreamBeginCapture .. cudaStreamEndCapture)
  * does not run: it becomes a node of the stream's graph, its arguments copied, and runs each
  * time an instantiated graph of it is launched (cudaGraphLaunch runs the nodes in order, as the
- * real runtime runs a captured chain on one stream). Kernel launchers go through fake_launch,
- * copies and memsets through fake_graph_capture.
+ * real runtime runs a captured chain on one stream). Kernel launchers start with FAKE_LAUNCH,
+ * copies and memsets go through fake_graph_capture.
  * Trace lines (FAKE_CUDA_TRACE=FILE): "launch NAME sS" (a kernel run eagerly), "node NAME" (a
  * kernel captured), "h2d sS BYTES", "d2h sS BYTES", "d2d sS BYTES", "sync sS" (stream),
  * "esync eE" (event), "capture-begin sS", "capture-end sS nodes N", "instantiate xX nodes N",
@@ -40,13 +40,17 @@ int fake_graph_capture(cudaStream_t s, const char *name, fake_node_fn fn, const 
 /* As fake_graph_capture, for a C++ callable. */
 int fake_graph_capture_fn(cudaStream_t s, const char *name, std::function<cudaError_t()> f);
 
-/* A kernel launch: captured into s's graph, or run now (and traced as a launch). */
-template <class F>
-static cudaError_t fake_launch(cudaStream_t s, const char *name, F f) {
-  if (fake_graph_capture_fn(s, name, std::function<cudaError_t()>(f))) return cudaSuccess;
-  fake_trace("launch %s s%d", name, fake_stream_no(s));
-  return f();
-}
+/* Traces a kernel run eagerly ("launch NAME sS"; nothing while a graph runs its nodes). */
+void fake_trace_launch(const char *name, cudaStream_t s);
+
+/* The first statement of a fake kernel launcher, given the launcher's own call: while s is
+ * capturing, the call becomes a node (its arguments copied) that makes it again when the graph
+ * is launched, and the launcher returns; otherwise the launch is traced and the body runs. */
+#define FAKE_LAUNCH(s, name, call)                                                       \
+  do {                                                                                   \
+    if (fake_graph_capture_fn((s), (name), [=]() { return call; })) return cudaSuccess;  \
+    fake_trace_launch((name), (s));                                                      \
+  } while (0)
 #endif
 
 #endif
