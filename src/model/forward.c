@@ -406,6 +406,13 @@ static il_status il__head_norm(il_backend *b, il_tensor x, il_tensor g, float ep
   return b->ops->rmsnorm(b, h, h, g, eps);
 }
 
+/* Whether the pass may use the backend's fused ops (matmul_add, gate_up_swiglu): F32
+ * activations (16-bit ones go through the chunks of the ops themselves) and no numerics check
+ * (it observes every op's own output). The backend's fused op is its composition, bit for bit. */
+static bool il__fuse(const il_forward_state *st) {
+  return st->act_type == IL_DTYPE_F32 && !st->numerics;
+}
+
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
@@ -557,6 +564,10 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(il__put(&k, a.out, ATT));
   }
+  if (il__fuse(st) && !L->attn_post_norm.buf && b->ops->matmul_add) { /* the add in the matmul's epilogue */
+    il__layer(st, l);
+    return b->ops->matmul_add(b, il__as(X, "attention residual"), L->wo, ATT, il__as(XO, "attn_output"));
+  }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
   if (L->attn_post_norm.buf)
     IL_TRY(il__norm(st, ln, n, XO, XO, L->attn_post_norm, hp->norm_eps, l, "post_attention_norm"));
@@ -569,11 +580,21 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
   static const char *const gu_ops[2] = {"ffn_gate", "ffn_up"}, *const down_op[1] = {"ffn_down"};
   const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                   HB = il_tensor_rows(ln->hb, 0, n), HB2 = il_tensor_rows(ln->hb2, 0, n);
+  il_backend *b = ln->b;
   IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, m->hp.norm_eps, l, "ffn_norm"));
-  const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
-  IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
-  if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
-  else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
+  if (il__fuse(st) && !m->hp.gemma && b->ops->gate_up_swiglu) {
+    il__layer(st, l);
+    IL_TRY(b->ops->gate_up_swiglu(b, il__as(HB, "ffn_swiglu"), il__as(HB2, "ffn_up"), L->w_gate, L->w_up, XB));
+  } else {
+    const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
+    IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
+    if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
+    else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
+  }
+  if (il__fuse(st) && !L->ffn_post_norm.buf && b->ops->matmul_add) {
+    il__layer(st, l);
+    return b->ops->matmul_add(b, il__as(X, "feed-forward residual"), L->w_down, HB, il__as(XO, "ffn_down"));
+  }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
   if (L->ffn_post_norm.buf) IL_TRY(il__norm(st, ln, n, XO, XO, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm"));
   return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");

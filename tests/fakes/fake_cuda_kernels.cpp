@@ -112,6 +112,25 @@ extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, con
                                                                                                   : cudaErrorInvalidValue;
 }
 
+extern "C" cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
+                                      int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
+                                      float *y, int64_t ldy, int epi) {
+  FAKE_LAUNCH(s, "mv3", il__cu_mv3_epi(s, k, t, w, stride, n_out, n_in, x, work, n_tok, y, ldy, epi));
+  if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 ||
+      !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work) || epi < IL__MV3_STORE ||
+      epi > IL__MV3_SWIGLU)
+    return cudaErrorInvalidValue;
+  il__mv3_act a[IL__CU_MV_MAX_TOK];
+  if (work) {
+    const int64_t nb = n_in / 32;
+    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+    const int *xs = (const int *)(xd + nb * n_tok);
+    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+  }
+  return il__mv3_matvec_epi_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy, epi) ? cudaSuccess
+                                                                                                  : cudaErrorInvalidValue;
+}
+
 extern "C" bool il__cu_matvec_q8_supports(il_dtype t) {
   return t == IL_DTYPE_Q8_0 || t == IL_DTYPE_Q4_0 || t == IL_DTYPE_Q4_1;
 }

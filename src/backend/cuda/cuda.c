@@ -1145,6 +1145,70 @@ static il_status il__sample(il_backend *b, il_tensor ids, il_tensor logits, il_t
   return IL_OK;
 }
 
+/* ---------------------------------------------------------------- fused ops
+ * matmul_add and gate_up_swiglu as version-3 matvec launches whose epilogue does the add or the
+ * SwiGLU (il__mv3_epi): generation (up to 8 tokens) on F32 activations with every matrix on
+ * version 3. Anything else, and any call with an observer installed (it sees the composition's
+ * outputs), runs the composition of the ops. */
+
+static bool il__fusable(il_backend *b, const il_tensor *w, const il_tensor *x, const il_tensor *y) {
+  const il__cu *c = il__cu_of(b);
+  return !b->observer.fn && x->type == IL_DTYPE_F32 && y->type == IL_DTYPE_F32 && x->rows >= 1 &&
+         x->rows <= IL__CU_MV_MAX_TOK && il__mv_pick(c, w, x->rows) >= IL__MV_FIRST_V3 &&
+         (!il__mv_quantized(w->type) || w->cols % 32 == 0);
+}
+
+/* y[i] (epilogue epi[i]) from w[i] x, i < n, the matrices read one quantization of x (views checked). */
+static il_status il__mv_epi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x, const int *epi) {
+  il__cu *c = il__cu_of(b);
+  size_t need = 0;
+  for (int i = 0; i < n; i++)
+    if (il__mv_quantized(w[i].type)) {
+      const size_t m = il__cu_mv3_work(w[i].cols, x.rows);
+      need = m > need ? m : need;
+    }
+  void *work = NULL;
+  if (need) IL_TRY(il__cu_workspace(b, need, &work));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
+  bool quantized = false;
+  for (int i = 0; i < n; i++) {
+    const char *nm = il__nm(&w[i]);
+    if (il__mv_quantized(w[i].type) && !quantized) {
+      IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, il__ptr(x), w[i].cols, x.rows, work), "matmul", nm);
+      quantized = true;
+    }
+    IL_CUDA_CHECK(c, il__cu_mv3_epi(c->compute, il__mv_pick(c, &w[i], x.rows), w[i].type, il__ptr(w[i]), w[i].stride,
+                                    w[i].rows, w[i].cols, il__ptr(x), work, x.rows, il__ptr(y[i]), il__ldy(&y[i]), epi[i]),
+                  "matmul", nm);
+  }
+  return IL_OK;
+}
+
+static il_status il__matmul_add(il_backend *b, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp) {
+  if (!il__fusable(b, &w, &x, &y)) {
+    IL_TRY(il__t_matmul(b, tmp, w, x));
+    return il__t_add(b, y, tmp);
+  }
+  IL_TRY(il__mm_check(b, &y, &w, &x));
+  const int epi = IL__MV3_ADD;
+  return il__mv_epi(b, 1, &y, &w, x, &epi);
+}
+
+static il_status il__gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up,
+                                    il_tensor x) {
+  if (!il__fusable(b, &w_gate, &x, &h) || !il__fusable(b, &w_up, &x, &h) || w_gate.rows != w_up.rows ||
+      up.rows != h.rows || up.cols != h.cols) {
+    const il_tensor y[2] = {h, up}, w[2] = {w_gate, w_up};
+    IL_TRY(il__matmul_multi(b, 2, y, w, NULL, x));
+    return il__t_swiglu(b, h, up);
+  }
+  IL_TRY(il__mm_check(b, &h, &w_gate, &x));
+  IL_TRY(il__mm_check(b, &h, &w_up, &x));
+  const il_tensor y[2] = {h, h}, w[2] = {w_gate, w_up};
+  const int epi[2] = {IL__MV3_STORE, IL__MV3_SWIGLU}; /* h = gate . x, then h = silu(h) * (up . x) */
+  return il__mv_epi(b, 2, y, w, x, epi);
+}
+
 static const il_backend_ops il__cuda_ops = {
     .version = IL_BACKEND_OPS_VERSION,
     .buffer_alloc = il__alloc,
@@ -1187,6 +1251,8 @@ static const il_backend_ops il__cuda_ops = {
     .reserve = il__reserve,
     .reserve_bytes = il__reserve_bytes,
     .sample = il__sample,
+    .gate_up_swiglu = il__gate_up_swiglu,
+    .matmul_add = il__matmul_add,
     .capture_begin = il__cu_capture_begin,
     .capture_end = il__cu_capture_end,
     .replay = il__cu_replay,
