@@ -1,6 +1,7 @@
 /* engine/graph: decode steps recorded once and replayed (the policy is in graph.h). */
 #include "engine/graph.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -96,9 +97,8 @@ il_status il__graph_pass(il_engine *e, const il_batch_entry *batch, int32_t n, b
   if (slot->seen++ > 0 || slot->step) {
     il_status st = il__capture(e, slot, batch, n, *n_logits, ids);
     if (st == IL_OK) return IL_OK;
-    static bool said;
-    if (!said) {
-      said = true;
+    static atomic_bool said; /* once per process: engines are opened per run of bench and experiment */
+    if (!atomic_exchange(&said, true)) {
       il_log(IL_LOG_WARN, "warning: %s: a decode step could not be recorded as one graph (%s); decode steps run as "
                           "separate launches", e->info.name, il_error_detail());
     }
