@@ -18,12 +18,17 @@
  * - capture refused (FAKE_CUDA_CAPTURE_FAIL=begin, =end): the eager path, the same tokens, and
  *   one warning for the process.
  * On a device the same runs check the tokens, the transfers and the engine's step counts.
+ * The capture ops on the backend itself: a recorded get_rows replayed over new ids; a bad id in
+ * a replayed step named after 70 later launches; a download inside a capture refused and the
+ * capture with it (nothing ran); an abandoned capture running nothing; a capture over a step
+ * updating it in place; a step refused after the workspace moved.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "backend/registry.h"
+#include "core/quant.h"
 #include "engine/engine_impl.h"
 #include "harness.h"
 
@@ -317,12 +322,97 @@ static void test_capture_fails(const char *where) {
   trace_stop();
 }
 
+/* The seam's capture ops on the backend itself: a recorded get_rows replayed over new ids, a
+ * fault in a replayed step named after the launch ring has moved on, a transfer inside a
+ * capture refused (nothing runs), an abandoned capture running nothing, an update in place,
+ * and a step refused once the workspace has moved. */
+static void test_backend_steps(void) {
+  il_backend *b = NULL;
+  IL_CHECK_OK(il_backend_open("cuda", NULL, &b));
+  if (!b) return;
+  const il_backend_ops *o = b->ops;
+  float w[4 * 8], y[2 * 8], zero[2 * 8] = {0};
+  for (int i = 0; i < 32; i++) w[i] = (float)i;
+  il_tensor W, ids, Y, Y2;
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 4, 8, IL_DTYPE_F32, "w", &W));
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 1, 2, IL_DTYPE_I32, "ids", &ids));
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 2, 8, IL_DTYPE_F32, "y", &Y));
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 2, 8, IL_DTYPE_F32, "y2", &Y2));
+  IL_CHECK_OK(o->upload(b, W, w, sizeof w));
+  IL_CHECK_OK(o->upload(b, Y2, zero, sizeof zero));
+  const int32_t a[2] = {1, 2}, c[2] = {3, 0}, bad[2] = {9, 0};
+  IL_CHECK_OK(il_backend_upload_i32(b, ids, a, 2));
+  il_step *s = NULL;
+  IL_CHECK_OK(o->capture_begin(b));
+  IL_CHECK_OK(o->get_rows(b, Y, W, ids));
+  IL_CHECK_OK(o->capture_end(b, &s));
+  IL_CHECK(s != NULL);
+  IL_CHECK_OK(o->download(b, y, Y, sizeof y));
+  IL_CHECK(y[0] == 8 && y[8] == 16); /* rows 1 and 2: it ran at capture_end */
+  IL_CHECK_OK(il_backend_upload_i32(b, ids, c, 2));
+  IL_CHECK_OK(o->replay(b, s));
+  IL_CHECK_OK(o->download(b, y, Y, sizeof y));
+  IL_CHECK(y[0] == 24 && y[8] == 0); /* rows 3 and 0: the ids as they are now */
+  /* a bad id in a replayed step, found after 70 other launches have filled the ring */
+  for (int i = 0; i < 70; i++) IL_CHECK_OK(o->get_rows(b, Y2, W, ids));
+  IL_CHECK_OK(il_backend_upload_i32(b, ids, bad, 2));
+  IL_CHECK_OK(o->replay(b, s));
+  IL_CHECK_INT(o->download(b, y, Y, sizeof y), IL_ERR_RANGE);
+  IL_CHECK(strstr(il_error_detail(), "get_rows from 'w'") && strstr(il_error_detail(), "token id 9"));
+  printf("a fault in a replayed step: %s\n", il_error_detail());
+  IL_CHECK_OK(il_backend_upload_i32(b, ids, a, 2));
+  /* a transfer inside a capture: refused, and the capture with it; nothing ran */
+  IL_CHECK_OK(o->upload(b, Y2, zero, sizeof zero));
+  IL_CHECK_OK(o->capture_begin(b));
+  IL_CHECK_OK(o->get_rows(b, Y2, W, ids));
+  IL_CHECK_INT(o->download(b, y, Y, sizeof y), IL_ERR_UNSUPPORTED);
+  il_step *s2 = NULL;
+  IL_CHECK_INT(o->capture_end(b, &s2), IL_ERR_UNSUPPORTED);
+  IL_CHECK(s2 == NULL && strstr(il_error_detail(), "download of 'y' inside the step"));
+  IL_CHECK_OK(o->download(b, y, Y2, sizeof y));
+  IL_CHECK(memcmp(y, zero, sizeof y) == 0);
+  /* abandoned: nothing runs */
+  IL_CHECK_OK(o->capture_begin(b));
+  IL_CHECK_OK(o->get_rows(b, Y2, W, ids));
+  IL_CHECK_OK(o->capture_end(b, NULL));
+  IL_CHECK_OK(o->download(b, y, Y2, sizeof y));
+  IL_CHECK(memcmp(y, zero, sizeof y) == 0);
+  /* captured again over s: the same kernels, so s is updated in place and handed back */
+  il_step *again = s;
+  IL_CHECK_OK(o->capture_begin(b));
+  IL_CHECK_OK(o->get_rows(b, Y2, W, ids));
+  IL_CHECK_OK(o->capture_end(b, &again));
+  IL_CHECK(again == s);
+  IL_CHECK_OK(o->download(b, y, Y2, sizeof y));
+  IL_CHECK(y[0] == 8 && y[8] == 16);
+  /* the workspace moves (a quantized matmul's 8-bit activations): the step is refused */
+  const int64_t NI = 4096;
+  float *xf = calloc((size_t)(8 * NI), 4), *wf = calloc((size_t)(4 * NI), 4);
+  uint8_t *wq = malloc(il_dtype_row_size(IL_DTYPE_Q8_0, NI) * 4);
+  for (int r = 0; r < 4; r++)
+    IL_CHECK_OK(il_quantize_row(IL_DTYPE_Q8_0, wf, wq + r * il_dtype_row_size(IL_DTYPE_Q8_0, NI), NI));
+  il_tensor WQ, X, YQ;
+  IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq, 4, NI, 0, IL_DTYPE_Q8_0, "wq", &WQ));
+  IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_ACTIVATIONS, xf, 8, NI, 0, IL_DTYPE_F32, "x", &X));
+  IL_CHECK_OK(il_backend_tensor_new(b, IL_MEM_ACTIVATIONS, 8, 4, IL_DTYPE_F32, "yq", &YQ));
+  IL_CHECK_OK(o->matmul(b, YQ, WQ, X));
+  IL_CHECK_INT(o->replay(b, again), IL_ERR_UNSUPPORTED);
+  IL_CHECK(strstr(il_error_detail(), "moved") != NULL);
+  o->step_free(b, again);
+  o->step_free(b, NULL);
+  il_tensor *all[] = {&W, &ids, &Y, &Y2, &WQ, &X, &YQ};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) il_backend_tensor_free(b, all[i]);
+  free(xf), free(wf), free(wq);
+  o->destroy(b);
+}
+
 int main(void) {
   il_backend *b = il_test_open_cuda_or_skip();
   b->ops->destroy(b);
   const char *mod = getenv("INFERLAB_CUDA_MODULE");
   fake = mod && strstr(mod, "fake");
   il_log_set(on_log, NULL);
+  test_backend_steps();
   test_greedy();
   test_logits();
   test_batches();
