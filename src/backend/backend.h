@@ -312,9 +312,16 @@ typedef struct il_backend_ops {
   /* ---- step capture (CUDA graphs) ---- */
   /* Between capture_begin and capture_end the ops run as called and may also be recorded as
    * one step; *out is the step, or NULL where the backend records nothing (cpu, sim: the caller
-   * runs the ops again instead of replaying). replay runs a recorded step again (the tensors'
-   * contents as they are then); step_free releases one (NULL is ignored). (optional, all four:
-   * NULL where nothing is captured) */
+   * runs the ops again instead of replaying). A recording backend (cuda: one CUDA graph) runs
+   * the ops when capture_end returns, and refuses transfers and syncs in between (a step holds
+   * device work only). On entry *out is NULL or an earlier step this one replaces, which
+   * capture_end takes over (cuda updates its graph in place where the kernels are the same);
+   * out NULL abandons the capture: nothing recorded runs. An error from capture_begin or
+   * capture_end (IL_ERR_UNSUPPORTED: the step cannot be recorded, saying why): nothing of the
+   * step ran and the caller runs the ops again uncaptured. replay runs a recorded step again
+   * (the tensors' contents as they are then); IL_ERR_UNSUPPORTED: the step names buffers the
+   * backend has since moved (nothing ran; capture it again). step_free releases one (NULL is
+   * ignored). (optional, all four: NULL where nothing is captured) */
   il_status (*capture_begin)(il_backend *);
   il_status (*capture_end)(il_backend *, il_step **out);
   il_status (*replay)(il_backend *, il_step *step);

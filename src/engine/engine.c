@@ -1,5 +1,6 @@
 /* engine/engine: load, size, decode, generate. */
 #include "engine/engine_impl.h"
+#include "engine/graph.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -594,6 +595,7 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
 void il_engine_free(il_engine *e) {
   if (!e) return;
   il_mem_free(e->slots);
+  if (e->backend) il__graph_free(e);
   if (e->smp_ids.buf) il_backend_tensor_free(e->weights.out_b, &e->smp_ids);
   if (e->smp_u.buf) il_backend_tensor_free(e->weights.out_b, &e->smp_u);
   il_forward_state_free(&e->fs);
@@ -618,6 +620,7 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
   const size_t nv = (size_t)e->model->hp.n_vocab;
   il_backend *b = e->backend;
   size_t written = 0;
+  bool stepped = false; /* the pass ran as a decode step of engine/graph.c */
   for (int32_t off = 0; off < n;) {
     /* a pass ends at n_batch entries or n_logits_max entries that want logits */
     int32_t chunk = 0, want = 0;
@@ -634,11 +637,14 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
     }
     int32_t n_logits = 0;
     IL_TRY(il_kv_cache_sync(&e->kv));
-    IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
+    /* a decode step may run as one recorded device step, sample op included (engine/graph.h) */
+    if (off == 0 && chunk == n) IL_TRY(il__graph_pass(e, batch, n, ids_out != NULL, &n_logits, &stepped));
+    if (!stepped) IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
     if (n_logits && ids_out) {
       il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
       const il_sample_args greedy = {0, 0, 1};
-      IL_TRY(lo->b->ops->sample(lo->b, e->smp_ids, il_tensor_rows(lo->logits, 0, n_logits), e->smp_u, &greedy));
+      if (!stepped)
+        IL_TRY(lo->b->ops->sample(lo->b, e->smp_ids, il_tensor_rows(lo->logits, 0, n_logits), e->smp_u, &greedy));
       IL_TRY(lo->b->ops->download(lo->b, ids_out + written, e->smp_ids, (size_t)n_logits * sizeof(int32_t)));
     } else if (n_logits && logits_out) {
       il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
@@ -649,6 +655,8 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
   }
   IL_TRY(il_model_dev_sync(&e->weights)); /* the next pass's first layer, copied while this one ended */
   for (int i = 1; i < e->n_devs; i++) IL_TRY(e->devs[i]->ops->sync(e->devs[i]));
+  /* a decode step ends at its download, which waited for the stream and read its faults */
+  if (stepped && e->graph_recorded && written && (ids_out || logits_out)) return IL_OK;
   return b->ops->sync(b);
 }
 

@@ -406,6 +406,13 @@ static il_status il__head_norm(il_backend *b, il_tensor x, il_tensor g, float ep
   return b->ops->rmsnorm(b, h, h, g, eps);
 }
 
+/* Whether the pass may use the backend's fused ops (matmul_add, gate_up_swiglu): F32
+ * activations (16-bit ones go through the chunks of the ops themselves) and no numerics check
+ * (it observes every op's own output). The backend's fused op is its composition, bit for bit. */
+static bool il__fuse(const il_forward_state *st) {
+  return st->act_type == IL_DTYPE_F32 && !st->numerics;
+}
+
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
@@ -557,6 +564,10 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(il__put(&k, a.out, ATT));
   }
+  if (il__fuse(st) && !L->attn_post_norm.buf && b->ops->matmul_add) { /* the add in the matmul's epilogue */
+    il__layer(st, l);
+    return b->ops->matmul_add(b, il__as(X, "attention residual"), L->wo, ATT, il__as(XO, "attn_output"));
+  }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
   if (L->attn_post_norm.buf)
     IL_TRY(il__norm(st, ln, n, XO, XO, L->attn_post_norm, hp->norm_eps, l, "post_attention_norm"));
@@ -569,11 +580,21 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
   static const char *const gu_ops[2] = {"ffn_gate", "ffn_up"}, *const down_op[1] = {"ffn_down"};
   const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                   HB = il_tensor_rows(ln->hb, 0, n), HB2 = il_tensor_rows(ln->hb2, 0, n);
+  il_backend *b = ln->b;
   IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, m->hp.norm_eps, l, "ffn_norm"));
-  const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
-  IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
-  if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
-  else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
+  if (il__fuse(st) && !m->hp.gemma && b->ops->gate_up_swiglu) {
+    il__layer(st, l);
+    IL_TRY(b->ops->gate_up_swiglu(b, il__as(HB, "ffn_swiglu"), il__as(HB2, "ffn_up"), L->w_gate, L->w_up, XB));
+  } else {
+    const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
+    IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
+    if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
+    else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
+  }
+  if (il__fuse(st) && !L->ffn_post_norm.buf && b->ops->matmul_add) {
+    il__layer(st, l);
+    return b->ops->matmul_add(b, il__as(X, "feed-forward residual"), L->w_down, HB, il__as(XO, "ffn_down"));
+  }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
   if (L->ffn_post_norm.buf) IL_TRY(il__norm(st, ln, n, XO, XO, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm"));
   return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
@@ -703,12 +724,11 @@ static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forw
   return st->numerics ? il__bad(st->numerics, b, LG, hp->n_layer, "output") : IL_OK;
 }
 
-/* The token's path (the file's opening paragraph), one backend lane at a time. */
-static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
-                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+/* The token's path after the batch's upload (the file's opening paragraph), one backend lane
+ * at a time. */
+static il_status il__forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                 const il_kv_view *kv, int32_t n_out) {
   const il_model *m = d->model;
-  int32_t n_out = 0;
-  IL_TRY(il__upload_batch(st, &m->hp, batch, n, kv, slots, &n_out));
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
   IL_TRY(il__embed(d, st, cur, n));
   for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -722,9 +742,27 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
-  IL_TRY(il__logits(d, st, lo, batch, n, n_out));
+  return il__logits(d, st, lo, batch, n, n_out);
+}
+
+static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  int32_t n_out = 0;
+  IL_TRY(il__upload_batch(st, &d->model->hp, batch, n, kv, slots, &n_out));
+  IL_TRY(il__forward_ops(d, st, batch, n, kv, n_out));
   *n_logits = n_out;
   return IL_OK;
+}
+
+il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  *n_logits = 0;
+  return il__upload_batch(st, &d->model->hp, batch, n, kv, slots, n_logits);
+}
+
+il_status il_model_forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                               const il_kv_view *kv, int32_t n_logits) {
+  return il__forward_ops(d, st, batch, n, kv, n_logits);
 }
 
 il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,

@@ -385,4 +385,14 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, 
 il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
 
+/* il_model_forward in two halves, for a caller that records the ops as one device step
+ * (engine/graph.c): _upload checks the entries and uploads them to every lane (*n_logits as
+ * above); _ops then runs the pass on what was uploaded, with no transfer or sync of its own when
+ * there is one lane and no MoE layer, and reports nothing to an observer (the caller runs it
+ * without --check-numerics). n and n_logits must be those of the upload. */
+il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
+il_status il_model_forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                               const il_kv_view *kv, int32_t n_logits);
+
 #endif
