@@ -1,5 +1,5 @@
 /* tests/test_archs: the architectures beyond llama (qwen3, phi3, gemma3) against a plain
- * reference.
+ * reference (qwen3moe's experts: tests/test_moe).
  *
  * The reference here is written from the architectures' descriptions (llama.cpp's graph for
  * each: qwen3's per-head q/k RMSNorm before NeoX RoPE, phi3's fused attn_qkv and gate/up
@@ -343,7 +343,10 @@ static void check_arch(const char *model, const char *arch) {
 static void check_refusals(void) {
   il_hparams hp = {0};
   IL_CHECK_INT(il_hparams_set_arch(&hp, "gemma2"), IL_ERR_UNSUPPORTED);
-  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3, gemma3"));
+  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3, gemma3, qwen3moe"));
+  /* qwen3moe: qwen3's attention (its MoE FFN and logits are test_moe's) */
+  IL_CHECK_OK(il_hparams_set_arch(&hp, "qwen3moe"));
+  IL_CHECK(hp.qk_norm && !hp.qkv_bias && !hp.fused && !hp.gemma && hp.rope_mode == IL_ROPE_NEOX);
   il_model *src = NULL;
   IL_CHECK_OK(il_builtin_open("builtin:phi3-tiny", NULL, 2, &src));
   if (!src) return;

@@ -551,7 +551,7 @@ static void test_attention(void) {
       il_tensor K = put(b, k, cells, KH * hd, IL_DTYPE_F32, "k"), V = put(b, v, cells, KH * hd, IL_DTYPE_F32, "v");
       il_tensor S = put(b, seq, 1, T, IL_DTYPE_I32, "seq"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
       il_tensor TB = put(b, table, cs[ci].n_seq, 1, IL_DTYPE_I32, "table");
-      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx};
+      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx, 0};
       il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0, 0};
       int nk = 0;
       const il_attn_kernel *ks = b->ops->attn_kernels(b, &nk);

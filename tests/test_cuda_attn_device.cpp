@@ -47,7 +47,7 @@ static std::vector<float> on_device(Problem &p) {
   il_tensor O = put(out.data(), p.n_tok, p.n_heads * p.hd, IL_DTYPE_F32, "out");
   il_tensor S = put(p.seq.data(), 1, p.n_tok, IL_DTYPE_I32, "seq"), P = put(p.pos.data(), 1, p.n_tok, IL_DTYPE_I32, "pos");
   il_tensor TB = put(p.table.data(), p.n_seq, p.max_blocks, IL_DTYPE_I32, "table");
-  il_kv_view kv = {K, V, TB, p.block, p.n_seq, p.max_blocks, p.n_ctx};
+  il_kv_view kv = {K, V, TB, p.block, p.n_seq, p.max_blocks, p.n_ctx, 0};
   il_attn_args a = {O, Q, S, P, &kv, p.n_heads, p.n_kv, p.hd, p.scale, 0, 0};
   const char *why = fl->why_not(B, &a);
   IL_CHECK(why == NULL);

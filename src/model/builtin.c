@@ -40,13 +40,16 @@ static const il__builtin_spec il__specs[] = {
     {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96, 0, 0},
     /* mixtral-style mixture of experts: tiny's attention, 8 experts of FFN 256, 2 per token */
     {"moe-tiny", 512, 1024, 256, 256, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 8, 2},
+    /* Qwen3-MoE (30B-A3B: 128 experts of FFN 768, 8 per token, heads of 128 wider than n_embd /
+     * n_head) at tiny's size: qwen3-tiny's attention, 16 experts of FFN 128, 4 per token */
+    {"qwen3moe-tiny", 512, 1024, 256, 128, 4, 8, 4, 1000000.0f, false, IL_DTYPE_F32, "qwen3moe", 64, 16, 4},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
 const char *il_builtin_names(void) {
   return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:qwen3-tiny, "
-         "builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny";
+         "builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny, builtin:qwen3moe-tiny";
 }
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
@@ -404,6 +407,8 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
   if (hp->n_expert) { /* the keys llama.cpp reads for a mixtral-style llama */
     IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_count"), (uint32_t)hp->n_expert));
     IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_used_count"), (uint32_t)hp->n_expert_used));
+    if (strcmp(hp->arch, "llama")) /* qwen3moe's default is feed_forward_length / expert_used_count */
+      IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_feed_forward_length"), (uint32_t)hp->n_ff_exp));
   }
 #undef IL__K
   il__vocab_arrays v;
