@@ -98,8 +98,8 @@ typedef struct {
   float scale;
   int32_t slice;      /* query rows per slice for kernels that slice (0 = their default) */
   int32_t window;     /* sliding window (gemma3's local layers): token t sees positions
-                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. The cpu kernels
-                         apply it; cuda's refuse a window (IL_ERR_UNSUPPORTED, naming it) */
+                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. Every kernel
+                         (cpu, cuda) applies it */
 } il_attn_args;
 
 /* One attention kernel; a backend lists several, best first. */
