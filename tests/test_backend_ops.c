@@ -545,14 +545,15 @@ static void test_attention(void) {
     for (int s = 0; s < cs[ci].n_seq; s++) table[s] = cs[ci].n_seq - 1 - s; /* sequences in reverse cell order */
     const size_t n = (size_t)(T * H * hd);
     float *want = calloc(n, 4), *got = calloc(n, 4);
+    for (int wi = 0; wi < 2; wi++) /* without a window, and gemma3's sliding window of 7 positions */
     for (int bi = -1; bi < n_backends; bi++) {
       il_backend *b = bi < 0 ? ref : backends[bi].b;
       il_tensor Q = put(b, q, T, H * hd, IL_DTYPE_F32, "q"), O = put(b, NULL, T, H * hd, IL_DTYPE_F32, "out");
       il_tensor K = put(b, k, cells, KH * hd, IL_DTYPE_F32, "k"), V = put(b, v, cells, KH * hd, IL_DTYPE_F32, "v");
       il_tensor S = put(b, seq, 1, T, IL_DTYPE_I32, "seq"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
       il_tensor TB = put(b, table, cs[ci].n_seq, 1, IL_DTYPE_I32, "table");
-      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx};
-      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0, 0};
+      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx, 0};
+      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0, wi ? 7 : 0};
       int nk = 0;
       const il_attn_kernel *ks = b->ops->attn_kernels(b, &nk);
       IL_CHECK(nk >= 1);
@@ -573,8 +574,8 @@ static void test_attention(void) {
           if (bi >= 0) {
             double e = nerr(got, want, n);
             if (!(e <= 1e-5))
-              fprintf(stderr, "  attention %s (slice %d) on %s: normalized error %.3g\n", ks[ki].name, a.slice,
-                      backends[bi].label, e);
+              fprintf(stderr, "  attention %s (slice %d, window %d) on %s: normalized error %.3g\n", ks[ki].name,
+                      a.slice, a.window, backends[bi].label, e);
             IL_CHECK(e <= 1e-5);
           }
         }
@@ -594,7 +595,8 @@ static void test_attention(void) {
     }
     free(q), free(k), free(v), free(want), free(got);
   }
-  printf("attention: %zu shapes (GQA 1/4/2/1, several sequences, head sizes 16-128)\n", sizeof cs / sizeof cs[0]);
+  printf("attention: %zu shapes (GQA 1/4/2/1, several sequences, head sizes 16-128), without and with a window of 7\n",
+         sizeof cs / sizeof cs[0]);
 }
 
 

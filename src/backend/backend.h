@@ -74,6 +74,10 @@ typedef struct {
   int32_t block;         /* positions per block */
   int32_t n_seq, max_blocks;
   int32_t n_ctx;         /* positions a sequence may hold (block * max_blocks) */
+  int32_t ring;          /* 0, or a sliding-window layer's ring of positions: position pos of
+                            sequence seq is in cell seq * ring + pos % ring (block = ring and
+                            every table entry of seq is seq, so kernels read it as any cache);
+                            a sequence keeps its last `ring` positions there */
 } il_kv_view;
 
 typedef enum { IL_ROPE_NORM = 0, IL_ROPE_NEOX = 2 } il_rope_mode;
@@ -94,8 +98,8 @@ typedef struct {
   float scale;
   int32_t slice;      /* query rows per slice for kernels that slice (0 = their default) */
   int32_t window;     /* sliding window (gemma3's local layers): token t sees positions
-                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. The cpu kernels
-                         apply it; cuda's refuse a window (IL_ERR_UNSUPPORTED, naming it) */
+                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. Every kernel
+                         (cpu, cuda) applies it */
 } il_attn_args;
 
 /* One attention kernel; a backend lists several, best first. */

@@ -412,11 +412,12 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
       continue;
     }
     const int32_t *tab = a->table + (size_t)seq * a->max_blocks;
+    const int32_t lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0; /* sliding window */
     for (int64_t h = 0; h < a->n_heads; h++) {
       const float *q = (const float *)((const uint8_t *)a->q + t * a->q_stride) + h * a->head_dim;
       const int64_t koff = (h / group) * a->head_dim;
       float mx = -INFINITY;
-      for (int32_t p = 0; p <= pos; p++) {
+      for (int32_t p = lo; p <= pos; p++) {
         const int32_t blk = tab[p / a->block];
         if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) {
           fake_fault(a->fault, IL__CU_FAULT_BLOCK, a->launch, seq, blk, a->n_cells);
@@ -430,11 +431,11 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
         mx = sc[p] > mx ? sc[p] : mx;
       }
       float sum = 0;
-      for (int32_t p = 0; p <= pos; p++) sum += sc[p] = sc[p] == -INFINITY ? 0.0f : expf(sc[p] - mx);
+      for (int32_t p = lo; p <= pos; p++) sum += sc[p] = sc[p] == -INFINITY ? 0.0f : expf(sc[p] - mx);
       float *o = (float *)((uint8_t *)a->out + t * a->out_stride) + h * a->head_dim;
       for (int64_t i = 0; i < a->head_dim; i++) {
         float acc = 0;
-        for (int32_t p = 0; p <= pos; p++) {
+        for (int32_t p = lo; p <= pos; p++) {
           const int32_t blk = tab[p / a->block];
           if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) continue;
           acc += sc[p] / sum * fake_kv(a->v, a->v_stride, a->kv_type, (int64_t)blk * a->block + p % a->block, koff + i);

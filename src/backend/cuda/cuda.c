@@ -785,10 +785,6 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
   IL_TRY(il__check(b, "attention", &kv->v, IL_DTYPE_COUNT));
   IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
-  if (a->window > 0)
-    return il_error(IL_ERR_UNSUPPORTED,
-                    "attention kernel '%s': a sliding window of %d positions (gemma3's local layers) is not "
-                    "implemented on cuda; with --ctx %d or less no window applies", kernel, a->window, a->window);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
                     (long long)a->n_kv_heads);
@@ -822,7 +818,7 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
       .k = il__ptr(kv->k), .v = il__ptr(kv->v), .k_stride = kv->k.stride, .v_stride = kv->v.stride,
       .kv_type = kv->k.type, .n_tok = a->q.rows, .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads,
       .head_dim = a->head_dim, .n_cells = kv->k.rows, .block = kv->block, .n_seq = kv->n_seq,
-      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
+      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .window = a->window > 0 ? a->window : 0, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
       .fault = c->fault, .launch = il__note(c, "attention over", &kv->k)};
   return IL_OK;
 }
