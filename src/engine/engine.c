@@ -208,56 +208,70 @@ bool il__engine_fits(const il_engine *e, const il__engine_shape *s, size_t cap, 
   return fits;
 }
 
-/* Greedy in order: each device takes the most layers whose need stays within t of its size,
- * the last one the rest. Any contiguous split within t leaves no device further behind than
- * this one (needs grow with every layer a device takes), so it finds one whenever one exists. */
-static bool il__split_within(const il_engine *e, const il__engine_shape *s, double t, const size_t *cap, uint8_t *mask,
-                             int32_t *counts) {
-  const int32_t L = e->model->hp.n_layer;
-  int32_t a = 0;
-  for (int k = 0; k < e->n_devs; k++) {
-    const double lim = t * (double)cap[k];
-    if (k == e->n_devs - 1) {
-      counts[k] = L - a;
-      il_oom_need n = il__need_range(e, s, k, a, L, mask);
-      return (double)il_oom_need_total(&n) <= lim;
-    }
-    int32_t c = 0;
-    for (; a + c < L; c++) {
-      il_oom_need n = il__need_range(e, s, k, a, a + c + 1, mask);
-      if ((double)il_oom_need_total(&n) > lim) break;
-    }
-    if (c == 0) {
-      il_oom_need n = il__need_range(e, s, k, a, a, mask);
-      if ((double)il_oom_need_total(&n) > lim) return false; /* not even its embedding or head */
-    }
-    counts[k] = c;
-    a += c;
-  }
-  return false;
-}
-
+/* --split auto: every device's need for every range of layers it could hold, as a fraction of
+ * its size; then, over the contiguous splits in order, the one whose largest fraction is the
+ * smallest, and among those the one with the smallest sum of squared fractions (so devices
+ * that could stay empty share the load instead). Two dynamic programs over (device, first
+ * layer): exact, and L * L * n_devs needs (about 50000 for 80 layers on 8 devices). */
 void il__engine_split_auto(const il_engine *e, const il__engine_shape *s, int32_t *counts) {
   const int32_t L = e->model->hp.n_layer;
-  size_t cap[IL_BACKEND_LIST_MAX];
-  for (int k = 0; k < e->n_devs; k++) {
-    cap[k] = il__device_total(e->devs[k]);
-    if (!cap[k]) cap[k] = 1;
-    counts[k] = k == e->n_devs - 1 ? L : 0;
-  }
-  uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)L + 1, "placement mask");
-  if (!mask) return;
-  int32_t tmp[IL_BACKEND_LIST_MAX];
-  double lo = 0, hi = 1;
-  while (!il__split_within(e, s, hi, cap, mask, tmp) && hi < 1e6) hi *= 2;
-  if (hi < 1e6) {
-    for (int it = 0; it < 48 && hi - lo > 1e-6 * hi; it++) {
-      const double mid = (lo + hi) / 2;
-      if (il__split_within(e, s, mid, cap, mask, tmp)) hi = mid;
-      else lo = mid;
+  const int nd = e->n_devs;
+  for (int k = 0; k < nd; k++) counts[k] = k == nd - 1 ? L : 0; /* if anything below fails */
+  const size_t W = (size_t)L + 1;
+  double *frac = il_mem_alloc(IL_MEM_OTHER, sizeof(double) * (size_t)nd * W * W, "split table");
+  double *best = il_mem_alloc(IL_MEM_OTHER, sizeof(double) * ((size_t)nd + 1) * W * 2, "split table");
+  int32_t *next = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)nd * W, "split table");
+  uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, W, "placement mask");
+  if (frac && best && next && mask) {
+#define IL__FRAC(k, a, b) frac[((size_t)(k) * W + (size_t)(a)) * W + (size_t)(b)]
+    for (int k = 0; k < nd; k++) {
+      size_t cap = il__device_total(e->devs[k]);
+      if (!cap) cap = 1;
+      for (int32_t a = 0; a <= L; a++)
+        for (int32_t b = a; b <= L; b++) {
+          il_oom_need n = il__need_range(e, s, k, a, b, mask);
+          IL__FRAC(k, a, b) = (double)il_oom_need_total(&n) / (double)cap;
+        }
     }
-    il__split_within(e, s, hi, cap, mask, counts);
+    /* pass 0: mx[k][a] = the smallest largest fraction of devices k.. holding layers a..L-1 */
+    double *mx = best, *sq = best + ((size_t)nd + 1) * W;
+    for (int32_t a = 0; a <= L; a++) mx[(size_t)nd * W + (size_t)a] = a == L ? 0 : 1e300;
+    for (int k = nd - 1; k >= 0; k--)
+      for (int32_t a = 0; a <= L; a++) {
+        double m = 1e300;
+        for (int32_t b = k == nd - 1 ? L : a; b <= L; b++) {
+          const double f = IL__FRAC(k, a, b), rest = mx[(size_t)(k + 1) * W + (size_t)b];
+          const double v = f > rest ? f : rest;
+          if (v < m) m = v;
+        }
+        mx[(size_t)k * W + (size_t)a] = m;
+      }
+    const double t = mx[0] * (1 + 1e-12);
+    /* pass 1: within t, the smallest sum of squares */
+    for (int32_t a = 0; a <= L; a++) sq[(size_t)nd * W + (size_t)a] = a == L ? 0 : 1e300;
+    for (int k = nd - 1; k >= 0; k--)
+      for (int32_t a = 0; a <= L; a++) {
+        double m = 1e300;
+        int32_t arg = L;
+        for (int32_t b = k == nd - 1 ? L : a; b <= L; b++) {
+          const double f = IL__FRAC(k, a, b), rest = sq[(size_t)(k + 1) * W + (size_t)b];
+          if (f > t || rest >= 1e300) continue;
+          if (f * f + rest < m) m = f * f + rest, arg = b;
+        }
+        sq[(size_t)k * W + (size_t)a] = m;
+        next[(size_t)k * W + (size_t)a] = arg;
+      }
+    if (sq[0] < 1e300)
+      for (int k = 0, a = 0; k < nd; k++) {
+        const int32_t b = next[(size_t)k * W + (size_t)a];
+        counts[k] = b - a;
+        a = b;
+      }
+#undef IL__FRAC
   }
+  il_mem_free(frac);
+  il_mem_free(best);
+  il_mem_free(next);
   il_mem_free(mask);
 }
 

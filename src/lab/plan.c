@@ -282,6 +282,11 @@ static il_status il__plan_list(const il_config *cfg, il_plan *p, char items[IL_B
     for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) d->by_cat[i] = es.devs[k].alloc.cat[i].peak_allocated;
     d->fixed_bytes = es.devs[k].fixed_bytes;
     d->by_cat[IL_MEM_OTHER] += d->fixed_bytes;
+    if (!es.devs[k].alloc.total.peak_reserved) { /* a device between others with no layers holds nothing */
+      d->peak_bytes = d->fixed_bytes;
+      d->fits = true;
+      d->margin = ((double)d->capacity - (double)d->peak_bytes) / (double)d->capacity;
+    }
     p->capacity += d->capacity, p->peak_bytes += d->peak_bytes, p->fixed_bytes += d->fixed_bytes;
     p->reserved_bytes += d->reserved_bytes;
     for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) p->by_cat[i] += d->by_cat[i];
