@@ -42,7 +42,7 @@ static const il_opt il__options[] = {
      "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N], or a comma list of them: the layers split across the devices in order",
      false, false},
     {"split", 0, IL_OPT_STR, IL__O(split), 0, 0,
-     "a --device list's share of the layers, one ratio per device (3,1); default: proportional to each device's size",
+     "a --device list's share of the layers, one ratio per device (3,1), or auto: the split that balances each device's whole need against its size; default: proportional to each device's size",
      false, false},
     {"mem-limit", 0, IL_OPT_STR, IL__O(mem_limit), 0, 0, "most bytes the device's allocator may reserve (e.g. 2GiB)", false, false},
     {"attn", 0, IL_OPT_STR, IL__O(attn), 0, 0, "attention kernel: auto | flash | memeff | sliced | naive", false, false},

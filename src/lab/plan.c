@@ -422,7 +422,7 @@ il_status il_plan_run(const il_config *cfg, il_plan *p) {
 
 static void il__print_list(const il_plan *p, FILE *f) {
   char a[32];
-  int w = 14;
+  int w = 19;
   for (int k = 0; k < p->n_devs; k++)
     if ((int)strlen(p->devs[k].device) + 2 > w) w = (int)strlen(p->devs[k].device) + 2;
   fprintf(f, "devices: %d, layers on each %s (--split %s planned)\n", p->n_devs, p->split, p->split);
