@@ -24,6 +24,8 @@
 
 static const char *kv_layout = "contiguous";
 
+static const char *gpu_layers = "";
+
 static il_status open_with(const char *device, const char *split, il_engine **e) {
   il_config c;
   il_config_defaults(&c);
@@ -33,6 +35,7 @@ static il_status open_with(const char *device, const char *split, il_engine **e)
   c.logits_all = true;
   snprintf(c.device, sizeof c.device, "%s", device);
   snprintf(c.split, sizeof c.split, "%s", split);
+  snprintf(c.gpu_layers, sizeof c.gpu_layers, "%s", gpu_layers);
   *e = NULL;
   return il_engine_open(&c, e);
 }
@@ -155,6 +158,68 @@ static void test_paged(void) {
   kv_layout = "contiguous";
 }
 
+/* --gpu-layers on a device list: N layers in all shared out by --split (llama.cpp's -ngl with
+ * --tensor-split), or one count per device; the rest and (unless every layer is on the devices)
+ * the output head on the CPU, the embedding on the CPU; one device's logits bit for bit. */
+static void test_gpu_layers(void) {
+  il_engine *one;
+  gpu_layers = "";
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  if (!one) return;
+  const int L = one->model->hp.n_layer;
+  const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+  float *want = calloc(n, 4), *got = calloc(n, 4);
+  run(one, want);
+  il_engine_free(one);
+  static const struct {
+    const char *device, *split, *gl;
+    int layers[4]; /* per device; the rest on the CPU */
+  } cases[] = {
+      {"sim:64MiB,sim:64MiB", "", "3", {2, 1}},
+      {"sim:64MiB,sim:64MiB", "1,2", "3", {1, 2}},
+      {"sim:64MiB,sim:64MiB", "", "1,2", {1, 2}},
+      {"sim:64MiB,sim:64MiB", "", "0,4", {0, 4}},
+      {"sim:64MiB,sim:64MiB", "", "2", {1, 1}},
+      {"sim:64MiB,sim:64MiB,sim:64MiB,sim:64MiB", "", "1,0,1,1", {1, 0, 1, 1}},
+      {"sim:64MiB,sim:64MiB", "auto", "3", {-1, -1}}, /* auto: any split of 3 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gpu_layers = cases[i].gl;
+    il_engine *e;
+    il_status st = open_with(cases[i].device, cases[i].split, &e);
+    IL_CHECK_OK(st);
+    if (st != IL_OK) continue;
+    run(e, got);
+    if (memcmp(got, want, n * 4))
+      fprintf(stderr, "--device %s --gpu-layers %s: logits differ from one device\n", cases[i].device, cases[i].gl);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    int l = 0, on = 0;
+    for (int k = 0; k < e->n_devs; k++) {
+      on += e->split_n[k];
+      if (cases[i].layers[0] >= 0) IL_CHECK_INT(e->split_n[k], cases[i].layers[k]);
+      for (int j = 0; j < e->split_n[k]; j++, l++) IL_CHECK(e->weights.layer_b[l] == e->devs[k]);
+    }
+    for (; l < L; l++) IL_CHECK(e->weights.layer_b[l] == e->host); /* the rest on the CPU */
+    IL_CHECK(e->weights.embd_b == e->host);
+    IL_CHECK(e->weights.out_b == (on == L ? e->devs[e->n_devs - 1] : e->host));
+    il_engine_free(e);
+  }
+  gpu_layers = "1,2,1";
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--gpu-layers");
+  gpu_layers = "1,2";
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,1", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB", "", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "one device");
+  gpu_layers = "auto";
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split auto");
+  gpu_layers = "";
+  free(want);
+  free(got);
+}
+
 static void test_errors(void) {
   il_engine *e;
   IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
@@ -178,6 +243,7 @@ int main(void) {
   test_list_parse();
   test_equal_logits();
   test_paged();
+  test_gpu_layers();
   test_errors();
   return il_test_finish();
 }

@@ -53,7 +53,7 @@ static const il_opt il__options[] = {
     {"kv", 0, IL_OPT_STR, IL__O(kv), 0, 0, "KV cache layout: contiguous | paged", false, false},
     {"kv-block", 0, IL_OPT_INT, IL__O(kv_block), 1, 1 << 16, "paged KV cache: positions per block", false, false},
     {"no-prefix-cache", 0, IL_OPT_BOOL, IL__O(no_prefix_cache), 0, 1, "paged KV cache: do not keep finished requests' prompt blocks for reuse (the cache is on by default with --kv paged)", false, false},
-    {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N; the rest on the CPU", false, false},
+    {"gpu-layers", 0, IL_OPT_STR, IL__O(gpu_layers), 0, 0, "layers on the device (alias -ngl): all | auto | N, or with a --device list N (shared out as --split says) or one count per device (2,3); the rest on the CPU", false, false},
     {"offload", 0, IL_OPT_STR, IL__O(offload), 0, 0, "none | stream: weights stay in host memory and stream through two device slots", false, false},
     {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false, false},
     {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu; exps=cpu: a MoE's experts", false, false},

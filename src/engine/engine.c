@@ -175,8 +175,8 @@ static il_oom_need il__need_range(const il_engine *e, const il__engine_shape *s,
   if (b > a) memset(mask + a, 1, (size_t)(b - a));
   il__engine_shape d = *s;
   d.layer_dev = mask;
-  d.embd_dev = k == 0;
-  d.out_dev = k == e->n_devs - 1;
+  d.embd_dev = k == 0 && s->embd_dev;
+  d.out_dev = k == e->n_devs - 1 && s->out_dev;
   il_backend_info info;
   e->devs[k]->ops->info(e->devs[k], &info);
   return il__need_on(e, &d, e->devs[k], info.host_visible, e->dev_fixed[k]);
@@ -214,7 +214,8 @@ bool il__engine_fits(const il_engine *e, const il__engine_shape *s, size_t cap, 
  * that could stay empty share the load instead). Two dynamic programs over (device, first
  * layer): exact, and L * L * n_devs needs (about 50000 for 80 layers on 8 devices). */
 void il__engine_split_auto(const il_engine *e, const il__engine_shape *s, int32_t *counts) {
-  const int32_t L = e->model->hp.n_layer;
+  int32_t L = 0; /* the layers on the devices: the first ones */
+  while (L < e->model->hp.n_layer && s->layer_dev[L]) L++;
   const int nd = e->n_devs;
   for (int k = 0; k < nd; k++) counts[k] = k == nd - 1 ? L : 0; /* if anything below fails */
   const size_t W = (size_t)L + 1;
@@ -397,7 +398,39 @@ static il_status il__placement(il_engine *e) {
   if (!strcmp(g, "all")) {
     n = L;
   } else if (!strcmp(g, "auto")) {
+    if (e->n_devs > 1)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers auto: with a --device list, give --split auto (every layer on the "
+                                          "devices, split to fit) or a layer count");
     e->auto_layers = true;
+  } else if (strchr(g, ',')) {
+    /* one count per device of a list, in order: llama.cpp's -ngl with the split given as
+     * counts; the rest on the CPU */
+    if (e->n_devs < 2)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': one count per device of a --device list; --device '%s' is "
+                                          "one device", g, cfg->device);
+    int k = 0;
+    n = 0;
+    for (const char *p = g;; k++) {
+      char *end;
+      long v = strtol(p, &end, 10);
+      if (end == p || v < 0 || v > L)
+        return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': count %d is not a layer count (0..%d)", g, k + 1, L);
+      if (k < e->n_devs) e->gl_counts[k] = (int32_t)v;
+      n += (int32_t)v;
+      if (*end == 0) break;
+      if (*end != ',') return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': counts are separated by commas", g);
+      p = end + 1;
+    }
+    if (k + 1 != e->n_devs)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %s counts for the %d devices of --device '%s'", g,
+                      k + 1 > e->n_devs ? "more" : "fewer", e->n_devs, cfg->device);
+    if (n > L) return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %d layers in all; the model has %d", g, n, L);
+    if (cfg->split[0])
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s' gives each device's layers; --split '%s' would too: give "
+                                          "one of them", g, cfg->split);
+    e->gl_list = true;
+    e->embd_dev = false;
+    e->out_dev = n == L;
   } else if (cfg->auto_from > 0) { /* auto, one layer fewer than predicted (see il_engine_open) */
     n = (int32_t)strtol(g, NULL, 10);
     e->auto_layers = false;
@@ -471,17 +504,23 @@ static il_status il__auto_layers(il_engine *e, il__engine_shape *shape) {
  * with c_k the sum of the shares before it and C all of them; --split auto: the counts that
  * balance each device's whole need against its size (il__engine_split_auto). The embedding
  * runs on the first device, the output head on the last; the residual crosses once per
- * boundary. --gpu-layers, --place and --offload stream place between one device and the CPU,
- * so they do not combine with a list. */
+ * boundary. --gpu-layers N: the first N layers are shared out so, the rest (and the output head
+ * unless N is all) run on the CPU; --gpu-layers A,B,...: device k takes the k-th count. --place
+ * and --offload stream place between one device and the CPU, so they do not combine with a list. */
 static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
   const il_config *cfg = &e->cfg;
   const int32_t L = e->model->hp.n_layer;
   const int nd = e->n_devs;
-  if ((cfg->gpu_layers[0] && strcmp(cfg->gpu_layers, "all")) || cfg->place[0] || e->stream)
-    return il_error(IL_ERR_INVALID_ARG, "--device '%s': a device list holds every layer on its devices; "
-                                        "--gpu-layers, --place and --offload apply to one device", cfg->device);
+  if (cfg->place[0] || e->stream)
+    return il_error(IL_ERR_INVALID_ARG, "--device '%s': --place and --offload place between one device and the CPU; "
+                                        "with a device list give --gpu-layers N or one count per device (--gpu-layers "
+                                        "A,B,...)", cfg->device);
+  int32_t n_on = 0; /* the layers on the devices: the first ones (--gpu-layers), the rest on the CPU */
+  while (n_on < L && e->layer_dev[n_on]) n_on++;
   shape->split = e->split_n;
-  if (!strcmp(cfg->split, "auto")) {
+  if (e->gl_list) {
+    memcpy(e->split_n, e->gl_counts, sizeof e->split_n);
+  } else if (!strcmp(cfg->split, "auto")) {
     il__engine_split_auto(e, shape, e->split_n);
   } else {
     double share[IL_BACKEND_LIST_MAX], sum = 0;
@@ -509,9 +548,9 @@ static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
     if (!(sum > 0)) return il_error(IL_ERR_INVALID_ARG, "--split '%s': every ratio is 0", cfg->split);
     double c = 0;
     for (int k = 0; k < nd; k++) {
-      const int32_t a = (int32_t)llround(L * c / sum);
+      const int32_t a = (int32_t)llround(n_on * c / sum);
       c += share[k];
-      const int32_t b = k == nd - 1 ? L : (int32_t)llround(L * c / sum);
+      const int32_t b = k == nd - 1 ? n_on : (int32_t)llround(n_on * c / sum);
       e->split_n[k] = b - a;
     }
   }

@@ -20,6 +20,8 @@ struct il_engine {
   int n_devs;
   int32_t split_n[IL_BACKEND_LIST_MAX];  /* a list: layers on each device, in order (from --split) */
   size_t dev_fixed[IL_BACKEND_LIST_MAX]; /* a list: each device's memory in use before the engine allocated */
+  int32_t gl_counts[IL_BACKEND_LIST_MAX]; /* --gpu-layers A,B,...: the layers of each device of a list */
+  bool gl_list;                          /* --gpu-layers gave one count per device */
   il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
                              itself when it is the CPU */
   il_backend_info info;   /* the device's facts (kind, threads, kernel level) */

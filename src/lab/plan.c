@@ -232,7 +232,7 @@ static il_status il__pin_list(const il_config *cfg, const il__list *ls, il_plan 
   }
   char v[64];
   il__split_counts(counts, ls->n, v, sizeof v);
-  snprintf(pinned->split, sizeof pinned->split, "%s", v);
+  if (!strchr(pinned->gpu_layers, ',')) snprintf(pinned->split, sizeof pinned->split, "%s", v); /* else pinned already */
   return IL_OK;
 }
 
@@ -252,7 +252,7 @@ static il_status il__plan_list(const il_config *cfg, il_plan *p, char items[IL_B
   il_oom_report r;
   bool fits = false;
   IL_TRY(il__pin_list(cfg, &ls, p, &pinned, counts, &r, &fits));
-  snprintf(p->split, sizeof p->split, "%s", pinned.split);
+  il__split_counts(counts, n, p->split, sizeof p->split);
   if (!fits) p->ran_out = r.dev;
   p->ctx_from = cfg->ctx > 0 ? IL_OOM_CTX_GIVEN : IL_OOM_CTX_DEFAULT;
   size_t peaks[IL_BACKEND_LIST_MAX];
@@ -426,7 +426,8 @@ static void il__print_list(const il_plan *p, FILE *f) {
   for (int k = 0; k < p->n_devs; k++)
     if ((int)strlen(p->devs[k].device) + 2 > w) w = (int)strlen(p->devs[k].device) + 2;
   fprintf(f, "devices: %d, layers on each %s (--split %s planned)\n", p->n_devs, p->split, p->split);
-  fprintf(f, "run: ctx %d, batch %d, %d sequence(s), %d layers\n", p->n_ctx, p->n_batch, p->n_seq, p->n_layers);
+  fprintf(f, "run: ctx %d, batch %d, %d sequence(s), %d/%d layers on the devices%s\n", p->n_ctx, p->n_batch, p->n_seq,
+          p->n_dev_layers, p->n_layers, p->n_dev_layers < p->n_layers ? " (the rest on the CPU)" : "");
   if (p->ctx_from != IL_OOM_CTX_GIVEN)
     fprintf(f, "     ctx %d is %s; run sizes it for its prompt and -n instead (give --ctx to plan that)\n", p->n_ctx,
             il_oom_ctx_from_name(p->ctx_from));
