@@ -10,8 +10,9 @@
  *   smaller than its peak fails with out of memory on that device, the report naming it;
  * - --split auto fits where the split proportional to each device's free memory (llama.cpp's
  *   default for --tensor-split) runs out, and its logits equal one device's bit for bit;
- * - the out-of-memory report of a list names the device that ran out and a --split fix; the
- *   fix applied (and --fit) opens and runs.
+ * - the out-of-memory report of a list names the device that ran out and a --split fix (a
+ *   --gpu-layers one when --gpu-layers gave the counts); the fix applied (and --fit) opens and
+ *   runs.
  */
 #include <string.h>
 
@@ -175,6 +176,25 @@ static void test_auto(const char *model, const char *device, const char *free, i
   IL_CHECK(p.fits);
 }
 
+/* --gpu-layers A,B that runs a device out: the report's move is a --gpu-layers change (the
+ * option that gave the counts), and applied it runs with one device's logits. */
+static void test_gpu_layers_fix(const float *want) {
+  il_config c = cfg_for("builtin:tiny", "sim:3MiB,sim:15MiB", "");
+  snprintf(c.gpu_layers, sizeof c.gpu_layers, "1,3");
+  il_engine *e = NULL;
+  IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_OOM);
+  il_oom_report r;
+  IL_CHECK(il_oom_report_last(&r));
+  IL_CHECK_INT(r.dev, 0);
+  IL_CHECK(r.n_fixes > 0);
+  if (r.n_fixes < 1) return;
+  IL_CHECK_STR(r.fixes[0].option, "gpu-layers");
+  IL_CHECK_STR(r.fixes[0].value, "0,4");
+  il_config f = c;
+  IL_CHECK_OK(il_oom_fix_apply(&r, r.fixes[0].option, r.fixes[0].value, &f));
+  check_runs(&f, want, "the report's --gpu-layers fix");
+}
+
 int main(void) {
   float *tiny = one_device("builtin:tiny"), *qwen = one_device("builtin:qwen3-tiny");
   test_peaks("builtin:tiny", "sim:64MiB,sim:32MiB", "", tiny);
@@ -187,6 +207,7 @@ int main(void) {
     test_auto("builtin:tiny", "sim:4608KiB,sim:15MiB", "4.5,15", 0, tiny);
     test_auto("builtin:tiny", "sim:6MiB,ctx=1536KiB,sim:8MiB,sim:8MiB,sim:8MiB", "4.5,8,8,8", 0, tiny);
   }
+  if (tiny) test_gpu_layers_fix(tiny);
   if (qwen) test_auto("builtin:qwen3-tiny", "sim:5MiB,sim:20MiB", "5,20", 0, qwen);
   free(tiny);
   free(qwen);

@@ -70,14 +70,15 @@ static void il__suggest_split(const il_engine *e, const il__engine_shape *cur, i
     il__split_format(c, nd, v, sizeof v);
     snprintf(eff, sizeof eff, "moves %d layer%s from device %d to device %d", best_n, best_n > 1 ? "s" : "", k + 1,
              best_to + 1);
-    il__fix(r, "split", v, best_pred, eff);
+    il__fix(r, e->gl_list ? "gpu-layers" : "split", v, best_pred, eff); /* the option that gave the counts */
     return;
   }
   il__engine_split_auto(e, cur, c);
   size_t pred = 0;
   if (memcmp(c, cur->split, sizeof c[0] * (size_t)nd) && il__engine_fits(e, &s, r->capacity, k, &pred)) {
     il__split_format(c, nd, v, sizeof v);
-    il__fix(r, "split", v, pred, "the split that balances each device's need against its size (--split auto)");
+    il__fix(r, e->gl_list ? "gpu-layers" : "split", v, pred,
+            "the split that balances each device's need against its size (--split auto)");
   }
 }
 
