@@ -24,7 +24,7 @@
 
 static const char *kv_layout = "contiguous";
 
-static const char *gpu_layers = "";
+static const char *gpu_layers = "", *place = "", *model = "builtin:tiny";
 
 static il_status open_with(const char *device, const char *split, il_engine **e) {
   il_config c;
@@ -36,6 +36,8 @@ static il_status open_with(const char *device, const char *split, il_engine **e)
   snprintf(c.device, sizeof c.device, "%s", device);
   snprintf(c.split, sizeof c.split, "%s", split);
   snprintf(c.gpu_layers, sizeof c.gpu_layers, "%s", gpu_layers);
+  snprintf(c.place, sizeof c.place, "%s", place);
+  snprintf(c.model, sizeof c.model, "%s", model);
   *e = NULL;
   return il_engine_open(&c, e);
 }
@@ -220,6 +222,52 @@ static void test_gpu_layers(void) {
   free(got);
 }
 
+/* --place of components on a device list: the embedding and the head on the CPU; a MoE's
+ * experts on the CPU (llama.cpp's --cpu-moe beside a split); one device's logits. */
+static void test_place(void) {
+  static const struct {
+    const char *model, *place, *gl;
+    bool embd_host, out_host, exps_host;
+  } cases[] = {
+      {"builtin:tiny", "token_embd=cpu,output=cpu", "", true, true, false},
+      {"builtin:tiny", "output=cpu", "", false, true, false},
+      {"builtin:tiny", "token_embd=device", "3", false, true, false},
+      {"builtin:moe-tiny", "exps=cpu", "", false, false, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model = cases[i].model;
+    place = "";
+    gpu_layers = "";
+    il_engine *one = NULL, *e = NULL;
+    IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+    place = cases[i].place;
+    gpu_layers = cases[i].gl;
+    IL_CHECK_OK(open_with("sim:64MiB,sim:64MiB,sim:64MiB", "", &e));
+    if (one && e) {
+      const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+      float *want = calloc(n, 4), *got = calloc(n, 4);
+      run(one, want);
+      run(e, got);
+      if (memcmp(got, want, n * 4)) fprintf(stderr, "--place %s on 3 devices: logits differ\n", cases[i].place);
+      IL_CHECK(memcmp(got, want, n * 4) == 0);
+      IL_CHECK((e->weights.embd_b == e->host) == cases[i].embd_host);
+      IL_CHECK((e->weights.out_b == e->host) == cases[i].out_host);
+      IL_CHECK((e->weights.exps_b == e->host) == cases[i].exps_host);
+      free(want);
+      free(got);
+    }
+    il_engine_free(one);
+    il_engine_free(e);
+  }
+  model = "builtin:tiny";
+  place = "blk.0-1=cpu";
+  gpu_layers = "";
+  il_engine *e = NULL;
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--gpu-layers A,B");
+  place = "";
+}
+
 static void test_errors(void) {
   il_engine *e;
   IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
@@ -244,6 +292,7 @@ int main(void) {
   test_equal_logits();
   test_paged();
   test_gpu_layers();
+  test_place();
   test_errors();
   return il_test_finish();
 }

@@ -139,7 +139,7 @@ static void il__suggest(const il_engine *e, const il__engine_shape *cur, il_oom_
   /* 4b. a MoE's experts on the CPU (llama.cpp's --cpu-moe): attention and the routers stay on
    * the device, only the experts' weights leave it */
   s = *cur;
-  if (!list && !e->info.host_visible && e->model->hp.n_expert && cur->exps_dev) {
+  if (!e->info.host_visible && e->model->hp.n_expert && cur->exps_dev) {
     s.exps_dev = false;
     size_t pred = 0;
     if (il__engine_fits(e, &s, cap, r->dev, &pred))
