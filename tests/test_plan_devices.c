@@ -14,6 +14,8 @@
  *   --gpu-layers one when --gpu-layers gave the counts); the fix applied (and --fit) opens and
  *   runs.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/engine_impl.h" /* white-box: each device's memory space */
@@ -60,6 +62,24 @@ static void test_peaks(const char *model, const char *device, const char *split,
   il_plan p;
   IL_CHECK_OK(il_plan_run(&c, &p));
   IL_CHECK(p.n_devs >= 2);
+  /* the text has a column per device and the JSON a record per device, with these figures */
+  char *txt = NULL, *js = NULL;
+  size_t nt = 0, nj = 0;
+  FILE *f = open_memstream(&txt, &nt);
+  il_plan_print(&p, f);
+  fclose(f);
+  f = open_memstream(&js, &nj);
+  il_plan_json(&p, f);
+  fclose(f);
+  for (int k = 0; k < p.n_devs; k++) {
+    char key[64];
+    IL_CHECK_CONTAINS(txt, p.devs[k].device);
+    snprintf(key, sizeof key, "\"peak_bytes\": %zu", p.devs[k].peak_bytes);
+    IL_CHECK_CONTAINS(js, key);
+  }
+  IL_CHECK_CONTAINS(js, "\"devices\": [");
+  free(txt);
+  free(js);
   size_t size[IL_BACKEND_LIST_MAX];
   for (int k = 0; k < p.n_devs; k++) size[k] = p.devs[k].peak_bytes ? p.devs[k].peak_bytes : 4096;
   il_config r = c;
