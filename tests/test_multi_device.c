@@ -24,7 +24,7 @@
 
 static const char *kv_layout = "contiguous";
 
-static const char *gpu_layers = "", *place = "", *model = "builtin:tiny";
+static const char *gpu_layers = "", *place = "", *model = "builtin:tiny", *offload = "";
 
 static il_status open_with(const char *device, const char *split, il_engine **e) {
   il_config c;
@@ -37,6 +37,7 @@ static il_status open_with(const char *device, const char *split, il_engine **e)
   snprintf(c.split, sizeof c.split, "%s", split);
   snprintf(c.gpu_layers, sizeof c.gpu_layers, "%s", gpu_layers);
   snprintf(c.place, sizeof c.place, "%s", place);
+  snprintf(c.offload, sizeof c.offload, "%s", offload);
   snprintf(c.model, sizeof c.model, "%s", model);
   *e = NULL;
   return il_engine_open(&c, e);
@@ -268,6 +269,61 @@ static void test_place(void) {
   place = "";
 }
 
+/* --offload stream on a device list: every device streams its own layers through two slots of
+ * its own (its weights: the slots, plus the embedding on the first and the head on the last);
+ * one device's logits; each pass copies every layer once into its device. */
+static void test_stream(void) {
+  il_engine *one = NULL, *e = NULL;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  offload = "stream";
+  static const char *splits[] = {"1,3", "2,2", "1,1,2"};
+  static const char *devs[] = {"sim:64MiB,sim:64MiB", "sim:64MiB,sim:64MiB", "sim:64MiB,sim:64MiB,sim:64MiB"};
+  for (int i = 0; i < 3 && one; i++) {
+    IL_CHECK_OK(open_with(devs[i], splits[i], &e));
+    if (!e) continue;
+    const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+    float *want = calloc(n, 4), *got = calloc(n, 4);
+    run(one, want);
+    for (int s = 0; s < 1; s++) IL_CHECK_OK(il_engine_seq_remove(one, s));
+    run(e, got);
+    if (memcmp(got, want, n * 4)) fprintf(stderr, "--offload stream --split %s: logits differ\n", splits[i]);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    IL_CHECK(e->weights.stream);
+    IL_CHECK_INT(e->weights.n_streams, e->n_devs);
+    const uint64_t lb = il_model_layer_bytes(e->model, 0);
+    /* three passes (a prompt, two steps): each layer copied at least once, at most once a
+     * pass (a layer still in its slot from the pass before is not copied again) */
+    int on = 0;
+    for (int k = 0; k < e->n_devs; k++) {
+      on += e->split_n[k];
+      IL_CHECK(e->weights.streams[k].b == e->devs[k]);
+    }
+    IL_CHECK(e->weights.streamed_bytes % lb == 0);
+    IL_CHECK(e->weights.streamed_bytes >= (uint64_t)on * lb && e->weights.streamed_bytes <= 3 * (uint64_t)on * lb);
+    /* each device's weights: two slots instead of its layers */
+    offload = "";
+    il_engine *full = NULL;
+    IL_CHECK_OK(open_with(devs[i], splits[i], &full));
+    offload = "stream";
+    il_engine_snapshot a, b;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &a);
+    if (full) il_engine_snapshot_get(full, IL_ENGINE_SNAP_MEMORY, &b);
+    for (int k = 0; k < e->n_devs && full; k++) {
+      const size_t ws = a.devs[k].alloc.cat[IL_MEM_WEIGHTS].peak_allocated,
+                   wf = b.devs[k].alloc.cat[IL_MEM_WEIGHTS].peak_allocated;
+      IL_CHECK(ws + (size_t)e->split_n[k] * lb <= wf + 2 * lb + 64 * 1024);
+      IL_CHECK(ws + (size_t)e->split_n[k] * lb + 64 * 1024 >= wf + 2 * lb);
+    }
+    il_engine_free(full);
+    free(want);
+    free(got);
+    il_engine_free(e);
+    e = NULL;
+  }
+  il_engine_free(one);
+  offload = "";
+}
+
 static void test_errors(void) {
   il_engine *e;
   IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
@@ -293,6 +349,7 @@ int main(void) {
   test_paged();
   test_gpu_layers();
   test_place();
+  test_stream();
   test_errors();
   return il_test_finish();
 }

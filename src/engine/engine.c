@@ -507,16 +507,17 @@ static il_status il__auto_layers(il_engine *e, il__engine_shape *shape) {
  * boundary. --gpu-layers N: the first N layers are shared out so, the rest (and the output head
  * unless N is all) run on the CPU; --gpu-layers A,B,...: device k takes the k-th count. --place
  * token_embd=, output= and exps= place components (device: the first device for the embedding,
- * the last for the head, each layer's own for its experts); --place blk.N and --offload stream
- * place layers between one device and the CPU, so they do not combine with a list. */
+ * the last for the head, each layer's own for its experts); --offload stream: each device
+ * streams its own layers through two slots of its own; --place blk.N places layers between one
+ * device and the CPU, so it does not combine with a list. */
 static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
   const il_config *cfg = &e->cfg;
   const int32_t L = e->model->hp.n_layer;
   const int nd = e->n_devs;
-  if (strstr(cfg->place, "blk.") || e->stream)
-    return il_error(IL_ERR_INVALID_ARG, "--device '%s': %s places layers between one device and the CPU; with a device "
-                                        "list give --gpu-layers N or one count per device (--gpu-layers A,B,...)",
-                    cfg->device, e->stream ? "--offload stream" : "--place blk.N");
+  if (strstr(cfg->place, "blk."))
+    return il_error(IL_ERR_INVALID_ARG, "--device '%s': --place blk.N places layers between one device and the CPU; "
+                                        "with a device list give --gpu-layers N or one count per device (--gpu-layers "
+                                        "A,B,...)", cfg->device);
   int32_t n_on = 0; /* the layers on the devices: the first ones (--gpu-layers), the rest on the CPU */
   while (n_on < L && e->layer_dev[n_on]) n_on++;
   shape->split = e->split_n;
