@@ -9,6 +9,9 @@
  * - the residual crosses once per device boundary per pass, and the bytes counted equal two
  *   copies (download + upload) of n_tokens x n_embd floats per boundary;
  * - the paged KV cache on a device list: a block table on every device, one device's logits;
+ * - --gpu-layers N and one count per device on a list (the rest on the CPU), --place of the
+ *   embedding, the head and a MoE's experts, and --offload stream (two slots per device) give
+ *   one device's logits and place what they say;
  * - a device list whose items carry sim options with commas parses as the devices it names;
  * - a bad list, a ratio count that differs from the device count, a ratio that is not a number
  *   and --split on one device are errors naming the flag.
