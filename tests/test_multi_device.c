@@ -327,6 +327,30 @@ static void test_stream(void) {
   offload = "";
 }
 
+/* The default context on a list: halved while some device's KV cache (its layers' cells) takes
+ * more than half of what that device has beside its weights, not only the first device's. */
+static void test_default_ctx(void) {
+  static const struct {
+    const char *device;
+    bool capped;
+  } cases[] = {{"sim:64MiB,sim:5632KiB", true}, {"sim:64MiB,sim:6MiB", false}};
+  for (int i = 0; i < 2; i++) {
+    il_config c;
+    il_config_defaults(&c);
+    c.threads = 2;
+    c.batch = 32;
+    snprintf(c.device, sizeof c.device, "%s", cases[i].device);
+    snprintf(c.split, sizeof c.split, "3,1");
+    il_engine *e = NULL;
+    IL_CHECK_OK(il_engine_open(&c, &e));
+    if (!e) continue;
+    /* the first device has room for the whole training context's cells; the second decides */
+    IL_CHECK(e->ctx_capped == cases[i].capped);
+    IL_CHECK_INT(e->n_ctx, cases[i].capped ? e->model->hp.n_ctx_train / 2 : e->model->hp.n_ctx_train);
+    il_engine_free(e);
+  }
+}
+
 static void test_errors(void) {
   il_engine *e;
   IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
@@ -353,6 +377,7 @@ int main(void) {
   test_gpu_layers();
   test_place();
   test_stream();
+  test_default_ctx();
   test_errors();
   return il_test_finish();
 }

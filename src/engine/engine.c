@@ -300,6 +300,22 @@ int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *cappe
   return n;
 }
 
+int32_t il__engine_default_ctx_list(const il_engine *e, const int32_t *counts, const size_t *available, bool *capped) {
+  const il_hparams *hp = &e->model->hp;
+  int32_t n = e->n_ctx;
+  *capped = false;
+  for (;;) {
+    bool over = false;
+    const size_t layer = il_kv_cache_layer_bytes(hp, n, e->n_seq, &e->kv_opts),
+                 table = il_kv_cache_bytes(hp, n, e->n_seq, &e->kv_opts) - (size_t)hp->n_layer * layer;
+    for (int k = 0; k < e->n_devs; k++)
+      if (counts[k] && (size_t)counts[k] * layer + table > available[k] / 2) over = true;
+    if (!over || n <= 256) return n;
+    n /= 2;
+    *capped = true;
+  }
+}
+
 static size_t il__available_memory(il_backend *b) {
   size_t free_b = 0, total = 0;
   b->ops->memory(b, &free_b, &total);
@@ -709,7 +725,13 @@ static il_status il__open(il_engine *e) {
   }
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
-    e->n_ctx = il__engine_default_ctx(e, il__available_memory(e->n_dev_layers ? e->backend : e->host), &e->ctx_capped);
+    if (e->n_devs > 1) { /* each device's KV cache in half of what it has left */
+      size_t avail[IL_BACKEND_LIST_MAX];
+      for (int k = 0; k < e->n_devs; k++) avail[k] = il__available_memory(e->devs[k]);
+      e->n_ctx = il__engine_default_ctx_list(e, e->split_n, avail, &e->ctx_capped);
+    } else {
+      e->n_ctx = il__engine_default_ctx(e, il__available_memory(e->n_dev_layers ? e->backend : e->host), &e->ctx_capped);
+    }
     if (e->ctx_capped) {
       il_log(IL_LOG_INFO, "context reduced to %d so the KV cache fits in %s memory (set --ctx to override)",
               e->n_ctx, e->info.kind);

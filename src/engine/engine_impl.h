@@ -92,6 +92,9 @@ void il__split_format(const int32_t *counts, int n, char *buf, size_t size);
  * training context capped at 4096, halved (not below 256) while the KV cache of s's placement
  * takes more than half of `available` bytes. *capped: it was halved. */
 int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *capped);
+/* The same for a --device list: halved while the KV cache of some device's layers (counts[k]
+ * of them) takes more than half of available[k], the bytes that device has beside its weights. */
+int32_t il__engine_default_ctx_list(const il_engine *e, const int32_t *counts, const size_t *available, bool *capped);
 /* After an allocation of configuration cur failed: builds the out-of-memory report (engine/
  * oom.c: cause, need, the fixes), keeps it for il_oom_report_last and returns IL_ERR_OOM with
  * its text as the error detail. */

@@ -220,12 +220,22 @@ il_status il__oom_fail(il_engine *e, const il__engine_shape *cur_in) {
   r.ctx_from = cfg->ctx <= 0 ? IL_OOM_CTX_DEFAULT : cfg->ctx_is_hint ? IL_OOM_CTX_SIZED : IL_OOM_CTX_GIVEN;
   if (r.ctx_from == IL_OOM_CTX_DEFAULT && !e->ctx_sized) {
     /* the weights did not fit, so the engine never sized the default context: size it as it
-     * would have, from what the (first) device has left beside the weights, so that the need
-     * and the fixes are those of the context the run would get */
-    il_oom_need w = list ? il__engine_need_dev(e, &cur, 0) : il__engine_need(e, &cur);
-    const size_t used = w.weights + w.fixed, cap0 = list ? il__device_total(e->devs[0]) : r.capacity;
+     * would have, from what the device (each device of a list) has left beside the weights, so
+     * that the need and the fixes are those of the context the run would get */
     bool capped = false;
-    cur.n_ctx = il__engine_default_ctx(e, cap0 > used ? cap0 - used : 0, &capped);
+    if (list) {
+      size_t avail[IL_BACKEND_LIST_MAX];
+      for (int k = 0; k < e->n_devs; k++) {
+        il_oom_need w = il__engine_need_dev(e, &cur, k);
+        const size_t used = w.weights + w.fixed, cap = il__device_total(e->devs[k]);
+        avail[k] = cap > used ? cap - used : 0;
+      }
+      cur.n_ctx = il__engine_default_ctx_list(e, cur.split, avail, &capped);
+    } else {
+      il_oom_need w = il__engine_need(e, &cur);
+      const size_t used = w.weights + w.fixed;
+      cur.n_ctx = il__engine_default_ctx(e, r.capacity > used ? r.capacity - used : 0, &capped);
+    }
     cur.n_batch = il__batch_for(cfg->batch, cur.n_ctx, cur.n_seq);
   }
   r.n_ctx = cur.n_ctx;
