@@ -184,6 +184,24 @@ static void test_sweep(void) {
   IL_CHECK_INT(il_sweep_add(&big, &base, "seed", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "--seed"),
                IL_ERR_INVALID_ARG);
   il_sweep_free(&big);
+  /* values with commas of their own: ';' between the values; a device's sim options stay with it */
+  il_sweep dv;
+  il_sweep_init(&dv);
+  IL_CHECK_OK(il_sweep_add(&dv, &base, "device", "sim:64MiB,pcie=16GB/s,ctx=1MiB,sim:32MiB", "--device"));
+  IL_CHECK_INT(dv.axes[0].n, 2);
+  IL_CHECK_STR(dv.axes[0].values[0], "sim:64MiB,pcie=16GB/s,ctx=1MiB");
+  IL_CHECK_STR(dv.axes[0].values[1], "sim:32MiB");
+  IL_CHECK_OK(il_sweep_add(&dv, &base, "split", "3,1; 1,1", "--split"));
+  IL_CHECK_INT(dv.axes[1].n, 2);
+  IL_CHECK_STR(dv.axes[1].values[0], "3,1");
+  IL_CHECK_STR(dv.axes[1].values[1], "1,1");
+  il_sweep_free(&dv);
+  il_sweep dl;
+  il_sweep_init(&dl);
+  IL_CHECK_OK(il_sweep_add(&dl, &base, "device", "sim:64MiB,pcie=16GB/s,sim:64MiB;sim:128MiB", "--device"));
+  IL_CHECK_INT(dl.axes[0].n, 2);
+  IL_CHECK_STR(dl.axes[0].values[0], "sim:64MiB,pcie=16GB/s,sim:64MiB");
+  il_sweep_free(&dl);
   il_sweep_free(&s);
   il_mem_stats ms;
   il_mem_stats_get(&ms);

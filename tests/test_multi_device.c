@@ -9,6 +9,9 @@
  * - the residual crosses once per device boundary per pass, and the bytes counted equal two
  *   copies (download + upload) of n_tokens x n_embd floats per boundary;
  * - the paged KV cache on a device list: a block table on every device, one device's logits;
+ * - --gpu-layers N and one count per device on a list (the rest on the CPU), --place of the
+ *   embedding, the head and a MoE's experts, and --offload stream (two slots per device) give
+ *   one device's logits and place what they say;
  * - a device list whose items carry sim options with commas parses as the devices it names;
  * - a bad list, a ratio count that differs from the device count, a ratio that is not a number
  *   and --split on one device are errors naming the flag.
@@ -24,6 +27,8 @@
 
 static const char *kv_layout = "contiguous";
 
+static const char *gpu_layers = "", *place = "", *model = "builtin:tiny", *offload = "";
+
 static il_status open_with(const char *device, const char *split, il_engine **e) {
   il_config c;
   il_config_defaults(&c);
@@ -33,6 +38,10 @@ static il_status open_with(const char *device, const char *split, il_engine **e)
   c.logits_all = true;
   snprintf(c.device, sizeof c.device, "%s", device);
   snprintf(c.split, sizeof c.split, "%s", split);
+  snprintf(c.gpu_layers, sizeof c.gpu_layers, "%s", gpu_layers);
+  snprintf(c.place, sizeof c.place, "%s", place);
+  snprintf(c.offload, sizeof c.offload, "%s", offload);
+  snprintf(c.model, sizeof c.model, "%s", model);
   *e = NULL;
   return il_engine_open(&c, e);
 }
@@ -155,6 +164,193 @@ static void test_paged(void) {
   kv_layout = "contiguous";
 }
 
+/* --gpu-layers on a device list: N layers in all shared out by --split (llama.cpp's -ngl with
+ * --tensor-split), or one count per device; the rest and (unless every layer is on the devices)
+ * the output head on the CPU, the embedding on the CPU; one device's logits bit for bit. */
+static void test_gpu_layers(void) {
+  il_engine *one;
+  gpu_layers = "";
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  if (!one) return;
+  const int L = one->model->hp.n_layer;
+  const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+  float *want = calloc(n, 4), *got = calloc(n, 4);
+  run(one, want);
+  il_engine_free(one);
+  static const struct {
+    const char *device, *split, *gl;
+    int layers[4]; /* per device; the rest on the CPU */
+  } cases[] = {
+      {"sim:64MiB,sim:64MiB", "", "3", {2, 1}},
+      {"sim:64MiB,sim:64MiB", "1,2", "3", {1, 2}},
+      {"sim:64MiB,sim:64MiB", "", "1,2", {1, 2}},
+      {"sim:64MiB,sim:64MiB", "", "0,4", {0, 4}},
+      {"sim:64MiB,sim:64MiB", "", "2", {1, 1}},
+      {"sim:64MiB,sim:64MiB,sim:64MiB,sim:64MiB", "", "1,0,1,1", {1, 0, 1, 1}},
+      {"sim:64MiB,sim:64MiB", "auto", "3", {-1, -1}}, /* auto: any split of 3 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gpu_layers = cases[i].gl;
+    il_engine *e;
+    il_status st = open_with(cases[i].device, cases[i].split, &e);
+    IL_CHECK_OK(st);
+    if (st != IL_OK) continue;
+    run(e, got);
+    if (memcmp(got, want, n * 4))
+      fprintf(stderr, "--device %s --gpu-layers %s: logits differ from one device\n", cases[i].device, cases[i].gl);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    int l = 0, on = 0;
+    for (int k = 0; k < e->n_devs; k++) {
+      on += e->split_n[k];
+      if (cases[i].layers[0] >= 0) IL_CHECK_INT(e->split_n[k], cases[i].layers[k]);
+      for (int j = 0; j < e->split_n[k]; j++, l++) IL_CHECK(e->weights.layer_b[l] == e->devs[k]);
+    }
+    for (; l < L; l++) IL_CHECK(e->weights.layer_b[l] == e->host); /* the rest on the CPU */
+    IL_CHECK(e->weights.embd_b == e->host);
+    IL_CHECK(e->weights.out_b == (on == L ? e->devs[e->n_devs - 1] : e->host));
+    il_engine_free(e);
+  }
+  gpu_layers = "1,2,1";
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--gpu-layers");
+  gpu_layers = "1,2";
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,1", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split");
+  IL_CHECK_INT(open_with("sim:64MiB", "", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "one device");
+  gpu_layers = "auto";
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "", &one), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--split auto");
+  gpu_layers = "";
+  free(want);
+  free(got);
+}
+
+/* --place of components on a device list: the embedding and the head on the CPU; a MoE's
+ * experts on the CPU (llama.cpp's --cpu-moe beside a split); one device's logits. */
+static void test_place(void) {
+  static const struct {
+    const char *model, *place, *gl;
+    bool embd_host, out_host, exps_host;
+  } cases[] = {
+      {"builtin:tiny", "token_embd=cpu,output=cpu", "", true, true, false},
+      {"builtin:tiny", "output=cpu", "", false, true, false},
+      {"builtin:tiny", "token_embd=device", "3", false, true, false},
+      {"builtin:moe-tiny", "exps=cpu", "", false, false, true},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    model = cases[i].model;
+    place = "";
+    gpu_layers = "";
+    il_engine *one = NULL, *e = NULL;
+    IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+    place = cases[i].place;
+    gpu_layers = cases[i].gl;
+    IL_CHECK_OK(open_with("sim:64MiB,sim:64MiB,sim:64MiB", "", &e));
+    if (one && e) {
+      const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+      float *want = calloc(n, 4), *got = calloc(n, 4);
+      run(one, want);
+      run(e, got);
+      if (memcmp(got, want, n * 4)) fprintf(stderr, "--place %s on 3 devices: logits differ\n", cases[i].place);
+      IL_CHECK(memcmp(got, want, n * 4) == 0);
+      IL_CHECK((e->weights.embd_b == e->host) == cases[i].embd_host);
+      IL_CHECK((e->weights.out_b == e->host) == cases[i].out_host);
+      IL_CHECK((e->weights.exps_b == e->host) == cases[i].exps_host);
+      free(want);
+      free(got);
+    }
+    il_engine_free(one);
+    il_engine_free(e);
+  }
+  model = "builtin:tiny";
+  place = "blk.0-1=cpu";
+  gpu_layers = "";
+  il_engine *e = NULL;
+  IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "", &e), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "--gpu-layers A,B");
+  place = "";
+}
+
+/* --offload stream on a device list: every device streams its own layers through two slots of
+ * its own (its weights: the slots, plus the embedding on the first and the head on the last);
+ * one device's logits; each pass copies every layer once into its device. */
+static void test_stream(void) {
+  il_engine *one = NULL, *e = NULL;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  offload = "stream";
+  static const char *splits[] = {"1,3", "2,2", "1,1,2"};
+  static const char *devs[] = {"sim:64MiB,sim:64MiB", "sim:64MiB,sim:64MiB", "sim:64MiB,sim:64MiB,sim:64MiB"};
+  for (int i = 0; i < 3 && one; i++) {
+    IL_CHECK_OK(open_with(devs[i], splits[i], &e));
+    if (!e) continue;
+    const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+    float *want = calloc(n, 4), *got = calloc(n, 4);
+    run(one, want);
+    for (int s = 0; s < 1; s++) IL_CHECK_OK(il_engine_seq_remove(one, s));
+    run(e, got);
+    if (memcmp(got, want, n * 4)) fprintf(stderr, "--offload stream --split %s: logits differ\n", splits[i]);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    IL_CHECK(e->weights.stream);
+    IL_CHECK_INT(e->weights.n_streams, e->n_devs);
+    const uint64_t lb = il_model_layer_bytes(e->model, 0);
+    /* three passes (a prompt, two steps): each layer copied at least once, at most once a
+     * pass (a layer still in its slot from the pass before is not copied again) */
+    int on = 0;
+    for (int k = 0; k < e->n_devs; k++) {
+      on += e->split_n[k];
+      IL_CHECK(e->weights.streams[k].b == e->devs[k]);
+    }
+    IL_CHECK(e->weights.streamed_bytes % lb == 0);
+    IL_CHECK(e->weights.streamed_bytes >= (uint64_t)on * lb && e->weights.streamed_bytes <= 3 * (uint64_t)on * lb);
+    /* each device's weights: two slots instead of its layers */
+    offload = "";
+    il_engine *full = NULL;
+    IL_CHECK_OK(open_with(devs[i], splits[i], &full));
+    offload = "stream";
+    il_engine_snapshot a, b;
+    il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &a);
+    if (full) il_engine_snapshot_get(full, IL_ENGINE_SNAP_MEMORY, &b);
+    for (int k = 0; k < e->n_devs && full; k++) {
+      const size_t ws = a.devs[k].alloc.cat[IL_MEM_WEIGHTS].peak_allocated,
+                   wf = b.devs[k].alloc.cat[IL_MEM_WEIGHTS].peak_allocated;
+      IL_CHECK(ws + (size_t)e->split_n[k] * lb <= wf + 2 * lb + 64 * 1024);
+      IL_CHECK(ws + (size_t)e->split_n[k] * lb + 64 * 1024 >= wf + 2 * lb);
+    }
+    il_engine_free(full);
+    free(want);
+    free(got);
+    il_engine_free(e);
+    e = NULL;
+  }
+  il_engine_free(one);
+  offload = "";
+}
+
+/* The default context on a list: halved while some device's KV cache (its layers' cells) takes
+ * more than half of what that device has beside its weights, not only the first device's. */
+static void test_default_ctx(void) {
+  static const struct {
+    const char *device;
+    bool capped;
+  } cases[] = {{"sim:64MiB,sim:5632KiB", true}, {"sim:64MiB,sim:6MiB", false}};
+  for (int i = 0; i < 2; i++) {
+    il_config c;
+    il_config_defaults(&c);
+    c.threads = 2;
+    c.batch = 32;
+    snprintf(c.device, sizeof c.device, "%s", cases[i].device);
+    snprintf(c.split, sizeof c.split, "3,1");
+    il_engine *e = NULL;
+    IL_CHECK_OK(il_engine_open(&c, &e));
+    if (!e) continue;
+    /* the first device has room for the whole training context's cells; the second decides */
+    IL_CHECK(e->ctx_capped == cases[i].capped);
+    IL_CHECK_INT(e->n_ctx, cases[i].capped ? e->model->hp.n_ctx_train / 2 : e->model->hp.n_ctx_train);
+    il_engine_free(e);
+  }
+}
+
 static void test_errors(void) {
   il_engine *e;
   IL_CHECK_INT(open_with("sim:64MiB,sim:64MiB", "1,2,3", &e), IL_ERR_INVALID_ARG);
@@ -178,6 +374,10 @@ int main(void) {
   test_list_parse();
   test_equal_logits();
   test_paged();
+  test_gpu_layers();
+  test_place();
+  test_stream();
+  test_default_ctx();
   test_errors();
   return il_test_finish();
 }

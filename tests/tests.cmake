@@ -68,6 +68,7 @@ set(IL_TEST_TABLE
   test_offload             quick                   300
   test_multi_device        quick                   300
   test_plan                slow,fixtures           300
+  test_plan_devices        quick                   300
   test_precision           quick,fixtures          300
   test_prefix_cache        quick                   300
   test_quant               quick                   300

@@ -7,7 +7,7 @@
 #include "lab/plan.h"
 
 static void il__plan_help(void) {
-  printf("usage: inferlab plan -m MODEL --device sim:SIZE[,ctx=SIZE] [any engine option] [--json]\n\n"
+  printf("usage: inferlab plan -m MODEL --device sim:SIZE[,ctx=SIZE][,sim:SIZE...] [any engine option] [--json]\n\n"
          "Predicts, per category, the device memory this exact configuration needs at its peak,\n"
          "by a dry run of the engine's own allocation paths (nothing is computed, no memory is\n"
          "touched); says whether it fits the device and with what margin; and when it does not,\n"
@@ -15,12 +15,15 @@ static void il__plan_help(void) {
          "first. peak is the smallest sim: device that runs the job (a 3%% smaller one does not).\n"
          "--fit on run and bench applies the first fix by itself.\n"
          "Without --ctx it plans the engine's default context, sized to the device (it says so);\n"
-         "run sizes its context for its prompt and -n instead: give --ctx to plan that run.\n\noptions:\n");
+         "run sizes its context for its prompt and -n instead: give --ctx to plan that run.\n"
+         "A --device list is planned per device: one column each (layers, categories, peak, fits),\n"
+         "each device's peak found with the others large, the split (--split, auto) pinned.\n\noptions:\n");
   printf("  %-24s %s\n", "    --json", "one JSON document (peak_bytes, fits, by_category, fixes, ...)");
-  il_cli_print_options(stdout, "model,wtype,device,ctx,batch,n-seq,kv-type,kv,kv-block,attn,gpu-layers,place,threads");
+  il_cli_print_options(stdout, "model,wtype,device,split,ctx,batch,n-seq,kv-type,kv,kv-block,attn,gpu-layers,place,threads");
   printf("\nexamples:\n"
          "  inferlab plan -m builtin:1b --wtype q4_0 --device sim:2GiB --ctx 4096\n"
          "  inferlab plan -m model.gguf --device sim:8GiB,ctx=300MiB -ngl auto --json\n"
+         "  inferlab plan -m builtin:1b --device sim:2GiB,sim:1GiB --split auto --ctx 4096\n"
          "\nexit codes: 0 fits, 1 does not fit (fixes printed), 64 usage (also: no --device),\n"
          "            65 malformed model, 66 model not found, 69 unsupported device\n");
 }

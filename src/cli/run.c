@@ -331,8 +331,8 @@ int il_cli_run(int argc, char **argv) {
       fprintf(stderr, "  split over %d devices:", es.n_devs);
       for (int i = 0; i < es.n_devs; i++)
         fprintf(stderr, "%s %s %d layers", i ? "," : "", es.devs[i].device.name, es.devs[i].n_layers);
-      fprintf(stderr, "; token_embd on the first, output on the last; residual moved between them: %.1f KiB in all\n",
-              (double)es.residual_bytes / 1024);
+      fprintf(stderr, "; token_embd on %s, output on %s; residual moved between them: %.1f KiB in all\n",
+              es.embd_dev ? "the first" : "the CPU", es.out_dev ? "the last" : "the CPU", (double)es.residual_bytes / 1024);
     }
     if (es.n_expert)
       fprintf(stderr, "  %d experts per layer on the %s; hidden rows moved around them: %.1f KiB in all\n", es.n_expert,

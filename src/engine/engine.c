@@ -118,8 +118,8 @@ int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
 /* What the device (e->backend) holds for configuration s: the numbers the allocations use. */
 /* The device's own matmul scratch (ops->reserve) for this shape: the device layers' weights and
  * the output head, as shapes in the shape's weight type. */
-static size_t il__reserve_bytes(const il_engine *e, const il__engine_shape *s, int32_t n_dev) {
-  const il_backend_ops *o = e->backend->ops;
+static size_t il__reserve_bytes(const il_engine *e, il_backend *b, const il__engine_shape *s, int32_t n_dev) {
+  const il_backend_ops *o = b->ops;
   if (o->version < 3 || !o->reserve_bytes) return 0;
   const il_model *m = e->model;
   il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE,
@@ -133,18 +133,22 @@ static size_t il__reserve_bytes(const il_engine *e, const il__engine_shape *s, i
       n += s->exps_dev ? il_model_moe_shapes(m, l, s->wtype, w + n) : 0;
     }
   if (s->out_dev) w[n++] = il_model_output_shape(m, s->wtype);
-  const size_t bytes = n ? o->reserve_bytes(e->backend, s->n_batch, w, n) : 0;
+  const size_t bytes = n ? o->reserve_bytes(b, s->n_batch, w, n) : 0;
   il_mem_free(w);
   return bytes ? bytes + 2 * IL__ALLOC_SLACK : 0;
 }
 
-il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
+static const il_attn_kernel *il__attn_of(const il_engine *e, il_backend *b);
+
+/* The need of s on backend b (host_visible: it reads the weights in place) with overhead fixed. */
+static il_oom_need il__need_on(const il_engine *e, const il__engine_shape *s, il_backend *b, bool host_visible,
+                               size_t fixed) {
   const il_hparams *hp = &e->model->hp;
   il_oom_need n = {0};
   int32_t n_dev = 0;
   for (int l = 0; l < hp->n_layer; l++) n_dev += s->layer_dev[l];
   size_t nb = 0;
-  if (!e->info.host_visible) {
+  if (!host_visible) {
     n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, s->exps_dev, &nb);
     n.weights += IL__ALLOC_SLACK * nb;
     if (s->stream && n_dev) { /* the device layers' weights become two slots of layer 0's size */
@@ -166,15 +170,152 @@ il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
       }
     n.kv += il_kv_cache_tables_bytes(hp, s->n_ctx, s->n_seq, &ko, ring) +
             IL__ALLOC_SLACK * (2 * (size_t)n_dev + 1 + ring);
-    n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
+    const il_attn_kernel *k = b == e->backend || !e->attn ? e->attn : il__attn_of(e, b);
+    n.workspace = il__attn_ws(b, k, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
   }
-  if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, s, n_dev);
+  if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, b, s, n_dev);
   if (n_dev || s->embd_dev || s->out_dev)
     n.activations = il_forward_lane_bytes(hp, s->act_type, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0,
                                           s->out_dev) +
                     IL__ALLOC_SLACK * (s->act_type == IL_DTYPE_F32 ? 11 : 12);
-  n.fixed = e->fixed_bytes;
+  n.fixed = fixed;
   return n;
+}
+
+il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
+  return il__need_on(e, s, e->backend, e->info.host_visible, e->fixed_bytes);
+}
+
+size_t il__device_total(il_backend *b) {
+  size_t free_b = 0, total = 0;
+  b->ops->memory(b, &free_b, &total);
+  return total;
+}
+
+/* Device k of a list holds layers [first, first + counts[k]). */
+static int32_t il__split_first(const int32_t *counts, int k) {
+  int32_t a = 0;
+  for (int j = 0; j < k; j++) a += counts[j];
+  return a;
+}
+
+/* Device k's need with layers [a, b) on it (mask: scratch of n_layer bytes). */
+static il_oom_need il__need_range(const il_engine *e, const il__engine_shape *s, int k, int32_t a, int32_t b,
+                                  uint8_t *mask) {
+  const int32_t L = e->model->hp.n_layer;
+  memset(mask, 0, (size_t)L);
+  if (b > a) memset(mask + a, 1, (size_t)(b - a));
+  il__engine_shape d = *s;
+  d.layer_dev = mask;
+  d.embd_dev = k == 0 && s->embd_dev;
+  d.out_dev = k == e->n_devs - 1 && s->out_dev;
+  il_backend_info info;
+  e->devs[k]->ops->info(e->devs[k], &info);
+  return il__need_on(e, &d, e->devs[k], info.host_visible, e->dev_fixed[k]);
+}
+
+il_oom_need il__engine_need_dev(const il_engine *e, const il__engine_shape *s, int k) {
+  il_oom_need n = {0};
+  uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)e->model->hp.n_layer + 1, "placement mask");
+  if (!mask) return n;
+  const int32_t a = il__split_first(s->split, k);
+  n = il__need_range(e, s, k, a, a + s->split[k], mask);
+  il_mem_free(mask);
+  return n;
+}
+
+bool il__engine_fits(const il_engine *e, const il__engine_shape *s, size_t cap, int k, size_t *need_k) {
+  if (!s->split || e->n_devs < 2) {
+    il_oom_need n = il__engine_need(e, s);
+    *need_k = il_oom_need_total(&n);
+    return *need_k <= cap;
+  }
+  bool fits = true;
+  for (int j = 0; j < e->n_devs; j++) {
+    il_oom_need n = il__engine_need_dev(e, s, j);
+    const size_t t = il_oom_need_total(&n);
+    if (j == k) *need_k = t;
+    fits &= t <= il__device_total(e->devs[j]);
+  }
+  return fits;
+}
+
+/* --split auto: every device's need for every range of layers it could hold, as a fraction of
+ * its size; then, over the contiguous splits in order, the one whose largest fraction is the
+ * smallest, and among those the one with the smallest sum of squared fractions (so devices
+ * that could stay empty share the load instead). Two dynamic programs over (device, first
+ * layer): exact, and L * L * n_devs needs (about 50000 for 80 layers on 8 devices). */
+void il__engine_split_auto(const il_engine *e, const il__engine_shape *s, int32_t *counts) {
+  int32_t L = 0; /* the layers on the devices: the first ones */
+  while (L < e->model->hp.n_layer && s->layer_dev[L]) L++;
+  const int nd = e->n_devs;
+  for (int k = 0; k < nd; k++) counts[k] = k == nd - 1 ? L : 0; /* if anything below fails */
+  const size_t W = (size_t)L + 1;
+  double *frac = il_mem_alloc(IL_MEM_OTHER, sizeof(double) * (size_t)nd * W * W, "split table");
+  double *best = il_mem_alloc(IL_MEM_OTHER, sizeof(double) * ((size_t)nd + 1) * W * 2, "split table");
+  int32_t *next = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)nd * W, "split table");
+  uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, W, "placement mask");
+  if (frac && best && next && mask) {
+#define IL__FRAC(k, a, b) frac[((size_t)(k) * W + (size_t)(a)) * W + (size_t)(b)]
+    for (int k = 0; k < nd; k++) {
+      size_t cap = il__device_total(e->devs[k]);
+      if (!cap) cap = 1;
+      for (int32_t a = 0; a <= L; a++)
+        for (int32_t b = a; b <= L; b++) {
+          il_oom_need n = il__need_range(e, s, k, a, b, mask);
+          IL__FRAC(k, a, b) = (double)il_oom_need_total(&n) / (double)cap;
+        }
+    }
+    /* pass 0: mx[k][a] = the smallest largest fraction of devices k.. holding layers a..L-1 */
+    double *mx = best, *sq = best + ((size_t)nd + 1) * W;
+    for (int32_t a = 0; a <= L; a++) mx[(size_t)nd * W + (size_t)a] = a == L ? 0 : 1e300;
+    for (int k = nd - 1; k >= 0; k--)
+      for (int32_t a = 0; a <= L; a++) {
+        double m = 1e300;
+        for (int32_t b = k == nd - 1 ? L : a; b <= L; b++) {
+          const double f = IL__FRAC(k, a, b), rest = mx[(size_t)(k + 1) * W + (size_t)b];
+          const double v = f > rest ? f : rest;
+          if (v < m) m = v;
+        }
+        mx[(size_t)k * W + (size_t)a] = m;
+      }
+    const double t = mx[0] * (1 + 1e-12);
+    /* pass 1: within t, the smallest sum of squares */
+    for (int32_t a = 0; a <= L; a++) sq[(size_t)nd * W + (size_t)a] = a == L ? 0 : 1e300;
+    for (int k = nd - 1; k >= 0; k--)
+      for (int32_t a = 0; a <= L; a++) {
+        double m = 1e300;
+        int32_t arg = L;
+        for (int32_t b = k == nd - 1 ? L : a; b <= L; b++) {
+          const double f = IL__FRAC(k, a, b), rest = sq[(size_t)(k + 1) * W + (size_t)b];
+          if (f > t || rest >= 1e300) continue;
+          if (f * f + rest < m) m = f * f + rest, arg = b;
+        }
+        sq[(size_t)k * W + (size_t)a] = m;
+        next[(size_t)k * W + (size_t)a] = arg;
+      }
+    if (sq[0] < 1e300)
+      for (int k = 0, a = 0; k < nd; k++) {
+        const int32_t b = next[(size_t)k * W + (size_t)a];
+        counts[k] = b - a;
+        a = b;
+      }
+#undef IL__FRAC
+  }
+  il_mem_free(frac);
+  il_mem_free(best);
+  il_mem_free(next);
+  il_mem_free(mask);
+}
+
+void il__split_format(const int32_t *counts, int n, char *buf, size_t size) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int k = 0; k < n && o < size; k++) {
+    int w = snprintf(buf + o, size - o, "%s%d", k ? "," : "", counts[k]);
+    if (w < 0) break;
+    o += (size_t)w;
+  }
 }
 
 /* ---- open ---- */
@@ -191,6 +332,30 @@ int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *cappe
     *capped = true;
   }
   return n;
+}
+
+int32_t il__engine_default_ctx_list(const il_engine *e, const int32_t *counts, const size_t *available, bool *capped) {
+  const il_hparams *hp = &e->model->hp;
+  int32_t n = e->n_ctx;
+  *capped = false;
+  il_kv_opts ko = e->kv_opts;
+  for (;;) {
+    bool over = false;
+    ko.batch = il__batch_for(e->cfg.batch, n, e->n_seq); /* sliding-window layers keep window + batch - 1 */
+    for (int k = 0, l0 = 0; k < e->n_devs; l0 += counts[k], k++) {
+      if (!counts[k]) continue;
+      size_t bytes = 0;
+      bool ring = false;
+      for (int32_t l = l0; l < l0 + counts[k] && l < hp->n_layer; l++) {
+        bytes += il_kv_cache_layer_bytes(hp, l, n, e->n_seq, &ko);
+        ring = ring || il_kv_cache_layer_ring(hp, l, n, &ko);
+      }
+      if (bytes + il_kv_cache_tables_bytes(hp, n, e->n_seq, &ko, ring) > available[k] / 2) over = true;
+    }
+    if (!over || n <= 256) return n;
+    n /= 2;
+    *capped = true;
+  }
 }
 
 static size_t il__available_memory(il_backend *b) {
@@ -235,8 +400,7 @@ static il_status il__pick_attn(il_engine *e) {
 
 /* The attention kernel a lane's backend uses: the device's choice, or the same name on the CPU
  * backend (cpu and sim list the same kernels). */
-static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) {
-  il_engine *e = ctx;
+static const il_attn_kernel *il__attn_of(const il_engine *e, il_backend *b) {
   if (b == e->backend) return e->attn;
   int n = 0;
   const il_attn_kernel *ks = b->ops->attn_kernels(b, &n);
@@ -244,6 +408,8 @@ static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) {
     if (!strcmp(ks[i].name, e->attn->name)) return &ks[i];
   return n ? &ks[0] : NULL;
 }
+
+static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) { return il__attn_of(ctx, b); }
 
 /* Sets one component from "NAME=cpu|device": token_embd, output, blk.N, blk.A-B, or exps (every
  * layer's MoE experts: device = with their layer). */
@@ -290,7 +456,39 @@ static il_status il__placement(il_engine *e) {
   if (!strcmp(g, "all")) {
     n = L;
   } else if (!strcmp(g, "auto")) {
+    if (e->n_devs > 1)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers auto: with a --device list, give --split auto (every layer on the "
+                                          "devices, split to fit) or a layer count");
     e->auto_layers = true;
+  } else if (strchr(g, ',')) {
+    /* one count per device of a list, in order: llama.cpp's -ngl with the split given as
+     * counts; the rest on the CPU */
+    if (e->n_devs < 2)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': one count per device of a --device list; --device '%s' is "
+                                          "one device", g, cfg->device);
+    int k = 0;
+    n = 0;
+    for (const char *p = g;; k++) {
+      char *end;
+      long v = strtol(p, &end, 10);
+      if (end == p || v < 0 || v > L)
+        return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': count %d is not a layer count (0..%d)", g, k + 1, L);
+      if (k < e->n_devs) e->gl_counts[k] = (int32_t)v;
+      n += (int32_t)v;
+      if (*end == 0) break;
+      if (*end != ',') return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': counts are separated by commas", g);
+      p = end + 1;
+    }
+    if (k + 1 != e->n_devs)
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %s counts for the %d devices of --device '%s'", g,
+                      k + 1 > e->n_devs ? "more" : "fewer", e->n_devs, cfg->device);
+    if (n > L) return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %d layers in all; the model has %d", g, n, L);
+    if (cfg->split[0])
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s' gives each device's layers; --split '%s' would too: give "
+                                          "one of them", g, cfg->split);
+    e->gl_list = true;
+    e->embd_dev = false;
+    e->out_dev = n == L;
   } else if (cfg->auto_from > 0) { /* auto, one layer fewer than predicted (see il_engine_open) */
     n = (int32_t)strtol(g, NULL, 10);
     e->auto_layers = false;
@@ -361,50 +559,64 @@ static il_status il__auto_layers(il_engine *e, il__engine_shape *shape) {
 
 /* --device LIST: each device takes whole layers in order, as many as its share of --split (or
  * of the devices' sizes) gives: device k holds layers [round(L * c_k / C), round(L * c_(k+1) / C))
- * with c_k the sum of the shares before it and C all of them. The embedding runs on the first
- * device, the output head on the last; the residual crosses once per boundary. --gpu-layers,
- * --place and --offload stream place between one device and the CPU, so they do not combine
- * with a list. */
-static il_status il__split_layers(il_engine *e) {
+ * with c_k the sum of the shares before it and C all of them; --split auto: the counts that
+ * balance each device's whole need against its size (il__engine_split_auto). The embedding
+ * runs on the first device, the output head on the last; the residual crosses once per
+ * boundary. --gpu-layers N: the first N layers are shared out so, the rest (and the output head
+ * unless N is all) run on the CPU; --gpu-layers A,B,...: device k takes the k-th count. --place
+ * token_embd=, output= and exps= place components (device: the first device for the embedding,
+ * the last for the head, each layer's own for its experts); --offload stream: each device
+ * streams its own layers through two slots of its own; --place blk.N places layers between one
+ * device and the CPU, so it does not combine with a list. */
+static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
   const il_config *cfg = &e->cfg;
   const int32_t L = e->model->hp.n_layer;
   const int nd = e->n_devs;
-  if ((cfg->gpu_layers[0] && strcmp(cfg->gpu_layers, "all")) || cfg->place[0] || e->stream)
-    return il_error(IL_ERR_INVALID_ARG, "--device '%s': a device list holds every layer on its devices; "
-                                        "--gpu-layers, --place and --offload apply to one device", cfg->device);
-  double share[IL_BACKEND_LIST_MAX], sum = 0;
-  if (cfg->split[0]) {
-    int n = 0;
-    for (const char *p = cfg->split; n <= nd;) {
-      char *end;
-      const double v = strtod(p, &end);
-      if (end == p || v < 0 || v != v || v > 1e12)
-        return il_error(IL_ERR_INVALID_ARG, "--split '%s': ratio %d is not a number >= 0", cfg->split, n + 1);
-      if (n < nd) share[n] = v;
-      n++;
-      if (*end == 0) break;
-      if (*end != ',') return il_error(IL_ERR_INVALID_ARG, "--split '%s': ratios are separated by commas", cfg->split);
-      p = end + 1;
-    }
-    if (n != nd)
-      return il_error(IL_ERR_INVALID_ARG, "--split '%s': %s ratios for the %d devices of --device '%s'", cfg->split,
-                      n > nd ? "more" : "fewer", nd, cfg->device);
+  if (strstr(cfg->place, "blk."))
+    return il_error(IL_ERR_INVALID_ARG, "--device '%s': --place blk.N places layers between one device and the CPU; "
+                                        "with a device list give --gpu-layers N or one count per device (--gpu-layers "
+                                        "A,B,...)", cfg->device);
+  int32_t n_on = 0; /* the layers on the devices: the first ones (--gpu-layers), the rest on the CPU */
+  while (n_on < L && e->layer_dev[n_on]) n_on++;
+  shape->split = e->split_n;
+  if (e->gl_list) {
+    memcpy(e->split_n, e->gl_counts, sizeof e->split_n);
+  } else if (!strcmp(cfg->split, "auto")) {
+    il__engine_split_auto(e, shape, e->split_n);
   } else {
+    double share[IL_BACKEND_LIST_MAX], sum = 0;
+    if (cfg->split[0]) {
+      int n = 0;
+      for (const char *p = cfg->split; n <= nd;) {
+        char *end;
+        const double v = strtod(p, &end);
+        if (end == p || v < 0 || v != v || v > 1e12)
+          return il_error(IL_ERR_INVALID_ARG, "--split '%s': ratio %d is not a number >= 0 (or: --split auto)",
+                          cfg->split, n + 1);
+        if (n < nd) share[n] = v;
+        n++;
+        if (*end == 0) break;
+        if (*end != ',') return il_error(IL_ERR_INVALID_ARG, "--split '%s': ratios are separated by commas", cfg->split);
+        p = end + 1;
+      }
+      if (n != nd)
+        return il_error(IL_ERR_INVALID_ARG, "--split '%s': %s ratios for the %d devices of --device '%s'", cfg->split,
+                        n > nd ? "more" : "fewer", nd, cfg->device);
+    } else {
+      for (int k = 0; k < nd; k++) share[k] = (double)il__device_total(e->devs[k]);
+    }
+    for (int k = 0; k < nd; k++) sum += share[k];
+    if (!(sum > 0)) return il_error(IL_ERR_INVALID_ARG, "--split '%s': every ratio is 0", cfg->split);
+    double c = 0;
     for (int k = 0; k < nd; k++) {
-      size_t free_b = 0, total = 0;
-      e->devs[k]->ops->memory(e->devs[k], &free_b, &total);
-      share[k] = (double)total;
+      const int32_t a = (int32_t)llround(n_on * c / sum);
+      c += share[k];
+      const int32_t b = k == nd - 1 ? n_on : (int32_t)llround(n_on * c / sum);
+      e->split_n[k] = b - a;
     }
   }
-  for (int k = 0; k < nd; k++) sum += share[k];
-  if (!(sum > 0)) return il_error(IL_ERR_INVALID_ARG, "--split '%s': every ratio is 0", cfg->split);
-  double c = 0;
-  for (int k = 0; k < nd; k++) {
-    const int32_t a = (int32_t)llround(L * c / sum);
-    c += share[k];
-    const int32_t b = k == nd - 1 ? L : (int32_t)llround(L * c / sum);
-    for (int32_t l = a; l < b; l++) e->layer_b[l] = e->devs[k];
-  }
+  for (int k = 0, l = 0; k < nd; k++)
+    for (int32_t j = 0; j < e->split_n[k]; j++, l++) e->layer_b[l] = e->devs[k];
   return IL_OK;
 }
 
@@ -461,11 +673,14 @@ static il_status il__open(il_engine *e) {
   if (e->act_type != IL_DTYPE_F32 && !e->backend->ops->round_to)
     return il_error(IL_ERR_UNSUPPORTED, "--dtype %s: %s cannot store activations at that precision", cfg->dtype,
                     e->info.name);
-  {
+  for (int k = 0; k < e->n_devs; k++) {
     size_t free_b = 0, total = 0;
-    e->backend->ops->memory(e->backend, &free_b, &total);
-    e->fixed_bytes = e->info.host_visible ? 0 : total - free_b;
+    il_backend_info di;
+    e->devs[k]->ops->info(e->devs[k], &di);
+    e->devs[k]->ops->memory(e->devs[k], &free_b, &total);
+    e->dev_fixed[k] = di.host_visible ? 0 : total - free_b;
   }
+  e->fixed_bytes = e->dev_fixed[0];
   il_startup_mark(&e->startup, IL_STARTUP_BACKEND, 0);
   if (il_builtin_is(cfg->model)) {
     /* a dry run (the planner) needs shapes only: no weights are generated */
@@ -519,10 +734,10 @@ static il_status il__open(il_engine *e) {
   if (!e->layer_dev || !e->layer_b) return IL_ERR_OOM;
   IL_TRY(il__placement(e));
   il__engine_shape shape = {e->n_ctx,     e->n_seq,    e->n_batch,  IL_DTYPE_COUNT, e->kv_opts,
-                     e->layer_dev, e->embd_dev, e->out_dev, e->exps_dev, e->stream, e->act_type};
+                     e->layer_dev, e->embd_dev, e->out_dev, e->exps_dev, e->stream, e->act_type, NULL};
   if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
-  if (e->n_devs > 1) IL_TRY(il__split_layers(e));
+  if (e->n_devs > 1) IL_TRY(il__split_layers(e, &shape));
   e->n_dev_layers = 0;
   for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
   const il_placement place = {e->embd_dev ? e->backend : e->host,
@@ -552,7 +767,13 @@ static il_status il__open(il_engine *e) {
   }
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
-    e->n_ctx = il__engine_default_ctx(e, il__available_memory(e->n_dev_layers ? e->backend : e->host), &e->ctx_capped);
+    if (e->n_devs > 1) { /* each device's KV cache in half of what it has left */
+      size_t avail[IL_BACKEND_LIST_MAX];
+      for (int k = 0; k < e->n_devs; k++) avail[k] = il__available_memory(e->devs[k]);
+      e->n_ctx = il__engine_default_ctx_list(e, e->split_n, avail, &e->ctx_capped);
+    } else {
+      e->n_ctx = il__engine_default_ctx(e, il__available_memory(e->n_dev_layers ? e->backend : e->host), &e->ctx_capped);
+    }
     if (e->ctx_capped) {
       il_log(IL_LOG_INFO, "context reduced to %d so the KV cache fits in %s memory (set --ctx to override)",
               e->n_ctx, e->info.kind);
@@ -791,6 +1012,8 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
     for (int l = 0; l < e->model->hp.n_layer; l++) out->devs[i].n_layers += e->layer_b[l] == b;
     out->devs[i].has_allocator = b->ops->allocator_stats != NULL;
     if (out->devs[i].has_allocator) b->ops->allocator_stats(b, &out->devs[i].alloc);
+    il_mem_space_stats(b->space, &out->devs[i].mem);
+    out->devs[i].fixed_bytes = e->dev_fixed[i];
     if (parts == IL_ENGINE_SNAP_ALL && b->ops->transfers) b->ops->transfers(b, &out->devs[i].transfers);
   }
   if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;

@@ -73,6 +73,8 @@ typedef struct {
     int32_t n_layers;        /* layers placed on it */
     bool has_allocator;
     il_caching_stats alloc;
+    il_mem_stats mem;        /* its memory space's counters by category (peaks: what it held at most) */
+    size_t fixed_bytes;      /* its memory in use before the engine allocated (context overhead) */
     il_transfer_stats transfers; /* IL_ENGINE_SNAP_ALL only */
   } devs[IL_BACKEND_LIST_MAX];
 } il_engine_snapshot;

@@ -26,6 +26,10 @@ struct il_engine {
   il_backend *backend;    /* the device (--device), the first of a device list */
   il_backend *devs[IL_BACKEND_LIST_MAX]; /* a --device list's devices in order; devs[0] = backend */
   int n_devs;
+  int32_t split_n[IL_BACKEND_LIST_MAX];  /* a list: layers on each device, in order (from --split) */
+  size_t dev_fixed[IL_BACKEND_LIST_MAX]; /* a list: each device's memory in use before the engine allocated */
+  int32_t gl_counts[IL_BACKEND_LIST_MAX]; /* --gpu-layers A,B,...: the layers of each device of a list */
+  bool gl_list;                          /* --gpu-layers gave one count per device */
   il_backend *host;       /* where components placed on the CPU run: a cpu backend, or the device
                              itself when it is the CPU */
   il_backend_info info;   /* the device's facts (kind, threads, kernel level) */
@@ -73,6 +77,7 @@ typedef struct {
   bool exps_dev;            /* MoE experts with their layers (false: on the CPU) */
   bool stream;              /* --offload stream: device layers take two slots, not their weights */
   il_dtype act_type;        /* --dtype */
+  const int32_t *split;     /* a --device list: layers on each device, in order (NULL: one device) */
 } il__engine_shape;
 
 /* Tokens per pass: the config's, at most every cell of the cache. */
@@ -81,10 +86,28 @@ int32_t il__batch_for(int32_t batch, int32_t n_ctx, int32_t n_seq);
 int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq);
 /* What the device holds for configuration s: the numbers the allocations use (engine.c). */
 il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s);
+/* What device k of a --device list holds for configuration s (s->split gives its layers; the
+ * embedding is on the first device, the output head on the last): the same numbers the
+ * allocations use, with that device's backend and fixed overhead. */
+il_oom_need il__engine_need_dev(const il_engine *e, const il__engine_shape *s, int k);
+/* Whether configuration s fits: its need on every device of a list within that device's size
+ * (one device: within `cap`). *need_k: the need on device k (one device: the whole need). */
+bool il__engine_fits(const il_engine *e, const il__engine_shape *s, size_t cap, int k, size_t *need_k);
+/* A device's size as its memory op gives it. */
+size_t il__device_total(il_backend *b);
+/* The split --split auto chooses for configuration s: the layer counts, in order, that make the
+ * largest ratio of a device's need to its size as small as it can be (each device's whole
+ * need: weights, KV, activations, workspace and fixed overhead). Writes e->n_devs counts. */
+void il__engine_split_auto(const il_engine *e, const il__engine_shape *s, int32_t *counts);
+/* Writes counts as a --split value ("3,1"). */
+void il__split_format(const int32_t *counts, int n, char *buf, size_t size);
 /* The context the engine gives a run whose config leaves it to the engine: the model's
  * training context capped at 4096, halved (not below 256) while the KV cache of s's placement
  * takes more than half of `available` bytes. *capped: it was halved. */
 int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *capped);
+/* The same for a --device list: halved while the KV cache of some device's layers (counts[k]
+ * of them) takes more than half of available[k], the bytes that device has beside its weights. */
+int32_t il__engine_default_ctx_list(const il_engine *e, const int32_t *counts, const size_t *available, bool *capped);
 /* After an allocation of configuration cur failed: builds the out-of-memory report (engine/
  * oom.c: cause, need, the fixes), keeps it for il_oom_report_last and returns IL_ERR_OOM with
  * its text as the error detail. */

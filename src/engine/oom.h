@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "backend/registry.h"
 #include "engine/config.h"
 #include "memory/mem.h"
 
@@ -53,6 +54,14 @@ typedef struct {
                             enough for the request (a run larger than the device is capacity) */
   il_oom_fix fixes[IL_OOM_MAX_FIXES]; /* best first; n_fixes may be 0 (nothing fits) */
   int n_fixes;
+  /* a --device list (n_devs > 1): device, capacity and need above are those of the device that
+   * ran out, dev its index; each device's layers, size and need at the failure */
+  int n_devs, dev;
+  struct {
+    char name[64];
+    int32_t layers;
+    size_t capacity, need;
+  } devs[IL_BACKEND_LIST_MAX];
 } il_oom_report;
 
 /* Applies a fix of r (option and value, as r->fixes[i] or a value a caller walked down from

@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "backend/registry.h"
 #include "engine/config.h"
 #include "engine/oom.h"
 #include "memory/mem.h"
@@ -33,9 +34,22 @@ typedef struct {
   char effect[96];
 } il_plan_fix;
 
+/* One device of a --device list. */
 typedef struct {
-  char device[64];
-  size_t capacity;         /* the device's size */
+  char device[128];
+  size_t capacity;         /* its size */
+  size_t fixed_bytes;      /* its context overhead (ctx=) */
+  size_t peak_bytes;       /* the smallest size of this device on which the run opens (the others large) */
+  size_t reserved_bytes;   /* what its allocator reserves on the devices given (0 when it does not fit) */
+  size_t by_cat[IL_MEM_CATEGORY_COUNT]; /* allocated at the peak, fixed overhead under other */
+  int n_layers;            /* layers on it */
+  double margin;           /* (capacity - peak) / capacity */
+  bool fits;
+} il_plan_dev;
+
+typedef struct {
+  char device[256];
+  size_t capacity;         /* the device's size (a list: the sum of its devices') */
   size_t fixed_bytes;      /* context overhead (ctx=) */
   size_t peak_bytes;       /* the smallest device that runs it */
   size_t reserved_bytes;   /* what the allocator reserves on this device (0 when it does not fit) */
@@ -46,11 +60,18 @@ typedef struct {
   int n_ctx, n_batch, n_seq;
   il_oom_ctx_from ctx_from; /* given with --ctx, or the engine's default (sized to the device) */
   int dry_runs;            /* engine opens it took */
-  il_plan_fix fixes[IL_OOM_MAX_FIXES];
+  il_plan_fix fixes[IL_OOM_MAX_FIXES]; /* a list: peak_bytes is that of the device that ran out */
   int n_fixes;
+  /* a --device list (n_devs > 1): each device, in order; the figures above are sums over them
+   * (margin: the smallest device's; fits: every device fits) */
+  int n_devs;
+  il_plan_dev devs[IL_BACKEND_LIST_MAX];
+  char split[64];          /* the layers on each device, as a --split value ("3,1") */
+  int ran_out;             /* the device that ran out first on the sizes given (-1: none) */
 } il_plan;
 
-/* Plans cfg (its device must be sim:...). IL_ERR_UNSUPPORTED for other devices, the errors of
+/* Plans cfg (its device must be sim:..., cuda[:N], or a list of them: then per device, each
+ * device's peak bisected with the others large, the split and context pinned). IL_ERR_UNSUPPORTED for other devices, the errors of
  * il_engine_open otherwise (a malformed model names the file), never IL_ERR_OOM: not fitting
  * is a result (fits = false) with fixes. */
 il_status il_plan_run(const il_config *cfg, il_plan *out);

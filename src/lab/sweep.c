@@ -107,8 +107,15 @@ il_status il_sweep_add(il_sweep *s, const il_sweep_point *base, const char *name
   snprintf(ax.name, sizeof ax.name, "%s", name);
   il_status st = IL_OK;
   const char *p = list;
+  /* a list whose values hold commas of their own (a --device list, --split ratios, per-device
+   * --gpu-layers) is swept with ';' between the values; without one, a --device value's sim
+   * options (pcie=, ctx=) stay with their device */
+  const char sep = strchr(list, ';') ? ';' : ',';
+  const bool device = !strcmp(key, "device");
   for (;;) {
-    const char *comma = strchr(p, ',');
+    const char *comma = strchr(p, sep);
+    while (comma && sep == ',' && device && (!strncmp(comma + 1, "ctx=", 4) || !strncmp(comma + 1, "pcie=", 5)))
+      comma = strchr(comma + 1, ',');
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     while (len && isspace((unsigned char)*p)) p++, len--;
     while (len && isspace((unsigned char)p[len - 1])) len--;

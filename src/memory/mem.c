@@ -73,6 +73,7 @@ void il_mem_record_oom(const il_mem_space *s, il_mem_category cat, size_t bytes,
   unsigned long serial = il__last_oom.serial + 1;
   memset(&il__last_oom, 0, sizeof il__last_oom);
   snprintf(il__last_oom.space, sizeof il__last_oom.space, "%s", s->name);
+  il__last_oom.space_id = s;
   snprintf(il__last_oom.what, sizeof il__last_oom.what, "%s", what ? what : "buffer");
   snprintf(il__last_oom.why, sizeof il__last_oom.why, "%s", why);
   il__last_oom.cat = cat;

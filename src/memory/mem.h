@@ -69,6 +69,7 @@ void il_mem_fail_after(long n);
  * and the space's counters at that moment. */
 typedef struct {
   char space[32];
+  const il_mem_space *space_id; /* the space itself (devices of one kind share a name); compare only */
   char what[96];
   char why[16];          /* "limit" (the space's budget), "malloc", "injected", "overflow" */
   il_mem_category cat;

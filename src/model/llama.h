@@ -209,6 +209,8 @@ void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale)
  * head_dim). */
 int64_t il_hparams_dim(const il_hparams *hp, il_dim d);
 
+#define IL_MODEL_STREAMS 8 /* devices with streamed layers: a --device list's */
+
 typedef struct {
   const il_model *model;
   il_backend *embd_b, *out_b;           /* as placed */
@@ -216,10 +218,13 @@ typedef struct {
    * copied into the other slot on the backend's copy stream (upload_async) while this one
    * computes */
   bool stream;
-  il_backend *stream_b;
-  il_layer_dev slot[2];
-  int32_t slot_layer[2];                /* the layer each slot holds (-1: none) */
-  il_event *slot_ev[2][IL_LAYER_TENSORS]; /* the copies into each slot still to wait for */
+  struct il_stream_dev {                /* per device whose layers stream (a --device list: each) */
+    il_backend *b;
+    il_layer_dev slot[2];
+    int32_t slot_layer[2];                /* the layer each slot holds (-1: none) */
+    il_event *slot_ev[2][IL_LAYER_TENSORS]; /* the copies into each slot still to wait for */
+  } streams[IL_MODEL_STREAMS];
+  int n_streams;
   uint64_t streamed_bytes;              /* weight bytes copied into the slots so far */
   il_backend **layer_b;                 /* [n_layer], owned copy of the placement */
   il_tensor tok_embd, out_norm, output; /* output shares tok_embd's buffer when tied and co-located */

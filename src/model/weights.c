@@ -306,75 +306,94 @@ static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int
  * where the backend has none, the copy is made in order, at once); the pass waits for a slot's
  * copies (event_wait) only when it reaches that layer. */
 
-/* Layer l's weights from host memory into slot s: queued where the backend copies off the op
- * order (their events kept in d->slot_ev[s]), else copied now. */
-static il_status il__slot_load(il_model_dev *d, int s, int32_t l) {
+typedef struct il_stream_dev il__sd;
+
+/* The stream group of backend b, or NULL. */
+static int il__sd_index(const il_model_dev *d, const il_backend *b) {
+  for (int g = 0; g < d->n_streams; g++)
+    if (d->streams[g].b == b) return g;
+  return -1;
+}
+
+static il__sd *il__sd_of(il_model_dev *d, const il_backend *b) {
+  const int g = il__sd_index(d, b);
+  return g >= 0 ? &d->streams[g] : NULL;
+}
+
+/* Layer l's weights from host memory into slot s of group g: queued where the backend copies
+ * off the op order (their events kept in g->slot_ev[s]), else copied now. */
+static il_status il__slot_load(il_model_dev *d, il__sd *g, int s, int32_t l) {
   const il_layer *L = &d->model->layers[l];
-  il_backend *b = d->stream_b;
+  il_backend *b = g->b;
   for (int i = 0; i < IL_LAYER_TENSORS; i++) {
     const il_layer_tensor *t = &il_layer_tensors[i];
-    const il_tensor *dst = il__ld(&d->slot[s], t);
+    const il_tensor *dst = il__ld(&g->slot[s], t);
     if (!dst->buf) continue; /* a bias or norm this architecture has not */
     const void *src = t->vector ? (const void *)il__lvc(L, t) : il__lwc(L, t)->data;
     const size_t bytes = il_tensor_span(dst);
-    if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &d->slot_ev[s][i]));
+    if (b->ops->upload_async) IL_TRY(b->ops->upload_async(b, *dst, src, bytes, &g->slot_ev[s][i]));
     else IL_TRY(b->ops->upload(b, *dst, src, bytes));
   }
   return IL_OK;
 }
 
 /* Waits for slot s's queued copies; the first one's error, if any. */
-static il_status il__slot_wait(il_model_dev *d, int s) {
-  il_backend *b = d->stream_b;
+static il_status il__slot_wait(il__sd *g, int s) {
+  il_backend *b = g->b;
   il_status st = IL_OK;
   for (int i = 0; i < IL_LAYER_TENSORS; i++) {
-    il_event *e = d->slot_ev[s][i];
+    il_event *e = g->slot_ev[s][i];
     if (!e) continue;
     il_status w = b->ops->event_wait(b, e);
     if (w != IL_OK && st == IL_OK) st = il_error_wrap(w, "offload stream: ");
     b->ops->event_free(b, e);
-    d->slot_ev[s][i] = NULL;
+    g->slot_ev[s][i] = NULL;
   }
   return st;
 }
 
-/* The slot that holds layer l, ready to compute; starts copying layer l+1 into the other. */
-static il_status il__stream_layer(il_model_dev *d, int32_t l, const il_layer_dev **out) {
+/* The slot that holds layer l, ready to compute; starts copying the next layer of the same
+ * device (wrapping to its first) into the other. */
+static il_status il__stream_layer(il_model_dev *d, il__sd *g, int32_t l, const il_layer_dev **out) {
   const int s = l % 2;
-  il_status w = il__slot_wait(d, s);
+  const int32_t L = d->model->hp.n_layer;
+  il_status w = il__slot_wait(g, s);
   if (w != IL_OK) {
-    d->slot_layer[s] = -1; /* its weights are not whole */
+    g->slot_layer[s] = -1; /* its weights are not whole */
     return w;
   }
-  if (d->slot_layer[s] != l) { /* not prefetched (the first layer of a pass): copy it now */
-    d->slot_layer[s] = -1;
-    IL_TRY(il__slot_load(d, s, l));
-    IL_TRY(il__slot_wait(d, s));
-    d->slot_layer[s] = l;
+  if (g->slot_layer[s] != l) { /* not prefetched (the first layer of a pass): copy it now */
+    g->slot_layer[s] = -1;
+    IL_TRY(il__slot_load(d, g, s, l));
+    IL_TRY(il__slot_wait(g, s));
+    g->slot_layer[s] = l;
     d->streamed_bytes += il_model_layer_bytes(d->model, l);
   }
-  const int32_t next = (l + 1) % d->model->hp.n_layer;
-  /* with an odd layer count the wrap to layer 0 lands in the slot just used, so that one is
-   * copied at the start of the next pass instead */
-  if (next != l && next % 2 == 1 - s && d->slot_layer[1 - s] != next) {
-    d->slot_layer[1 - s] = next;
+  int32_t next = (l + 1) % L;
+  while (next != l && d->layer_b[next] != g->b) next = (next + 1) % L;
+  /* when the wrap lands in the slot just used (an odd count), that one is copied at the start
+   * of the next pass instead */
+  if (next != l && next % 2 == 1 - s && g->slot_layer[1 - s] != next) {
+    g->slot_layer[1 - s] = next;
     d->streamed_bytes += il_model_layer_bytes(d->model, next);
-    il_status st = il__slot_load(d, 1 - s, next);
+    il_status st = il__slot_load(d, g, 1 - s, next);
     if (st != IL_OK) {
-      d->slot_layer[1 - s] = -1;
+      g->slot_layer[1 - s] = -1;
       return st;
     }
   }
-  *out = &d->slot[s];
+  *out = &g->slot[s];
   return IL_OK;
 }
 
 il_status il_model_dev_layer(il_model_dev *d, int32_t l, const il_layer_dev **out) {
   *out = &d->layers[l];
-  return d->stream && d->layer_b[l] == d->stream_b ? il__stream_layer(d, l, out) : IL_OK;
+  il__sd *g = d->stream ? il__sd_of(d, d->layer_b[l]) : NULL;
+  return g ? il__stream_layer(d, g, l, out) : IL_OK;
 }
 
-/* The slots: tensors shaped like layer 0 (every layer must have its shapes and types). */
+/* The slots of each group: tensors shaped like layer 0 (every layer must have its shapes and
+ * types). */
 static il_status il__stream_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
   const il_layer *L0 = &m->layers[0];
@@ -388,41 +407,50 @@ static il_status il__stream_init(il_model_dev *d, const il_model *m) {
                         "slots, so every layer needs the same types and shapes", b->name, il_dtype_name(b->type),
                         a->name, il_dtype_name(a->type));
     }
-  il_backend *b = d->stream_b;
-  for (int s = 0; s < 2; s++) {
-    for (int i = 0; i < IL_LAYER_TENSORS; i++) {
-      const il_layer_tensor *t = &il_layer_tensors[i];
-      il_tensor *D = il__ld(&d->slot[s], t);
-      if (t->vector) {
-        if (il__lvc(L0, t))
-          IL_TRY(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 1, il_hparams_dim(hp, t->in), IL_DTYPE_F32, t->slot, D));
-        continue;
+  for (int gi = 0; gi < d->n_streams; gi++) {
+    il__sd *g = &d->streams[gi];
+    il_backend *b = g->b;
+    for (int s = 0; s < 2; s++) {
+      for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+        const il_layer_tensor *t = &il_layer_tensors[i];
+        il_tensor *D = il__ld(&g->slot[s], t);
+        if (t->vector) {
+          if (il__lvc(L0, t))
+            IL_TRY(il_backend_tensor_new(b, IL_MEM_WEIGHTS, 1, il_hparams_dim(hp, t->in), IL_DTYPE_F32, t->slot, D));
+          continue;
+        }
+        const il_weight *w = il__lwc(L0, t);
+        il_buffer *buf;
+        IL_TRY(b->ops->buffer_alloc(b, IL_MEM_WEIGHTS, il__w_span(w), t->slot, &buf));
+        *D = (il_tensor){buf, 0, w->row_stride, w->n_out, w->n_in, w->type, t->slot};
       }
-      const il_weight *w = il__lwc(L0, t);
-      il_buffer *buf;
-      IL_TRY(b->ops->buffer_alloc(b, IL_MEM_WEIGHTS, il__w_span(w), t->slot, &buf));
-      *D = (il_tensor){buf, 0, w->row_stride, w->n_out, w->n_in, w->type, t->slot};
+      g->slot_layer[s] = -1;
     }
-    d->slot_layer[s] = -1;
   }
   return IL_OK;
 }
 
 il_status il_model_dev_sync(il_model_dev *d) {
   if (!d->stream) return IL_OK;
-  il_status a = il__slot_wait(d, 0), b = il__slot_wait(d, 1);
-  return a != IL_OK ? a : b;
+  il_status st = IL_OK;
+  for (int g = 0; g < d->n_streams; g++) {
+    il_status a = il__slot_wait(&d->streams[g], 0), b = il__slot_wait(&d->streams[g], 1);
+    if (st == IL_OK) st = a != IL_OK ? a : b;
+  }
+  return st;
 }
 
 static void il__stream_free(il_model_dev *d) {
-  for (int s = 0; s < 2 && d->stream_b; s++) /* copies in flight finish before their slots go */
-    for (int i = 0; i < IL_LAYER_TENSORS; i++)
-      if (d->slot_ev[s][i]) {
-        d->stream_b->ops->event_free(d->stream_b, d->slot_ev[s][i]);
-        d->slot_ev[s][i] = NULL;
-      }
-  for (int s = 0; s < 2 && d->stream_b; s++) {
-    for (int i = 0; i < IL_LAYER_TENSORS; i++) il_backend_tensor_free(d->stream_b, il__ld(&d->slot[s], &il_layer_tensors[i]));
+  for (int gi = 0; gi < d->n_streams; gi++) {
+    il__sd *g = &d->streams[gi];
+    for (int s = 0; s < 2; s++) /* copies in flight finish before their slots go */
+      for (int i = 0; i < IL_LAYER_TENSORS; i++)
+        if (g->slot_ev[s][i]) {
+          g->b->ops->event_free(g->b, g->slot_ev[s][i]);
+          g->slot_ev[s][i] = NULL;
+        }
+    for (int s = 0; s < 2; s++)
+      for (int i = 0; i < IL_LAYER_TENSORS; i++) il_backend_tensor_free(g->b, il__ld(&g->slot[s], &il_layer_tensors[i]));
   }
 }
 
@@ -481,7 +509,7 @@ static il_status il__dev_init(il_model_dev *d, const il_model *m) {
     const il_layer *L = &m->layers[l];
     il_layer_dev *D = &d->layers[l];
     il_backend *b = d->layer_b[l];
-    if (d->stream && b == d->stream_b) continue; /* streamed through the slots */
+    if (d->stream && il__sd_of(d, b)) continue; /* streamed through the slots */
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
       if (t->vector) IL_TRY(il__place_v(d, b, il__lvc(L, t), il_hparams_dim(hp, t->in), t->name, il__ld(D, t)));
@@ -519,7 +547,7 @@ static void *il__reader_main(void *arg) {
   const il_hparams *hp = &r->m->hp;
   for (int l = 0; l < hp->n_layer; l++) {
     const il_backend *b = r->d->layer_b[l];
-    if (b->ops->buffer_wrap_host || (r->d->stream && b == r->d->stream_b)) continue;
+    if (b->ops->buffer_wrap_host || (r->d->stream && il__sd_index(r->d, b) >= 0)) continue;
     const il_layer *L = &r->m->layers[l];
     for (int i = 0; i < IL_LAYER_TENSORS; i++) {
       const il_layer_tensor *t = &il_layer_tensors[i];
@@ -540,7 +568,7 @@ static void *il__reader_main(void *arg) {
 static bool il__reader_wanted(const il_model_dev *d, const il_model *m, const il_placement *p) {
   if (!p || !p->load_pipeline || !m->gguf || il_gguf_read_in(m->gguf)) return false;
   for (int l = 0; l < m->hp.n_layer; l++)
-    if (!d->layer_b[l]->ops->buffer_wrap_host && !(d->stream && d->layer_b[l] == d->stream_b)) return true;
+    if (!d->layer_b[l]->ops->buffer_wrap_host && !(d->stream && il__sd_index(d, d->layer_b[l]) >= 0)) return true;
   return false;
 }
 
@@ -559,7 +587,9 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
                       "experts in host memory with --place exps=cpu instead");
     }
     d->stream = true;
-    d->stream_b = b;
+    for (int l = 0; l < m->hp.n_layer; l++) /* every device that holds layers streams its own */
+      if (!d->layer_b[l]->ops->buffer_wrap_host && !il__sd_of(d, d->layer_b[l]) && d->n_streams < IL_MODEL_STREAMS)
+        d->streams[d->n_streams++].b = d->layer_b[l];
   }
   if (m->hp.n_expert && p && p->exps) d->exps_b = p->exps;
   il__reader rd = {m, d, 0};

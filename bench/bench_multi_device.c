@@ -1,0 +1,148 @@
+/* bench/bench_multi_device: decode on 1, 2 and 4 simulated devices in a pipeline (--device
+ * LIST), each behind a throttled link, at 1 and N streams.
+ *
+ * One engine per device count (builtin:1b by default, layers split evenly, every device
+ * sim:SIZE,pcie=RATE), n-seq = the largest stream count. For each stream count S: a prompt of
+ * P tokens per sequence in one batch, then G steps of S tokens (one per sequence, greedy ids
+ * sampled on the last device), timed; the cache is emptied between stream counts. Printed per
+ * row: generated tokens/s of all streams, the ratio to one device at the same S (same run),
+ * and per generated token the residual bytes that crossed between devices (download + upload
+ * of one n_embd row of f32 per boundary: expected 2 x 4 x n_embd x (devices - 1)) and all
+ * host<->device bytes of the devices. Each row is the best of R repetitions.
+ *
+ * usage: bench_multi_device [--model builtin:1b] [--wtype q4_0] [--devices 1,2,4] [--size 1GiB]
+ *                           [--pcie 16GB/s] [--streams 1,16] [--prompt 16] [--gen 16] [--reps 3]
+ *                           [--threads N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "engine/config.h"
+#include "engine/engine.h"
+#include "model/llama.h"
+
+#define MAX_S 64
+
+static void die(const char *what, il_status st) {
+  fprintf(stderr, "bench_multi_device: %s: %s: %s\n", what, il_status_name(st), il_error_detail());
+  exit(1);
+}
+
+static uint64_t all_transfers(const il_engine *e) {
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+  if (es.n_devs <= 1) return es.transfers.upload_bytes + es.transfers.download_bytes;
+  uint64_t t = 0;
+  for (int k = 0; k < es.n_devs; k++) t += es.devs[k].transfers.upload_bytes + es.devs[k].transfers.download_bytes;
+  return t;
+}
+
+static uint64_t residual(const il_engine *e) {
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+  return es.residual_bytes;
+}
+
+static int parse_list(const char *s, int *out, int max) {
+  int n = 0;
+  for (const char *p = s; *p && n < max;) {
+    out[n++] = atoi(p);
+    const char *c = strchr(p, ',');
+    p = c ? c + 1 : p + strlen(p);
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  const char *model = "builtin:1b", *wtype = "q4_0", *devs_s = "1,2,4", *size = "1GiB", *pcie = "16GB/s",
+             *streams_s = "1,16";
+  int prompt = 16, gen = 16, reps = 3, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+    else if (!strcmp(argv[i], "--wtype") && i + 1 < argc) wtype = argv[++i];
+    else if (!strcmp(argv[i], "--devices") && i + 1 < argc) devs_s = argv[++i];
+    else if (!strcmp(argv[i], "--size") && i + 1 < argc) size = argv[++i];
+    else if (!strcmp(argv[i], "--pcie") && i + 1 < argc) pcie = argv[++i];
+    else if (!strcmp(argv[i], "--streams") && i + 1 < argc) streams_s = argv[++i];
+    else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--gen") && i + 1 < argc) gen = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--model builtin:1b] [--wtype q4_0] [--devices 1,2,4] [--size 1GiB] [--pcie 16GB/s]\n"
+                      "       [--streams 1,16] [--prompt 16] [--gen 16] [--reps 3] [--threads N]\n", argv[0]);
+      return 64;
+    }
+  }
+  int ndev[8], streams[8];
+  const int n_nd = parse_list(devs_s, ndev, 8), n_s = parse_list(streams_s, streams, 8);
+  int max_s = 1;
+  for (int i = 0; i < n_s; i++) {
+    if (streams[i] < 1 || streams[i] > MAX_S) {
+      fprintf(stderr, "bench_multi_device: --streams: %d is not 1..%d\n", streams[i], MAX_S);
+      return 64;
+    }
+    if (streams[i] > max_s) max_s = streams[i];
+  }
+  if (prompt < 1 || gen < 1 || reps < 1 || n_nd < 1 || n_s < 1) {
+    fprintf(stderr, "bench_multi_device: --prompt, --gen, --reps and the lists must be at least 1\n");
+    return 64;
+  }
+  double base[8] = {0};
+  printf("model %s (%s), prompt %d, %d generated tokens per stream, best of %d, each device sim:%s,pcie=%s\n\n", model,
+         wtype, prompt, gen, reps, size, pcie);
+  printf("| devices | streams | gen tok/s | vs 1 device | residual bytes/token | expected | host<->device bytes/token |\n");
+  printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int d = 0; d < n_nd; d++) {
+    il_config c;
+    il_config_defaults(&c);
+    snprintf(c.model, sizeof c.model, "%s", model);
+    snprintf(c.wtype, sizeof c.wtype, "%s", wtype);
+    size_t o = 0;
+    for (int k = 0; k < ndev[d] && o < sizeof c.device; k++)
+      o += (size_t)snprintf(c.device + o, sizeof c.device - o, "%ssim:%s,pcie=%s", k ? "," : "", size, pcie);
+    c.n_seq = max_s;
+    c.ctx = ((prompt + gen + 63) / 64) * 64;
+    c.batch = prompt * max_s;
+    c.threads = threads;
+    il_engine *e = NULL;
+    il_status st = il_engine_open(&c, &e);
+    if (st != IL_OK) die(c.device, st);
+    const int n_embd = il_engine_model(e)->hp.n_embd;
+    il_batch_entry b[MAX_S * 64];
+    int32_t ids[MAX_S * 64];
+    for (int si = 0; si < n_s; si++) {
+      const int S = streams[si];
+      double best = 0;
+      uint64_t res_tok = 0, xfer_tok = 0;
+      for (int r = 0; r < reps; r++) {
+        for (int s = 0; s < max_s; s++)
+          if ((st = il_engine_seq_remove(e, s)) != IL_OK) die("emptying the cache", st);
+        int n = 0;
+        for (int s = 0; s < S; s++)
+          for (int p = 0; p < prompt && n < MAX_S * 64; p++)
+            b[n++] = (il_batch_entry){1 + (s * 31 + p * 7) % 250, s, p, p == prompt - 1};
+        if ((st = il_engine_decode_greedy(e, b, n, ids)) != IL_OK) die("prompt", st);
+        const uint64_t r0 = residual(e), t0 = all_transfers(e);
+        const double start = il_time_now();
+        for (int g = 0; g < gen; g++) {
+          for (int s = 0; s < S; s++) b[s] = (il_batch_entry){ids[s] >= 0 ? ids[s] : 1, s, prompt + g, true};
+          if ((st = il_engine_decode_greedy(e, b, S, ids)) != IL_OK) die("step", st);
+        }
+        const double secs = il_time_now() - start, tps = (double)S * gen / secs;
+        if (tps > best) best = tps;
+        res_tok = (residual(e) - r0) / ((uint64_t)S * (uint64_t)gen);
+        xfer_tok = (all_transfers(e) - t0) / ((uint64_t)S * (uint64_t)gen);
+      }
+      if (d == 0) base[si] = best;
+      printf("| %d | %d | %.2f | %.2fx | %llu | %llu | %llu |\n", ndev[d], S, best, base[si] > 0 ? best / base[si] : 0,
+             (unsigned long long)res_tok, (unsigned long long)(2ull * 4ull * (unsigned long long)n_embd * (unsigned)(ndev[d] - 1)),
+             (unsigned long long)xfer_tok);
+      fflush(stdout);
+    }
+    il_engine_free(e);
+  }
+  return 0;
+}

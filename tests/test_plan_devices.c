@@ -1,0 +1,235 @@
+/* tests/test_plan_devices: the planner per device of a --device list, and --split auto.
+ *
+ * - For builtin:tiny and builtin:qwen3-tiny (tied output head) on 2 and 4 sim devices of
+ *   uneven sizes (one with a context overhead; default, fixed and auto splits), a real run on
+ *   devices of exactly the planned per-device peaks opens, runs a prompt and two decode steps
+ *   with one device's logits bit for bit, and on every device: what its allocator reserved
+ *   (plus its fixed overhead) is never above the plan and at most 3% below it; what its
+ *   memory space counts (blocks, so less) is never above that, and at least 94% of the plan
+ *   (the last 2 MiB small-pool segment of a tight allocator is partly empty); each device 3%
+ *   smaller than its peak fails with out of memory on that device, the report naming it;
+ * - --split auto fits where the split proportional to each device's free memory (llama.cpp's
+ *   default for --tensor-split) runs out, and its logits equal one device's bit for bit;
+ * - the out-of-memory report of a list names the device that ran out and a --split fix (a
+ *   --gpu-layers one when --gpu-layers gave the counts); the fix applied (and --fit) opens and
+ *   runs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine_impl.h" /* white-box: each device's memory space */
+#include "harness.h"
+#include "lab/plan.h"
+
+#define N_TOK 7
+
+static il_config cfg_for(const char *model, const char *device, const char *split) {
+  il_config c;
+  il_config_defaults(&c);
+  snprintf(c.model, sizeof c.model, "%s", model);
+  snprintf(c.device, sizeof c.device, "%s", device);
+  snprintf(c.split, sizeof c.split, "%s", split);
+  c.ctx = 128;
+  c.batch = 64;
+  c.threads = 2;
+  return c;
+}
+
+/* A prompt of N_TOK - 2 tokens, then two single steps; the last logits row of each pass. */
+static il_status run(il_engine *e, float *out) {
+  il_batch_entry b[N_TOK];
+  for (int i = 0; i < N_TOK; i++) b[i] = (il_batch_entry){1 + i * 29 % 300, 0, i, i >= N_TOK - 3};
+  const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
+  IL_TRY(il_engine_decode(e, b, N_TOK - 2, out));
+  for (int i = N_TOK - 2; i < N_TOK; i++) IL_TRY(il_engine_decode(e, &b[i], 1, out + (size_t)(i - N_TOK + 3) * nv));
+  return IL_OK;
+}
+
+static float *one_device(const char *model);
+
+/* The devices of a plan at sizes size[k] (each item's options kept). */
+static void devices_at(const il_plan *p, const size_t *size, char *out, size_t n) {
+  size_t o = 0;
+  for (int k = 0; k < p->n_devs; k++) {
+    const char *opts = strchr(p->devs[k].device, ',');
+    o += (size_t)snprintf(out + o, n - o, "%ssim:%zu%s", k ? "," : "", size[k], opts ? opts : "");
+  }
+}
+
+static void test_peaks(const char *model, const char *device, const char *split, const float *want) {
+  il_config c = cfg_for(model, device, split);
+  il_plan p;
+  IL_CHECK_OK(il_plan_run(&c, &p));
+  IL_CHECK(p.n_devs >= 2);
+  /* the text has a column per device and the JSON a record per device, with these figures */
+  char *txt = NULL, *js = NULL;
+  size_t nt = 0, nj = 0;
+  FILE *f = open_memstream(&txt, &nt);
+  il_plan_print(&p, f);
+  fclose(f);
+  f = open_memstream(&js, &nj);
+  il_plan_json(&p, f);
+  fclose(f);
+  for (int k = 0; k < p.n_devs; k++) {
+    char key[64];
+    IL_CHECK_CONTAINS(txt, p.devs[k].device);
+    snprintf(key, sizeof key, "\"peak_bytes\": %zu", p.devs[k].peak_bytes);
+    IL_CHECK_CONTAINS(js, key);
+  }
+  IL_CHECK_CONTAINS(js, "\"devices\": [");
+  free(txt);
+  free(js);
+  size_t size[IL_BACKEND_LIST_MAX];
+  for (int k = 0; k < p.n_devs; k++) size[k] = p.devs[k].peak_bytes ? p.devs[k].peak_bytes : 4096;
+  il_config r = c;
+  devices_at(&p, size, r.device, sizeof r.device);
+  snprintf(r.split, sizeof r.split, "%s", p.split);
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&r, &e));
+  if (!e) return;
+  const size_t nl = (size_t)3 * (size_t)e->model->hp.n_vocab;
+  float *logits = calloc(nl, 4);
+  IL_CHECK_OK(run(e, logits));
+  IL_CHECK(!want || memcmp(logits, want, nl * 4) == 0); /* every split: one device's logits */
+  free(logits);
+  for (int k = 0; k < p.n_devs; k++) {
+    il_mem_stats ms;
+    il_mem_space_stats(e->devs[k]->space, &ms);
+    il_caching_stats cs;
+    e->devs[k]->ops->allocator_stats(e->devs[k], &cs);
+    const size_t held = cs.total.peak_reserved + e->dev_fixed[k]; /* segments: what the device gives */
+    const double ratio = (double)held / (double)p.devs[k].peak_bytes;
+    printf("%s --device %s: device %d: %d layers, planned %zu, space peak %zu (%.4f), reserved peak %zu (%.4f)\n",
+           model, device, k + 1, p.devs[k].n_layers, p.devs[k].peak_bytes, ms.total_peak,
+           (double)ms.total_peak / (double)p.devs[k].peak_bytes, held, ratio);
+    if (p.devs[k].n_layers == 0 && k > 0 && k < p.n_devs - 1) { /* between others, no layers: nothing */
+      IL_CHECK_INT(held, 0);
+      IL_CHECK_INT(p.devs[k].peak_bytes, 0);
+      continue;
+    }
+    IL_CHECK(ms.total_peak <= held);
+    /* the space counts blocks; a tight allocator's last small segment (2 MiB) is partly empty,
+     * which on builtin:tiny's 4-7 MiB devices is up to 5.6% */
+    IL_CHECK((double)ms.total_peak >= 0.94 * (double)p.devs[k].peak_bytes);
+    IL_CHECK(held <= p.devs[k].peak_bytes);
+    IL_CHECK(ratio >= 0.97);
+  }
+  il_engine_free(e);
+  /* each device 3% smaller than its peak: out of memory there, and the report says which */
+  for (int k = 0; k < p.n_devs; k++) {
+    if (!p.devs[k].peak_bytes) continue;
+    size_t s2[IL_BACKEND_LIST_MAX];
+    memcpy(s2, size, sizeof s2);
+    s2[k] = size[k] - size[k] * 3 / 100;
+    devices_at(&p, s2, r.device, sizeof r.device);
+    IL_CHECK_INT(il_engine_open(&r, &e), IL_ERR_OOM);
+    il_oom_report rep;
+    IL_CHECK(il_oom_report_last(&rep));
+    IL_CHECK_INT(rep.n_devs, p.n_devs);
+    IL_CHECK_INT(rep.dev, k);
+  }
+}
+
+/* One device's logits of the run, the reference of every split. */
+static float *one_device(const char *model) {
+  il_config c = cfg_for(model, "sim:64MiB", "");
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&c, &e));
+  if (!e) return NULL;
+  float *want = calloc((size_t)3 * (size_t)e->model->hp.n_vocab, 4);
+  IL_CHECK_OK(run(e, want));
+  il_engine_free(e);
+  return want;
+}
+
+static void check_runs(const il_config *c, const float *want, const char *what) {
+  il_engine *e = NULL;
+  il_status st = il_engine_open(c, &e);
+  if (st != IL_OK) fprintf(stderr, "%s: %s\n", what, il_error_detail());
+  IL_CHECK_OK(st);
+  if (!e) return;
+  const size_t n = (size_t)3 * (size_t)e->model->hp.n_vocab;
+  float *got = calloc(n, 4);
+  IL_CHECK_OK(run(e, got));
+  if (memcmp(got, want, n * 4)) fprintf(stderr, "%s: logits differ from one device's\n", what);
+  IL_CHECK(memcmp(got, want, n * 4) == 0);
+  free(got);
+  il_engine_free(e);
+}
+
+/* free: each device's free memory (its size less ctx=), the ratios llama.cpp's --tensor-split
+ * defaults to. That split runs out on device `ran_out`; --split auto, the report's first fix
+ * (a --split) and --fit all open and give one device's logits. */
+static void test_auto(const char *model, const char *device, const char *free, int ran_out, const float *want) {
+  il_config c = cfg_for(model, device, free);
+  il_engine *e = NULL;
+  IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_OOM);
+  IL_CHECK_CONTAINS(il_error_detail(), "(device ");
+  il_oom_report r;
+  IL_CHECK(il_oom_report_last(&r));
+  IL_CHECK_INT(r.n_devs, c.device[0] ? r.n_devs : 0);
+  IL_CHECK_INT(r.dev, ran_out);
+  IL_CHECK(r.n_fixes > 0);
+  if (r.n_fixes > 0) {
+    IL_CHECK_STR(r.fixes[0].option, "split");
+    il_config f = c;
+    IL_CHECK_OK(il_oom_fix_apply(&r, r.fixes[0].option, r.fixes[0].value, &f));
+    check_runs(&f, want, "the report's fix");
+  }
+  il_config a = cfg_for(model, device, "auto");
+  check_runs(&a, want, "--split auto");
+  il_config fit = c;
+  fit.fit = true;
+  IL_CHECK_OK(il_engine_open(&fit, &e));
+  if (e) {
+    IL_CHECK(strcmp(il_engine_config(e)->split, free) != 0); /* --fit changed the split */
+    il_engine_free(e);
+  }
+  /* the plan agrees: the proportional split does not fit, on that device; auto does */
+  il_plan p;
+  IL_CHECK_OK(il_plan_run(&c, &p));
+  IL_CHECK(!p.fits);
+  IL_CHECK_INT(p.ran_out, ran_out);
+  IL_CHECK(!p.devs[ran_out].fits);
+  IL_CHECK_OK(il_plan_run(&a, &p));
+  IL_CHECK(p.fits);
+}
+
+/* --gpu-layers A,B that runs a device out: the report's move is a --gpu-layers change (the
+ * option that gave the counts), and applied it runs with one device's logits. */
+static void test_gpu_layers_fix(const float *want) {
+  il_config c = cfg_for("builtin:tiny", "sim:3MiB,sim:15MiB", "");
+  snprintf(c.gpu_layers, sizeof c.gpu_layers, "1,3");
+  il_engine *e = NULL;
+  IL_CHECK_INT(il_engine_open(&c, &e), IL_ERR_OOM);
+  il_oom_report r;
+  IL_CHECK(il_oom_report_last(&r));
+  IL_CHECK_INT(r.dev, 0);
+  IL_CHECK(r.n_fixes > 0);
+  if (r.n_fixes < 1) return;
+  IL_CHECK_STR(r.fixes[0].option, "gpu-layers");
+  IL_CHECK_STR(r.fixes[0].value, "0,4");
+  il_config f = c;
+  IL_CHECK_OK(il_oom_fix_apply(&r, r.fixes[0].option, r.fixes[0].value, &f));
+  check_runs(&f, want, "the report's --gpu-layers fix");
+}
+
+int main(void) {
+  float *tiny = one_device("builtin:tiny"), *qwen = one_device("builtin:qwen3-tiny");
+  test_peaks("builtin:tiny", "sim:64MiB,sim:32MiB", "", tiny);
+  test_peaks("builtin:tiny", "sim:24MiB,ctx=2MiB,sim:40MiB,sim:12MiB,sim:32MiB", "", tiny);
+  test_peaks("builtin:tiny", "sim:24MiB,sim:40MiB,sim:12MiB,sim:32MiB", "auto", tiny);
+  test_peaks("builtin:qwen3-tiny", "sim:12MiB,sim:40MiB", "", qwen);
+  test_peaks("builtin:qwen3-tiny", "sim:40MiB,sim:24MiB,sim:24MiB,ctx=3MiB,sim:12MiB", "1,1,1,1", qwen);
+  test_peaks("builtin:qwen3-tiny", "sim:40MiB,sim:24MiB,sim:24MiB,sim:12MiB", "auto", qwen);
+  if (tiny) {
+    test_auto("builtin:tiny", "sim:4608KiB,sim:15MiB", "4.5,15", 0, tiny);
+    test_auto("builtin:tiny", "sim:6MiB,ctx=1536KiB,sim:8MiB,sim:8MiB,sim:8MiB", "4.5,8,8,8", 0, tiny);
+  }
+  if (tiny) test_gpu_layers_fix(tiny);
+  if (qwen) test_auto("builtin:qwen3-tiny", "sim:5MiB,sim:20MiB", "5,20", 0, qwen);
+  free(tiny);
+  free(qwen);
+  return il_test_finish();
+}
