@@ -12,6 +12,8 @@
 
 #include "engine/request.h"
 #include "engine/spec.h"
+#include "model/builtin.h"
+#include "model/vocab.h"
 #include "sys/membw.h"
 #include "core/timer.h"
 #include "probe/host.h"
@@ -361,11 +363,25 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
       il_config dcfg = cfg;
       snprintf(dcfg.model, sizeof dcfg.model, "%s", o->draft_model);
       cfg.logits_all = true; /* a verification pass returns every drafted position's logits */
-      st = il_engine_open(&dcfg, &w.draft);
-      if (st != IL_OK) {
-        const char *d = il_error_detail();
-        st = il_error(st, "--draft-model %s: %s", o->draft_model, d && *d ? d : il_status_message(st));
-      } else {
+      /* vocabularies of different sizes are refused before the draft's weights load (the whole
+       * check, il_spec_check_vocab, follows the open) */
+      il_vocab *tv = NULL, *dv = NULL;
+      if (il_vocab_open(cfg.model, NULL, &tv) == IL_OK && il_vocab_open(o->draft_model, NULL, &dv) == IL_OK &&
+          il_vocab_size(tv) != il_vocab_size(dv))
+        st = il_error(IL_ERR_INVALID_ARG, "--draft-model %s: its vocabulary has %d tokens, the model %s's has %d (a draft needs the model's vocabulary)",
+                      o->draft_model, il_vocab_size(dv), cfg.model, il_vocab_size(tv));
+      il_vocab_free(tv);
+      il_vocab_free(dv);
+      const bool refused = st != IL_OK;
+      if (!refused) {
+        il_error_clear(); /* a vocabulary that did not open: the engine's open says why below */
+        st = il_engine_open(&dcfg, &w.draft);
+      }
+      if (st != IL_OK && !refused) {
+        char d[512]; /* the detail is il_error's own buffer: copied before it is rewritten */
+        snprintf(d, sizeof d, "%s", il_error_detail() && *il_error_detail() ? il_error_detail() : il_status_message(st));
+        st = il_error(st, "--draft-model %s: %s", o->draft_model, d);
+      } else if (st == IL_OK) {
         snprintf(r->draft_name, sizeof r->draft_name, "%s", il_engine_model(w.draft)->name);
       }
     }
