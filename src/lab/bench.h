@@ -28,6 +28,10 @@
  *   batches compute-bound.
  * When the config's ctx is 0 the context is sized to prompt + gen, so the KV cache holds
  * exactly the workload.
+ * With o->draft_model (speculative decoding) a repetition is instead one request through the
+ * loop `run` uses (il_spec_generate with the draft, il_engine_generate without), one sequence,
+ * greedy past end-of-text so exactly gen tokens come out; TTFT and the generation time are that
+ * loop's phases, and the samples keep its counts (drafted, accepted, target passes).
  * Not for: printing (lab/report_*), sweeping (lab/sweep), comparing (lab/experiment).
  */
 #ifndef IL_LAB_BENCH_H
