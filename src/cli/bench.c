@@ -199,6 +199,7 @@ int il_cli_bench(int argc, char **argv) {
   if (draft_s && !draft_model) return il_cli_usage_error("bench", "--draft %s: needs --draft-model", draft_s);
   if (draft_model) {
     const char *t = draft_s ? draft_s : "adaptive";
+    if (!*t) return il_cli_usage_error("bench", "--draft: empty (give draft lengths, e.g. 2,4,adaptive)");
     while (*t) {
       size_t len = strcspn(t, ",");
       char item[32];
