@@ -51,6 +51,7 @@ set(IL_TEST_TABLE
   test_kv_engine           quick                   300
   test_kvpages             quick                   300
   test_lab_bench           quick                   300
+  test_bench_spec          quick                   300
   test_lab_experiment      quick                   300
   test_lab_report          quick                   300
   test_lab_stats           quick                   300

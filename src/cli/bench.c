@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "engine/spec.h"
 #include "core/outfile.h"
 #include "lab/bench.h"
 #include "lab/env.h"
@@ -50,13 +51,21 @@ static void il__bench_help(void) {
          "      --no-gpu             do not load NVML\n"
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "      --interval MS        GPU/RSS sampling interval [200]\n"
+         "speculative decoding (as in run and serve; one sequence: --parallel 1):\n"
+         "      --draft-model FILE   also measure generation drafted by FILE (GGUF or builtin:NAME, the model's\n"
+         "                           vocabulary), through run's loop at temperature 0; every combination\n"
+         "                           is measured without drafting too, the row its speed-up is against\n"
+         "      --draft LIST         draft lengths: 1 to 16, adaptive (run's default), 0 = no drafting\n"
+         "                           [adaptive]; columns: acceptance rate, tokens per target pass,\n"
+         "                           speed-up (generated tokens/s over the same combination's without)\n"
          "engine options (each accepts a comma list to sweep; booleans as --NAME=true,false):\n");
   il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa,repack,no-mmap,direct-io,mlock,preload,load-pipeline");
   printf("\nexamples:\n"
          "  inferlab bench --parallel 1,4 --prompt 64 --gen 32\n"
          "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"
          "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
-         "\nexit codes: 0 ok, 1 runtime failure, 64 usage, 65 malformed model, 66 model not found,\n"
+         "\nexit codes: 0 ok, 1 runtime failure, 64 usage (also a draft model whose vocabulary is not the\n"
+         "            model's), 65 malformed model, 66 model or draft model not found,\n"
          "            69 unsupported, 71 out of memory (the first failing combination's code; the\n"
          "            others are still measured and reported), 73 -o/--report cannot be written,\n"
          "            130 interrupted by Ctrl-C (the combinations measured so far are reported)\n");
@@ -87,7 +96,7 @@ int il_cli_bench(int argc, char **argv) {
   il_sweep_point_defaults(&base);
   bool help = false, json = false, csv = false, jsonl = false, quiet = false, no_gpu = false;
   const char *reps_s = NULL, *warmup_s = NULL, *report = NULL, *output = NULL, *roof_s = NULL, *nvml = NULL,
-             *interval_s = NULL;
+             *interval_s = NULL, *draft_model = NULL, *draft_s = NULL;
   /* lab workload names and every engine option, each with a value slot (a comma list) */
   const char *names[IL__MAX_FLAGS];
   const char *values[IL__MAX_FLAGS] = {0};
@@ -119,6 +128,7 @@ int il_cli_bench(int argc, char **argv) {
       {"quiet", 'q', false, NULL, &quiet},        {"roofline-ms", 0, true, &roof_s, NULL},
       {"no-gpu", 0, false, NULL, &no_gpu},        {"nvml-lib", 0, true, &nvml, NULL},
       {"interval", 0, true, &interval_s, NULL},   {"html", 0, true, &report, NULL},
+      {"draft-model", 0, true, &draft_model, NULL}, {"draft", 0, true, &draft_s, NULL},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[n++] = own[i];
 
@@ -184,6 +194,31 @@ int il_cli_bench(int argc, char **argv) {
   opt.no_gpu = no_gpu;
   opt.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
 
+  /* the draft lengths measured per combination: first none (the speed-up's baseline) */
+  int drafts[IL_SPEC_DRAFT_MAX + 2] = {-1}, nd = 1;
+  if (draft_s && !draft_model) return il_cli_usage_error("bench", "--draft %s: needs --draft-model", draft_s);
+  if (draft_model) {
+    const char *t = draft_s ? draft_s : "adaptive";
+    if (!*t) return il_cli_usage_error("bench", "--draft: empty (give draft lengths, e.g. 2,4,adaptive)");
+    while (*t) {
+      size_t len = strcspn(t, ",");
+      char item[32];
+      long long v = 0;
+      snprintf(item, sizeof item, "%.*s", (int)(len < sizeof item - 1 ? len : sizeof item - 1), t);
+      if (!strcmp(item, "adaptive")) v = 0;
+      else if (il_config_parse_int(item, 0, IL_SPEC_DRAFT_MAX, "--draft", &v) != IL_OK)
+        return il_cli_usage_error("bench", "--draft %s: give draft lengths from 1 to %d, adaptive, or 0 (no drafting)",
+                                  draft_s, IL_SPEC_DRAFT_MAX);
+      else if (v == 0) v = -1; /* 0: no drafting, always measured */
+      bool seen = false;
+      for (int k = 0; k < nd; k++) seen |= drafts[k] == (int)v;
+      if (!seen && nd < (int)(sizeof drafts / sizeof drafts[0])) drafts[nd++] = (int)v;
+      t += len;
+      if (*t) t++;
+    }
+    opt.draft_model = draft_model;
+  }
+
   il_sweep sw;
   il_sweep_init(&sw);
   for (int k = 0; k < n_opt; k++) {
@@ -196,7 +231,14 @@ int il_cli_bench(int argc, char **argv) {
       return il_cli_usage_error("bench", "%s", il_error_detail());
     }
   }
-  size_t count = il_sweep_count(&sw);
+  const size_t n_points = il_sweep_count(&sw), count = n_points * (size_t)nd;
+  for (size_t i = 0; draft_model && i < n_points; i++) {
+    il_sweep_point p;
+    if (il_sweep_point_at(&sw, &base, i, &p, NULL, 0) == IL_OK && p.cfg.n_seq != 1) {
+      il_sweep_free(&sw);
+      return il_cli_usage_error("bench", "--draft-model: one sequence at a time (--parallel 1, not %d)", p.cfg.n_seq);
+    }
+  }
 
   FILE *out = stdout;
   il_outfile out_file = {0};
@@ -214,7 +256,7 @@ int il_cli_bench(int argc, char **argv) {
   il_env_collect(&env, opt.nvml_lib, no_gpu);
   if (roof_ms > 0) {
     int threads = base.cfg.threads;
-    for (size_t i = 0; i < count; i++) {
+    for (size_t i = 0; i < n_points; i++) {
       il_sweep_point p;
       if (il_sweep_point_at(&sw, &base, i, &p, NULL, 0) == IL_OK && p.cfg.threads > threads) threads = p.cfg.threads;
     }
@@ -250,7 +292,17 @@ int il_cli_bench(int argc, char **argv) {
   sigaction(SIGINT, &sa, &old_int);
   for (size_t i = 0; i < count && !il__interrupted; i++) {
     il_sweep_point p;
-    il_sweep_point_at(&sw, &base, i, &p, results[i].label, sizeof results[i].label);
+    il_sweep_point_at(&sw, &base, i / (size_t)nd, &p, results[i].label, sizeof results[i].label);
+    const int dj = (int)(i % (size_t)nd);
+    if (draft_model) { /* the row's draft length joins the label: "draft=4", "threads=2 draft=none" */
+      opt.draft = drafts[dj];
+      size_t l = strlen(results[i].label);
+      char dv[16];
+      if (drafts[dj] < 0) snprintf(dv, sizeof dv, "none");
+      else if (drafts[dj] == 0) snprintf(dv, sizeof dv, "adaptive");
+      else snprintf(dv, sizeof dv, "%d", drafts[dj]);
+      snprintf(results[i].label + l, sizeof results[i].label - l, "%sdraft=%s", l ? " " : "", dv);
+    }
     il__progress_state ps = {(int)i, (int)count, *results[i].label ? results[i].label : "run"};
     opt.progress = progress ? il__progress : NULL;
     opt.progress_ud = &ps;
@@ -259,6 +311,11 @@ int il_cli_bench(int argc, char **argv) {
     if (progress) il_cli_progress_start("%s", what);
     il_status st = il_bench_run(&p, &opt, &results[i]);
     il_cli_progress_stop();
+    if (draft_model) { /* against the combination's row without drafting, measured just before */
+      results[i].baseline = (int)(i - (size_t)dj);
+      il_status sst = il_bench_speedup(&results[i], &results[i - (size_t)dj]);
+      if (st == IL_OK && sst != IL_OK) st = sst;
+    }
     rep.n_results = (int)i + 1;
     if (st != IL_OK && exit_code == IL_EXIT_OK) exit_code = il_cli_exit_code(st);
     if (progress) fprintf(stderr, "\r\033[K");

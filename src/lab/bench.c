@@ -10,6 +10,10 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "engine/request.h"
+#include "engine/spec.h"
+#include "model/builtin.h"
+#include "model/vocab.h"
 #include "sys/membw.h"
 #include "core/timer.h"
 #include "probe/host.h"
@@ -133,7 +137,23 @@ typedef struct {
   il_batch_entry *entries; /* [batch * prompt] */
   float *logits;           /* [batch * n_vocab] */
   int32_t *next;           /* [batch] */
+  /* a --draft-model bench */
+  bool spec;
+  il_engine *draft;        /* NULL for the row without drafting */
+  int n_draft;             /* 0 adaptive, else fixed */
+  int32_t *ids;            /* [prompt] the synthetic prompt */
+  double *tok_t;           /* [gen + 1] when each token came out */
+  int n_tok;
 } il__work;
+
+/* Token callback of the generate loops: when each token came out (the TPOT step samples). */
+static bool il__on_token(void *ud, int32_t token, const char *text, size_t len) {
+  (void)text;
+  (void)len;
+  il__work *w = ud;
+  if (token >= 0 && w->n_tok <= w->gen) w->tok_t[w->n_tok++] = il_time_now();
+  return true;
+}
 
 /* Runs one repetition; fills s (when not NULL) and step_s[0..gen) (when not NULL). */
 static il_status il__once(il__work *w, uint64_t seed, double roof, const il_bench_result *r, il_bench_sample *s,
@@ -150,19 +170,48 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
   (void)rss_reset;
   il_mem_reset_peak();
   double cpu0 = il__cpu_seconds(), t0 = il_time_now();
-  IL_TRY(il_engine_decode(e, w->entries, B * P, w->logits));
-  for (int q = 0; q < B; q++) w->next[q] = il__argmax(w->logits + (size_t)q * (size_t)nv, nv);
-  double t1 = il_time_now();
-  for (int g = 0; g < G; g++) {
-    for (int q = 0; q < B; q++) w->entries[q] = (il_batch_entry){w->next[q], q, P + g, true};
-    double ts = il_time_now();
-    IL_TRY(il_engine_decode(e, w->entries, B, w->logits));
+  double prompt_s, gen_s, e2e, t2;
+  il_gen_stats gs = {0};
+  il_spec_stats ss = {0};
+  if (w->spec) {
+    /* run's loop: greedy past end-of-text, so both rows generate exactly G tokens, and the
+     * phases timed by the loop itself (prompt, then generation) */
+    for (int i = 0; i < P; i++) w->ids[i] = w->entries[i].token;
+    il_request_params rp = il_request_default_params();
+    rp.sampling.temp = 0;
+    rp.n_predict = G;
+    rp.ignore_eos = true;
+    w->n_tok = 0;
+    IL_TRY(w->draft ? il_spec_generate(e, w->draft, w->ids, P, &rp, w->n_draft, il__on_token, w, &gs, &ss)
+                    : il_engine_generate(e, w->ids, P, &rp, il__on_token, w, &gs));
+    t2 = il_time_now();
+    if (gs.n_gen != G)
+      return il_error(IL_ERR_INTERNAL, "bench: the generate loop gave %d tokens for --gen %d", gs.n_gen, G);
+    prompt_s = gs.prompt_seconds;
+    gen_s = gs.gen_seconds;
+    e2e = t2 - t0;
+    /* a token's step: the time since the one before it (the first: since the generation began) */
+    const double g0 = t0 + prompt_s;
+    for (int g = 0; step_s && g < G && g < w->n_tok; g++) step_s[g] = w->tok_t[g] - (g ? w->tok_t[g - 1] : g0);
+    if (!w->draft) ss.steps = G; /* one target pass per token */
+  } else {
+    IL_TRY(il_engine_decode(e, w->entries, B * P, w->logits));
     for (int q = 0; q < B; q++) w->next[q] = il__argmax(w->logits + (size_t)q * (size_t)nv, nv);
-    if (step_s) step_s[g] = il_time_now() - ts;
+    double t1 = il_time_now();
+    for (int g = 0; g < G; g++) {
+      for (int q = 0; q < B; q++) w->entries[q] = (il_batch_entry){w->next[q], q, P + g, true};
+      double ts = il_time_now();
+      IL_TRY(il_engine_decode(e, w->entries, B, w->logits));
+      for (int q = 0; q < B; q++) w->next[q] = il__argmax(w->logits + (size_t)q * (size_t)nv, nv);
+      if (step_s) step_s[g] = il_time_now() - ts;
+    }
+    t2 = il_time_now();
+    prompt_s = t1 - t0;
+    gen_s = t2 - t1;
+    e2e = t2 - t0;
   }
-  double t2 = il_time_now(), cpu1 = il__cpu_seconds();
+  double cpu1 = il__cpu_seconds();
   if (!s) return IL_OK;
-  double prompt_s = t1 - t0, gen_s = t2 - t1, e2e = t2 - t0;
   double *v = s->v;
   for (int m = 0; m < IL_BM_COUNT; m++) v[m] = NAN;
   v[IL_BM_LOAD_S] = w->load_seconds;
@@ -175,6 +224,15 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
     v[IL_BM_GEN_TPS_SEQ] = gen_s > 0 ? G / gen_s : NAN;
     v[IL_BM_GEN_TPS] = gen_s > 0 ? (double)B * G / gen_s : NAN;
   }
+  if (w->spec) {
+    s->gen_tokens = gs.n_gen;
+    s->gen_s = gen_s;
+    s->drafted = ss.drafted;
+    s->accepted = ss.accepted;
+    s->passes = ss.steps;
+    if (w->draft && ss.drafted > 0) v[IL_BM_SPEC_ACCEPT] = (double)ss.accepted / (double)ss.drafted;
+    if (ss.steps > 0) v[IL_BM_SPEC_TPP] = (double)gs.n_gen / (double)ss.steps;
+  }
   v[IL_BM_CPU_UTIL] = e2e > 0 ? (cpu1 - cpu0) / e2e / (r->threads > 0 ? r->threads : 1) : NAN;
   v[IL_BM_PEAK_RSS] = il__peak_rss();
   il_mem_stats ms;
@@ -185,13 +243,13 @@ static il_status il__once(il__work *w, uint64_t seed, double roof, const il_benc
   for (int c = 0; c < IL_MEM_CATEGORY_COUNT; c++) total += (double)ms.peak[c] + (double)ms.mapped[c];
   v[IL_BM_MEM_PEAK] = total;
   double bytes = (double)r->bytes_per_pass, params = (double)r->n_params;
-  if (G > 0 && gen_s > 0) {
+  if (G > 0 && gen_s > 0 && !w->draft) { /* with a draft, passes of two models: no one roof */
     v[IL_BM_GEN_GBPS] = bytes * G / gen_s / 1e9;
     v[IL_BM_GEN_GFLOPS] = 2.0 * params * B * G / gen_s / 1e9;
     if (roof > 0) v[IL_BM_GEN_ROOF] = v[IL_BM_GEN_GBPS] / roof;
     if (peak > 0) v[IL_BM_GEN_PEAK] = v[IL_BM_GEN_GFLOPS] / peak;
   }
-  if (prompt_s > 0) {
+  if (prompt_s > 0 && !w->draft) { /* with a draft, the prompt phase prefills both models */
     double passes = ceil((double)B * P / (w->n_batch > 0 ? w->n_batch : 1));
     v[IL_BM_PROMPT_GBPS] = bytes * passes / prompt_s / 1e9;
     v[IL_BM_PROMPT_GFLOPS] = 2.0 * params * B * P / prompt_s / 1e9;
@@ -289,7 +347,47 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
   il__work w;
   memset(&w, 0, sizeof w);
   il_mem_reset_peak();
-  il_status st = il_engine_open(&cfg, &w.e);
+  il_status st = IL_OK;
+  if (o->draft_model) {
+    r->spec = true;
+    r->draft = o->draft;
+    r->baseline = -1;
+    w.spec = true;
+    w.n_draft = o->draft > 0 ? o->draft : 0;
+    if (r->batch != 1)
+      st = il_error(IL_ERR_INVALID_ARG, "--draft-model: one sequence at a time (--parallel 1, not %d)", r->batch);
+    else if (o->draft < -1 || o->draft > IL_SPEC_DRAFT_MAX)
+      st = il_error(IL_ERR_INVALID_ARG, "--draft %d: give 1 to %d (0: no drafting)", o->draft, IL_SPEC_DRAFT_MAX);
+    if (st == IL_OK && o->draft >= 0) {
+      /* the draft with the point's options (threads, device, context), as run opens it */
+      il_config dcfg = cfg;
+      snprintf(dcfg.model, sizeof dcfg.model, "%s", o->draft_model);
+      cfg.logits_all = true; /* a verification pass returns every drafted position's logits */
+      /* vocabularies of different sizes are refused before the draft's weights load (the whole
+       * check, il_spec_check_vocab, follows the open) */
+      il_vocab *tv = NULL, *dv = NULL;
+      if (il_vocab_open(cfg.model, NULL, &tv) == IL_OK && il_vocab_open(o->draft_model, NULL, &dv) == IL_OK &&
+          il_vocab_size(tv) != il_vocab_size(dv))
+        st = il_error(IL_ERR_INVALID_ARG, "--draft-model %s: its vocabulary has %d tokens, the model %s's has %d (a draft needs the model's vocabulary)",
+                      o->draft_model, il_vocab_size(dv), cfg.model, il_vocab_size(tv));
+      il_vocab_free(tv);
+      il_vocab_free(dv);
+      const bool refused = st != IL_OK;
+      if (!refused) {
+        il_error_clear(); /* a vocabulary that did not open: the engine's open says why below */
+        st = il_engine_open(&dcfg, &w.draft);
+      }
+      if (st != IL_OK && !refused) {
+        char d[512]; /* the detail is il_error's own buffer: copied before it is rewritten */
+        snprintf(d, sizeof d, "%s", il_error_detail() && *il_error_detail() ? il_error_detail() : il_status_message(st));
+        st = il_error(st, "--draft-model %s: %s", o->draft_model, d);
+      } else if (st == IL_OK) {
+        snprintf(r->draft_name, sizeof r->draft_name, "%s", il_engine_model(w.draft)->name);
+      }
+    }
+  }
+  if (st == IL_OK) st = il_engine_open(&cfg, &w.e);
+  if (st == IL_OK && w.draft) st = il_spec_check_vocab(w.e, w.draft);
   if (st == IL_OK) {
     il_engine_snapshot es;
     il_engine_snapshot_get(w.e, IL_ENGINE_SNAP_ALL, &es);
@@ -318,6 +416,11 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     r->samples = il_mem_calloc(IL_MEM_OTHER, sizeof *r->samples * (size_t)o->reps, "bench samples");
     r->step_s = il_mem_alloc(IL_MEM_OTHER, sizeof *r->step_s * (size_t)(o->reps * (r->gen > 0 ? r->gen : 1)),
                              "bench steps");
+    if (w.spec) {
+      w.ids = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w.ids * (size_t)r->prompt, "bench prompt");
+      w.tok_t = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *w.tok_t * (size_t)(r->gen + 1), "bench token times");
+      if (!w.ids || !w.tok_t) st = IL_ERR_OOM;
+    }
     if (!w.entries || !w.logits || !w.next || !r->samples || !r->step_s) st = IL_ERR_OOM;
     for (int i = 0; st == IL_OK && i < o->warmup; i++) {
       st = il__once(&w, o->seed, o->roofline_gbps, r, NULL, NULL);
@@ -364,7 +467,10 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
   il_mem_free(w.entries);
   il_mem_free(w.logits);
   il_mem_free(w.next);
+  il_mem_free(w.ids);
+  il_mem_free(w.tok_t);
   il_engine_free(w.e);
+  il_engine_free(w.draft);
   if (u) {
     il_usage_stop(u, &r->usage);
     r->has_usage = true;
@@ -374,4 +480,12 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
     if (st != IL_OK) il__fail(r, st);
   }
   return st;
+}
+
+il_status il_bench_speedup(il_bench_result *r, const il_bench_result *base) {
+  if (r->status != IL_OK || base->status != IL_OK || !base->sum[IL_BM_GEN_TPS].n) return IL_OK;
+  const double b = base->sum[IL_BM_GEN_TPS].mean;
+  if (!(b > 0)) return IL_OK;
+  for (int i = 0; i < r->n_samples; i++) r->samples[i].v[IL_BM_SPEC_SPEEDUP] = r->samples[i].v[IL_BM_GEN_TPS] / b;
+  return il_bench_summarize(r);
 }

@@ -28,6 +28,10 @@
  *   batches compute-bound.
  * When the config's ctx is 0 the context is sized to prompt + gen, so the KV cache holds
  * exactly the workload.
+ * With o->draft_model (speculative decoding) a repetition is instead one request through the
+ * loop `run` uses (il_spec_generate with the draft, il_engine_generate without), one sequence,
+ * greedy past end-of-text so exactly gen tokens come out; TTFT and the generation time are that
+ * loop's phases, and the samples keep its counts (drafted, accepted, target passes).
  * Not for: printing (lab/report_*), sweeping (lab/sweep), comparing (lab/experiment).
  */
 #ifndef IL_LAB_BENCH_H
@@ -66,7 +70,10 @@
   X(PROMPT_ROOF, "prompt_roofline_frac", "prompt roofline fraction", "fraction", 1) \
   X(PROMPT_GFLOPS, "prompt_gflops", "prompt GFLOP/s", "GFLOP/s", 1)               \
   X(GEN_PEAK, "gen_peak_frac", "generation fraction of the compute peak", "fraction", 1) \
-  X(PROMPT_PEAK, "prompt_peak_frac", "prompt fraction of the compute peak", "fraction", 1)
+  X(PROMPT_PEAK, "prompt_peak_frac", "prompt fraction of the compute peak", "fraction", 1) \
+  X(SPEC_ACCEPT, "spec_accept_rate", "speculative: drafted tokens accepted", "fraction", 1) \
+  X(SPEC_TPP, "spec_tokens_per_pass", "speculative: tokens per target pass", "tok/pass", 1) \
+  X(SPEC_SPEEDUP, "spec_speedup", "speculative: generated tokens/s against no drafting", "x", 1)
 
 typedef enum {
 #define IL__BM_ENUM(e, key, label, unit, better) IL_BM_##e,
@@ -91,6 +98,10 @@ typedef struct {
   double v[IL_BM_COUNT];
   size_t mem_peak[IL_MEM_CATEGORY_COUNT];   /* bytes, this repetition */
   size_t mem_mapped[IL_MEM_CATEGORY_COUNT]; /* borrowed from a mapping (GGUF weights) */
+  /* generation through the engine's generate loop (a --draft-model bench): its own counts and
+   * the generation phase's wall time, the figures the tokens/s and speculative metrics divide */
+  int64_t gen_tokens, drafted, accepted, passes;
+  double gen_s;
 } il_bench_sample;
 
 /* Compute peaks measured so far (GOPS; 0 = not yet), kept by the caller across points so each
@@ -112,6 +123,12 @@ typedef struct {
   bool no_prediction;  /* skip the planner's prediction on sim (predicted_* stay 0): a caller that
                         * plans its points itself saves the dry runs */
   int interval_ms;
+  /* speculative decoding (a --draft-model bench): when draft_model is set, generation runs
+   * through the loop `run` uses (il_spec_generate, or il_engine_generate for draft -1) at
+   * temperature 0 past end-of-text, one sequence, so the rows with and without a draft measure
+   * the same tokens the same way. draft: -1 no drafting, 0 adaptive, 1..IL_SPEC_DRAFT_MAX. */
+  const char *draft_model;
+  int draft;
   /* optional: called after each repetition (warm-up ones with rep < 0) */
   void (*progress)(void *ud, int rep, int reps);
   void *progress_ud;
@@ -153,6 +170,12 @@ typedef struct {
   char attn_why[256];
   il_transfer_stats transfers;
   il_startup startup;      /* the open's timeline (engine/startup) */
+  /* a --draft-model bench: the draft (its model's name; "" without one), the length asked
+   * (o->draft) and the row the speed-up is against (-1: none yet) */
+  bool spec;
+  char draft_name[128];
+  int draft;
+  int baseline;
 } il_bench_result;
 
 /* Fills defaults: 5 reps, 1 warm-up, seed 1234, no usage sampling, interval 200 ms. */
@@ -169,6 +192,10 @@ il_status il_bench_summarize(il_bench_result *r);
 /* Appends the samples and steps of src to dst (same point, another run). IL_ERR_OOM. */
 il_status il_bench_result_append(il_bench_result *dst, const il_bench_result *src);
 void il_bench_result_free(il_bench_result *r);
+/* The speed-up of r against base (the same point without drafting, measured in the same run):
+ * each sample's generated tokens/s over base's mean, summarized into r->sum (base against
+ * itself gives a mean of 1). Nothing when either failed. IL_ERR_OOM. */
+il_status il_bench_speedup(il_bench_result *r, const il_bench_result *base);
 
 /* Read bandwidth of this machine with `threads` threads reading at once (GB/s, 1e9 B/s):
  * probe/host's measurement run on each thread with its own 64 MiB buffer, summed. This is the

@@ -75,8 +75,15 @@ static void il__usage(il_jsonw *w, const il_usage_result *u) {
   il_jsonw_obj_end(w);
 }
 
-static void il__sample_fields(il_jsonw *w, const il_bench_sample *s) {
+static void il__sample_fields(il_jsonw *w, const il_bench_sample *s, bool spec) {
   for (int m = 0; m < IL_BM_COUNT; m++) il_jsonw_knum(w, il_bench_metric_info_of((il_bench_metric)m)->key, s->v[m]);
+  if (spec) { /* the generate loop's own counts and the phase's time, which the figures divide */
+    il_jsonw_kint(w, "gen_tokens", (long long)s->gen_tokens);
+    il_jsonw_knum(w, "gen_s", s->gen_s);
+    il_jsonw_kint(w, "drafted", (long long)s->drafted);
+    il_jsonw_kint(w, "accepted", (long long)s->accepted);
+    il_jsonw_kint(w, "target_passes", (long long)s->passes);
+  }
   il_jsonw_key(w, "memory_peak_bytes");
   il__mem(w, s->mem_peak);
   il_jsonw_key(w, "memory_mapped_bytes");
@@ -166,6 +173,15 @@ il_status il_report_json_write(const il_report *r, FILE *f) {
     il_jsonw_kbool(&w, "rss_resettable", res->rss_resettable);
     il_jsonw_knum(&w, "compute_peak_gops", res->peak_gops > 0 ? res->peak_gops : (double)NAN);
     il_jsonw_kstr(&w, "compute_peak", res->peak_name);
+    if (res->spec) { /* a --draft-model bench: the row's drafting and the row its speed-up is against */
+      il_jsonw_key(&w, "speculative");
+      il_jsonw_obj(&w);
+      il_jsonw_kstr(&w, "draft_model", res->draft >= 0 ? res->draft_name : NULL);
+      il_jsonw_kint(&w, "draft", res->draft);
+      il_jsonw_kstr(&w, "draft_length", res->draft < 0 ? "none" : res->draft == 0 ? "adaptive" : "fixed");
+      il_jsonw_kint(&w, "baseline_result", res->baseline);
+      il_jsonw_obj_end(&w);
+    }
     if (res->has_device) { /* the device's allocator after the run, and the planner's prediction */
       il_jsonw_key(&w, "device");
       il_jsonw_obj(&w);
@@ -208,7 +224,7 @@ il_status il_report_json_write(const il_report *r, FILE *f) {
     il_jsonw_arr(&w);
     for (int s = 0; s < res->n_samples; s++) {
       il_jsonw_obj(&w);
-      il__sample_fields(&w, &res->samples[s]);
+      il__sample_fields(&w, &res->samples[s], res->spec);
       il_jsonw_obj_end(&w);
     }
     il_jsonw_arr_end(&w);
@@ -237,7 +253,7 @@ void il_report_jsonl_sample(const il_bench_result *res, int i, const char *arm, 
   il_jsonw_kint(&w, "prompt", res->prompt);
   il_jsonw_kint(&w, "gen", res->gen);
   il_jsonw_kint(&w, "threads", res->threads);
-  il__sample_fields(&w, &res->samples[i]);
+  il__sample_fields(&w, &res->samples[i], res->spec);
   il_jsonw_obj_end(&w);
   fputc('\n', f);
 }

@@ -89,11 +89,14 @@ void il_report_table_begin(const il_report *r, FILE *f) {
     if (!il__is_fixed_col(r->sweep->axes[a2].name) && r->sweep->axes[a2].n > 1) fprintf(f, " %s |", r->sweep->axes[a2].name);
   int nm = (int)(sizeof il__table_metrics / sizeof il__table_metrics[0]);
   for (int m = 0; m < nm; m++) fprintf(f, " %s |", il__short_label(il__table_metrics[m]));
+  const bool spec = r->opt && r->opt->draft_model;
+  if (spec) fprintf(f, " draft | accept %% | tok/pass | speed-up |");
   fprintf(f, "\n|");
   for (int c = 0; c < 4; c++) fprintf(f, " ---: |");
   for (int a2 = 0; r->sweep && a2 < r->sweep->n_axes; a2++)
     if (!il__is_fixed_col(r->sweep->axes[a2].name) && r->sweep->axes[a2].n > 1) fprintf(f, " --- |");
   for (int m = 0; m < nm; m++) fprintf(f, " ---: |");
+  if (spec) fprintf(f, " ---: | ---: | ---: | ---: |");
   fprintf(f, "\n");
   fflush(f);
 }
@@ -125,6 +128,18 @@ void il_report_table_row(const il_report *r, int i, FILE *f) {
     char v[64];
     il_report_format_metric(&res->sum[il__table_metrics[m]], il__table_metrics[m], true, v, sizeof v);
     fprintf(f, " %s |", v);
+  }
+  if (res->spec) {
+    /* the draft length (none: the row the speed-up is against), then the speculative figures */
+    if (res->draft < 0) fprintf(f, " none |");
+    else if (res->draft == 0) fprintf(f, " adaptive |");
+    else fprintf(f, " %d |", res->draft);
+    const il_bench_metric sm[] = {IL_BM_SPEC_ACCEPT, IL_BM_SPEC_TPP, IL_BM_SPEC_SPEEDUP};
+    for (int m = 0; m < 3; m++) {
+      char v[64];
+      il_report_format_metric(&res->sum[sm[m]], sm[m], true, v, sizeof v);
+      fprintf(f, " %s |", v);
+    }
   }
   fprintf(f, "\n");
   fflush(f);
@@ -202,10 +217,13 @@ il_status il_report_table_end(const il_report *r, FILE *f) {
       if (mapped) fprintf(f, " (mapped)");
       fprintf(f, ",");
     }
-    fprintf(f, " rss %s%s; gen %.2f GB/s, %.2f GFLOP/s; prompt %.2f GFLOP/s\n",
-            il_mem_format_bytes((size_t)res->sum[IL_BM_PEAK_RSS].max, b, sizeof b),
-            res->rss_resettable ? "" : " (process lifetime)", res->sum[IL_BM_GEN_GBPS].mean,
-            res->sum[IL_BM_GEN_GFLOPS].mean, res->sum[IL_BM_PROMPT_GFLOPS].mean);
+    fprintf(f, " rss %s%s", il_mem_format_bytes((size_t)res->sum[IL_BM_PEAK_RSS].max, b, sizeof b),
+            res->rss_resettable ? "" : " (process lifetime)");
+    if (res->spec && res->draft >= 0) /* two models' passes: no one roof to quote against */
+      fprintf(f, "; draft %s beside the model (no bandwidth or FLOP/s figures)\n", res->draft_name);
+    else
+      fprintf(f, "; gen %.2f GB/s, %.2f GFLOP/s; prompt %.2f GFLOP/s\n", res->sum[IL_BM_GEN_GBPS].mean,
+              res->sum[IL_BM_GEN_GFLOPS].mean, res->sum[IL_BM_PROMPT_GFLOPS].mean);
     il__limits(res, lbl, f);
   }
   for (int i = 0; i < r->n_results; i++)
