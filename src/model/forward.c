@@ -296,13 +296,20 @@ static il_status il__bad(il_numerics *r, il_backend *b, il_tensor t, int32_t lay
 }
 
 il_status il_numerics_observe(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
-  (void)op;
   il_numerics *r = ctx;
+  if ((unsigned)op < IL_OP_COUNT) r->observed[op]++;
   int64_t n = 0;
   float m = 0;
   IL_TRY(b->ops->value_stats(b, y, &n, &m));
   if (m > r->max_abs) r->max_abs = m, r->max_abs_layer = r->layer, r->max_abs_op = y.name;
   if (stored != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, stored));
+  return il__bad(r, b, y, r->layer, y.name);
+}
+
+/* The second half of il_numerics_observe for a result the backend reported in F32 (the pass's
+ * scratch) and the pass then stores at `stored`: inf/nan counted in what that type keeps. */
+static il_status il__numerics_stored(il_numerics *r, il_backend *b, il_tensor y, il_dtype stored) {
+  IL_TRY(b->ops->round_to(b, y, stored));
   return il__bad(r, b, y, r->layer, y.name);
 }
 
@@ -317,8 +324,10 @@ static void il__layer(il_forward_state *st, int32_t layer) {
  * pass; cpu and sim with F16/BF16; cuda's elementwise ops), the op is one call on the buffers
  * and the backend reports its outputs. Where it does not, the op runs as a loop over chunks of
  * st->chunk rows: inputs taken with il__in and outputs with il__out as F32 copies in the lane's
- * scratch (`wide`), the op computed there, and every output handed to il__put, which reports it
- * and narrows it back; the backend's observer is off meanwhile, so each result is reported once. */
+ * scratch (`wide`), the op computed there, and every output handed to il__put, which narrows it
+ * back. Either way the backend reports every op it runs (each inner op of a loop body too: the
+ * per-head norms, the embedding's get_rows before its scale), the scratch ones as the F32 they
+ * stay; il__put adds the inf/nan count of the type it stores, so each result is reported once. */
 typedef struct {
   il_forward_state *st;
   il_forward_lane *ln;
@@ -331,7 +340,7 @@ typedef struct {
 static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, uint32_t ops, int32_t n, int32_t r0) {
   const bool direct = (ln->take & ops) == ops;
   const int32_t left = n - r0, step = direct ? n : st->chunk;
-  ln->b->observer = st->numerics && direct ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
+  ln->b->observer = st->numerics ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
   return (il__chunk){st, ln, ops, direct, n, r0, left < step ? left : step, 0};
 }
 
@@ -370,12 +379,12 @@ static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
   return t;
 }
 
-/* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies:
- * reported as a backend would report it, then stored at t's type. */
+/* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies (the
+ * backend reported it): its inf/nan at t's type checked, then stored at t's type. */
 static il_status il__put(il__chunk *k, il_tensor y, il_tensor t) {
   if (t.type == IL_DTYPE_F32 || k->direct) return IL_OK;
   il_backend *b = k->ln->b;
-  if (k->st->numerics) IL_TRY(il_numerics_observe(k->st->numerics, b, IL_OP_COUNT, y, t.type));
+  if (k->st->numerics) IL_TRY(il__numerics_stored(k->st->numerics, b, y, t.type));
   return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
 }
 
@@ -732,9 +741,7 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
   *n_logits = 0;
   /* with the check on, the lanes' backends report every op's result for the pass */
   for (int i = 0; i < st->n_lanes; i++)
-    st->lane[i].b->observer = st->numerics && st->lane[i].take == IL__ALL_OPS
-                                  ? (il_op_observer){il_numerics_observe, st->numerics}
-                                  : (il_op_observer){0};
+    st->lane[i].b->observer = st->numerics ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
   il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
   for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
   return s;

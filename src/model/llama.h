@@ -300,6 +300,7 @@ typedef struct {
   float max_abs;                 /* largest finite magnitude seen before rounding */
   int32_t max_abs_layer;
   const char *max_abs_op;
+  int64_t observed[IL_OP_COUNT]; /* op results checked, per op (a chunked op: once per chunk) */
 } il_numerics;
 
 /* No inf/nan seen, no magnitude yet. */
