@@ -46,4 +46,12 @@ if(IL_PYTHON3)
     set_tests_properties(py_${name} PROPERTIES LABELS python SKIP_RETURN_CODE 77 TIMEOUT 300
       ENVIRONMENT "IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR};IL_HAVE_SERVER=${IL_HAVE_SERVER};IL_FIXTURES=${CMAKE_SOURCE_DIR}/../shared/fixtures")
   endforeach()
+  # The same llama.cpp comparison on the downloaded models (Gemma 3 270M: minutes on two cores),
+  # apart from the builtin models' seconds so that the default run keeps its time budget.
+  if(TEST py_test_llamacpp_ref)
+    set_property(TEST py_test_llamacpp_ref APPEND PROPERTY ENVIRONMENT "IL_LLAMACPP_SOURCES=builtin")
+    add_test(NAME py_test_llamacpp_ref_model COMMAND ${IL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/python/test_llamacpp_ref.py)
+    set_tests_properties(py_test_llamacpp_ref_model PROPERTIES LABELS "python;model" SKIP_RETURN_CODE 77 TIMEOUT 1800
+      ENVIRONMENT "IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR};IL_FIXTURES=${CMAKE_SOURCE_DIR}/../shared/fixtures;IL_LLAMACPP_SOURCES=cache")
+  endif()
 endif()

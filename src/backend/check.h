@@ -2,7 +2,7 @@
  * touch memory, with errors that name the op and the tensor. Static inline, so the CUDA module
  * (a separate shared object) compiles the same checks as the cpu backend.
  * Also the argument checks of ops that cpu and cuda both run the same way (get_rows, rmsnorm,
- * rope, elementwise, add_bias, kv_store, copy).
+ * rope, elementwise, add_bias, kv_store, copy, sample).
  * Not for: what only one backend needs (alignment on the device, q8_0 row widths). */
 #ifndef IL_BACKEND_CHECK_H
 #define IL_BACKEND_CHECK_H
@@ -121,6 +121,17 @@ static inline il_status il__rope_check(il_backend *b, const il_tensor *x, const 
     return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
                     il__nm(x), (long long)x->rows, (long long)x->cols, (long long)p->n_heads, (long long)p->head_dim,
                     (long long)p->n_rot, (long long)pos->cols);
+  return IL_OK;
+}
+
+/* The sample op's arguments: F32 logits, one I32 id and one F32 draw per row. */
+static inline il_status il__sample_check(il_backend *b, const il_tensor *ids, const il_tensor *logits, const il_tensor *u) {
+  IL_TRY(il__check(b, "sample", logits, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "sample", ids, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "sample", u, IL_DTYPE_F32));
+  if (ids->cols < logits->rows || u->cols < logits->rows || logits->cols < 1)
+    return il_error(IL_ERR_INVALID_ARG, "sample: %lld rows of %lld logits into %lld ids with %lld draws",
+                    (long long)logits->rows, (long long)logits->cols, (long long)ids->cols, (long long)u->cols);
   return IL_OK;
 }
 

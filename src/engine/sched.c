@@ -121,6 +121,12 @@ static void il__gauges_locked(il_sched *s);
 
 il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) {
   *out = NULL;
+  /* checked before anything is allocated, so a refusal has nothing to undo */
+  if (opts && opts->draft &&
+      (opts->n_draft < 0 || opts->n_draft > IL_SPEC_DRAFT_MAX || !e->cfg.logits_all || opts->draft->n_seq < e->n_seq ||
+       opts->draft->n_ctx < e->n_ctx))
+    return il_error(IL_ERR_INVALID_ARG, "speculative decoding: --draft 0 to %d, the engine with logits_all, the draft "
+                    "with as many sequences and as long a context", IL_SPEC_DRAFT_MAX);
   il_sched *s = il_mem_calloc(IL_MEM_SCHEDULER, sizeof *s, "scheduler");
   if (!s) return IL_ERR_OOM;
   s->e = e;
@@ -147,20 +153,6 @@ il_status il_sched_new(il_engine *e, const il_sched_opts *opts, il_sched **out) 
   const size_t nvz = (size_t)s->n_vocab, km = (size_t)s->kmax;
   s->logits = il_mem_alloc(IL_MEM_STAGING, sizeof(float) * ns * (km + 1) * nvz, "scheduler logits");
   if (s->o.draft) {
-    if (s->o.n_draft < 0 || s->o.n_draft > IL_SPEC_DRAFT_MAX || !e->cfg.logits_all || s->o.draft->n_seq < s->n_slots ||
-        s->o.draft->n_ctx < s->n_ctx) {
-      il_mem_free(s->slot_owner);
-      il_mem_free(s->slot_tokens);
-      il_mem_free(s->slot_len);
-      il_mem_free(s->batch);
-      il_mem_free(s->logits);
-      il_mem_free(s->piece);
-      pthread_cond_destroy(&s->cv);
-      pthread_mutex_destroy(&s->mu);
-      il_mem_free(s);
-      return il_error(IL_ERR_INVALID_ARG, "speculative decoding: --draft 0 to %d, the engine with logits_all, the draft "
-                      "with as many sequences and as long a context", IL_SPEC_DRAFT_MAX);
-    }
     s->dtok = il_mem_alloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns * (size_t)s->n_ctx, "draft slot tokens");
     s->dlen = il_mem_calloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns, "draft slot lengths");
     s->dk = il_mem_calloc(IL_MEM_SCHEDULER, sizeof(int32_t) * ns, "draft lengths");

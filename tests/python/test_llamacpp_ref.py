@@ -21,6 +21,9 @@ model by SHA-256 and by how to get it: `cache:NAME` is a file in $IL_MODEL_CACHE
     argmax unless llama.cpp's top two are within that tolerance;
     perplexity: `inferlab eval` with the dump's --ctx and --chunks within 0.1% of llama.cpp's.
 IL_LLAMACPP_DUMP=FILE.json [IL_LLAMACPP_MODEL=FILE.gguf] checks one dump (and that model file).
+IL_LLAMACPP_SOURCES=builtin or cache checks only the dumps whose model comes from there (CTest:
+py_test_llamacpp_ref takes the builtin ones, seconds; py_test_llamacpp_ref_model, label `model`,
+the downloaded models, minutes on two cores, run by `ctest --preset model` and by CI).
 A dump whose model is absent is skipped with the reason; exit 77 when every dump was skipped.
 """
 import array
@@ -182,6 +185,9 @@ def main():
             d = json.load(open(path))
             if d.get("format") != "inferlab-llamacpp-ref-1":
                 fail(tag, f"format '{d.get('format')}', expected inferlab-llamacpp-ref-1")
+                continue
+            want = os.environ.get("IL_LLAMACPP_SOURCES", "all")
+            if want != "all" and not d["model"]["source"].startswith(want + ":"):
                 continue
             m, why = model_path(d, tmp)
             if m is None:

@@ -1134,12 +1134,7 @@ static int32_t il__sample_row(const float *l, int64_t n, float u, const il_sampl
 
 static il_status il__cpu_sample(il_backend *b, il_tensor ids, il_tensor logits, il_tensor u, const il_sample_args *a) {
   il__cpu *c = il__c(b);
-  IL_TRY(il__check(b, "sample", &logits, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "sample", &ids, IL_DTYPE_I32));
-  IL_TRY(il__check(b, "sample", &u, IL_DTYPE_F32));
-  if (ids.cols < logits.rows || u.cols < logits.rows || logits.cols < 1)
-    return il_error(IL_ERR_INVALID_ARG, "sample: %lld rows of %lld logits into %lld ids with %lld draws",
-                    (long long)logits.rows, (long long)logits.cols, (long long)ids.cols, (long long)u.cols);
+  IL_TRY(il__sample_check(b, &ids, &logits, &u));
   IL_TRY(il__grow(&c->cand, &c->cand_size, (size_t)logits.cols * sizeof(il__cand), IL_MEM_WORKSPACE, "sampling candidates"));
   const float *uv = il__cpu_ptr(u);
   int32_t *out = il__cpu_ptr(ids);

@@ -1280,12 +1280,7 @@ static il_status il__t_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
 /* Asynchronous, as the ops are: the ids are read back by a download (4 bytes a row). */
 static il_status il__sample(il_backend *b, il_tensor ids, il_tensor logits, il_tensor u, const il_sample_args *a) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__check(b, "sample", &logits, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "sample", &ids, IL_DTYPE_I32));
-  IL_TRY(il__check(b, "sample", &u, IL_DTYPE_F32));
-  if (ids.cols < logits.rows || u.cols < logits.rows || logits.cols < 1)
-    return il_error(IL_ERR_INVALID_ARG, "sample: %lld rows of %lld logits into %lld ids with %lld draws",
-                    (long long)logits.rows, (long long)logits.cols, (long long)ids.cols, (long long)u.cols);
+  IL_TRY(il__sample_check(b, &ids, &logits, &u));
   IL_TRY(il__aligned("sample", &logits, 4));
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "sample", il__nm(&logits));
   IL_CUDA_CHECK(c, il__cu_sample(c->compute, il__ptr(ids), il__ptr(logits), logits.stride, logits.rows, logits.cols,
