@@ -13,6 +13,8 @@
  *   all-direct (plain cpu supports()) paths: in the same order and rows on the last two, the
  *   same rows per op on the partial one (its taken ops run unchunked), each reported once.
  * The same for builtin:gemma3-tiny (per-head q/k norms, the embedding scale, GeGLU, post-norms).
+ * - il_forward_state_bytes equals the activations the state allocated (current and peak), the
+ *   partial path's two F32 chunk scratches (the pass's and the backend's) included;
  * - with a batch of one chunk, the observer counts as many results per op on the f16/bf16
  *   scratch and partial paths as on f32: the inner ops of multi-op loops are reported too.
  */
@@ -23,6 +25,7 @@
 #include "backend/registry.h"
 #include "engine/kv.h"
 #include "harness.h"
+#include "memory/mem.h"
 #include "model/builtin.h"
 #include "model/llama.h"
 
@@ -122,7 +125,18 @@ static void run_n(const il_model *m, il_dtype act, int how, float *out, il_numer
   il_kv_cache kv;
   IL_CHECK_OK(il_kv_cache_init(&kv, b, &m->hp, 64, 1, NULL));
   il_forward_state st;
+  il_mem_stats m0, m1;
+  il_mem_reset_peak();
+  il_mem_stats_get(&m0);
   IL_CHECK_OK(il_forward_state_init(&st, &d, act, 64, 1, first_kernel, NULL, kv.views));
+  il_mem_stats_get(&m1);
+  /* the estimate counts the chunk scratches the lane holds: the pass's where the backend refuses
+   * an op, the backend's where it takes one, both on the partial path */
+  const size_t want = il_forward_state_bytes(&m->hp, act, 64, 1, b, kv.views[0].k.type);
+  IL_CHECK_INT((long long)(m1.current[IL_MEM_ACTIVATIONS] - m0.current[IL_MEM_ACTIVATIONS]), (long long)want);
+  IL_CHECK_INT((long long)(m1.peak[IL_MEM_ACTIVATIONS] - m0.current[IL_MEM_ACTIVATIONS]), (long long)want);
+  IL_CHECK_INT(il_forward_lane_scratches(b, act, kv.views[0].k.type),
+               act == IL_DTYPE_F32 ? 0 : how == MODE_PARTIAL ? 2 : 1);
   IL_CHECK_INT(st.chunk, act == IL_DTYPE_F32 ? 64 : 16);
   il_numerics_reset(rec);
   st.numerics = rec;

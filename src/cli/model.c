@@ -111,8 +111,9 @@ int il_cli_model(int argc, char **argv) {
   int32_t ctx = cfg.ctx > 0 ? cfg.ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
   size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
-  /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */
-  size_t act = il_forward_state_bytes(hp, act_type, batch, cfg.n_seq < batch ? cfg.n_seq : batch);
+  /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence,
+   * on a backend that computes on them itself (cpu) */
+  size_t act = il_forward_state_bytes(hp, act_type, batch, cfg.n_seq < batch ? cfg.n_seq : batch, NULL, kvo.type);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
   printf("  kv           %10s (%s, %d layers x %lld positions x %lld kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),

@@ -44,8 +44,25 @@ static int64_t il__wide_cols(const il_hparams *hp, bool layers) {
   return w;
 }
 
+/* The ops (a mask of 1 << il_op) b runs on activations of act itself; the pass widens the
+ * tensors of every other op into F32 copies chunk by chunk and narrows the results. */
+uint32_t il_forward_take(il_backend *b, il_dtype act, il_dtype kv_type) {
+  if (act == IL_DTYPE_F32) return IL__ALL_OPS;
+  uint32_t take = 0;
+  for (int op = 0; op < IL_OP_COUNT; op++)
+    if (b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
+      take |= 1u << op;
+  return take;
+}
+
+int il_forward_lane_scratches(il_backend *b, il_dtype act_type, il_dtype kv_type) {
+  if (act_type == IL_DTYPE_F32) return 0;
+  const uint32_t take = b ? il_forward_take(b, act_type, kv_type) : IL__ALL_OPS;
+  return (take != IL__ALL_OPS) + (take != 0 && (!b || b->ops->reserve_act));
+}
+
 size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits, bool layers,
-                             bool output) {
+                             bool output, il_backend *b, il_dtype kv_type) {
   const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
                kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff,
                a = il_tensor_row_bytes(act_type, 1);
@@ -54,12 +71,15 @@ size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t ma
   if (layers && hp->n_expert) /* the router's logits, and the experts' rows (counted with their layers) */
     n += 4 * T * (size_t)hp->n_expert + a * T * (2 * dim + 2 * (size_t)hp->n_ff_exp);
   if (output) n += 4 * (size_t)max_logits * (size_t)hp->n_vocab;
-  if (act_type != IL_DTYPE_F32) n += 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) * (size_t)il__wide_cols(hp, layers);
+  /* the F32 chunk scratch: the pass's (`wide`), the backend's (reserve_act), or both */
+  n += (size_t)il_forward_lane_scratches(b, act_type, kv_type) * 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) *
+       (size_t)il__wide_cols(hp, layers);
   return n;
 }
 
-size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits) {
-  return il_forward_lane_bytes(hp, act_type, max_tokens, max_logits, true, true);
+size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits,
+                              il_backend *b, il_dtype kv_type) {
+  return il_forward_lane_bytes(hp, act_type, max_tokens, max_logits, true, true, b, kv_type);
 }
 
 il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b) {
@@ -146,17 +166,6 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
   return IL_OK;
 }
 
-/* The ops (a mask of 1 << il_op) b runs on activations of act itself; the pass widens the
- * tensors of every other op into F32 copies chunk by chunk and narrows the results. */
-static uint32_t il__take(il_backend *b, il_dtype act, il_dtype kv_type) {
-  if (act == IL_DTYPE_F32) return IL__ALL_OPS;
-  uint32_t take = 0;
-  for (int op = 0; op < IL_OP_COUNT; op++)
-    if (b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
-      take |= 1u << op;
-  return take;
-}
-
 /* The scratch a lane's backend needs for the matmuls it will run (ops->reserve): the weights of
  * its layers (or the stream slots, which are shaped like every layer) and the output head. */
 static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev *d, int32_t max_tokens) {
@@ -224,7 +233,7 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
   for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
     int l = 0; /* the KV cells of the lane's first layer (the others are of the same type) */
     while (l < hp->n_layer - 1 && d->layer_b[l] != st->lane[i].b) l++;
-    st->lane[i].take = il__take(st->lane[i].b, act_type, kv[l].k.type);
+    st->lane[i].take = il_forward_take(st->lane[i].b, act_type, kv[l].k.type);
     s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
   }
   if (s == IL_OK) {
