@@ -70,7 +70,8 @@ static inline il_status il__copy_check(il_backend *b, const il_tensor *dst, cons
 
 /* Rows of an activation tensor are packed (stride = cols * element size) or it has one row. */
 static inline il_status il__dense(const char *op, const il_tensor *t) {
-  if (t->rows > 1 && t->stride != il_tensor_row_bytes(t->type, t->cols))
+  const size_t row = t->type == IL_DTYPE_F32 ? (size_t)t->cols * 4 : il_tensor_row_bytes(t->type, t->cols);
+  if (t->rows > 1 && t->stride != row)
     return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld elements)", op, il__nm(t),
                     t->stride, (long long)t->cols);
   return IL_OK;
