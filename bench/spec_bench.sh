@@ -8,6 +8,7 @@
 # 32 tokens, 2 threads. Greedy (--temp 0), so every configuration prints the same text (checked
 # here). Each configuration prints its generation rate, acceptance and the ratio of its rate to
 # the plain run's; the CPU is named first.
+# Under serve's continuous batching at several concurrencies: bench/spec_serve_bench.py.
 set -eu
 BIN=${1:-build/release/inferlab}
 TARGET=${2:-builtin:1b}

@@ -8,9 +8,12 @@ page touched at load) and --no-mmap (read() into memory at load); and on sim wit
 link (sim:SIZE,pcie=RATE) with --preload, where the weights are uploaded. Each run writes its
 timeline with --startup-json.
 
-Rooflines, measured in the same run on the same file: a plain sequential read (16 MiB read()
-requests to nothing, as `cat FILE >/dev/null` does) warm and cold; the link's rate is the sim
-spec's. The report gives each phase's rate as a fraction of its roofline, and names the CPU.
+Rooflines, measured in the same run on the same file: `cat FILE >/dev/null` warm and cold (the
+denominator of "vs cat"), a plain sequential read (16 MiB os.read requests) beside it, and the
+time to fault in as many new pages as the file has (the floor under any read into new memory
+of the process); the link's rate is the sim spec's. The overlap rows run --no-mmap on a slower
+sim link (--pipe-pcie) with and without --load-pipeline: their read + upload against the sum
+and the longer of the two without it. The report gives each phase's rate as a fraction of its roofline, and names the CPU.
 Then the issue's targets as ratios from the same rows: a warm read at load (--no-mmap, and
 mmap --preload) >= 0.80 of the plain warm read, a cold one >= 0.80 of the plain cold read, the
 sim upload >= 0.80 of the link. Where llama-cpp-python is installed (the venv
@@ -60,6 +63,30 @@ def plain_read(path):
     finally:
         os.close(fd)
     return time.monotonic() - t0
+
+
+def cat_read(path):
+    """Seconds of `cat FILE >/dev/null` (the issue's roofline: cat's own requests into one small buffer)."""
+    t0 = time.monotonic()
+    subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+    return time.monotonic() - t0
+
+
+def new_pages(size):
+    """Seconds to fault in `size` bytes of fresh anonymous memory (MADV_POPULATE_WRITE), no copy:
+    the floor under any read into new memory of the process (--no-mmap's), which cat's reused
+    small buffer never pays."""
+    import mmap
+    m = mmap.mmap(-1, size)
+    t0 = time.monotonic()
+    try:
+        m.madvise(23)  # MADV_POPULATE_WRITE (Linux 5.14)
+    except OSError:
+        for i in range(0, size, 4096):
+            m[i] = 1
+    t = time.monotonic() - t0
+    m.close()
+    return t
 
 
 def set_cache(path, cache):
@@ -130,6 +157,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--pcie", default="4GB/s")
     ap.add_argument("--types", default="f16,q4_0")
+    ap.add_argument("--pipe-pcie", default="500MB/s",
+                    help="the sim link of the overlap rows (--no-mmap with and without --load-pipeline), slow "
+                         "enough that the upload and the read take comparable time")
     ap.add_argument("--peer-python", default=None, help="a python with llama_cpp (default: the peer venv)")
     a = ap.parse_args()
     peer, why = peer_python(a.peer_python)
@@ -140,10 +170,12 @@ def main():
     rate = a.pcie
     units = {"GB/s": 1e9, "MB/s": 1e6}
     link = next(float(rate[:-len(u)]) * m for u, m in units.items() if rate.endswith(u))
+    pipe_link = next(float(a.pipe_pcie[:-len(u)]) * m for u, m in units.items() if a.pipe_pcie.endswith(u))
+    overlaps = []
     js = os.path.join(a.work, "startup.json")
     print("# inferlab startup: %s, %d CPUs; %d repetitions, medians" % (cpu_name(), os.cpu_count() or 1, a.reps))
     print()
-    print("| file | cache | read | total s | read s | read MB/s | vs plain read | first_token s | upload MB/s | vs link | dominant |")
+    print("| file | cache | read | total s | read s | read MB/s | vs cat | first_token s | upload MB/s | vs link | dominant |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for t in a.types.split(","):
         model = os.path.join(a.work, "1b-%s.gguf" % t)
@@ -159,13 +191,32 @@ def main():
             drop(model)
             cold.append(plain_read(model))
         cold_roof = size / median(cold)
-        print("| %s (%.0f MB) | roofline | plain read | | | warm %.0f, cold %.0f | 1.00 | | | | |"
+        print("| %s (%.0f MB) | roofline | plain read | | | warm %.0f, cold %.0f | | | | | |"
               % (os.path.basename(model), size / 1e6, warm_roof / 1e6, cold_roof / 1e6))
+        # cat, the issue's roofline and the denominator of "vs cat"
+        warm_cat = size / median([cat_read(model) for _ in range(a.reps)])
+        cold = []
+        for _ in range(a.reps):
+            drop(model)
+            cold.append(cat_read(model))
+        cold_cat = size / median(cold)
+        print("| %s | roofline | cat FILE >/dev/null | | | warm %.0f, cold %.0f | 1.00 | | | | |"
+              % (os.path.basename(model), warm_cat / 1e6, cold_cat / 1e6))
+        warm_roof, cold_roof = warm_cat, cold_cat
+        pages = size / median([new_pages(size) for _ in range(a.reps)])
+        print("| %s | floor | new pages for the file (fault in, no copy) | | | %.0f | %.2f | | | | |"
+              % (os.path.basename(model), pages / 1e6, pages / warm_cat))
         inferlab_total = {}
         sim = "sim:%dGiB,pcie=%s" % (max(2, size * 2 // (1 << 30) + 1), rate)
+        slow = "sim:%dGiB,pcie=%s" % (max(2, size * 2 // (1 << 30) + 1), a.pipe_pcie)
         for cache in ("warm", "cold"):
+            seq = {}
             for how, extra in (("mmap", []), ("mmap --preload", ["--preload"]), ("--no-mmap", ["--no-mmap"]),
-                               ("sim --preload", ["--preload", "--device", sim])):
+                               ("--direct-io", ["--direct-io"]),
+                               ("sim --preload", ["--preload", "--device", sim]),
+                               ("sim(%s) --no-mmap" % a.pipe_pcie, ["--no-mmap", "--device", slow]),
+                               ("sim(%s) --no-mmap --load-pipeline" % a.pipe_pcie,
+                                ["--no-mmap", "--load-pipeline", "--device", slow])):
                 tls = []
                 for _ in range(a.reps):
                     set_cache(model, cache)
@@ -178,15 +229,26 @@ def main():
                 roof = warm_roof if cache == "warm" else cold_roof
                 up = [x["by"]["upload"] for x in tls if x["by"].get("upload", {}).get("bytes")]
                 urate = median([u["rate"] for u in up]) if up else 0
+                this_link = pipe_link if how.startswith("sim(") else link
+                if how.startswith("sim("):  # the overlap rows: the read's and the upload's seconds
+                    ups = median([x["by"]["upload"]["seconds"] for x in tls])
+                    seq[how.endswith("--load-pipeline")] = (rd, ups)
+                    if len(seq) == 2:
+                        (r0, u0), (r1, u1) = seq[False], seq[True]
+                        overlaps.append((os.path.basename(model), cache, r0, u0, r1 + u1))
+                if how == "--no-mmap --load-pipeline" or how.endswith("--load-pipeline"):
+                    rrate = 0  # the read ran inside the upload's time: no rate of its own
                 dom = tls[len(tls) // 2]["verdict"]["phase"]
                 rows.append({"file": os.path.basename(model), "cache": cache, "how": how,
-                             "read": rrate / roof if rrate else None, "link": urate / link if urate else None})
+                             "read": rrate / roof if rrate else None,
+                             "link": urate / this_link if urate else None})
                 inferlab_total[(cache, how)] = tot
                 print("| %s | %s | %s | %.3f | %.3f | %s | %s | %.3f | %s | %s | %s |" % (
                     os.path.basename(model), cache, how, tot, rd,
-                    "%.0f" % (rrate / 1e6) if rrate else "on first use",
+                    "%.0f" % (rrate / 1e6) if rrate else
+                    ("beside the upload" if how.endswith("--load-pipeline") else "on first use"),
                     "%.2f" % (rrate / roof) if rrate else "", ft,
-                    "%.0f" % (urate / 1e6) if urate else "", "%.2f" % (urate / link) if urate else "", dom))
+                    "%.0f" % (urate / 1e6) if urate else "", "%.2f" % (urate / this_link) if urate else "", dom))
         if peer:
             for cache in ("warm", "cold"):
                 for mm in (True, False):
@@ -204,13 +266,22 @@ def main():
     print("Targets, from the rows above (ratio, target 0.80):")
     print()
     for r in rows:
-        if r["read"] is not None and r["how"] in ("--no-mmap", "mmap --preload"):
-            print("- %s, %s, %s: read at load %.2f of the plain %s read: %s" % (
+        if r["read"] is not None and r["how"] in ("--no-mmap", "--direct-io", "mmap --preload"):
+            print("- %s, %s, %s: read at load %.2f of cat's %s read: %s" % (
                 r["file"], r["cache"], r["how"], r["read"], r["cache"], "met" if r["read"] >= 0.8 else "NOT met"))
         if r["link"] is not None:
             print("- %s, %s, %s: upload %.2f of the link: %s" % (
                 r["file"], r["cache"], r["how"], r["link"], "met" if r["link"] >= 0.8 else "NOT met"))
     print()
+    if overlaps:
+        print("Parallel read + upload (--no-mmap on sim with a %s link; read and upload medians):" % a.pipe_pcie)
+        print()
+        print("| file | cache | read s | upload s | sum s | max s | --load-pipeline read + upload s | vs sum | vs max |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for f, cache, r0, u0, both in overlaps:
+            print("| %s | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %.2f |" % (
+                f, cache, r0, u0, r0 + u0, max(r0, u0), both, both / (r0 + u0), both / max(r0, u0)))
+        print()
     if peer:
         print("llama.cpp (llama-cpp-python, %s) on the same files in this run, medians:" % peer)
         print()
@@ -227,7 +298,7 @@ def main():
         print("llama.cpp: not run: " + why)
     print()
     print("read MB/s: file bytes over the read phase (at load only: with mmap on first use the read is in "
-          "first_token). vs plain read: against the sequential read of the same file in this run, warm or cold. "
+          "first_token). vs cat: against `cat FILE >/dev/null` of the same file in this run, warm or cold. "
           "vs link: the upload phase's rate over the sim spec's %s." % rate)
 
 

@@ -53,7 +53,7 @@ static void test_bench(void) {
   free(html);
   /* a combination out of memory is one table row: the error's first line, no '|' inside, and
    * the whole report (cause, fix) on stderr */
-  IL_CHECK_INT(run("%s bench -m builtin:1b --device sim:64MiB -p 8 --gen 2 -r 1 --warmup 0 --roofline-ms 0 -q --no-gpu "
+  IL_CHECK_INT(run("%s bench -m builtin:tiny --device sim:2MiB -p 8 --gen 2 -r 1 --warmup 0 --roofline-ms 0 -q --no-gpu "
                    "2>%s/err.txt",
                    cli, tmp),
                71);

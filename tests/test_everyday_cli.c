@@ -131,6 +131,17 @@ static void test_output_paths(void) {
   IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 -o /nonexistent/x.txt 2>&1", cli), 73);
   IL_CHECK_INT(run("%s bench --gen 1 -p 4 -r 1 --warmup 0 --roofline-ms 0 --report /nonexistent/x.html 2>&1", cli), 73);
   IL_CHECK_INT(run("%s watch -o /nonexistent/x.txt -- true 2>&1", cli), 73);
+  IL_CHECK_INT(run("%s watch --log /nonexistent/x.log -- true 2>&1", cli), 73);
+  /* --log: the command's output in the file, and its first byte timed in the startup object */
+  IL_CHECK_INT(run("%s watch --no-gpu -i 20ms --log %s/w.log --json -- sh -c 'sleep 0.1; echo hello; sleep 0.2' 2>&1", cli,
+                   tmp), 0);
+  IL_CHECK_CONTAINS(out, "\"startup\": {");
+  IL_CHECK(strstr(out, "\"first_output_seconds\": null") == NULL && strstr(out, "\"first_output_seconds\": ") != NULL);
+  char wlog[600];
+  snprintf(wlog, sizeof wlog, "%s/w.log", tmp);
+  char *wl = il_test_read_file(wlog, NULL);
+  IL_CHECK(wl && !strcmp(wl, "hello\n"));
+  free(wl);
   IL_CHECK_INT(run("%s experiment -q --change ctx=64 -o /proc/nope 2>&1", cli), 73);
 }
 

@@ -1,7 +1,10 @@
 /* tests/test_grammar: the GBNF parser (and its errors), the matcher, the trie mask against a
- * token-by-token reference, and generation under a grammar on builtin:tiny. */
+ * token-by-token reference, and generation under a grammar on builtin:tiny (cpu and sim; `cuda`:
+ * on the CUDA backend). */
 #include <stdlib.h>
+#include <string.h>
 
+#include "backend/registry.h"
 #include "engine/config.h"
 #include "engine/engine.h"
 #include "engine/grammar.h"
@@ -164,9 +167,10 @@ static void check_mask(const il_grammar *g, const il_grammar_vocab *tv, const il
   il_grammar_state_free(s);
 }
 
-static il_engine *open_tiny(void) {
+static il_engine *open_tiny(const char *device) {
   il_config c;
   il_config_defaults(&c);
+  snprintf(c.device, sizeof c.device, "%s", device);
   c.ctx = 256;
   c.threads = 2;
   il_engine *e = NULL;
@@ -284,14 +288,26 @@ static void test_oom(il_engine *e) {
   IL_CHECK(n < 400);
 }
 
-int main(void) {
-  test_parse_errors();
-  test_matcher();
-  il_engine *e = open_tiny();
+int main(int argc, char **argv) {
+  /* `cuda` (test_grammar_fakecuda, test_grammar_cuda): generation on the CUDA backend, where a
+   * greedy request would otherwise pick its token on the device, past the mask */
+  const bool cuda = argc > 1 && !strcmp(argv[1], "cuda");
+  if (cuda) {
+    il_backend *b = il_test_open_cuda_or_skip(); /* exits 77 without a module or a device */
+    b->ops->destroy(b);
+  } else {
+    test_parse_errors();
+    test_matcher();
+  }
+  il_engine *e = open_tiny(cuda ? "cuda" : "cpu");
   if (e) {
-    test_mask(e);
+    if (!cuda) test_mask(e);
     test_generate(e);
-    test_oom(e);
+    if (!cuda) test_oom(e);
+    il_engine_free(e);
+  }
+  if (!cuda && (e = open_tiny("sim:256MiB"))) { /* the logits come back from the device */
+    test_generate(e);
     il_engine_free(e);
   }
   return il_test_finish();

@@ -207,6 +207,19 @@ static void test_cmd(const char *tmp) {
     fclose(f);
   }
   IL_CHECK_STR(line, "slept 0.15\n");
+  /* each sample carries the start seen from outside: the first output, in its log, is seen */
+  snprintf(path, sizeof path, "%s/samples.jsonl", x.dir);
+  f = fopen(path, "r");
+  IL_CHECK(f != NULL);
+  int n_lines = 0;
+  static char jl[8192];
+  while (f && fgets(jl, sizeof jl, f)) {
+    n_lines++;
+    IL_CHECK(strstr(jl, "\"first_output_seconds\":") && !strstr(jl, "\"first_output_seconds\":null"));
+    IL_CHECK_CONTAINS(jl, "\"gpu_memory_90_seconds\":null"); /* no GPU sampling here */
+  }
+  if (f) fclose(f);
+  IL_CHECK_INT(n_lines, 4);
   il_experiment_free(&x);
 }
 

@@ -1,7 +1,9 @@
 /* tests/test_lab_watch: watch on short real commands: exit status and duration of
  * `sh -c 'sleep 0.2; exit 3'`, a signal, a command that does not exist (127), peak RSS of a
  * child that touches memory, the GPU part saying why there is none, and the JSON form. */
+#include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "lab/watch.h"
@@ -41,6 +43,59 @@ int main(void) {
     IL_CHECK_INT(r.exit_status, 0);
     IL_CHECK(r.peak_rss >= (64ll << 20));
     IL_CHECK(r.usage.rss_peak >= (64ll << 20));
+    /* the start seen from outside: the RSS grew by the buffer, half of it before 90% of it */
+    IL_CHECK(r.usage.rss_peak - r.usage.rss_first >= (32ll << 20));
+    IL_CHECK(r.usage.rss_t50 >= 0 && r.usage.rss_t50 <= r.usage.rss_t90 && r.usage.rss_t90 <= r.usage.seconds);
+    IL_CHECK(r.usage.first_output_s < 0); /* no --log: the output is not seen */
+  }
+
+  /* --log: the first byte of the output timed from the samples; a silent command: none */
+  {
+    const char *dir = il_test_tmpdir();
+    char log[512], scen[512];
+    snprintf(log, sizeof log, "%s/watch.log", dir);
+    il_watch_options lo = o;
+    lo.log_path = log;
+    char *talk[] = {"sh", "-c", "sleep 0.2; echo ready; sleep 0.3", NULL};
+    IL_CHECK_OK(il_watch_run(&lo, talk, &r));
+    IL_CHECK(r.usage.first_output_s >= 0 && r.usage.first_output_s <= r.usage.seconds);
+    char *silent[] = {"sh", "-c", "sleep 0.1", NULL};
+    IL_CHECK_OK(il_watch_run(&lo, silent, &r));
+    IL_CHECK(r.usage.first_output_s < 0);
+    /* GPU memory that grows by 1 GiB while the command runs (the fake NVML re-reads its
+     * scenario, live=1): the growth in bytes, first seen no later than its 90% */
+    const char *fake = getenv("IL_FAKE_NVML_LIB");
+    if (fake && access(fake, R_OK) == 0) {
+      snprintf(scen, sizeof scen, "%s/gpu.txt", dir);
+      FILE *sf = fopen(scen, "w");
+      IL_CHECK(sf != NULL);
+      if (sf) {
+        fprintf(sf, "live=1\ncount=1\ndev0.name=Fake GPU\ndev0.mem_total=17179869184\ndev0.mem_used=1000\n");
+        fclose(sf);
+      }
+      setenv("IL_FAKE_GPU", scen, 1);
+      char grow[2048];
+      snprintf(grow, sizeof grow,
+               "sleep 0.3; printf 'live=1\ncount=1\ndev0.name=Fake GPU\ndev0.mem_total=17179869184\n"
+               "dev0.mem_used=1073742824\n' > %s.new && mv %s.new %s; sleep 0.4", scen, scen, scen);
+      char *growv[] = {"sh", "-c", grow, NULL};
+      il_watch_options go = o;
+      go.nvml_lib = fake;
+      IL_CHECK_OK(il_watch_run(&go, growv, &r));
+      IL_CHECK(r.usage.gpu_available);
+      IL_CHECK_INT(r.usage.gpu_first, 1000);
+      IL_CHECK_INT(r.usage.gpu_grown, 1ll << 30);
+      IL_CHECK(r.usage.gpu_t_first >= 0 && r.usage.gpu_t_first <= r.usage.gpu_t90);
+      char pb[4096];
+      FILE *mf = fmemopen(pb, sizeof pb, "w");
+      il_watch_print(&r, mf);
+      fclose(mf);
+      IL_CHECK_CONTAINS(pb, "gpu memory +1.00 GiB");
+      printf("%s", pb);
+      unsetenv("IL_FAKE_GPU");
+    } else {
+      printf("SKIP (part): IL_FAKE_NVML_LIB is not set to the fake NVML\n");
+    }
   }
 
   char *empty[] = {NULL};

@@ -11,8 +11,10 @@
  * - an indexed block never changes: writing into it after a truncate copies it first;
  * - two sequences that computed the same prefix keep one indexed copy;
  * - logits of a request whose prefix comes from the cache are bit-identical to the same
- *   request computed from scratch on an engine without the cache (cpu and sim).
+ *   request computed from scratch on an engine without the cache (cpu and sim); `cuda`: the same
+ *   on the CUDA backend (the fake module, or a device), within its F32 bound.
  */
+#include <math.h>
 #include <string.h>
 
 /* white-box: reads the engine's KV pool (engine_impl.h), which the snapshot does not show */
@@ -241,7 +243,21 @@ static void test_logits_equal(const char *device) {
   IL_CHECK_OK(il_engine_decode(e, batch, 28, got));
   for (int i = 0; i < 60; i++) batch[i] = (il_batch_entry){b[i], 0, i, true};
   IL_CHECK_OK(il_engine_decode(ref, batch, 60, want));
-  IL_CHECK(memcmp(got, want + 32 * nv, 28 * nv * 4) == 0);
+  /* cpu and sim: bit for bit. cuda: its GEMMs may sum a 50-row pass (A, whose cells B reuses)
+   * in another order than B's 60-row one, so within the F32 bound of tests/test_cuda_engine */
+  const bool bitwise = memcmp(got, want + 32 * nv, 28 * nv * 4) == 0;
+  if (strncmp(device, "cuda", 4)) {
+    IL_CHECK(bitwise);
+  } else {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < 28 * nv; i++) {
+      const double d = (double)got[i] - want[32 * nv + i];
+      num += d * d, den += (double)want[32 * nv + i] * want[32 * nv + i];
+    }
+    printf("prefix cache (%s): normalized error %.3g against the run from scratch (%s)\n", device, sqrt(num / den),
+           bitwise ? "bit-identical" : "not bit-identical");
+    IL_CHECK(sqrt(num / den) < 1e-4);
+  }
   /* a miss gives the scratch logits too: nothing reused for a different first block */
   IL_CHECK_OK(il_engine_seq_remove(e, 1));
   b[0] ^= 1;
@@ -251,14 +267,20 @@ static void test_logits_equal(const char *device) {
   il_kv_cache_stats_get(&e->kv, 1, &ks);
   IL_CHECK_INT(ks.blocks_cached, 3); /* A's three full blocks */
   IL_CHECK(ks.bytes_cached > 0);
-  printf("prefix cache (%s): 32 of 60 prompt positions from the cache, 28 logits rows bit-identical to a run "
-         "from scratch\n", device);
+  printf("prefix cache (%s): 32 of 60 prompt positions from the cache, 28 logits rows %s a run from scratch\n",
+         device, bitwise ? "bit-identical to" : "within 1e-4 of");
   free(got), free(want);
   il_engine_free(e);
   il_engine_free(ref);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "cuda")) { /* test_prefix_cache_fakecuda, test_prefix_cache_cuda */
+    il_backend *b = il_test_open_cuda_or_skip(); /* exits 77 without a module or a device */
+    b->ops->destroy(b);
+    test_logits_equal("cuda");
+    return il_test_finish();
+  }
   test_chain_refcount_lru();
   test_duplicate_store();
   test_logits_equal("cpu");

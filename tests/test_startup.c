@@ -24,8 +24,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include "core/loadsink.h"
 #include "core/timer.h"
 #include "engine/config.h"
 #include "engine/startup.h"
@@ -77,6 +79,45 @@ static double il__drop(const char *path, size_t n) {
   free(v);
   munmap(m, n);
   return (double)in / (double)np;
+}
+
+/* The resident fraction of path's first n bytes now (the test's own mincore), -1 on error. */
+static double il__resident_now(const char *path, size_t n) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return -1;
+  void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (m == MAP_FAILED) return -1;
+  const size_t pg = (size_t)sysconf(_SC_PAGESIZE), np = (n + pg - 1) / pg;
+  unsigned char *v = malloc(np);
+  size_t in = 0;
+  if (v && mincore(m, n, v) == 0)
+    for (size_t i = 0; i < np; i++) in += v[i] & 1;
+  free(v);
+  munmap(m, n);
+  return (double)in / (double)np;
+}
+
+/* The kB of anonymous (the process's own) memory in the mapping that holds p (/proc/self/smaps). */
+static long il__anon_kb(const void *p) {
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (!f) return -1;
+  char line[512];
+  bool in = false;
+  long kb = -1;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+      in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+      continue;
+    }
+    if (in && !strncmp(line, "Anonymous:", 10)) {
+      kb = strtol(line + 10, NULL, 10);
+      break;
+    }
+  }
+  fclose(f);
+  return kb;
 }
 
 static void il__read_whole(const char *path) {
@@ -154,12 +195,30 @@ static void test_verdicts(void) {
   IL_CHECK_INT(il_startup_verdict(&s, v, sizeof v), IL_STARTUP_READ);
   IL_CHECK(strstr(v, "from disk at 500 MB/s") && strstr(v, "--preload"));
   IL_CHECK(strstr(v, "read takes 100% (2.000 of 2.007 s)") == v); /* 7 phases of 1 ms beside it */
+  IL_CHECK(!strstr(v, "--direct-io")); /* mmap: nothing read() to take past the cache */
+  {
+    il_startup a;
+    il__fake(&a, IL_STARTUP_ALLOC, 2.0, 1000000);
+    a.backed_seconds = 1.5, a.backed_bytes = 600000000;
+    IL_CHECK_INT(il_startup_verdict(&a, v, sizeof v), IL_STARTUP_ALLOC);
+    IL_CHECK(strstr(v, "1.500 s of it backed 600 MB") != NULL);
+    a.backed_seconds = 0.5;
+    il_startup_verdict(&a, v, sizeof v);
+    IL_CHECK(strstr(v, "--ctx") != NULL);
+  }
+  s.mmap = false;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(strstr(v, "from disk at 500 MB/s") && strstr(v, "--direct-io"));
+  s.direct_io = true;
+  il_startup_verdict(&s, v, sizeof v);
+  IL_CHECK(!strstr(v, "--direct-io"));
+  s.mmap = true, s.direct_io = false;
   s.resident = 1;
   il_startup_verdict(&s, v, sizeof v);
   IL_CHECK(strstr(v, "mmap at 500 MB/s") && strstr(v, "--no-mmap"));
   s.mmap = false;
   il_startup_verdict(&s, v, sizeof v);
-  IL_CHECK(strstr(v, "read() from the page cache at 500 MB/s") && strstr(v, "--mmap"));
+  IL_CHECK(strstr(v, "copied from the page cache into memory of the process at 500 MB/s") && strstr(v, "--mmap"));
 
   il__fake(&s, IL_STARTUP_UPLOAD, 1.0, 3600000000); /* 3.6 GB/s on a 4 GB/s link: 90% */
   s.link_rate = 4e9;
@@ -258,6 +317,46 @@ static void test_read_source(void) {
   IL_CHECK(fd >= 0 && read(fd, want, n) == (ssize_t)n);
   close(fd);
   IL_CHECK(memcmp(want, m, n) == 0);
+  IL_CHECK_INT(il__anon_kb(m), (long)(n >> 10)); /* every page the process's own, none the file's */
+  printf("no-mmap: %s\n", s.phase[IL_STARTUP_READ].note);
+  munmap(m, n);
+  /* --no-mmap --load-pipeline: the read runs beside the caller; il_load_wait gives a range once
+   * it is in, il_startup_read_finish the rest */
+  const il_startup_read_opts beside = {.no_mmap = true, .pipeline = true};
+  {
+    int fd2 = open(path, O_RDONLY);
+    m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd2, 0);
+    close(fd2);
+    il_startup_begin(&s);
+    IL_CHECK_OK(il_startup_read(&s, path, m, n, 4096, &beside));
+    IL_CHECK(s.bg != NULL);
+    IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "beside the upload");
+    IL_CHECK_INT(s.phase[IL_STARTUP_READ].bytes, 0); /* counted where it ran */
+    IL_CHECK_OK(il_load_wait(m + n - 100, 100));
+    IL_CHECK(memcmp(want + n - 100, m + n - 100, 100) == 0);
+    il_status rst = IL_ERR_INTERNAL;
+    IL_CHECK(il_startup_read_finish(&s, &rst) > 0);
+    IL_CHECK_OK(rst);
+    IL_CHECK(s.bg == NULL);
+    IL_CHECK(il_startup_read_finish(&s, &rst) == 0); /* a second call: nothing */
+    il_startup_end(&s, false);
+    IL_CHECK(memcmp(want, m, n) == 0);
+    IL_CHECK_INT(il__anon_kb(m), (long)(n >> 10));
+    munmap(m, n);
+  }
+  /* --direct-io from a dropped file: "from disk", read at load past the page cache, same bytes */
+  const il_startup_read_opts direct = {.direct_io = true};
+  const double gone = il__drop(path, n);
+  IL_CHECK_OK(il__read(path, n, &direct, &s, &m));
+  IL_CHECK(s.read_at_load && !s.mmap);
+  IL_CHECK_INT(s.phase[IL_STARTUP_READ].bytes, n - 4096);
+  IL_CHECK(memcmp(want, m, n) == 0);
+  if (gone >= 0 && gone <= 0.1) {
+    IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "from disk");
+    if (s.direct_io) IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "O_DIRECT");
+    else IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "O_DIRECT refused");
+  }
+  printf("direct: %s\n", s.phase[IL_STARTUP_READ].note);
   munmap(m, n);
   /* --preload over the mapping: every byte counted as read at load */
   const il_startup_read_opts pre = {.preload = true};
@@ -267,6 +366,55 @@ static void test_read_source(void) {
   IL_CHECK(il_startup_resident(m, n) >= 0.9);
   munmap(m, n);
   free(want);
+  unlink(path);
+}
+
+/* il_startup_read_file: the file's bytes, buffered and with O_DIRECT (a size that is not a
+ * multiple of the request or of 4 KiB, so the last piece and the buffered tail run); O_DIRECT
+ * into a buffer off the 4 KiB granule is refused by the kernel and read buffered instead; a
+ * dropped file read with O_DIRECT stays out of the page cache. */
+static void test_read_file(void) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/pieces.bin", il__dir);
+  const size_t n = ((size_t)8 << 20) * 2 + 12345; /* three requests, the last one short */
+  IL_CHECK_INT(il__write_file(path, n), 0);
+  uint8_t *want = malloc(n), *got = NULL;
+  int fd = open(path, O_RDONLY);
+  IL_CHECK(fd >= 0 && read(fd, want, n) == (ssize_t)n);
+  close(fd);
+  IL_CHECK_INT(posix_memalign((void **)&got, 4096, n + 4096), 0);
+  il_startup_read_info ri;
+  memset(got, 0, n + 4096);
+  IL_CHECK_OK(il_startup_read_file(path, got, n, false, &ri));
+  IL_CHECK(memcmp(want, got, n) == 0);
+  IL_CHECK(ri.threads >= 1 && ri.threads <= 4);
+  IL_CHECK_INT(ri.request, (size_t)8 << 20);
+  IL_CHECK(!ri.direct && !ri.direct_refused);
+  const double left = il__drop(path, n);
+  memset(got, 0, n + 4096);
+  IL_CHECK_OK(il_startup_read_file(path, got, n, true, &ri));
+  IL_CHECK(memcmp(want, got, n) == 0);
+  struct statfs fs;
+  const bool tmpfs = statfs(il__dir, &fs) == 0 && fs.f_type == 0x01021994; /* TMPFS_MAGIC: no alignment rule */
+  if (ri.direct_refused) {
+    printf("SKIP (part): O_DIRECT refused by the filesystem of %s\n", il__dir);
+  } else {
+    IL_CHECK(ri.direct);
+    /* past the page cache: the dropped file is still not resident (the buffered tail is < 4 KiB) */
+    if (left >= 0 && left <= 0.1) IL_CHECK(il__resident_now(path, n) < 0.1);
+    /* a buffer 8 bytes off the granule: the kernel refuses O_DIRECT, the bytes still come */
+    memset(got, 0, n + 4096);
+    IL_CHECK_OK(il_startup_read_file(path, got + 8, n, true, &ri));
+    IL_CHECK(memcmp(want, got + 8, n) == 0);
+    if (tmpfs) printf("SKIP (part): tmpfs takes an unaligned O_DIRECT buffer\n");
+    else IL_CHECK(ri.direct_refused && !ri.direct);
+  }
+  /* a file shorter than asked: an error naming the file and the offset */
+  IL_CHECK_INT(il_startup_read_file(path, got, n + 4096, false, &ri), IL_ERR_IO);
+  IL_CHECK_CONTAINS(il_error_detail(), path);
+  IL_CHECK_CONTAINS(il_error_detail(), "end of file");
+  free(want);
+  free(got);
   unlink(path);
 }
 
@@ -293,7 +441,7 @@ static void test_read_accounting(const char *gguf, size_t size) {
   IL_CHECK_INT(m2.mapped[IL_MEM_WEIGHTS], m0.mapped[IL_MEM_WEIGHTS]);
   IL_CHECK_INT(m2.current[IL_MEM_WEIGHTS] - m0.current[IL_MEM_WEIGHTS], size);
   IL_CHECK_INT(s.phase[IL_STARTUP_READ].bytes, size - il_gguf_data_offset(g));
-  IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, "read() into memory");
+  IL_CHECK_CONTAINS(s.phase[IL_STARTUP_READ].note, " into memory");
   il_gguf_close(g);
   il_mem_stats_get(&m3);
   IL_CHECK_INT(m3.mapped[IL_MEM_WEIGHTS], m0.mapped[IL_MEM_WEIGHTS]);
@@ -341,7 +489,7 @@ static void run_once(const char *cli, const char *gguf, const char *extra, bool 
     const char *note = strstr(rd, "\"note\":\"");
     IL_CHECK(note && strstr(note, expect_cold ? "\"note\":\"from disk" : "\"note\":\"from the page cache") == note);
   }
-  const bool no_mmap = strstr(extra, "--no-mmap") && !strstr(extra, "--mmap");
+  const bool no_mmap = (strstr(extra, "--no-mmap") && !strstr(extra, "--mmap")) || strstr(extra, "--direct-io");
   IL_CHECK_CONTAINS(j, no_mmap ? "\"mmap\":false" : "\"mmap\":true");
   const bool at_load = no_mmap || strstr(extra, "--preload") || strstr(extra, "--mlock");
   IL_CHECK_CONTAINS(j, at_load ? "\"read_at_load\":true" : "\"read_at_load\":false");
@@ -367,10 +515,22 @@ static void test_pipeline(const char *cli, const char *gguf) {
   char e[8192];
   IL_CHECK_INT(il_test_runf(e, sizeof e, "%s run -m %s -n 1 -p Hi --no-echo %s --load-pipeline 2>&1 >/dev/null", cli, gguf, dev), 0);
   IL_CHECK_CONTAINS(e, "pages read beside it");
+  /* the sim backs its weights' memory at allocation: counted in alloc, not in the upload */
+  IL_CHECK_CONTAINS(e, "the weights' device memory backed");
   IL_CHECK_INT(il_test_runf(e, sizeof e, "%s run -m %s -n 1 -p Hi --no-echo %s --load-pipeline --no-mmap 2>&1 >/dev/null", cli,
                             gguf, dev), 0);
-  IL_CHECK_NOT_CONTAINS(e, "pages read beside it"); /* read in whole at load: nothing left to read */
+  IL_CHECK_NOT_CONTAINS(e, "pages read beside it"); /* mmap's page reader: not with the file read in */
+  /* --no-mmap's read runs beside the placements: the read phase says so, the upload holds it */
+  IL_CHECK_CONTAINS(e, " beside the upload on ");
+  IL_CHECK_CONTAINS(e, "file read beside it");
+  IL_CHECK_INT(il_test_runf(b, sizeof b, "%s run -m %s -n 8 -p Hello --temp 0 --no-echo %s --load-pipeline --no-mmap 2>/dev/null",
+                            cli, gguf, dev), 0);
+  IL_CHECK_STR(a, b); /* the same tokens from the weights read beside the upload */
+  IL_CHECK_INT(il_test_runf(b, sizeof b, "%s run -m %s -n 8 -p Hello --temp 0 --no-echo %s --load-pipeline --direct-io 2>/dev/null",
+                            cli, gguf, dev), 0);
+  IL_CHECK_STR(a, b);
   run_once(cli, gguf, "--device sim:1GiB,pcie=1GB/s --load-pipeline", false);
+  run_once(cli, gguf, "--device sim:1GiB,pcie=1GB/s --load-pipeline --no-mmap", false);
 }
 
 static void test_run(void) {
@@ -395,6 +555,7 @@ static void test_run(void) {
   run_once(cli, gguf, "--no-mmap", false);
   run_once(cli, gguf, "--mlock", false);
   run_once(cli, gguf, "--no-mmap --mmap", false); /* --mmap undoes --no-mmap */
+  run_once(cli, gguf, "--direct-io", false);
   test_pipeline(cli, gguf);
   const double left = il__drop(gguf, (size_t)sb.st_size);
   if (left >= 0 && left <= 0.1) run_once(cli, gguf, "--preload", true);
@@ -409,6 +570,7 @@ int main(void) {
   test_marks();
   test_verdicts();
   test_read_source();
+  test_read_file();
   test_run();
   char p[300];
   snprintf(p, sizeof p, "%s/startup.json", il__dir);

@@ -79,7 +79,7 @@ set(IL_TEST_TABLE
   test_schema              quick                   300
   test_sim                 slow                    300
   test_spawn               quick                   300
-  test_spec                slow                    600
+  test_spec                quick                   300
   test_startup             quick                   300
   test_strhash_trie        quick                   300
   test_template            quick,fixtures          300

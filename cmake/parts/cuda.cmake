@@ -193,8 +193,10 @@ if(il_cuda_build)
     set(il_sass_arch --arch sm_90)
   endif()
   if(IL_PYTHON3)
+    # matvec3.cu's object (both kernels it checks live there), not the whole module: a quarter
+    # of the disassembly
     add_test(NAME test_cuda_sass COMMAND ${IL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/cuda/sass_check.py
-      ${il_sass_arch} $<TARGET_FILE:inferlab_cuda>)
+      ${il_sass_arch} "$<FILTER:$<TARGET_OBJECTS:inferlab_cuda>,INCLUDE,matvec3\\.cu>" COMMAND_EXPAND_LISTS)
     set_tests_properties(test_cuda_sass PROPERTIES SKIP_RETURN_CODE 77 LABELS "quick;gpu" TIMEOUT 600)
   endif()
 
@@ -217,6 +219,35 @@ if(il_cuda_build)
           ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
       endif()
     endforeach()
+    # Speculative decoding in continuous batching on the device (tests/test_spec.c's `cuda`
+    # cases): on the fake module (few lanes: its host kernels are slow), and on a device with the
+    # full chi-square count (it skips without one).
+    # The prefix cache's logits against a run from scratch on the device (test_prefix_cache.c).
+    if(TARGET test_prefix_cache)
+      add_dependencies(test_prefix_cache inferlab_cuda_fake)
+      add_test(NAME test_prefix_cache_fakecuda COMMAND test_prefix_cache cuda)
+      set_tests_properties(test_prefix_cache_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+      add_test(NAME test_prefix_cache_cuda COMMAND test_prefix_cache cuda)
+      set_tests_properties(test_prefix_cache_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+    endif()
+    # Constrained generation on the device (test_grammar.c's `cuda` case).
+    if(TARGET test_grammar)
+      add_dependencies(test_grammar inferlab_cuda_fake)
+      add_test(NAME test_grammar_fakecuda COMMAND test_grammar cuda)
+      set_tests_properties(test_grammar_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+      add_test(NAME test_grammar_cuda COMMAND test_grammar cuda)
+      set_tests_properties(test_grammar_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+    endif()
+    if(TARGET test_spec)
+      add_dependencies(test_spec inferlab_cuda_fake)
+      add_test(NAME test_spec_fakecuda COMMAND test_spec cuda)
+      set_tests_properties(test_spec_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+      add_test(NAME test_spec_cuda COMMAND test_spec cuda full)
+      set_tests_properties(test_spec_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+    endif()
   endfunction()
   cmake_language(DEFER CALL il_cuda_wire_targets)
 endif()

@@ -13,7 +13,7 @@ endforeach()
 # The test executables are defined after the parts are included, so their environment and
 # dependencies are attached at the end of this directory's processing.
 function(il_doctor_wire_tests)
-  file(GLOB doctor_tests ${CMAKE_SOURCE_DIR}/tests/test_doctor*.c)
+  file(GLOB doctor_tests ${CMAKE_SOURCE_DIR}/tests/test_doctor*.c ${CMAKE_SOURCE_DIR}/tests/test_lab_watch.c)
   foreach(t ${doctor_tests})
     get_filename_component(name ${t} NAME_WE)
     if(TARGET ${name})

@@ -51,7 +51,7 @@ static void il__bench_help(void) {
          "      --nvml-lib PATH      NVML library [libnvidia-ml.so.1 or $INFERLAB_NVML_LIB]\n"
          "      --interval MS        GPU/RSS sampling interval [200]\n"
          "engine options (each accepts a comma list to sweep; booleans as --NAME=true,false):\n");
-  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa,repack,no-mmap,mlock,preload,load-pipeline");
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,n-seq,n-predict,isa,repack,no-mmap,direct-io,mlock,preload,load-pipeline");
   printf("\nexamples:\n"
          "  inferlab bench --parallel 1,4 --prompt 64 --gen 32\n"
          "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"

@@ -36,7 +36,7 @@ static void il__chat_help(void) {
          "    --chat-template NAME", "chatml, smollm2, llama2, mistral, llama3, phi3, gemma [the model's]",
          "    --stats", "print tokens and speed of each reply to stderr",
          "-n, --n-predict N", "most tokens per reply (-1 = until end or context full) [256]");
-  il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,no-mmap,mlock,preload,load-pipeline,"
+  il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,no-mmap,direct-io,mlock,preload,load-pipeline,"
                                "repeat-penalty,repeat-last-n,isa,repack,device,split,mem-limit,attn");
   printf("\nexamples:\n"
          "  inferlab chat -m smollm2-135m-instruct.gguf\n"

@@ -61,7 +61,7 @@ static void il__serve_help(void) {
    * (no-bos, no-parse-special, ignore-eos); they are still accepted */
   il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,repeat-penalty,repeat-last-n,"
                                "n-predict,isa,repack,device,split,mem-limit,attn,attn-slice,kv-type,dtype,check-numerics,kv,"
-                               "kv-block,no-prefix-cache,gpu-layers,offload,fit,place,no-mmap,mlock,preload,load-pipeline,config");
+                               "kv-block,no-prefix-cache,gpu-layers,offload,fit,place,no-mmap,direct-io,mlock,preload,load-pipeline,config");
   printf("\nexamples:\n"
          "  inferlab serve -m model.gguf --parallel 8 --port 8080\n"
          "  inferlab serve -m builtin:tiny --port 0 --api-key-file /run/secrets/key\n"

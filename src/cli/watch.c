@@ -1,5 +1,7 @@
 /* cli/watch: `inferlab watch`: run any command and report duration, exit status, peak RSS
  * and the GPU view (VRAM, utilization, energy) sampled while it ran. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,16 +17,19 @@
 #define IL__MAX_ARGS 1024
 
 static void il__watch_help(void) {
-  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [--live] -- COMMAND [ARGS...]\n\n"
+  printf("usage: inferlab watch [-i 200ms] [--json] [-o FILE] [--log FILE] [--live] -- COMMAND [ARGS...]\n\n"
          "Runs COMMAND and reports what `time` would plus the GPU view: duration, exit status, CPU\n"
          "time, peak RSS (wait4), the sampled RSS of its process tree, and per GPU (through NVML when\n"
          "it loads) peak and mean memory of the device and of the command's processes, mean and max\n"
          "utilization, mean power and the energy integrated from it. Without a usable NVML the\n"
-         "report says why. The report goes to stderr (like time), or to FILE with -o.\n\n"
+         "report says why. The report goes to stderr (like time), or to FILE with -o. Its startup\n"
+         "line is the start seen from outside, from the samples: the first output (with --log), the\n"
+         "RSS's growth to half and 90%%, the GPU memory's first growth and its 90%%.\n\n"
          "options:\n"
          "  -i, --interval T         sampling interval: 200ms, 1s, 0.5s, or a bare number of seconds [200ms]\n"
          "      --json               the report as one JSON document (keys in docs/watch.md)\n"
          "  -o, --output FILE        write the report to FILE\n"
+         "      --log FILE           the command's stdout and stderr to FILE, whose first byte is timed\n"
          "      --live               a live status line on stderr while it runs (when stderr is a\n"
          "                           terminal; it shares that terminal with the command's output)\n"
          "  -q, --quiet              no live status line (the default)\n"
@@ -35,7 +40,7 @@ static void il__watch_help(void) {
          "  inferlab watch -i 100ms --json -o run.json -- ./llama-cli -m model.gguf -p hi -n 64\n"
          "\nexit codes: the command's own exit status; 128+N when it was killed by signal N;\n"
          "            126 not executable, 127 not found; 64 usage error of watch itself;\n"
-         "            1 when watch itself fails (fork); 73 when -o cannot be written\n");
+         "            1 when watch itself fails (fork); 73 when -o or --log cannot be written\n");
 }
 
 /* il_watch_run on copies of cmd[0..nc) that this function owns: execvp takes char *const
@@ -61,12 +66,13 @@ static il_status il__watch_run(const il_watch_options *o, const char *const *cmd
 
 int il_cli_watch(int argc, char **argv) {
   bool help = false, json = false, quiet = false, no_gpu = false, live = false;
-  const char *interval = NULL, *output = NULL, *nvml = NULL;
+  const char *interval = NULL, *output = NULL, *nvml = NULL, *log = NULL;
   il_cli_flag flags[] = {
       {"help", 'h', false, NULL, &help},       {"interval", 'i', true, &interval, NULL},
       {"json", 0, false, NULL, &json},         {"output", 'o', true, &output, NULL},
       {"quiet", 'q', false, NULL, &quiet},     {"no-gpu", 0, false, NULL, &no_gpu},
       {"nvml-lib", 0, true, &nvml, NULL},      {"live", 0, false, NULL, &live},
+      {"log", 0, true, &log, NULL},
   };
   /* options end at `--`; everything after it is the command, passed through untouched */
   int split = argc;
@@ -90,7 +96,7 @@ int il_cli_watch(int argc, char **argv) {
   for (int i = split + 1; i < argc && nc < IL__MAX_ARGS; i++) cmd[nc++] = argv[i];
   cmd[nc] = NULL;
   if (nc == 0) return il_cli_usage_error("watch", "no command given (inferlab watch [options] -- COMMAND [ARGS...])");
-  il_watch_options o = {200, nvml ? nvml : getenv("INFERLAB_NVML_LIB"), no_gpu, NULL, NULL};
+  il_watch_options o = {200, nvml ? nvml : getenv("INFERLAB_NVML_LIB"), no_gpu, log, NULL};
   bool bare = false;
   if (interval && (o.interval_ms = il_cli_parse_duration_ms(interval, 1, &bare)) < 1)
     return il_cli_usage_error("watch", "-i %s: expected an interval like 200ms, 1s or 0.5s (1ms..1h)", interval);
@@ -107,6 +113,15 @@ int il_cli_watch(int argc, char **argv) {
     il_status ost = il_outfile_open(&out_file, "-o", output, cmd, nc);
     if (ost != IL_OK) return il_cli_fail("watch", ost);
     out = out_file.f;
+  }
+  if (log) { /* an unwritable output is 73 before the work, as for every command's -o */
+    int fd = open(log, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      fprintf(stderr, "inferlab watch: error: --log %s: cannot create: %s\n", log, strerror(errno));
+      if (output) il_outfile_discard(&out_file);
+      return IL_EXIT_CANTCREAT;
+    }
+    close(fd);
   }
   il_watch_result r;
   il_status st = il__watch_run(&o, cmd, nc, &r);

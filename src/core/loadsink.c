@@ -20,3 +20,21 @@ void il_load_converted(double seconds, uint64_t bytes) {
   il_load_converted_fn f = atomic_load(&il__converted);
   if (f) f(seconds, bytes);
 }
+
+static _Atomic(il_load_wait_fn) il__wait;
+
+void il_load_listen_wait(il_load_wait_fn wait) { atomic_store(&il__wait, wait); }
+
+il_status il_load_wait(const void *p, size_t n) {
+  il_load_wait_fn f = atomic_load(&il__wait);
+  return f ? f(p, n) : IL_OK;
+}
+
+static _Atomic(il_load_backed_fn) il__backed;
+
+void il_load_listen_backed(il_load_backed_fn backed) { atomic_store(&il__backed, backed); }
+
+void il_load_backed(double seconds, uint64_t bytes) {
+  il_load_backed_fn f = atomic_load(&il__backed);
+  if (f) f(seconds, bytes);
+}

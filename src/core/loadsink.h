@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/status.h"
+
 typedef void (*il_load_mapped_fn)(const char *path, const void *map, size_t size);
 typedef void (*il_load_converted_fn)(double seconds, uint64_t bytes);
 
@@ -19,5 +21,18 @@ void il_load_mapped(const char *path, const void *map, size_t size);
 
 /* Placement converted a weight in seconds (bytes of the source the backend keeps a layout of). */
 void il_load_converted(double seconds, uint64_t bytes);
+
+/* A device backend backed `bytes` of a weight's device memory in seconds at its allocation (the
+ * sim's host pages), so the timeline counts it as allocation, not as the upload. */
+typedef void (*il_load_backed_fn)(double seconds, uint64_t bytes);
+void il_load_listen_backed(il_load_backed_fn backed);
+void il_load_backed(double seconds, uint64_t bytes);
+
+/* Blocks until the bytes [p, p+n) of weights being read in the background are in memory
+ * (--no-mmap --load-pipeline); IL_OK at once for any other memory or without a listener.
+ * Errors: the read's IL_ERR_IO. */
+typedef il_status (*il_load_wait_fn)(const void *p, size_t n);
+void il_load_listen_wait(il_load_wait_fn wait);
+il_status il_load_wait(const void *p, size_t n);
 
 #endif

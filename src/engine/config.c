@@ -57,10 +57,11 @@ static const il_opt il__options[] = {
     {"offload", 0, IL_OPT_STR, IL__O(offload), 0, 0, "none | stream: weights stay in host memory and stream through two device slots", false, false},
     {"fit", 0, IL_OPT_BOOL, IL__O(fit), 0, 1, "when the run does not fit the device, apply the planner's first fix and say so", false, false},
     {"place", 0, IL_OPT_STR, IL__O(place), 0, 0, "components on the CPU or device: token_embd=cpu,output=cpu,blk.0-3=cpu; exps=cpu: a MoE's experts", false, false},
-    {"no-mmap", 0, IL_OPT_BOOL, IL__O(no_mmap), 0, 1, "read() the weights into memory at load, not through a file mapping on first use (--mmap: the default)", false, false},
+    {"no-mmap", 0, IL_OPT_BOOL, IL__O(no_mmap), 0, 1, "copy the weights into memory of the process at load (copy-on-write of the file's pages, read() where the kernel lacks it), not through a file mapping on first use (--mmap: the default)", false, false},
+    {"direct-io", 0, IL_OPT_BOOL, IL__O(direct_io), 0, 1, "read the weights into memory at load as --no-mmap does, with O_DIRECT requests past the page cache (buffered where the filesystem refuses)", false, false},
     {"mlock", 0, IL_OPT_BOOL, IL__O(mlock), 0, 1, "lock the weights in memory so they are never paged out (reads them all at load)", false, false},
     {"preload", 0, IL_OPT_BOOL, IL__O(preload), 0, 1, "read every weight page and run one warm-up pass before the engine is ready", false, false},
-    {"load-pipeline", 0, IL_OPT_BOOL, IL__O(load_pipeline), 0, 1, "device backends: read each layer's weights from the file on a thread while the previous layer uploads", false, false},
+    {"load-pipeline", 0, IL_OPT_BOOL, IL__O(load_pipeline), 0, 1, "device backends: read the weights on threads while the previous layer uploads (mmap: its pages; --no-mmap: the file's read itself)", false, false},
     {NULL, 0, 0, 0, 0, 0, 0, NULL, false, false},
 };
 

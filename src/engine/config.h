@@ -55,6 +55,7 @@ struct il_config {
   bool fit;            /* when the device is too small, apply the out-of-memory report's first fix */
   char offload[16];    /* none | stream: device layers' weights stay in host memory, two slots on the device */
   bool no_mmap;        /* weights read() into memory at load (default: a file mapping, read on first use) */
+  bool direct_io;      /* as no_mmap, with O_DIRECT requests (past the page cache) */
   bool mlock;          /* weights locked in memory (read at load) */
   bool preload;        /* every weight page read and one warm-up pass before the engine is ready */
   bool load_pipeline;  /* device backends: each layer's pages read on a thread while the previous layer uploads */

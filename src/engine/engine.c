@@ -498,9 +498,18 @@ static il_status il__open(il_engine *e) {
   if (e->stream && e->info.host_visible)
     il_log(IL_LOG_INFO, "--offload stream: %s reads the weights in place from host memory; nothing to stream", e->info.name);
   il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
+  il_status rst = IL_OK;
+  const double beside = il_startup_read_finish(&e->startup, &rst); /* --no-mmap --load-pipeline */
+  if (st == IL_OK) st = rst;
   if (st == IL_ERR_OOM) return il__oom_fail(e, &shape);
   IL_TRY(st);
   il_startup_upload(&e->startup, e->info.kind, e->info.name, e->weights.uploaded_bytes);
+  if (beside > 0) { /* the file's read ran during the placements: its time, in the upload's note */
+    char n[sizeof e->startup.phase[0].note];
+    snprintf(n, sizeof n, "%s", e->startup.phase[IL_STARTUP_UPLOAD].note);
+    il_startup_note(&e->startup, IL_STARTUP_UPLOAD, "%s; file read beside it: %.3f s, %.0f MB/s (--load-pipeline)", n,
+                    beside, (double)il_gguf_file_size(e->model->gguf) / beside / 1e6);
+  }
   if (il_model_dev_pipeline_seconds(&e->weights) > 0) { /* --load-pipeline: the overlap, in the upload's note */
     char n[sizeof e->startup.phase[0].note];
     snprintf(n, sizeof n, "%s", e->startup.phase[IL_STARTUP_UPLOAD].note);
@@ -546,6 +555,7 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
   e->cfg = *cfg;
   il_startup_begin(&e->startup);
   il_status st = il__open(e);
+  il_startup_read_finish(&e->startup, NULL); /* a read beside the upload, ended by an error before it */
   il_startup_end(&e->startup, st == IL_OK);
   if (st == IL_ERR_OOM && (e->auto_layers || e->auto_retry) && e->n_dev_layers > 0) {
     /* --gpu-layers auto: the prediction counts allocated bytes; when the allocator's segments

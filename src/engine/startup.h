@@ -59,6 +59,11 @@ typedef struct il_startup {
   bool mmap;            /* weights read through the mapping (else read() into process memory) */
   bool read_at_load;    /* every weight byte was read during the open (--no-mmap, --preload, --mlock) */
   bool mlocked;         /* --mlock succeeded */
+  bool direct_io;       /* the read went past the page cache (O_DIRECT) */
+  struct il__bg_read *bg; /* the read running beside the upload (--no-mmap --load-pipeline), until finished */
+  double bg_seconds;    /* how long that read ran, from its start to the last byte */
+  double backed_seconds; /* a device's memory for the weights backed at allocation (sim), in the alloc phase */
+  uint64_t backed_bytes;
   double resident;      /* fraction of the weight bytes in the page cache before the read, -1 unknown */
   uint64_t file_bytes;  /* bytes of tensor data in the file */
   /* the upload */
@@ -103,18 +108,46 @@ void il_startup_note(il_startup *s, il_startup_phase_id p, const char *fmt, ...)
 /* How the weights' bytes of a mapped file come into memory. */
 typedef struct {
   bool no_mmap; /* read() into anonymous memory at the same addresses */
+  bool direct_io; /* as no_mmap, the requests with O_DIRECT (past the page cache) where the filesystem takes it */
+  bool pipeline;  /* with no_mmap/direct_io: the read runs on threads beside what follows (il_startup_read_finish) */
   bool preload; /* touch every page of the mapping now, not at first use */
   bool mlock;   /* lock the weights in memory (reads them all) */
 } il_startup_read_opts;
 
 /* The READ phase of s for the file mapped at map[0..size) whose tensor data starts at
  * data_off, under path: first the page-cache residency of the data (mincore), then the read
- * the options ask for. With no_mmap the mapping is replaced, at the same addresses, by
- * anonymous memory filled with read() in large requests, so pointers into it stay valid.
+ * the options ask for. With no_mmap the mapping's pages become the process's own memory at the
+ * same addresses, so pointers into it stay valid: the private file mapping made writable and
+ * each page copied in place (MADV_POPULATE_WRITE) on up to 4 threads, or, with direct_io or on
+ * a kernel without it, anonymous memory filled with read() in large requests.
  * Errors: IL_ERR_IO naming path and the offset of a failed read (the mapping is then gone:
  * the caller must close the model). A failed mlock is a warning, not an error. */
 il_status il_startup_read(il_startup *s, const char *path, void *map, size_t size, size_t data_off,
                           const il_startup_read_opts *o);
+
+/* With opts.pipeline the read started by il_startup_read runs beside the upload (placements
+ * wait for the bytes they need through core/loadsink's il_load_wait): waits for its end and
+ * returns its seconds (0 when none ran; a second call is a no-op). *st (may be NULL): IL_OK, or
+ * the read's IL_ERR_IO naming the file and offset. Must run before the weights are used
+ * otherwise, and before the model's mapping goes. */
+double il_startup_read_finish(il_startup *s, il_status *st);
+
+/* How il_startup_read_file read. */
+typedef struct {
+  int threads;         /* readers that took pieces of the file */
+  size_t request;      /* bytes of one request */
+  bool direct;         /* O_DIRECT asked and used throughout */
+  bool direct_refused; /* O_DIRECT asked, refused (open or a request: EINVAL); read buffered instead */
+  bool cow;            /* --no-mmap: the private file mapping's pages copied in place (MADV_POPULATE_WRITE), no read() */
+} il_startup_read_info;
+
+/* Reads path[0..size) into dst (any writable memory of size bytes): large requests in file
+ * order on up to 4 threads (one per CPU), each starting the readahead of its next request and
+ * faulting its destination in before the copy. direct: O_DIRECT where the filesystem and the
+ * buffer's alignment take it (the tail after the last 4 KiB block, and all of it where it is
+ * refused, read buffered: info->direct_refused). Errors: IL_ERR_IO naming path, the failed
+ * call and its offset (dst then holds part of the file). info may be NULL. */
+il_status il_startup_read_file(const char *path, void *dst, size_t size, bool direct, il_startup_read_info *info);
 
 /* The engine's steps, each a mark with its facts (engine.c calls one per step). */
 typedef struct il_gguf il_gguf;

@@ -273,7 +273,7 @@ il_status il_bench_run(const il_sweep_point *p, const il_bench_options *o, il_be
 
   il_usage *u = NULL;
   if (o->sample_usage) {
-    il_usage_options uo = {o->nvml_lib, o->no_gpu, o->interval_ms, 0, NULL, NULL};
+    il_usage_options uo = {o->nvml_lib, o->no_gpu, o->interval_ms, 0, NULL, NULL, NULL};
     il_status ust = il_usage_start(&uo, &u);
     if (ust != IL_OK) return il__fail(r, ust);
   }

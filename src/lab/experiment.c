@@ -274,6 +274,11 @@ static il_status il__run_cmd(void *ud, il_experiment *x, int arm, int run, doubl
     il_jsonw_kint(&w, "exit_code", il_watch_exit_code(&r));
     for (int m = 0; m < x->n_metrics; m++) il_jsonw_knum(&w, x->metrics[m].key, logged[m]);
     il_jsonw_kstr(&w, "gpu_reason", r.usage.gpu_available ? NULL : r.usage.gpu_reason);
+    /* the start seen from outside (watch's startup line): null where not seen */
+    const il_usage_result *u = &r.usage;
+    il_jsonw_knum(&w, "first_output_seconds", u->first_output_s >= 0 ? u->first_output_s : (double)NAN);
+    il_jsonw_knum(&w, "rss_90_seconds", u->rss_t90 >= 0 ? u->rss_t90 : (double)NAN);
+    il_jsonw_knum(&w, "gpu_memory_90_seconds", u->gpu_t90 >= 0 ? u->gpu_t90 : (double)NAN);
     il_jsonw_obj_end(&w);
     fputc('\n', x->samples);
     fflush(x->samples);

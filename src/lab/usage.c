@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include "memory/mem.h"
 
 #define IL__MAX_TREE 512
+
+#define IL__SERIES 1024
 
 struct il_usage {
   il_usage_options opt;
@@ -32,6 +35,11 @@ struct il_usage {
   double mem_sum[IL_NVML_MAX_DEVICES], proc_sum[IL_NVML_MAX_DEVICES], util_sum[IL_NVML_MAX_DEVICES],
       power_sum[IL_NVML_MAX_DEVICES];
   il_usage_result r;
+  /* the series behind the start's phases: every stride-th sample, halved when full, so a long
+   * job keeps IL__SERIES points at most */
+  int n_series, stride, skipped;
+  double s_t[IL__SERIES];
+  long long s_rss[IL__SERIES], s_gpu[IL__SERIES], s_dev[IL__SERIES]; /* gpu: the tree's; dev: the devices' */
 };
 
 /* ---- process tree ---------------------------------------------------------------------- */
@@ -153,6 +161,9 @@ static void il__nvml_setup(il_usage *u) {
   if (!r->gpu_available) snprintf(r->gpu_reason, sizeof r->gpu_reason, "NVML lists %u GPU(s) but none answers", count);
 }
 
+static void il__series_add(il_usage *u, double t, long long rss, long long gpu, long long dev);
+static long long il__sample_gpu(il_usage *u, double dt, long long *dev);
+
 /* One sample; called with u->mu held. */
 static void il__sample(il_usage *u) {
   il_usage_result *r = &u->r;
@@ -167,7 +178,70 @@ static void il__sample(il_usage *u) {
     u->rss_n++;
     r->rss_mean = u->rss_sum / u->rss_n;
   }
-  if (!r->gpu_available) return;
+  if (r->first_output_s < 0 && u->opt.output_path) {
+    struct stat st;
+    if (stat(u->opt.output_path, &st) == 0 && st.st_size > 0) r->first_output_s = t;
+  }
+  long long dev = -1;
+  long long gpu = il__sample_gpu(u, dt, &dev);
+  il__series_add(u, t, rss, gpu, dev);
+}
+
+/* Keeps (t, rss, gpu) every stride-th call; a full series drops every other point. */
+static void il__series_add(il_usage *u, double t, long long rss, long long gpu, long long dev) {
+  if (u->stride < 1) u->stride = 1;
+  if (u->skipped++ % u->stride) return;
+  if (u->n_series == IL__SERIES) {
+    for (int i = 0; i < IL__SERIES / 2; i++)
+      u->s_t[i] = u->s_t[2 * i], u->s_rss[i] = u->s_rss[2 * i], u->s_gpu[i] = u->s_gpu[2 * i],
+      u->s_dev[i] = u->s_dev[2 * i];
+    u->n_series = IL__SERIES / 2;
+    u->stride *= 2;
+  }
+  u->s_t[u->n_series] = t, u->s_rss[u->n_series] = rss, u->s_gpu[u->n_series] = gpu, u->s_dev[u->n_series] = dev;
+  u->n_series++;
+}
+
+/* The first time the series v reaches base + frac * (peak - base); -1 when it never grows. */
+static double il__crossing(const il_usage *u, const long long *v, long long base, long long peak, double frac) {
+  if (peak <= base || base < 0) return -1;
+  const double at = (double)base + frac * (double)(peak - base);
+  for (int i = 0; i < u->n_series; i++)
+    if (v[i] >= 0 && (double)v[i] >= at && v[i] > base) return u->s_t[i];
+  return -1;
+}
+
+/* The start's phases from the series (at stop). */
+static void il__phases(il_usage *u) {
+  il_usage_result *r = &u->r;
+  r->rss_first = u->n_series ? u->s_rss[0] : -1;
+  r->rss_t50 = il__crossing(u, u->s_rss, r->rss_first, r->rss_peak, 0.5);
+  r->rss_t90 = il__crossing(u, u->s_rss, r->rss_first, r->rss_peak, 0.9);
+  r->gpu_first = r->gpu_grown = -1;
+  r->gpu_t_first = r->gpu_t90 = -1;
+  if (!r->gpu_available || !u->n_series) return;
+  /* the tree's memory where NVML showed the tree holding any; else (no process list, or pids
+   * from another namespace) the devices' */
+  bool tree = false;
+  for (int i = 0; i < u->n_series; i++) tree |= u->s_gpu[i] > 0;
+  const long long *v = tree ? u->s_gpu : u->s_dev;
+  if (v[0] < 0) return;
+  long long peak = v[0];
+  for (int i = 0; i < u->n_series; i++)
+    if (v[i] > peak) peak = v[i];
+  r->gpu_first = v[0];
+  r->gpu_grown = peak - v[0];
+  r->gpu_t_first = il__crossing(u, v, r->gpu_first, peak, 0.0);
+  r->gpu_t90 = il__crossing(u, v, r->gpu_first, peak, 0.9);
+}
+
+/* The GPU part of one sample; returns the tree's memory on all devices (-1: NVML lists no
+ * processes) and *dev the devices' used memory (-1 unknown). */
+static long long il__sample_gpu(il_usage *u, double dt, long long *dev) {
+  il_usage_result *r = &u->r;
+  if (!r->gpu_available) return -1;
+  long long tree_mem = 0, dev_mem = 0;
+  bool tree_known = false, dev_known = false;
   pid_t tree[IL__MAX_TREE];
   int n_tree = il_usage_tree_pids(u->opt.root, tree, IL__MAX_TREE);
   for (int i = 0; i < r->n_gpus; i++) {
@@ -183,6 +257,7 @@ static void il__sample(il_usage *u) {
       u->mem_sum[i] += (double)d.mem_used;
       g->mem_n++;
       g->mem_mean = u->mem_sum[i] / g->mem_n;
+      dev_mem += d.mem_used, dev_known = true;
       if (u->nv.DeviceGetComputeRunningProcesses) {
         unsigned np = 0;
         il_nvml_process_info procs[256]; /* (a tree of ours past the first 256 is not summed) */
@@ -195,6 +270,7 @@ static void il__sample(il_usage *u) {
             for (int j = 0; j < n_tree; j++)
               if ((pid_t)procs[k].pid == tree[j]) mine += (long long)procs[k].used_gpu_memory;
           g->proc_known = true;
+          tree_mem += mine, tree_known = true;
           if (mine > g->proc_mem_peak) g->proc_mem_peak = mine;
           u->proc_sum[i] += (double)mine;
           g->proc_mem_mean = u->proc_sum[i] / g->mem_n;
@@ -217,6 +293,8 @@ static void il__sample(il_usage *u) {
       u->last_power_w[i] = w;
     }
   }
+  *dev = dev_known ? dev_mem : -1;
+  return tree_known ? tree_mem : -1;
 }
 
 static void *il__thread(void *arg) {
@@ -251,6 +329,7 @@ il_status il_usage_start(const il_usage_options *o, il_usage **out) {
   if (u->opt.interval_ms < 1) u->opt.interval_ms = 200;
   if (u->opt.root <= 0) u->opt.root = getpid();
   u->r.rss_peak = -1;
+  u->r.first_output_s = -1;
   pthread_mutex_init(&u->mu, NULL);
   pthread_cond_init(&u->cv, NULL);
   il__nvml_setup(u);
@@ -273,6 +352,7 @@ void il_usage_stop(il_usage *u, il_usage_result *out) {
   pthread_mutex_unlock(&u->mu);
   if (u->thread_on) pthread_join(u->thread, NULL);
   il__sample(u);
+  il__phases(u);
   *out = u->r;
   if (u->nvml_on) {
     u->nv.Shutdown();

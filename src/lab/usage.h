@@ -49,6 +49,13 @@ typedef struct {
   char nvml_driver[80];
   int n_gpus;
   il_usage_gpu gpus[IL_NVML_MAX_DEVICES];
+  /* a start seen from outside, seconds from the sampling's start (-1: not seen): */
+  double first_output_s;          /* the output file (options.output_path) first held a byte */
+  long long rss_first;            /* the tree's RSS at the first sample, bytes */
+  double rss_t50, rss_t90;        /* RSS first at 50% / 90% of its growth to the peak */
+  long long gpu_first, gpu_grown; /* GPU memory (the tree's where NVML lists processes, else the devices') at the
+                                     first sample, and its growth to the peak, bytes; -1 without NVML */
+  double gpu_t_first, gpu_t90;    /* GPU memory first above the first sample's, and at 90% of its growth */
 } il_usage_result;
 
 typedef struct il_usage il_usage;
@@ -63,6 +70,7 @@ typedef struct {
   pid_t root;           /* process tree to sample; 0 = this process */
   il_usage_tick_fn tick; /* optional */
   void *tick_ud;
+  const char *output_path; /* optional: the file the job writes its output to; its first byte is timed */
 } il_usage_options;
 
 /* Loads NVML (recording why not), takes the first sample and starts the thread. *out is

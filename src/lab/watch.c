@@ -46,7 +46,7 @@ static void il__watch_started(void *ud, pid_t pid) {
   il__watch_start *w = ud;
   const il_watch_options *o = w->o;
   il_usage_options uo = {o->nvml_lib, o->no_gpu, o->interval_ms > 0 ? o->interval_ms : 200, pid,
-                         o->progress ? il__tick : NULL, w->prog};
+                         o->progress ? il__tick : NULL, w->prog, o->log_path};
   w->st = il_usage_start(&uo, &w->u);
 }
 
@@ -92,6 +92,19 @@ int il_watch_exit_code(const il_watch_result *r) {
   return r->exit_status >= 0 ? r->exit_status : 1;
 }
 
+/* The start as seen from outside, from the samples (so to the sampling interval). */
+static void il__print_startup(const il_usage_result *u, FILE *f) {
+  char a[32], line[512] = "";
+  if (u->first_output_s >= 0) il_appendf(line, sizeof line, "first output at %.2f s", u->first_output_s);
+  if (u->rss_t90 >= 0)
+    il_appendf(line, sizeof line, "%srss +%s: half at %.2f s, 90%% at %.2f s", *line ? "; " : "",
+               il_mem_format_bytes((size_t)(u->rss_peak - u->rss_first), a, sizeof a), u->rss_t50, u->rss_t90);
+  if (u->gpu_t90 >= 0)
+    il_appendf(line, sizeof line, "%sgpu memory +%s: first at %.2f s, 90%% at %.2f s", *line ? "; " : "",
+               il_mem_format_bytes((size_t)u->gpu_grown, a, sizeof a), u->gpu_t_first, u->gpu_t90);
+  if (*line) fprintf(f, "startup:       %s (from the samples, since the command started)\n", line);
+}
+
 void il_watch_print(const il_watch_result *r, FILE *f) {
   char a[32], b[32];
   fprintf(f, "command:       %s\n", r->command);
@@ -107,6 +120,7 @@ void il_watch_print(const il_watch_result *r, FILE *f) {
             il_mem_format_bytes((size_t)r->usage.rss_mean, b, sizeof b));
   fprintf(f, "\nsamples:       %d\n", r->usage.n_samples);
   il_usage_print_gpu(&r->usage, f);
+  il__print_startup(&r->usage, f);
 }
 
 /* Writes key: s with every byte that is not part of valid UTF-8 (raw bytes of a non-UTF-8
@@ -160,6 +174,17 @@ il_status il_watch_json(const il_watch_result *r, FILE *f) {
   else il_jsonw_null(&w);
   il_jsonw_knum(&w, "sampled_rss_mean_bytes", r->usage.rss_peak >= 0 ? r->usage.rss_mean : (double)NAN);
   il_jsonw_kint(&w, "samples", r->usage.n_samples);
+  const il_usage_result *u = &r->usage;
+  il_jsonw_key(&w, "startup"); /* seconds since the command started, to the sampling interval; null: not seen */
+  il_jsonw_obj(&w);
+  il_jsonw_knum(&w, "first_output_seconds", u->first_output_s >= 0 ? u->first_output_s : (double)NAN);
+  il_jsonw_knum(&w, "rss_growth_bytes", u->rss_peak >= 0 && u->rss_first >= 0 ? (double)(u->rss_peak - u->rss_first) : (double)NAN);
+  il_jsonw_knum(&w, "rss_half_seconds", u->rss_t50 >= 0 ? u->rss_t50 : (double)NAN);
+  il_jsonw_knum(&w, "rss_90_seconds", u->rss_t90 >= 0 ? u->rss_t90 : (double)NAN);
+  il_jsonw_knum(&w, "gpu_memory_growth_bytes", u->gpu_grown >= 0 ? (double)u->gpu_grown : (double)NAN);
+  il_jsonw_knum(&w, "gpu_memory_first_seconds", u->gpu_t_first >= 0 ? u->gpu_t_first : (double)NAN);
+  il_jsonw_knum(&w, "gpu_memory_90_seconds", u->gpu_t90 >= 0 ? u->gpu_t90 : (double)NAN);
+  il_jsonw_obj_end(&w);
   il_jsonw_key(&w, "gpu");
   il_jsonw_obj(&w);
   il_jsonw_kbool(&w, "available", r->usage.gpu_available);

@@ -26,10 +26,11 @@ static const il__builtin_spec il__specs[] = {
     {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
     /* draft models for speculative decoding (engine/spec): the first two layers of tiny and
      * of 1b (weights are seeded by tensor name, so these layers, the embeddings and the head
-     * are the bigger model's own), and an unrelated model with tiny's vocabulary */
+     * are the bigger model's own), and unrelated models with tiny's and with 1b's vocabulary */
     {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
     {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
     {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
+    {"1b-other", 32000, 4096, 512, 1536, 2, 8, 4, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
     /* the other architectures at tiny's size; qwen3's heads are wider than n_embd / n_head
      * (as Qwen3-0.6B's 16 x 128 at n_embd 1024), so q is 512 wide on a 256 residual */
     {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64, 0, 0},
@@ -45,7 +46,8 @@ static const il__builtin_spec il__specs[] = {
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
 const char *il_builtin_names(void) {
-  return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:qwen3-tiny, "
+  return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:1b-other, "
+         "builtin:qwen3-tiny, "
          "builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny";
 }
 

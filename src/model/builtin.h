@@ -9,6 +9,8 @@
  *   builtin:tiny-2l, builtin:1b-2l  the first 2 layers of tiny and 1b (same embeddings and
  *                 head): drafts for speculative decoding that agree often with their model
  *   builtin:tiny-other  2 layers, dim 128, tiny's vocabulary: a draft that rarely agrees
+ *   builtin:1b-other  2 layers, dim 512, FFN 1536, 1b's vocabulary: the same for 1b, at about 4%
+ *                 of its weights (1b-2l: 23%)
  *   builtin:moe-tiny  a mixtral-style mixture of experts: tiny's attention and vocabulary, 8
  *                 experts of FFN 256 per layer, 2 used per token (llama.expert_count = 8,
  *                 llama.expert_used_count = 2), 7.4M params

@@ -249,6 +249,7 @@ size_t il_model_dev_bytes(const il_model *m) {
 }
 
 static il_status il__place_w(il_model_dev *d, il_backend *b, const il_weight *w, il_tensor *out) {
+  IL_TRY(il_load_wait(w->data, il__w_span(w))); /* --no-mmap --load-pipeline: its bytes read in */
   IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, w->data, w->n_out, w->n_in, w->row_stride, w->type, w->name, out));
   if (!b->ops->buffer_wrap_host) d->uploaded_bytes += il__w_span(w);
   return IL_OK;
@@ -293,6 +294,7 @@ static il_status il__place_mm(il_model_dev *d, il_backend *b, const il_weight *w
 
 static il_status il__place_v(il_model_dev *d, il_backend *b, const float *v, int64_t n, const char *name, il_tensor *out) {
   if (!v) return IL_OK;
+  IL_TRY(il_load_wait(v, (size_t)n * 4));
   IL_TRY(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, v, 1, n, 0, IL_DTYPE_F32, name, out));
   if (!b->ops->buffer_wrap_host) d->uploaded_bytes += (size_t)n * 4;
   return IL_OK;

@@ -122,6 +122,7 @@ static int fake_uint(nvmlDevice_t h, const char *field, unsigned *out) {
 }
 
 int nvmlDeviceGetMemoryInfo(nvmlDevice_t h, nvmlMemory_t *m) {
+  if (fake_get("live")) fake_load(); /* live=1: the scenario re-read at every memory query (a job that grows) */
   const char *t = FAKE_DEV_FIELD(h, "mem_total"), *u = FAKE_DEV_FIELD(h, "mem_used");
   if (!t) return NVML_ERROR_NOT_SUPPORTED;
   m->total = strtoull(t, NULL, 0);

@@ -17,6 +17,7 @@
  *   devN.procs=PID:BYTES,PID:BYTES   devN.nprocs=K (K processes first: pids 1001.., 1 MiB each)
  *   devN.remap=CORR,UNC,PENDING,FAILURE (nvmlDeviceGetRemappedRows)
  *   cuda.init=804   cuda.version=12020 (default cuda_driver)   cuda.count (default count)
+ *   live=1   nvmlDeviceGetMemoryInfo re-reads the file at every call (memory that grows while sampled)
  * Header-only (static functions) so each fake is one self-contained shared object.
  */
 #ifndef IL_FAKE_SCENARIO_H

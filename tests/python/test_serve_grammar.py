@@ -8,7 +8,7 @@ the jsonschema package (an implementation independent of inferlab's). Then json_
 llama-server's "grammar" field, the 400s for unsupported keywords and bad grammars (naming the
 keyword and path, or line and column), the 413 when the grammar's states pass
 --max-request-memory, the official openai client's response_format call, and `run
---json-schema` / `--grammar` (also on builtin:1b and the sim device). Every schema bounds its strings and arrays, so its language is
+--json-schema` / `--grammar` (also on builtin:1b-2l, the 1B model's first two layers, and on the sim device). Every schema bounds its strings and arrays, so its language is
 finite and a random model (builtin:tiny) must end within max_tokens.
 Skips (exit 77) without jsonschema (pip install -r tests/python/requirements.txt).
 """
@@ -282,10 +282,10 @@ with tempfile.TemporaryDirectory() as d:
         t.check("stopped at end of text" in r.stderr, "run --json-schema ended on EOS")
         validate(r.stdout.rstrip("\n"), SCHEMAS[27], "run --json-schema seed %d" % seed)
     # the other builtin model and the sim device: the mask runs on the host's logits either way
-    # (builtin:1b's forward passes are ~10x slower under AddressSanitizer: tiny only there)
+    # (builtin:1b-2l's forward passes are ~10x slower under AddressSanitizer: tiny only there)
     runs = [("builtin:tiny", ["--device", "sim:1GiB"], 12)]
     if "ASAN_OPTIONS" not in os.environ:
-        runs.append(("builtin:1b", ["--wtype", "q4_0"], 0))
+        runs.append(("builtin:1b-2l", ["--wtype", "q4_0"], 0))
     for model, extra, idx in runs:
         with open(sp, "w") as f:
             json.dump(SCHEMAS[idx], f)

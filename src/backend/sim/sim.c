@@ -4,9 +4,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/dry.h"
+#include "core/loadsink.h"
 #include "core/timer.h"
 #include "core/units.h"
 
@@ -15,6 +18,7 @@ typedef struct {
   il_mem_space *space;
   size_t budget, ctx_bytes;
   double pcie; /* bytes/s; 0 = unthrottled */
+  double link_up, link_down; /* when each direction of the link finishes what it was given (s->lock) */
   bool dry;    /* the planner's dry run: real allocator, no memory behind it, no compute */
   uintptr_t next_fake; /* dry: the next segment's address (never dereferenced) */
   il_caching *alloc; /* the caching allocator over the budget */
@@ -59,6 +63,23 @@ static void il__seg_free(void *ctx, void *base, size_t bytes) {
 
 static il__sim *il__s(il_backend *b) { return (il__sim *)b->impl; }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+/* A device's memory exists when it is allocated; the sim's is host memory, whose pages the
+ * kernel faults in and zeroes one at a time on first write, which would land in the weights'
+ * upload and cost more than the link. A weight's buffer is backed in one call when it is
+ * allocated (MADV_POPULATE_WRITE over its whole pages; where the kernel lacks it, the copy
+ * faults them as before), and the time is reported as allocation (core/loadsink), not as the
+ * link's. */
+static void il__back(void *p, size_t bytes) {
+  const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) & ~(pg - 1);
+  const uintptr_t e = ((uintptr_t)p + bytes) & ~(pg - 1);
+  if (e <= a) return;
+  const double t0 = il_time_now();
+  if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) == 0) il_load_backed(il_time_now() - t0, e - a);
+}
+
 static il_status il__sim_alloc(il_backend *b, il_mem_category cat, size_t bytes, const char *what, il_buffer **out) {
   il__sim *s = il__s(b);
   *out = NULL;
@@ -80,6 +101,7 @@ static il_status il__sim_alloc(il_backend *b, il_mem_category cat, size_t bytes,
   }
   *buf = (il_buffer){.base = il_caching_block_ptr(blk), .size = bytes, .owner = b, .cat = cat, .wrapped = false, .handle = blk};
   *out = buf;
+  if (cat == IL_MEM_WEIGHTS && !s->dry) il__back(buf->base, bytes);
   return IL_OK;
 }
 
@@ -113,10 +135,22 @@ static void il__sim_memory(il_backend *b, size_t *free_b, size_t *total) {
   *free_b = s->budget > used ? s->budget - used : 0;
 }
 
-/* Sleeps until `bytes` at the throttle rate have taken their time since t0. */
-static void il__throttle(il__sim *s, size_t bytes, double t0) {
+/* A sleep wakes late (timer slack, the scheduler): a transfer that starts within this of the
+ * link's end continues the stream from that end rather than from its own start, so a run of
+ * transfers takes the sum of their link times and not that plus one late wake-up each. */
+#define IL__LINK_SLACK 0.001
+
+/* Returns when `bytes`, copied since t0, have passed the link: the direction's link takes them
+ * after what it was given before (a stream of copies runs at the link's rate, the host's copy
+ * of one beside the link time of the one before) and the call sleeps until the link is done. */
+static void il__throttle(il__sim *s, double *link, size_t bytes, double t0) {
   if (s->pcie <= 0) return;
-  double left = (double)bytes / s->pcie - (il_time_now() - t0);
+  pthread_mutex_lock(&s->lock);
+  const double start = *link > t0 - IL__LINK_SLACK ? *link : t0;
+  *link = start + (double)bytes / s->pcie;
+  const double until = *link;
+  pthread_mutex_unlock(&s->lock);
+  double left = until - il_time_now();
   if (left <= 0) return;
   struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
   while (nanosleep(&ts, &ts) != 0) {
@@ -127,7 +161,7 @@ static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, s
   il__sim *s = il__s(b);
   double t0 = il_time_now();
   IL_TRY(il__cpu_ops_template.upload(b, dst, src, bytes));
-  il__throttle(s, bytes, t0);
+  il__throttle(s, &s->link_up, bytes, t0);
   pthread_mutex_lock(&s->lock);
   s->xfer.upload_bytes += bytes;
   s->xfer.n_uploads++;
@@ -140,7 +174,7 @@ static il_status il__sim_download(il_backend *b, void *dst, il_tensor src, size_
   il__sim *s = il__s(b);
   double t0 = il_time_now();
   IL_TRY(il__cpu_ops_template.download(b, dst, src, bytes));
-  il__throttle(s, bytes, t0);
+  il__throttle(s, &s->link_down, bytes, t0);
   pthread_mutex_lock(&s->lock);
   s->xfer.download_bytes += bytes;
   s->xfer.n_downloads++;
