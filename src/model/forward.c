@@ -330,8 +330,8 @@ static void il__layer(il_forward_state *st, int32_t layer) {
 /* ---- ops over chunks of rows ----
  * Decided per op (the ops a loop body calls, `ops`, against the lane's `take`): where the
  * lane's backend computes on the activations' type itself for every one of them (every F32
- * pass; cpu and sim with F16/BF16; cuda's elementwise ops), the op is one call on the buffers
- * and the backend reports its outputs. Where it does not, the op runs as a loop over chunks of
+ * pass; cpu and sim with F16/BF16; cuda's ops but matmul and attention), the op is one call on
+ * the buffers and the backend reports its outputs. Where it does not, the op runs as a loop over chunks of
  * st->chunk rows: inputs taken with il__in and outputs with il__out as F32 copies in the lane's
  * scratch (`wide`), the op computed there, and every output handed to il__put, which narrows it
  * back. Either way the backend reports every op it runs (each inner op of a loop body too: the
