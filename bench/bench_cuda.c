@@ -259,7 +259,7 @@ static void bench_attention(void) {
     CHECK(O->upload(B, S, seq, sizeof seq));
     CHECK(O->upload(B, TB, table, sizeof table));
     free(h);
-    il_kv_view kv = {K, V, TB, n_ctx, 1, 1, n_ctx};
+    il_kv_view kv = {K, V, TB, n_ctx, 1, 1, n_ctx, 0};
     for (int T = 1; T <= 64; T *= 64) {
       int32_t p1[64];
       for (int t = 0; t < T; t++) p1[t] = T == 1 ? n_ctx - 1 : pos[t];

@@ -136,7 +136,7 @@ static problem make(int32_t n_seq, int32_t n_ctx, int32_t per, bool paged) {
   CHECK(O->upload(B, p.S, sp, (size_t)p.n_tok * 4));
   CHECK(O->upload(B, p.P, sp + p.n_tok, (size_t)p.n_tok * 4));
   free(sp);
-  p.kv = (il_kv_view){p.K, p.V, p.TB, block, n_seq, max_blocks, n_ctx};
+  p.kv = (il_kv_view){p.K, p.V, p.TB, block, n_seq, max_blocks, n_ctx, 0};
   return p;
 }
 

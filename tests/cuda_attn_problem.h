@@ -41,6 +41,7 @@ struct Problem {
   std::vector<int32_t> table, seq, pos;
   std::vector<float> q, ref;
   float scale;
+  int32_t window = 0; /* > 0: a sliding window (gemma3's local layers) */
 };
 
 static float il__kv_elem_host(il_dtype t, const uint8_t *row, int64_t i) {
@@ -73,6 +74,7 @@ static std::vector<float> reference(const Problem &p, bool f16) {
   a.out = out.data(), a.q = q.data(), a.seq = p.seq.data(), a.pos = p.pos.data(), a.n_tok = p.n_tok;
   a.n_cells = p.n_cells, a.block_table = p.table.data(), a.block = p.block, a.max_blocks = p.max_blocks;
   a.n_seq = p.n_seq, a.n_heads = p.n_heads, a.n_kv_heads = p.n_kv, a.head_dim = p.hd, a.scale = p.scale;
+  a.window = p.window;
   a.isa = IL_ISA_SCALAR;
   const il_cpu_attn_kernel *naive = il_cpu_attn_find("naive");
   std::vector<uint8_t> work(naive->workspace(&a, 1) + 64);
@@ -136,8 +138,20 @@ static il__cu_attn args_of(Problem &p, std::vector<float> &out, il__cu_fault *fa
   a.k = p.k.data(), a.v = p.v.data(), a.k_stride = p.stride, a.v_stride = p.stride, a.kv_type = p.kt;
   a.n_tok = p.n_tok, a.n_heads = p.n_heads, a.n_kv_heads = p.n_kv, a.head_dim = p.hd, a.n_cells = p.n_cells;
   a.block = p.block, a.n_seq = p.n_seq, a.max_blocks = p.max_blocks, a.n_ctx = p.n_ctx, a.scale = p.scale;
+  a.window = p.window;
   a.fault = fault;
   return a;
+}
+
+/* p with a sliding window of w positions (the reference recomputed); ring: the table as the
+ * engine's ring of a local layer (every block of sequence s is block s + 1, so position q is
+ * cell (s + 1) * block + q % block), which needs block >= w + tokens per sequence - 1. */
+static inline void windowed(Problem &p, int32_t w, bool ring) {
+  p.window = w;
+  if (ring)
+    for (int32_t s = 0; s < p.n_seq; s++)
+      for (int32_t b = 0; b < p.max_blocks; b++) p.table[(size_t)(s * p.max_blocks + b)] = s + 1;
+  p.ref = reference(p, false);
 }
 
 static double max_err(const std::vector<float> &x, const std::vector<float> &ref) {

@@ -1,5 +1,5 @@
 /* tests/test_archs: the architectures beyond llama (qwen3, phi3, gemma3) against a plain
- * reference.
+ * reference (qwen3moe's experts: tests/test_moe).
  *
  * The reference here is written from the architectures' descriptions (llama.cpp's graph for
  * each: qwen3's per-head q/k RMSNorm before NeoX RoPE, phi3's fused attn_qkv and gate/up
@@ -343,7 +343,10 @@ static void check_arch(const char *model, const char *arch) {
 static void check_refusals(void) {
   il_hparams hp = {0};
   IL_CHECK_INT(il_hparams_set_arch(&hp, "gemma2"), IL_ERR_UNSUPPORTED);
-  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3, gemma3"));
+  IL_CHECK(strstr(il_error_detail(), "'gemma2'") && strstr(il_error_detail(), "qwen3, phi3, gemma3, qwen3moe"));
+  /* qwen3moe: qwen3's attention (its MoE FFN and logits are test_moe's) */
+  IL_CHECK_OK(il_hparams_set_arch(&hp, "qwen3moe"));
+  IL_CHECK(hp.qk_norm && !hp.qkv_bias && !hp.fused && !hp.gemma && hp.rope_mode == IL_ROPE_NEOX);
   il_model *src = NULL;
   IL_CHECK_OK(il_builtin_open("builtin:phi3-tiny", NULL, 2, &src));
   if (!src) return;
@@ -362,10 +365,50 @@ static void check_refusals(void) {
   il_model_free(src);
 }
 
+/* The real-shape built-ins: shapes only (nothing generated), their parameter counts from the
+ * published configs computed here, per layer and for the whole model, and gemma3-270m's window. */
+static void check_real_shapes(void) {
+  const struct {
+    const char *name, *arch;
+    int64_t vocab, dim, ff, layers, heads, kv_heads, hd, experts, used;
+    bool tied;
+  } ms[] = {
+      {"builtin:gemma3-270m", "gemma3", 262144, 640, 2048, 18, 4, 1, 256, 0, 0, true},
+      {"builtin:qwen3-0.6b-4l", "qwen3", 151936, 1024, 3072, 4, 16, 8, 128, 0, 0, true},
+      {"builtin:phi3-mini-2l", "phi3", 32064, 3072, 8192, 2, 32, 32, 96, 0, 0, false},
+      {"builtin:qwen3moe-30b-a3b-2l", "qwen3moe", 151936, 2048, 768, 2, 32, 4, 128, 128, 8, false},
+  };
+  /* the whole published models: 268,098,176 (Gemma 3 270M), 596,049,920 (Qwen3-0.6B, 28
+   * layers), 3,821,079,552 (Phi-3-mini, 32), 30,532,122,624 (Qwen3-30B-A3B, 48) */
+  const int64_t full_layers[] = {18, 28, 32, 48}, full[] = {268098176LL, 596049920LL, 3821079552LL, 30532122624LL};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+    il_model *m = NULL;
+    IL_CHECK_OK(il_builtin_open_ex(ms[i].name, NULL, 2, false, &m));
+    if (!m) continue;
+    const il_hparams *hp = &m->hp;
+    IL_CHECK_STR(hp->arch, ms[i].arch);
+    IL_CHECK(hp->n_vocab == ms[i].vocab && hp->n_embd == ms[i].dim && hp->n_layer == ms[i].layers &&
+             hp->n_head == ms[i].heads && hp->n_head_kv == ms[i].kv_heads && hp->head_dim == ms[i].hd &&
+             hp->n_expert == ms[i].experts && hp->n_expert_used == ms[i].used && m->tied_output == ms[i].tied);
+    const int64_t d = ms[i].dim, q = ms[i].heads * ms[i].hd, kv = ms[i].kv_heads * ms[i].hd, ff = ms[i].ff;
+    const bool qk = strcmp(ms[i].arch, "phi3") != 0, gemma = !strcmp(ms[i].arch, "gemma3");
+    const int64_t ffn = ms[i].experts ? d * ms[i].experts + 3 * d * ff * ms[i].experts : 3 * d * ff;
+    const int64_t layer = d * q + 2 * d * kv + q * d + ffn + 2 * d + (qk ? 2 * ms[i].hd : 0) + (gemma ? 2 * d : 0);
+    const int64_t outer = ms[i].vocab * d * (ms[i].tied ? 1 : 2) + d;
+    IL_CHECK_INT((int64_t)m->n_params, outer + ms[i].layers * layer);
+    IL_CHECK_INT(outer + full_layers[i] * layer, full[i]);
+    printf("%-28s %s, %lld of %lld layers: %.1fM params (the whole model: %.1fM)\n", ms[i].name, ms[i].arch,
+           (long long)ms[i].layers, (long long)full_layers[i], (double)m->n_params / 1e6, (double)full[i] / 1e6);
+    if (gemma) IL_CHECK_INT(hp->swa, 512);
+    il_model_free(m);
+  }
+}
+
 int main(void) {
   toks[0] = 1;
   for (int i = 1; i < N_TOK; i++) toks[i] = 3 + (i * 37 + 11) % 500;
   check_refusals();
+  check_real_shapes();
   check_arch("builtin:qwen3-tiny", "qwen3");
   check_arch("builtin:phi3-tiny", "phi3");
   check_arch("builtin:gemma3-tiny", "gemma3");

@@ -545,14 +545,15 @@ static void test_attention(void) {
     for (int s = 0; s < cs[ci].n_seq; s++) table[s] = cs[ci].n_seq - 1 - s; /* sequences in reverse cell order */
     const size_t n = (size_t)(T * H * hd);
     float *want = calloc(n, 4), *got = calloc(n, 4);
+    for (int wi = 0; wi < 2; wi++) /* without a window, and gemma3's sliding window of 7 positions */
     for (int bi = -1; bi < n_backends; bi++) {
       il_backend *b = bi < 0 ? ref : backends[bi].b;
       il_tensor Q = put(b, q, T, H * hd, IL_DTYPE_F32, "q"), O = put(b, NULL, T, H * hd, IL_DTYPE_F32, "out");
       il_tensor K = put(b, k, cells, KH * hd, IL_DTYPE_F32, "k"), V = put(b, v, cells, KH * hd, IL_DTYPE_F32, "v");
       il_tensor S = put(b, seq, 1, T, IL_DTYPE_I32, "seq"), P = put(b, pos, 1, T, IL_DTYPE_I32, "pos");
       il_tensor TB = put(b, table, cs[ci].n_seq, 1, IL_DTYPE_I32, "table");
-      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx};
-      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0, 0};
+      il_kv_view kv = {K, V, TB, cs[ci].n_ctx, cs[ci].n_seq, 1, cs[ci].n_ctx, 0};
+      il_attn_args a = {O, Q, S, P, &kv, H, KH, hd, 1.0f / sqrtf((float)hd), 0, wi ? 7 : 0};
       int nk = 0;
       const il_attn_kernel *ks = b->ops->attn_kernels(b, &nk);
       IL_CHECK(nk >= 1);
@@ -573,8 +574,8 @@ static void test_attention(void) {
           if (bi >= 0) {
             double e = nerr(got, want, n);
             if (!(e <= 1e-5))
-              fprintf(stderr, "  attention %s (slice %d) on %s: normalized error %.3g\n", ks[ki].name, a.slice,
-                      backends[bi].label, e);
+              fprintf(stderr, "  attention %s (slice %d, window %d) on %s: normalized error %.3g\n", ks[ki].name,
+                      a.slice, a.window, backends[bi].label, e);
             IL_CHECK(e <= 1e-5);
           }
         }
@@ -594,7 +595,8 @@ static void test_attention(void) {
     }
     free(q), free(k), free(v), free(want), free(got);
   }
-  printf("attention: %zu shapes (GQA 1/4/2/1, several sequences, head sizes 16-128)\n", sizeof cs / sizeof cs[0]);
+  printf("attention: %zu shapes (GQA 1/4/2/1, several sequences, head sizes 16-128), without and with a window of 7\n",
+         sizeof cs / sizeof cs[0]);
 }
 
 
@@ -899,6 +901,60 @@ static void test_half_acts(void) {
  * Each fused op equals the composition of the ops it names, on every backend that has it (a
  * backend without it is skipped by name: the caller composes). */
 
+/* gate_up_swiglu and matmul_add on every backend that has them, over weight types and token
+ * counts: generation's (1, 3, 8: cuda's matvec launches with the add or SwiGLU in their
+ * epilogue) and a batch's (12: the composition), against the backend's own composition of the
+ * ops they name, bit for bit. */
+static void test_fused_mv(void) {
+  const int64_t NI = 256, NO = 48;
+  const il_dtype types[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0, IL_DTYPE_Q4_0, IL_DTYPE_Q4_K};
+  const int toks[] = {1, 3, 8, 12};
+  float *wf = randv((size_t)(2 * NO * NI), 0.3f), *x = randv((size_t)(12 * NI), 2.0f), *y0 = randv((size_t)(12 * NO), 1.0f);
+  float *a = malloc((size_t)(12 * NO) * 4), *c = malloc((size_t)(12 * NO) * 4);
+  int cases = 0, n_b = 0;
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    const il_backend_ops *o = b->ops;
+    if (!o->gate_up_swiglu || !o->matmul_add) continue;
+    n_b++;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+      const size_t rb = il_dtype_row_size(types[ti], NI);
+      uint8_t *wq = malloc(rb * (size_t)(2 * NO));
+      for (int64_t r = 0; r < 2 * NO; r++) IL_CHECK_OK(il_quantize_row(types[ti], wf + r * NI, wq + (size_t)r * rb, NI));
+      il_tensor Wg, Wu;
+      IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq, NO, NI, rb, types[ti], "w_gate", &Wg));
+      IL_CHECK_OK(il_backend_tensor_from_host(b, IL_MEM_WEIGHTS, wq + rb * NO, NO, NI, rb, types[ti], "w_up", &Wu));
+      for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+        const int64_t R = toks[k];
+        il_tensor X = put(b, x, R, NI, IL_DTYPE_F32, "x");
+        il_tensor H1 = put(b, NULL, R, NO, IL_DTYPE_F32, "h"), U1 = put(b, NULL, R, NO, IL_DTYPE_F32, "up");
+        il_tensor H2 = put(b, NULL, R, NO, IL_DTYPE_F32, "h2"), U2 = put(b, NULL, R, NO, IL_DTYPE_F32, "up2");
+        const il_tensor hy[2] = {H1, U1}, hw[2] = {Wg, Wu};
+        IL_CHECK_OK(o->matmul_multi(b, 2, hy, hw, NULL, X));
+        IL_CHECK_OK(o->swiglu(b, H1, U1));
+        IL_CHECK_OK(o->gate_up_swiglu(b, H2, U2, Wg, Wu, X));
+        get(b, H1, a), get(b, H2, c);
+        IL_CHECK(memcmp(a, c, (size_t)(R * NO) * 4) == 0);
+        il_tensor Y1 = put(b, y0, R, NO, IL_DTYPE_F32, "y"), Y2 = put(b, y0, R, NO, IL_DTYPE_F32, "y2");
+        il_tensor T1 = put(b, NULL, R, NO, IL_DTYPE_F32, "t"), T2 = put(b, NULL, R, NO, IL_DTYPE_F32, "t2");
+        IL_CHECK_OK(o->matmul(b, T1, Wu, X));
+        IL_CHECK_OK(o->add(b, Y1, T1));
+        IL_CHECK_OK(o->matmul_add(b, Y2, Wu, X, T2));
+        get(b, Y1, a), get(b, Y2, c);
+        IL_CHECK(memcmp(a, c, (size_t)(R * NO) * 4) == 0);
+        il_tensor *all[] = {&X, &H1, &U1, &H2, &U2, &Y1, &Y2, &T1, &T2};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) il_backend_tensor_free(b, all[i]);
+        cases++;
+      }
+      il_backend_tensor_free(b, &Wg);
+      il_backend_tensor_free(b, &Wu);
+      free(wq);
+    }
+  }
+  free(wf), free(x), free(y0), free(a), free(c);
+  printf("gate_up_swiglu, matmul_add: %d (type, tokens) cases equal the compositions on %d backends\n", cases, n_b);
+}
+
 static void test_fused(void) {
   const int64_t R = 5, NI = 64, NO = 40;
   float *x = randv((size_t)(R * NI), 2.0f), *g = randv((size_t)NI, 1.0f), *y0 = randv((size_t)(R * NO), 1.0f);
@@ -909,7 +965,7 @@ static void test_fused(void) {
     il_backend *b = backends[bi].b;
     const il_backend_ops *o = b->ops;
     if (!o->rmsnorm_quant || !o->gate_up_swiglu || !o->matmul_add) {
-      printf("SKIP (part): %s has no fused ops (the model runs their compositions)\n", backends[bi].label);
+      printf("SKIP (part): %s lacks one of the three fused ops (test_fused_mv checks those it has)\n", backends[bi].label);
       continue;
     }
     il_tensor X = put(b, x, R, NI, IL_DTYPE_F32, "x"), G = put(b, g, 1, NI, IL_DTYPE_F32, "g"), Wg, Wu;
@@ -1181,6 +1237,7 @@ int main(void) {
   test_matmul();
   test_half_acts();
   test_fused();
+  test_fused_mv();
   test_sample();
   test_capture_async();
   test_seam(); /* last: it checks the transfers the others made */

@@ -6,7 +6,8 @@
  *     must equal the host twin (attn_fd.cuh) bit for bit, with the split count the backend uses;
  *   prefill (mma.sync kernel): within 3e-3 of the scalar CPU reference on F16-rounded inputs,
  *     and the difference from the host emulation of the tile loop is printed.
- * Every output is also checked against the scalar CPU reference. Needs the CUDA module and a
+ * Every output is also checked against the scalar CPU reference; decode and prefill also with
+ * gemma3's sliding window (paged tables and the engine's rings). Needs the CUDA module and a
  * device: prints why and skips (exit 77) otherwise. With INFERLAB_CUDA_MODULE set to the fake
  * module it runs on the host (the fake's flash is the twin itself: a check of this program).
  */
@@ -47,8 +48,8 @@ static std::vector<float> on_device(Problem &p) {
   il_tensor O = put(out.data(), p.n_tok, p.n_heads * p.hd, IL_DTYPE_F32, "out");
   il_tensor S = put(p.seq.data(), 1, p.n_tok, IL_DTYPE_I32, "seq"), P = put(p.pos.data(), 1, p.n_tok, IL_DTYPE_I32, "pos");
   il_tensor TB = put(p.table.data(), p.n_seq, p.max_blocks, IL_DTYPE_I32, "table");
-  il_kv_view kv = {K, V, TB, p.block, p.n_seq, p.max_blocks, p.n_ctx};
-  il_attn_args a = {O, Q, S, P, &kv, p.n_heads, p.n_kv, p.hd, p.scale, 0, 0};
+  il_kv_view kv = {K, V, TB, p.block, p.n_seq, p.max_blocks, p.n_ctx, 0};
+  il_attn_args a = {O, Q, S, P, &kv, p.n_heads, p.n_kv, p.hd, p.scale, 0, p.window};
   const char *why = fl->why_not(B, &a);
   IL_CHECK(why == NULL);
   il_tensor W = {};
@@ -103,6 +104,14 @@ int main(void) {
     Problem c = make(4, 16, 2, 64, kt, 1, 4096, 4096, 0, l1);
     snprintf(what, sizeof what, "%s 4 tokens at 4k, 16/2 x 64", il_dtype_name(kt));
     decode_case(c, what);
+    /* gemma3's sliding window: a paged table, and the engine's ring of a local layer */
+    windowed(p, 256, false);
+    snprintf(what, sizeof what, "%s 3 seqs, window 256", il_dtype_name(kt));
+    decode_case(p, what);
+    Problem r = make(1, 8, 1, 128, kt, 3, 800, 600, 0, l3);
+    windowed(r, 512, true);
+    snprintf(what, sizeof what, "%s 3 seqs, window 512, ring 600", il_dtype_name(kt));
+    decode_case(r, what);
     if (kt == IL_DTYPE_BF16) continue; /* the prefill kernel reads f16, f32 and q8_0 cells */
     const int32_t l2[] = {200};
     Problem f = make(200, 8, 2, 128, kt, 1, 256, 16, 0, l2);
@@ -112,6 +121,13 @@ int main(void) {
     Problem m = make(50, 4, 4, 64, kt, 2, 160, 32, 0, l4);
     snprintf(what, sizeof what, "%s 2 x 50 tokens, 4/4 x 64", il_dtype_name(kt));
     prefill_case(m, what);
+    windowed(f, 64, false);
+    snprintf(what, sizeof what, "%s 200 tokens, window 64", il_dtype_name(kt));
+    prefill_case(f, what);
+    Problem g = make(50, 4, 1, 64, kt, 2, 160, 128, 0, l4);
+    windowed(g, 40, true);
+    snprintf(what, sizeof what, "%s 2 x 50 tokens, window 40, ring 128", il_dtype_name(kt));
+    prefill_case(g, what);
   }
   B->ops->destroy(B);
   return il_test_finish();

@@ -11,6 +11,12 @@
  */
 #include "cuda_attn_problem.h"
 
+/* The first position token t sees: 0, or with a window pos - window + 1. */
+static int32_t first(const Problem &p, int64_t t) {
+  const int32_t pos = p.pos[(size_t)t];
+  return p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+}
+
 /* The decoder's twin on p with S splits: matches the reference, reads every K/V byte of a head
  * once per token that reaches it, and each reached table entry at most once per tile. */
 static void check_fd(Problem &p, int S, const char *what) {
@@ -30,7 +36,7 @@ static void check_fd(Problem &p, int S, const char *what) {
   std::vector<uint8_t> want(p.k.size(), 0);
   const size_t row = il_dtype_row_size(p.kt, p.n_kv * p.hd);
   for (int64_t t = 0; t < p.n_tok; t++)
-    for (int32_t q = 0; q <= p.pos[(size_t)t]; q++) {
+    for (int32_t q = first(p, t); q <= p.pos[(size_t)t]; q++) {
       const size_t cell = (size_t)p.table[(size_t)(p.seq[(size_t)t] * p.max_blocks + q / p.block)] * p.block + q % p.block;
       for (size_t b = 0; b < row; b++) want[cell * p.stride + b]++;
     }
@@ -42,7 +48,7 @@ static void check_fd(Problem &p, int S, const char *what) {
   for (int64_t t = 0; t < p.n_tok; t++) {
     const int64_t n = p.pos[(size_t)t] + 1;
     bound += (uint64_t)p.n_kv * (uint64_t)((n + T - 1) / T + (n + p.block - 1) / p.block + S);
-    for (int64_t b = 0; b <= p.pos[(size_t)t] / p.block; b++)
+    for (int64_t b = first(p, t) / p.block; b <= p.pos[(size_t)t] / p.block; b++)
       reached = reached && tt[(size_t)(p.seq[(size_t)t] * p.max_blocks + b)] > 0;
   }
   for (uint32_t c : tt) reads += c;
@@ -217,8 +223,43 @@ static void test_prefill(void) {
   printf("prefill tile loop (emulated mma.sync/ldmatrix): %d cases against the scalar CPU reference\n", cases);
 }
 
+/* Sliding windows (gemma3's local layers): both kernels against the reference with the window,
+ * over a paged table, a contiguous one, and the engine's ring (one block per sequence that every
+ * table entry of the sequence names); windows shorter than a tile, spanning tiles, and longer
+ * than some sequences. The decoder's byte counters: positions before the window are not read. */
+static void test_window(void) {
+  int cases = 0;
+  for (il_dtype kt : {IL_DTYPE_F16, IL_DTYPE_F32, IL_DTYPE_Q8_0}) {
+    const int32_t lens3[] = {1, 77, 333};
+    Problem d = make(1, 8, 2, 64, kt, 3, 400, 16, 0, lens3);
+    windowed(d, 24, false);
+    for (int S : {1, 2, 5, 32}) check_fd(d, S, "decode, window 24, paged"), cases++;
+    Problem r = make(1, 8, 2, 64, kt, 3, 400, 40, 0, lens3);
+    windowed(r, 24, true);
+    for (int S : {1, 3}) check_fd(r, S, "decode, window 24, ring of 40"), cases++;
+    const int32_t l1[] = {100};
+    Problem p = make(100, 8, 2, 128, kt, 1, 128, 16, 0, l1);
+    windowed(p, 24, false);
+    check_fa(p, "prompt 100, window 24"), cases++;
+    const int32_t l2[] = {197};
+    Problem c = make(40, 4, 4, 64, kt, 1, 256, 256, 0, l2);
+    windowed(c, 90, false);
+    check_fa(c, "chunk at 157, window 90 (two tiles)"), cases++;
+    Problem g = make(40, 4, 4, 64, kt, 1, 256, 64, 0, l2);
+    windowed(g, 24, true);
+    check_fa(g, "chunk at 157, window 24, ring of 64"), cases++;
+    for (int S : {1, 4}) check_fd(g, S, "chunk at 157, window 24, ring of 64"), cases++;
+    const int32_t l3[] = {30, 77};
+    Problem m = make(20, 4, 1, 64, kt, 2, 96, 8, 0, l3);
+    windowed(m, 40, false);
+    check_fa(m, "two sequences in a tile, window 40"), cases++;
+  }
+  printf("sliding window: %d cases of both kernels against the scalar CPU reference\n", cases);
+}
+
 int main(void) {
   test_exp2();
+  test_window();
   test_fragments();
   test_prefill();
   test_decode();

@@ -22,7 +22,10 @@
  *   (--mem-limit = peak - fixed) opens and decodes a full batch through cuBLAS without growing
  *   past it (its scratch is reserved at open), and one capped 3% lower is refused at open;
  * - greedy generation samples on the device: one 4-byte id per step comes back, and the tokens
- *   equal a host argmax of the logits on the same engine.
+ *   equal a host argmax of the logits on the same engine;
+ * - gemma3's sliding window on cuda: builtin:gemma3-tiny (window 24) over 70 positions at ctx 96,
+ *   batch 16 (its local layers' cache a ring of 39), with each cuda attention kernel, gives the
+ *   CPU's logits within the F32 bound.
  */
 #include <string.h>
 
@@ -330,6 +333,44 @@ static void test_device_greedy(void) {
   il_engine_free(e);
 }
 
+/* gemma3-tiny past its window: every cuda kernel applies it (cells in the ring of a local layer) */
+static void test_window(void) {
+  enum { N = 70 };
+  const char *kernels[] = {"naive", "memeff", "flash"};
+  float *ref = NULL;
+  size_t n = 0;
+  for (int k = -1; k < 3; k++) {
+    il_config c;
+    cfg(&c, k < 0 ? "cpu" : "cuda", "");
+    snprintf(c.model, sizeof c.model, "builtin:gemma3-tiny");
+    snprintf(c.kv_type, sizeof c.kv_type, "f32");
+    c.ctx = 96;
+    c.batch = 16;
+    if (k >= 0) snprintf(c.attn, sizeof c.attn, "%s", kernels[k]);
+    il_engine *e = NULL;
+    IL_CHECK_OK(il_engine_open(&c, &e));
+    if (!e) continue;
+    const size_t nv = (size_t)il_engine_model(e)->hp.n_vocab;
+    n = N * nv;
+    float *out = calloc(n, 4);
+    il_batch_entry b[N];
+    for (int i = 0; i < N; i++) b[i] = (il_batch_entry){1 + 37 * i % 500, 0, i, true};
+    IL_CHECK_OK(il_engine_decode(e, b, N - 2, out)); /* passes of 16, then two single steps */
+    IL_CHECK_OK(il_engine_decode(e, b + N - 2, 1, out + (N - 2) * nv));
+    IL_CHECK_OK(il_engine_decode(e, b + N - 1, 1, out + (N - 1) * nv));
+    if (k < 0) {
+      ref = out;
+    } else {
+      const double d = nerr(ref, out, n);
+      printf("gemma3-tiny, window 24, %d positions: cpu vs cuda --attn %s: normalized error %.3g\n", N, kernels[k], d);
+      IL_CHECK(d <= 1e-4);
+      free(out);
+    }
+    il_engine_free(e);
+  }
+  free(ref);
+}
+
 int main(void) {
   il_backend *b = il_test_open_cuda_or_skip();
   b->ops->destroy(b);
@@ -352,5 +393,6 @@ int main(void) {
   test_plan("f32");
   test_plan("q8_0");
   test_device_greedy();
+  test_window();
   return il_test_finish();
 }

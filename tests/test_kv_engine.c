@@ -12,12 +12,19 @@
  *   structure; a misplaced block would be off by whole logits);
  * - every attention kernel gives logits within 1e-4 of naive's (they agree to 1e-5 per
  *   attention output in test_attn_kernels; the difference grows a little through the layers);
- * - the workspace the engine allocates for the chosen kernel is what the device reports.
+ * - the workspace the engine allocates for the chosen kernel is what the device reports;
+ * - gemma3's sliding-window layers keep a ring of window + batch - 1 positions (builtin:gemma3-tiny,
+ *   window 24, ctx 256, batch 16: 39): the logits of 120 positions equal those of the same engine
+ *   with every layer keeping the whole context, contiguous and paged; the device's KV bytes are
+ *   the formula's (1 global layer x 256 positions + 5 local x 39) and the planner's; truncating
+ *   past the ring is refused, within it continues as the unbounded cache does; a fork copies the
+ *   ring.
  */
 #include <string.h>
 
 #include "engine/engine_impl.h" /* white-box: reads the engine's own state */
 #include "harness.h"
+#include "lab/plan.h"
 #include "memory/mem.h"
 
 static il_engine *open_engine(const char *device, const char *kv, const char *kv_type, const char *attn, int n_seq) {
@@ -230,11 +237,123 @@ static void test_workspace_bound(void) {
   printf("workspace bound: 4 prompts of 64 in one pass and 4 decode rows at the end of a 96 context, every kernel\n");
 }
 
+/* ---- sliding-window rings (gemma3) ---- */
+
+#define W_CTX 256
+#define W_BATCH 16
+#define W_N 120
+
+static il_engine *open_gemma(const char *device, const char *kv, int n_seq) {
+  il_config c;
+  il_config_defaults(&c);
+  snprintf(c.model, sizeof c.model, "builtin:gemma3-tiny");
+  c.ctx = W_CTX;
+  c.batch = W_BATCH;
+  c.threads = 2;
+  c.n_seq = n_seq;
+  c.logits_all = true;
+  snprintf(c.device, sizeof c.device, "%s", device);
+  snprintf(c.kv, sizeof c.kv, "%s", kv);
+  snprintf(c.kv_type, sizeof c.kv_type, "f32");
+  c.kv_block = 16;
+  il_engine *e = NULL;
+  IL_CHECK_OK(il_engine_open(&c, &e));
+  return e;
+}
+
+/* The same engine with every layer keeping the whole context (white-box: the cache re-made
+ * without the batch that bounds the rings). */
+static void unbound(il_engine *e) {
+  il_kv_cache_free(&e->kv);
+  il_kv_opts ko = e->kv_opts;
+  ko.layer_b = e->layer_b;
+  ko.batch = 0;
+  IL_CHECK_OK(il_kv_cache_init(&e->kv, e->backend, &e->model->hp, e->n_ctx, e->n_seq, &ko));
+  IL_CHECK_INT(e->kv.ring, 0);
+}
+
+/* Positions [p0, p1) of sequence seq, logits of each into out (rows p0..). */
+static void run_w(il_engine *e, int seq, int p0, int p1, float *out) {
+  il_batch_entry b[W_N];
+  int t[W_N];
+  tokens(t, W_N, 7);
+  for (int i = p0; i < p1; i++) b[i - p0] = (il_batch_entry){t[i], seq, i, true};
+  IL_CHECK_OK(il_engine_decode(e, b, p1 - p0, out + (size_t)p0 * (size_t)e->model->hp.n_vocab));
+}
+
+static size_t r512(size_t n) { return (n + 511) / 512 * 512; }
+
+static size_t kv_bytes(const il_engine *e) {
+  il_engine_snapshot es;
+  il_engine_snapshot_get(e, IL_ENGINE_SNAP_MEMORY, &es);
+  return es.mem.current[IL_MEM_KV];
+}
+
+static void test_window_ring(const char *kv) {
+  il_engine *e = open_gemma("sim:256MiB", kv, 2), *ref = open_gemma("sim:256MiB", kv, 2);
+  if (!e || !ref) return;
+  const il_hparams *hp = &e->model->hp;
+  IL_CHECK_INT(hp->swa, 24);
+  IL_CHECK_INT(e->kv.ring, 24 + W_BATCH - 1);
+  /* the device's bytes: 1 global layer x 2 sequences x 256 positions, 5 local x 2 x 39, K and V of
+   * 96 f32; the block tables (paged: 16 blocks of 16; contiguous: one) and the ring table (7) */
+  const size_t row = 96 * 4, table = 2 * 4 * (size_t)(!strcmp(kv, "paged") ? 16 : 1), ring_table = 2 * 4 * 7;
+  const size_t want = 2 * row * (2 * W_CTX + 5 * 2 * 39) + table + ring_table, got = kv_bytes(e);
+  /* the device counts what its allocator hands out: each buffer rounded up to 512 bytes */
+  const size_t dev_want = 2 * r512(row * 2 * W_CTX) + 10 * r512(row * 2 * 39) + r512(table) + r512(ring_table);
+  unbound(ref);
+  const size_t full = kv_bytes(ref);
+  printf("gemma3-tiny %s, ctx %d, batch %d, 2 sequences: KV %zu bytes on the device (formula %zu), %zu unbounded "
+         "(%.2fx)\n", kv, W_CTX, W_BATCH, got, want, full, (double)got / (double)full);
+  IL_CHECK_INT(got, dev_want);
+  IL_CHECK_INT(full, 12 * r512(row * 2 * W_CTX) + r512(table));
+  IL_CHECK_INT(il_kv_cache_bytes(hp, W_CTX, 2, &(il_kv_opts){IL_DTYPE_F32, e->kv_opts.block, NULL, W_BATCH}), want);
+  IL_CHECK(!il_kv_cache_prefix_enabled(&e->kv)); /* a ring does not hold a whole prefix */
+  /* the planner's prediction is the run's */
+  il_plan p;
+  il_config c = *il_engine_config(e);
+  IL_CHECK_OK(il_plan_run(&c, &p));
+  IL_CHECK_INT(p.by_cat[IL_MEM_KV], dev_want);
+
+  const size_t nv = (size_t)hp->n_vocab, n = (size_t)W_N * nv;
+  float *x = calloc(n, 4), *y = calloc(n, 4), *x1 = calloc(nv, 4), *y1 = calloc(nv, 4);
+  run_w(e, 0, 0, W_N, x);
+  run_w(ref, 0, 0, W_N, y);
+  const double d = max_diff(x, y, n);
+  printf("  logits of %d positions (the ring wrapped %d times): max |diff| vs unbounded %.3g\n", W_N, W_N / 39, d);
+  IL_CHECK(d == 0);
+  /* positions 81.. are in the ring: truncating to 110 keeps the window 87..109, to 100 it does not */
+  IL_CHECK_INT(il_kv_cache_seq_keep(&e->kv, 0, 100), 0);
+  IL_CHECK_INT(il_kv_cache_seq_keep(&e->kv, 0, 110), 110);
+  IL_CHECK_INT(il_engine_seq_truncate(e, 0, 100), IL_ERR_UNSUPPORTED);
+  IL_CHECK_CONTAINS(il_error_detail(), "window 24");
+  il_error_clear();
+  /* fork to 1 (copies the ring), truncate both to 110 and rewrite 110..119 differently on 1 */
+  IL_CHECK_OK(il_engine_seq_fork(e, 0, 1));
+  IL_CHECK_OK(il_engine_seq_fork(ref, 0, 1));
+  IL_CHECK_OK(il_engine_seq_truncate(e, 1, 110));
+  IL_CHECK_OK(il_engine_seq_truncate(ref, 1, 110));
+  memset(x, 0, n * 4), memset(y, 0, n * 4);
+  run_w(e, 1, 110, W_N, x);
+  run_w(ref, 1, 110, W_N, y);
+  IL_CHECK(max_diff(x, y, n) == 0);
+  const il_batch_entry b0 = {5, 0, W_N, true};
+  IL_CHECK_OK(il_engine_decode(e, &b0, 1, x1));
+  IL_CHECK_OK(il_engine_decode(ref, &b0, 1, y1));
+  IL_CHECK(max_diff(x1, y1, nv) == 0);
+  printf("  truncate past the ring refused; fork + truncate within it + rewrite equal unbounded\n");
+  free(x), free(y), free(x1), free(y1);
+  il_engine_free(e);
+  il_engine_free(ref);
+}
+
 int main(void) {
   test_workspace_bound();
   test_layouts_and_types();
   test_fork("paged");
   test_fork("contiguous");
   test_kernels();
+  test_window_ring("contiguous");
+  test_window_ring("paged");
   return il_test_finish();
 }

@@ -26,6 +26,7 @@ set(IL_TEST_TABLE
   test_cuda_engine         quick,gpu               300
   test_cuda_sample         quick                   300  # the sample kernel's host twin; no toolkit needed
   test_cuda_glue           quick,gpu               300
+  test_cuda_graph          quick,gpu               300  # decode steps as CUDA graphs; the trace on the fake module
   test_cuda_module         quick,gpu               300
   test_dl                  quick                   300
   test_doctor              quick                   300  # fake NVML/CUDA libraries, no device

@@ -142,8 +142,9 @@ if(il_cuda_build)
   add_library(inferlab_cuda_fake MODULE
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/src/backend/dry.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
-    ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c
-    ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp)
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/graph.c
+    ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp
+    ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_graph.cpp)
   set_target_properties(inferlab_cuda_fake PROPERTIES
     OUTPUT_NAME inferlab-cuda-fake
     PREFIX lib
@@ -211,7 +212,7 @@ if(il_cuda_build)
     endforeach()
     add_dependencies(inferlab inferlab_cuda)
     # The glue end to end on the fake module: the op test, the engine test, the module test.
-    foreach(t test_backend_ops test_cuda_engine test_cuda_module test_cuda_glue)
+    foreach(t test_backend_ops test_cuda_engine test_cuda_module test_cuda_glue test_cuda_graph)
       if(TARGET ${t})
         add_dependencies(${t} inferlab_cuda_fake)
         add_test(NAME ${t}_fakecuda COMMAND ${t})

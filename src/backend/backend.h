@@ -74,6 +74,10 @@ typedef struct {
   int32_t block;         /* positions per block */
   int32_t n_seq, max_blocks;
   int32_t n_ctx;         /* positions a sequence may hold (block * max_blocks) */
+  int32_t ring;          /* 0, or a sliding-window layer's ring of positions: position pos of
+                            sequence seq is in cell seq * ring + pos % ring (block = ring and
+                            every table entry of seq is seq, so kernels read it as any cache);
+                            a sequence keeps its last `ring` positions there */
 } il_kv_view;
 
 typedef enum { IL_ROPE_NORM = 0, IL_ROPE_NEOX = 2 } il_rope_mode;
@@ -94,8 +98,8 @@ typedef struct {
   float scale;
   int32_t slice;      /* query rows per slice for kernels that slice (0 = their default) */
   int32_t window;     /* sliding window (gemma3's local layers): token t sees positions
-                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. The cpu kernels
-                         apply it; cuda's refuse a window (IL_ERR_UNSUPPORTED, naming it) */
+                         pos[t] - window + 1 .. pos[t] only; 0 = all of 0..pos[t]. Every kernel
+                         (cpu, cuda) applies it */
 } il_attn_args;
 
 /* One attention kernel; a backend lists several, best first. */
@@ -316,9 +320,16 @@ typedef struct il_backend_ops {
   /* ---- step capture (CUDA graphs) ---- */
   /* Between capture_begin and capture_end the ops run as called and may also be recorded as
    * one step; *out is the step, or NULL where the backend records nothing (cpu, sim: the caller
-   * runs the ops again instead of replaying). replay runs a recorded step again (the tensors'
-   * contents as they are then); step_free releases one (NULL is ignored). (optional, all four:
-   * NULL where nothing is captured) */
+   * runs the ops again instead of replaying). A recording backend (cuda: one CUDA graph) runs
+   * the ops when capture_end returns, and refuses transfers and syncs in between (a step holds
+   * device work only). On entry *out is NULL or an earlier step this one replaces, which
+   * capture_end takes over (cuda updates its graph in place where the kernels are the same);
+   * out NULL abandons the capture: nothing recorded runs. An error from capture_begin or
+   * capture_end (IL_ERR_UNSUPPORTED: the step cannot be recorded, saying why): nothing of the
+   * step ran and the caller runs the ops again uncaptured. replay runs a recorded step again
+   * (the tensors' contents as they are then); IL_ERR_UNSUPPORTED: the step names buffers the
+   * backend has since moved (nothing ran; capture it again). step_free releases one (NULL is
+   * ignored). (optional, all four: NULL where nothing is captured) */
   il_status (*capture_begin)(il_backend *);
   il_status (*capture_end)(il_backend *, il_step **out);
   il_status (*replay)(il_backend *, il_step *step);

@@ -111,7 +111,7 @@ static void il__print_help(FILE *f) {
     fprintf(f, "  %-12s %s\n", il__commands[i].name, il__commands[i].summary);
   fprintf(f,
           "\nModels: -m FILE.gguf, or builtin:tiny (default) / builtin:1b, generated in memory.\n"
-          "Architectures: llama, mistral, qwen2, qwen3, phi3, gemma3 (docs/model.md lists the built-in ones).\n"
+          "Architectures: llama, mistral, qwen2, qwen3, phi3, gemma3, qwen3moe (docs/model.md lists the built-in ones).\n"
           "\nexit codes: 0 ok, 1 runtime failure, 64 usage error, 65 malformed input,\n"
           "            66 input not found, 69 unsupported, 71 out of memory\n"
           "            (doctor: 0 all OK, 1 warnings, 2 failures)\n"

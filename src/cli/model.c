@@ -16,8 +16,9 @@ static void il__model_help(void) {
          "Prints the architecture, hyperparameters, every tensor with its type, shape and bytes,\n"
          "and the memory a run needs at the given context (default: the model's, capped at 4096)\n"
          "and batch. MODEL is a GGUF file or builtin:tiny (default) / builtin:1b; the other built-in\n"
-         "architectures are builtin:qwen3-tiny, builtin:phi3-tiny and builtin:gemma3-tiny.\n"
-         "Architectures: llama, mistral, qwen2, qwen3, phi3, gemma3.\n\n"
+         "architectures are builtin:qwen3-tiny, builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny\n"
+         "and builtin:qwen3moe-tiny.\n"
+         "Architectures: llama, mistral, qwen2, qwen3, phi3, gemma3, qwen3moe.\n\n"
          "options:\n"
          "  -m, --model S            the model (or give it as the argument)\n"
          "  -c, --ctx N              context length for the memory estimate\n"
@@ -77,7 +78,7 @@ int il_cli_model(int argc, char **argv) {
   if (strcmp(pos[0], "info") != 0) return il_cli_usage_error("model", "unknown subcommand '%s' (expected: info)", pos[0]);
   if (n_pos == 2) snprintf(cfg.model, sizeof cfg.model, "%s", pos[1]);
 
-  il_kv_opts kvo = {IL_DTYPE_F16, 0, NULL};
+  il_kv_opts kvo = {IL_DTYPE_F16, 0, NULL, 0};
   if (il_kv_type_parse(cfg.kv_type, &kvo.type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());
   il_dtype act_type = IL_DTYPE_F32;
   if (il_config_act_type(cfg.dtype, &act_type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());
@@ -105,19 +106,33 @@ int il_cli_model(int argc, char **argv) {
   if (hp->swa > 0)
     printf("window:       %d positions on the local layers (all but every %dth; rope base %g there)\n", hp->swa,
            hp->swa_pattern, hp->rope_base_local);
+  if (hp->n_expert)
+    printf("experts:      %d, %d per token, FFN %d each (router weights %s)\n", hp->n_expert, hp->n_expert_used,
+           hp->n_ff_exp, hp->expert_weights_norm ? "renormalized over the chosen" : "as the softmax gives them");
   printf("norm eps:     %g\n", hp->norm_eps);
   printf("output head:  %s\n", m->tied_output ? "tied to token_embd.weight" : "output.weight");
 
   int32_t ctx = cfg.ctx > 0 ? cfg.ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
   int32_t batch = cfg.batch < ctx ? cfg.batch : ctx;
+  kvo.batch = batch; /* as the engine sizes its cache: sliding-window layers keep window + batch - 1 positions */
   size_t kv = il_kv_cache_bytes(hp, ctx, cfg.n_seq, &kvo);
+  const int32_t ring = il_kv_cache_ring(hp, ctx, &kvo);
+  int n_ring = 0;
+  for (int32_t l = 0; ring && l < hp->n_layer; l++) n_ring += il_kv_cache_layer_ring(hp, l, ctx, &kvo);
   /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence,
    * on a backend that computes on them itself (cpu) */
   size_t act = il_forward_state_bytes(hp, act_type, batch, cfg.n_seq < batch ? cfg.n_seq : batch, NULL, kvo.type);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
-  printf("  kv           %10s (%s, %d layers x %lld positions x %lld kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
-         il_dtype_name(kvo.type), hp->n_layer, (long long)ctx * cfg.n_seq, (long long)hp->n_head_kv * hp->head_dim);
+  if (n_ring)
+    printf("  kv           %10s (%s, %d layers x %lld positions + %d local layers x %lld (window %d + batch %d - 1) x "
+           "%lld kv dims x 2)\n",
+           il_mem_format_bytes(kv, b, sizeof b), il_dtype_name(kvo.type), hp->n_layer - n_ring,
+           (long long)ctx * cfg.n_seq, n_ring, (long long)ring * cfg.n_seq, hp->swa, batch,
+           (long long)hp->n_head_kv * hp->head_dim);
+  else
+    printf("  kv           %10s (%s, %d layers x %lld positions x %lld kv dims x 2)\n", il_mem_format_bytes(kv, b, sizeof b),
+           il_dtype_name(kvo.type), hp->n_layer, (long long)ctx * cfg.n_seq, (long long)hp->n_head_kv * hp->head_dim);
   printf("  activations  %10s (%s)\n", il_mem_format_bytes(act, c, sizeof c), il_dtype_name(act_type));
   printf("  total        %10s\n", il_mem_format_bytes(m->weight_bytes + kv + act, a, sizeof a));
 

@@ -1,5 +1,6 @@
 /* engine/engine: load, size, decode, generate. */
 #include "engine/engine_impl.h"
+#include "engine/graph.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -66,6 +67,20 @@ static il_kv_view il__engine_shape_view(const il_hparams *hp, int32_t n_ctx, int
                       .block = block, .n_seq = n_seq, .max_blocks = max_blocks, .n_ctx = n_ctx};
 }
 
+/* The same for a sliding-window layer's ring of `ring` positions per sequence (engine/kv). */
+static il_kv_view il__engine_ring_view(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o,
+                                       int32_t ring) {
+  il_kv_opts r = *o;
+  r.block = 0;
+  il_kv_view v = il__engine_shape_view(hp, ring, n_seq, &r);
+  v.max_blocks = (n_ctx + ring - 1) / ring;
+  v.block_table.cols = v.max_blocks;
+  v.block_table.stride = (size_t)v.max_blocks * 4;
+  v.n_ctx = n_ctx;
+  v.ring = ring;
+  return v;
+}
+
 static il_attn_args il__engine_shape_args(const il_hparams *hp, const il_kv_view *kv, int32_t n_tok) {
   const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
   const il_tensor q = {.rows = n_tok, .cols = q_dim, .type = IL_DTYPE_F32, .stride = (size_t)q_dim * 4};
@@ -81,7 +96,17 @@ static size_t il__attn_ws(il_backend *b, const il_attn_kernel *k, const il_hpara
   if (!k) return 0;
   il_kv_view kv = il__engine_shape_view(hp, n_ctx, n_seq, o);
   il_attn_args a = il__engine_shape_args(hp, &kv, n_batch);
-  return k->workspace(b, &a);
+  size_t ws = k->workspace(b, &a);
+  il_kv_opts ko = *o;
+  ko.batch = n_batch;
+  const int32_t ring = il_kv_cache_ring(hp, n_ctx, &ko);
+  if (ring) { /* the forward state sizes the larger of the two views' (model/forward.c) */
+    il_kv_view rv = il__engine_ring_view(hp, n_ctx, n_seq, o, ring);
+    a = il__engine_shape_args(hp, &rv, n_batch);
+    const size_t wr = k->workspace(b, &a);
+    ws = wr > ws ? wr : ws;
+  }
+  return ws;
 }
 
 
@@ -131,9 +156,16 @@ il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
     }
   }
   if (n_dev) {
-    n.kv = (size_t)n_dev * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv) +
-           (il_kv_cache_bytes(hp, s->n_ctx, s->n_seq, &s->kv) - (size_t)hp->n_layer * il_kv_cache_layer_bytes(hp, s->n_ctx, s->n_seq, &s->kv)) +
-           IL__ALLOC_SLACK * (2 * (size_t)n_dev + 1);
+    il_kv_opts ko = s->kv;
+    ko.batch = s->n_batch; /* the engine's cache: sliding-window layers keep window + batch - 1 positions */
+    bool ring = false;
+    for (int l = 0; l < hp->n_layer; l++)
+      if (s->layer_dev[l]) {
+        n.kv += il_kv_cache_layer_bytes(hp, l, s->n_ctx, s->n_seq, &ko);
+        ring = ring || il_kv_cache_layer_ring(hp, l, s->n_ctx, &ko);
+      }
+    n.kv += il_kv_cache_tables_bytes(hp, s->n_ctx, s->n_seq, &ko, ring) +
+            IL__ALLOC_SLACK * (2 * (size_t)n_dev + 1 + ring);
     n.workspace = il__attn_ws(e->backend, e->attn, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
   }
   if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, s, n_dev);
@@ -152,7 +184,9 @@ int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *cappe
   const size_t budget = available / 2;
   int32_t n = e->n_ctx;
   *capped = false;
-  while (n > 256 && il_kv_cache_bytes(&e->model->hp, n, e->n_seq, &e->kv_opts) > budget) {
+  il_kv_opts ko = e->kv_opts;
+  while (n > 256 && (ko.batch = il__batch_for(e->cfg.batch, n, e->n_seq),
+                     il_kv_cache_bytes(&e->model->hp, n, e->n_seq, &ko) > budget)) {
     n /= 2;
     *capped = true;
   }
@@ -530,8 +564,12 @@ static il_status il__open(il_engine *e) {
   e->ctx_sized = true;
   il_kv_opts ko = e->kv_opts;
   ko.layer_b = e->layer_b;
+  ko.batch = e->n_batch;
   st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
-  if (st == IL_OK && e->kv.paged && !cfg->no_prefix_cache) st = il_kv_cache_prefix_enable(&e->kv);
+  if (st == IL_OK && e->kv.paged && !cfg->no_prefix_cache && e->kv.ring)
+    il_log(IL_LOG_INFO, "prefix cache: off: the sliding-window layers keep the last %d positions of a sequence, not "
+                        "a whole prefix", e->kv.ring);
+  else if (st == IL_OK && e->kv.paged && !cfg->no_prefix_cache) st = il_kv_cache_prefix_enable(&e->kv);
   if (st == IL_OK)
     st = il_forward_state_init(&e->fs, &e->weights, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
@@ -541,8 +579,8 @@ static il_status il__open(il_engine *e) {
   IL_TRY(st);
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
   if (!e->slots) return IL_ERR_OOM;
-  il_startup_alloc(&e->startup, e->n_ctx, il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &e->kv_opts),
-                   il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max, e->backend, e->kv_opts.type));
+  il_startup_alloc(&e->startup, e->n_ctx, il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &ko),
+                   il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max, e->backend, ko.type));
   if (cfg->preload) IL_TRY(il__warmup(e));
   e->load_seconds = il_time_now() - t0;
   return IL_OK;
@@ -594,6 +632,7 @@ il_status il_engine_open(const il_config *cfg, il_engine **out) {
 void il_engine_free(il_engine *e) {
   if (!e) return;
   il_mem_free(e->slots);
+  if (e->backend) il__graph_free(e);
   if (e->smp_ids.buf) il_backend_tensor_free(e->weights.out_b, &e->smp_ids);
   if (e->smp_u.buf) il_backend_tensor_free(e->weights.out_b, &e->smp_u);
   il_forward_state_free(&e->fs);
@@ -618,6 +657,7 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
   const size_t nv = (size_t)e->model->hp.n_vocab;
   il_backend *b = e->backend;
   size_t written = 0;
+  bool stepped = false; /* the pass ran as a decode step of engine/graph.c */
   for (int32_t off = 0; off < n;) {
     /* a pass ends at n_batch entries or n_logits_max entries that want logits */
     int32_t chunk = 0, want = 0;
@@ -634,11 +674,14 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
     }
     int32_t n_logits = 0;
     IL_TRY(il_kv_cache_sync(&e->kv));
-    IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
+    /* a decode step may run as one recorded device step, sample op included (engine/graph.h) */
+    if (off == 0 && chunk == n) IL_TRY(il__graph_pass(e, batch, n, ids_out != NULL, &n_logits, &stepped));
+    if (!stepped) IL_TRY(il_model_forward(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots, &n_logits));
     if (n_logits && ids_out) {
       il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
       const il_sample_args greedy = {0, 0, 1};
-      IL_TRY(lo->b->ops->sample(lo->b, e->smp_ids, il_tensor_rows(lo->logits, 0, n_logits), e->smp_u, &greedy));
+      if (!stepped)
+        IL_TRY(lo->b->ops->sample(lo->b, e->smp_ids, il_tensor_rows(lo->logits, 0, n_logits), e->smp_u, &greedy));
       IL_TRY(lo->b->ops->download(lo->b, ids_out + written, e->smp_ids, (size_t)n_logits * sizeof(int32_t)));
     } else if (n_logits && logits_out) {
       il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
@@ -649,6 +692,8 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
   }
   IL_TRY(il_model_dev_sync(&e->weights)); /* the next pass's first layer, copied while this one ended */
   for (int i = 1; i < e->n_devs; i++) IL_TRY(e->devs[i]->ops->sync(e->devs[i]));
+  /* a decode step ends at its download, which waited for the stream and read its faults */
+  if (stepped && e->graph_recorded && written && (ids_out || logits_out)) return IL_OK;
   return b->ops->sync(b);
 }
 

@@ -13,6 +13,14 @@
 #include "engine/kv.h"
 #include "engine/oom.h"
 
+/* One bucket of recorded decode steps (engine/graph.h). */
+#define IL__GRAPH_BUCKETS 12 /* batch sizes 1, 2, 3-4, ..., 1025-2048 */
+typedef struct {
+  il_step *step; /* the bucket's recorded step, NULL: none yet */
+  int32_t n;     /* the batch size it was recorded at */
+  int32_t seen;  /* decode steps of the bucket run so far */
+} il__graph_slot;
+
 struct il_engine {
   il_config cfg;
   il_backend *backend;    /* the device (--device), the first of a device list */
@@ -47,6 +55,11 @@ struct il_engine {
   il_startup startup;     /* the open's timeline (engine/startup.h) */
   bool ctx_capped;        /* the context was reduced to fit memory */
   bool ctx_sized;         /* n_ctx is final (the default context is sized after the weights load) */
+  il__graph_slot graph[2][IL__GRAPH_BUCKETS]; /* recorded decode steps: [1] ending in sampled ids,
+                                                 [0] in logits (engine/graph.h) */
+  bool graph_off;         /* a capture failed, or the backend records nothing: decode steps run eagerly */
+  bool graph_recorded;    /* the last pass ran as a recorded step (a graph launch) */
+  uint64_t graph_captures, graph_replays, graph_eager; /* decode steps by how they ran */
 };
 
 

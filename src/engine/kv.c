@@ -5,7 +5,7 @@
 #include <string.h>
 
 static il_kv_opts il__opts(const il_kv_opts *o) {
-  il_kv_opts d = {IL_DTYPE_F32, 0, NULL};
+  il_kv_opts d = {IL_DTYPE_F32, 0, NULL, 0};
   if (o) d = *o;
   return d;
 }
@@ -35,20 +35,64 @@ il_status il_kv_type_parse(const char *name, il_dtype *out) {
   return IL_OK;
 }
 
-size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
+int32_t il_kv_cache_ring(const il_hparams *hp, int32_t n_ctx, const il_kv_opts *op) {
+  const il_kv_opts o = il__opts(op);
+  if (hp->swa <= 0 || o.batch <= 0) return 0;
+  bool local = false;
+  for (int32_t l = 0; l < hp->n_layer && !local; l++) local = il_hparams_window(hp, l) > 0;
+  const int64_t r = (int64_t)hp->swa + o.batch - 1;
+  return local && r < n_ctx ? (int32_t)r : 0;
+}
+
+bool il_kv_cache_layer_ring(const il_hparams *hp, int32_t l, int32_t n_ctx, const il_kv_opts *o) {
+  return il_hparams_window(hp, l) > 0 && il_kv_cache_ring(hp, n_ctx, o) > 0;
+}
+
+size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t l, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
   const il_kv_opts o = il__opts(op);
   int32_t block, max_blocks, n_blocks;
   il__layout(n_ctx, n_seq, &o, &block, &max_blocks, &n_blocks);
   const size_t row = il_tensor_row_bytes(o.type, (int64_t)hp->n_head_kv * hp->head_dim);
+  if (il_kv_cache_layer_ring(hp, l, n_ctx, &o)) return 2 * (size_t)n_seq * (size_t)il_kv_cache_ring(hp, n_ctx, &o) * row;
   return 2 * (size_t)n_blocks * (size_t)block * row;
 }
 
-size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
+/* Columns of the ring table: one per ring-sized stretch of the context. */
+static int32_t il__ring_cols(int32_t n_ctx, int32_t ring) { return (n_ctx + ring - 1) / ring; }
+
+size_t il_kv_cache_tables_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op, bool local) {
   const il_kv_opts o = il__opts(op);
   int32_t block, max_blocks, n_blocks;
   il__layout(n_ctx, n_seq, &o, &block, &max_blocks, &n_blocks);
-  return (size_t)hp->n_layer * il_kv_cache_layer_bytes(hp, n_ctx, n_seq, op) +
-         (size_t)n_seq * (size_t)max_blocks * sizeof(int32_t);
+  const int32_t ring = il_kv_cache_ring(hp, n_ctx, &o);
+  size_t n = (size_t)n_seq * (size_t)max_blocks * sizeof(int32_t);
+  if (local && ring) n += (size_t)n_seq * (size_t)il__ring_cols(n_ctx, ring) * sizeof(int32_t);
+  return n;
+}
+
+size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *op) {
+  size_t n = 0;
+  bool ring = false;
+  for (int32_t l = 0; l < hp->n_layer; l++) {
+    n += il_kv_cache_layer_bytes(hp, l, n_ctx, n_seq, op);
+    ring = ring || il_kv_cache_layer_ring(hp, l, n_ctx, op);
+  }
+  return n + il_kv_cache_tables_bytes(hp, n_ctx, n_seq, op, ring);
+}
+
+/* The ring table of backend t: every entry of sequence s is s, so position pos of s is cell
+ * s * ring + pos % ring. It never changes: uploaded once. */
+static il_status il__ring_table(il_kv_cache *kv, int t) {
+  const int32_t cols = il__ring_cols(kv->n_ctx, kv->ring);
+  const size_t n = (size_t)kv->n_seq * (size_t)cols;
+  IL_TRY(il_backend_tensor_new(kv->table_b[t], IL_MEM_KV, kv->n_seq, cols, IL_DTYPE_I32, "kv ring table",
+                               &kv->ring_table[t]));
+  int32_t *h = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * n, "kv ring table");
+  if (!h) return IL_ERR_OOM;
+  for (size_t i = 0; i < n; i++) h[i] = (int32_t)(i / (size_t)cols);
+  const il_status st = kv->table_b[t]->ops->upload(kv->table_b[t], kv->ring_table[t], h, sizeof(int32_t) * n);
+  il_mem_free(h);
+  return st;
 }
 
 static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp) {
@@ -59,9 +103,15 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
   kv->views = il_mem_calloc(IL_MEM_OTHER, sizeof(il_kv_view) * (size_t)hp->n_layer, "kv views");
   kv->host_table = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * n_table, "kv block table");
   kv->seq_len = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)kv->n_seq, "kv sequence lengths");
-  if (!kv->k || !kv->v || !kv->views || !kv->host_table || !kv->seq_len) return IL_ERR_OOM;
+  kv->ring_lo = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)kv->n_seq, "kv ring starts");
+  kv->ring_layer = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer, "kv ring layers");
+  if (!kv->k || !kv->v || !kv->views || !kv->host_table || !kv->seq_len || !kv->ring_lo || !kv->ring_layer)
+    return IL_ERR_OOM;
+  int32_t n_ring = 0;
+  for (int32_t l = 0; kv->ring && l < hp->n_layer; l++) n_ring += kv->ring_layer[l] = il_hparams_window(hp, l) > 0;
   if (kv->paged) {
-    const size_t per_pos = 2 * (size_t)hp->n_layer * il_tensor_row_bytes(kv->type, kv->kv_dim);
+    /* the pool holds the layers without a ring */
+    const size_t per_pos = 2 * (size_t)(hp->n_layer - n_ring) * il_tensor_row_bytes(kv->type, kv->kv_dim);
     IL_TRY(il_kvpages_new(kv->n_blocks, kv->block, kv->max_blocks, kv->n_seq, per_pos, &kv->pages));
     il_kvpages_export(kv->pages, kv->host_table);
   } else {
@@ -78,6 +128,7 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
       kv->table_b[t] = lb;
       IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, kv->n_seq, kv->max_blocks, IL_DTYPE_I32, "kv block table", &kv->table[t]));
     }
+    if (kv->ring_layer[l] && !kv->ring_table[t].buf) IL_TRY(il__ring_table(kv, t));
   }
   kv->table_dirty = true;
   IL_TRY(il_kv_cache_sync(kv));
@@ -85,15 +136,18 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
     il_backend *lb = kv->layer_b[l];
     int t = 0;
     while (kv->table_b[t] != lb) t++; /* there: every layer's backend has its table (above) */
-    const il_tensor table = kv->table[t];
+    const bool ring = kv->ring_layer[l];
     char name[2][48];
     snprintf(name[0], sizeof name[0], "kv cache keys (layer %d)", l);
     snprintf(name[1], sizeof name[1], "kv cache values (layer %d)", l);
-    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, cells, kv->kv_dim, kv->type, name[0], &kv->k[l]));
-    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, cells, kv->kv_dim, kv->type, name[1], &kv->v[l]));
+    const int64_t n_cells = ring ? (int64_t)kv->n_seq * kv->ring : cells;
+    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, n_cells, kv->kv_dim, kv->type, name[0], &kv->k[l]));
+    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, n_cells, kv->kv_dim, kv->type, name[1], &kv->v[l]));
     kv->k[l].name = "kv cache keys";
     kv->v[l].name = "kv cache values";
-    kv->views[l] = (il_kv_view){kv->k[l], kv->v[l], table, kv->block, kv->n_seq, kv->max_blocks, kv->n_ctx};
+    kv->views[l] = ring ? (il_kv_view){kv->k[l], kv->v[l], kv->ring_table[t], kv->ring, kv->n_seq,
+                                       il__ring_cols(kv->n_ctx, kv->ring), kv->n_ctx, kv->ring}
+                        : (il_kv_view){kv->k[l], kv->v[l], kv->table[t], kv->block, kv->n_seq, kv->max_blocks, kv->n_ctx, 0};
   }
   return IL_OK;
 }
@@ -123,6 +177,8 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
   kv->type = o.type;
   kv->paged = o.block > 0;
   kv->opt_layer_b = o.layer_b;
+  kv->ring = il_kv_cache_ring(hp, n_ctx, &o);
+  kv->window = hp->swa;
   il__layout(n_ctx, n_seq, &o, &kv->block, &kv->max_blocks, &kv->n_blocks);
   il_status st = il__kv_init(kv, b, hp);
   if (st != IL_OK) il_kv_cache_free(kv);
@@ -136,7 +192,10 @@ void il_kv_cache_free(il_kv_cache *kv) {
     if (kv->v) il_backend_tensor_free(kv->layer_b[l], &kv->v[l]);
   }
   for (int t = 0; t < IL_KV_TABLES; t++)
-    if (kv->table_b[t]) il_backend_tensor_free(kv->table_b[t], &kv->table[t]);
+    if (kv->table_b[t]) {
+      il_backend_tensor_free(kv->table_b[t], &kv->table[t]);
+      if (kv->ring_table[t].buf) il_backend_tensor_free(kv->table_b[t], &kv->ring_table[t]);
+    }
   il_mem_free(kv->layer_b);
   il_kvpages_free(kv->pages);
   il_mem_free(kv->k);
@@ -144,6 +203,8 @@ void il_kv_cache_free(il_kv_cache *kv) {
   il_mem_free(kv->views);
   il_mem_free(kv->host_table);
   il_mem_free(kv->seq_len);
+  il_mem_free(kv->ring_lo);
+  il_mem_free(kv->ring_layer);
   memset(kv, 0, sizeof *kv);
 }
 
@@ -156,9 +217,11 @@ il_status il_kv_cache_sync(il_kv_cache *kv) {
   return IL_OK;
 }
 
-/* Copies cells [src0, src0 + n) to [dst0, dst0 + n) in every layer's K and V, on the device. */
-static il_status il__copy_cells(il_kv_cache *kv, int64_t src0, int64_t dst0, int64_t n) {
+/* Copies cells [src0, src0 + n) to [dst0, dst0 + n) in the K and V of every layer with a ring
+ * (ring) or without one, on the device. */
+static il_status il__copy_cells(il_kv_cache *kv, bool ring, int64_t src0, int64_t dst0, int64_t n) {
   for (int32_t l = 0; l < kv->n_layer && n > 0; l++) {
+    if (kv->ring_layer[l] != ring) continue;
     il_backend *b = kv->layer_b[l];
     IL_TRY(b->ops->copy(b, il_tensor_rows(kv->k[l], dst0, n), il_tensor_rows(kv->k[l], src0, n)));
     IL_TRY(b->ops->copy(b, il_tensor_rows(kv->v[l], dst0, n), il_tensor_rows(kv->v[l], src0, n)));
@@ -171,10 +234,38 @@ static il_status il__seq_check(const il_kv_cache *kv, int32_t seq) {
   return IL_OK;
 }
 
+/* Whether seq can continue at position n: the window before n, [n - window + 1, n), is still
+ * in the rings (positions from ring_lo on are). */
+static bool il__ring_keeps(const il_kv_cache *kv, int32_t seq, int32_t n) {
+  return !kv->ring || n == 0 || n - kv->window + 1 >= kv->ring_lo[seq];
+}
+
+static il_status il__ring_check(const il_kv_cache *kv, int32_t seq, int32_t n, const char *what) {
+  if (il__ring_keeps(kv, seq, n)) return IL_OK;
+  return il_error(IL_ERR_UNSUPPORTED,
+                  "kv cache: %s sequence %d at position %d: its sliding-window layers keep the last %d positions "
+                  "(window %d + batch - 1), and positions before %d are overwritten; start it again at 0",
+                  what, seq, n, kv->ring, kv->window, kv->ring_lo[seq]);
+}
+
+int32_t il_kv_cache_seq_keep(const il_kv_cache *kv, int32_t seq, int32_t n) {
+  if (seq < 0 || seq >= kv->n_seq) return 0;
+  return il__ring_keeps(kv, seq, n) ? n : 0;
+}
+
+/* Position pos of seq is written: the rings lose position pos - ring. */
+static void il__ring_wrote(il_kv_cache *kv, int32_t seq, int32_t pos) {
+  if (!kv->ring) return;
+  if (pos == 0) kv->ring_lo[seq] = 0;
+  else if (pos + 1 - kv->ring > kv->ring_lo[seq]) kv->ring_lo[seq] = pos + 1 - kv->ring;
+}
+
 il_status il_kv_cache_prepare(il_kv_cache *kv, int32_t seq, int32_t pos, int32_t *slot) {
   IL_TRY(il__seq_check(kv, seq));
   if (pos < 0 || pos >= kv->n_ctx)
     return il_error(IL_ERR_RANGE, "kv cache: position %d outside the context of %d", pos, kv->n_ctx);
+  if (pos < kv->seq_len[seq]) IL_TRY(il__ring_check(kv, seq, pos, "rewriting"));
+  il__ring_wrote(kv, seq, pos);
   if (!kv->paged) {
     kv->seq_len[seq] = pos + 1;
     *slot = seq * kv->n_ctx + pos;
@@ -189,7 +280,7 @@ il_status il_kv_cache_prepare(il_kv_cache *kv, int32_t seq, int32_t pos, int32_t
   il_kvpages_copy cp;
   int n_cp = 0;
   IL_TRY(il_kvpages_reserve(kv->pages, seq, pos + 1, &cp, &n_cp));
-  if (n_cp) IL_TRY(il__copy_cells(kv, (int64_t)cp.src * kv->block, (int64_t)cp.dst * kv->block, cp.n_pos));
+  if (n_cp) IL_TRY(il__copy_cells(kv, false, (int64_t)cp.src * kv->block, (int64_t)cp.dst * kv->block, cp.n_pos));
   if (pos + 1 != len || n_cp) {
     il_kvpages_export(kv->pages, kv->host_table);
     kv->table_dirty = true;
@@ -204,6 +295,7 @@ il_status il_kv_cache_prepare(il_kv_cache *kv, int32_t seq, int32_t pos, int32_t
 il_status il_kv_cache_seq_remove(il_kv_cache *kv, int32_t seq) {
   IL_TRY(il__seq_check(kv, seq));
   kv->seq_len[seq] = 0;
+  if (kv->ring) kv->ring_lo[seq] = 0;
   if (!kv->paged || il_kvpages_seq_len(kv->pages, seq) < 0) return IL_OK;
   IL_TRY(il_kvpages_seq_remove(kv->pages, seq));
   il_kvpages_export(kv->pages, kv->host_table);
@@ -215,6 +307,7 @@ il_status il_kv_cache_seq_truncate(il_kv_cache *kv, int32_t seq, int32_t n_pos) 
   IL_TRY(il__seq_check(kv, seq));
   if (n_pos < 0 || n_pos > kv->seq_len[seq])
     return il_error(IL_ERR_RANGE, "kv cache: truncate sequence %d of %d positions to %d", seq, kv->seq_len[seq], n_pos);
+  if (n_pos < kv->seq_len[seq]) IL_TRY(il__ring_check(kv, seq, n_pos, "truncating"));
   kv->seq_len[seq] = n_pos;
   if (!kv->paged) return IL_OK;
   IL_TRY(il_kvpages_seq_truncate(kv->pages, seq, n_pos));
@@ -228,8 +321,12 @@ il_status il_kv_cache_seq_fork(il_kv_cache *kv, int32_t src, int32_t dst) {
   IL_TRY(il__seq_check(kv, dst));
   if (src == dst) return il_error(IL_ERR_INVALID_ARG, "kv cache: fork of sequence %d onto itself", src);
   const int32_t n = kv->seq_len[src];
+  if (kv->ring) { /* the rings are copied whole: they hold the window wherever the sequence is */
+    IL_TRY(il__copy_cells(kv, true, (int64_t)src * kv->ring, (int64_t)dst * kv->ring, n ? kv->ring : 0));
+    kv->ring_lo[dst] = kv->ring_lo[src];
+  }
   if (!kv->paged) {
-    IL_TRY(il__copy_cells(kv, (int64_t)src * kv->n_ctx, (int64_t)dst * kv->n_ctx, n));
+    IL_TRY(il__copy_cells(kv, false, (int64_t)src * kv->n_ctx, (int64_t)dst * kv->n_ctx, n));
   } else {
     if (il_kvpages_seq_len(kv->pages, dst) >= 0) IL_TRY(il_kvpages_seq_remove(kv->pages, dst));
     if (il_kvpages_seq_len(kv->pages, src) < 0) IL_TRY(il_kvpages_seq_add(kv->pages, src));
@@ -247,6 +344,10 @@ int32_t il_kv_cache_seq_len(const il_kv_cache *kv, int32_t seq) {
 
 il_status il_kv_cache_prefix_enable(il_kv_cache *kv) {
   if (!kv->paged) return il_error(IL_ERR_UNSUPPORTED, "prefix cache: needs --kv paged (the cache is contiguous)");
+  if (kv->ring)
+    return il_error(IL_ERR_UNSUPPORTED, "prefix cache: the sliding-window layers keep only the last %d positions of a "
+                                        "sequence (a ring), so a cached prefix's cells are not all there",
+                    kv->ring);
   return il_kvpages_prefix_enable(kv->pages);
 }
 
@@ -272,14 +373,21 @@ il_status il_kv_cache_prefix_reuse(il_kv_cache *kv, int32_t seq, const int32_t *
 
 void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_stats *out) {
   memset(out, 0, sizeof *out);
-  const size_t per_pos = 2 * (size_t)kv->n_layer * il_tensor_row_bytes(kv->type, kv->kv_dim);
+  int32_t n_ring = 0;
+  for (int32_t l = 0; kv->ring && l < kv->n_layer; l++) n_ring += kv->ring_layer[l];
+  const size_t row2 = 2 * il_tensor_row_bytes(kv->type, kv->kv_dim), per_pos = (size_t)(kv->n_layer - n_ring) * row2,
+               ring_pos = (size_t)n_ring * row2;
+  /* the rings: n_seq x ring positions reserved, a sequence's last `ring` positions in use */
+  int64_t ring_used = 0;
+  for (int32_t s = 0; n_ring && s < kv->n_seq; s++) ring_used += kv->seq_len[s] < kv->ring ? kv->seq_len[s] : kv->ring;
+  const size_t ring_reserved = (size_t)kv->n_seq * (size_t)kv->ring * ring_pos, ring_bytes = (size_t)ring_used * ring_pos;
   if (fit_len < 1) fit_len = 1;
   if (kv->paged) {
     il_kvpages_stats ps;
     il_kvpages_stats_get(kv->pages, fit_len, &ps);
-    out->bytes_reserved = ps.bytes_pool;
-    out->bytes_used = ps.bytes_used;
-    out->bytes_waste = ps.bytes_waste + (ps.bytes_pool - ps.bytes_reserved);
+    out->bytes_reserved = ps.bytes_pool + ring_reserved;
+    out->bytes_used = ps.bytes_used + ring_bytes;
+    out->bytes_waste = ps.bytes_waste + (ps.bytes_pool - ps.bytes_reserved) + (ring_reserved - ring_bytes);
     out->bytes_shared_saved = ps.bytes_saved_by_sharing;
     out->blocks_total = ps.blocks_total;
     out->blocks_free = ps.blocks_free;
@@ -296,8 +404,8 @@ void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_s
     used += kv->seq_len[s];
     free_seqs += kv->seq_len[s] == 0;
   }
-  out->bytes_reserved = (size_t)kv->n_seq * (size_t)kv->n_ctx * per_pos;
-  out->bytes_used = (size_t)used * per_pos;
+  out->bytes_reserved = (size_t)kv->n_seq * (size_t)kv->n_ctx * per_pos + ring_reserved;
+  out->bytes_used = (size_t)used * per_pos + ring_bytes;
   out->bytes_waste = out->bytes_reserved - out->bytes_used;
   out->blocks_total = kv->n_seq;
   out->blocks_free = (int32_t)free_seqs;

@@ -13,6 +13,15 @@
  * changed table is uploaded before the pass that needs it. Cells are F32 or F16 (--kv-type).
  * Writing position p of a sequence discards its positions from p on (as generation restarting
  * a sequence at 0 does).
+ * Sliding-window layers (gemma3's local layers) read only a sequence's last `window` positions,
+ * so with il_kv_opts.batch set they keep a ring of window + batch - 1 cells per sequence (a pass
+ * stores up to batch positions of a sequence before its attention reads the window of the
+ * first), as llama.cpp sizes its SWA cache (n_swa + n_ubatch), in both layouts: a position's cell
+ * is seq * ring + pos % ring (il_kv_view.ring; a static table says the same), and the positions
+ * that fell out of the window are overwritten. A ring cannot go back past its window: rewriting
+ * or truncating a sequence to a position whose window was overwritten is IL_ERR_UNSUPPORTED
+ * (il_kv_cache_seq_keep says how much of a sequence can be kept), and the prefix cache, whose
+ * blocks would need every position, is refused.
  * Not for: attention itself (backend/), scheduling sequences (engine/engine).
  */
 #ifndef IL_ENGINE_KV_H
@@ -41,22 +50,37 @@ typedef struct {
   bool table_dirty;     /* host_table changed since the last upload */
   int32_t *seq_len;     /* [n_seq]: positions written (contiguous: highest + 1) */
   il_kv_view *views;    /* [n_layer], host memory */
+  int32_t ring;         /* positions a sliding-window layer keeps per sequence (0: no ring) */
+  int32_t window;       /* their window */
+  int32_t *ring_lo;     /* [n_seq]: the first position the rings still hold */
+  uint8_t *ring_layer;  /* [n_layer]: 1 = the layer's cells are a ring of n_seq x ring cells */
+  il_tensor ring_table[IL_KV_TABLES]; /* I32 [n_seq x ceil(n_ctx / ring)] on table_b[t], where
+                                         that backend has ring layers (else buf == NULL) */
 } il_kv_cache;
 
 typedef struct {
   il_dtype type;        /* the cells: F32 (the struct's zero), F16, BF16 or Q8_0 */
   int32_t block;        /* 0: contiguous; else paged with this many positions per block */
   il_backend *const *layer_b; /* NULL: every layer on the cache's backend; else one per layer */
+  int32_t batch;        /* the most positions one pass writes per sequence (the engine's batch): a
+                           sliding-window layer then keeps window + batch - 1 positions per
+                           sequence where that is below the context; 0: every layer keeps all */
 } il_kv_opts;
 
 /* --kv-type's value as a cell type ("" is f16, the default); IL_ERR_INVALID_ARG naming the
  * option and the accepted names otherwise. */
 il_status il_kv_type_parse(const char *name, il_dtype *out);
 
-/* Bytes the cache needs for these sizes (cells and table), all layers on one backend; and one
- * layer's cells. */
+/* Bytes the cache needs for these sizes (cells and tables), all layers on one backend; layer l's
+ * cells; the tables of one backend (with local: the ring table its sliding-window layers read
+ * too, when they have a ring). */
 size_t il_kv_cache_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
-size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
+size_t il_kv_cache_layer_bytes(const il_hparams *hp, int32_t l, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o);
+size_t il_kv_cache_tables_bytes(const il_hparams *hp, int32_t n_ctx, int32_t n_seq, const il_kv_opts *o, bool local);
+/* Positions a sliding-window layer keeps per sequence for these sizes (0: none has a ring). */
+int32_t il_kv_cache_ring(const il_hparams *hp, int32_t n_ctx, const il_kv_opts *o);
+/* Whether layer l's cells are a ring for these sizes. */
+bool il_kv_cache_layer_ring(const il_hparams *hp, int32_t l, int32_t n_ctx, const il_kv_opts *o);
 /* Allocates the cache; IL_ERR_OOM with the memory report when it does not fit (nothing left
  * allocated), IL_ERR_UNSUPPORTED for a cell type the backend's kernels cannot read. */
 il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp, int32_t n_ctx, int32_t n_seq,
@@ -79,6 +103,9 @@ il_status il_kv_cache_seq_truncate(il_kv_cache *kv, int32_t seq, int32_t n_pos);
 il_status il_kv_cache_seq_fork(il_kv_cache *kv, int32_t src, int32_t dst);
 /* Positions held by seq (0 when empty). */
 int32_t il_kv_cache_seq_len(const il_kv_cache *kv, int32_t seq);
+/* How many of seq's first n positions can be kept and continued from: n when its window is still
+ * in every ring (always without one), else 0 (the sequence must start again). */
+int32_t il_kv_cache_seq_keep(const il_kv_cache *kv, int32_t seq, int32_t n);
 
 /* Prefix cache across sequences (paged only; engine/kvpages.h). enable: IL_ERR_UNSUPPORTED on a
  * contiguous cache, IL_ERR_OOM. store indexes seq's full blocks within its first n positions,

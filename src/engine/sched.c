@@ -581,7 +581,7 @@ static int32_t il__sched_prefix_lookup(const il_sched *s, int32_t slot, const in
   const int32_t *t = s->slot_tokens + (size_t)slot * (size_t)s->n_ctx;
   int32_t n = s->slot_len[slot] < n_prompt - 1 ? s->slot_len[slot] : n_prompt - 1, k = 0;
   while (k < n && t[k] == prompt[k]) k++;
-  return k;
+  return il_kv_cache_seq_keep(&s->e->kv, slot, k); /* 0 where a sliding-window ring lost the window before k */
 }
 
 /* Prefix cache: the first free slot, holding the longest cached prefix of the prompt in whole

@@ -19,36 +19,49 @@ typedef struct {
   const char *arch;  /* general.architecture */
   int32_t head_dim;  /* 0: n_embd / n_head */
   int32_t n_expert, n_expert_used; /* a mixtral-style MoE (n_ff is then an expert's FFN length); 0: dense */
+  int32_t swa;       /* gemma3: the sliding window */
 } il__builtin_spec;
 
 static const il__builtin_spec il__specs[] = {
-    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
-    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
+    {"tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0, 0},
+    {"1b", 32000, 4096, 2048, 8192, 16, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0, 0},
     /* draft models for speculative decoding (engine/spec): the first two layers of tiny and
      * of 1b (weights are seeded by tensor name, so these layers, the embeddings and the head
      * are the bigger model's own), and unrelated models with tiny's and with 1b's vocabulary */
-    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
-    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0},
-    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
-    {"1b-other", 32000, 4096, 512, 1536, 2, 8, 4, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0},
+    {"tiny-2l", 512, 1024, 256, 768, 2, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0, 0},
+    {"tiny-other", 512, 1024, 128, 384, 2, 4, 2, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 0, 0, 0},
+    {"1b-2l", 32000, 4096, 2048, 8192, 2, 32, 8, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0, 0},
+    {"1b-other", 32000, 4096, 512, 1536, 2, 8, 4, 500000.0f, false, IL_DTYPE_F16, "llama", 0, 0, 0, 0},
     /* the other architectures at tiny's size; qwen3's heads are wider than n_embd / n_head
      * (as Qwen3-0.6B's 16 x 128 at n_embd 1024), so q is 512 wide on a 256 residual */
-    {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64, 0, 0},
-    {"phi3-tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "phi3", 0, 0, 0},
+    {"qwen3-tiny", 512, 1024, 256, 768, 4, 8, 4, 1000000.0f, true, IL_DTYPE_F32, "qwen3", 64, 0, 0, 0},
+    {"phi3-tiny", 512, 1024, 256, 768, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "phi3", 0, 0, 0, 0},
     /* Gemma 3 270M's layout at tiny's size (4 heads, 1 KV head, heads wider than n_embd /
      * n_head, tied output): 6 layers, so layers 0-4 are local and 5 global, with a sliding
      * window of 24 positions, so a short test crosses it */
-    {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96, 0, 0},
+    {"gemma3-tiny", 512, 512, 256, 768, 6, 4, 1, 1000000.0f, true, IL_DTYPE_F32, "gemma3", 96, 0, 0, 24},
     /* mixtral-style mixture of experts: tiny's attention, 8 experts of FFN 256, 2 per token */
-    {"moe-tiny", 512, 1024, 256, 256, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 8, 2},
+    {"moe-tiny", 512, 1024, 256, 256, 4, 8, 4, 10000.0f, false, IL_DTYPE_F32, "llama", 0, 8, 2, 0},
+    /* Qwen3-MoE (30B-A3B: 128 experts of FFN 768, 8 per token, heads of 128 wider than n_embd /
+     * n_head) at tiny's size: qwen3-tiny's attention, 16 experts of FFN 128, 4 per token */
+    {"qwen3moe-tiny", 512, 1024, 256, 128, 4, 8, 4, 1000000.0f, false, IL_DTYPE_F32, "qwen3moe", 64, 16, 4, 0},
+    /* real shapes (the published configs' vocabulary, widths, heads and FFN), for plan and bench:
+     * Gemma 3 270M whole (18 layers, 15 local with a window of 512: 268.1M params, most in its
+     * 262144-token embedding); Qwen3-0.6B with 4 of its 28 layers; Phi-3-mini-4k with 2 of 32;
+     * Qwen3-30B-A3B with 2 of 48 (128 experts of 768, 8 per token: 623M params a layer) */
+    {"gemma3-270m", 262144, 32768, 640, 2048, 18, 4, 1, 1000000.0f, true, IL_DTYPE_F16, "gemma3", 256, 0, 0, 512},
+    {"qwen3-0.6b-4l", 151936, 40960, 1024, 3072, 4, 16, 8, 1000000.0f, true, IL_DTYPE_F16, "qwen3", 128, 0, 0, 0},
+    {"phi3-mini-2l", 32064, 4096, 3072, 8192, 2, 32, 32, 10000.0f, false, IL_DTYPE_F16, "phi3", 0, 0, 0, 0},
+    {"qwen3moe-30b-a3b-2l", 151936, 40960, 2048, 768, 2, 32, 4, 1000000.0f, false, IL_DTYPE_F16, "qwen3moe", 128, 128, 8,
+     0},
 };
 #define IL__N_SPECS (sizeof il__specs / sizeof il__specs[0])
 #define IL__SEED 0x1f2e3d4c5b6a7988ull
 
 const char *il_builtin_names(void) {
   return "builtin:tiny, builtin:1b, builtin:tiny-2l, builtin:tiny-other, builtin:1b-2l, builtin:1b-other, "
-         "builtin:qwen3-tiny, "
-         "builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny";
+         "builtin:qwen3-tiny, builtin:phi3-tiny, builtin:gemma3-tiny, builtin:moe-tiny, builtin:qwen3moe-tiny, "
+         "builtin:gemma3-270m, builtin:qwen3-0.6b-4l, builtin:phi3-mini-2l, builtin:qwen3moe-30b-a3b-2l";
 }
 
 bool il_builtin_is(const char *spec) { return spec && !strncmp(spec, "builtin:", 8); }
@@ -255,7 +268,7 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
   hp->rope_base = sp->rope_base;
   hp->rope_scale = 1.0f;
   if (hp->gemma) {
-    hp->swa = 24;
+    hp->swa = sp->swa;
     hp->norm_eps = 1e-6f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
   }
@@ -341,8 +354,8 @@ static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
       }
     }
   }
-  for (; i < n; i++) { /* unreachable for the shipped sizes, kept for safety */
-    snprintf(v->text[i], 8, "<x%u>", (unsigned)i % 10000u);
+  for (; i < n; i++) { /* the real-shape vocabularies past the pieces: "<" 5 hex digits ">" (unique up to 2^20) */
+    snprintf(v->text[i], 8, "<%05x>", (unsigned)i & 0xfffffu);
     v->types[i] = 5;
   }
   for (int32_t j = 0; j < n; j++) v->lens[j] = strlen(v->text[j]);
@@ -406,6 +419,8 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
   if (hp->n_expert) { /* the keys llama.cpp reads for a mixtral-style llama */
     IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_count"), (uint32_t)hp->n_expert));
     IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_used_count"), (uint32_t)hp->n_expert_used));
+    if (strcmp(hp->arch, "llama")) /* qwen3moe's default is feed_forward_length / expert_used_count */
+      IL_TRY(il_gguf_writer_set_u32(w, IL__K("expert_feed_forward_length"), (uint32_t)hp->n_ff_exp));
   }
 #undef IL__K
   il__vocab_arrays v;

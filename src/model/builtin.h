@@ -14,6 +14,12 @@
  *   builtin:moe-tiny  a mixtral-style mixture of experts: tiny's attention and vocabulary, 8
  *                 experts of FFN 256 per layer, 2 used per token (llama.expert_count = 8,
  *                 llama.expert_used_count = 2), 7.4M params
+ *   builtin:qwen3-tiny, phi3-tiny, gemma3-tiny, qwen3moe-tiny  the other architectures at
+ *                 tiny's size (docs/model.md)
+ *   builtin:gemma3-270m, qwen3-0.6b-4l, phi3-mini-2l, qwen3moe-30b-a3b-2l  the published
+ *                 shapes of Gemma 3 270M (all 18 layers, 268.1M params), Qwen3-0.6B (4 of 28
+ *                 layers), Phi-3-mini-4k (2 of 32) and Qwen3-30B-A3B (2 of 48), for plan and
+ *                 bench: their vocabularies, widths, heads, FFNs, experts and windows
  * Weights are uniform pseudo-random with variance 1/fan_in from a per-tensor, per-row seed, so
  * generation is parallel and the same on every machine; norms are 1. The vocabulary is
  * byte-level SentencePiece-style: <unk> <s> </s>, the 256 byte tokens <0xXX>, then letter

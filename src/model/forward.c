@@ -28,6 +28,10 @@ int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens) {
   return r < max_tokens ? r : max_tokens;
 }
 
+/* I32 entries per token of a batch upload: id, position, sequence, KV slot, and with sliding-window
+ * layers their ring slot (il_kv_view.ring). */
+static int il__batch_cols(const il_hparams *hp) { return hp->swa > 0 ? 5 : 4; }
+
 /* F32 columns per row the widest op of a lane holds in its scratch (inputs and outputs). */
 static int64_t il__wide_cols(const il_hparams *hp, bool layers) {
   const int64_t dim = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim, kv = (int64_t)hp->n_head_kv * hp->head_dim,
@@ -66,7 +70,7 @@ size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t ma
   const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
                kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff,
                a = il_tensor_row_bytes(act_type, 1);
-  size_t n = a * T * 3 * dim + 4 * 4 * T;
+  size_t n = a * T * 3 * dim + 4 * (size_t)il__batch_cols(hp) * T;
   if (layers) n += a * T * (2 * q_dim + 2 * kv_dim + 2 * ff);
   if (layers && hp->n_expert) /* the router's logits, and the experts' rows (counted with their layers) */
     n += 4 * T * (size_t)hp->n_expert + a * T * (2 * dim + 2 * (size_t)hp->n_ff_exp);
@@ -103,6 +107,7 @@ il_batch_views il_forward_batch_views(const il_forward_lane *ln, int32_t n) {
       .pos = il_tensor_make(ln->batch.buf, o + step, 1, n, IL_DTYPE_I32, "positions"),
       .seq = il_tensor_make(ln->batch.buf, o + 2 * step, 1, n, IL_DTYPE_I32, "sequences"),
       .slots = il_tensor_make(ln->batch.buf, o + 3 * step, 1, n, IL_DTYPE_I32, "kv slots"),
+      .ring_slots = il_tensor_make(ln->batch.buf, o + 4 * step, 1, n, IL_DTYPE_I32, "kv ring slots"),
   };
 }
 
@@ -143,7 +148,7 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
       {&ln->hb, T, ff, act, "activations: ffn gate", ln->has_layers},
       {&ln->hb2, T, ff, act, "activations: ffn up", ln->has_layers},
       {&ln->logits, max_logits, hp->n_vocab, IL_DTYPE_F32, "activations: logits", ln->has_output},
-      {&ln->batch, 1, 4 * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
+      {&ln->batch, 1, il__batch_cols(hp) * (int64_t)T, IL_DTYPE_I32, "activations: batch ids", true},
       {&ln->wide, 1, (int64_t)il_forward_chunk_rows(act, T) * il__wide_cols(hp, ln->has_layers || ln->has_exps),
        IL_DTYPE_F32, "activations: f32 chunk", act != IL_DTYPE_F32 && ln->take != IL__ALL_OPS},
       {&ln->moe_logits, T, hp->n_expert, IL_DTYPE_F32, "activations: router logits", ln->has_layers && hp->n_expert},
@@ -237,7 +242,8 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
     s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
   }
   if (s == IL_OK) {
-    st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * 4 * sizeof(int32_t), "batch staging");
+    st->host_batch = il_mem_alloc(IL_MEM_STAGING, (size_t)max_tokens * (size_t)il__batch_cols(hp) * sizeof(int32_t),
+                                  "batch staging");
     if (!st->host_batch) s = IL_ERR_OOM;
   }
   if (s == IL_OK && hp->n_expert) s = il__moe_host_init(st, hp);
@@ -257,6 +263,13 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
     }
     il_attn_args a = il_forward_attn_args(m, ln, max_tokens, &kv[l]);
     size_t ws = ln->attn->workspace(ln->b, &a);
+    int g = l; /* a ring's view is smaller: the lane's first layer without one, if any, too */
+    while (g < hp->n_layer && (d->layer_b[g] != ln->b || kv[g].ring)) g++;
+    if (g < hp->n_layer && g != l) {
+      a = il_forward_attn_args(m, ln, max_tokens, &kv[g]);
+      const size_t wg = ln->attn->workspace(ln->b, &a);
+      ws = wg > ws ? wg : ws;
+    }
     if (ws)
       s = il_backend_tensor_new(ln->b, IL_MEM_WORKSPACE, 1, (int64_t)((ws + 3) / 4), IL_DTYPE_F32, "attention workspace",
                                 &ln->attn_ws);
@@ -424,6 +437,13 @@ static il_status il__head_norm(il_backend *b, il_tensor x, il_tensor g, float ep
   return b->ops->rmsnorm(b, h, h, g, eps);
 }
 
+/* Whether the pass may use the backend's fused ops (matmul_add, gate_up_swiglu): F32
+ * activations (16-bit ones go through the chunks of the ops themselves) and no numerics check
+ * (it observes every op's own output). The backend's fused op is its composition, bit for bit. */
+static bool il__fuse(const il_forward_state *st) {
+  return st->act_type == IL_DTYPE_F32 && !st->numerics;
+}
+
 /* Y = rmsnorm(X) * g over rows [0, n). */
 static il_status il__norm(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor Y, il_tensor X, il_tensor g,
                           float eps, int32_t layer, const char *op) {
@@ -494,7 +514,9 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
   if (n <= 0 || n > st->max_tokens)
     return il_error(IL_ERR_INVALID_ARG, "forward: batch of %d entries (must be 1..%d)", n, st->max_tokens);
   *n_out = 0;
-  int32_t *ids = st->host_batch, *pos = ids + n, *seq = ids + 2 * n, *slot = ids + 3 * n;
+  int32_t *ids = st->host_batch, *pos = ids + n, *seq = ids + 2 * n, *slot = ids + 3 * n, *ring_slot = ids + 4 * n;
+  int32_t ring = 0; /* the sliding-window layers' ring (every such view has the same) */
+  for (int32_t l = 0; l < hp->n_layer && !ring; l++) ring = kv[l].ring;
   for (int32_t i = 0; i < n; i++) {
     const il_batch_entry *e = &batch[i];
     if (e->token < 0 || e->token >= hp->n_vocab)
@@ -508,12 +530,14 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
     pos[i] = e->pos;
     seq[i] = e->seq;
     slot[i] = slots[i];
+    if (ring) ring_slot[i] = e->seq * ring + e->pos % ring;
     *n_out += e->logits;
   }
   if (*n_out > st->max_logits)
     return il_error(IL_ERR_INVALID_ARG, "forward: %d entries want logits; the buffers hold %d", *n_out, st->max_logits);
   for (int i = 0; i < st->n_lanes; i++)
-    IL_TRY(st->lane[i].b->ops->upload(st->lane[i].b, st->lane[i].batch, st->host_batch, (size_t)n * 4 * sizeof(int32_t)));
+    IL_TRY(st->lane[i].b->ops->upload(st->lane[i].b, st->lane[i].batch, st->host_batch,
+                                      (size_t)n * (size_t)il__batch_cols(hp) * sizeof(int32_t)));
   return IL_OK;
 }
 
@@ -543,7 +567,7 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
   const il_rope_params rk = {hp->n_head_kv, hp->head_dim, hp->n_rot, base, scale, hp->rope_mode};
   il_backend *b = ln->b;
   const il_attn_args a0 = il_forward_attn_args(m, ln, n, kv);
-  const il_tensor slots = il_forward_batch_views(ln, n).slots;
+  const il_tensor slots = kv->ring ? il_forward_batch_views(ln, n).ring_slots : il_forward_batch_views(ln, n).slots;
   const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                   Q = il_tensor_rows(ln->q, 0, n), K = il_tensor_rows(ln->k, 0, n), V = il_tensor_rows(ln->v, 0, n),
                   ATT = il_tensor_rows(ln->att, 0, n);
@@ -570,10 +594,13 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     a.seq = il__ids(a0.seq, k.r0, k.rows);
     a.slice = st->attn_slice;
     /* a local layer's window, where the context is longer than it (shorter: it masks nothing) */
-    if (hp->swa > 0 && hp->swa < kv->n_ctx && hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1)
-      a.window = hp->swa;
+    if (il_hparams_window(hp, l) && hp->swa < kv->n_ctx) a.window = hp->swa;
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(il__put(&k, a.out, ATT));
+  }
+  if (il__fuse(st) && !L->attn_post_norm.buf && b->ops->matmul_add) { /* the add in the matmul's epilogue */
+    il__layer(st, l);
+    return b->ops->matmul_add(b, il__as(X, "attention residual"), L->wo, ATT, il__as(XO, "attn_output"));
   }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
   if (L->attn_post_norm.buf)
@@ -587,11 +614,21 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
   static const char *const gu_ops[2] = {"ffn_gate", "ffn_up"}, *const down_op[1] = {"ffn_down"};
   const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                   HB = il_tensor_rows(ln->hb, 0, n), HB2 = il_tensor_rows(ln->hb2, 0, n);
+  il_backend *b = ln->b;
   IL_TRY(il__norm(st, ln, n, XB, X, L->ffn_norm, m->hp.norm_eps, l, "ffn_norm"));
-  const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
-  IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
-  if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
-  else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
+  if (il__fuse(st) && !m->hp.gemma && b->ops->gate_up_swiglu) {
+    il__layer(st, l);
+    IL_TRY(b->ops->gate_up_swiglu(b, il__as(HB, "ffn_swiglu"), il__as(HB2, "ffn_up"), L->w_gate, L->w_up, XB));
+  } else {
+    const il_tensor wgu[2] = {L->w_gate, L->w_up}, ygu[2] = {HB, HB2};
+    IL_TRY(il__mm(st, ln, n, 2, ygu, wgu, NULL, XB, l, gu_ops));
+    if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
+    else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
+  }
+  if (il__fuse(st) && !L->ffn_post_norm.buf && b->ops->matmul_add) {
+    il__layer(st, l);
+    return b->ops->matmul_add(b, il__as(X, "feed-forward residual"), L->w_down, HB, il__as(XO, "ffn_down"));
+  }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
   if (L->ffn_post_norm.buf) IL_TRY(il__norm(st, ln, n, XO, XO, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm"));
   return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
@@ -721,12 +758,11 @@ static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forw
   return st->numerics ? il__bad(st->numerics, b, LG, hp->n_layer, "output") : IL_OK;
 }
 
-/* The token's path (the file's opening paragraph), one backend lane at a time. */
-static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
-                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+/* The token's path after the batch's upload (the file's opening paragraph), one backend lane
+ * at a time. */
+static il_status il__forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                 const il_kv_view *kv, int32_t n_out) {
   const il_model *m = d->model;
-  int32_t n_out = 0;
-  IL_TRY(il__upload_batch(st, &m->hp, batch, n, kv, slots, &n_out));
   il_forward_lane *cur = il_forward_lane_of(st, d->embd_b);
   IL_TRY(il__embed(d, st, cur, n));
   for (int32_t l = 0; l < m->hp.n_layer; l++) {
@@ -740,9 +776,27 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
-  IL_TRY(il__logits(d, st, lo, batch, n, n_out));
+  return il__logits(d, st, lo, batch, n, n_out);
+}
+
+static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                             const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  int32_t n_out = 0;
+  IL_TRY(il__upload_batch(st, &d->model->hp, batch, n, kv, slots, &n_out));
+  IL_TRY(il__forward_ops(d, st, batch, n, kv, n_out));
   *n_logits = n_out;
   return IL_OK;
+}
+
+il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
+  *n_logits = 0;
+  return il__upload_batch(st, &d->model->hp, batch, n, kv, slots, n_logits);
+}
+
+il_status il_model_forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                               const il_kv_view *kv, int32_t n_logits) {
+  return il__forward_ops(d, st, batch, n, kv, n_logits);
 }
 
 il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,

@@ -26,6 +26,8 @@ static const il__arch il__archs[] = {
      * not apply it either */
     {"phi3", IL_ROPE_NEOX, false, false, true, false},
     {"gemma3", IL_ROPE_NEOX, false, true, false, true},
+    /* qwen3's attention with a MoE FFN in every layer (routing: il__get_moe) */
+    {"qwen3moe", IL_ROPE_NEOX, false, true, false, false},
 };
 #define IL__N_ARCHS (sizeof il__archs / sizeof il__archs[0])
 
@@ -58,7 +60,11 @@ il_status il_hparams_set_arch(il_hparams *hp, const char *arch) {
                   il_arch_names());
 }
 
-const char *il_arch_names(void) { return "llama, mistral, qwen2, qwen3, phi3, gemma3"; }
+const char *il_arch_names(void) { return "llama, mistral, qwen2, qwen3, phi3, gemma3, qwen3moe"; }
+
+int32_t il_hparams_window(const il_hparams *hp, int32_t l) {
+  return hp->swa > 0 && hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1 ? hp->swa : 0;
+}
 
 void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale) {
   const bool local = hp->swa_pattern > 0 && l % hp->swa_pattern != hp->swa_pattern - 1;
@@ -100,18 +106,29 @@ static il_status il__get_f32(const il_gguf *g, const char *arch, const char *suf
   return IL_OK;
 }
 
-/* {arch}.expert_count and the keys that go with it; a count of 0 or none is a dense model. */
+/* {arch}.expert_count and the keys that go with it; a count of 0 or none is a dense model.
+ * qwen3moe as llama.cpp loads it: the count is required, an expert's FFN length defaults to
+ * feed_forward_length / expert_used_count, and the k weights are always renormalized (llama.cpp's
+ * qwen3moe graph passes norm_w = true, Qwen3-MoE's norm_topk_prob; the key is not read). */
 static il_status il__get_moe(const il_gguf *g, const char *arch, il_hparams *hp) {
+  const bool qwen3moe = !strcmp(arch, "qwen3moe");
   char key[128];
   snprintf(key, sizeof key, "%s.expert_count", arch);
   int64_t v = 0;
   il_status st = il_gguf_get_i64(g, key, &v);
+  if (qwen3moe && (st == IL_ERR_NOT_FOUND || (st == IL_OK && v == 0)))
+    return il_error(IL_ERR_FORMAT, "%s: %s is missing or 0 (qwen3moe layers are mixtures of experts)", il_gguf_path(g),
+                    key);
   if (st == IL_ERR_NOT_FOUND || (st == IL_OK && v == 0)) return IL_OK;
   if (st != IL_OK) return st;
   if (v < 0 || v > 512) return il_error(IL_ERR_FORMAT, "%s: %s = %lld is out of range (1..512)", il_gguf_path(g), key, (long long)v);
   hp->n_expert = (int32_t)v;
   IL_TRY(il__get_i32(g, arch, "expert_used_count", true, 0, &hp->n_expert_used));
-  IL_TRY(il__get_i32(g, arch, "expert_feed_forward_length", false, hp->n_ff, &hp->n_ff_exp));
+  if (hp->n_expert_used < 1) return il_hparams_validate(hp, il_gguf_path(g));
+  IL_TRY(il__get_i32(g, arch, "expert_feed_forward_length", false, qwen3moe ? hp->n_ff / hp->n_expert_used : hp->n_ff,
+                     &hp->n_ff_exp));
+  hp->expert_weights_norm = true;
+  if (qwen3moe) return IL_OK;
   snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
   bool norm = true;
   st = il_gguf_get_bool(g, key, &norm);

@@ -199,6 +199,9 @@ typedef struct {
 
 #define IL_LAYER_TENSORS 16
 extern const il_layer_tensor il_layer_tensors[IL_LAYER_TENSORS];
+/* The sliding window of layer l: hp->swa on gemma3's local layers (a token sees its last swa
+ * positions), 0 on every other layer (it sees all of them). */
+int32_t il_hparams_window(const il_hparams *hp, int32_t l);
 /* RoPE base and linear scale of layer l: gemma3's local layers have their own base and no
  * scaling; every other layer has rope_base and rope_scale. */
 void il_hparams_rope(const il_hparams *hp, int32_t l, float *base, float *scale);
@@ -255,10 +258,11 @@ size_t il_model_exps_bytes(const il_model *m, int l);    /* its experts (0 for a
 #define IL_MODEL_MOE_MATMULS 4
 int il_model_moe_shapes(const il_model *m, int32_t l, il_dtype force, il_tensor *out);
 
-/* The four I32 [1 x n] views of a pass's batch upload (one buffer: ids, then positions,
- * sequences and KV slots, n entries each). */
+/* The I32 [1 x n] views of a pass's batch upload (one buffer: ids, then positions, sequences and
+ * KV slots, and with sliding-window layers their ring slots, n entries each). */
 typedef struct {
   il_tensor ids, pos, seq, slots;
+  il_tensor ring_slots; /* models with sliding-window layers: their cells in a ring view (il_kv_view.ring) */
 } il_batch_views;
 
 /* One backend's share of the activation buffers, stored at the state's act_type (F32, F16 or
@@ -276,7 +280,8 @@ typedef struct {
   uint32_t take;                 /* the ops (1 << il_op) the backend computes on act_type itself
                                   * (supports(); all on an F32 lane): they run on the buffers */
   bool reserved;                 /* its reserve_act scratch is this lane's (16-bit, some op taken) */
-  il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots */
+  il_tensor batch;               /* I32 [1 x 4*max_tokens]: ids, positions, sequences, KV slots
+                                  * (5*: and ring slots, with sliding-window layers) */
   const il_attn_kernel *attn;    /* chosen by the engine for this backend */
   il_tensor attn_ws;             /* its workspace (category workspace) */
   bool has_layers, has_output;
@@ -316,7 +321,7 @@ typedef struct {
   int32_t max_tokens, max_logits;
   il_forward_lane lane[IL_MAX_LANES];
   int n_lanes;
-  int32_t *host_batch;           /* [4 x max_tokens] */
+  int32_t *host_batch;           /* [4 (5) x max_tokens], as a lane's batch */
   float *staging;                /* [max_tokens x n_embd]: the residual between backends */
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
@@ -387,8 +392,8 @@ il_batch_views il_forward_batch_views(const il_forward_lane *ln, int32_t n);
 /* The attention arguments of a batch of n tokens (views into lane ln) over one layer's cache. */
 il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, int32_t n, const il_kv_view *kv);
 
-/* Runs the batch: stores each entry's K and V at KV cell slots[i] of every layer (kv[layer])
- * and writes logits [n_vocab] for every entry with .logits set, in batch order, to rows 0.. of
+/* Runs the batch: stores each entry's K and V at KV cell slots[i] of every layer (kv[layer]; a
+ * layer whose view is a ring, il_kv_view.ring, at seq * ring + pos % ring instead) and writes logits [n_vocab] for every entry with .logits set, in batch order, to rows 0.. of
  * the output lane's logits; *n_logits is set to their count (at most st->max_logits). Entries
  * attend to positions 0..pos of their own sequence, so earlier positions must already be in the
  * cache or earlier in the same batch. 1 <= n <= st->max_tokens. Where consecutive components
@@ -396,5 +401,15 @@ il_attn_args il_forward_attn_args(const il_model *m, const il_forward_lane *ln, 
  * d is not const: with --offload stream the forward pass refills its layer slots. */
 il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                            const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
+
+/* il_model_forward in two halves, for a caller that records the ops as one device step
+ * (engine/graph.c): _upload checks the entries and uploads them to every lane (*n_logits as
+ * above); _ops then runs the pass on what was uploaded, with no transfer or sync of its own when
+ * there is one lane and no MoE layer, and reports nothing to an observer (the caller runs it
+ * without --check-numerics). n and n_logits must be those of the upload. */
+il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
+il_status il_model_forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                               const il_kv_view *kv, int32_t n_logits);
 
 #endif

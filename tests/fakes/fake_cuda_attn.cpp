@@ -5,6 +5,8 @@
  */
 #include <cuda_runtime.h> /* __host__, __device__ for a host compiler */
 
+#include "fake_graph.h"
+
 #include "backend/cuda/attn_fa.cuh"
 #include "backend/cuda/attn_flash.h"
 
@@ -22,6 +24,8 @@ extern "C" size_t il__cu_attn_fd_workspace(int64_t n_tok, int64_t n_heads, int64
 }
 
 extern "C" cudaError_t il__cu_attn_fd(cudaStream_t s, const il__cu_attn *a, float *ws, int S) {
+  const il__cu_attn ax = *a; /* a node keeps its own copy */
+  FAKE_LAUNCH(s, "attn_fd", il__cu_attn_fd(s, &ax, ws, S));
   if (a->n_tok <= 0) return cudaSuccess;
   if (!il__cu_attn_fd_supports(a->n_heads, a->n_kv_heads, a->head_dim) || S < 1) return cudaErrorInvalidValue;
   if (a->kv_type == IL_DTYPE_Q8_0 && a->head_dim % 32) return cudaErrorInvalidValue;
@@ -35,6 +39,8 @@ extern "C" bool il__cu_attn_fa_supports(il_dtype kv_type, int64_t head_dim) {
 extern "C" int64_t il__cu_attn_fa_min_tokens(void) { return IL__FA_MIN_TOK; }
 
 extern "C" cudaError_t il__cu_attn_fa(cudaStream_t s, const il__cu_attn *a) {
+  const il__cu_attn ax = *a; /* a node keeps its own copy */
+  FAKE_LAUNCH(s, "attn_fa", il__cu_attn_fa(s, &ax));
   if (a->n_tok <= 0) return cudaSuccess;
   if (!il__cu_attn_fa_supports(a->kv_type, a->head_dim)) return cudaErrorInvalidValue;
   if (a->kv_type != IL_DTYPE_Q8_0 && !il__fd_vec_ok(*a)) return cudaErrorInvalidValue; /* as the device launcher */

@@ -5,6 +5,8 @@
  * the fault record the same way the kernels write them. Compiled by the host C++ compiler.
  */
 #include <cuda_runtime.h> /* __host__, __device__ for a host compiler */
+
+#include "fake_graph.h"
 #include <math.h>
 #include <string.h>
 
@@ -53,6 +55,7 @@ static bool fake_decode(il_dtype t, const uint8_t *row, int64_t n_in, float *out
 
 extern "C" cudaError_t il__cu_matvec(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out,
                                      int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy) {
+  FAKE_LAUNCH(s, "matvec", il__cu_matvec(s, t, w, w_stride, n_out, n_in, x, n_tok, y, ldy));
   if (n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
   float *row = new float[n_in];
   for (int64_t r = 0; r < n_out; r++) {
@@ -82,6 +85,7 @@ extern "C" size_t il__cu_mv3_work(int64_t n_in, int64_t n_tok) {
 }
 
 extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t n_in, int64_t n_tok, void *work) {
+  FAKE_LAUNCH(s, "mv3_quant", il__cu_mv3_quant(s, x, n_in, n_tok, work));
   if (n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
   const int64_t nb = n_in / 32;
   int8_t *xq = (int8_t *)work;
@@ -94,6 +98,7 @@ extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t 
 extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
                                   int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
                                   float *y, int64_t ldy) {
+  FAKE_LAUNCH(s, "mv3", il__cu_mv3(s, k, t, w, stride, n_out, n_in, x, work, n_tok, y, ldy));
   if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 ||
       !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
     return cudaErrorInvalidValue;
@@ -105,6 +110,25 @@ extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, con
     for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
   }
   return il__mv3_matvec_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy) ? cudaSuccess
+                                                                                                  : cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
+                                      int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
+                                      float *y, int64_t ldy, int epi) {
+  FAKE_LAUNCH(s, "mv3", il__cu_mv3_epi(s, k, t, w, stride, n_out, n_in, x, work, n_tok, y, ldy, epi));
+  if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 ||
+      !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work) || epi < IL__MV3_STORE ||
+      epi > IL__MV3_SWIGLU)
+    return cudaErrorInvalidValue;
+  il__mv3_act a[IL__CU_MV_MAX_TOK];
+  if (work) {
+    const int64_t nb = n_in / 32;
+    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+    const int *xs = (const int *)(xd + nb * n_tok);
+    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+  }
+  return il__mv3_matvec_epi_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy, epi) ? cudaSuccess
                                                                                                   : cudaErrorInvalidValue;
 }
 
@@ -139,6 +163,7 @@ static void fake_q8(const uint8_t *w, size_t w_stride, int64_t n_out, int64_t n_
 
 extern "C" cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out,
                                         int64_t n_in, const float *x, int64_t n_tok, float *y, int64_t ldy, void *work) {
+  FAKE_LAUNCH(s, "matvec_q8", il__cu_matvec_q8(s, t, w, w_stride, n_out, n_in, x, n_tok, y, ldy, work));
   if (!il__cu_matvec_q8_supports(t) || n_in % 32 || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK) return cudaErrorInvalidValue;
   const int64_t nb = n_in / 32, n_blocks = nb * n_tok;
   int8_t *xq = (int8_t *)work;
@@ -180,6 +205,7 @@ static void fake_st(il_dtype t, void *p, int64_t i, float v) {
 extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows,
                                       int64_t n_in, const int32_t *ids, int64_t n, void *out, size_t out_stride,
                                       il_dtype out_type, il__cu_fault *fault, int launch) {
+  FAKE_LAUNCH(s, "dequant", il__cu_dequant(s, t, w, w_stride, w_rows, n_in, ids, n, out, out_stride, out_type, fault, launch));
   if (!fake_act(out_type)) return cudaErrorInvalidValue;
   float *row = new float[n_in];
   for (int64_t r = 0; r < n; r++) {
@@ -203,6 +229,7 @@ extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w,
 
 extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, void *y, size_t ys, il_dtype yt, const void *x, size_t xs,
                                       il_dtype xt, const float *g, int64_t rows, int64_t cols, float eps) {
+  FAKE_LAUNCH(s, "rmsnorm", il__cu_rmsnorm(s, y, ys, yt, x, xs, xt, g, rows, cols, eps));
   if (!fake_act(yt) || !fake_act(xt)) return cudaErrorInvalidValue;
   float *xr = new float[cols > 0 ? cols : 1];
   for (int64_t r = 0; r < rows; r++) {
@@ -219,6 +246,7 @@ extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, void *y, size_t ys, il_dty
 
 extern "C" cudaError_t il__cu_rope(cudaStream_t s, void *x, size_t xs, il_dtype t, int64_t rows, const int32_t *pos,
                                    int64_t n_heads, int64_t head_dim, int64_t n_rot, float base, float scale, int mode) {
+  FAKE_LAUNCH(s, "rope", il__cu_rope(s, x, xs, t, rows, pos, n_heads, head_dim, n_rot, base, scale, mode));
   if (!fake_act(t)) return cudaErrorInvalidValue;
   for (int64_t r = 0; r < rows; r++) {
     uint8_t *row = (uint8_t *)x + r * xs;
@@ -239,6 +267,7 @@ extern "C" cudaError_t il__cu_rope(cudaStream_t s, void *x, size_t xs, il_dtype 
 }
 
 extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, void *g, il_dtype gt, const void *u, il_dtype ut, int64_t n) {
+  FAKE_LAUNCH(s, "swiglu", il__cu_swiglu(s, g, gt, u, ut, n));
   if (!fake_act(gt) || !fake_act(ut)) return cudaErrorInvalidValue;
   for (int64_t i = 0; i < n; i++) {
     const float x = fake_ld(gt, g, i);
@@ -248,6 +277,7 @@ extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, void *g, il_dtype gt, const
 }
 
 extern "C" cudaError_t il__cu_geglu(cudaStream_t s, void *g, il_dtype gt, const void *u, il_dtype ut, int64_t n) {
+  FAKE_LAUNCH(s, "geglu", il__cu_geglu(s, g, gt, u, ut, n));
   if (!fake_act(gt) || !fake_act(ut)) return cudaErrorInvalidValue;
   for (int64_t i = 0; i < n; i++) {
     const float x = fake_ld(gt, g, i);
@@ -257,12 +287,14 @@ extern "C" cudaError_t il__cu_geglu(cudaStream_t s, void *g, il_dtype gt, const 
 }
 
 extern "C" cudaError_t il__cu_scale(cudaStream_t s, void *x, il_dtype t, float v, int64_t n) {
+  FAKE_LAUNCH(s, "scale", il__cu_scale(s, x, t, v, n));
   if (!fake_act(t)) return cudaErrorInvalidValue;
   for (int64_t i = 0; i < n; i++) fake_st(t, x, i, fake_ld(t, x, i) * v);
   return cudaSuccess;
 }
 
 extern "C" cudaError_t il__cu_add(cudaStream_t s, void *y, il_dtype yt, const void *x, il_dtype xt, int64_t n) {
+  FAKE_LAUNCH(s, "add", il__cu_add(s, y, yt, x, xt, n));
   if (!fake_act(yt) || !fake_act(xt)) return cudaErrorInvalidValue;
   for (int64_t i = 0; i < n; i++) fake_st(yt, y, i, fake_ld(yt, y, i) + fake_ld(xt, x, i));
   return cudaSuccess;
@@ -270,6 +302,7 @@ extern "C" cudaError_t il__cu_add(cudaStream_t s, void *y, il_dtype yt, const vo
 
 extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, void *y, size_t ys, il_dtype t, int64_t rows, int64_t cols,
                                        const float *b) {
+  FAKE_LAUNCH(s, "add_bias", il__cu_add_bias(s, y, ys, t, rows, cols, b));
   if (!fake_act(t)) return cudaErrorInvalidValue;
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) {
@@ -281,6 +314,7 @@ extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, void *y, size_t ys, il_dt
 
 extern "C" cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                               unsigned long long *count) {
+  FAKE_LAUNCH(s, "count_nonfinite", il__cu_count_nonfinite(s, x, xs, rows, cols, count));
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) *count += !isfinite(((const float *)((const uint8_t *)x + r * xs))[c]);
   return cudaSuccess;
@@ -290,6 +324,7 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
                                        il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
                                        il_dtype rows_t, int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault,
                                        int launch) {
+  FAKE_LAUNCH(s, "kv_store", il__cu_kv_store(s, kc, kcs, vc, vcs, n_cells, cells, k, ks, v, vs, rows_t, cols, slots, n, fault, launch));
   if ((!fake_act(cells) && cells != IL_DTYPE_Q8_0) || !fake_act(rows_t)) return cudaErrorInvalidValue;
   if (cells == IL_DTYPE_Q8_0 && cols % 32) return cudaErrorInvalidValue;
   float *src = new float[cols > 0 ? cols : 1];
@@ -323,6 +358,7 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
 
 extern "C" cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dk, const void *src, size_t ss, int sk,
                                       int64_t rows, int64_t cols) {
+  FAKE_LAUNCH(s, "convert", il__cu_convert(s, dst, ds, dk, src, ss, sk, rows, cols));
   for (int64_t r = 0; r < rows; r++) {
     const uint8_t *sr = (const uint8_t *)src + r * ss;
     uint8_t *dr = (uint8_t *)dst + r * ds;
@@ -344,6 +380,7 @@ extern "C" cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int 
 }
 
 extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, int64_t cols, bool bf16) {
+  FAKE_LAUNCH(s, "round_to", il__cu_round_to(s, x, xs, rows, cols, bf16));
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) {
       float *p = (float *)((uint8_t *)x + r * xs) + c;
@@ -354,6 +391,7 @@ extern "C" cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int6
 
 extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                           unsigned long long *stats) {
+  FAKE_LAUNCH(s, "value_stats", il__cu_value_stats(s, x, xs, rows, cols, stats));
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < cols; c++) {
       const float v = ((const float *)((const uint8_t *)x + r * xs))[c];
@@ -396,11 +434,12 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
       continue;
     }
     const int32_t *tab = a->table + (size_t)seq * a->max_blocks;
+    const int32_t lo = a->window > 0 && pos - a->window + 1 > 0 ? pos - a->window + 1 : 0; /* sliding window */
     for (int64_t h = 0; h < a->n_heads; h++) {
       const float *q = (const float *)((const uint8_t *)a->q + t * a->q_stride) + h * a->head_dim;
       const int64_t koff = (h / group) * a->head_dim;
       float mx = -INFINITY;
-      for (int32_t p = 0; p <= pos; p++) {
+      for (int32_t p = lo; p <= pos; p++) {
         const int32_t blk = tab[p / a->block];
         if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) {
           fake_fault(a->fault, IL__CU_FAULT_BLOCK, a->launch, seq, blk, a->n_cells);
@@ -414,11 +453,11 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
         mx = sc[p] > mx ? sc[p] : mx;
       }
       float sum = 0;
-      for (int32_t p = 0; p <= pos; p++) sum += sc[p] = sc[p] == -INFINITY ? 0.0f : expf(sc[p] - mx);
+      for (int32_t p = lo; p <= pos; p++) sum += sc[p] = sc[p] == -INFINITY ? 0.0f : expf(sc[p] - mx);
       float *o = (float *)((uint8_t *)a->out + t * a->out_stride) + h * a->head_dim;
       for (int64_t i = 0; i < a->head_dim; i++) {
         float acc = 0;
-        for (int32_t p = 0; p <= pos; p++) {
+        for (int32_t p = lo; p <= pos; p++) {
           const int32_t blk = tab[p / a->block];
           if (blk < 0 || ((int64_t)blk + 1) * a->block > a->n_cells) continue;
           acc += sc[p] / sum * fake_kv(a->v, a->v_stride, a->kv_type, (int64_t)blk * a->block + p % a->block, koff + i);
@@ -434,6 +473,8 @@ static cudaError_t fake_attn(const il__cu_attn *a) {
 extern "C" int64_t il__cu_attn_naive_rows(int64_t n_items) { return n_items < 1024 ? n_items : 1024; }
 
 extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
+  const il__cu_attn ax = *a; /* a node keeps its own copy */
+  FAKE_LAUNCH(s, "attn_naive", il__cu_attn_naive(s, &ax));
   if (!a->scores) return cudaErrorInvalidValue; /* the glue must hand naive its workspace */
   return fake_attn(a);
 }
@@ -441,6 +482,8 @@ extern "C" cudaError_t il__cu_attn_naive(cudaStream_t s, const il__cu_attn *a) {
 extern "C" int64_t il__cu_attn_memeff_max_head_dim(void) { return 256; }
 
 extern "C" cudaError_t il__cu_attn_memeff(cudaStream_t s, const il__cu_attn *a) {
+  const il__cu_attn ax = *a; /* a node keeps its own copy */
+  FAKE_LAUNCH(s, "attn_memeff", il__cu_attn_memeff(s, &ax));
   if (a->head_dim > 256) return cudaErrorInvalidValue;
   return fake_attn(a);
 }
@@ -454,6 +497,7 @@ extern "C" cudaError_t il__cu_probe_image(int *binary, int *ptx) {
 /* The sample op: the kernel's per-row work (sample.cuh) row by row. */
 extern "C" cudaError_t il__cu_sample(cudaStream_t s, int32_t *ids, const float *logits, size_t ls, int64_t rows,
                                      int64_t cols, const float *u, float temp, int32_t top_k, float top_p) {
+  FAKE_LAUNCH(s, "sample", il__cu_sample(s, ids, logits, ls, rows, cols, u, temp, top_k, top_p));
   if (rows < 1 || cols < 1) return cudaErrorInvalidValue;
   for (int64_t r = 0; r < rows; r++) {
     const float *l = (const float *)((const uint8_t *)logits + (size_t)r * ls);

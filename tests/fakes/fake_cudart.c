@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include "core/dtype.h"
+#include "fake_graph.h"
 
 #define FAKE_TOTAL ((size_t)1 << 30)
 
@@ -42,12 +43,21 @@ const char *cudaGetErrorName(cudaError_t e) {
   case cudaSuccess: return "cudaSuccess";
   case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
   case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+  case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+  case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+  case cudaErrorGraphExecUpdateFailure: return "cudaErrorGraphExecUpdateFailure";
   default: return "cudaErrorUnknown";
   }
 }
 
 const char *cudaGetErrorString(cudaError_t e) {
-  return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory" : "fake CUDA error";
+  switch (e) {
+  case cudaSuccess: return "no error";
+  case cudaErrorMemoryAllocation: return "out of memory";
+  case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+  case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+  default: return "fake CUDA error";
+  }
 }
 
 cudaError_t cudaGetLastError(void) {
@@ -129,13 +139,14 @@ cudaError_t cudaDriverGetVersion(int *v) {
   return cudaSuccess;
 }
 
-/* Streams run everything at once; a stream is a token holding its number in creation order
- * (the cuda backend creates its compute stream first, its copy stream second). With
- * FAKE_CUDA_TRACE=FILE, host-to-device copies, event records and stream waits are appended to
- * FILE as "h2d sS", "record eE sS", "wait sS eE" (test_cuda_glue reads which stream did what). */
+/* Streams run everything at once (or record it: fake_graph.h); a stream is a token holding its
+ * number in creation order (the cuda backend creates its compute stream first, its copy stream
+ * second). With FAKE_CUDA_TRACE=FILE, copies, syncs, event records and stream waits are appended
+ * to FILE as "h2d sS BYTES", "d2h sS BYTES", "sync sS", "esync eE", "record eE sS", "wait sS eE"
+ * (test_cuda_glue reads which stream did what; fake_graph.h lists the kernel and graph lines). */
 static int fake_streams, fake_events;
 
-__attribute__((format(printf, 1, 2))) static void fake_trace(const char *fmt, ...) {
+void fake_trace(const char *fmt, ...) {
   const char *path = getenv("FAKE_CUDA_TRACE");
   if (!path || !*path) return;
   FILE *f = fopen(path, "a");
@@ -148,7 +159,7 @@ __attribute__((format(printf, 1, 2))) static void fake_trace(const char *fmt, ..
   fclose(f);
 }
 
-static int fake_stream_no(cudaStream_t s) { return s ? *(unsigned char *)(void *)s : -1; }
+int fake_stream_no(cudaStream_t s) { return s ? *(unsigned char *)(void *)s : -1; }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags) {
   *s = (cudaStream_t)malloc(1);
@@ -161,7 +172,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  fake_trace("sync s%d", fake_stream_no(s));
+  return cudaSuccess;
+}
 typedef struct {
   double t;
   int id;
@@ -197,29 +211,60 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   return cudaSuccess;
 }
 
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  fake_trace("esync e%d", ((fake_event *)(void *)e)->id);
+  return cudaSuccess;
+}
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
   *ms = (float)((((fake_event *)(void *)b)->t - ((fake_event *)(void *)a)->t) * 1e3);
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
-  if (k == cudaMemcpyHostToDevice) fake_trace("h2d s%d", fake_stream_no(st));
-  memmove(d, s, n);
+/* A copy or memset as a graph node: its arguments by value. */
+typedef struct {
+  void *d;
+  const void *s;
+  size_t dp, sp, w, h;
+  int v;
+} fake_copy;
+
+static cudaError_t fake_copy_run(void *ctx) {
+  const fake_copy *c = ctx;
+  for (size_t r = 0; r < c->h; r++) memmove((uint8_t *)c->d + r * c->dp, (const uint8_t *)c->s + r * c->sp, c->w);
   return cudaSuccess;
+}
+
+static cudaError_t fake_memset_run(void *ctx) {
+  const fake_copy *c = ctx;
+  memset(c->d, c->v, c->w);
+  return cudaSuccess;
+}
+
+static const char *fake_kind(enum cudaMemcpyKind k) {
+  return k == cudaMemcpyHostToDevice ? "h2d" : k == cudaMemcpyDeviceToHost ? "d2h" : "d2d";
+}
+
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, enum cudaMemcpyKind k, cudaStream_t st) {
+  fake_copy c = {d, s, n, n, n, 1, 0};
+  if (fake_graph_capture(st, fake_kind(k), fake_copy_run, &c, sizeof c)) return cudaSuccess;
+  fake_trace("%s s%d %zu", fake_kind(k), fake_stream_no(st), n);
+  return fake_copy_run(&c);
 }
 
 cudaError_t cudaMemcpy2DAsync(void *d, size_t dp, const void *s, size_t sp, size_t w, size_t h, enum cudaMemcpyKind k,
                               cudaStream_t st) {
   if (w > dp || w > sp) return fake_ret(cudaErrorInvalidValue); /* cudaErrorInvalidPitchValue in the real one */
-  for (size_t r = 0; r < h; r++) memmove((uint8_t *)d + r * dp, (const uint8_t *)s + r * sp, w);
-  return cudaSuccess;
+  fake_copy c = {d, s, dp, sp, w, h, 0};
+  if (fake_graph_capture(st, fake_kind(k), fake_copy_run, &c, sizeof c)) return cudaSuccess;
+  fake_trace("%s s%d %zu", fake_kind(k), fake_stream_no(st), w * h);
+  return fake_copy_run(&c);
 }
 
 cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t s) {
-  memset(d, v, n);
-  return cudaSuccess;
+  fake_copy c = {d, NULL, 0, 0, n, 1, v};
+  if (fake_graph_capture(s, "memset", fake_memset_run, &c, sizeof c)) return cudaSuccess;
+  return fake_memset_run(&c);
 }
 
 cudaError_t cudaMemset(void *d, int v, size_t n) {
@@ -229,9 +274,10 @@ cudaError_t cudaMemset(void *d, int v, size_t n) {
 
 /* ---- cuBLAS ---- */
 
+/* A handle holds the stream its calls are queued on (cublasSetStream). */
 cublasStatus_t cublasCreate(cublasHandle_t *h) {
-  *h = (cublasHandle_t)malloc(1);
-  return CUBLAS_STATUS_SUCCESS;
+  *h = (cublasHandle_t)calloc(1, sizeof(cudaStream_t));
+  return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
 }
 
 cublasStatus_t cublasDestroy(cublasHandle_t h) {
@@ -239,7 +285,10 @@ cublasStatus_t cublasDestroy(cublasHandle_t h) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+  memcpy((void *)h, &s, sizeof s);
+  return CUBLAS_STATUS_SUCCESS;
+}
 const char *cublasGetStatusName(cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE"; }
 const char *cublasGetStatusString(cublasStatus_t s) { return "fake cuBLAS status"; }
 
@@ -253,6 +302,33 @@ static float fake_elem(const void *p, cudaDataType t, size_t i) {
   }
 }
 
+/* One GEMM's arguments by value (alpha and beta read when it is queued, as cuBLAS's host
+ * pointer mode does). */
+typedef struct {
+  cublasOperation_t ta, tb;
+  int m, n, k, lda, ldb, ldc;
+  float al, be;
+  const void *A, *B;
+  void *C;
+  cudaDataType at, bt;
+} fake_gemm;
+
+static cudaError_t fake_gemm_run(void *ctx) {
+  const fake_gemm *g = ctx;
+  for (int j = 0; j < g->n; j++)
+    for (int i = 0; i < g->m; i++) {
+      double s = 0;
+      for (int l = 0; l < g->k; l++) {
+        const size_t ai = g->ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * g->lda : (size_t)l + (size_t)i * g->lda;
+        const size_t bi = g->tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * g->ldb : (size_t)j + (size_t)l * g->ldb;
+        s += (double)fake_elem(g->A, g->at, ai) * fake_elem(g->B, g->bt, bi);
+      }
+      float *c = (float *)g->C + (size_t)i + (size_t)j * g->ldc;
+      *c = (float)(g->al * s + (g->be != 0 ? g->be * *c : 0));
+    }
+  return cudaSuccess;
+}
+
 /* C = alpha op(A) op(B) + beta C, column-major: op(A) is m x k, op(B) k x n, C m x n. */
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                             const void *alpha, const void *A, cudaDataType at, int lda, const void *B, cudaDataType bt,
@@ -261,18 +337,13 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t ta, cublasO
   if (ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F || m < 0 || n < 0 || k < 0 || ldc < m ||
       lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n))
     return CUBLAS_STATUS_INVALID_VALUE;
-  const float al = *(const float *)alpha, be = *(const float *)beta;
-  for (int j = 0; j < n; j++)
-    for (int i = 0; i < m; i++) {
-      double s = 0;
-      for (int l = 0; l < k; l++) {
-        const size_t ai = ta == CUBLAS_OP_N ? (size_t)i + (size_t)l * lda : (size_t)l + (size_t)i * lda;
-        const size_t bi = tb == CUBLAS_OP_N ? (size_t)l + (size_t)j * ldb : (size_t)j + (size_t)l * ldb;
-        s += (double)fake_elem(A, at, ai) * fake_elem(B, bt, bi);
-      }
-      float *c = (float *)C + (size_t)i + (size_t)j * ldc;
-      *c = (float)(al * s + (be != 0 ? be * *c : 0));
-    }
+  fake_gemm g = {ta, tb, m, n, k, lda, ldb, ldc, *(const float *)alpha, *(const float *)beta, A, B, C, at, bt};
+  cudaStream_t st;
+  memcpy(&st, (const void *)handle, sizeof st);
+  if (!fake_graph_capture(st, "gemm", fake_gemm_run, &g, sizeof g)) {
+    fake_trace("launch gemm s%d", fake_stream_no(st));
+    (void)fake_gemm_run(&g);
+  }
   return CUBLAS_STATUS_SUCCESS;
 }
 

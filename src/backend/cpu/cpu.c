@@ -1149,7 +1149,7 @@ static il_status il__cpu_sample(il_backend *b, il_tensor ids, il_tensor logits, 
 
 static il_status il__cpu_capture_begin(il_backend *b) { return IL_OK; }
 static il_status il__cpu_capture_end(il_backend *b, il_step **out) {
-  *out = NULL;
+  if (out) *out = NULL;
   return IL_OK;
 }
 static il_status il__cpu_replay(il_backend *b, il_step *step) {

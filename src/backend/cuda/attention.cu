@@ -10,7 +10,8 @@
  * V elements). KV cells are F32, F16, BF16 or Q8_0 (decode.cuh il__kv_elem: each element as the
  * CPU's kernels read it); arithmetic is F32. Sequence, position and block-table
  * entries are checked on the device; the first bad one goes to the fault record and the item
- * is skipped. Memory: workspace rows of n_ctx floats, one per resident block.
+ * is skipped. With a sliding window (gemma3's local layers) every kernel starts at position
+ * pos[t] - window + 1. Memory: workspace rows of n_ctx floats, one per resident block.
  * CPU reference: backend/cpu/cpu.c il__attn_worker.
  *
  * The memory-efficient kernel (il__cu_attn_memeff, "--attn memeff") keeps no score row: a block
@@ -93,8 +94,9 @@ __global__ void il__k_attn_naive(il__cu_attn a) {
     __syncthreads();
     const int32_t *tab = a.table + (size_t)seq * (size_t)a.max_blocks;
     const int64_t koff = kvh * a.head_dim;
+    const int32_t lo = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0; /* the window's first */
     float mx = -INFINITY;
-    for (int32_t p = threadIdx.x; p <= pos; p += blockDim.x) {
+    for (int32_t p = lo + (int32_t)threadIdx.x; p <= pos; p += blockDim.x) {
       const int32_t blk = tab[p / a.block];
       const int64_t cell = (int64_t)blk * a.block + p % a.block;
       float sc = -INFINITY;
@@ -111,7 +113,7 @@ __global__ void il__k_attn_naive(il__cu_attn a) {
     }
     mx = il__block_reduce(mx, true, red);
     float sum = 0.0f;
-    for (int32_t p = threadIdx.x; p <= pos; p += blockDim.x) {
+    for (int32_t p = lo + (int32_t)threadIdx.x; p <= pos; p += blockDim.x) {
       const float e = scores[p] == -INFINITY ? 0.0f : expf(scores[p] - mx);
       scores[p] = e;
       sum += e;
@@ -122,7 +124,7 @@ __global__ void il__k_attn_naive(il__cu_attn a) {
     float *o = (float *)((uint8_t *)a.out + (size_t)t * a.out_stride) + h * a.head_dim;
     for (int64_t i = threadIdx.x; i < a.head_dim; i += blockDim.x) {
       float acc = 0.0f;
-      for (int32_t p = 0; p <= pos; p++) {
+      for (int32_t p = lo; p <= pos; p++) {
         const int32_t blk = tab[p / a.block];
         if (blk < 0 || ((int64_t)blk + 1) * a.block > a.n_cells) continue;
         const int64_t cell = (int64_t)blk * a.block + p % a.block;
@@ -178,8 +180,10 @@ __global__ void il__k_attn_memeff(il__cu_attn a) {
     acc[j] = 0.0f;
   }
   const int32_t *tab = a.table + (size_t)seq * (size_t)a.max_blocks;
-  const int32_t n_pos = pos + 1, per = (n_pos + IL__ME_WARPS - 1) / IL__ME_WARPS;
-  const int32_t p0 = warp * per, p1 = p0 + per < n_pos ? p0 + per : n_pos;
+  /* the positions from the window's first (0 without one) to pos, a quarter per warp */
+  const int32_t lo = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
+  const int32_t n_pos = pos + 1 - lo, per = (n_pos + IL__ME_WARPS - 1) / IL__ME_WARPS;
+  const int32_t p0 = lo + warp * per, p1 = p0 + per < lo + n_pos ? p0 + per : lo + n_pos;
   float m = -INFINITY, l = 0.0f;
   for (int32_t p = p0; p < p1; p++) {
     const int32_t blk = tab[p / a.block];

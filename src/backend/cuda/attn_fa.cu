@@ -46,11 +46,11 @@ __global__ void __launch_bounds__(IL__FA_THREADS) il__k_fa(il__cu_attn a) {
   il__fa_lane_begin(a, t0, h, w, lane, r);
   for (;;) {
     __syncthreads();
-    il__fa_pass(sh, tid);
+    il__fa_pass(a, sh, tid);
     __syncthreads();
     if (sh.pass_seq < 0) break;
     const int32_t wk = il__fa_warp_kmax(sh, w), kmax = sh.kmax;
-    for (int32_t p0 = 0; p0 <= kmax; p0 += IL__FA_KT) {
+    for (int32_t p0 = sh.kmin / IL__FA_KT * IL__FA_KT; p0 <= kmax; p0 += IL__FA_KT) {
       il__fa_table(a, sh, p0, tid);
       __syncthreads();
       il__fa_load<CT, VEC, D>(a, sh, kvh, p0, tid);

@@ -10,7 +10,9 @@
  * accumulators, packs P to F16 as the A operand (the C fragments of two 8-key blocks are the A
  * fragment of one 16-key step) and adds P V with mma.sync (V fragments by ldmatrix .trans).
  * Causal tile skipping: the CTA stops after the last key tile its rows reach; a warp whose rows
- * end before a tile skips that tile's mma. A tile holding tokens of several sequences runs one
+ * end before a tile skips that tile's mma. With a sliding window (gemma3's local layers) a row
+ * also masks keys before pos - window + 1, and the CTA starts at the tile of the earliest such
+ * position of its rows. A tile holding tokens of several sequences runs one
  * pass per sequence (rows of other sequences masked), so any batch is correct; prompts are one
  * pass. Head sizes 32, 64 and 128.
  *
@@ -68,6 +70,7 @@ struct il__fa_smem {
   int32_t seq[IL__FA_ROWS], pos[IL__FA_ROWS]; /* seq -1: no row (past the batch, or bad) */
   uint8_t done[IL__FA_ROWS];                   /* row finished by an earlier pass */
   int32_t pass_seq, kmax;
+  int32_t kmin; /* the pass's first position any row sees (0, or the earliest window's first) */
 };
 
 /* A lane's registers. */
@@ -125,7 +128,7 @@ IL__HD void il__fa_load(const il__cu_attn &a, il__fa_smem<D> &sh, int64_t kvh, i
   for (int c = tid; c < IL__FA_KT * cpr; c += IL__FA_THREADS) {
     const int j = c / cpr, ci = c % cpr;
     const int32_t p = p0 + j;
-    const int32_t blk = p <= sh.kmax ? sh.blk[p / a.block - b0] : -1;
+    const int32_t blk = p <= sh.kmax && p >= sh.kmin ? sh.blk[p / a.block - b0] : -1;
     float kv[2][E];
     if (blk < 0) {
       for (int e = 0; e < E; e++) kv[0][e] = kv[1][e] = 0.0f;
@@ -155,7 +158,8 @@ IL__HD void il__fa_lane_mask(const il__cu_attn &a, const il__fa_smem<D> &sh, flo
       for (int e = 0; e < 2; e++) {
         const int i = 2 * half + e, j = 8 * nb + il__fa_c_col(lane, i);
         const int32_t kp = p0 + j;
-        const bool ok = live && kp <= rp && sh.blk[kp / a.block - p0 / a.block] >= 0;
+        const bool ok = live && kp <= rp && (a.window <= 0 || kp > rp - a.window) && kp >= sh.kmin &&
+                        sh.blk[kp / a.block - p0 / a.block] >= 0;
         r.s[nb][i] = ok ? il__mul(r.s[nb][i], scale2) : -INFINITY;
         mx = fmaxf(mx, r.s[nb][i]);
       }
@@ -211,18 +215,24 @@ IL__HD void il__fa_lane_store(const il__cu_attn &a, const il__fa_smem<D> &sh, in
 }
 
 /* Thread 0's choice of the next pass: the rows of the last pass are done; the first row not
- * done gives the sequence (pass_seq -1: none left), kmax the largest position of its rows. */
+ * done gives the sequence (pass_seq -1: none left), kmax the largest position of its rows, kmin
+ * the first position its rows' windows reach (0 without a window): the tiles before kmin's are
+ * skipped, as those after kmax's. */
 template <int D>
-IL__HD void il__fa_pass(il__fa_smem<D> &sh, int tid) {
+IL__HD void il__fa_pass(const il__cu_attn &a, il__fa_smem<D> &sh, int tid) {
   if (tid) return;
   for (int i = 0; i < IL__FA_ROWS; i++)
     if (sh.seq[i] >= 0 && sh.seq[i] == sh.pass_seq) sh.done[i] = 1;
-  sh.pass_seq = -1, sh.kmax = -1;
+  sh.pass_seq = -1, sh.kmax = -1, sh.kmin = 0x7fffffff;
   for (int i = 0; i < IL__FA_ROWS; i++) {
     if (sh.seq[i] < 0 || sh.done[i]) continue;
     if (sh.pass_seq < 0) sh.pass_seq = sh.seq[i];
-    if (sh.seq[i] == sh.pass_seq && sh.pos[i] > sh.kmax) sh.kmax = sh.pos[i];
+    if (sh.seq[i] != sh.pass_seq) continue;
+    if (sh.pos[i] > sh.kmax) sh.kmax = sh.pos[i];
+    const int32_t lo = a.window > 0 && sh.pos[i] - a.window + 1 > 0 ? sh.pos[i] - a.window + 1 : 0;
+    if (lo < sh.kmin) sh.kmin = lo;
   }
+  if (sh.pass_seq < 0) sh.kmin = 0;
 }
 
 /* Thread tid's part of reading the block-table entries of key tile p0 (up to kmax) of the pass. */
@@ -301,9 +311,9 @@ static void il__fa_cta_host(const il__cu_attn &a, int64_t bx, int64_t h) {
   static thread_local float C[32][4], Dd[32][4];
   const uint16_t *rows[32];
   for (;;) {
-    il__fa_pass(sh, 0);
+    il__fa_pass(a, sh, 0);
     if (sh.pass_seq < 0) break;
-    for (int32_t p0 = 0; p0 <= sh.kmax; p0 += IL__FA_KT) {
+    for (int32_t p0 = sh.kmin / IL__FA_KT * IL__FA_KT; p0 <= sh.kmax; p0 += IL__FA_KT) {
       for (int tid = 0; tid < IL__FA_THREADS; tid++) il__fa_table(a, sh, p0, tid);
       for (int tid = 0; tid < IL__FA_THREADS; tid++) il__fa_load<CT, VEC, D>(a, sh, kvh, p0, tid);
       for (int w = 0; w < IL__FA_WARPS; w++) {

@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(IL__FD_THREADS) il__k_fd_split(il__cu_attn a, 
   const float scale2 = il__mul(a.scale, 1.4426950408889634f);
   il__fd_begin(a, sh, t, kvh, tid);
   int32_t p0, p1;
-  il__fd_range(pos + 1, T, S, s, &p0, &p1);
+  il__fd_range_at(a, pos, T, S, s, &p0, &p1);
   for (int32_t pt = p0; pt < p1; pt += T) {
     const int n = p1 - pt < T ? p1 - pt : T;
     __syncthreads(); /* the previous tile's readers are done */

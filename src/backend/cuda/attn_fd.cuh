@@ -1,7 +1,8 @@
 /* backend/cuda/attn_fd: flash-decoding, the per-CTA work as __host__ __device__ code.
  *
  * One CTA of IL__FD_THREADS threads takes (token t, KV head kvh, split s): the G query heads of
- * the group (G = n_heads / n_kv_heads) against split s of the token's positions 0..pos[t]. The
+ * the group (G = n_heads / n_kv_heads) against split s of the token's positions lo..pos[t] (lo 0,
+ * or with a sliding window pos[t] - window + 1). The
  * positions are cut into tiles of il__fd_tile(head_dim) positions; the n_tiles of the token go
  * to the S splits as tiles [s * n_tiles / S, (s + 1) * n_tiles / S), so every split has work at
  * any context length. Per tile:
@@ -144,6 +145,10 @@ typedef struct {
   uint32_t *table;  /* one counter per block-table entry */
 } il__fd_touch;
 
+/* Tile range of split s for a token at position pos: its positions lo .. pos, lo the window's
+ * first (0 without a window), cut into tiles from lo. */
+IL__HD void il__fd_range_at(const il__cu_attn &a, int32_t pos, int T, int S, int s, int32_t *p0, int32_t *p1);
+
 /* Tile range of split s for a token with n positions. */
 IL__HD void il__fd_range(int32_t n, int T, int S, int s, int32_t *p0, int32_t *p1) {
   /* nt * s / S as q * s + r * s / S (nt = q S + r): 32-bit, exact, no 64-bit division */
@@ -151,6 +156,12 @@ IL__HD void il__fd_range(int32_t n, int T, int S, int s, int32_t *p0, int32_t *p
   const int64_t t0 = (int64_t)q * s + r * s / S, t1 = (int64_t)q * (s + 1) + r * (s + 1) / S;
   *p0 = (int32_t)(t0 * T);
   *p1 = (int32_t)(t1 * T < n ? t1 * T : n);
+}
+
+IL__HD void il__fd_range_at(const il__cu_attn &a, int32_t pos, int T, int S, int s, int32_t *p0, int32_t *p1) {
+  const int32_t lo = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
+  il__fd_range(pos + 1 - lo, T, S, s, p0, p1);
+  *p0 += lo, *p1 += lo;
 }
 
 /* Step 0: thread tid's part of loading the group's query rows and resetting (m, l). */
@@ -403,7 +414,7 @@ static void il__fd_cta_host(const il__cu_attn &a, float *ws, int64_t t, int64_t 
   const float scale2 = il__mul(a.scale, 1.4426950408889634f);
   for (int tid = 0; tid < IL__FD_THREADS; tid++) il__fd_begin(a, sh, t, kvh, tid);
   int32_t p0, p1;
-  il__fd_range(pos + 1, T, S, s, &p0, &p1);
+  il__fd_range_at(a, pos, T, S, s, &p0, &p1);
   for (int32_t pt = p0; pt < p1; pt += T) {
     const int n = p1 - pt < T ? p1 - pt : T;
     for (int tid = 0; tid < IL__FD_THREADS; tid++) il__fd_table(a, sh, seq, pt, n, tid, touch);

@@ -77,6 +77,7 @@ static int il__note(il__cu *c, const char *op, const il_tensor *t) {
   snprintf(c->launch_what[c->launch % IL__CU_LAUNCH_RING], sizeof c->launch_what[0], "%s '%s'", op, il__nm(t));
   c->launch_rows[c->launch % IL__CU_LAUNCH_RING][0][0] = 0;
   c->launch_rows[c->launch % IL__CU_LAUNCH_RING][1][0] = 0;
+  il__cu_capture_note(c, c->launch, c->launch_what[c->launch % IL__CU_LAUNCH_RING]);
   return c->launch;
 }
 
@@ -98,8 +99,7 @@ static il_status il__faults(il__cu *c) {
   if (f.kind == IL__CU_FAULT_NONE) return IL_OK;
   memset(c->fault_host, 0, sizeof *c->fault_host);
   IL_CUDA_CHECK(c, cudaMemsetAsync(c->fault, 0, sizeof *c->fault, c->compute), "sync", "fault record");
-  const char *what = c->launch - f.launch < IL__CU_LAUNCH_RING ? c->launch_what[f.launch % IL__CU_LAUNCH_RING]
-                                                                : "an earlier op";
+  const char *what = il__cu_launch_name(c, f.launch);
   switch (f.kind) {
   case IL__CU_FAULT_ROW_ID:
     return il_error(IL_ERR_RANGE, "%s: %s: token id %lld of row %lld out of range [0, %lld) (found on the device)",
@@ -189,6 +189,9 @@ static void il__free(il_backend *b, il_buffer *buf) {
 il_status il__cu_workspace(il_backend *b, size_t bytes, void **out) {
   il__cu *c = il__cu_of(b);
   if (!c->ws || c->ws->size < bytes) {
+    /* a recorded step names the old block: it is not replayed again (graph.c) */
+    c->graph_gen++;
+    il__cu_capture_break(c, "the matmul workspace grew");
     il__free(b, c->ws);
     c->ws = NULL;
     IL_TRY(il__alloc(b, IL_MEM_WORKSPACE, bytes, "cuda matmul workspace", &c->ws));
@@ -254,6 +257,7 @@ static il_status il__upload_locked(il__cu *c, il_tensor dst, const void *src, si
     IL_CUDA_CHECK(c, cudaMemcpyAsync(d + done, c->stage[i], n, cudaMemcpyHostToDevice, c->copy), "upload", nm);
     IL_CUDA_CHECK(c, cudaEventRecord(c->stage_done[i], c->copy), "upload", nm);
     c->stage_used[i] = true;
+    c->stage_joined[i] = join;
     c->stage_next = 1 - i;
     done += n;
   }
@@ -294,6 +298,10 @@ static il_status il__download_locked(il__cu *c, void *dst, il_tensor src, size_t
     c->stage_used[i] = false;
     if (n) IL_CUDA_CHECK(c, cudaMemcpyAsync(c->stage[i], s + done, n, cudaMemcpyDeviceToHost, c->compute), "download", nm);
     IL_TRY(il__drain(c, "download", nm));
+    /* the compute stream waited for every joined upload before this drain: their staging is
+     * free, and the next step's transfers need not wait on its event (no sync inside a step) */
+    for (int j = 0; j < 2; j++)
+      if (c->stage_joined[j]) c->stage_used[j] = c->stage_joined[j] = false;
     if (n) memcpy((uint8_t *)dst + done, c->stage[i], n);
     done += n;
   } while (done < bytes);
@@ -311,6 +319,7 @@ static il_status il__download_locked(il__cu *c, void *dst, il_tensor src, size_t
 static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__check(b, "upload", &dst, IL_DTYPE_COUNT));
+  if (c->capturing) return il__cu_capture_refuse(c, "upload", il__nm(&dst));
   pthread_mutex_lock(&c->xfer_lock);
   il_status st = il__upload_locked(c, dst, src, bytes, true);
   pthread_mutex_unlock(&c->xfer_lock);
@@ -320,6 +329,7 @@ static il_status il__upload(il_backend *b, il_tensor dst, const void *src, size_
 static il_status il__download(il_backend *b, void *dst, il_tensor src, size_t bytes) {
   il__cu *c = il__cu_of(b);
   IL_TRY(il__check(b, "download", &src, IL_DTYPE_COUNT));
+  if (c->capturing) return il__cu_capture_refuse(c, "download", il__nm(&src));
   pthread_mutex_lock(&c->xfer_lock);
   il_status st = il__download_locked(c, dst, src, bytes);
   pthread_mutex_unlock(&c->xfer_lock);
@@ -354,6 +364,7 @@ static il_status il__copy(il_backend *b, il_tensor dst, il_tensor src) {
 
 static il_status il__sync(il_backend *b) {
   il__cu *c = il__cu_of(b);
+  if (c->capturing) return il__cu_capture_refuse(c, "sync", "the streams");
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "sync", NULL);
   IL_CUDA_CHECK(c, cudaStreamSynchronize(c->copy), "sync", NULL);
   return il__drain(c, "sync", NULL);
@@ -925,10 +936,6 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
   IL_TRY(il__check(b, "attention", &kv->v, IL_DTYPE_COUNT));
   IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
-  if (a->window > 0)
-    return il_error(IL_ERR_UNSUPPORTED,
-                    "attention kernel '%s': a sliding window of %d positions (gemma3's local layers) is not "
-                    "implemented on cuda; with --ctx %d or less no window applies", kernel, a->window, a->window);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,
                     (long long)a->n_kv_heads);
@@ -962,7 +969,7 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
       .k = il__ptr(kv->k), .v = il__ptr(kv->v), .k_stride = kv->k.stride, .v_stride = kv->v.stride,
       .kv_type = kv->k.type, .n_tok = a->q.rows, .n_heads = a->n_heads, .n_kv_heads = a->n_kv_heads,
       .head_dim = a->head_dim, .n_cells = kv->k.rows, .block = kv->block, .n_seq = kv->n_seq,
-      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
+      .max_blocks = kv->max_blocks, .n_ctx = kv->n_ctx, .window = a->window > 0 ? a->window : 0, .scale = a->scale, .scores = need ? il__ptr(ws) : NULL,
       .fault = c->fault, .launch = il__note(c, "attention over", &kv->k)};
   return IL_OK;
 }
@@ -1219,6 +1226,7 @@ static void il__destroy(il_backend *b) {
     if (c->compute) (void)cudaStreamDestroy(c->compute);
     if (c->copy) (void)cudaStreamDestroy(c->copy);
     if (c->space) il_mem_space_free(c->space);
+    il_mem_free(c->cap_names);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->xfer_lock);
     il_mem_free(c);
@@ -1288,6 +1296,70 @@ static il_status il__sample(il_backend *b, il_tensor ids, il_tensor logits, il_t
   return IL_OK;
 }
 
+/* ---------------------------------------------------------------- fused ops
+ * matmul_add and gate_up_swiglu as version-3 matvec launches whose epilogue does the add or the
+ * SwiGLU (il__mv3_epi): generation (up to 8 tokens) on F32 activations with every matrix on
+ * version 3. Anything else, and any call with an observer installed (it sees the composition's
+ * outputs), runs the composition of the ops. */
+
+static bool il__fusable(il_backend *b, const il_tensor *w, const il_tensor *x, const il_tensor *y) {
+  const il__cu *c = il__cu_of(b);
+  return !b->observer.fn && x->type == IL_DTYPE_F32 && y->type == IL_DTYPE_F32 && x->rows >= 1 &&
+         x->rows <= IL__CU_MV_MAX_TOK && il__mv_pick(c, w, x->rows) >= IL__MV_FIRST_V3 &&
+         (!il__mv_quantized(w->type) || w->cols % 32 == 0);
+}
+
+/* y[i] (epilogue epi[i]) from w[i] x, i < n, the matrices read one quantization of x (views checked). */
+static il_status il__mv_epi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x, const int *epi) {
+  il__cu *c = il__cu_of(b);
+  size_t need = 0;
+  for (int i = 0; i < n; i++)
+    if (il__mv_quantized(w[i].type)) {
+      const size_t m = il__cu_mv3_work(w[i].cols, x.rows);
+      need = m > need ? m : need;
+    }
+  void *work = NULL;
+  if (need) IL_TRY(il__cu_workspace(b, need, &work));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
+  bool quantized = false;
+  for (int i = 0; i < n; i++) {
+    const char *nm = il__nm(&w[i]);
+    if (il__mv_quantized(w[i].type) && !quantized) {
+      IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, il__ptr(x), w[i].cols, x.rows, work), "matmul", nm);
+      quantized = true;
+    }
+    IL_CUDA_CHECK(c, il__cu_mv3_epi(c->compute, il__mv_pick(c, &w[i], x.rows), w[i].type, il__ptr(w[i]), w[i].stride,
+                                    w[i].rows, w[i].cols, il__ptr(x), work, x.rows, il__ptr(y[i]), il__ldy(&y[i]), epi[i]),
+                  "matmul", nm);
+  }
+  return IL_OK;
+}
+
+static il_status il__matmul_add(il_backend *b, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp) {
+  if (!il__fusable(b, &w, &x, &y)) {
+    IL_TRY(il__t_matmul(b, tmp, w, x));
+    return il__t_add(b, y, tmp);
+  }
+  IL_TRY(il__mm_check(b, &y, &w, &x));
+  const int epi = IL__MV3_ADD;
+  return il__mv_epi(b, 1, &y, &w, x, &epi);
+}
+
+static il_status il__gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up,
+                                    il_tensor x) {
+  if (!il__fusable(b, &w_gate, &x, &h) || !il__fusable(b, &w_up, &x, &h) || w_gate.rows != w_up.rows ||
+      up.rows != h.rows || up.cols != h.cols) {
+    const il_tensor y[2] = {h, up}, w[2] = {w_gate, w_up};
+    IL_TRY(il__matmul_multi(b, 2, y, w, NULL, x));
+    return il__t_swiglu(b, h, up);
+  }
+  IL_TRY(il__mm_check(b, &h, &w_gate, &x));
+  IL_TRY(il__mm_check(b, &h, &w_up, &x));
+  const il_tensor y[2] = {h, h}, w[2] = {w_gate, w_up};
+  const int epi[2] = {IL__MV3_STORE, IL__MV3_SWIGLU}; /* h = gate . x, then h = silu(h) * (up . x) */
+  return il__mv_epi(b, 2, y, w, x, epi);
+}
+
 static const il_backend_ops il__cuda_ops = {
     .version = IL_BACKEND_OPS_VERSION,
     .buffer_alloc = il__alloc,
@@ -1331,6 +1403,12 @@ static const il_backend_ops il__cuda_ops = {
     .reserve_bytes = il__reserve_bytes,
     .reserve_act = il__reserve_act,
     .sample = il__sample,
+    .gate_up_swiglu = il__gate_up_swiglu,
+    .matmul_add = il__matmul_add,
+    .capture_begin = il__cu_capture_begin,
+    .capture_end = il__cu_capture_end,
+    .replay = il__cu_replay,
+    .step_free = il__cu_step_free,
 };
 
 /* The planner's dry device: the real device's facts, its allocator with nothing behind it, and
@@ -1339,11 +1417,31 @@ static il_backend_ops il__cuda_dry;
 static void il__cuda_dry_init(void) {
   il__cuda_dry = il__cuda_ops;
   il_backend_dry_ops(&il__cuda_dry);
+  /* nothing runs, so nothing is captured */
+  il__cuda_dry.capture_begin = NULL;
+  il__cuda_dry.capture_end = NULL;
+  il__cuda_dry.replay = NULL;
+  il__cuda_dry.step_free = NULL;
 }
 static const il_backend_ops *il__cuda_dry_ops(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, il__cuda_dry_init);
   return &il__cuda_dry;
+}
+
+/* IL_CUDA_GRAPHS=0: the table without step capture, so callers launch every op themselves. */
+static il_backend_ops il__cuda_eager;
+static void il__cuda_eager_init(void) {
+  il__cuda_eager = il__cuda_ops;
+  il__cuda_eager.capture_begin = NULL;
+  il__cuda_eager.capture_end = NULL;
+  il__cuda_eager.replay = NULL;
+  il__cuda_eager.step_free = NULL;
+}
+static const il_backend_ops *il__cuda_eager_ops(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, il__cuda_eager_init);
+  return &il__cuda_eager;
 }
 
 /* "cuda[:N][,dry[=SIZE]]": dry is the planner's device (its size: the real one, or SIZE bytes). */
@@ -1509,7 +1607,9 @@ static il_status il__open(const char *spec, size_t mem_limit, il_backend **out) 
   c->dry = dry;
   c->dry_size = dry_size;
   snprintf(c->spec, sizeof c->spec, "cuda:%d%s", dev, dry ? ",dry" : "");
-  *b = (il_backend){.ops = dry ? il__cuda_dry_ops() : &il__cuda_ops, .impl = c};
+  const char *ng = getenv("IL_CUDA_GRAPHS"); /* 0: steps are not recorded (eager launches, for comparison) */
+  c->no_graphs = ng && !strcmp(ng, "0");
+  *b = (il_backend){.ops = dry ? il__cuda_dry_ops() : c->no_graphs ? il__cuda_eager_ops() : &il__cuda_ops, .impl = c};
   il_status st = il__open_device(c, mem_limit);
   if (st != IL_OK) {
     il__destroy(b);

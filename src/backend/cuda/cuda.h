@@ -133,6 +133,8 @@ typedef struct {
   il_dtype kv_type;                          /* F32, F16, BF16 or Q8_0 cells */
   int64_t n_tok, n_heads, n_kv_heads, head_dim, n_cells;
   int32_t block, n_seq, max_blocks, n_ctx;
+  int32_t window;                            /* > 0: token t sees positions pos[t] - window + 1 ..
+                                                pos[t] only (every kernel starts there) */
   float scale;
   float *scores;                             /* workspace: il__cu_attn_naive_rows() rows of n_ctx */
   il__cu_fault *fault;

@@ -75,6 +75,17 @@ typedef struct {
                                       are shared, and model offloading uploads from its copy thread
                                       while the caller's thread uploads batches and downloads logits */
   il_transfer_stats xfer;
+  bool stage_joined[2];            /* staging[i]'s last copy was an upload the compute stream waits
+                                      for: a drain of the compute stream finished it */
+  /* step capture (graph.c) */
+  bool no_graphs;                  /* IL_CUDA_GRAPHS=0: opened with a table without step capture */
+  bool capturing;                  /* between capture_begin and capture_end */
+  char cap_broken[160];            /* why the step being captured cannot be replayed ("": it can) */
+  int cap_first, cap_n, cap_cap;   /* the step's first launch id, and its launch names so far */
+  char (*cap_names)[96];
+  uint64_t graph_gen;              /* bumped when a buffer a step may name moves (the workspace) */
+  il_step *replayed;               /* the step launched last: its faults are named from it */
+  uint64_t graph_launches, graph_updates, graph_instantiations;
 } il__cu;
 
 static inline il__cu *il__cu_of(il_backend *b) { return (il__cu *)b->impl; }
@@ -99,6 +110,19 @@ il_status il__cu_blas_fail(il__cu *c, cublasStatus_t e, const char *op, const ch
     if (il__e != CUBLAS_STATUS_SUCCESS)                                                \
       return il__cu_blas_fail((c), il__e, (op), (what), #call, __FILE__, __LINE__);    \
   } while (0)
+
+/* Step capture (graph.c). capture_note records launch id's name into the step being captured;
+ * capture_break marks that step unusable (first reason kept); capture_refuse is the error of a
+ * transfer or sync asked for while capturing (and breaks the step); launch_name names launch id
+ * for a fault message. The other four are the ops of the same names. */
+void il__cu_capture_note(il__cu *c, int id, const char *what);
+void il__cu_capture_break(il__cu *c, const char *why);
+il_status il__cu_capture_refuse(il__cu *c, const char *op, const char *what);
+const char *il__cu_launch_name(const il__cu *c, int id);
+il_status il__cu_capture_begin(il_backend *b);
+il_status il__cu_capture_end(il_backend *b, il_step **out);
+il_status il__cu_replay(il_backend *b, il_step *s);
+void il__cu_step_free(il_backend *b, il_step *s);
 
 /* A device workspace of at least `bytes` (grown through the caching allocator under
  * IL_MEM_WORKSPACE; the old one is freed in stream order). */

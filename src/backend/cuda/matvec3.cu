@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(32 * W, 1) il__k_mv3(const uint8_t *__restrict
                                                     int64_t n_in, const float *__restrict__ x,
                                                     const int8_t *__restrict__ xq, const float *__restrict__ xd,
                                                     const int *__restrict__ xs, int n_tok, float *__restrict__ y,
-                                                    int64_t ldy) {
+                                                    int64_t ldy, int epi) {
   constexpr bool Q = T != IL_DTYPE_F32 && T != IL_DTYPE_F16 && T != IL_DTYPE_BF16;
   constexpr int CB = T == IL_DTYPE_Q8_0   ? 32 * 34
                      : T == IL_DTYPE_Q4_0 ? 32 * 18
@@ -87,7 +87,10 @@ __global__ void __launch_bounds__(32 * W, 1) il__k_mv3(const uint8_t *__restrict
     float s = acc[t];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s = il__add(s, __shfl_xor_sync(0xffffffffu, s, o));
-    if (lane == 0 && t < n_tok) y[(size_t)t * (size_t)ldy + (size_t)row] = s;
+    if (lane == 0 && t < n_tok) {
+      float *yp = y + (size_t)t * (size_t)ldy + (size_t)row;
+      *yp = epi == IL__MV3_STORE ? s : il__mv3_apply(epi, *yp, s);
+    }
   }
 }
 
@@ -115,28 +118,28 @@ extern "C" cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t 
 
 template <int T, int NT, int W, int U>
 static void il__mv3_go(cudaStream_t s, const void *w, size_t stride, int64_t n_out, int64_t n_in, const float *x,
-                       const int8_t *xq, const float *xd, const int *xs, int n_tok, float *y, int64_t ldy) {
+                       const int8_t *xq, const float *xd, const int *xs, int n_tok, float *y, int64_t ldy, int epi) {
   const dim3 grid((unsigned)il__mv3_blocks(n_out, W)), block(32, W);
-  il__k_mv3<T, NT, W, U><<<grid, block, 0, s>>>((const uint8_t *)w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+  il__k_mv3<T, NT, W, U><<<grid, block, 0, s>>>((const uint8_t *)w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi);
 }
 
 template <int T, int W, int U>
 static void il__mv3_tok(cudaStream_t s, const void *w, size_t stride, int64_t n_out, int64_t n_in, const float *x,
-                        const int8_t *xq, const float *xd, const int *xs, int n_tok, float *y, int64_t ldy) {
-  if (n_tok == 1) il__mv3_go<T, 1, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
-  else if (n_tok == 2) il__mv3_go<T, 2, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
-  else if (n_tok <= 4) il__mv3_go<T, 4, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
-  else il__mv3_go<T, 8, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy);
+                        const int8_t *xq, const float *xd, const int *xs, int n_tok, float *y, int64_t ldy, int epi) {
+  if (n_tok == 1) il__mv3_go<T, 1, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi);
+  else if (n_tok == 2) il__mv3_go<T, 2, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi);
+  else if (n_tok <= 4) il__mv3_go<T, 4, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi);
+  else il__mv3_go<T, 8, W, U>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi);
 }
 
 template <int T>
 static cudaError_t il__mv3_kind(cudaStream_t s, il__mv_kind k, const void *w, size_t stride, int64_t n_out,
                                 int64_t n_in, const float *x, const int8_t *xq, const float *xd, const int *xs,
-                                int n_tok, float *y, int64_t ldy) {
+                                int n_tok, float *y, int64_t ldy, int epi) {
   switch (k) {
-  case IL__MV_W4U1: il__mv3_tok<T, 4, 1>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy); break;
-  case IL__MV_W4U2: il__mv3_tok<T, 4, 2>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy); break;
-  case IL__MV_W8U2: il__mv3_tok<T, 8, 2>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy); break;
+  case IL__MV_W4U1: il__mv3_tok<T, 4, 1>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi); break;
+  case IL__MV_W4U2: il__mv3_tok<T, 4, 2>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi); break;
+  case IL__MV_W8U2: il__mv3_tok<T, 8, 2>(s, w, stride, n_out, n_in, x, xq, xd, xs, n_tok, y, ldy, epi); break;
   default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -145,6 +148,13 @@ static cudaError_t il__mv3_kind(cudaStream_t s, il__mv_kind k, const void *w, si
 extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
                                   int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
                                   float *y, int64_t ldy) {
+  return il__cu_mv3_epi(s, k, t, w, stride, n_out, n_in, x, work, n_tok, y, ldy, IL__MV3_STORE);
+}
+
+extern "C" cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
+                                      int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
+                                      float *y, int64_t ldy, int epi) {
+  if (epi < IL__MV3_STORE || epi > IL__MV3_SWIGLU) return cudaErrorInvalidValue;
   if (n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || n_out < 1 || n_out > (int64_t)0x7fffffff ||
       !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
     return cudaErrorInvalidValue;
@@ -154,7 +164,7 @@ extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, con
   /* version 3's types only (il__mv3_row_bytes): no kernel is instantiated for the decoder-only
    * types (Q5_0, Q5_1, IQ4_NL), which stay on version 1 */
 #define IL__MV3(T) \
-  case T: return il__mv3_kind<T>(s, k, w, stride, n_out, n_in, x, xq, xd, xs, (int)n_tok, y, ldy)
+  case T: return il__mv3_kind<T>(s, k, w, stride, n_out, n_in, x, xq, xd, xs, (int)n_tok, y, ldy, epi)
   switch (t) {
     IL__MV3(IL_DTYPE_F32);
     IL__MV3(IL_DTYPE_F16);

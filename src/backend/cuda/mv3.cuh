@@ -37,6 +37,7 @@
 
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/decode.cuh"
+#include "backend/cuda/mv3.h" /* il__mv3_epi */
 
 IL__HD float il__fma(float a, float b, float c) { return fmaf(a, b, c); }
 
@@ -374,9 +375,15 @@ inline void il__mv3_row_twin(const uint8_t *row, int64_t n_in, const float *x, c
   }
 }
 
-/* The host twin of il__cu_mv3: every row of the matrix (quantized types read a[0 .. n_tok)). */
-inline bool il__mv3_matvec_twin(il_dtype t, const uint8_t *w, size_t stride, int64_t n_out, int64_t n_in,
-                                const float *x, const il__mv3_act *a, int n_tok, float *y, int64_t ldy) {
+/* The epilogue of il__mv3_epi (mv3.h) on y's old value and the dot product: the add and swiglu
+ * ops' own expressions, so a fused launch gives their bits. */
+__host__ __device__ inline float il__mv3_apply(int epi, float old, float d) {
+  return epi == IL__MV3_ADD ? old + d : epi == IL__MV3_SWIGLU ? old / (1.0f + expf(-old)) * d : d;
+}
+
+/* The host twin of il__cu_mv3_epi: every row of the matrix (quantized types read a[0 .. n_tok)). */
+inline bool il__mv3_matvec_epi_twin(il_dtype t, const uint8_t *w, size_t stride, int64_t n_out, int64_t n_in,
+                                    const float *x, const il__mv3_act *a, int n_tok, float *y, int64_t ldy, int epi) {
   float out[IL__CU_MV_MAX_TOK];
   for (int64_t r = 0; r < n_out; r++) {
     const uint8_t *row = w + (size_t)r * stride;
@@ -389,9 +396,18 @@ inline bool il__mv3_matvec_twin(il_dtype t, const uint8_t *w, size_t stride, int
 #undef IL__MV3_T
     default: return false;
     }
-    for (int tk = 0; tk < n_tok; tk++) y[(size_t)tk * (size_t)ldy + (size_t)r] = out[tk];
+    for (int tk = 0; tk < n_tok; tk++) {
+      float *yp = y + (size_t)tk * (size_t)ldy + (size_t)r;
+      *yp = epi == IL__MV3_STORE ? out[tk] : il__mv3_apply(epi, *yp, out[tk]);
+    }
   }
   return true;
+}
+
+/* The host twin of il__cu_mv3. */
+inline bool il__mv3_matvec_twin(il_dtype t, const uint8_t *w, size_t stride, int64_t n_out, int64_t n_in,
+                                const float *x, const il__mv3_act *a, int n_tok, float *y, int64_t ldy) {
+  return il__mv3_matvec_epi_twin(t, w, stride, n_out, n_in, x, a, n_tok, y, ldy, IL__MV3_STORE);
 }
 
 /* The host twin of il__cu_mv3_quant for one token row: n_in / 32 blocks. */

@@ -108,6 +108,15 @@ cudaError_t il__cu_mv3_quant(cudaStream_t s, const float *x, int64_t n_in, int64
 cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride, int64_t n_out,
                        int64_t n_in, const float *x, const void *work, int64_t n_tok, float *y, int64_t ldy);
 
+/* What a version-3 launch does with each dot product d = W[r] . x[t] at y[t * ldy + r]: store
+ * it; add it (y += d: matmul_add's residual, the add op's float sum); or y = silu(y) * d
+ * (gate_up_swiglu: y holds the gate's row, d is the up row's; the swiglu op's expression). */
+typedef enum { IL__MV3_STORE = 0, IL__MV3_ADD = 1, IL__MV3_SWIGLU = 2 } il__mv3_epi;
+/* il__cu_mv3 with epilogue epi (il__mv3_epi). */
+cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride, int64_t n_out,
+                           int64_t n_in, const float *x, const void *work, int64_t n_tok, float *y, int64_t ldy,
+                           int epi);
+
 #ifdef __cplusplus
 }
 #endif
