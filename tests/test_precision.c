@@ -106,7 +106,7 @@ static void test_memory_and_chunks(void) {
     act[i] = m1.current[IL_MEM_ACTIVATIONS] - m0.current[IL_MEM_ACTIVATIONS];
     const il_hparams *hp = &e->model->hp;
     IL_CHECK_INT(e->fs.chunk, i ? 32 : 128);
-    IL_CHECK_INT((long long)act[i], (long long)il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max));
+    IL_CHECK_INT((long long)act[i], (long long)il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max, e->backend, e->kv_opts.type));
     const int nv = hp->n_vocab;
     float *got = calloc((size_t)nv, 4), *step = calloc((size_t)nv, 4);
     il_batch_entry b[40];

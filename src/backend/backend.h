@@ -194,7 +194,8 @@ typedef struct il_backend_ops {
   il_status (*sync)(il_backend *);
 
   /* ---- capabilities ---- */
-  /* Whether `op` runs with weights of wtype and activations of atype. */
+  /* Whether `op` runs with weights of wtype (kv_store, attention: the KV cell type) and
+   * activations of atype; the caller widens the activations of an op it says no to. */
   bool (*supports)(il_backend *, il_op op, il_dtype wtype, il_dtype atype);
   /* The attention kernels, best first; *n set to their count. */
   const il_attn_kernel *(*attn_kernels)(il_backend *, int *n);
@@ -204,8 +205,9 @@ typedef struct il_backend_ops {
    * Activations (every tensor but weights, norm weights, biases, ids and KV cells) are F32, or
    * F16/BF16 where supports(op, wtype, atype) says so: the op then computes in F32 on values
    * widened from them and rounds its results back to nearest even, as round_to does (cpu and
-   * sim: chunk by chunk in the scratch of reserve_act). Each op reports its outputs to the
-   * backend's observer (il_op_observer). */
+   * sim: chunk by chunk in the scratch of reserve_act; cuda: in its kernels, the scratch only
+   * for what an observer must see in F32). Each op reports its outputs to the backend's
+   * observer (il_op_observer). */
   /* y[t] = row ids[t] of w, dequantized.  y [n x cols(w)], ids I32 [1 x n]. */
   il_status (*get_rows)(il_backend *, il_tensor y, il_tensor w, il_tensor ids);
   /* y = x W^T: y[t][r] = W[r] . x[t].  w [n_out x n_in], x [n_tok x n_in], y [n_tok x n_out]. */
@@ -289,9 +291,11 @@ typedef struct il_backend_ops {
   /* ---- 16-bit activations ---- */
   /* Allocates now (under IL_MEM_ACTIVATIONS, freeing the previous one) the F32 scratch in
    * which the ops compute on atype (F16 or BF16) activations: chunks of `rows` rows, the F32
-   * copies of one op's inputs and outputs taking at most `cols` columns together. rows 0
-   * releases it. IL_ERR_OOM with the report. (optional: NULL where supports() refuses 16-bit
-   * activations; the caller then widens them itself with copy) */
+   * copies of one op's inputs and outputs taking at most `cols` columns together (a backend
+   * whose kernels read 16-bit values may use less of it: cuda, for the F32 results it reports
+   * to an observer). rows 0 releases it. IL_ERR_OOM with the report. An op that needs it and
+   * finds none refuses its 16-bit tensors by name. (optional: NULL where supports() refuses
+   * 16-bit activations; the caller then widens them itself with copy) */
   il_status (*reserve_act)(il_backend *, il_dtype atype, int32_t rows, int64_t cols);
 
   /* ---- fused ops: each equals the composition of the ops above it names (the cpu runs that

@@ -38,6 +38,14 @@ static inline il_status il__observe(il_backend *b, il_op op, il_tensor y, il_dty
   return b->observer.fn ? b->observer.fn(b->observer.ctx, b, op, y, stored) : IL_OK;
 }
 
+/* t is an activation this caller computes on: F32, or F16/BF16 too where half_ok (a backend
+ * whose kernels read and write 16-bit activations themselves; the cpu's F32 kernels pass
+ * false, so a 16-bit view that reached them unwidened is refused, not misread). */
+static inline il_status il__check_act(il_backend *b, const char *op, const il_tensor *t, bool half_ok) {
+  if (half_ok && (t->type == IL_DTYPE_F16 || t->type == IL_DTYPE_BF16)) return il__check(b, op, t, IL_DTYPE_COUNT);
+  return il__check(b, op, t, IL_DTYPE_F32);
+}
+
 /* Same shape as ref. */
 static inline il_status il__same_shape(const char *op, const il_tensor *a, const il_tensor *ref) {
   if (a->rows != ref->rows || a->cols != ref->cols)
@@ -60,26 +68,29 @@ static inline il_status il__copy_check(il_backend *b, const il_tensor *dst, cons
                   il__nm(src), il_dtype_name(src->type), il__nm(dst), il_dtype_name(dst->type));
 }
 
-/* Rows of an F32 tensor are packed (stride = cols * 4) or it has one row. */
+/* Rows of an activation tensor are packed (stride = cols * element size) or it has one row. */
 static inline il_status il__dense(const char *op, const il_tensor *t) {
-  if (t->rows > 1 && t->stride != (size_t)t->cols * 4)
-    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld floats)", op, il__nm(t),
+  const size_t row = t->type == IL_DTYPE_F32 ? (size_t)t->cols * 4 : il_tensor_row_bytes(t->type, t->cols);
+  if (t->rows > 1 && t->stride != row)
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' needs packed rows (stride %zu, row %lld elements)", op, il__nm(t),
                     t->stride, (long long)t->cols);
   return IL_OK;
 }
 
-/* y and x of an elementwise op (swiglu, add): F32, one shape, packed rows. */
-static inline il_status il__elementwise_check(il_backend *b, const char *op, const il_tensor *y, const il_tensor *x) {
-  IL_TRY(il__check(b, op, y, IL_DTYPE_F32));
-  IL_TRY(il__check(b, op, x, IL_DTYPE_F32));
+/* y and x of an elementwise op (swiglu, add): activations (il__check_act), one shape, packed rows. */
+static inline il_status il__elementwise_check(il_backend *b, const char *op, const il_tensor *y, const il_tensor *x,
+                                              bool half_ok) {
+  IL_TRY(il__check_act(b, op, y, half_ok));
+  IL_TRY(il__check_act(b, op, x, half_ok));
   IL_TRY(il__same_shape(op, y, x));
   IL_TRY(il__dense(op, y));
   return il__dense(op, x);
 }
 
-/* get_rows' arguments: F32 rows y, weights w of any type as wide as y, an I32 id per row. */
-static inline il_status il__get_rows_check(il_backend *b, const il_tensor *y, const il_tensor *w, const il_tensor *ids) {
-  IL_TRY(il__check(b, "get_rows", y, IL_DTYPE_F32));
+/* get_rows' arguments: activation rows y, weights w of any type as wide as y, an I32 id per row. */
+static inline il_status il__get_rows_check(il_backend *b, const il_tensor *y, const il_tensor *w, const il_tensor *ids,
+                                           bool half_ok) {
+  IL_TRY(il__check_act(b, "get_rows", y, half_ok));
   IL_TRY(il__check(b, "get_rows", w, IL_DTYPE_COUNT));
   IL_TRY(il__check(b, "get_rows", ids, IL_DTYPE_I32));
   if (y->cols != w->cols || ids->cols < y->rows)
@@ -88,10 +99,11 @@ static inline il_status il__get_rows_check(il_backend *b, const il_tensor *y, co
   return IL_OK;
 }
 
-/* rmsnorm's arguments: F32 y and x of one shape, an F32 weight as wide as a row. */
-static inline il_status il__rmsnorm_check(il_backend *b, const il_tensor *y, const il_tensor *x, const il_tensor *g) {
-  IL_TRY(il__check(b, "rmsnorm", y, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "rmsnorm", x, IL_DTYPE_F32));
+/* rmsnorm's arguments: activations y and x of one shape, an F32 weight as wide as a row. */
+static inline il_status il__rmsnorm_check(il_backend *b, const il_tensor *y, const il_tensor *x, const il_tensor *g,
+                                          bool half_ok) {
+  IL_TRY(il__check_act(b, "rmsnorm", y, half_ok));
+  IL_TRY(il__check_act(b, "rmsnorm", x, half_ok));
   IL_TRY(il__check(b, "rmsnorm", g, IL_DTYPE_F32));
   IL_TRY(il__same_shape("rmsnorm", y, x));
   if (g->cols != x->cols || g->rows < 1)
@@ -100,10 +112,11 @@ static inline il_status il__rmsnorm_check(il_backend *b, const il_tensor *y, con
   return IL_OK;
 }
 
-/* rope's arguments: F32 x of n_heads heads of head_dim per row, an even n_rot within a head, an
- * I32 position per row. */
-static inline il_status il__rope_check(il_backend *b, const il_tensor *x, const il_tensor *pos, const il_rope_params *p) {
-  IL_TRY(il__check(b, "rope", x, IL_DTYPE_F32));
+/* rope's arguments: activations x of n_heads heads of head_dim per row, an even n_rot within a
+ * head, an I32 position per row. */
+static inline il_status il__rope_check(il_backend *b, const il_tensor *x, const il_tensor *pos, const il_rope_params *p,
+                                       bool half_ok) {
+  IL_TRY(il__check_act(b, "rope", x, half_ok));
   IL_TRY(il__check(b, "rope", pos, IL_DTYPE_I32));
   if (pos->cols < x->rows || x->cols != p->n_heads * p->head_dim || p->n_rot > p->head_dim || p->n_rot % 2)
     return il_error(IL_ERR_INVALID_ARG, "rope: '%s' [%lld x %lld] does not match %lld heads of %lld (%lld rotated), %lld positions",
@@ -123,9 +136,9 @@ static inline il_status il__sample_check(il_backend *b, const il_tensor *ids, co
   return IL_OK;
 }
 
-/* add_bias' arguments: F32 rows y, an F32 bias as wide as a row. */
-static inline il_status il__add_bias_check(il_backend *b, const il_tensor *y, const il_tensor *bias) {
-  IL_TRY(il__check(b, "add_bias", y, IL_DTYPE_F32));
+/* add_bias' arguments: activation rows y, an F32 bias as wide as a row. */
+static inline il_status il__add_bias_check(il_backend *b, const il_tensor *y, const il_tensor *bias, bool half_ok) {
+  IL_TRY(il__check_act(b, "add_bias", y, half_ok));
   IL_TRY(il__check(b, "add_bias", bias, IL_DTYPE_F32));
   if (bias->cols != y->cols)
     return il_error(IL_ERR_INVALID_ARG, "add_bias: '%s' has %lld elements; rows have %lld", il__nm(bias),
@@ -133,12 +146,12 @@ static inline il_status il__add_bias_check(il_backend *b, const il_tensor *y, co
   return IL_OK;
 }
 
-/* kv_store's arguments: F32 rows k and v, I32 slots, K and V cells of one type the backend
+/* kv_store's arguments: activation rows k and v, I32 slots, K and V cells of one type the backend
  * stores (cells_ok), rows as wide as the cells, a slot per row. */
 static inline il_status il__kv_store_check(il_backend *b, const il_kv_view *kv, const il_tensor *k, const il_tensor *v,
-                                           const il_tensor *slots, bool cells_ok) {
-  IL_TRY(il__check(b, "kv_store", k, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "kv_store", v, IL_DTYPE_F32));
+                                           const il_tensor *slots, bool cells_ok, bool half_ok) {
+  IL_TRY(il__check_act(b, "kv_store", k, half_ok));
+  IL_TRY(il__check_act(b, "kv_store", v, half_ok));
   if (!cells_ok || kv->v.type != kv->k.type)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: cells of type %s (f32, f16, bf16 or q8_0)", il_dtype_name(kv->k.type));
   IL_TRY(il__check(b, "kv_store", slots, IL_DTYPE_I32));

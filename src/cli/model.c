@@ -119,8 +119,9 @@ int il_cli_model(int argc, char **argv) {
   const int32_t ring = il_kv_cache_ring(hp, ctx, &kvo);
   int n_ring = 0;
   for (int32_t l = 0; ring && l < hp->n_layer; l++) n_ring += il_kv_cache_layer_ring(hp, l, ctx, &kvo);
-  /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence */
-  size_t act = il_forward_state_bytes(hp, act_type, batch, cfg.n_seq < batch ? cfg.n_seq : batch);
+  /* the engine's own sizing: activations for `batch` tokens, logits for one row per sequence,
+   * on a backend that computes on them itself (cpu) */
+  size_t act = il_forward_state_bytes(hp, act_type, batch, cfg.n_seq < batch ? cfg.n_seq : batch, NULL, kvo.type);
   printf("\nmemory for a run at ctx %d, batch %d, %d sequence(s):\n", ctx, batch, cfg.n_seq);
   printf("  weights      %10s%s\n", il_mem_format_bytes(m->weight_bytes, a, sizeof a), m->gguf ? " (mapped from the file)" : "");
   if (n_ring)

@@ -176,8 +176,8 @@ static il_oom_need il__need_on(const il_engine *e, const il__engine_shape *s, il
   if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, b, s, n_dev);
   if (n_dev || s->embd_dev || s->out_dev)
     n.activations = il_forward_lane_bytes(hp, s->act_type, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0,
-                                          s->out_dev) +
-                    IL__ALLOC_SLACK * (s->act_type == IL_DTYPE_F32 ? 11 : 12);
+                                          s->out_dev, b, s->kv.type) +
+                    IL__ALLOC_SLACK * (size_t)(11 + il_forward_lane_scratches(b, s->act_type, s->kv.type));
   n.fixed = fixed;
   return n;
 }
@@ -801,7 +801,7 @@ static il_status il__open(il_engine *e) {
   e->slots = il_mem_alloc(IL_MEM_STAGING, sizeof(int32_t) * (size_t)e->n_batch, "kv slots");
   if (!e->slots) return IL_ERR_OOM;
   il_startup_alloc(&e->startup, e->n_ctx, il_kv_cache_bytes(hp, e->n_ctx, e->n_seq, &ko),
-                   il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max));
+                   il_forward_state_bytes(hp, e->act_type, e->n_batch, e->n_logits_max, e->backend, ko.type));
   if (cfg->preload) IL_TRY(il__warmup(e));
   e->load_seconds = il_time_now() - t0;
   return IL_OK;

@@ -48,8 +48,25 @@ static int64_t il__wide_cols(const il_hparams *hp, bool layers) {
   return w;
 }
 
+/* The ops (a mask of 1 << il_op) b runs on activations of act itself; the pass widens the
+ * tensors of every other op into F32 copies chunk by chunk and narrows the results. */
+uint32_t il_forward_take(il_backend *b, il_dtype act, il_dtype kv_type) {
+  if (act == IL_DTYPE_F32) return IL__ALL_OPS;
+  uint32_t take = 0;
+  for (int op = 0; op < IL_OP_COUNT; op++)
+    if (b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
+      take |= 1u << op;
+  return take;
+}
+
+int il_forward_lane_scratches(il_backend *b, il_dtype act_type, il_dtype kv_type) {
+  if (act_type == IL_DTYPE_F32) return 0;
+  const uint32_t take = b ? il_forward_take(b, act_type, kv_type) : IL__ALL_OPS;
+  return (take != IL__ALL_OPS) + (take != 0 && (!b || b->ops->reserve_act));
+}
+
 size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits, bool layers,
-                             bool output) {
+                             bool output, il_backend *b, il_dtype kv_type) {
   const size_t T = (size_t)max_tokens, dim = (size_t)hp->n_embd, q_dim = (size_t)hp->n_head * hp->head_dim,
                kv_dim = (size_t)hp->n_head_kv * hp->head_dim, ff = (size_t)hp->n_ff,
                a = il_tensor_row_bytes(act_type, 1);
@@ -58,12 +75,15 @@ size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t ma
   if (layers && hp->n_expert) /* the router's logits, and the experts' rows (counted with their layers) */
     n += 4 * T * (size_t)hp->n_expert + a * T * (2 * dim + 2 * (size_t)hp->n_ff_exp);
   if (output) n += 4 * (size_t)max_logits * (size_t)hp->n_vocab;
-  if (act_type != IL_DTYPE_F32) n += 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) * (size_t)il__wide_cols(hp, layers);
+  /* the F32 chunk scratch: the pass's (`wide`), the backend's (reserve_act), or both */
+  n += (size_t)il_forward_lane_scratches(b, act_type, kv_type) * 4 * (size_t)il_forward_chunk_rows(act_type, max_tokens) *
+       (size_t)il__wide_cols(hp, layers);
   return n;
 }
 
-size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits) {
-  return il_forward_lane_bytes(hp, act_type, max_tokens, max_logits, true, true);
+size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits,
+                              il_backend *b, il_dtype kv_type) {
+  return il_forward_lane_bytes(hp, act_type, max_tokens, max_logits, true, true, b, kv_type);
 }
 
 il_forward_lane *il_forward_lane_of(il_forward_state *st, il_backend *b) {
@@ -151,17 +171,6 @@ static il_status il__lane_init(il_forward_lane *ln, const il_model *m, il_dtype 
   return IL_OK;
 }
 
-/* The ops (a mask of 1 << il_op) b runs on activations of act itself; the pass widens the
- * tensors of every other op into F32 copies chunk by chunk and narrows the results. */
-static uint32_t il__take(il_backend *b, il_dtype act, il_dtype kv_type) {
-  if (act == IL_DTYPE_F32) return IL__ALL_OPS;
-  uint32_t take = 0;
-  for (int op = 0; op < IL_OP_COUNT; op++)
-    if (b->ops->supports(b, (il_op)op, op == IL_OP_KV_STORE || op == IL_OP_ATTENTION ? kv_type : IL_DTYPE_F32, act))
-      take |= 1u << op;
-  return take;
-}
-
 /* The scratch a lane's backend needs for the matmuls it will run (ops->reserve): the weights of
  * its layers (or the stream slots, which are shaped like every layer) and the output head. */
 static il_status il__lane_reserve(const il_forward_lane *ln, const il_model_dev *d, int32_t max_tokens) {
@@ -229,7 +238,7 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
   for (int i = 0; i < st->n_lanes && s == IL_OK; i++) {
     int l = 0; /* the KV cells of the lane's first layer (the others are of the same type) */
     while (l < hp->n_layer - 1 && d->layer_b[l] != st->lane[i].b) l++;
-    st->lane[i].take = il__take(st->lane[i].b, act_type, kv[l].k.type);
+    st->lane[i].take = il_forward_take(st->lane[i].b, act_type, kv[l].k.type);
     s = il__lane_init(&st->lane[i], m, act_type, max_tokens, max_logits);
   }
   if (s == IL_OK) {
@@ -309,13 +318,20 @@ static il_status il__bad(il_numerics *r, il_backend *b, il_tensor t, int32_t lay
 }
 
 il_status il_numerics_observe(void *ctx, il_backend *b, il_op op, il_tensor y, il_dtype stored) {
-  (void)op;
   il_numerics *r = ctx;
+  if ((unsigned)op < IL_OP_COUNT) r->observed[op]++;
   int64_t n = 0;
   float m = 0;
   IL_TRY(b->ops->value_stats(b, y, &n, &m));
   if (m > r->max_abs) r->max_abs = m, r->max_abs_layer = r->layer, r->max_abs_op = y.name;
   if (stored != IL_DTYPE_F32) IL_TRY(b->ops->round_to(b, y, stored));
+  return il__bad(r, b, y, r->layer, y.name);
+}
+
+/* The second half of il_numerics_observe for a result the backend reported in F32 (the pass's
+ * scratch) and the pass then stores at `stored`: inf/nan counted in what that type keeps. */
+static il_status il__numerics_stored(il_numerics *r, il_backend *b, il_tensor y, il_dtype stored) {
+  IL_TRY(b->ops->round_to(b, y, stored));
   return il__bad(r, b, y, r->layer, y.name);
 }
 
@@ -327,11 +343,13 @@ static void il__layer(il_forward_state *st, int32_t layer) {
 /* ---- ops over chunks of rows ----
  * Decided per op (the ops a loop body calls, `ops`, against the lane's `take`): where the
  * lane's backend computes on the activations' type itself for every one of them (every F32
- * pass; cpu and sim with F16/BF16; cuda's elementwise ops), the op is one call on the buffers
- * and the backend reports its outputs. Where it does not, the op runs as a loop over chunks of
+ * pass; cpu and sim with F16/BF16; cuda's ops but matmul and attention), the op is one call on
+ * the buffers and the backend reports its outputs. Where it does not, the op runs as a loop over chunks of
  * st->chunk rows: inputs taken with il__in and outputs with il__out as F32 copies in the lane's
- * scratch (`wide`), the op computed there, and every output handed to il__put, which reports it
- * and narrows it back; the backend's observer is off meanwhile, so each result is reported once. */
+ * scratch (`wide`), the op computed there, and every output handed to il__put, which narrows it
+ * back. Either way the backend reports every op it runs (each inner op of a loop body too: the
+ * per-head norms, the embedding's get_rows before its scale), the scratch ones as the F32 they
+ * stay; il__put adds the inf/nan count of the type it stores, so each result is reported once. */
 typedef struct {
   il_forward_state *st;
   il_forward_lane *ln;
@@ -344,7 +362,7 @@ typedef struct {
 static il__chunk il__chunk_at(il_forward_state *st, il_forward_lane *ln, uint32_t ops, int32_t n, int32_t r0) {
   const bool direct = (ln->take & ops) == ops;
   const int32_t left = n - r0, step = direct ? n : st->chunk;
-  ln->b->observer = st->numerics && direct ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
+  ln->b->observer = st->numerics ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
   return (il__chunk){st, ln, ops, direct, n, r0, left < step ? left : step, 0};
 }
 
@@ -383,12 +401,12 @@ static il_tensor il__ids(il_tensor t, int32_t r0, int32_t n) {
   return t;
 }
 
-/* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies:
- * reported as a backend would report it, then stored at t's type. */
+/* y, the op's F32 result for the chunk's rows of t, where the pass computed it on copies (the
+ * backend reported it): its inf/nan at t's type checked, then stored at t's type. */
 static il_status il__put(il__chunk *k, il_tensor y, il_tensor t) {
   if (t.type == IL_DTYPE_F32 || k->direct) return IL_OK;
   il_backend *b = k->ln->b;
-  if (k->st->numerics) IL_TRY(il_numerics_observe(k->st->numerics, b, IL_OP_COUNT, y, t.type));
+  if (k->st->numerics) IL_TRY(il__numerics_stored(k->st->numerics, b, y, t.type));
   return b->ops->copy(b, il_tensor_rows(t, k->r0, k->rows), y);
 }
 
@@ -786,9 +804,7 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
   *n_logits = 0;
   /* with the check on, the lanes' backends report every op's result for the pass */
   for (int i = 0; i < st->n_lanes; i++)
-    st->lane[i].b->observer = st->numerics && st->lane[i].take == IL__ALL_OPS
-                                  ? (il_op_observer){il_numerics_observe, st->numerics}
-                                  : (il_op_observer){0};
+    st->lane[i].b->observer = st->numerics ? (il_op_observer){il_numerics_observe, st->numerics} : (il_op_observer){0};
   il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
   for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
   return s;

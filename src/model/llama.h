@@ -310,6 +310,7 @@ typedef struct {
   float max_abs;                 /* largest finite magnitude seen before rounding */
   int32_t max_abs_layer;
   const char *max_abs_op;
+  int64_t observed[IL_OP_COUNT]; /* op results checked, per op (a chunked op: once per chunk) */
 } il_numerics;
 
 /* No inf/nan seen, no magnitude yet. */
@@ -363,12 +364,23 @@ void il_moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, i
  * F32 scratch but cost time where a matmul prepares its weights per call (the CPU GEMM packs
  * panels per call: docs/precision.md has the cost per chunk size). */
 int32_t il_forward_chunk_rows(il_dtype act_type, int32_t max_tokens);
-/* Bytes of one lane's activation buffers for these sizes with activations of act_type (what
- * il_forward_state_init allocates on that backend, attention workspace excluded). */
+/* The ops (a mask of 1 << il_op) backend b computes on activations of act_type itself
+ * (supports(); every op for F32); the pass widens the activations of the others. kv_type: the
+ * KV cells (kv_store's and attention's type). */
+uint32_t il_forward_take(il_backend *b, il_dtype act_type, il_dtype kv_type);
+/* How many F32 chunk scratches a lane on b holds with activations of act_type: the pass's
+ * (`wide`, where b does not take every op) and b's own (reserve_act, where it takes some): 0,
+ * 1 or 2. b NULL: a backend that takes every op with its own scratch (cpu, sim). */
+int il_forward_lane_scratches(il_backend *b, il_dtype act_type, il_dtype kv_type);
+/* Bytes of one lane's activation buffers on b (NULL: as il_forward_lane_scratches) for these
+ * sizes with activations of act_type and KV cells of kv_type: what il_forward_state_init
+ * allocates on that backend under IL_MEM_ACTIVATIONS, both chunk scratches included, attention
+ * workspace excluded. */
 size_t il_forward_lane_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits, bool layers,
-                             bool output);
-/* All lanes of a single-backend placement. */
-size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits);
+                             bool output, il_backend *b, il_dtype kv_type);
+/* All lanes of a single-backend placement on b. */
+size_t il_forward_state_bytes(const il_hparams *hp, il_dtype act_type, int32_t max_tokens, int32_t max_logits,
+                              il_backend *b, il_dtype kv_type);
 /* Allocates the lanes of d's placement and the workspace of the attention kernel each lane's
  * backend uses (attn_for(backend) -> kernel, chosen by the engine) for batches of max_tokens
  * over the caches kv (one view per layer, on that layer's backend). On failure nothing is left

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cuda/act.cuh"
 #include "backend/cuda/cuda.h"
 #include "backend/cuda/decode.cuh"
 #include "backend/cuda/mv3.cuh"
@@ -188,10 +189,24 @@ extern "C" cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *
   return cudaSuccess;
 }
 
+/* An activation element (F32, F16 or BF16) as the kernels load and store it (act.cuh: core/dtype's
+ * conversions, round to nearest even). */
+static bool fake_act(il_dtype t) { return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16; }
+static float fake_ld(il_dtype t, const void *p, int64_t i) {
+  return t == IL_DTYPE_F16 ? il__act_ld<IL_DTYPE_F16>(p, i) : t == IL_DTYPE_BF16 ? il__act_ld<IL_DTYPE_BF16>(p, i)
+                                                                                 : il__act_ld<IL_DTYPE_F32>(p, i);
+}
+static void fake_st(il_dtype t, void *p, int64_t i, float v) {
+  if (t == IL_DTYPE_F16) il__act_st<IL_DTYPE_F16>(p, i, v);
+  else if (t == IL_DTYPE_BF16) il__act_st<IL_DTYPE_BF16>(p, i, v);
+  else il__act_st<IL_DTYPE_F32>(p, i, v);
+}
+
 extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows,
                                       int64_t n_in, const int32_t *ids, int64_t n, void *out, size_t out_stride,
-                                      bool out_f16, il__cu_fault *fault, int launch) {
-  FAKE_LAUNCH(s, "dequant", il__cu_dequant(s, t, w, w_stride, w_rows, n_in, ids, n, out, out_stride, out_f16, fault, launch));
+                                      il_dtype out_type, il__cu_fault *fault, int launch) {
+  FAKE_LAUNCH(s, "dequant", il__cu_dequant(s, t, w, w_stride, w_rows, n_in, ids, n, out, out_stride, out_type, fault, launch));
+  if (!fake_act(out_type)) return cudaErrorInvalidValue;
   float *row = new float[n_in];
   for (int64_t r = 0; r < n; r++) {
     int64_t src = r;
@@ -206,85 +221,94 @@ extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w,
       delete[] row;
       return cudaErrorInvalidValue;
     }
-    for (int64_t i = 0; i < n_in; i++) {
-      if (out_f16) {
-        const uint16_t h = il_f32_to_fp16(row[i]);
-        memcpy((uint8_t *)out + ((size_t)r * n_in + i) * 2, &h, 2);
-      } else {
-        ((float *)((uint8_t *)out + (size_t)r * out_stride))[i] = row[i];
-      }
-    }
+    for (int64_t i = 0; i < n_in; i++) fake_st(out_type, (uint8_t *)out + (size_t)r * out_stride, i, row[i]);
   }
   delete[] row;
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, float *y, size_t ys, const float *x, size_t xs, const float *g,
-                                      int64_t rows, int64_t cols, float eps) {
-  FAKE_LAUNCH(s, "rmsnorm", il__cu_rmsnorm(s, y, ys, x, xs, g, rows, cols, eps));
+extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, void *y, size_t ys, il_dtype yt, const void *x, size_t xs,
+                                      il_dtype xt, const float *g, int64_t rows, int64_t cols, float eps) {
+  FAKE_LAUNCH(s, "rmsnorm", il__cu_rmsnorm(s, y, ys, yt, x, xs, xt, g, rows, cols, eps));
+  if (!fake_act(yt) || !fake_act(xt)) return cudaErrorInvalidValue;
+  float *xr = new float[cols > 0 ? cols : 1];
   for (int64_t r = 0; r < rows; r++) {
-    const float *xr = (const float *)((const uint8_t *)x + r * xs);
-    float *yr = (float *)((uint8_t *)y + r * ys);
+    for (int64_t i = 0; i < cols; i++) xr[i] = fake_ld(xt, (const uint8_t *)x + r * xs, i);
+    uint8_t *yr = (uint8_t *)y + r * ys;
     double ss = 0;
     for (int64_t i = 0; i < cols; i++) ss += (double)xr[i] * xr[i];
     const float scale = (float)(1.0 / sqrt(ss / (double)cols + eps));
-    for (int64_t i = 0; i < cols; i++) yr[i] = xr[i] * scale * g[i];
+    for (int64_t i = 0; i < cols; i++) fake_st(yt, yr, i, xr[i] * scale * g[i]);
   }
+  delete[] xr;
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_rope(cudaStream_t s, float *x, size_t xs, int64_t rows, const int32_t *pos, int64_t n_heads,
-                                   int64_t head_dim, int64_t n_rot, float base, float scale, int mode) {
-  FAKE_LAUNCH(s, "rope", il__cu_rope(s, x, xs, rows, pos, n_heads, head_dim, n_rot, base, scale, mode));
-  for (int64_t t = 0; t < rows; t++) {
-    float *row = (float *)((uint8_t *)x + t * xs);
-    const float p = (float)pos[t] / scale;
+extern "C" cudaError_t il__cu_rope(cudaStream_t s, void *x, size_t xs, il_dtype t, int64_t rows, const int32_t *pos,
+                                   int64_t n_heads, int64_t head_dim, int64_t n_rot, float base, float scale, int mode) {
+  FAKE_LAUNCH(s, "rope", il__cu_rope(s, x, xs, t, rows, pos, n_heads, head_dim, n_rot, base, scale, mode));
+  if (!fake_act(t)) return cudaErrorInvalidValue;
+  for (int64_t r = 0; r < rows; r++) {
+    uint8_t *row = (uint8_t *)x + r * xs;
+    const float p = (float)pos[r] / scale;
     for (int64_t i = 0; i < n_rot; i += 2) {
       const double theta = (double)p * pow((double)base, -(double)i / (double)n_rot);
       const float cs = (float)cos(theta), sn = (float)sin(theta);
       const int64_t a = mode == 2 ? i / 2 : i, b = mode == 2 ? i / 2 + n_rot / 2 : i + 1;
       for (int64_t h = 0; h < n_heads; h++) {
-        float *v = row + h * head_dim;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs - x1 * sn;
-        v[b] = x0 * sn + x1 * cs;
+        const int64_t o = h * head_dim;
+        const float x0 = fake_ld(t, row, o + a), x1 = fake_ld(t, row, o + b);
+        fake_st(t, row, o + a, x0 * cs - x1 * sn);
+        fake_st(t, row, o + b, x0 * sn + x1 * cs);
       }
     }
   }
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, float *g, const float *u, int64_t n) {
-  FAKE_LAUNCH(s, "swiglu", il__cu_swiglu(s, g, u, n));
-  for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-  return cudaSuccess;
-}
-
-extern "C" cudaError_t il__cu_geglu(cudaStream_t s, float *g, const float *u, int64_t n) {
-  FAKE_LAUNCH(s, "geglu", il__cu_geglu(s, g, u, n));
+extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, void *g, il_dtype gt, const void *u, il_dtype ut, int64_t n) {
+  FAKE_LAUNCH(s, "swiglu", il__cu_swiglu(s, g, gt, u, ut, n));
+  if (!fake_act(gt) || !fake_act(ut)) return cudaErrorInvalidValue;
   for (int64_t i = 0; i < n; i++) {
-    const float x = g[i];
-    g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+    const float x = fake_ld(gt, g, i);
+    fake_st(gt, g, i, x / (1.0f + expf(-x)) * fake_ld(ut, u, i));
   }
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n) {
-  FAKE_LAUNCH(s, "scale", il__cu_scale(s, x, v, n));
-  for (int64_t i = 0; i < n; i++) x[i] *= v;
+extern "C" cudaError_t il__cu_geglu(cudaStream_t s, void *g, il_dtype gt, const void *u, il_dtype ut, int64_t n) {
+  FAKE_LAUNCH(s, "geglu", il__cu_geglu(s, g, gt, u, ut, n));
+  if (!fake_act(gt) || !fake_act(ut)) return cudaErrorInvalidValue;
+  for (int64_t i = 0; i < n; i++) {
+    const float x = fake_ld(gt, g, i);
+    fake_st(gt, g, i, 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * fake_ld(ut, u, i));
+  }
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n) {
-  FAKE_LAUNCH(s, "add", il__cu_add(s, y, x, n));
-  for (int64_t i = 0; i < n; i++) y[i] += x[i];
+extern "C" cudaError_t il__cu_scale(cudaStream_t s, void *x, il_dtype t, float v, int64_t n) {
+  FAKE_LAUNCH(s, "scale", il__cu_scale(s, x, t, v, n));
+  if (!fake_act(t)) return cudaErrorInvalidValue;
+  for (int64_t i = 0; i < n; i++) fake_st(t, x, i, fake_ld(t, x, i) * v);
   return cudaSuccess;
 }
 
-extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *b) {
-  FAKE_LAUNCH(s, "add_bias", il__cu_add_bias(s, y, ys, rows, cols, b));
+extern "C" cudaError_t il__cu_add(cudaStream_t s, void *y, il_dtype yt, const void *x, il_dtype xt, int64_t n) {
+  FAKE_LAUNCH(s, "add", il__cu_add(s, y, yt, x, xt, n));
+  if (!fake_act(yt) || !fake_act(xt)) return cudaErrorInvalidValue;
+  for (int64_t i = 0; i < n; i++) fake_st(yt, y, i, fake_ld(yt, y, i) + fake_ld(xt, x, i));
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, void *y, size_t ys, il_dtype t, int64_t rows, int64_t cols,
+                                       const float *b) {
+  FAKE_LAUNCH(s, "add_bias", il__cu_add_bias(s, y, ys, t, rows, cols, b));
+  if (!fake_act(t)) return cudaErrorInvalidValue;
   for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) ((float *)((uint8_t *)y + r * ys))[c] += b[c];
+    for (int64_t c = 0; c < cols; c++) {
+      uint8_t *row = (uint8_t *)y + r * ys;
+      fake_st(t, row, c, fake_ld(t, row, c) + b[c]);
+    }
   return cudaSuccess;
 }
 
@@ -298,18 +322,19 @@ extern "C" cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, si
 
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
                                        il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
-                                       int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
-  FAKE_LAUNCH(s, "kv_store", il__cu_kv_store(s, kc, kcs, vc, vcs, n_cells, cells, k, ks, v, vs, cols, slots, n, fault, launch));
-  if (cells != IL_DTYPE_F32 && cells != IL_DTYPE_F16 && cells != IL_DTYPE_BF16 && cells != IL_DTYPE_Q8_0)
-    return cudaErrorInvalidValue;
+                                       il_dtype rows_t, int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault,
+                                       int launch) {
+  FAKE_LAUNCH(s, "kv_store", il__cu_kv_store(s, kc, kcs, vc, vcs, n_cells, cells, k, ks, v, vs, rows_t, cols, slots, n, fault, launch));
+  if ((!fake_act(cells) && cells != IL_DTYPE_Q8_0) || !fake_act(rows_t)) return cudaErrorInvalidValue;
   if (cells == IL_DTYPE_Q8_0 && cols % 32) return cudaErrorInvalidValue;
+  float *src = new float[cols > 0 ? cols : 1];
   for (int64_t i = 0; i < n; i++) {
     if (slots[i] < 0 || slots[i] >= n_cells) {
       fake_fault(fault, IL__CU_FAULT_SLOT, launch, i, slots[i], n_cells);
       continue;
     }
     for (int side = 0; side < 2; side++) {
-      const float *src = (const float *)((side ? v : k) + i * (side ? vs : ks));
+      for (int64_t j = 0; j < cols; j++) src[j] = fake_ld(rows_t, (side ? v : k) + i * (side ? vs : ks), j);
       uint8_t *dst = (side ? vc : kc) + (size_t)slots[i] * (side ? vcs : kcs);
       if (cells == IL_DTYPE_Q8_0) { /* the library's reference quantizer, as the kernel's bytes */
         int64_t j = 0;
@@ -318,19 +343,16 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
           fake_fault(fault, IL__CU_FAULT_NONFINITE, launch, i, side, j);
           continue;
         }
-        if (il_quantize_row(IL_DTYPE_Q8_0, src, dst, cols) != IL_OK) return cudaErrorInvalidValue;
+        if (il_quantize_row(IL_DTYPE_Q8_0, src, dst, cols) != IL_OK) {
+          delete[] src;
+          return cudaErrorInvalidValue;
+        }
         continue;
       }
-      for (int64_t j = 0; j < cols; j++) {
-        if (cells == IL_DTYPE_F16 || cells == IL_DTYPE_BF16) {
-          const uint16_t h = cells == IL_DTYPE_BF16 ? il_f32_to_bf16(src[j]) : il_f32_to_fp16(src[j]);
-          memcpy(dst + 2 * j, &h, 2);
-        } else {
-          memcpy(dst + 4 * j, &src[j], 4);
-        }
-      }
+      for (int64_t j = 0; j < cols; j++) fake_st(cells, dst, j, src[j]);
     }
   }
+  delete[] src;
   return cudaSuccess;
 }
 

@@ -335,7 +335,7 @@ static void il__norm_row(void *p, int64_t t) {
 }
 
 static il_status il__f32_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  IL_TRY(il__rmsnorm_check(b, &y, &x, &g));
+  IL_TRY(il__rmsnorm_check(b, &y, &x, &g, false));
   il__norm_ctx ctx = {il__cpu_ptr(y), il__cpu_ptr(x), y.stride, x.stride, il__cpu_ptr(g), x.cols, eps};
   il__for_rows(il__c(b), x.rows, x.cols, il__norm_row, &ctx);
   return IL_OK;
@@ -381,7 +381,7 @@ static void il__rope_row(void *p, int64_t t) {
 }
 
 static il_status il__f32_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
-  IL_TRY(il__rope_check(b, &x, &pos, p));
+  IL_TRY(il__rope_check(b, &x, &pos, p, false));
   il__rope_ctx ctx = {il__cpu_ptr(x), x.stride, il__cpu_ptr(pos), *p, 0, NULL, NULL};
   if (!(ctx.p.scale > 0)) ctx.p.scale = 1.0f;
   /* the first row's position from the cache (filled when it was another position or rope) */
@@ -414,7 +414,7 @@ static il_status il__store_row(const il__cvt *cv, uint8_t *dst, il_dtype t, cons
 }
 
 static il_status il__f32_kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
-  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type)));
+  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il_cpu_attn_kv_type_ok(kv->k.type), false));
   const int32_t *sl = il__cpu_ptr(slots);
   uint8_t *kd = il__cpu_ptr(kv->k), *vd = il__cpu_ptr(kv->v);
   const uint8_t *ks = il__cpu_ptr(k), *vs = il__cpu_ptr(v);
@@ -652,7 +652,7 @@ static void il__swiglu_row(void *p, int64_t t) {
 /* Rows split across the pool (a 512-token prompt's SwiGLU is 4M elements a layer); elementwise,
  * so the result does not depend on the thread count. */
 static il_status il__f32_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
-  IL_TRY(il__elementwise_check(b, "swiglu", &gate, &up));
+  IL_TRY(il__elementwise_check(b, "swiglu", &gate, &up, false));
   il__cpu *c = il__c(b);
   il__swiglu_ctx s = {.ops = c->ops, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
   il__for_rows(c, gate.rows, gate.cols, il__swiglu_row, &s);
@@ -671,7 +671,7 @@ static void il__geglu_row(void *p, int64_t t) {
 }
 
 static il_status il__f32_geglu(il_backend *b, il_tensor gate, il_tensor up) {
-  IL_TRY(il__elementwise_check(b, "geglu", &gate, &up));
+  IL_TRY(il__elementwise_check(b, "geglu", &gate, &up, false));
   il__cpu *c = il__c(b);
   il__swiglu_ctx s = {.ops = NULL, .g = il__cpu_ptr(gate), .u = il__cpu_ptr(up), .n = gate.cols};
   il__for_rows(c, gate.rows, gate.cols, il__geglu_row, &s);
@@ -679,7 +679,7 @@ static il_status il__f32_geglu(il_backend *b, il_tensor gate, il_tensor up) {
 }
 
 static il_status il__f32_add(il_backend *b, il_tensor y, il_tensor x) {
-  IL_TRY(il__elementwise_check(b, "add", &y, &x));
+  IL_TRY(il__elementwise_check(b, "add", &y, &x, false));
   float *yp = il__cpu_ptr(y);
   const float *xp = il__cpu_ptr(x);
   const int64_t n = y.rows * y.cols;
@@ -688,7 +688,7 @@ static il_status il__f32_add(il_backend *b, il_tensor y, il_tensor x) {
 }
 
 static il_status il__f32_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
-  IL_TRY(il__add_bias_check(b, &y, &bias));
+  IL_TRY(il__add_bias_check(b, &y, &bias, false));
   const float *bp = il__cpu_ptr(bias);
   for (int64_t t = 0; t < y.rows; t++) {
     float *row = (float *)((uint8_t *)il__cpu_ptr(y) + (size_t)t * y.stride);
@@ -741,7 +741,7 @@ static il_status il__cpu_value_stats(il_backend *b, il_tensor x, int64_t *nonfin
 }
 
 static il_status il__f32_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
-  IL_TRY(il__get_rows_check(b, &y, &w, &ids));
+  IL_TRY(il__get_rows_check(b, &y, &w, &ids, false));
   const int32_t *id = il__cpu_ptr(ids);
   for (int64_t t = 0; t < y.rows; t++) {
     if (id[t] < 0 || id[t] >= w.rows)
@@ -1000,7 +1000,7 @@ static il_status il__cpu_add(il_backend *b, il_tensor y, il_tensor x) { return i
 static il_status il__cpu_geglu(il_backend *b, il_tensor gate, il_tensor up) { return il__cpu_binary(b, IL_OP_GEGLU, gate, up); }
 
 static il_status il__f32_scale(il_backend *b, il_tensor x, float s) {
-  IL_TRY(il__elementwise_check(b, "scale", &x, &x));
+  IL_TRY(il__elementwise_check(b, "scale", &x, &x, false));
   float *p = il__cpu_ptr(x);
   const int64_t n = x.rows * x.cols;
   for (int64_t i = 0; i < n; i++) p[i] *= s;
@@ -1070,7 +1070,7 @@ static il_status il__cpu_rmsnorm_quant(il_backend *b, il_tensor y, il_tensor x, 
   IL__WIDE(k, b, x.rows, il__half(x.type)) {
     il_tensor xx;
     IL_TRY(il__wide_in(&k, x, &xx));
-    IL_TRY(il__rmsnorm_check(b, &xx, &xx, &g));
+    IL_TRY(il__rmsnorm_check(b, &xx, &xx, &g, false));
     il__norm_ctx ctx = {c->qrow, il__cpu_ptr(xx), 0, xx.stride, il__cpu_ptr(g), xx.cols, eps};
     for (int64_t r = 0; r < k.rows; r++) {
       il__norm_row(&ctx, r); /* rmsnorm's arithmetic, one row at a time */

@@ -388,13 +388,16 @@ static bool il__weight_type(il_dtype t) {
   }
 }
 
+/* 16-bit activations: every kernel but matmul's (matvec, cuBLAS) and attention's reads and
+ * writes them itself (act.cuh); for those two the model widens the activations around the op. */
 static bool il__supports(il_backend *b, il_op op, il_dtype wtype, il_dtype atype) {
-  if (atype != IL_DTYPE_F32) return false;
+  const bool half = atype == IL_DTYPE_F16 || atype == IL_DTYPE_BF16;
+  if (atype != IL_DTYPE_F32 && !half) return false;
   switch (op) {
-  case IL_OP_MATMUL:
+  case IL_OP_MATMUL: return !half && il__weight_type(wtype);
   case IL_OP_GET_ROWS: return il__weight_type(wtype);
-  case IL_OP_KV_STORE:
-  case IL_OP_ATTENTION: return il__kv_type_ok(wtype); /* the KV cache type */
+  case IL_OP_KV_STORE: return il__kv_type_ok(wtype); /* the KV cache type */
+  case IL_OP_ATTENTION: return !half && il__kv_type_ok(wtype);
   default: return true;
   }
 }
@@ -590,57 +593,168 @@ static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, cons
 
 /* ---------------------------------------------------------------- the other ops */
 
-static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+/* Activations are F32, F16 or BF16: the kernels load and store them (act.cuh). An op with a
+ * 16-bit output runs on it directly, except (1) with an observer, which must see the F32 result
+ * before narrowing (backend.h): the op then computes into reserve_act's F32 scratch chunk by
+ * chunk, reports it and narrows it with copy's conversion, the same bits; and (2) rope_kv_store
+ * storing k into cells of another type than k's, from k's rotated F32 values. */
+
+static bool il__half(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16; }
+static size_t il__esz(const il_tensor *t) { return il_tensor_row_bytes(t->type, 1); }
+
+/* Entries [r0, r0 + n) of an I32 vector (ids, positions, slots). */
+static il_tensor il__ids_at(il_tensor t, int64_t r0, int64_t n) {
+  t.off += (size_t)r0 * 4;
+  t.cols = n;
+  t.stride = (size_t)n * 4;
+  return t;
+}
+
+/* F32 scratch for rows x t's columns at *used bytes into reserve_act's buffer (named as t). */
+static il_status il__act_tmp(il_backend *b, const il_tensor *t, int64_t rows, size_t *used, il_tensor *out) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__get_rows_check(b, &y, &w, &ids));
+  const size_t bytes = (size_t)rows * (size_t)t->cols * 4;
+  if (!c->act || *used + bytes > c->act->size)
+    return il_error(IL_ERR_INVALID_ARG, "'%s' is %s: %s (%lld rows of %lld columns)", il__nm(t), il_dtype_name(t->type),
+                    c->act ? "the op's f32 copies do not fit the scratch of reserve_act"
+                           : "its f32 result needs the scratch of reserve_act first",
+                    (long long)rows, (long long)t->cols);
+  *out = (il_tensor){c->act, *used, (size_t)t->cols * 4, rows, t->cols, IL_DTYPE_F32, t->name};
+  *used += bytes;
+  return IL_OK;
+}
+
+/* dst = src converted between F32 and F16/BF16 (views checked). */
+static il_status il__convert(il__cu *c, const char *op, il_tensor dst, il_tensor src) {
+  IL_CUDA_CHECK(c, il__cu_convert(c->compute, il__ptr(dst), dst.stride, il__half_kind(dst.type), il__ptr(src), src.stride,
+                                  il__half_kind(src.type), src.rows, src.cols),
+                op, il__nm(&dst));
+  return IL_OK;
+}
+
+/* One single-output op, its output y given apart from its other arguments so that it can be
+ * run into F32 scratch (il__ew_run). */
+typedef struct {
+  il_op op;
+  const char *name;    /* for messages: "rmsnorm" */
+  bool in_place;       /* y is also an input (rope, scale, swiglu, geglu, add, add_bias) */
+  il_tensor x, w, aux; /* rmsnorm: x, g in w; binary ops: x; get_rows: w and ids in aux; add_bias: bias in w;
+                          rope: positions in aux */
+  float s;             /* rmsnorm's eps, scale's factor */
+  const il_rope_params *rp;
+} il__ew;
+
+/* e on rows [r0, r0 + y.rows) of its arguments, written to y. */
+static il_status il__ew_launch(il_backend *b, const il__ew *e, il_tensor y, int64_t r0) {
+  il__cu *c = il__cu_of(b);
+  const int64_t n = y.rows * y.cols;
+  const il_tensor x = il_tensor_rows(e->x, r0, y.rows);
+  const char *nm = il__nm(&y);
+  switch (e->op) {
+  case IL_OP_RMSNORM:
+    IL_CUDA_CHECK(c, il__cu_rmsnorm(c->compute, il__ptr(y), y.stride, y.type, il__ptr(x), x.stride, x.type, il__ptr(e->w),
+                                    y.rows, y.cols, e->s),
+                  "rmsnorm", il__nm(&e->x));
+    return IL_OK;
+  case IL_OP_GET_ROWS: {
+    const int id = il__note(c, "get_rows from", &e->w);
+    IL_CUDA_CHECK(c, il__cu_dequant(c->compute, e->w.type, il__ptr(e->w), e->w.stride, e->w.rows, e->w.cols,
+                                    il__ptr(il__ids_at(e->aux, r0, y.rows)), y.rows, il__ptr(y),
+                                    y.rows > 1 ? y.stride : il_tensor_row_bytes(y.type, y.cols), y.type, c->fault, id),
+                  "get_rows", il__nm(&e->w));
+    return IL_OK;
+  }
+  case IL_OP_ROPE: {
+    const il_rope_params *p = e->rp;
+    IL_CUDA_CHECK(c, il__cu_rope(c->compute, il__ptr(y), y.stride, y.type, y.rows, il__ptr(il__ids_at(e->aux, r0, y.rows)),
+                                 p->n_heads, p->head_dim, p->n_rot, p->base, p->scale > 0 ? p->scale : 1.0f, (int)p->mode),
+                  "rope", nm);
+    return IL_OK;
+  }
+  case IL_OP_SCALE: IL_CUDA_CHECK(c, il__cu_scale(c->compute, il__ptr(y), y.type, e->s, n), "scale", nm); return IL_OK;
+  case IL_OP_SWIGLU:
+    IL_CUDA_CHECK(c, il__cu_swiglu(c->compute, il__ptr(y), y.type, il__ptr(x), x.type, n), "swiglu", nm);
+    return IL_OK;
+  case IL_OP_GEGLU:
+    IL_CUDA_CHECK(c, il__cu_geglu(c->compute, il__ptr(y), y.type, il__ptr(x), x.type, n), "geglu", nm);
+    return IL_OK;
+  case IL_OP_ADD:
+    if (e->w.buf) { /* add_bias */
+      IL_CUDA_CHECK(c, il__cu_add_bias(c->compute, il__ptr(y), y.stride, y.type, y.rows, y.cols, il__ptr(e->w)), "add_bias",
+                    nm);
+      return IL_OK;
+    }
+    IL_CUDA_CHECK(c, il__cu_add(c->compute, il__ptr(y), y.type, il__ptr(x), x.type, n), "add", nm);
+    return IL_OK;
+  default: return il_error(IL_ERR_INTERNAL, "cuda: %s is not a single-output op", e->name);
+  }
+}
+
+/* Runs e into y (views checked): on y itself, or, for a 16-bit y with an observer, chunk by
+ * chunk into F32 scratch (widened from y first when y is also an input), reported, narrowed. An
+ * F32 y is reported by the op table's wrapper. */
+static il_status il__ew_run(il_backend *b, const il__ew *e, il_tensor y) {
+  il__cu *c = il__cu_of(b);
+  if (!y.rows || !y.cols) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), e->name, il__nm(&y));
+  if (!il__half(y.type) || !b->observer.fn) return il__ew_launch(b, e, y, 0);
+  const int64_t step = c->act_rows > 0 ? c->act_rows : y.rows;
+  for (int64_t r0 = 0; r0 < y.rows; r0 += step) {
+    const int64_t rows = y.rows - r0 < step ? y.rows - r0 : step;
+    const il_tensor yr = il_tensor_rows(y, r0, rows);
+    il_tensor t;
+    size_t used = 0;
+    IL_TRY(il__act_tmp(b, &y, rows, &used, &t));
+    if (e->in_place) IL_TRY(il__convert(c, e->name, t, yr));
+    IL_TRY(il__ew_launch(b, e, t, r0));
+    IL_TRY(il__observe(b, e->op, t, y.type));
+    IL_TRY(il__convert(c, e->name, yr, t));
+  }
+  return IL_OK;
+}
+
+static il_status il__get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
+  IL_TRY(il__get_rows_check(b, &y, &w, &ids, true));
   if (!il__weight_type(w.type))
     return il_error(IL_ERR_UNSUPPORTED, "get_rows '%s': no CUDA decoder for %s", il__nm(&w), il_dtype_name(w.type));
   IL_TRY(il__aligned("get_rows", &w, 2));
-  IL_TRY(il__aligned("get_rows", &y, 4));
+  IL_TRY(il__aligned("get_rows", &y, il__esz(&y)));
   IL_TRY(il__aligned("get_rows", &ids, 4));
-  if (!y.rows) return IL_OK;
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "get_rows", il__nm(&w));
-  const int id = il__note(c, "get_rows from", &w);
-  IL_CUDA_CHECK(c, il__cu_dequant(c->compute, w.type, il__ptr(w), w.stride, w.rows, w.cols, il__ptr(ids), y.rows,
-                                  il__ptr(y), y.rows > 1 ? y.stride : il_tensor_row_bytes(y.type, y.cols), false, c->fault, id),
-                "get_rows", il__nm(&w));
-  return IL_OK;
+  const il__ew e = {.op = IL_OP_GET_ROWS, .name = "get_rows", .x = y, .w = w, .aux = ids};
+  return il__ew_run(b, &e, y);
 }
 
 static il_status il__rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
-  il__cu *c = il__cu_of(b);
-  IL_TRY(il__rmsnorm_check(b, &y, &x, &g));
-  IL_TRY(il__aligned("rmsnorm", &y, 4));
-  IL_TRY(il__aligned("rmsnorm", &x, 4));
+  IL_TRY(il__rmsnorm_check(b, &y, &x, &g, true));
+  IL_TRY(il__aligned("rmsnorm", &y, il__esz(&y)));
+  IL_TRY(il__aligned("rmsnorm", &x, il__esz(&x)));
   IL_TRY(il__aligned("rmsnorm", &g, 4));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rmsnorm", il__nm(&x));
-  IL_CUDA_CHECK(c, il__cu_rmsnorm(c->compute, il__ptr(y), y.stride, il__ptr(x), x.stride, il__ptr(g), x.rows, x.cols, eps),
-                "rmsnorm", il__nm(&x));
-  return IL_OK;
+  const il__ew e = {.op = IL_OP_RMSNORM, .name = "rmsnorm", .x = x, .w = g, .s = eps};
+  return il__ew_run(b, &e, y);
 }
 
 static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
-  il__cu *c = il__cu_of(b);
-  IL_TRY(il__rope_check(b, &x, &pos, p));
-  IL_TRY(il__aligned("rope", &x, 4));
+  IL_TRY(il__rope_check(b, &x, &pos, p, true));
+  IL_TRY(il__aligned("rope", &x, il__esz(&x)));
   IL_TRY(il__aligned("rope", &pos, 4));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope", il__nm(&x));
-  IL_CUDA_CHECK(c, il__cu_rope(c->compute, il__ptr(x), x.stride, x.rows, il__ptr(pos), p->n_heads, p->head_dim, p->n_rot,
-                               p->base, p->scale > 0 ? p->scale : 1.0f, (int)p->mode),
-                "rope", il__nm(&x));
-  return IL_OK;
+  const il__ew e = {.op = IL_OP_ROPE, .name = "rope", .in_place = true, .x = x, .aux = pos, .rp = p};
+  return il__ew_run(b, &e, x);
 }
 
-/* Rows are F32 activations; cells F32 or F16 (--kv-type), converted on the way in. */
+/* Rows are activations (K and V of one type); cells F32, F16, BF16 or Q8_0 (--kv-type),
+ * converted on the way in. */
 static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
   il__cu *c = il__cu_of(b);
-  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il__kv_type_ok(kv->k.type)));
+  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il__kv_type_ok(kv->k.type), true));
+  if (k.type != v.type)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: rows '%s' are %s and '%s' %s; the kernel stores rows of one type",
+                    il__nm(&k), il_dtype_name(k.type), il__nm(&v), il_dtype_name(v.type));
   if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
                     (long long)k.cols);
   IL_TRY(il__aligned("kv_store", &slots, 4));
-  IL_TRY(il__aligned("kv_store", &k, 4));
-  IL_TRY(il__aligned("kv_store", &v, 4));
+  IL_TRY(il__aligned("kv_store", &k, il__esz(&k)));
+  IL_TRY(il__aligned("kv_store", &v, il__esz(&v)));
   IL_TRY(il__aligned("kv_store", &kv->k, kv->k.type == IL_DTYPE_F32 ? 1 : 2));
   IL_TRY(il__aligned("kv_store", &kv->v, kv->v.type == IL_DTYPE_F32 ? 1 : 2));
   if (!k.rows) return IL_OK;
@@ -649,59 +763,96 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
   /* a q8_0 row that cannot be quantized is named by its rows tensor, as on the CPU */
   il__note_rows(c, id, &k, &v);
   IL_CUDA_CHECK(c, il__cu_kv_store(c->compute, il__ptr(kv->k), kv->k.stride, il__ptr(kv->v), kv->v.stride, kv->k.rows,
-                                   kv->k.type, il__ptr(k), k.stride, il__ptr(v), v.stride, k.cols, il__ptr(slots),
+                                   kv->k.type, il__ptr(k), k.stride, il__ptr(v), v.stride, k.type, k.cols, il__ptr(slots),
                                    k.rows, c->fault, id),
                 "kv_store", il__nm(&kv->k));
   return IL_OK;
 }
 
-/* The shared elementwise checks, and float alignment on the device. */
+/* rope(k) then kv_store, k stored from its rotated F32 values: in place where the cells are of
+ * k's own type (rounding once to it is the same bits), else through F32 scratch. */
+static il_status il__rope_k_store(il_backend *b, il_tensor k, il_tensor v, il_tensor pos, const il_rope_params *rk,
+                                  const il_kv_view *kv, il_tensor slots) {
+  il__cu *c = il__cu_of(b);
+  if ((!il__half(k.type) && !il__half(v.type)) || (k.type == v.type && kv->k.type == k.type)) {
+    const il_op_observer o = b->observer; /* rope_kv_store reports q only */
+    b->observer = (il_op_observer){0};
+    const il_status st = il__rope(b, k, pos, rk);
+    b->observer = o;
+    IL_TRY(st);
+    return il__kv_store(b, kv, k, v, slots);
+  }
+  IL_TRY(il__rope_check(b, &k, &pos, rk, true));
+  IL_TRY(il__check_act(b, "rope_kv_store", &v, true));
+  IL_TRY(il__same_shape("rope_kv_store", &v, &k));
+  IL_TRY(il__aligned("rope_kv_store", &k, il__esz(&k)));
+  IL_TRY(il__aligned("rope_kv_store", &v, il__esz(&v)));
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope_kv_store", il__nm(&k));
+  const int64_t step = c->act_rows > 0 ? c->act_rows : k.rows;
+  for (int64_t r0 = 0; r0 < k.rows; r0 += step) {
+    const int64_t rows = k.rows - r0 < step ? k.rows - r0 : step;
+    il_tensor kk = il_tensor_rows(k, r0, rows), vv = il_tensor_rows(v, r0, rows);
+    size_t used = 0;
+    const il_tensor ks = kk, vs = vv;
+    if (il__half(k.type)) {
+      IL_TRY(il__act_tmp(b, &k, rows, &used, &kk));
+      IL_TRY(il__convert(c, "rope_kv_store", kk, ks));
+    }
+    if (il__half(v.type)) {
+      IL_TRY(il__act_tmp(b, &v, rows, &used, &vv));
+      IL_TRY(il__convert(c, "rope_kv_store", vv, vs));
+    }
+    const il_tensor at = il__ids_at(pos, r0, rows);
+    IL_TRY(il__rope(b, kk, at, rk));
+    IL_TRY(il__kv_store(b, kv, kk, vv, il__ids_at(slots, r0, rows)));
+  }
+  return IL_OK;
+}
+
+/* The shared elementwise checks, and element alignment on the device. */
 static il_status il__cu_elementwise_check(il_backend *b, const char *op, const il_tensor *y, const il_tensor *x) {
-  IL_TRY(il__elementwise_check(b, op, y, x));
-  IL_TRY(il__aligned(op, y, 4));
-  return il__aligned(op, x, 4);
+  IL_TRY(il__elementwise_check(b, op, y, x, true));
+  IL_TRY(il__aligned(op, y, il__esz(y)));
+  return il__aligned(op, x, il__esz(x));
 }
 
-static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) {
-  il__cu *c = il__cu_of(b);
-  IL_TRY(il__cu_elementwise_check(b, "swiglu", &gate, &up));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "swiglu", il__nm(&gate));
-  IL_CUDA_CHECK(c, il__cu_swiglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "swiglu", il__nm(&gate));
-  return IL_OK;
+static il_status il__binary(il_backend *b, il_op op, const char *nm, il_tensor y, il_tensor x) {
+  IL_TRY(il__cu_elementwise_check(b, nm, &y, &x));
+  const il__ew e = {.op = op, .name = nm, .in_place = true, .x = x};
+  return il__ew_run(b, &e, y);
 }
 
-static il_status il__geglu(il_backend *b, il_tensor gate, il_tensor up) {
-  il__cu *c = il__cu_of(b);
-  IL_TRY(il__cu_elementwise_check(b, "geglu", &gate, &up));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "geglu", il__nm(&gate));
-  IL_CUDA_CHECK(c, il__cu_geglu(c->compute, il__ptr(gate), il__ptr(up), gate.rows * gate.cols), "geglu", il__nm(&gate));
-  return IL_OK;
-}
+static il_status il__swiglu(il_backend *b, il_tensor gate, il_tensor up) { return il__binary(b, IL_OP_SWIGLU, "swiglu", gate, up); }
+static il_status il__geglu(il_backend *b, il_tensor gate, il_tensor up) { return il__binary(b, IL_OP_GEGLU, "geglu", gate, up); }
+static il_status il__add(il_backend *b, il_tensor y, il_tensor x) { return il__binary(b, IL_OP_ADD, "add", y, x); }
 
 static il_status il__scale(il_backend *b, il_tensor x, float s) {
-  il__cu *c = il__cu_of(b);
   IL_TRY(il__cu_elementwise_check(b, "scale", &x, &x));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "scale", il__nm(&x));
-  IL_CUDA_CHECK(c, il__cu_scale(c->compute, il__ptr(x), s, x.rows * x.cols), "scale", il__nm(&x));
-  return IL_OK;
-}
-
-static il_status il__add(il_backend *b, il_tensor y, il_tensor x) {
-  il__cu *c = il__cu_of(b);
-  IL_TRY(il__cu_elementwise_check(b, "add", &y, &x));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add", il__nm(&y));
-  IL_CUDA_CHECK(c, il__cu_add(c->compute, il__ptr(y), il__ptr(x), y.rows * y.cols), "add", il__nm(&y));
-  return IL_OK;
+  const il__ew e = {.op = IL_OP_SCALE, .name = "scale", .in_place = true, .x = x, .s = s};
+  return il__ew_run(b, &e, x);
 }
 
 static il_status il__add_bias(il_backend *b, il_tensor y, il_tensor bias) {
-  il__cu *c = il__cu_of(b);
-  IL_TRY(il__add_bias_check(b, &y, &bias));
-  IL_TRY(il__aligned("add_bias", &y, 4));
+  IL_TRY(il__add_bias_check(b, &y, &bias, true));
+  IL_TRY(il__aligned("add_bias", &y, il__esz(&y)));
   IL_TRY(il__aligned("add_bias", &bias, 4));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "add_bias", il__nm(&y));
-  IL_CUDA_CHECK(c, il__cu_add_bias(c->compute, il__ptr(y), y.stride, y.rows, y.cols, il__ptr(bias)), "add_bias",
-                il__nm(&y));
+  const il__ew e = {.op = IL_OP_ADD, .name = "add_bias", .in_place = true, .x = y, .w = bias};
+  return il__ew_run(b, &e, y);
+}
+
+/* reserve_act: the F32 scratch of il__ew_run and il__rope_k_store, chunks of `rows` rows. */
+static il_status il__reserve_act(il_backend *b, il_dtype atype, int32_t rows, int64_t cols) {
+  il__cu *c = il__cu_of(b);
+  if (c->act) il__free(b, c->act);
+  c->act = NULL;
+  c->act_rows = 0;
+  if (rows <= 0) return IL_OK;
+  if (!il__half(atype))
+    return il_error(IL_ERR_UNSUPPORTED, "reserve_act: activations of %s (f16 or bf16 need it)", il_dtype_name(atype));
+  if (cols <= 0 || (uint64_t)cols > SIZE_MAX / 4 / (uint64_t)rows)
+    return il_error(IL_ERR_INVALID_ARG, "reserve_act: %d rows of %lld columns", rows, (long long)cols);
+  IL_TRY(il__alloc(b, IL_MEM_ACTIVATIONS, (size_t)rows * (size_t)cols * 4, "activations: f32 chunk", &c->act));
+  c->act_rows = rows;
   return IL_OK;
 }
 
@@ -1057,6 +1208,7 @@ static void il__destroy(il_backend *b) {
     if (c->compute) (void)cudaStreamSynchronize(c->compute);
     if (c->copy) (void)cudaStreamSynchronize(c->copy);
     if (c->ws) il__free(b, c->ws);
+    if (c->act) il__free(b, c->act);
     if (c->blas_ws) il__free(b, c->blas_ws);
     if (c->blas) (void)cublasDestroy(c->blas);
     il_caching_destroy(c->alloc);
@@ -1084,9 +1236,13 @@ static void il__destroy(il_backend *b) {
 
 /* The ops as the table lists them: each reports its output to the caller's observer
  * (backend.h; the numerics check). */
+/* An F32 output is reported here; a 16-bit one by il__ew_run, before it is narrowed. */
+static il_status il__observe_f32(il_backend *b, il_op op, il_tensor y) {
+  return y.type == IL_DTYPE_F32 ? il__observe(b, op, y, y.type) : IL_OK;
+}
 static il_status il__t_get_rows(il_backend *b, il_tensor y, il_tensor w, il_tensor ids) {
   IL_TRY(il__get_rows(b, y, w, ids));
-  return il__observe(b, IL_OP_GET_ROWS, y, y.type);
+  return il__observe_f32(b, IL_OP_GET_ROWS, y);
 }
 static il_status il__t_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   IL_TRY(il__matmul(b, y, w, x));
@@ -1094,40 +1250,39 @@ static il_status il__t_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor
 }
 static il_status il__t_rmsnorm(il_backend *b, il_tensor y, il_tensor x, il_tensor g, float eps) {
   IL_TRY(il__rmsnorm(b, y, x, g, eps));
-  return il__observe(b, IL_OP_RMSNORM, y, y.type);
+  return il__observe_f32(b, IL_OP_RMSNORM, y);
 }
 static il_status il__t_rope(il_backend *b, il_tensor x, il_tensor pos, const il_rope_params *p) {
   IL_TRY(il__rope(b, x, pos, p));
-  return il__observe(b, IL_OP_ROPE, x, x.type);
+  return il__observe_f32(b, IL_OP_ROPE, x);
 }
-/* The composition of rope, rope and kv_store (k rotated in place). */
+/* The composition of rope, rope and kv_store (k rotated in place, or in F32 scratch: il__rope_k_store). */
 static il_status il__t_rope_kv_store(il_backend *b, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
                                      const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
                                      il_tensor slots) {
   IL_TRY(il__rope(b, q, pos, rq));
-  IL_TRY(il__rope(b, k, pos, rk));
-  IL_TRY(il__kv_store(b, kv, k, v, slots));
-  return il__observe(b, IL_OP_ROPE, q, q.type);
+  IL_TRY(il__rope_k_store(b, k, v, pos, rk, kv, slots));
+  return il__observe_f32(b, IL_OP_ROPE, q);
 }
 static il_status il__t_swiglu(il_backend *b, il_tensor gate, il_tensor up) {
   IL_TRY(il__swiglu(b, gate, up));
-  return il__observe(b, IL_OP_SWIGLU, gate, gate.type);
+  return il__observe_f32(b, IL_OP_SWIGLU, gate);
 }
 static il_status il__t_geglu(il_backend *b, il_tensor gate, il_tensor up) {
   IL_TRY(il__geglu(b, gate, up));
-  return il__observe(b, IL_OP_GEGLU, gate, gate.type);
+  return il__observe_f32(b, IL_OP_GEGLU, gate);
 }
 static il_status il__t_scale(il_backend *b, il_tensor x, float s) {
   IL_TRY(il__scale(b, x, s));
-  return il__observe(b, IL_OP_SCALE, x, x.type);
+  return il__observe_f32(b, IL_OP_SCALE, x);
 }
 static il_status il__t_add(il_backend *b, il_tensor y, il_tensor x) {
   IL_TRY(il__add(b, y, x));
-  return il__observe(b, IL_OP_ADD, y, y.type);
+  return il__observe_f32(b, IL_OP_ADD, y);
 }
 static il_status il__t_add_bias(il_backend *b, il_tensor y, il_tensor bias) {
   IL_TRY(il__add_bias(b, y, bias));
-  return il__observe(b, IL_OP_ADD, y, y.type);
+  return il__observe_f32(b, IL_OP_ADD, y);
 }
 
 /* Asynchronous, as the ops are: the ids are read back by a download (4 bytes a row). */
@@ -1246,6 +1401,7 @@ static const il_backend_ops il__cuda_ops = {
     .value_stats = il__value_stats,
     .reserve = il__reserve,
     .reserve_bytes = il__reserve_bytes,
+    .reserve_act = il__reserve_act,
     .sample = il__sample,
     .gate_up_swiglu = il__gate_up_swiglu,
     .matmul_add = il__matmul_add,

@@ -9,6 +9,7 @@
  *   dequant.cu    il__cu_dequant           weight rows -> F32 (get_rows) or F16 (GEMM tiles)
  *   norm.cu       il__cu_rmsnorm
  *   rope.cu       il__cu_rope
+ *   act.cuh       activation loads and stores (F32, F16, BF16) every activation kernel uses
  *   elementwise.cu il__cu_swiglu, il__cu_geglu, il__cu_scale, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
  *                 il__cu_convert (F32 <-> F16/BF16: copy's conversions, cuBLAS's operands)
  *   kv.cu         il__cu_kv_store          rows to cells at slots
@@ -71,28 +72,34 @@ size_t il__cu_matvec_q8_work(int64_t n_in, int64_t n_tok);
 cudaError_t il__cu_matvec_q8(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t n_out, int64_t n_in,
                              const float *x, int64_t n_tok, float *y, int64_t ldy, void *work);
 
-/* Decodes rows of w into floats (out_f16 false: float, row r at out + r * out_stride bytes)
- * or F16 (packed rows of n_in halves). ids (may be NULL: rows 0..n-1) picks the rows; an id
+/* Decodes rows of w into activations of out_type (F32, F16 or BF16, narrowed to nearest even),
+ * row r at out + r * out_stride bytes (the GEMM's F16 tiles: packed, n_in * 2). ids (may be NULL: rows 0..n-1) picks the rows; an id
  * outside [0, w_rows) is recorded in fault (launch id `launch`) and its row left unwritten. */
 cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows, int64_t n_in,
-                           const int32_t *ids, int64_t n, void *out, size_t out_stride, bool out_f16,
+                           const int32_t *ids, int64_t n, void *out, size_t out_stride, il_dtype out_type,
                            il__cu_fault *fault, int launch);
 
-/* y[t] = x[t] / rms(x[t]) * g, rows of `cols` floats; y may be x. Sum of squares in double,
+/* Activations (the il_dtype arguments below named with them) are F32, F16 or BF16 (act.cuh):
+ * loaded as F32, computed in F32, stored rounded to nearest even; any other type is
+ * cudaErrorInvalidValue, nothing launched. */
+
+/* y[t] = x[t] / rms(x[t]) * g, rows of `cols` values; y may be x. Sum of squares in double,
  * as the CPU reference. */
-cudaError_t il__cu_rmsnorm(cudaStream_t s, float *y, size_t ys, const float *x, size_t xs, const float *g,
-                           int64_t rows, int64_t cols, float eps);
+cudaError_t il__cu_rmsnorm(cudaStream_t s, void *y, size_t ys, il_dtype yt, const void *x, size_t xs, il_dtype xt,
+                           const float *g, int64_t rows, int64_t cols, float eps);
 
-/* Rotates x [rows x n_heads*head_dim] (rows xs bytes apart) in place at positions pos. */
-cudaError_t il__cu_rope(cudaStream_t s, float *x, size_t xs, int64_t rows, const int32_t *pos, int64_t n_heads,
-                        int64_t head_dim, int64_t n_rot, float base, float scale, int mode);
+/* Rotates x [rows x n_heads*head_dim] of type t (rows xs bytes apart) in place at positions pos. */
+cudaError_t il__cu_rope(cudaStream_t s, void *x, size_t xs, il_dtype t, int64_t rows, const int32_t *pos,
+                        int64_t n_heads, int64_t head_dim, int64_t n_rot, float base, float scale, int mode);
 
-/* gate = silu(gate) * up; y += x; y[t] += bias (rows ys bytes apart), all F32. */
-cudaError_t il__cu_swiglu(cudaStream_t s, float *gate, const float *up, int64_t n);
-cudaError_t il__cu_geglu(cudaStream_t s, float *gate, const float *up, int64_t n);
-cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n);
-cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n);
-cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *bias);
+/* gate = silu(gate) * up; gate = gelu(gate) * up; x *= v; y += x; y[t] += bias (F32 bias, rows
+ * ys bytes apart), over n packed elements. */
+cudaError_t il__cu_swiglu(cudaStream_t s, void *gate, il_dtype gt, const void *up, il_dtype ut, int64_t n);
+cudaError_t il__cu_geglu(cudaStream_t s, void *gate, il_dtype gt, const void *up, il_dtype ut, int64_t n);
+cudaError_t il__cu_scale(cudaStream_t s, void *x, il_dtype t, float v, int64_t n);
+cudaError_t il__cu_add(cudaStream_t s, void *y, il_dtype yt, const void *x, il_dtype xt, int64_t n);
+cudaError_t il__cu_add_bias(cudaStream_t s, void *y, size_t ys, il_dtype t, int64_t rows, int64_t cols,
+                            const float *bias);
 /* *count (device) += number of inf/nan elements of x [rows x cols], rows xs bytes apart. */
 cudaError_t il__cu_count_nonfinite(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                    unsigned long long *count);
@@ -103,16 +110,17 @@ cudaError_t il__cu_round_to(cudaStream_t s, float *x, size_t xs, int64_t rows, i
 cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t xs, int64_t rows, int64_t cols,
                                unsigned long long *stats);
 /* dst = src [rows x cols] converted between F32 and F16 or BF16 (kinds: 0 F32, 1 F16, 2 BF16;
- * one of them F32), rows ds / ss bytes apart, rounding to nearest even (copy with a type change). */
+ * one of them F32), rows ds / ss bytes apart, rounding to nearest even (copy with a type change;
+ * the F32 copies of 16-bit activations an op reports to its observer). */
 cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dst_kind, const void *src, size_t ss, int src_kind,
                            int64_t rows, int64_t cols);
 
-/* Row i of k and v (cols floats, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs bytes
+/* Row i of k and v (cols activations of type rows_t, ks/vs bytes apart) to cell slots[i] of kc/vc (kcs/vcs bytes
  * apart, n_cells cells of type cells: F32, F16, BF16, or Q8_0 with cols a multiple of 32). A slot
  * outside [0, n_cells), or (Q8_0) a row with a non-finite value, is recorded in fault. */
 cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                            il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
-                            const int32_t *slots, int64_t n, il__cu_fault *fault, int launch);
+                            il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, il_dtype rows_t,
+                            int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch);
 
 /* Everything il__cu_attn_naive reads. */
 typedef struct {

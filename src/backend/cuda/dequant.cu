@@ -1,5 +1,6 @@
-/* backend/cuda/dequant: weight rows decoded to F32 (get_rows: the embedding gather) or to F16
- * (the tiles cuBLAS multiplies for quantized prompt GEMMs).
+/* backend/cuda/dequant: weight rows decoded to activations, F32, F16 or BF16 (get_rows: the
+ * embedding gather, narrowed with round to nearest even as act.cuh does) or to F16 (the tiles
+ * cuBLAS multiplies for quantized prompt GEMMs).
  *
  * One thread per 32-element unit of an output row (decode.cuh): thread i of a block of 256
  * takes unit i of a row, so neighbouring threads read neighbouring bytes of one weight row.
@@ -7,13 +8,13 @@
  * record and its row is left alone (sync then reports IL_ERR_RANGE with the id).
  * CPU reference: core/quant.c il_dequantize_row; get_rows on cuda equals cpu bit for bit.
  */
+#include "backend/cuda/act.cuh"
 #include "backend/cuda/cuda.h"
-#include "backend/cuda/decode.cuh"
 
-template <int T>
+template <int T, int O>
 __global__ void il__k_dequant(const uint8_t *__restrict__ w, size_t w_stride, int64_t w_rows, int64_t n_in,
                               const int32_t *__restrict__ ids, int64_t n, uint8_t *__restrict__ out,
-                              size_t out_stride, bool out_f16, il__cu_fault *fault, int launch) {
+                              size_t out_stride, il__cu_fault *fault, int launch) {
   const int64_t n_units = il__n_units(n_in);
   const int64_t r = blockIdx.y;
   for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < n_units; u += (int64_t)gridDim.x * blockDim.x) {
@@ -32,19 +33,14 @@ __global__ void il__k_dequant(const uint8_t *__restrict__ w, size_t w_stride, in
     }
     float v[32];
     const int cnt = il__unit<T>(w + (size_t)src * w_stride, u, n_in, v);
-    if (out_f16) {
-      __half *o = (__half *)(out + (size_t)r * (size_t)n_in * 2) + u * 32;
-      for (int j = 0; j < cnt; j++) o[j] = __float2half_rn(v[j]);
-    } else {
-      float *o = (float *)(out + (size_t)r * out_stride) + u * 32;
-      for (int j = 0; j < cnt; j++) o[j] = v[j];
-    }
+    uint8_t *o = out + (size_t)r * out_stride;
+    for (int j = 0; j < cnt; j++) il__act_st<O>(o, u * 32 + j, v[j]);
   }
 }
 
 extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w, size_t w_stride, int64_t w_rows,
                                       int64_t n_in, const int32_t *ids, int64_t n, void *out, size_t out_stride,
-                                      bool out_f16, il__cu_fault *fault, int launch) {
+                                      il_dtype out_type, il__cu_fault *fault, int launch) {
   if (n < 1 || n > 65535 * 1024 || n_in < 1) return n == 0 ? cudaSuccess : cudaErrorInvalidValue;
   const int64_t n_units = il__n_units(n_in);
   const unsigned bx = (unsigned)((n_units + 255) / 256 < 65535 ? (n_units + 255) / 256 : 65535);
@@ -54,10 +50,10 @@ extern "C" cudaError_t il__cu_dequant(cudaStream_t s, il_dtype t, const void *w,
     const dim3 grid(bx, (unsigned)rows);
     const uint8_t *wp = (const uint8_t *)w;
     const int32_t *ip = ids ? ids + r0 : NULL;
-    uint8_t *op = (uint8_t *)out + (out_f16 ? (size_t)r0 * (size_t)n_in * 2 : (size_t)r0 * out_stride);
+    uint8_t *op = (uint8_t *)out + (size_t)r0 * out_stride;
     /* without ids the rows themselves move */
     if (!ids) wp += (size_t)r0 * w_stride;
-#define IL__DQ(T) il__k_dequant<T><<<grid, 256, 0, s>>>(wp, w_stride, w_rows, n_in, ip, rows, op, out_stride, out_f16, fault, launch)
+#define IL__DQ(T) IL__ACT_CASE(out_type, O, il__k_dequant<T, O><<<grid, 256, 0, s>>>(wp, w_stride, w_rows, n_in, ip, rows, op, out_stride, fault, launch))
     switch (t) {
     case IL_DTYPE_F32: IL__DQ(IL_DTYPE_F32); break;
     case IL_DTYPE_F16: IL__DQ(IL_DTYPE_F16); break;

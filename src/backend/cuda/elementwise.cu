@@ -3,12 +3,14 @@
  * F16/BF16 (copy's, for 16-bit activations; the GEMM's, for cuBLAS's 16-bit operands).
  *
  * Grid-stride loops over the elements; each op is a few instructions per element and bound
- * by memory. SwiGLU is g / (1 + expf(-g)) * u like the CPU reference (expf differs from glibc's
+ * by memory. SwiGLU, GeGLU, scale, add and add_bias are templated on their activations' types
+ * (act.cuh: F32, F16 or BF16, loaded as F32 and stored rounded to nearest even). SwiGLU is g / (1 + expf(-g)) * u like the CPU reference (expf differs from glibc's
  * by an ulp or two: the op test's tolerance is 1e-6 normalized).
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "backend/cuda/act.cuh"
 #include "backend/cuda/cuda.h"
 
 static unsigned il__blocks(int64_t n) {
@@ -16,36 +18,41 @@ static unsigned il__blocks(int64_t n) {
   return (unsigned)(b < 65535 * 16 ? b : 65535 * 16);
 }
 
-__global__ void il__k_swiglu(float *g, const float *__restrict__ u, int64_t n) {
+template <int G, int U>
+__global__ void il__k_swiglu(void *g, const void *__restrict__ u, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float x = g[i];
-    g[i] = x / (1.0f + expf(-x)) * u[i];
+    const float x = il__act_ld<G>(g, i);
+    il__act_st<G>(g, i, x / (1.0f + expf(-x)) * il__act_ld<U>(u, i));
   }
 }
 
-__global__ void il__k_geglu(float *g, const float *__restrict__ u, int64_t n) {
+template <int G, int U>
+__global__ void il__k_geglu(void *g, const void *__restrict__ u, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const float x = g[i];
-    g[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+    const float x = il__act_ld<G>(g, i);
+    il__act_st<G>(g, i, 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * il__act_ld<U>(u, i));
   }
 }
 
-__global__ void il__k_scale(float *x, float s, int64_t n) {
+template <int A>
+__global__ void il__k_scale(void *x, float s, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    x[i] *= s;
+    il__act_st<A>(x, i, il__act_ld<A>(x, i) * s);
 }
 
-__global__ void il__k_add(float *y, const float *__restrict__ x, int64_t n) {
+template <int Y, int X>
+__global__ void il__k_add(void *y, const void *__restrict__ x, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] += x[i];
+    il__act_st<Y>(y, i, il__act_ld<Y>(y, i) + il__act_ld<X>(x, i));
 }
 
-__global__ void il__k_add_bias(float *y, size_t ys, int64_t rows, int64_t cols, const float *__restrict__ b) {
+template <int A>
+__global__ void il__k_add_bias(void *y, size_t ys, int64_t rows, int64_t cols, const float *__restrict__ b) {
   const int64_t n = rows * cols;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
-    float *row = (float *)((uint8_t *)y + (size_t)r * ys);
-    row[c] += b[c];
+    void *row = (uint8_t *)y + (size_t)r * ys;
+    il__act_st<A>(row, c, il__act_ld<A>(row, c) + b[c]);
   }
 }
 
@@ -125,33 +132,34 @@ extern "C" cudaError_t il__cu_value_stats(cudaStream_t s, const float *x, size_t
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, float *gate, const float *up, int64_t n) {
+extern "C" cudaError_t il__cu_swiglu(cudaStream_t s, void *gate, il_dtype gt, const void *up, il_dtype ut, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  il__k_swiglu<<<il__blocks(n), 256, 0, s>>>(gate, up, n);
+  IL__ACT_CASE(gt, G, IL__ACT_CASE(ut, U, il__k_swiglu<G, U><<<il__blocks(n), 256, 0, s>>>(gate, up, n)));
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t il__cu_geglu(cudaStream_t s, float *gate, const float *up, int64_t n) {
+extern "C" cudaError_t il__cu_geglu(cudaStream_t s, void *gate, il_dtype gt, const void *up, il_dtype ut, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  il__k_geglu<<<il__blocks(n), 256, 0, s>>>(gate, up, n);
+  IL__ACT_CASE(gt, G, IL__ACT_CASE(ut, U, il__k_geglu<G, U><<<il__blocks(n), 256, 0, s>>>(gate, up, n)));
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t il__cu_scale(cudaStream_t s, float *x, float v, int64_t n) {
+extern "C" cudaError_t il__cu_scale(cudaStream_t s, void *x, il_dtype t, float v, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  il__k_scale<<<il__blocks(n), 256, 0, s>>>(x, v, n);
+  IL__ACT_CASE(t, A, il__k_scale<A><<<il__blocks(n), 256, 0, s>>>(x, v, n));
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t il__cu_add(cudaStream_t s, float *y, const float *x, int64_t n) {
+extern "C" cudaError_t il__cu_add(cudaStream_t s, void *y, il_dtype yt, const void *x, il_dtype xt, int64_t n) {
   if (n <= 0) return cudaSuccess;
-  il__k_add<<<il__blocks(n), 256, 0, s>>>(y, x, n);
+  IL__ACT_CASE(yt, Y, IL__ACT_CASE(xt, X, il__k_add<Y, X><<<il__blocks(n), 256, 0, s>>>(y, x, n)));
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, float *y, size_t ys, int64_t rows, int64_t cols, const float *bias) {
+extern "C" cudaError_t il__cu_add_bias(cudaStream_t s, void *y, size_t ys, il_dtype t, int64_t rows, int64_t cols,
+                                       const float *bias) {
   if (rows * cols <= 0) return cudaSuccess;
-  il__k_add_bias<<<il__blocks(rows * cols), 256, 0, s>>>(y, ys, rows, cols, bias);
+  IL__ACT_CASE(t, A, il__k_add_bias<A><<<il__blocks(rows * cols), 256, 0, s>>>(y, ys, rows, cols, bias));
   return cudaGetLastError();
 }
 

@@ -77,7 +77,7 @@ il_status il__cu_gemm(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
   for (int64_t r0 = 0; r0 < n_out; r0 += tile_rows) {
     const int64_t rows = n_out - r0 < tile_rows ? n_out - r0 : tile_rows;
     IL_CUDA_CHECK(c, il__cu_dequant(c->compute, w.type, (const uint8_t *)wp + (size_t)r0 * w.stride, w.stride, rows, n_in,
-                                    NULL, rows, tile, 0, true, c->fault, 0),
+                                    NULL, rows, tile, (size_t)n_in * 2, IL_DTYPE_F16, c->fault, 0),
                   "matmul", nm);
     IL_CUBLAS_CHECK(c, cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n_tok, (int)n_in, &one, tile,
                                     CUDA_R_16F, (int)n_in, xh, CUDA_R_16F, (int)n_in, &zero, yp + r0, CUDA_R_32F, (int)ldy,

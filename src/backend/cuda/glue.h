@@ -55,6 +55,9 @@ typedef struct {
   unsigned long long *count_host;  /* pinned [2] */
   il_buffer *ws;                   /* GEMM workspace (F16 tiles, converted activations) */
   il_buffer *blas_ws;              /* cuBLAS's workspace, ours so it is counted (cublasSetWorkspace) */
+  il_buffer *act;                  /* reserve_act's F32 scratch: the F32 results of 16-bit ops that are
+                                      reported to an observer or stored again (rope_kv_store's k) */
+  int32_t act_rows;                /* rows of a chunk in it */
   bool dry;                        /* cuda:N,dry: the planner's device: the real device's facts and
                                       fixed overhead, the real allocator with no memory behind it */
   size_t dry_size;                 /* dry: the device size it stands for (0: the real one) */

@@ -1,18 +1,19 @@
 /* backend/cuda/kv: kv_store, rows of K and V written to their cells at slots (the paged
  * layout's slot mapping; a contiguous cache is the same with one block per sequence).
  *
- * The rows are F32 (the activations); the cells F32, F16, BF16 or Q8_0 (--kv-type). One block of
- * 128 threads per row: it reads its slot and writes the K and V rows. F32 cells are copied as
- * 4-byte words when every address and stride allows it (else byte by byte); F16 and BF16 cells
- * are converted with round to nearest even (decode.cuh il__f16_bits / il__bf16_bits, as the
+ * The rows are activations (F32, F16 or BF16, --dtype; K and V of one type); the cells F32, F16,
+ * BF16 or Q8_0 (--kv-type). One block of 128 threads per row: it reads its slot and writes the
+ * K and V rows. Cells of the rows' own type are copied as 4-byte words when every address and
+ * stride allows it (else byte by byte); other F32, F16 and BF16 cells are converted (act.cuh),
+ * narrowing with round to nearest even (decode.cuh il__f16_bits / il__bf16_bits, as the
  * CPU's il_f32_to_fp16 / il_f32_to_bf16); Q8_0 cells are quantized one 32-value block per warp
  * exactly as ggml's reference quantizer (decode.cuh il__q8_inverse / il__q8_value, the CPU's
  * il_quantize_row: the same bytes). A slot outside the cells, or a Q8_0 block with a non-finite
  * value (the CPU refuses such a row by name), goes to the fault record and is not written.
  * CPU reference: backend/cpu/cpu.c il__cpu_kv_store.
  */
+#include "backend/cuda/act.cuh"
 #include "backend/cuda/cuda.h"
-#include "backend/cuda/decode.cuh"
 
 /* Thread 0's check of row i's slot; false (and the fault recorded) when it is out of range. */
 __device__ static bool il__slot_ok(int64_t i, int64_t slot, int64_t n_cells, il__cu_fault *fault, int launch) {
@@ -42,23 +43,25 @@ __global__ void il__k_kv_store(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs,
   }
 }
 
-/* F16 (BF16 false) or BF16 cells. */
-template <bool BF16>
-__global__ void il__k_kv_store_half(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
-                                    const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
-                                    const int32_t *slots, il__cu_fault *fault, int launch) {
+/* Cells of type C from rows of another type R (F32, F16 or BF16 each). */
+template <int R, int C>
+__global__ void il__k_kv_store_cvt(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
+                                   const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, int64_t cols,
+                                   const int32_t *slots, il__cu_fault *fault, int launch) {
   const int64_t i = blockIdx.x;
   const int64_t slot = slots[i];
   if (!il__slot_ok(i, slot, n_cells, fault, launch)) return;
-  uint16_t *kd = (uint16_t *)(kc + (size_t)slot * kcs), *vd = (uint16_t *)(vc + (size_t)slot * vcs);
-  const float *kr = (const float *)(k + (size_t)i * ks), *vr = (const float *)(v + (size_t)i * vs);
+  uint8_t *kd = kc + (size_t)slot * kcs, *vd = vc + (size_t)slot * vcs;
+  const uint8_t *kr = k + (size_t)i * ks, *vr = v + (size_t)i * vs;
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    kd[j] = BF16 ? il__bf16_bits(kr[j]) : il__f16_bits(kr[j]);
-    vd[j] = BF16 ? il__bf16_bits(vr[j]) : il__f16_bits(vr[j]);
+    il__act_st<C>(kd, j, il__act_ld<R>(kr, j));
+    il__act_st<C>(vd, j, il__act_ld<R>(vr, j));
   }
 }
 
-/* Q8_0 cells: warp w quantizes blocks w, w + 4, ... of the K row, then of the V row. */
+/* Q8_0 cells from rows of type R: warp w quantizes blocks w, w + 4, ... of the K row, then of
+ * the V row. */
+template <int R>
 __global__ void il__k_kv_store_q8(uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells, const uint8_t *k,
                                   size_t ks, const uint8_t *v, size_t vs, int64_t cols, const int32_t *slots,
                                   il__cu_fault *fault, int launch) {
@@ -69,9 +72,9 @@ __global__ void il__k_kv_store_q8(uint8_t *kc, size_t kcs, uint8_t *vc, size_t v
   const int64_t nb = cols / 32;
   for (int side = 0; side < 2; side++) {
     uint8_t *dst = side ? vc + (size_t)slot * vcs : kc + (size_t)slot * kcs;
-    const float *src = (const float *)(side ? v + (size_t)i * vs : k + (size_t)i * ks);
+    const uint8_t *src = side ? v + (size_t)i * vs : k + (size_t)i * ks;
     for (int64_t jb = warp; jb < nb; jb += n_warps) {
-      const float x = src[jb * 32 + lane];
+      const float x = il__act_ld<R>(src, jb * 32 + lane);
       const unsigned bad = __ballot_sync(0xffffffffu, !isfinite(x));
       if (bad) {
         if (lane == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_NONFINITE) == 0) {
@@ -96,26 +99,26 @@ __global__ void il__k_kv_store_q8(uint8_t *kc, size_t kcs, uint8_t *vc, size_t v
 
 extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
                                        il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs,
-                                       int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch) {
+                                       il_dtype rows_t, int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault,
+                                       int launch) {
   if (n <= 0) return cudaSuccess;
-  if (n > 0x7fffffff) return cudaErrorInvalidValue;
-  switch (cells) {
-  case IL_DTYPE_F16:
-    il__k_kv_store_half<false><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault,
-                                                           launch);
-    return cudaGetLastError();
-  case IL_DTYPE_BF16:
-    il__k_kv_store_half<true><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault,
-                                                          launch);
-    return cudaGetLastError();
-  case IL_DTYPE_Q8_0:
+  if (n > 0x7fffffff || !il__act_ok(rows_t)) return cudaErrorInvalidValue;
+  if (cells == IL_DTYPE_Q8_0) {
     if (cols % 32) return cudaErrorInvalidValue;
-    il__k_kv_store_q8<<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots, fault, launch);
+    IL__ACT_CASE(rows_t, R,
+                 il__k_kv_store_q8<R><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, cols, slots,
+                                                                  fault, launch));
     return cudaGetLastError();
-  case IL_DTYPE_F32: break;
-  default: return cudaErrorInvalidValue;
   }
-  const size_t row_bytes = (size_t)cols * 4;
+  if (!il__act_ok(cells)) return cudaErrorInvalidValue;
+  if (cells != rows_t) {
+    IL__ACT_CASE(rows_t, R,
+                 IL__ACT_CASE(cells, C,
+                              il__k_kv_store_cvt<R, C><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs,
+                                                                                   cols, slots, fault, launch)));
+    return cudaGetLastError();
+  }
+  const size_t row_bytes = (size_t)cols * (rows_t == IL_DTYPE_F32 ? 4 : 2);
   const uintptr_t all = (uintptr_t)kc | (uintptr_t)vc | (uintptr_t)k | (uintptr_t)v | kcs | vcs | ks | vs | row_bytes;
   if (all % 4 == 0)
     il__k_kv_store<uint32_t><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, row_bytes, slots, fault, launch);
