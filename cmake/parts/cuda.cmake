@@ -135,7 +135,7 @@ if(il_cuda_build)
                         ${CMAKE_DL_LIBS} m rt)
   target_link_options(inferlab_cuda PRIVATE -Wl,--exclude-libs,ALL -Wl,-Bsymbolic -Wl,--no-undefined)
 
-  # The fake module: the same glue (cuda.c, gemm.c, host.c) over a host-memory stand-in for the
+  # The fake module: the same glue (cuda.c, attn_ops.c, gemm.c, host.c) over a host-memory stand-in for the
   # CUDA runtime and cuBLAS and host versions of the kernels (tests/fakes/fake_cuda*), so the
   # glue runs end to end in CI without a GPU. Host compilers only: no nvcc objects, no cudart.
   enable_language(CXX)
@@ -143,6 +143,7 @@ if(il_cuda_build)
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/cuda.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/gemm.c
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/host.c ${CMAKE_SOURCE_DIR}/src/backend/dry.c ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cudart.c
     ${CMAKE_SOURCE_DIR}/src/backend/cuda/mv3_model.c ${CMAKE_SOURCE_DIR}/src/backend/cuda/graph.c
+    ${CMAKE_SOURCE_DIR}/src/backend/cuda/attn_ops.c
     ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_kernels.cpp ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_selftest.cpp
     ${CMAKE_SOURCE_DIR}/tests/fakes/fake_cuda_graph.cpp)
   set_target_properties(inferlab_cuda_fake PROPERTIES

@@ -1,5 +1,6 @@
 /* backend/cuda/glue: the state of one opened CUDA backend, shared by the module's C files
- * (cuda.c: memory, transfers, the ops; gemm.c: the cuBLAS path of matmul).
+ * (cuda.c: memory, transfers, the ops; attn_ops.c: the attention kernels; gemm.c: the cuBLAS path
+ * of matmul; graph.c: step capture).
  *
  * Streams: ops and downloads run in order on `compute`; uploads run on `copy` (pinned staging
  * buffers, so a caller's host memory may be reused as soon as upload returns), and the two
@@ -29,6 +30,7 @@ struct il_buffer {
   il_mem_category cat;
   il_caching_block *blk;
 };
+#include "backend/check.h" /* the view checks read struct il_buffer, so after it */
 
 #define IL__CU_STAGE_BYTES ((size_t)8 << 20) /* each of the two pinned staging buffers */
 #define IL__CU_LAUNCH_RING 64                /* launches whose names a device fault can cite */
@@ -89,6 +91,28 @@ typedef struct {
 } il__cu;
 
 static inline il__cu *il__cu_of(il_backend *b) { return (il__cu *)b->impl; }
+
+static inline void *il__ptr(il_tensor t) { return (uint8_t *)t.buf->base + t.off; }
+
+/* F32 rows must be float-aligned on the device (the other view checks: backend/check.h). */
+static inline il_status il__aligned(const char *op, const il_tensor *t, size_t a) {
+  if (((uintptr_t)t->buf->base + t->off) % a || (t->rows > 1 && t->stride % a))
+    return il_error(IL_ERR_UNSUPPORTED, "%s: '%s' at offset %zu, stride %zu is not %zu-byte aligned", op,
+                    il__nm(t), t->off, t->stride, a);
+  return IL_OK;
+}
+
+/* The KV cell types this backend stores and its attention kernels read. */
+static inline bool il__kv_type_ok(il_dtype t) {
+  return t == IL_DTYPE_F32 || t == IL_DTYPE_F16 || t == IL_DTYPE_BF16 || t == IL_DTYPE_Q8_0;
+}
+
+/* Names a launch that can fault, so a fault found later can say which op and tensor it was;
+ * returns the launch's id. */
+int il__note(il__cu *c, const char *op, const il_tensor *t);
+
+/* The attention kernels of the seam's attn_kernels op (attn_ops.c). */
+const il_attn_kernel *il__cu_attn_kernels(il_backend *b, int *n);
 
 /* Turns a failed CUDA call into an error value naming the device, the op, the tensor, the
  * call and file:line. cudaErrorMemoryAllocation becomes IL_ERR_OOM and is recorded as the
