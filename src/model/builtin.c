@@ -288,7 +288,7 @@ il_status il_builtin_open_ex(const char *spec, const char *wtype, int n_threads,
 
 typedef struct {
   int32_t n;
-  char (*text)[8];
+  char (*text)[16];
   uint64_t *lens;
   float *scores;
   int32_t *types;
@@ -301,11 +301,13 @@ static void il__vocab_free(il__vocab_arrays *v) {
   il_mem_free(v->types);
 }
 
-/* Token types as GGUF stores them: 1 normal, 2 unknown, 3 control, 6 byte. */
-static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
+/* Token types as GGUF stores them: 1 normal, 2 unknown, 3 control, 6 byte. phi3's vocabulary
+ * also ends with Phi-3's control tokens, as the real one does: llama.cpp looks up
+ * "<|endoftext|>" by name when a file's name says phi3, and refuses a vocabulary without it. */
+static il_status il__vocab_build(int32_t n, const char *arch, il__vocab_arrays *v) {
   memset(v, 0, sizeof *v);
   v->n = n;
-  v->text = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * 8, "builtin vocab");
+  v->text = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof *v->text, "builtin vocab");
   v->lens = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(uint64_t), "builtin vocab");
   v->scores = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(float), "builtin vocab");
   v->types = il_mem_calloc(IL_MEM_TOKENIZER, (size_t)n * sizeof(int32_t), "builtin vocab");
@@ -358,13 +360,20 @@ static il_status il__vocab_build(int32_t n, il__vocab_arrays *v) {
     snprintf(v->text[i], 8, "<%05x>", (unsigned)i & 0xfffffu);
     v->types[i] = 5;
   }
+  static const char *const phi3[] = {"<|endoftext|>", "<|end|>"};
+  if (!strcmp(arch, "phi3") && n > 300)
+    for (int k = 0; k < 2; k++) {
+      snprintf(v->text[n - 2 + k], sizeof v->text[0], "%s", phi3[k]);
+      v->types[n - 2 + k] = 3;
+      v->scores[n - 2 + k] = 0.0f;
+    }
   for (int32_t j = 0; j < n; j++) v->lens[j] = strlen(v->text[j]);
   return IL_OK;
 }
 
-static il_status il__builtin_vocab(int32_t n_vocab, il_vocab **out) {
+static il_status il__builtin_vocab(int32_t n_vocab, const char *arch, il_vocab **out) {
   il__vocab_arrays v;
-  IL_TRY(il__vocab_build(n_vocab, &v));
+  IL_TRY(il__vocab_build(n_vocab, arch, &v));
   const char **ptrs = il_mem_alloc(IL_MEM_TOKENIZER, sizeof(char *) * (size_t)v.n, "builtin vocab");
   il_status st = ptrs ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) {
@@ -377,14 +386,14 @@ static il_status il__builtin_vocab(int32_t n_vocab, il_vocab **out) {
   return st;
 }
 
-il_status il_builtin_vocab(const il_model *m, il_vocab **out) { return il__builtin_vocab(m->hp.n_vocab, out); }
+il_status il_builtin_vocab(const il_model *m, il_vocab **out) { return il__builtin_vocab(m->hp.n_vocab, m->hp.arch, out); }
 
 il_status il_vocab_open(const char *spec, const char *force_pre, il_vocab **out) {
   *out = NULL;
   if (il_builtin_is(spec)) {
     const il__builtin_spec *sp = il__spec_of(spec + 8);
     if (!sp) return il_error(IL_ERR_NOT_FOUND, "%s: unknown built-in model (known: %s)", spec, il_builtin_names());
-    return il__builtin_vocab(sp->n_vocab, out);
+    return il__builtin_vocab(sp->n_vocab, sp->arch, out);
   }
   il_gguf *g = NULL;
   IL_TRY(il_gguf_open(spec, &g));
@@ -424,7 +433,7 @@ il_status il_builtin_write_metadata(const il_model *m, il_gguf_writer *w, il_dty
   }
 #undef IL__K
   il__vocab_arrays v;
-  IL_TRY(il__vocab_build(hp->n_vocab, &v));
+  IL_TRY(il__vocab_build(hp->n_vocab, hp->arch, &v));
   const char **ptrs = il_mem_alloc(IL_MEM_TOKENIZER, sizeof(char *) * (size_t)v.n, "builtin vocab");
   il_status st = ptrs ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) {
