@@ -2,7 +2,7 @@
  * touch memory, with errors that name the op and the tensor. Static inline, so the CUDA module
  * (a separate shared object) compiles the same checks as the cpu backend.
  * Also the argument checks of ops that cpu and cuda both run the same way (get_rows, rmsnorm,
- * rope, elementwise, add_bias, kv_store, copy, sample).
+ * rope, elementwise, add_bias, kv_store, copy, sample, reserve_act, attention's views).
  * Not for: what only one backend needs (alignment on the device, q8_0 row widths). */
 #ifndef IL_BACKEND_CHECK_H
 #define IL_BACKEND_CHECK_H
@@ -11,6 +11,9 @@
 #include "core/status.h"
 
 static inline const char *il__nm(const il_tensor *t) { return t->name ? t->name : "tensor"; }
+
+/* A 16-bit activation type (the types reserve_act and the 16-bit op paths take). */
+static inline bool il__half(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16; }
 
 /* t lies inside its buffer and has type `type` (IL_DTYPE_COUNT: any). `op` names the caller. */
 static inline il_status il__check(il_backend *b, const char *op, const il_tensor *t, il_dtype type) {
@@ -161,6 +164,30 @@ static inline il_status il__kv_store_check(il_backend *b, const il_kv_view *kv, 
       kv->k.rows != kv->v.rows)
     return il_error(IL_ERR_INVALID_ARG, "kv_store: rows [%lld x %lld] do not fit cells of %lld, %lld slots",
                     (long long)k->rows, (long long)k->cols, (long long)kv->k.cols, (long long)slots->cols);
+  return IL_OK;
+}
+
+/* reserve_act's arguments (rows > 0): a 16-bit atype and a chunk whose F32 bytes fit size_t. */
+static inline il_status il__reserve_act_check(il_dtype atype, int32_t rows, int64_t cols) {
+  if (!il__half(atype))
+    return il_error(IL_ERR_UNSUPPORTED, "reserve_act: activations of %s (f16 or bf16 need it)", il_dtype_name(atype));
+  if (cols <= 0 || (uint64_t)cols > SIZE_MAX / 4 / (uint64_t)rows)
+    return il_error(IL_ERR_INVALID_ARG, "reserve_act: %d rows of %lld columns", rows, (long long)cols);
+  return IL_OK;
+}
+
+/* The views every attention kernel reads: F32 q and out, I32 seq, pos and block table, and K/V
+ * cells of any type, V's of type v_type (IL_DTYPE_COUNT: any; a backend that says why not
+ * itself). */
+static inline il_status il__attn_views_check(il_backend *b, const il_attn_args *a, il_dtype v_type) {
+  const il_kv_view *kv = a->kv;
+  IL_TRY(il__check(b, "attention", &a->q, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->out, IL_DTYPE_F32));
+  IL_TRY(il__check(b, "attention", &a->seq, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &a->pos, IL_DTYPE_I32));
+  IL_TRY(il__check(b, "attention", &kv->k, IL_DTYPE_COUNT));
+  IL_TRY(il__check(b, "attention", &kv->v, v_type));
+  IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
   return IL_OK;
 }
 

@@ -308,7 +308,7 @@ void il__engine_split_auto(const il_engine *e, const il__engine_shape *s, int32_
   il_mem_free(mask);
 }
 
-void il__split_format(const int32_t *counts, int n, char *buf, size_t size) {
+void il_split_format(const int32_t *counts, int n, char *buf, size_t size) {
   size_t o = 0;
   buf[0] = 0;
   for (int k = 0; k < n && o < size; k++) {

@@ -88,6 +88,10 @@ typedef enum { IL_ENGINE_SNAP_MEMORY = 1, IL_ENGINE_SNAP_ALL = 3 } il_engine_sna
 
 /* Fills *out (zeroed first) with the parts asked for. Can't fail. */
 void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_engine_snapshot *out);
+
+/* Writes n layer counts as a --split value ("3,1"), truncated to size. */
+void il_split_format(const int32_t *counts, int n, char *buf, size_t size);
+
 /* The device allocator's segments and blocks as they are now (for memory maps), into *out;
  * release with il_caching_snapshot_free. IL_ERR_UNSUPPORTED when the device has no caching
  * allocator (cpu), IL_ERR_OOM when the host is out of memory. */

@@ -99,8 +99,6 @@ size_t il__device_total(il_backend *b);
  * largest ratio of a device's need to its size as small as it can be (each device's whole
  * need: weights, KV, activations, workspace and fixed overhead). Writes e->n_devs counts. */
 void il__engine_split_auto(const il_engine *e, const il__engine_shape *s, int32_t *counts);
-/* Writes counts as a --split value ("3,1"). */
-void il__split_format(const int32_t *counts, int n, char *buf, size_t size);
 /* The context the engine gives a run whose config leaves it to the engine: the model's
  * training context capped at 4096, halved (not below 256) while the KV cache of s's placement
  * takes more than half of `available` bytes. *capped: it was halved. */

@@ -67,7 +67,7 @@ static void il__suggest_split(const il_engine *e, const il__engine_shape *cur, i
   if (best_n) {
     memcpy(c, cur->split, sizeof c[0] * (size_t)nd);
     c[k] -= best_n, c[best_to] += best_n;
-    il__split_format(c, nd, v, sizeof v);
+    il_split_format(c, nd, v, sizeof v);
     snprintf(eff, sizeof eff, "moves %d layer%s from device %d to device %d", best_n, best_n > 1 ? "s" : "", k + 1,
              best_to + 1);
     il__fix(r, e->gl_list ? "gpu-layers" : "split", v, best_pred, eff); /* the option that gave the counts */
@@ -76,7 +76,7 @@ static void il__suggest_split(const il_engine *e, const il__engine_shape *cur, i
   il__engine_split_auto(e, cur, c);
   size_t pred = 0;
   if (memcmp(c, cur->split, sizeof c[0] * (size_t)nd) && il__engine_fits(e, &s, r->capacity, k, &pred)) {
-    il__split_format(c, nd, v, sizeof v);
+    il_split_format(c, nd, v, sizeof v);
     il__fix(r, e->gl_list ? "gpu-layers" : "split", v, pred,
             "the split that balances each device's need against its size (--split auto)");
   }

@@ -9,16 +9,6 @@
 #include "backend/registry.h"
 #include "engine/engine.h"
 
-static void il__split_counts(const int32_t *counts, int n, char *buf, size_t size) {
-  size_t o = 0;
-  buf[0] = 0;
-  for (int k = 0; k < n && o < size; k++) {
-    int w = snprintf(buf + o, size - o, "%s%d", k ? "," : "", counts[k]);
-    if (w < 0) break;
-    o += (size_t)w;
-  }
-}
-
 /* The device planned for: a sim:SIZE (its size is the budget) or a CUDA device (its memory, or
  * its fixed overhead + --mem-limit when that is smaller). Trial devices of other sizes are dry
  * versions of it: sim:CAP[,pcie=,ctx=],dry or cuda:N,dry=CAP, the real device's facts and
@@ -231,7 +221,7 @@ static il_status il__pin_list(const il_config *cfg, const il__list *ls, il_plan 
     if (pinned->ctx <= 0) pinned->ctx = r->n_ctx;
   }
   char v[64];
-  il__split_counts(counts, ls->n, v, sizeof v);
+  il_split_format(counts, ls->n, v, sizeof v);
   if (!strchr(pinned->gpu_layers, ',')) snprintf(pinned->split, sizeof pinned->split, "%s", v); /* else pinned already */
   return IL_OK;
 }
@@ -252,7 +242,7 @@ static il_status il__plan_list(const il_config *cfg, il_plan *p, char items[IL_B
   il_oom_report r;
   bool fits = false;
   IL_TRY(il__pin_list(cfg, &ls, p, &pinned, counts, &r, &fits));
-  il__split_counts(counts, n, p->split, sizeof p->split);
+  il_split_format(counts, n, p->split, sizeof p->split);
   if (!fits) p->ran_out = r.dev;
   p->ctx_from = cfg->ctx > 0 ? IL_OOM_CTX_GIVEN : IL_OOM_CTX_DEFAULT;
   size_t peaks[IL_BACKEND_LIST_MAX];

@@ -477,13 +477,7 @@ static il_cpu_attn_args il__attn_args(il_backend *b, const il_attn_args *a) {
 /* Checks every kernel relies on before it reads device memory: buffers, types, shapes. */
 static il_status il__attn_check(il_backend *b, const il_attn_args *a) {
   const il_kv_view *kv = a->kv;
-  IL_TRY(il__check(b, "attention", &a->q, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "attention", &a->out, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "attention", &a->seq, IL_DTYPE_I32));
-  IL_TRY(il__check(b, "attention", &a->pos, IL_DTYPE_I32));
-  IL_TRY(il__check(b, "attention", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check(b, "attention", &kv->v, kv->k.type));
-  IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
+  IL_TRY(il__attn_views_check(b, a, kv->k.type));
   if (a->q.cols != a->n_heads * a->head_dim || a->out.rows != a->q.rows || a->out.cols != a->q.cols ||
       kv->k.cols != a->n_kv_heads * a->head_dim || kv->v.rows != kv->k.rows || kv->v.stride != kv->k.stride ||
       a->seq.cols < a->q.rows || a->pos.cols < a->q.rows || kv->block_table.rows * kv->block_table.cols <
@@ -761,7 +755,6 @@ static il_status il__f32_get_rows(il_backend *b, il_tensor y, il_tensor w, il_te
  * op is the kernel on the tensors themselves and the observer sees its output. The chunk size
  * is the caller's (the model's), so results do not depend on how a batch is split. */
 
-static bool il__half(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16; }
 
 /* Rows [r0, r0 + rows) of an op over n rows; `used`: scratch bytes this chunk has taken. */
 typedef struct {
@@ -842,10 +835,7 @@ static il_status il__cpu_reserve_act(il_backend *b, il_dtype atype, int32_t rows
   c->wide = NULL;
   c->wide_rows = 0;
   if (rows <= 0) return IL_OK;
-  if (!il__half(atype))
-    return il_error(IL_ERR_UNSUPPORTED, "reserve_act: activations of %s (f16 or bf16 need it)", il_dtype_name(atype));
-  if (cols <= 0 || (uint64_t)cols > SIZE_MAX / 4 / (uint64_t)rows)
-    return il_error(IL_ERR_INVALID_ARG, "reserve_act: %d rows of %lld columns", rows, (long long)cols);
+  IL_TRY(il__reserve_act_check(atype, rows, cols));
   IL_TRY(b->ops->buffer_alloc(b, IL_MEM_ACTIVATIONS, (size_t)rows * (size_t)cols * 4, "activations: f32 chunk", &c->wide));
   c->wide_rows = rows;
   return IL_OK;

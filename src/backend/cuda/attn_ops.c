@@ -32,13 +32,7 @@ static il_status il__attn_prepare(il_backend *b, const il_attn_args *a, il_tenso
                                   const char *why, size_t need, il__cu_attn *x) {
   il__cu *c = il__cu_of(b);
   const il_kv_view *kv = a->kv;
-  IL_TRY(il__check(b, "attention", &a->q, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "attention", &a->out, IL_DTYPE_F32));
-  IL_TRY(il__check(b, "attention", &a->seq, IL_DTYPE_I32));
-  IL_TRY(il__check(b, "attention", &a->pos, IL_DTYPE_I32));
-  IL_TRY(il__check(b, "attention", &kv->k, IL_DTYPE_COUNT));
-  IL_TRY(il__check(b, "attention", &kv->v, IL_DTYPE_COUNT));
-  IL_TRY(il__check(b, "attention", &kv->block_table, IL_DTYPE_I32));
+  IL_TRY(il__attn_views_check(b, a, IL_DTYPE_COUNT)); /* K and V of two types: the kernels' why_not */
   if (why) return il_error(IL_ERR_UNSUPPORTED, "attention kernel '%s': %s", kernel, why);
   if (a->n_kv_heads <= 0 || a->n_heads % a->n_kv_heads)
     return il_error(IL_ERR_INVALID_ARG, "attention: %lld heads not divisible by %lld kv heads", (long long)a->n_heads,

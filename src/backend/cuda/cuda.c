@@ -585,7 +585,6 @@ static il_status il__matmul_multi(il_backend *b, int n, const il_tensor *y, cons
  * chunk, reports it and narrows it with copy's conversion, the same bits; and (2) rope_kv_store
  * storing k into cells of another type than k's, from k's rotated F32 values. */
 
-static bool il__half(il_dtype t) { return t == IL_DTYPE_F16 || t == IL_DTYPE_BF16; }
 static size_t il__esz(const il_tensor *t) { return il_tensor_row_bytes(t->type, 1); }
 
 /* Entries [r0, r0 + n) of an I32 vector (ids, positions, slots). */
@@ -833,10 +832,7 @@ static il_status il__reserve_act(il_backend *b, il_dtype atype, int32_t rows, in
   c->act = NULL;
   c->act_rows = 0;
   if (rows <= 0) return IL_OK;
-  if (!il__half(atype))
-    return il_error(IL_ERR_UNSUPPORTED, "reserve_act: activations of %s (f16 or bf16 need it)", il_dtype_name(atype));
-  if (cols <= 0 || (uint64_t)cols > SIZE_MAX / 4 / (uint64_t)rows)
-    return il_error(IL_ERR_INVALID_ARG, "reserve_act: %d rows of %lld columns", rows, (long long)cols);
+  IL_TRY(il__reserve_act_check(atype, rows, cols));
   IL_TRY(il__alloc(b, IL_MEM_ACTIVATIONS, (size_t)rows * (size_t)cols * 4, "activations: f32 chunk", &c->act));
   c->act_rows = rows;
   return IL_OK;
@@ -1192,15 +1188,19 @@ static const il_backend_ops il__cuda_ops = {
 
 /* The planner's dry device: the real device's facts, its allocator with nothing behind it, and
  * every op refused (backend/dry). */
+/* A table without step capture: callers launch every op themselves. */
+static void il__no_capture(il_backend_ops *o) {
+  o->capture_begin = NULL;
+  o->capture_end = NULL;
+  o->replay = NULL;
+  o->step_free = NULL;
+}
+
 static il_backend_ops il__cuda_dry;
 static void il__cuda_dry_init(void) {
   il__cuda_dry = il__cuda_ops;
   il_backend_dry_ops(&il__cuda_dry);
-  /* nothing runs, so nothing is captured */
-  il__cuda_dry.capture_begin = NULL;
-  il__cuda_dry.capture_end = NULL;
-  il__cuda_dry.replay = NULL;
-  il__cuda_dry.step_free = NULL;
+  il__no_capture(&il__cuda_dry); /* nothing runs, so nothing is captured */
 }
 static const il_backend_ops *il__cuda_dry_ops(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -1208,14 +1208,11 @@ static const il_backend_ops *il__cuda_dry_ops(void) {
   return &il__cuda_dry;
 }
 
-/* IL_CUDA_GRAPHS=0: the table without step capture, so callers launch every op themselves. */
+/* IL_CUDA_GRAPHS=0: the table without step capture. */
 static il_backend_ops il__cuda_eager;
 static void il__cuda_eager_init(void) {
   il__cuda_eager = il__cuda_ops;
-  il__cuda_eager.capture_begin = NULL;
-  il__cuda_eager.capture_end = NULL;
-  il__cuda_eager.replay = NULL;
-  il__cuda_eager.step_free = NULL;
+  il__no_capture(&il__cuda_eager);
 }
 static const il_backend_ops *il__cuda_eager_ops(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
