@@ -25,16 +25,14 @@ static void test_detok_after_prompt(void) {
   if (!v) return;
   char buf[64];
   il_detok *d = NULL;
-  IL_CHECK_OK(il_detok_new(v, false, &d));
   int32_t prompt[] = {1, 3, 4};
-  il_detok_skip(d, prompt, 3);
+  IL_CHECK_OK(il_detok_new(v, false, prompt, 3, &d));
   size_t n = il_detok_push(d, 5, buf, sizeof buf);
   IL_CHECK_INT(n, 2);
   IL_CHECK(n == 2 && memcmp(buf, " a", 2) == 0);
   il_detok_free(d);
   /* BOS alone before: the first piece still loses its space, as before */
-  IL_CHECK_OK(il_detok_new(v, false, &d));
-  il_detok_skip(d, prompt, 1);
+  IL_CHECK_OK(il_detok_new(v, false, prompt, 1, &d));
   n = il_detok_push(d, 3, buf, sizeof buf);
   IL_CHECK(n == 4 && memcmp(buf, "Once", 4) == 0);
   il_detok_free(d);

@@ -219,7 +219,7 @@ static void check_stream(const il_vocab *v, const int32_t *ids, size_t n, bool s
   size_t want_len;
   char *want = detok_all(v, ids, n, special, &want_len);
   il_detok *d = NULL;
-  IL_CHECK_OK(il_detok_new(v, special, &d));
+  IL_CHECK_OK(il_detok_new(v, special, NULL, 0, &d));
   if (!d) {
     free(want);
     return;

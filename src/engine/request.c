@@ -90,10 +90,10 @@ il_status il_request_new_tokens(il_engine *e, const int32_t *ids, int32_t n, con
   il_batch_entry *batch = il_mem_alloc(IL_MEM_WORKSPACE, sizeof *batch * (size_t)n, "prompt batch");
   il_status st = r->text && r->logits && batch ? IL_OK : IL_ERR_OOM;
   if (st == IL_OK) st = il_sampler_new(&p->sampling, nv, &r->sampler);
-  if (st == IL_OK) st = il_detok_new(e->vocab, false, &r->detok);
+  /* the caller shows the prompt as typed: the text continues it */
+  if (st == IL_OK) st = il_detok_new(e->vocab, false, ids, (size_t)n, &r->detok);
   if (st == IL_OK) st = il_engine_seq_remove(e, 0);
   if (st == IL_OK) {
-    il_detok_skip(r->detok, ids, (size_t)n); /* the caller shows the prompt as typed */
     for (int32_t i = 0; i < n; i++) {
       batch[i] = (il_batch_entry){ids[i], 0, i, i == n - 1};
       il_sampler_accept(r->sampler, ids[i]);

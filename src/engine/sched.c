@@ -270,10 +270,9 @@ static il_status il__submit(il_sched *s, il__req *r, const int32_t *prompt, int3
       st = il_sampler_new(&dp, s->n_vocab, &c->dsampler);
       c->dcur = s->o.n_draft > 0 ? s->o.n_draft : IL_SPEC_ADAPTIVE_START;
     }
-    if (st == IL_OK) st = il_detok_new(s->e->vocab, false, &c->detok);
     /* the text continues the prompt the client holds: its first piece keeps its leading space
      * (SentencePiece's marker), as llama.cpp's server and `run` print it */
-    if (st == IL_OK) il_detok_skip(c->detok, prompt, (size_t)n_prompt);
+    if (st == IL_OK) st = il_detok_new(s->e->vocab, false, prompt, (size_t)n_prompt, &c->detok);
     /* pending holds at most a stop string's length plus one detokenizer output */
     if (st == IL_OK && !(c->pending = il_mem_alloc(IL_MEM_SCHEDULER, max_stop + s->piece_cap + 1, "stop buffer")))
       st = IL_ERR_OOM;

@@ -171,7 +171,7 @@ il_status il_spec_generate(il_engine *target, il_engine *draft, const int32_t *p
     dp.seed ^= 0x9e3779b97f4a7c15ull; /* the draft's draws independent of the target's */
     st = il_sampler_new(&dp, s.nv, &s.sd);
   }
-  if (st == IL_OK) st = il_detok_new(target->vocab, false, &s.detok);
+  if (st == IL_OK) st = il_detok_new(target->vocab, false, prompt, (size_t)n_prompt, &s.detok);
   const double t0 = il_time_now();
   if (st == IL_OK) st = il__spec_prefill(target, s.batch, prompt, n_prompt);
   if (st == IL_OK) st = il__spec_prefill(draft, s.batch, prompt, n_prompt);
@@ -181,7 +181,6 @@ il_status il_spec_generate(il_engine *target, il_engine *draft, const int32_t *p
     il__spec_free(&s);
     return st;
   }
-  il_detok_skip(s.detok, prompt, (size_t)n_prompt);
   for (int32_t i = 0; i < n_prompt; i++) {
     s.ctx[i] = prompt[i];
     il_sampler_accept(s.st, prompt[i]);

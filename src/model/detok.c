@@ -21,12 +21,14 @@ struct il_detok {
   size_t n, cap;
 };
 
-il_status il_detok_new(const il_vocab *v, bool special, il_detok **out) {
+il_status il_detok_new(const il_vocab *v, bool special, const int32_t *prompt, size_t n_prompt, il_detok **out) {
   il_detok *d = il_mem_calloc(IL_MEM_TOKENIZER, sizeof *d, "detokenizer");
   if (!d) return IL_ERR_OOM;
   d->v = v;
   d->special = special;
   d->strip = v->kind == IL__VOCAB_SPM && v->add_space_prefix;
+  for (size_t i = 0; i < n_prompt && d->strip; i++)
+    if (prompt[i] != v->bos) d->strip = false;
   d->cap = v->max_piece + 8;
   d->buf = il_mem_alloc(IL_MEM_TOKENIZER, d->cap, "detokenizer");
   if (!d->buf) {
@@ -35,11 +37,6 @@ il_status il_detok_new(const il_vocab *v, bool special, il_detok **out) {
   }
   *out = d;
   return IL_OK;
-}
-
-void il_detok_skip(il_detok *d, const int32_t *ids, size_t n) {
-  for (size_t i = 0; i < n && d->strip; i++)
-    if (ids[i] != d->v->bos) d->strip = false;
 }
 
 void il_detok_free(il_detok *d) {

@@ -23,17 +23,17 @@
  * vocabularies with add_space_prefix, the first text piece of the stream loses one leading
  * space when nothing but BOS came before it (llama.cpp strips it for the first token,
  * llama2.c after BOS; both agree on "<s> ▁Once" -> "Once").
- * il_detok_new: *out owned by the caller, free with il_detok_free; errors: IL_ERR_OOM.
+ * il_detok_new: a detokenizer for the text that follows prompt[0..n_prompt) (NULL, 0: a stream
+ * of its own), which the caller has already shown, so what follows is decoded as its
+ * continuation: the leading-space rule above then applies only when nothing but BOS came
+ * before. Every caller says what came before, so none can forget it. *out owned by the caller,
+ * free with il_detok_free; errors: IL_ERR_OOM.
  * il_detok_push: appends the token's piece and writes up to cap ready bytes to buf; returns
  * how many it wrote. Ready bytes that do not fit stay queued for the next push or flush, so
  * nothing is lost with any cap; cap >= il_vocab_max_piece(v) + 4 never leaves a queue.
  * il_detok_flush: writes what is left (an incomplete sequence at the end included). */
 typedef struct il_detok il_detok;
-il_status il_detok_new(const il_vocab *v, bool special, il_detok **out);
-/* Tells the detokenizer that the text of ids[0..n) was already shown (a prompt echoed as
- * typed), so what follows is decoded as their continuation: the leading-space rule above then
- * applies only when nothing but BOS came before. Writes nothing; can't fail. */
-void il_detok_skip(il_detok *d, const int32_t *ids, size_t n);
+il_status il_detok_new(const il_vocab *v, bool special, const int32_t *prompt, size_t n_prompt, il_detok **out);
 size_t il_detok_push(il_detok *d, int32_t id, char *buf, size_t cap);
 size_t il_detok_flush(il_detok *d, char *buf, size_t cap);
 void il_detok_free(il_detok *d);

@@ -23,7 +23,7 @@ static inline void il_fuzz_exercise_vocab(const il_vocab *v, const char *text, s
     char *whole = malloc(need + 1), *stream = malloc(need + 64);
     il_detokenize(v, ids, n, flags & 1, whole, need);
     il_detok *d = NULL;
-    if (il_detok_new(v, flags & 1, &d) == IL_OK) {
+    if (il_detok_new(v, flags & 1, NULL, 0, &d) == IL_OK) {
       size_t got = 0, cap = 1 + (size_t)(flags * 3); /* tiny buffers: text must queue, not be lost */
       char buf[16];
       for (size_t i = 0; i < n; i++) {
