@@ -23,6 +23,7 @@
 #include "model/builtin.h"
 #include "model/export.h"
 #include "model/llama.h"
+#include "ref_ops.h"
 
 /* 160 tokens: past gemma3-tiny's window of 24 by more than two of the flash kernel's 64-key
  * tiles, so its local layers mask keys and skip whole tiles */
@@ -36,35 +37,6 @@ typedef struct {
   int dim, ff, heads, kv_heads, hd, q_dim, kv_dim, vocab;
   float **kc, **vc; /* [layer][pos * kv_dim] */
 } ref_t;
-
-/* The model's tensor `name` (F32: the built-in models are generated so), NULL when absent. */
-static const float *tensor(const il_model *m, const char *name) {
-  for (int64_t i = 0; i < m->n_tensors; i++)
-    if (!strcmp(m->tensors[i].name, name)) return m->tensors[i].type == IL_DTYPE_F32 ? m->tensors[i].data : NULL;
-  return NULL;
-}
-
-/* Layer l's tensor "blk.l.suffix". */
-static const float *lt(const il_model *m, int l, const char *suffix) {
-  char name[96];
-  snprintf(name, sizeof name, "blk.%d.%s", l, suffix);
-  return tensor(m, name);
-}
-
-static void matvec(const float *w, const float *x, float *y, int n_in, int n_out) {
-  for (int r = 0; r < n_out; r++) {
-    double acc = 0;
-    for (int k = 0; k < n_in; k++) acc += (double)w[(size_t)r * n_in + k] * x[k];
-    y[r] = (float)acc;
-  }
-}
-
-static void rmsnorm(float *y, const float *x, const float *g, int n, float eps) {
-  double ss = 0;
-  for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-  const double s = 1.0 / sqrt(ss / n + eps);
-  for (int i = 0; i < n; i++) y[i] = (float)(x[i] * s * g[i]);
-}
 
 /* NeoX RoPE (qwen3, phi3 pair i with i + n_rot/2) on one head. */
 static void rope_neox(float *v, int pos, int n_rot, float base) {

@@ -25,6 +25,7 @@
 #include "lab/plan.h"
 #include "model/export.h"
 #include "model/llama.h"
+#include "ref_ops.h"
 
 static void ref_route(const float *lg, int ne, int k, bool norm, int *sel, double *w) {
   double p[512], mx = lg[0], sum = 0;
@@ -78,34 +79,6 @@ enum { N_TOK = 7 };
 static const int toks[N_TOK] = {1, 300, 301, 72, 101, 108, 111};
 
 /* ---- a plain scalar forward of a MoE model (llama or qwen3moe attention) ---- */
-
-static const float *tensor(const il_model *m, const char *name) {
-  for (int64_t i = 0; i < m->n_tensors; i++)
-    if (!strcmp(m->tensors[i].name, name)) return m->tensors[i].type == IL_DTYPE_F32 ? m->tensors[i].data : NULL;
-  return NULL;
-}
-
-static const float *lt(const il_model *m, int l, const char *suffix) {
-  char name[96];
-  snprintf(name, sizeof name, "blk.%d.%s", l, suffix);
-  return tensor(m, name);
-}
-
-/* y[r] = sum_k w[r][k] x[k], w rows of n_in */
-static void matvec(const float *w, const float *x, float *y, int n_in, int n_out) {
-  for (int r = 0; r < n_out; r++) {
-    double acc = 0;
-    for (int k = 0; k < n_in; k++) acc += (double)w[(size_t)r * n_in + k] * x[k];
-    y[r] = (float)acc;
-  }
-}
-
-static void rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
-  double ss = 0;
-  for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-  const double s = 1.0 / sqrt(ss / n + eps);
-  for (int i = 0; i < n; i++) y[i] = (float)(x[i] * s * w[i]);
-}
 
 /* RoPE of one head: llama pairs (2i, 2i+1), NeoX (qwen3moe) pairs (i, i + hd/2) */
 static void rope(float *v, int hd, int pos, float base, bool neox) {
