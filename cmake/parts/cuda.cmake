@@ -221,35 +221,25 @@ if(il_cuda_build)
           ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
       endif()
     endforeach()
-    # Speculative decoding in continuous batching on the device (tests/test_spec.c's `cuda`
-    # cases): on the fake module (few lanes: its host kernels are slow), and on a device with the
-    # full chi-square count (it skips without one).
-    # The prefix cache's logits against a run from scratch on the device (test_prefix_cache.c).
-    if(TARGET test_prefix_cache)
-      add_dependencies(test_prefix_cache inferlab_cuda_fake)
-      add_test(NAME test_prefix_cache_fakecuda COMMAND test_prefix_cache cuda)
-      set_tests_properties(test_prefix_cache_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
-        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
-      add_test(NAME test_prefix_cache_cuda COMMAND test_prefix_cache cuda)
-      set_tests_properties(test_prefix_cache_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
-    endif()
-    # Constrained generation on the device (test_grammar.c's `cuda` case).
-    if(TARGET test_grammar)
-      add_dependencies(test_grammar inferlab_cuda_fake)
-      add_test(NAME test_grammar_fakecuda COMMAND test_grammar cuda)
-      set_tests_properties(test_grammar_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
-        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
-      add_test(NAME test_grammar_cuda COMMAND test_grammar cuda)
-      set_tests_properties(test_grammar_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
-    endif()
-    if(TARGET test_spec)
-      add_dependencies(test_spec inferlab_cuda_fake)
-      add_test(NAME test_spec_fakecuda COMMAND test_spec cuda)
-      set_tests_properties(test_spec_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
-        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
-      add_test(NAME test_spec_cuda COMMAND test_spec cuda full)
-      set_tests_properties(test_spec_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
-    endif()
+    # The `cuda` cases of three engine tests, each on the fake module (NAME_fakecuda) and on a
+    # device (NAME_cuda, which skips without one): the prefix cache's logits against a run from
+    # scratch (test_prefix_cache.c), constrained generation (test_grammar.c), and speculative
+    # decoding in continuous batching (test_spec.c: few lanes on the fake module, whose host
+    # kernels are slow; the full chi-square count on a device).
+    foreach(il_dev_case prefix_cache:cuda grammar:cuda spec:cuda_full)
+      string(REPLACE ":" ";" il_dev_case "${il_dev_case}")
+      list(GET il_dev_case 0 il_n)
+      list(GET il_dev_case 1 il_dev_args)
+      string(REPLACE "_" ";" il_dev_args "${il_dev_args}")
+      if(TARGET test_${il_n})
+        add_dependencies(test_${il_n} inferlab_cuda_fake)
+        add_test(NAME test_${il_n}_fakecuda COMMAND test_${il_n} cuda)
+        set_tests_properties(test_${il_n}_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+          ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>")
+        add_test(NAME test_${il_n}_cuda COMMAND test_${il_n} ${il_dev_args})
+        set_tests_properties(test_${il_n}_cuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300)
+      endif()
+    endforeach()
   endfunction()
   cmake_language(DEFER CALL il_cuda_wire_targets)
 endif()
