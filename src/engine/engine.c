@@ -464,8 +464,8 @@ static il_status il__placement(il_engine *e) {
     /* one count per device of a list, in order: llama.cpp's -ngl with the split given as
      * counts; the rest on the CPU */
     if (e->n_devs < 2)
-      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': one count per device of a --device list; --device '%s' is "
-                                          "one device", g, cfg->device);
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': one count per device of a --device list; --device "
+                                          "names one device", g);
     int k = 0;
     n = 0;
     for (const char *p = g;; k++) {
@@ -480,8 +480,8 @@ static il_status il__placement(il_engine *e) {
       p = end + 1;
     }
     if (k + 1 != e->n_devs)
-      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %s counts for the %d devices of --device '%s'", g,
-                      k + 1 > e->n_devs ? "more" : "fewer", e->n_devs, cfg->device);
+      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %s counts than the %d devices of --device", g,
+                      k + 1 > e->n_devs ? "more" : "fewer", e->n_devs);
     if (n > L) return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s': %d layers in all; the model has %d", g, n, L);
     if (cfg->split[0])
       return il_error(IL_ERR_INVALID_ARG, "--gpu-layers '%s' gives each device's layers; --split '%s' would too: give "
@@ -573,9 +573,9 @@ static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
   const int32_t L = e->model->hp.n_layer;
   const int nd = e->n_devs;
   if (strstr(cfg->place, "blk."))
-    return il_error(IL_ERR_INVALID_ARG, "--device '%s': --place blk.N places layers between one device and the CPU; "
-                                        "with a device list give --gpu-layers N or one count per device (--gpu-layers "
-                                        "A,B,...)", cfg->device);
+    return il_error(IL_ERR_INVALID_ARG, "--place '%s': blk.N places layers between one device and the CPU; with a "
+                                        "--device list give --gpu-layers N or one count per device (--gpu-layers A,B,...)",
+                    cfg->place);
   int32_t n_on = 0; /* the layers on the devices: the first ones (--gpu-layers), the rest on the CPU */
   while (n_on < L && e->layer_dev[n_on]) n_on++;
   shape->split = e->split_n;
@@ -600,8 +600,10 @@ static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
         p = end + 1;
       }
       if (n != nd)
-        return il_error(IL_ERR_INVALID_ARG, "--split '%s': %s ratios for the %d devices of --device '%s'", cfg->split,
-                        n > nd ? "more" : "fewer", nd, cfg->device);
+        /* --device is not echoed in these messages: under plan it holds the trial specs
+         * (sim:BYTES,dry), not what the user typed */
+        return il_error(IL_ERR_INVALID_ARG, "--split '%s': %s ratios than the %d devices of --device", cfg->split,
+                        n > nd ? "more" : "fewer", nd);
     } else {
       for (int k = 0; k < nd; k++) share[k] = (double)il__device_total(e->devs[k]);
     }
@@ -665,7 +667,7 @@ static il_status il__open(il_engine *e) {
   }
   if (cfg->split[0] && e->n_devs == 1)
     return il_error(IL_ERR_INVALID_ARG, "--split '%s': it shares the layers of a --device list (cpu,sim:SIZE,...); "
-                                        "--device '%s' is one device", cfg->split, cfg->device);
+                                        "--device names one device", cfg->split);
   e->backend->ops->info(e->backend, &e->info);
   if (cfg->repack && strcmp(e->info.kind, "cpu"))
     il_log(IL_LOG_INFO, "--repack: only the weights of components on the CPU are repacked; %s keeps its own as uploaded",
