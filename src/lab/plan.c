@@ -223,6 +223,11 @@ static il_status il__pin_list(const il_config *cfg, const il__list *ls, il_plan 
   char v[64];
   il_split_format(counts, ls->n, v, sizeof v);
   if (!strchr(pinned->gpu_layers, ',')) snprintf(pinned->split, sizeof pinned->split, "%s", v); /* else pinned already */
+  if (!strcmp(pinned->gpu_layers, "auto")) { /* the count auto chose on the devices given */
+    int32_t on = 0;
+    for (int k = 0; k < ls->n; k++) on += counts[k];
+    snprintf(pinned->gpu_layers, sizeof pinned->gpu_layers, "%d", on);
+  }
   return IL_OK;
 }
 
