@@ -1008,6 +1008,84 @@ static void test_fused(void) {
   printf("fused ops (rmsnorm_quant, gate_up_swiglu, matmul_add) equal their compositions on %d backends\n", fused);
 }
 
+/* rope_kv_store against its composition on the same backend, bit for bit: q rotated in place;
+ * the cells hold k rotated from its F32 values (for 16-bit rows: widened, rotated in F32, stored
+ * from there) and v as given. Rows F32, F16, BF16; cells F32, F16, BF16, Q8_0; grouped-query
+ * heads, partial NEOX rotation, a position far out. */
+static void test_rope_kv_fused(void) {
+  enum { T = 5, NH = 4, NKV = 2, HD = 32, CELLS = 8 };
+  const il_dtype rows_t[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16};
+  const il_dtype cells_t[] = {IL_DTYPE_F32, IL_DTYPE_F16, IL_DTYPE_BF16, IL_DTYPE_Q8_0};
+  const int32_t pos[T] = {0, 3, 4, 9000, 17}, slots[T] = {7, 0, 2, 5, 3};
+  const il_rope_params rq = {NH, HD, 24, 10000.0f, 1.0f, IL_ROPE_NEOX}, rk = {NKV, HD, 24, 10000.0f, 1.0f, IL_ROPE_NEOX};
+  float *qf = randv(T * NH * HD, 1.0f), *kf = randv(T * NKV * HD, 1.0f), *vf = randv(T * NKV * HD, 1.0f);
+  int cases = 0, n_b = 0;
+  for (int bi = 0; bi < n_backends; bi++) {
+    il_backend *b = backends[bi].b;
+    if (!b->ops->rope_kv_store) continue;
+    n_b++;
+    for (size_t ri = 0; ri < sizeof rows_t / sizeof rows_t[0]; ri++)
+      for (size_t ci = 0; ci < sizeof cells_t / sizeof cells_t[0]; ci++) {
+        const il_dtype rt = rows_t[ri], ct = cells_t[ci];
+        if (!b->ops->supports(b, IL_OP_ROPE, IL_DTYPE_F32, rt) || !b->ops->supports(b, IL_OP_KV_STORE, ct, rt)) continue;
+        const size_t es = rt == IL_DTYPE_F32 ? 4 : 2;
+        if (rt != IL_DTYPE_F32 && b->ops->reserve_act) IL_CHECK_OK(b->ops->reserve_act(b, rt, T, 4096));
+        uint8_t *qh = malloc(T * NH * HD * es), *kh = malloc(T * NKV * HD * es), *vh = malloc(T * NKV * HD * es);
+        const float *src[3] = {qf, kf, vf};
+        uint8_t *dst[3] = {qh, kh, vh};
+        const int n_el[3] = {T * NH * HD, T * NKV * HD, T * NKV * HD};
+        for (int a = 0; a < 3; a++)
+          for (int i = 0; i < n_el[a]; i++) {
+            if (rt == IL_DTYPE_F32) memcpy(dst[a] + 4 * i, &src[a][i], 4);
+            else {
+              const uint16_t h = rt == IL_DTYPE_F16 ? il_f32_to_fp16(src[a][i]) : il_f32_to_bf16(src[a][i]);
+              memcpy(dst[a] + 2 * i, &h, 2);
+            }
+          }
+        const size_t cell_bytes = il_dtype_row_size(ct, NKV * HD) * CELLS;
+        uint8_t *got[2], *want[2];
+        il_tensor P = put(b, pos, 1, T, IL_DTYPE_I32, "pos"), S = put(b, slots, 1, T, IL_DTYPE_I32, "slots");
+        for (int pass = 0; pass < 2; pass++) { /* 0: the fused op, 1: the composition */
+          il_tensor Q = put(b, qh, T, NH * HD, rt, "q"), K = put(b, kh, T, NKV * HD, rt, "k"), V = put(b, vh, T, NKV * HD, rt, "v");
+          il_tensor KC = put(b, NULL, CELLS, NKV * HD, ct, "k cells"), VC = put(b, NULL, CELLS, NKV * HD, ct, "v cells");
+          uint8_t *zero = calloc(1, cell_bytes);
+          IL_CHECK_OK(b->ops->upload(b, KC, zero, cell_bytes));
+          IL_CHECK_OK(b->ops->upload(b, VC, zero, cell_bytes));
+          free(zero);
+          const il_kv_view kv = {.k = KC, .v = VC, .block = CELLS, .n_seq = 1, .max_blocks = 1, .n_ctx = CELLS};
+          if (pass == 0) {
+            IL_CHECK_OK(b->ops->rope_kv_store(b, Q, K, V, P, &rq, &rk, &kv, S));
+          } else {
+            IL_CHECK_OK(b->ops->rope(b, Q, P, &rq));
+            il_tensor Kw = rt == IL_DTYPE_F32 ? K : widened(b, K, "k f32"), Vw = rt == IL_DTYPE_F32 ? V : widened(b, V, "v f32");
+            IL_CHECK_OK(b->ops->rope(b, Kw, P, &rk));
+            IL_CHECK_OK(b->ops->kv_store(b, &kv, Kw, Vw, S));
+            if (rt != IL_DTYPE_F32) il_backend_tensor_free(b, &Kw), il_backend_tensor_free(b, &Vw);
+          }
+          uint8_t *out = malloc(il_tensor_span(&Q) + 2 * cell_bytes);
+          get(b, Q, out);
+          get(b, KC, out + il_tensor_span(&Q));
+          get(b, VC, out + il_tensor_span(&Q) + cell_bytes);
+          (pass ? want : got)[0] = out;
+          (pass ? want : got)[1] = NULL;
+          il_tensor *all[] = {&Q, &K, &V, &KC, &VC};
+          for (int i = 0; i < 5; i++) il_backend_tensor_free(b, all[i]);
+        }
+        const size_t n = (size_t)T * NH * HD * es + 2 * cell_bytes;
+        if (memcmp(got[0], want[0], n))
+          fprintf(stderr, "  %s: rope_kv_store, rows %s, cells %s: differs from rope + rope + kv_store\n", backends[bi].label,
+                  il_dtype_name(rt), il_dtype_name(ct));
+        IL_CHECK(memcmp(got[0], want[0], n) == 0);
+        free(got[0]), free(want[0]), free(qh), free(kh), free(vh);
+        il_backend_tensor_free(b, &P), il_backend_tensor_free(b, &S);
+        if (rt != IL_DTYPE_F32 && b->ops->reserve_act) IL_CHECK_OK(b->ops->reserve_act(b, rt, 0, 0));
+        cases++;
+      }
+  }
+  free(qf), free(kf), free(vf);
+  printf("rope_kv_store equals rope + rope + kv_store bit for bit: %d (rows, cells) cases on %d backends\n", cases, n_b);
+}
+
 /* The test's own sampler: ranks by counting (no sort), the same rule as il_sample_args. */
 static int32_t ref_sample(const float *l, int n, float u, const il_sample_args *a) {
   int order[64];
@@ -1237,6 +1315,7 @@ int main(void) {
   test_matmul();
   test_half_acts();
   test_fused();
+  test_rope_kv_fused();
   test_fused_mv();
   test_sample();
   test_capture_async();

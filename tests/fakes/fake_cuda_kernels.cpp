@@ -244,25 +244,28 @@ extern "C" cudaError_t il__cu_rmsnorm(cudaStream_t s, void *y, size_t ys, il_dty
   return cudaSuccess;
 }
 
+/* One row of rope in place: each pair rotated at its angle, every head. */
+static void fake_rope_row(il_dtype t, uint8_t *row, int32_t pos, const il__cu_rope_p *rp) {
+  const float p = (float)pos / rp->scale;
+  for (int64_t i = 0; i < rp->n_rot; i += 2) {
+    const double theta = (double)p * pow((double)rp->base, -(double)i / (double)rp->n_rot);
+    const float cs = (float)cos(theta), sn = (float)sin(theta);
+    const int64_t a = rp->mode == 2 ? i / 2 : i, b = rp->mode == 2 ? i / 2 + rp->n_rot / 2 : i + 1;
+    for (int64_t h = 0; h < rp->n_heads; h++) {
+      const int64_t o = h * rp->head_dim;
+      const float x0 = fake_ld(t, row, o + a), x1 = fake_ld(t, row, o + b);
+      fake_st(t, row, o + a, x0 * cs - x1 * sn);
+      fake_st(t, row, o + b, x0 * sn + x1 * cs);
+    }
+  }
+}
+
 extern "C" cudaError_t il__cu_rope(cudaStream_t s, void *x, size_t xs, il_dtype t, int64_t rows, const int32_t *pos,
                                    int64_t n_heads, int64_t head_dim, int64_t n_rot, float base, float scale, int mode) {
   FAKE_LAUNCH(s, "rope", il__cu_rope(s, x, xs, t, rows, pos, n_heads, head_dim, n_rot, base, scale, mode));
   if (!fake_act(t)) return cudaErrorInvalidValue;
-  for (int64_t r = 0; r < rows; r++) {
-    uint8_t *row = (uint8_t *)x + r * xs;
-    const float p = (float)pos[r] / scale;
-    for (int64_t i = 0; i < n_rot; i += 2) {
-      const double theta = (double)p * pow((double)base, -(double)i / (double)n_rot);
-      const float cs = (float)cos(theta), sn = (float)sin(theta);
-      const int64_t a = mode == 2 ? i / 2 : i, b = mode == 2 ? i / 2 + n_rot / 2 : i + 1;
-      for (int64_t h = 0; h < n_heads; h++) {
-        const int64_t o = h * head_dim;
-        const float x0 = fake_ld(t, row, o + a), x1 = fake_ld(t, row, o + b);
-        fake_st(t, row, o + a, x0 * cs - x1 * sn);
-        fake_st(t, row, o + b, x0 * sn + x1 * cs);
-      }
-    }
-  }
+  const il__cu_rope_p p = {n_heads, head_dim, n_rot, base, scale, mode};
+  for (int64_t r = 0; r < rows; r++) fake_rope_row(t, (uint8_t *)x + r * xs, pos[r], &p);
   return cudaSuccess;
 }
 
@@ -353,6 +356,51 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
     }
   }
   delete[] src;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_rope_kv_store(cudaStream_t s, const il__cu_rkv *a, il__cu_fault *fault, int launch) {
+  const il__cu_rkv A = *a;
+  FAKE_LAUNCH(s, "rope_kv_store", il__cu_rope_kv_store(s, &A, fault, launch));
+  if (A.n <= 0) return cudaSuccess;
+  if (A.cols > IL__CU_RKV_MAX_COLS || !fake_act(A.qt) || !fake_act(A.kt) || !fake_act(A.vt) || !(A.rq.scale > 0) ||
+      !(A.rk.scale > 0))
+    return cudaErrorInvalidValue;
+  if (A.cells == IL_DTYPE_Q8_0 ? A.cols % 32 != 0 : !fake_act(A.cells)) return cudaErrorInvalidValue;
+  float *kf = new float[A.cols], *vf = new float[A.cols];
+  for (int64_t t = 0; t < A.n; t++) {
+    fake_rope_row(A.qt, (uint8_t *)A.q + t * A.qs, A.pos[t], &A.rq);
+    uint8_t *kr = (uint8_t *)A.k + t * A.ks;
+    const uint8_t *vr = (const uint8_t *)A.v + t * A.vs;
+    for (int64_t j = 0; j < A.cols; j++) kf[j] = fake_ld(A.kt, kr, j), vf[j] = fake_ld(A.vt, vr, j);
+    fake_rope_row(IL_DTYPE_F32, (uint8_t *)kf, A.pos[t], &A.rk);
+    if (A.k_back)
+      for (int64_t j = 0; j < A.cols; j++) fake_st(A.kt, kr, j, kf[j]);
+    const int32_t slot = A.slots[t];
+    if (slot < 0 || slot >= A.n_cells) {
+      fake_fault(fault, IL__CU_FAULT_SLOT, launch, t, slot, A.n_cells);
+      continue;
+    }
+    for (int side = 0; side < 2; side++) {
+      const float *src = side ? vf : kf;
+      uint8_t *dst = (side ? A.vc : A.kc) + (size_t)slot * (side ? A.vcs : A.kcs);
+      if (A.cells != IL_DTYPE_Q8_0) {
+        for (int64_t j = 0; j < A.cols; j++) fake_st(A.cells, dst, j, src[j]);
+        continue;
+      }
+      int64_t j = 0;
+      while (j < A.cols && isfinite(src[j])) j++;
+      if (j < A.cols) {
+        fake_fault(fault, IL__CU_FAULT_NONFINITE, launch, t, side, j);
+        continue;
+      }
+      if (il_quantize_row(IL_DTYPE_Q8_0, src, dst, A.cols) != IL_OK) {
+        delete[] kf, delete[] vf;
+        return cudaErrorInvalidValue;
+      }
+    }
+  }
+  delete[] kf, delete[] vf;
   return cudaSuccess;
 }
 

@@ -1031,10 +1031,54 @@ static il_status il__t_rope(il_backend *b, il_tensor x, il_tensor pos, const il_
   IL_TRY(il__rope(b, x, pos, p));
   return il__observe_f32(b, IL_OP_ROPE, x);
 }
-/* The composition of rope, rope and kv_store (k rotated in place, or in F32 scratch: il__rope_k_store). */
+static il__cu_rope_p il__rope_p(const il_rope_params *p) {
+  return (il__cu_rope_p){p->n_heads, p->head_dim, p->n_rot, p->base, p->scale > 0 ? p->scale : 1.0f, (int)p->mode};
+}
+
+/* rope(q), rope(k) and kv_store as one launch (il__cu_rope_kv_store), the views checked as
+ * each op checks them. k keeps its rotated values where the composition (il__rope_k_store)
+ * rotates it in place. k's row fits the kernel's shared memory (IL__CU_RKV_MAX_COLS). */
+static il_status il__rope_kv_store1(il_backend *b, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
+                                    const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
+                                    il_tensor slots) {
+  il__cu *c = il__cu_of(b);
+  IL_TRY(il__rope_check(b, &q, &pos, rq, true));
+  IL_TRY(il__rope_check(b, &k, &pos, rk, true));
+  IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il__kv_type_ok(kv->k.type), true));
+  if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
+                    (long long)k.cols);
+  const il_tensor *al[] = {&q, &k, &v};
+  for (int i = 0; i < 3; i++) IL_TRY(il__aligned("rope_kv_store", al[i], il__esz(al[i])));
+  IL_TRY(il__aligned("rope_kv_store", &pos, 4));
+  IL_TRY(il__aligned("rope_kv_store", &slots, 4));
+  IL_TRY(il__aligned("rope_kv_store", &kv->k, kv->k.type == IL_DTYPE_F32 ? 1 : 2));
+  IL_TRY(il__aligned("rope_kv_store", &kv->v, kv->v.type == IL_DTYPE_F32 ? 1 : 2));
+  if (!k.rows) return IL_OK;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope_kv_store", il__nm(&k));
+  const int id = il__note(c, "kv_store into", &kv->k);
+  il__note_rows(c, id, &k, &v);
+  const il__cu_rkv a = {
+      .q = il__ptr(q), .k = il__ptr(k), .v = il__ptr(v), .qs = q.stride, .ks = k.stride, .vs = v.stride,
+      .qt = q.type, .kt = k.type, .vt = v.type, .cells = kv->k.type, .rq = il__rope_p(rq), .rk = il__rope_p(rk),
+      .cols = k.cols, .n = k.rows, .n_cells = kv->k.rows,
+      .k_back = (!il__half(k.type) && !il__half(v.type)) || (k.type == v.type && kv->k.type == k.type),
+      .kc = il__ptr(kv->k), .vc = il__ptr(kv->v), .kcs = kv->k.stride, .vcs = kv->v.stride, .pos = il__ptr(pos),
+      .slots = il__ptr(slots)};
+  IL_CUDA_CHECK(c, il__cu_rope_kv_store(c->compute, &a, c->fault, id), "rope_kv_store", il__nm(&kv->k));
+  return IL_OK;
+}
+
+/* One launch, unless an observer must see 16-bit q in F32 (il__observe_f32's scratch) or k's
+ * row is wider than the kernel's shared memory: then the composition of rope, rope and
+ * kv_store (k rotated in place, or in F32 scratch: il__rope_k_store). */
 static il_status il__t_rope_kv_store(il_backend *b, il_tensor q, il_tensor k, il_tensor v, il_tensor pos,
                                      const il_rope_params *rq, const il_rope_params *rk, const il_kv_view *kv,
                                      il_tensor slots) {
+  if ((!b->observer.fn || !il__half(q.type)) && k.cols <= IL__CU_RKV_MAX_COLS) {
+    IL_TRY(il__rope_kv_store1(b, q, k, v, pos, rq, rk, kv, slots));
+    return il__observe_f32(b, IL_OP_ROPE, q);
+  }
   IL_TRY(il__rope(b, q, pos, rq));
   IL_TRY(il__rope_k_store(b, k, v, pos, rk, kv, slots));
   return il__observe_f32(b, IL_OP_ROPE, q);

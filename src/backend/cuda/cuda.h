@@ -12,7 +12,8 @@
  *   act.cuh       activation loads and stores (F32, F16, BF16) every activation kernel uses
  *   elementwise.cu il__cu_swiglu, il__cu_geglu, il__cu_scale, il__cu_add, il__cu_add_bias, il__cu_count_nonfinite,
  *                 il__cu_convert (F32 <-> F16/BF16: copy's conversions, cuBLAS's operands)
- *   kv.cu         il__cu_kv_store          rows to cells at slots
+ *   kv.cu         il__cu_kv_store          rows to cells at slots; il__cu_rope_kv_store: rope of q and k
+ *                 and the store, one launch
  *   attention.cu  il__cu_attn_naive        reference attention over the block-table KV view;
  *                 il__cu_attn_memeff       online softmax, no score matrix
  *   sample.cu     il__cu_sample            the sample op: argmax, or temperature/top-k/top-p
@@ -121,6 +122,35 @@ cudaError_t il__cu_convert(cudaStream_t s, void *dst, size_t ds, int dst_kind, c
 cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, uint8_t *vc, size_t vcs, int64_t n_cells,
                             il_dtype cells, const uint8_t *k, size_t ks, const uint8_t *v, size_t vs, il_dtype rows_t,
                             int64_t cols, const int32_t *slots, int64_t n, il__cu_fault *fault, int launch);
+
+/* One rope's parameters (il_rope_params; scale > 0). */
+typedef struct {
+  int64_t n_heads, head_dim, n_rot;
+  float base, scale;
+  int mode;
+} il__cu_rope_p;
+
+/* Everything il__cu_rope_kv_store reads and writes: q [n x rq.n_heads*rq.head_dim] and k
+ * [n x cols] rotated at pos, then row i of k (its rotated F32 values) and v to cell slots[i]
+ * as il__cu_kv_store does. q, k and v each F32, F16 or BF16; k keeps its rotated values,
+ * rounded to kt, when k_back (else it may be left as it was). */
+typedef struct {
+  void *q, *k;
+  const void *v;
+  size_t qs, ks, vs;
+  il_dtype qt, kt, vt, cells;
+  il__cu_rope_p rq, rk;
+  int64_t cols, n, n_cells;
+  bool k_back;
+  uint8_t *kc, *vc;
+  size_t kcs, vcs;
+  const int32_t *pos, *slots;
+} il__cu_rkv;
+
+/* rope(q), rope(k) and kv_store in one launch (one block per row, k's row in shared memory:
+ * cols <= IL__CU_RKV_MAX_COLS). Faults as il__cu_kv_store's. */
+#define IL__CU_RKV_MAX_COLS 8192
+cudaError_t il__cu_rope_kv_store(cudaStream_t s, const il__cu_rkv *a, il__cu_fault *fault, int launch);
 
 /* Everything il__cu_attn_naive reads. */
 typedef struct {

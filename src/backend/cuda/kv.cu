@@ -126,3 +126,114 @@ extern "C" cudaError_t il__cu_kv_store(cudaStream_t s, uint8_t *kc, size_t kcs, 
     il__k_kv_store<uint8_t><<<(unsigned)n, 128, 0, s>>>(kc, kcs, vc, vcs, n_cells, k, ks, v, vs, row_bytes, slots, fault, launch);
   return cudaGetLastError();
 }
+
+/* ---- rope_kv_store: rope of q and k and the store, one launch ----
+ * One block per row t. q is rotated in place as il__k_rope rotates it (the angle in double,
+ * the rotation without fused multiply-add). k's row is widened into shared memory, rotated
+ * there the same way and stored into its cell from those F32 values (the seam's rope_kv_store:
+ * k stored from its rotated F32 values), converted or quantized as il__k_kv_store_cvt and
+ * il__k_kv_store_q8 do; v as kv_store stores it. The rows' types are run-time values here
+ * (F32, F16 or BF16 each): one kernel instead of a template per type combination. */
+
+__device__ static float il__ld_rt(int t, const void *p, int64_t i) {
+  if (t == IL_DTYPE_F16) return il__act_ld<IL_DTYPE_F16>(p, i);
+  if (t == IL_DTYPE_BF16) return il__act_ld<IL_DTYPE_BF16>(p, i);
+  return il__act_ld<IL_DTYPE_F32>(p, i);
+}
+
+__device__ static void il__st_rt(int t, void *p, int64_t i, float v) {
+  if (t == IL_DTYPE_F16) il__act_st<IL_DTYPE_F16>(p, i, v);
+  else if (t == IL_DTYPE_BF16) il__act_st<IL_DTYPE_BF16>(p, i, v);
+  else il__act_st<IL_DTYPE_F32>(p, i, v);
+}
+
+/* Pair j of rope p at position pos: its elements (a, b) within a head and its angle's cos and sin. */
+__device__ static void il__rkv_pair(const il__cu_rope_p &p, int32_t pos, int64_t j, float *cs, float *sn, int64_t *a,
+                                    int64_t *b) {
+  const int64_t i = 2 * j;
+  const float ps = (float)pos / p.scale;
+  const double theta = (double)ps * pow((double)p.base, -(double)i / (double)p.n_rot);
+  *cs = (float)cos(theta), *sn = (float)sin(theta);
+  *a = p.mode == 2 ? i / 2 : i, *b = p.mode == 2 ? i / 2 + p.n_rot / 2 : i + 1;
+}
+
+__global__ void il__k_rope_kv_store(il__cu_rkv a, il__cu_fault *fault, int launch) {
+  extern __shared__ float sk[]; /* k's row, widened, then rotated */
+  const int64_t t = blockIdx.x;
+  const int32_t pos = a.pos[t];
+  uint8_t *qr = (uint8_t *)a.q + (size_t)t * a.qs;
+  for (int64_t j = threadIdx.x; j < a.rq.n_rot / 2; j += blockDim.x) {
+    float cs, sn;
+    int64_t ia, ib;
+    il__rkv_pair(a.rq, pos, j, &cs, &sn, &ia, &ib);
+    for (int64_t h = 0; h < a.rq.n_heads; h++) {
+      const int64_t o = h * a.rq.head_dim;
+      const float x0 = il__ld_rt(a.qt, qr, o + ia), x1 = il__ld_rt(a.qt, qr, o + ib);
+      il__st_rt(a.qt, qr, o + ia, __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn)));
+      il__st_rt(a.qt, qr, o + ib, __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs)));
+    }
+  }
+  uint8_t *kr = (uint8_t *)a.k + (size_t)t * a.ks;
+  for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) sk[j] = il__ld_rt(a.kt, kr, j);
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < a.rk.n_rot / 2; j += blockDim.x) {
+    float cs, sn;
+    int64_t ia, ib;
+    il__rkv_pair(a.rk, pos, j, &cs, &sn, &ia, &ib);
+    for (int64_t h = 0; h < a.rk.n_heads; h++) {
+      const int64_t o = h * a.rk.head_dim;
+      const float x0 = sk[o + ia], x1 = sk[o + ib];
+      sk[o + ia] = __fsub_rn(__fmul_rn(x0, cs), __fmul_rn(x1, sn));
+      sk[o + ib] = __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, cs));
+    }
+  }
+  __syncthreads();
+  if (a.k_back)
+    for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) il__st_rt(a.kt, kr, j, sk[j]);
+  const int64_t slot = a.slots[t];
+  if (!il__slot_ok(t, slot, a.n_cells, fault, launch)) return;
+  const uint8_t *vr = (const uint8_t *)a.v + (size_t)t * a.vs;
+  uint8_t *kd = a.kc + (size_t)slot * a.kcs, *vd = a.vc + (size_t)slot * a.vcs;
+  if (a.cells != IL_DTYPE_Q8_0) {
+    for (int64_t j = threadIdx.x; j < a.cols; j += blockDim.x) {
+      il__st_rt(a.cells, kd, j, sk[j]);
+      il__st_rt(a.cells, vd, j, il__ld_rt(a.vt, vr, j));
+    }
+    return;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  for (int side = 0; side < 2; side++) {
+    uint8_t *dst = side ? vd : kd;
+    for (int64_t jb = warp; jb < a.cols / 32; jb += n_warps) {
+      const float x = side ? il__ld_rt(a.vt, vr, jb * 32 + lane) : sk[jb * 32 + lane];
+      const unsigned bad = __ballot_sync(0xffffffffu, !isfinite(x));
+      if (bad) {
+        if (lane == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_NONFINITE) == 0) {
+          fault->launch = launch;
+          fault->a = t;
+          fault->b = side;
+          fault->c = jb * 32 + __ffs(bad) - 1;
+        }
+        continue;
+      }
+      float amax = fabsf(x);
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      float d;
+      const float id = il__q8_inverse(amax, &d);
+      uint8_t *blk = dst + jb * 34;
+      if (lane == 0) *(uint16_t *)blk = il__f16_bits(d);
+      blk[2 + lane] = (uint8_t)il__q8_value(x, id);
+    }
+  }
+}
+
+extern "C" cudaError_t il__cu_rope_kv_store(cudaStream_t s, const il__cu_rkv *a, il__cu_fault *fault, int launch) {
+  if (a->n <= 0) return cudaSuccess;
+  if (a->n > 0x7fffffff || a->cols > IL__CU_RKV_MAX_COLS || !il__act_ok(a->qt) || !il__act_ok(a->kt) ||
+      !il__act_ok(a->vt) || !(a->rq.scale > 0) || !(a->rk.scale > 0))
+    return cudaErrorInvalidValue;
+  if (a->cells == IL_DTYPE_Q8_0 ? a->cols % 32 != 0 : !il__act_ok(a->cells)) return cudaErrorInvalidValue;
+  il__k_rope_kv_store<<<(unsigned)a->n, 128, (size_t)a->cols * sizeof(float), s>>>(*a, fault, launch);
+  return cudaGetLastError();
+}
