@@ -7,7 +7,10 @@
  *   a part of another shape is refused naming it.
  * - NCCL form: a missing libnccl is IL_ERR_NOT_FOUND naming the library and the loader's text;
  *   a library that is not NCCL (glibc's libm) is refused naming the symbol it lacks; an NCCL
- *   result code becomes IL_ERR_DEVICE with the call's name. */
+ *   result code becomes IL_ERR_DEVICE with the call's name; through the fake libnccl
+ *   (tests/fakes/fake_nccl.c, IL_FAKE_NCCL_LIB) 2 and 4 ranks are initialised, summed inside one
+ *   ncclGroupStart/End (the log shows the order of calls) to the device-order sum, and an
+ *   NCCL failure inside the group still closes it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,9 +107,49 @@ static void nccl(void) {
   IL_CHECK_INT(fake_error_calls, 1);
 }
 
+static void fake_nccl(int n) {
+  const char *path = getenv("IL_FAKE_NCCL_LIB");
+  if (!path) {
+    printf("fake NCCL not built (IL_FAKE_NCCL_LIB unset): its part skipped\n");
+    return;
+  }
+  il_nccl t;
+  IL_CHECK_OK(il_nccl_open(&t, path));
+  if (!t.all_reduce) return;
+  const char *(*log)(void) = NULL;
+  IL_CHECK_OK(il_dl_sym(&t.lib, "fake_nccl_log", (void **)&log));
+  size_t log0 = strlen(log());
+  void *comms[4] = {0}, *bufs[4], *streams[4] = {0};
+  int devlist[4] = {0, 1, 2, 3};
+  float part[4][ROWS * COLS];
+  double whole[ROWS * COLS];
+  partials(n, part, whole);
+  for (int k = 0; k < n; k++) bufs[k] = part[k];
+  float want[ROWS * COLS];
+  for (int i = 0; i < ROWS * COLS; i++) {
+    want[i] = part[0][i];
+    for (int j = 1; j < n; j++) want[i] += part[j][i];
+  }
+  IL_CHECK_OK(il_nccl_init(&t, comms, n, devlist));
+  IL_CHECK_OK(il_nccl_allreduce_sum(&t, comms, bufs, streams, n, ROWS * COLS));
+  for (int k = 0; k < n; k++) IL_CHECK(memcmp(part[k], want, sizeof want) == 0);
+  char expect[256] = "ncclCommInitAll\nncclGroupStart\n";
+  for (int k = 0; k < n; k++) strcat(expect, "ncclAllReduce\n");
+  strcat(expect, "ncclGroupEnd\n");
+  IL_CHECK_STR(log() + log0, expect);
+  /* NCCL's refusals reach the caller with its words; a lone call of several ranks is refused */
+  IL_CHECK_INT(il_nccl_init(&t, comms, 9, devlist), IL_ERR_DEVICE);
+  IL_CHECK_CONTAINS(il_error_detail(), "NCCL ncclCommInitAll: invalid argument (code 4)");
+  IL_CHECK_INT(t.all_reduce(bufs[0], bufs[0], 4, IL_NCCL_FLOAT32, IL_NCCL_SUM, comms[0], NULL), 5);
+  printf("NCCL path on the fake libnccl, %d ranks: one group, device-order sum\n", n);
+  il_nccl_close(&t);
+}
+
 int main(void) {
   host_sum(2);
   host_sum(4);
   nccl();
+  fake_nccl(2);
+  fake_nccl(4);
   return il_test_finish();
 }
