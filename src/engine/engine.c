@@ -411,18 +411,31 @@ static const il_attn_kernel *il__attn_of(const il_engine *e, il_backend *b) {
 
 static const il_attn_kernel *il__attn_for(void *ctx, il_backend *b) { return il__attn_of(ctx, b); }
 
+/* The device of a --place blk.N=K: K, its position in a list of n devices (1..n), else 0. */
+static int il__place_dev(const char *where, int n) {
+  char *end;
+  const long k = strtol(where, &end, 10);
+  return end != where && *end == 0 && k >= 1 && k <= n ? (int)k : 0;
+}
+
 /* Sets one component from "NAME=cpu|device": token_embd, output, blk.N, blk.A-B, or exps (every
- * layer's MoE experts: device = with their layer). */
+ * layer's MoE experts: device = with their layer); with a --device list blk.N=K too (K: a
+ * device's position in the list, applied by il__split_layers). */
 static il_status il__place_one(il_engine *e, const char *item) {
   const int32_t L = e->model->hp.n_layer;
   const char *eq = strchr(item, '=');
   if (!eq) return il_error(IL_ERR_INVALID_ARG, "--place: '%s' is not NAME=cpu|device", item);
   const char *where = eq + 1;
   bool dev;
+  const size_t n = (size_t)(eq - item);
   if (!strcmp(where, "cpu")) dev = false;
   else if (!strcmp(where, "device") || !strcmp(where, "gpu")) dev = true;
+  else if (e->n_devs > 1 && n > 4 && !strncmp(item, "blk.", 4) && il__place_dev(where, e->n_devs) > 0)
+    return IL_OK; /* blk.N=K: the split moves to put it there (il__split_layers) */
+  else if (e->n_devs > 1)
+    return il_error(IL_ERR_INVALID_ARG, "--place: '%s': the place is cpu, device, or for blk.N the position of a device "
+                                        "of the --device list (1..%d)", item, e->n_devs);
   else return il_error(IL_ERR_INVALID_ARG, "--place: '%s': the place is cpu or device", item);
-  const size_t n = (size_t)(eq - item);
   if (n == 10 && !strncmp(item, "token_embd", n)) e->embd_dev = dev;
   else if (n == 6 && !strncmp(item, "output", n)) e->out_dev = dev;
   else if (n == 4 && !strncmp(item, "exps", n)) {
@@ -456,10 +469,7 @@ static il_status il__placement(il_engine *e) {
   if (!strcmp(g, "all")) {
     n = L;
   } else if (!strcmp(g, "auto")) {
-    if (e->n_devs > 1)
-      return il_error(IL_ERR_INVALID_ARG, "--gpu-layers auto: with a --device list, give --split auto (every layer on the "
-                                          "devices, split to fit) or a layer count");
-    e->auto_layers = true;
+    e->auto_layers = true; /* a --device list: il__split_layers */
   } else if (strchr(g, ',')) {
     /* one count per device of a list, in order: llama.cpp's -ngl with the split given as
      * counts; the rest on the CPU */
@@ -563,26 +573,24 @@ static il_status il__auto_layers(il_engine *e, il__engine_shape *shape) {
  * balance each device's whole need against its size (il__engine_split_auto). The embedding
  * runs on the first device, the output head on the last; the residual crosses once per
  * boundary. --gpu-layers N: the first N layers are shared out so, the rest (and the output head
- * unless N is all) run on the CPU; --gpu-layers A,B,...: device k takes the k-th count. --place
- * token_embd=, output= and exps= place components (device: the first device for the embedding,
- * the last for the head, each layer's own for its experts); --offload stream: each device
- * streams its own layers through two slots of its own; --place blk.N places layers between one
- * device and the CPU, so it does not combine with a list. */
-static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
+ * unless N is all) run on the CPU; --gpu-layers A,B,...: device k takes the k-th count;
+ * --gpu-layers auto: the most layers (the first ones) that fit every device, shared out so.
+ * --place token_embd=, output= and exps= place components (device: the first device for the
+ * embedding, the last for the head, each layer's own for its experts); --place blk.N=K moves
+ * the split's boundaries so that layer N runs on the list's K-th device (layers stay in list
+ * order: the ones before it on devices up to K, the ones after from K on); blk.N=cpu puts the
+ * last layers on the CPU as --gpu-layers does (a layer on the CPU between two on devices is an
+ * error); --offload stream: each device streams its own layers through two slots of its own. */
+
+/* The counts of n_on layers (the first ones) from --gpu-layers A,B,..., --split auto, the
+ * --split ratios or the devices' sizes. */
+static il_status il__split_counts(const il_engine *e, const il__engine_shape *shape, int32_t n_on, int32_t *counts) {
   const il_config *cfg = &e->cfg;
-  const int32_t L = e->model->hp.n_layer;
   const int nd = e->n_devs;
-  if (strstr(cfg->place, "blk."))
-    return il_error(IL_ERR_INVALID_ARG, "--place '%s': blk.N places layers between one device and the CPU; with a "
-                                        "--device list give --gpu-layers N or one count per device (--gpu-layers A,B,...)",
-                    cfg->place);
-  int32_t n_on = 0; /* the layers on the devices: the first ones (--gpu-layers), the rest on the CPU */
-  while (n_on < L && e->layer_dev[n_on]) n_on++;
-  shape->split = e->split_n;
   if (e->gl_list) {
-    memcpy(e->split_n, e->gl_counts, sizeof e->split_n);
+    memcpy(counts, e->gl_counts, sizeof e->gl_counts);
   } else if (!strcmp(cfg->split, "auto")) {
-    il__engine_split_auto(e, shape, e->split_n);
+    il__engine_split_auto(e, shape, counts);
   } else {
     double share[IL_BACKEND_LIST_MAX], sum = 0;
     if (cfg->split[0]) {
@@ -614,11 +622,106 @@ static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
       const int32_t a = (int32_t)llround(n_on * c / sum);
       c += share[k];
       const int32_t b = k == nd - 1 ? n_on : (int32_t)llround(n_on * c / sum);
-      e->split_n[k] = b - a;
+      counts[k] = b - a;
     }
   }
+  return IL_OK;
+}
+
+/* Applies --place blk.A-B=K to counts (of the n_on layers on the devices): each such layer is
+ * put on device K, the layers before it on devices up to K and the ones after from K on.
+ * IL_ERR_INVALID_ARG when a layer is on the CPU or two items ask for the layers out of order. */
+static il_status il__split_pins(const il_engine *e, int32_t n_on, int32_t *counts) {
+  const il_config *cfg = &e->cfg;
+  const int nd = e->n_devs;
+  if (!strstr(cfg->place, "blk.")) return IL_OK;
+  int8_t dev[4096];
+  if (n_on > (int32_t)sizeof dev) return il_error(IL_ERR_INVALID_ARG, "--place blk.N: at most %zu layers", sizeof dev);
+  int8_t pin[4096];
+  memset(pin, -1, (size_t)n_on);
+  for (int k = 0, l = 0; k < nd; k++)
+    for (int32_t j = 0; j < counts[k]; j++) dev[l++] = (int8_t)k;
+  char buf[sizeof cfg->place];
+  snprintf(buf, sizeof buf, "%s", cfg->place);
+  char *save = NULL;
+  for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+    const char *eq = strchr(it, '=');
+    if (strncmp(it, "blk.", 4) || !eq) continue;
+    const int K = il__place_dev(eq + 1, nd) - 1;
+    char *end;
+    long a = strtol(it + 4, &end, 10), b = a;
+    if (*end == '-') b = strtol(end + 1, &end, 10);
+    if (end != eq || a < 0 || b < a || b >= e->model->hp.n_layer)
+      return il_error(IL_ERR_INVALID_ARG, "--place: '%s': layers are blk.N or blk.A-B with 0 <= A <= B < %d", it,
+                      e->model->hp.n_layer);
+    if (K < 0) continue; /* cpu or device: between the devices and the CPU (il__place_one) */
+    if (b >= n_on)
+      return il_error(IL_ERR_INVALID_ARG, "--place '%s': layer %ld runs on the CPU (--gpu-layers %s)", it, b,
+                      cfg->gpu_layers);
+    for (long l = a; l <= b; l++) {
+      if (pin[l] >= 0 && pin[l] != K)
+        return il_error(IL_ERR_INVALID_ARG, "--place '%s': layer %ld is placed on device %d already", it, l, pin[l] + 1);
+      pin[l] = (int8_t)K;
+    }
+  }
+  for (int32_t l = 0; l < n_on; l++) {
+    if (pin[l] < 0) continue;
+    for (int32_t j = 0; j < n_on; j++) {
+      if (j < l && dev[j] > pin[l]) dev[j] = pin[l];
+      if (j > l && dev[j] < pin[l]) dev[j] = pin[l];
+    }
+    dev[l] = pin[l];
+  }
+  for (int32_t l = 0; l < n_on; l++)
+    if (pin[l] >= 0 && dev[l] != pin[l])
+      return il_error(IL_ERR_INVALID_ARG, "--place '%s': layer %d on device %d and a later one on an earlier device: "
+                                          "layers run on the devices in list order", cfg->place, l, pin[l] + 1);
+  memset(counts, 0, sizeof(int32_t) * (size_t)nd);
+  for (int32_t l = 0; l < n_on; l++) counts[dev[l]]++;
+  return IL_OK;
+}
+
+/* --gpu-layers auto on a list: the most layers on the devices (the first ones) whose split fits
+ * every device, by bisection over the count (the output head with the layers when all are). */
+static void il__split_auto_layers(il_engine *e, il__engine_shape *shape) {
+  const int32_t L = e->model->hp.n_layer;
+  int32_t lo = 0, hi = L + 1, c[IL_BACKEND_LIST_MAX];
+  e->embd_dev = shape->embd_dev = false; /* as llama.cpp offloads: the embedding lookup on the CPU */
+  while (hi - lo > 1) {
+    const int32_t k = lo + (hi - lo) / 2;
+    memset(e->layer_dev, 0, (size_t)L);
+    memset(e->layer_dev, 1, (size_t)k);
+    e->out_dev = shape->out_dev = k == L;
+    size_t need;
+    shape->split = c;
+    const bool ok = il__split_counts(e, shape, k, c) == IL_OK && il__split_pins(e, k, c) == IL_OK &&
+                    il__engine_fits(e, shape, 0, 0, &need);
+    if (ok) lo = k;
+    else hi = k;
+  }
+  il_error_clear();
+  memset(e->layer_dev, 0, (size_t)L);
+  memset(e->layer_dev, 1, (size_t)lo);
+  e->out_dev = shape->out_dev = lo == L;
+}
+
+static il_status il__split_layers(il_engine *e, il__engine_shape *shape) {
+  const int32_t L = e->model->hp.n_layer;
+  const int nd = e->n_devs;
+  if (e->auto_layers) il__split_auto_layers(e, shape);
+  int32_t n_on = 0; /* the layers on the devices: the first ones (--gpu-layers), the rest on the CPU */
+  while (n_on < L && e->layer_dev[n_on]) n_on++;
+  for (int32_t l = n_on; l < L; l++)
+    if (e->layer_dev[l])
+      return il_error(IL_ERR_INVALID_ARG, "--place '%s': with a --device list the layers on the CPU are the last ones: "
+                                          "give --gpu-layers N or one count per device (--gpu-layers A,B,...)",
+                      e->cfg.place);
+  shape->split = e->split_n;
+  IL_TRY(il__split_counts(e, shape, n_on, e->split_n));
+  IL_TRY(il__split_pins(e, n_on, e->split_n));
   for (int k = 0, l = 0; k < nd; k++)
     for (int32_t j = 0; j < e->split_n[k]; j++, l++) e->layer_b[l] = e->devs[k];
+  for (int32_t l = n_on; l < L; l++) e->layer_b[l] = e->host; /* auto may have taken layers off */
   return IL_OK;
 }
 
@@ -737,7 +840,7 @@ static il_status il__open(il_engine *e) {
   IL_TRY(il__placement(e));
   il__engine_shape shape = {e->n_ctx,     e->n_seq,    e->n_batch,  IL_DTYPE_COUNT, e->kv_opts,
                      e->layer_dev, e->embd_dev, e->out_dev, e->exps_dev, e->stream, e->act_type, NULL};
-  if (e->auto_layers) IL_TRY(il__auto_layers(e, &shape));
+  if (e->auto_layers && e->n_devs == 1) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
   if (e->n_devs > 1) IL_TRY(il__split_layers(e, &shape));
   e->n_dev_layers = 0;

@@ -223,6 +223,11 @@ static il_status il__pin_list(const il_config *cfg, const il__list *ls, il_plan 
   char v[64];
   il_split_format(counts, ls->n, v, sizeof v);
   if (!strchr(pinned->gpu_layers, ',')) snprintf(pinned->split, sizeof pinned->split, "%s", v); /* else pinned already */
+  if (!strcmp(pinned->gpu_layers, "auto")) { /* the count auto chose on the devices given */
+    int32_t on = 0;
+    for (int k = 0; k < ls->n; k++) on += counts[k];
+    snprintf(pinned->gpu_layers, sizeof pinned->gpu_layers, "%d", on);
+  }
   return IL_OK;
 }
 
@@ -271,6 +276,7 @@ static il_status il__plan_list(const il_config *cfg, il_plan *p, char items[IL_B
     il_plan_dev *d = &p->devs[k];
     for (int i = 0; i < IL_MEM_CATEGORY_COUNT; i++) d->by_cat[i] = es.devs[k].alloc.cat[i].peak_allocated;
     d->fixed_bytes = es.devs[k].fixed_bytes;
+    d->space_peak_bytes = es.devs[k].mem.total_peak;
     d->by_cat[IL_MEM_OTHER] += d->fixed_bytes;
     if (!es.devs[k].alloc.total.peak_reserved) { /* a device between others with no layers holds nothing */
       d->peak_bytes = d->fixed_bytes;
@@ -434,6 +440,8 @@ static void il__print_list(const il_plan *p, FILE *f) {
   }
   fprintf(f, "\n%-14s", "peak");
   for (int k = 0; k < p->n_devs; k++) fprintf(f, " %*s", w, il_mem_format_bytes(p->devs[k].peak_bytes, a, sizeof a));
+  fprintf(f, "\n%-14s", "blocks peak");
+  for (int k = 0; k < p->n_devs; k++) fprintf(f, " %*s", w, il_mem_format_bytes(p->devs[k].space_peak_bytes, a, sizeof a));
   fprintf(f, "\n%-14s", "capacity");
   for (int k = 0; k < p->n_devs; k++) fprintf(f, " %*s", w, il_mem_format_bytes(p->devs[k].capacity, a, sizeof a));
   fprintf(f, "\n%-14s", "fits");
@@ -444,7 +452,8 @@ static void il__print_list(const il_plan *p, FILE *f) {
     else snprintf(cell, sizeof cell, "no, %s short", il_mem_format_bytes(d->peak_bytes - d->capacity, a, sizeof a));
     fprintf(f, " %*s", w, cell);
   }
-  fprintf(f, "\n\npeak: the smallest size of each device that runs it (the others large), fixed overhead included\n");
+  fprintf(f, "\n\npeak: the smallest size of each device that runs it (the others large), fixed overhead included\n"
+             "blocks peak: what its memory space counts there at most (the allocator's blocks, not its segments' empty tails)\n");
   if (p->fits) {
     fprintf(f, "fits: yes on every device, smallest margin %.1f%%\n", 100 * p->margin);
   } else {
@@ -536,6 +545,7 @@ void il_plan_json(const il_plan *p, FILE *f) {
       il_jsonw_key(&w, "capacity_bytes"), il_jsonw_int(&w, (long long)d->capacity);
       il_jsonw_key(&w, "peak_bytes"), il_jsonw_int(&w, (long long)d->peak_bytes);
       il_jsonw_key(&w, "reserved_bytes"), il_jsonw_int(&w, (long long)d->reserved_bytes);
+      il_jsonw_key(&w, "space_peak_bytes"), il_jsonw_int(&w, (long long)d->space_peak_bytes);
       il_jsonw_key(&w, "fixed_bytes"), il_jsonw_int(&w, (long long)d->fixed_bytes);
       il_jsonw_key(&w, "fits"), il_jsonw_bool(&w, d->fits);
       il_jsonw_key(&w, "margin"), il_jsonw_num(&w, d->margin);

@@ -41,6 +41,9 @@ typedef struct {
   size_t fixed_bytes;      /* its context overhead (ctx=) */
   size_t peak_bytes;       /* the smallest size of this device on which the run opens (the others large) */
   size_t reserved_bytes;   /* what its allocator reserves on the devices given (0 when it does not fit) */
+  size_t space_peak_bytes; /* what its memory space counts at most on a device of peak_bytes: the
+                              blocks handed out and the fixed overhead, without the unused tail of
+                              the allocator's last segment (so at most peak_bytes) */
   size_t by_cat[IL_MEM_CATEGORY_COUNT]; /* allocated at the peak, fixed overhead under other */
   int n_layers;            /* layers on it */
   double margin;           /* (capacity - peak) / capacity */
