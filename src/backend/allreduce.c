@@ -1,0 +1,96 @@
+/* backend/allreduce: the host sum in a fixed order and the NCCL table (allreduce.h). */
+#include "backend/allreduce.h"
+
+#include <string.h>
+
+#include "core/status.h"
+
+il_status il_allreduce_host(il_backend *const *devs, const il_tensor *parts, int n, float *scratch) {
+  if (n < 1) return il_error(IL_ERR_INVALID_ARG, "all-reduce: %d devices (need at least 1)", n);
+  const int64_t rows = parts[0].rows, cols = parts[0].cols;
+  for (int k = 0; k < n; k++) {
+    if (parts[k].type != IL_DTYPE_F32 || parts[k].rows != rows || parts[k].cols != cols)
+      return il_error(IL_ERR_INVALID_ARG, "all-reduce: part %d (%s) is not F32 %lld x %lld like part 0", k,
+                      parts[k].name ? parts[k].name : "unnamed", (long long)rows, (long long)cols);
+  }
+  const int64_t elems = rows * cols;
+  const size_t row_bytes = (size_t)cols * sizeof(float);
+  float *sum = scratch, *part = scratch + elems;
+  for (int k = 0; k < n; k++) {
+    float *dst = k == 0 ? sum : part;
+    for (int64_t r = 0; r < rows; r++) {
+      il_status st = devs[k]->ops->download(devs[k], dst + r * cols, il_tensor_rows(parts[k], r, 1), row_bytes);
+      if (st != IL_OK) return st;
+    }
+    if (k > 0)
+      for (int64_t i = 0; i < elems; i++) sum[i] += part[i];
+  }
+  for (int k = 0; k < n; k++)
+    for (int64_t r = 0; r < rows; r++) {
+      il_status st = devs[k]->ops->upload(devs[k], il_tensor_rows(parts[k], r, 1), sum + r * cols, row_bytes);
+      if (st != IL_OK) return st;
+    }
+  return IL_OK;
+}
+
+uint64_t il_allreduce_bytes_host(int64_t elems) { return 2u * (uint64_t)elems * sizeof(float); }
+
+uint64_t il_allreduce_bytes_ring(int64_t elems, int n) {
+  if (n < 2) return 0;
+  return 2u * (uint64_t)(n - 1) * (uint64_t)elems * sizeof(float) / (uint64_t)n;
+}
+
+il_status il_nccl_open(il_nccl *t, const char *filename) {
+  memset(t, 0, sizeof *t);
+  const char *file = filename ? filename : IL_NCCL_LIBRARY;
+  if (il_dl_open(&t->lib, file) != IL_OK)
+    return il_error(IL_ERR_NOT_FOUND, "tensor parallelism on cuda devices needs NCCL (%s): %s", file, il_dl_error(&t->lib));
+  struct { const char *name; void **slot; } syms[] = {
+      {"ncclCommInitAll", (void **)&t->comm_init_all}, {"ncclCommDestroy", (void **)&t->comm_destroy},
+      {"ncclAllReduce", (void **)&t->all_reduce},      {"ncclGroupStart", (void **)&t->group_start},
+      {"ncclGroupEnd", (void **)&t->group_end},        {"ncclGetErrorString", (void **)&t->get_error_string},
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    if (il_dl_sym(&t->lib, syms[i].name, syms[i].slot) != IL_OK) {
+      il_status st = il_error(IL_ERR_NOT_FOUND, "%s is not NCCL: it lacks %s: %s", file, syms[i].name, il_dl_error(&t->lib));
+      il_nccl_close(t);
+      return st;
+    }
+  }
+  return IL_OK;
+}
+
+void il_nccl_close(il_nccl *t) {
+  il_dl_close(&t->lib);
+  t->comm_init_all = NULL;
+  t->comm_destroy = NULL;
+  t->all_reduce = NULL;
+  t->group_start = NULL;
+  t->group_end = NULL;
+  t->get_error_string = NULL;
+}
+
+il_status il_nccl_check(const il_nccl *t, int result, const char *what) {
+  if (result == 0) return IL_OK;
+  const char *text = t->get_error_string ? t->get_error_string(result) : NULL;
+  return il_error(IL_ERR_DEVICE, "NCCL %s: %s (code %d)", what, text ? text : "unknown error", result);
+}
+
+il_status il_nccl_init(const il_nccl *t, void **comms, int n, const int *devlist) {
+  return il_nccl_check(t, t->comm_init_all(comms, n, devlist), "ncclCommInitAll");
+}
+
+il_status il_nccl_allreduce_sum(const il_nccl *t, void *const *comms, void *const *buf, void *const *stream, int n,
+                                size_t count) {
+  il_status st = il_nccl_check(t, t->group_start(), "ncclGroupStart");
+  if (st != IL_OK) return st;
+  il_status first = IL_OK;
+  for (int k = 0; k < n; k++) {
+    il_status s = il_nccl_check(t, t->all_reduce(buf[k], buf[k], count, IL_NCCL_FLOAT32, IL_NCCL_SUM, comms[k], stream[k]),
+                                "ncclAllReduce");
+    if (s != IL_OK && first == IL_OK) first = s;
+  }
+  /* The group is closed even after a failed call: an open group would hold NCCL's thread state. */
+  st = il_nccl_check(t, t->group_end(), "ncclGroupEnd");
+  return first != IL_OK ? first : st;
+}
