@@ -4,8 +4,8 @@
  * Needs the CUDA module and a device; otherwise it prints why and skips (exit 77). On the fake
  * module (INFERLAB_CUDA_MODULE names libinferlab-cuda-fake) the runtime's trace
  * (tests/fakes/fake_graph.h) shows what each step did:
- * - greedy generation: the first decode step runs as separate launches (11 per layer, the fused
- *   rope_kv_store, matmul_add and gate_up_swiglu included), the second is captured
+ * - greedy generation: the first decode step runs as separate launches (8 per layer, the fused
+ *   matmul_multi, rope_kv_store, matmul_add and gate_up_swiglu included), the second is captured
  *   and runs as one graph launch, every later one is one graph launch and nothing else on the
  *   device: no kernel launched outside it, one upload of the batch (16 bytes per sequence), one
  *   download of the sampled ids (4 bytes per sequence) and the fault record read with it, and
@@ -178,13 +178,13 @@ static void test_greedy(void) {
   if (fake) {
     const seg p = seg_of(0, NP), s0 = seg_of(1, 1), s1 = seg_of(2, 1);
     IL_CHECK(p.launches > 0 && p.graph_launches == 0); /* a prompt is not a decode step */
-    /* uncaptured, a layer is 11 launches with F32 weights: rmsnorm, Q, K, V, rope of q and k
-     * with the store of k and v (rope_kv_store, one launch), attention, the output projection
-     * with the residual add in its epilogue (matmul_add), rmsnorm, gate, up with SwiGLU in its
-     * epilogue (gate_up_swiglu), down with the add (16 before the fused ops); around them
-     * get_rows, the final rmsnorm, the output head and the sample op */
+    /* uncaptured, a layer is 8 launches with F32 weights: rmsnorm, Q/K/V (matmul_multi, one
+     * launch), rope of q and k with the store of k and v (rope_kv_store), attention, the output
+     * projection with the residual add in its epilogue (matmul_add), rmsnorm, gate and up with
+     * SwiGLU in one launch (gate_up_swiglu), down with the add (16 before the fused ops); around
+     * them get_rows, the final rmsnorm, the output head and the sample op */
     const int n_layer = il_engine_model(e)->hp.n_layer;
-    IL_CHECK_INT(s0.launches, 11 * n_layer + 4);
+    IL_CHECK_INT(s0.launches, 8 * n_layer + 4);
     IL_CHECK_INT(s0.graph_launches, 0);
     IL_CHECK_INT(s1.launches, 0);
     IL_CHECK(s1.nodes >= s0.launches - 1); /* every launch of the step, captured */

@@ -104,7 +104,7 @@ def main():
     per_type = {}
     n_inst = 0
     for (arch, fn), ops in sorted(code.items()):
-        m = re.search(r"il__k_mv3ILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E", fn)
+        m = re.search(r"il__k_mv3(?:_multi)?ILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E", fn)
         quant = "il__k_quant_x" in fn
         if not m and not quant:
             continue

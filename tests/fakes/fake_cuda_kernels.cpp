@@ -113,6 +113,52 @@ extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, con
                                                                                                   : cudaErrorInvalidValue;
 }
 
+extern "C" cudaError_t il__cu_mv3_multi(cudaStream_t s, il__mv_kind k, il_dtype t, int n, const il__mv3_mat *m,
+                                        int64_t n_in, const float *x, const void *work, int64_t n_tok) {
+  il__mv3_mat M[IL__MV3_MAX_MATS] = {};
+  for (int i = 0; i < n && i < IL__MV3_MAX_MATS; i++) M[i] = m[i];
+  FAKE_LAUNCH(s, "mv3_multi", il__cu_mv3_multi(s, k, t, n, M, n_in, x, work, n_tok));
+  if (n < 1 || n > IL__MV3_MAX_MATS || k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 ||
+      n_tok > IL__CU_MV_MAX_TOK || (il__mv3_quantized(t) && !work))
+    return cudaErrorInvalidValue;
+  for (int i = 0; i < n; i++)
+    if (M[i].n_out < 1 || !il__mv3_eligible(t, n_in, (uintptr_t)M[i].w, M[i].stride, M[i].n_out)) return cudaErrorInvalidValue;
+  il__mv3_act a[IL__CU_MV_MAX_TOK];
+  if (work) {
+    const int64_t nb = n_in / 32;
+    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+    const int *xs = (const int *)(xd + nb * n_tok);
+    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+  }
+  for (int i = 0; i < n; i++)
+    if (!il__mv3_matvec_twin(t, (const uint8_t *)M[i].w, M[i].stride, M[i].n_out, n_in, x, a, (int)n_tok, M[i].y, M[i].ldy))
+      return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t il__cu_mv3_gate_up(cudaStream_t s, il__mv_kind k, il_dtype t, const il__mv3_mat *gate,
+                                          const void *w_up, size_t up_stride, int64_t n_in, const float *x,
+                                          const void *work, int64_t n_tok) {
+  const il__mv3_mat G = *gate;
+  FAKE_LAUNCH(s, "mv3_gate_up", il__cu_mv3_gate_up(s, k, t, &G, w_up, up_stride, n_in, x, work, n_tok));
+  if (k < IL__MV_FIRST_V3 || k >= IL__MV_N_KINDS || n_tok < 1 || n_tok > IL__CU_MV_MAX_TOK || G.n_out < 1 ||
+      (il__mv3_quantized(t) && !work) || !il__mv3_eligible(t, n_in, (uintptr_t)G.w, G.stride, G.n_out) ||
+      !il__mv3_eligible(t, n_in, (uintptr_t)w_up, up_stride, G.n_out))
+    return cudaErrorInvalidValue;
+  il__mv3_act a[IL__CU_MV_MAX_TOK];
+  if (work) {
+    const int64_t nb = n_in / 32;
+    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+    const int *xs = (const int *)(xd + nb * n_tok);
+    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+  }
+  const bool ok = il__mv3_matvec_epi_twin(t, (const uint8_t *)G.w, G.stride, G.n_out, n_in, x, a, (int)n_tok, G.y, G.ldy,
+                                          IL__MV3_STORE) &&
+                  il__mv3_matvec_epi_twin(t, (const uint8_t *)w_up, up_stride, G.n_out, n_in, x, a, (int)n_tok, G.y, G.ldy,
+                                          IL__MV3_SWIGLU);
+  return ok ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 extern "C" cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t, const void *w, size_t stride,
                                       int64_t n_out, int64_t n_in, const float *x, const void *work, int64_t n_tok,
                                       float *y, int64_t ldy, int epi) {

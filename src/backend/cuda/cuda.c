@@ -491,6 +491,30 @@ static il__mv_kind il__mv_pick(const il__cu *c, const il_tensor *w, int64_t nt) 
   return k;
 }
 
+/* Tokens [t0, t0 + nt) of y[i] = x w[i]^T for the n matrices in one version-3 launch (after
+ * one quantization of x for quantized weights): where every matrix is of one type, has rows
+ * version 3 can load, and has rows (Q, K and V of a layer; gate and up). The kernel is the
+ * largest matrix's pick: a row's result does not depend on the kernel's warps or chunks, so
+ * the bits are those of one launch per matrix. IL_ERR_UNSUPPORTED (nothing launched): run them
+ * one by one. */
+static il_status il__mv_run_one_launch(il_backend *b, int n, const il_tensor *y, const il_tensor *w, const float *xp,
+                                       int64_t n_in, int64_t t0, int64_t nt, void *work) {
+  il__cu *c = il__cu_of(b);
+  il__mv3_mat m[IL__MV3_MAX_MATS];
+  int big = 0;
+  for (int i = 0; i < n; i++) {
+    if (w[i].type != w[0].type || !w[i].rows || il__mv_pick(c, &w[i], nt) < IL__MV_FIRST_V3) return IL_ERR_UNSUPPORTED;
+    if (w[i].rows > w[big].rows) big = i;
+    const int64_t ldy = il__ldy(&y[i]);
+    m[i] = (il__mv3_mat){il__ptr(w[i]), w[i].stride, w[i].rows, (float *)il__ptr(y[i]) + t0 * ldy, ldy};
+  }
+  const il__mv_kind k = il__mv_pick(c, &w[big], nt);
+  const char *nm = il__nm(&w[0]);
+  if (il__mv_quantized(w[0].type)) IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, xp, n_in, nt, work), "matmul", nm);
+  IL_CUDA_CHECK(c, il__cu_mv3_multi(c->compute, k, w[0].type, n, m, n_in, xp, work, nt), "matmul", nm);
+  return IL_OK;
+}
+
 /* y[i] = x w[i]^T for i < n through matvec, 8 tokens at a time (views checked). Version 3 on
  * quantized weights quantizes each group of x once, for every matrix of the group (matmul_multi:
  * Q/K/V, gate/up); version 2 quantizes for itself (into the same workspace). */
@@ -509,6 +533,13 @@ static il_status il__mv_run(il_backend *b, int n, const il_tensor *y, const il_t
   for (int64_t t0 = 0; t0 < x.rows; t0 += IL__CU_MV_MAX_TOK) {
     const int64_t nt = x.rows - t0 < IL__CU_MV_MAX_TOK ? x.rows - t0 : IL__CU_MV_MAX_TOK;
     const float *xp = (const float *)il__ptr(x) + t0 * x.cols;
+    if (n >= 2 && n <= IL__MV3_MAX_MATS) {
+      il_status st = il__mv_run_one_launch(b, n, y, w, xp, x.cols, t0, nt, work);
+      if (st != IL_ERR_UNSUPPORTED) {
+        IL_TRY(st);
+        continue;
+      }
+    }
     bool quantized = false; /* work holds this group's 8-bit activations */
     for (int i = 0; i < n; i++) {
       if (!w[i].rows) continue;
@@ -1174,6 +1205,18 @@ static il_status il__gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il
   }
   IL_TRY(il__mm_check(b, &h, &w_gate, &x));
   IL_TRY(il__mm_check(b, &h, &w_up, &x));
+  if (w_gate.type == w_up.type) { /* one launch: a warp computes a row of both (il__cu_mv3_gate_up) */
+    il__cu *c = il__cu_of(b);
+    void *work = NULL;
+    if (il__mv_quantized(w_gate.type)) IL_TRY(il__cu_workspace(b, il__cu_mv3_work(w_gate.cols, x.rows), &work));
+    IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w_gate));
+    if (work) IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, il__ptr(x), w_gate.cols, x.rows, work), "matmul", il__nm(&w_gate));
+    const il__mv3_mat g = {il__ptr(w_gate), w_gate.stride, w_gate.rows, il__ptr(h), il__ldy(&h)};
+    IL_CUDA_CHECK(c, il__cu_mv3_gate_up(c->compute, il__mv_pick(c, &w_gate, x.rows), w_gate.type, &g, il__ptr(w_up),
+                                        w_up.stride, w_gate.cols, il__ptr(x), work, x.rows),
+                  "matmul", il__nm(&w_up));
+    return IL_OK;
+  }
   const il_tensor y[2] = {h, h}, w[2] = {w_gate, w_up};
   const int epi[2] = {IL__MV3_STORE, IL__MV3_SWIGLU}; /* h = gate . x, then h = silu(h) * (up . x) */
   return il__mv_epi(b, 2, y, w, x, epi);

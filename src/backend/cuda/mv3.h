@@ -117,6 +117,25 @@ cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t, const void
                            int64_t n_in, const float *x, const void *work, int64_t n_tok, float *y, int64_t ldy,
                            int epi);
 
+/* Matrices of one type and width that read the same x (Q, K and V): one launch of kernel k,
+ * the grid's blocks split between them in order, each row computed as il__cu_mv3 computes it
+ * (the same bits). */
+#define IL__MV3_MAX_MATS 3
+typedef struct {
+  const void *w;
+  size_t stride;
+  int64_t n_out;
+  float *y;
+  int64_t ldy;
+} il__mv3_mat;
+cudaError_t il__cu_mv3_multi(cudaStream_t s, il__mv_kind k, il_dtype t, int n, const il__mv3_mat *m, int64_t n_in,
+                             const float *x, const void *work, int64_t n_tok);
+/* gate_up_swiglu in one launch: gate->y[t][r] = silu(gate[r] . x[t]) * (up[r] . x[t]), a warp
+ * computing row r of both matrices (up of gate's rows, both of type t): the bits of the gate's
+ * launch followed by the up one's with the SwiGLU epilogue (il__cu_mv3_epi). */
+cudaError_t il__cu_mv3_gate_up(cudaStream_t s, il__mv_kind k, il_dtype t, const il__mv3_mat *gate, const void *w_up,
+                               size_t up_stride, int64_t n_in, const float *x, const void *work, int64_t n_tok);
+
 #ifdef __cplusplus
 }
 #endif
