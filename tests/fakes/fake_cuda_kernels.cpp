@@ -80,6 +80,15 @@ extern "C" bool il__cu_mv3_eligible(il_dtype t, int64_t n_in, const void *w, siz
 
 static size_t fake_mv3_xd_off(int64_t n_in, int64_t n_tok) { return ((size_t)n_in * (size_t)n_tok + 255) / 256 * 256; }
 
+/* The token rows of 8-bit activations in work (il__cu_mv3_quant's layout); nothing when NULL. */
+static void fake_mv3_acts(const void *work, int64_t n_in, int64_t n_tok, il__mv3_act *a) {
+  if (!work) return;
+  const int64_t nb = n_in / 32;
+  const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
+  const int *xs = (const int *)(xd + nb * n_tok);
+  for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
+}
+
 extern "C" size_t il__cu_mv3_work(int64_t n_in, int64_t n_tok) {
   return fake_mv3_xd_off(n_in, n_tok) + (size_t)(n_in / 32) * (size_t)n_tok * 8 + 256;
 }
@@ -103,12 +112,7 @@ extern "C" cudaError_t il__cu_mv3(cudaStream_t s, il__mv_kind k, il_dtype t, con
       !il__mv3_eligible(t, n_in, (uintptr_t)w, stride, n_out) || (il__mv3_quantized(t) && !work))
     return cudaErrorInvalidValue;
   il__mv3_act a[IL__CU_MV_MAX_TOK];
-  if (work) {
-    const int64_t nb = n_in / 32;
-    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
-    const int *xs = (const int *)(xd + nb * n_tok);
-    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
-  }
+  fake_mv3_acts(work, n_in, n_tok, a);
   return il__mv3_matvec_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy) ? cudaSuccess
                                                                                                   : cudaErrorInvalidValue;
 }
@@ -124,12 +128,7 @@ extern "C" cudaError_t il__cu_mv3_multi(cudaStream_t s, il__mv_kind k, il_dtype 
   for (int i = 0; i < n; i++)
     if (M[i].n_out < 1 || !il__mv3_eligible(t, n_in, (uintptr_t)M[i].w, M[i].stride, M[i].n_out)) return cudaErrorInvalidValue;
   il__mv3_act a[IL__CU_MV_MAX_TOK];
-  if (work) {
-    const int64_t nb = n_in / 32;
-    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
-    const int *xs = (const int *)(xd + nb * n_tok);
-    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
-  }
+  fake_mv3_acts(work, n_in, n_tok, a);
   for (int i = 0; i < n; i++)
     if (!il__mv3_matvec_twin(t, (const uint8_t *)M[i].w, M[i].stride, M[i].n_out, n_in, x, a, (int)n_tok, M[i].y, M[i].ldy))
       return cudaErrorInvalidValue;
@@ -146,12 +145,7 @@ extern "C" cudaError_t il__cu_mv3_gate_up(cudaStream_t s, il__mv_kind k, il_dtyp
       !il__mv3_eligible(t, n_in, (uintptr_t)w_up, up_stride, G.n_out))
     return cudaErrorInvalidValue;
   il__mv3_act a[IL__CU_MV_MAX_TOK];
-  if (work) {
-    const int64_t nb = n_in / 32;
-    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
-    const int *xs = (const int *)(xd + nb * n_tok);
-    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
-  }
+  fake_mv3_acts(work, n_in, n_tok, a);
   const bool ok = il__mv3_matvec_epi_twin(t, (const uint8_t *)G.w, G.stride, G.n_out, n_in, x, a, (int)n_tok, G.y, G.ldy,
                                           IL__MV3_STORE) &&
                   il__mv3_matvec_epi_twin(t, (const uint8_t *)w_up, up_stride, G.n_out, n_in, x, a, (int)n_tok, G.y, G.ldy,
@@ -168,12 +162,7 @@ extern "C" cudaError_t il__cu_mv3_epi(cudaStream_t s, il__mv_kind k, il_dtype t,
       epi > IL__MV3_SWIGLU)
     return cudaErrorInvalidValue;
   il__mv3_act a[IL__CU_MV_MAX_TOK];
-  if (work) {
-    const int64_t nb = n_in / 32;
-    const float *xd = (const float *)((const uint8_t *)work + fake_mv3_xd_off(n_in, n_tok));
-    const int *xs = (const int *)(xd + nb * n_tok);
-    for (int64_t tk = 0; tk < n_tok; tk++) a[tk] = il__mv3_act{(const int8_t *)work + tk * n_in, xd + tk * nb, xs + tk * nb};
-  }
+  fake_mv3_acts(work, n_in, n_tok, a);
   return il__mv3_matvec_epi_twin(t, (const uint8_t *)w, stride, n_out, n_in, x, a, (int)n_tok, y, ldy, epi) ? cudaSuccess
                                                                                                   : cudaErrorInvalidValue;
 }

@@ -59,6 +59,30 @@ __global__ void il__k_kv_store_cvt(uint8_t *kc, size_t kcs, uint8_t *vc, size_t 
   }
 }
 
+/* One 32-value Q8_0 block from the warp's values (x: this lane's) into blk, as ggml's reference
+ * quantizer; a non-finite value is recorded in fault (row, side, its column) and nothing is
+ * written. */
+__device__ static void il__q8_warp_block(float x, int lane, uint8_t *blk, il__cu_fault *fault, int launch, int64_t row,
+                                         int side, int64_t col0) {
+  const unsigned bad = __ballot_sync(0xffffffffu, !isfinite(x));
+  if (bad) {
+    if (lane == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_NONFINITE) == 0) {
+      fault->launch = launch;
+      fault->a = row;
+      fault->b = side;
+      fault->c = col0 + __ffs(bad) - 1;
+    }
+    return;
+  }
+  float amax = fabsf(x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  float d;
+  const float id = il__q8_inverse(amax, &d);
+  if (lane == 0) *(uint16_t *)blk = il__f16_bits(d); /* blocks are 34 bytes: 2-byte aligned */
+  blk[2 + lane] = (uint8_t)il__q8_value(x, id);
+}
+
 /* Q8_0 cells from rows of type R: warp w quantizes blocks w, w + 4, ... of the K row, then of
  * the V row. */
 template <int R>
@@ -74,25 +98,7 @@ __global__ void il__k_kv_store_q8(uint8_t *kc, size_t kcs, uint8_t *vc, size_t v
     uint8_t *dst = side ? vc + (size_t)slot * vcs : kc + (size_t)slot * kcs;
     const uint8_t *src = side ? v + (size_t)i * vs : k + (size_t)i * ks;
     for (int64_t jb = warp; jb < nb; jb += n_warps) {
-      const float x = il__act_ld<R>(src, jb * 32 + lane);
-      const unsigned bad = __ballot_sync(0xffffffffu, !isfinite(x));
-      if (bad) {
-        if (lane == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_NONFINITE) == 0) {
-          fault->launch = launch;
-          fault->a = i;
-          fault->b = side;
-          fault->c = jb * 32 + __ffs(bad) - 1;
-        }
-        continue;
-      }
-      float amax = fabsf(x);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      float d;
-      const float id = il__q8_inverse(amax, &d);
-      uint8_t *blk = dst + jb * 34;
-      if (lane == 0) *(uint16_t *)blk = il__f16_bits(d); /* blocks are 34 bytes: 2-byte aligned */
-      blk[2 + lane] = (uint8_t)il__q8_value(x, id);
+      il__q8_warp_block(il__act_ld<R>(src, jb * 32 + lane), lane, dst + jb * 34, fault, launch, i, side, jb * 32);
     }
   }
 }
@@ -206,24 +212,7 @@ __global__ void il__k_rope_kv_store(il__cu_rkv a, il__cu_fault *fault, int launc
     uint8_t *dst = side ? vd : kd;
     for (int64_t jb = warp; jb < a.cols / 32; jb += n_warps) {
       const float x = side ? il__ld_rt(a.vt, vr, jb * 32 + lane) : sk[jb * 32 + lane];
-      const unsigned bad = __ballot_sync(0xffffffffu, !isfinite(x));
-      if (bad) {
-        if (lane == 0 && atomicCAS(&fault->kind, 0, IL__CU_FAULT_NONFINITE) == 0) {
-          fault->launch = launch;
-          fault->a = t;
-          fault->b = side;
-          fault->c = jb * 32 + __ffs(bad) - 1;
-        }
-        continue;
-      }
-      float amax = fabsf(x);
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      float d;
-      const float id = il__q8_inverse(amax, &d);
-      uint8_t *blk = dst + jb * 34;
-      if (lane == 0) *(uint16_t *)blk = il__f16_bits(d);
-      blk[2 + lane] = (uint8_t)il__q8_value(x, id);
+      il__q8_warp_block(x, lane, dst + jb * 34, fault, launch, t, side, jb * 32);
     }
   }
 }
