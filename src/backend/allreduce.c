@@ -18,18 +18,14 @@ il_status il_allreduce_host(il_backend *const *devs, const il_tensor *parts, int
   float *sum = scratch, *part = scratch + elems;
   for (int k = 0; k < n; k++) {
     float *dst = k == 0 ? sum : part;
-    for (int64_t r = 0; r < rows; r++) {
-      il_status st = devs[k]->ops->download(devs[k], dst + r * cols, il_tensor_rows(parts[k], r, 1), row_bytes);
-      if (st != IL_OK) return st;
-    }
+    for (int64_t r = 0; r < rows; r++)
+      IL_TRY(devs[k]->ops->download(devs[k], dst + r * cols, il_tensor_rows(parts[k], r, 1), row_bytes));
     if (k > 0)
       for (int64_t i = 0; i < elems; i++) sum[i] += part[i];
   }
   for (int k = 0; k < n; k++)
-    for (int64_t r = 0; r < rows; r++) {
-      il_status st = devs[k]->ops->upload(devs[k], il_tensor_rows(parts[k], r, 1), sum + r * cols, row_bytes);
-      if (st != IL_OK) return st;
-    }
+    for (int64_t r = 0; r < rows; r++)
+      IL_TRY(devs[k]->ops->upload(devs[k], il_tensor_rows(parts[k], r, 1), sum + r * cols, row_bytes));
   return IL_OK;
 }
 
@@ -62,12 +58,7 @@ il_status il_nccl_open(il_nccl *t, const char *filename) {
 
 void il_nccl_close(il_nccl *t) {
   il_dl_close(&t->lib);
-  t->comm_init_all = NULL;
-  t->comm_destroy = NULL;
-  t->all_reduce = NULL;
-  t->group_start = NULL;
-  t->group_end = NULL;
-  t->get_error_string = NULL;
+  memset(t, 0, sizeof *t);
 }
 
 il_status il_nccl_check(const il_nccl *t, int result, const char *what) {
@@ -82,8 +73,7 @@ il_status il_nccl_init(const il_nccl *t, void **comms, int n, const int *devlist
 
 il_status il_nccl_allreduce_sum(const il_nccl *t, void *const *comms, void *const *buf, void *const *stream, int n,
                                 size_t count) {
-  il_status st = il_nccl_check(t, t->group_start(), "ncclGroupStart");
-  if (st != IL_OK) return st;
+  IL_TRY(il_nccl_check(t, t->group_start(), "ncclGroupStart"));
   il_status first = IL_OK;
   for (int k = 0; k < n; k++) {
     il_status s = il_nccl_check(t, t->all_reduce(buf[k], buf[k], count, IL_NCCL_FLOAT32, IL_NCCL_SUM, comms[k], stream[k]),
@@ -91,6 +81,6 @@ il_status il_nccl_allreduce_sum(const il_nccl *t, void *const *comms, void *cons
     if (s != IL_OK && first == IL_OK) first = s;
   }
   /* The group is closed even after a failed call: an open group would hold NCCL's thread state. */
-  st = il_nccl_check(t, t->group_end(), "ncclGroupEnd");
+  const il_status st = il_nccl_check(t, t->group_end(), "ncclGroupEnd");
   return first != IL_OK ? first : st;
 }

@@ -757,6 +757,20 @@ static il_status il__rope(il_backend *b, il_tensor x, il_tensor pos, const il_ro
   return il__ew_run(b, &e, x);
 }
 
+/* What the store kernels need beyond il__kv_store_check: q8_0 cells take rows of whole 32-value
+ * blocks; rows, cells and slots aligned to their elements on the device. */
+static il_status il__kv_rows_check(const char *op, const il_kv_view *kv, const il_tensor *k, const il_tensor *v,
+                                   const il_tensor *slots) {
+  if (kv->k.type == IL_DTYPE_Q8_0 && k->cols % 32)
+    return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
+                    (long long)k->cols);
+  IL_TRY(il__aligned(op, slots, 4));
+  IL_TRY(il__aligned(op, k, il__esz(k)));
+  IL_TRY(il__aligned(op, v, il__esz(v)));
+  IL_TRY(il__aligned(op, &kv->k, kv->k.type == IL_DTYPE_F32 ? 1 : 2));
+  return il__aligned(op, &kv->v, kv->v.type == IL_DTYPE_F32 ? 1 : 2);
+}
+
 /* Rows are activations (K and V of one type); cells F32, F16, BF16 or Q8_0 (--kv-type),
  * converted on the way in. */
 static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, il_tensor v, il_tensor slots) {
@@ -765,14 +779,7 @@ static il_status il__kv_store(il_backend *b, const il_kv_view *kv, il_tensor k, 
   if (k.type != v.type)
     return il_error(IL_ERR_UNSUPPORTED, "kv_store: rows '%s' are %s and '%s' %s; the kernel stores rows of one type",
                     il__nm(&k), il_dtype_name(k.type), il__nm(&v), il_dtype_name(v.type));
-  if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
-                    (long long)k.cols);
-  IL_TRY(il__aligned("kv_store", &slots, 4));
-  IL_TRY(il__aligned("kv_store", &k, il__esz(&k)));
-  IL_TRY(il__aligned("kv_store", &v, il__esz(&v)));
-  IL_TRY(il__aligned("kv_store", &kv->k, kv->k.type == IL_DTYPE_F32 ? 1 : 2));
-  IL_TRY(il__aligned("kv_store", &kv->v, kv->v.type == IL_DTYPE_F32 ? 1 : 2));
+  IL_TRY(il__kv_rows_check("kv_store", kv, &k, &v, &slots));
   if (!k.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "kv_store", il__nm(&kv->k));
   const int id = il__note(c, "kv_store into", &kv->k);
@@ -1076,15 +1083,9 @@ static il_status il__rope_kv_store1(il_backend *b, il_tensor q, il_tensor k, il_
   IL_TRY(il__rope_check(b, &q, &pos, rq, true));
   IL_TRY(il__rope_check(b, &k, &pos, rk, true));
   IL_TRY(il__kv_store_check(b, kv, &k, &v, &slots, il__kv_type_ok(kv->k.type), true));
-  if (kv->k.type == IL_DTYPE_Q8_0 && k.cols % 32)
-    return il_error(IL_ERR_UNSUPPORTED, "kv_store: q8_0 cells need rows of a multiple of 32 values, not %lld",
-                    (long long)k.cols);
-  const il_tensor *al[] = {&q, &k, &v};
-  for (int i = 0; i < 3; i++) IL_TRY(il__aligned("rope_kv_store", al[i], il__esz(al[i])));
+  IL_TRY(il__kv_rows_check("rope_kv_store", kv, &k, &v, &slots));
+  IL_TRY(il__aligned("rope_kv_store", &q, il__esz(&q)));
   IL_TRY(il__aligned("rope_kv_store", &pos, 4));
-  IL_TRY(il__aligned("rope_kv_store", &slots, 4));
-  IL_TRY(il__aligned("rope_kv_store", &kv->k, kv->k.type == IL_DTYPE_F32 ? 1 : 2));
-  IL_TRY(il__aligned("rope_kv_store", &kv->v, kv->v.type == IL_DTYPE_F32 ? 1 : 2));
   if (!k.rows) return IL_OK;
   IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "rope_kv_store", il__nm(&k));
   const int id = il__note(c, "kv_store into", &kv->k);
@@ -1159,29 +1160,30 @@ static bool il__fusable(il_backend *b, const il_tensor *w, const il_tensor *x, c
          (!il__mv_quantized(w->type) || w->cols % 32 == 0);
 }
 
+/* Makes the device current and, where any of w[0..n) is quantized, quantizes x once into the
+ * workspace for the version-3 matvecs that read it (*work; NULL where every matrix is float). */
+static il_status il__mv3_prepare_x(il_backend *b, int n, const il_tensor *w, il_tensor x, void **work) {
+  il__cu *c = il__cu_of(b);
+  *work = NULL;
+  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
+  for (int i = 0; i < n; i++)
+    if (il__mv_quantized(w[i].type)) {
+      IL_TRY(il__cu_workspace(b, il__cu_mv3_work(x.cols, x.rows), work));
+      IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, il__ptr(x), x.cols, x.rows, *work), "matmul", il__nm(&w[i]));
+      return IL_OK;
+    }
+  return IL_OK;
+}
+
 /* y[i] (epilogue epi[i]) from w[i] x, i < n, the matrices read one quantization of x (views checked). */
 static il_status il__mv_epi(il_backend *b, int n, const il_tensor *y, const il_tensor *w, il_tensor x, const int *epi) {
   il__cu *c = il__cu_of(b);
-  size_t need = 0;
+  void *work;
+  IL_TRY(il__mv3_prepare_x(b, n, w, x, &work));
   for (int i = 0; i < n; i++)
-    if (il__mv_quantized(w[i].type)) {
-      const size_t m = il__cu_mv3_work(w[i].cols, x.rows);
-      need = m > need ? m : need;
-    }
-  void *work = NULL;
-  if (need) IL_TRY(il__cu_workspace(b, need, &work));
-  IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w[0]));
-  bool quantized = false;
-  for (int i = 0; i < n; i++) {
-    const char *nm = il__nm(&w[i]);
-    if (il__mv_quantized(w[i].type) && !quantized) {
-      IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, il__ptr(x), w[i].cols, x.rows, work), "matmul", nm);
-      quantized = true;
-    }
     IL_CUDA_CHECK(c, il__cu_mv3_epi(c->compute, il__mv_pick(c, &w[i], x.rows), w[i].type, il__ptr(w[i]), w[i].stride,
                                     w[i].rows, w[i].cols, il__ptr(x), work, x.rows, il__ptr(y[i]), il__ldy(&y[i]), epi[i]),
-                  "matmul", nm);
-  }
+                  "matmul", il__nm(&w[i]));
   return IL_OK;
 }
 
@@ -1207,10 +1209,8 @@ static il_status il__gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il
   IL_TRY(il__mm_check(b, &h, &w_up, &x));
   if (w_gate.type == w_up.type) { /* one launch: a warp computes a row of both (il__cu_mv3_gate_up) */
     il__cu *c = il__cu_of(b);
-    void *work = NULL;
-    if (il__mv_quantized(w_gate.type)) IL_TRY(il__cu_workspace(b, il__cu_mv3_work(w_gate.cols, x.rows), &work));
-    IL_CUDA_CHECK(c, cudaSetDevice(c->dev), "matmul", il__nm(&w_gate));
-    if (work) IL_CUDA_CHECK(c, il__cu_mv3_quant(c->compute, il__ptr(x), w_gate.cols, x.rows, work), "matmul", il__nm(&w_gate));
+    void *work;
+    IL_TRY(il__mv3_prepare_x(b, 1, &w_gate, x, &work));
     const il__mv3_mat g = {il__ptr(w_gate), w_gate.stride, w_gate.rows, il__ptr(h), il__ldy(&h)};
     IL_CUDA_CHECK(c, il__cu_mv3_gate_up(c->compute, il__mv_pick(c, &w_gate, x.rows), w_gate.type, &g, il__ptr(w_up),
                                         w_up.stride, w_gate.cols, il__ptr(x), work, x.rows),

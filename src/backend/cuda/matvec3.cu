@@ -251,7 +251,7 @@ static cudaError_t il__mv3_set_launch(cudaStream_t s, il__mv_kind k, il_dtype t,
     set.m[i] = m[i];
     if (m[i].n_out < 1 || m[i].n_out > (int64_t)0x7fffffff || !il__mv3_eligible(t, n_in, (uintptr_t)m[i].w, m[i].stride, m[i].n_out))
       return cudaErrorInvalidValue;
-    blocks += il__mv3_blocks(m[i].n_out, 8);
+    blocks += m[i].n_out; /* a block holds at least one row */
   }
   if (blocks > (int64_t)0x7fffffff) return cudaErrorInvalidValue;
   return il__mv3_launch(s, k, t, m[0].w, m[0].stride, m[0].n_out, n_in, x, work, n_tok, m[0].y, m[0].ldy, IL__MV3_STORE, &set);
