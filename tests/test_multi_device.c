@@ -28,6 +28,7 @@
 static const char *kv_layout = "contiguous";
 
 static const char *gpu_layers = "", *place = "", *model = "builtin:tiny", *offload = "";
+static int micro_batches;
 
 static il_status open_with(const char *device, const char *split, il_engine **e) {
   il_config c;
@@ -42,6 +43,7 @@ static il_status open_with(const char *device, const char *split, il_engine **e)
   snprintf(c.place, sizeof c.place, "%s", place);
   snprintf(c.offload, sizeof c.offload, "%s", offload);
   snprintf(c.model, sizeof c.model, "%s", model);
+  c.micro_batches = micro_batches;
   *e = NULL;
   return il_engine_open(&c, e);
 }
@@ -374,10 +376,76 @@ static void test_errors(void) {
   IL_CHECK(e == NULL);
 }
 
+
+/* --micro-batches: the prompt cut into micro-batches that the stages (one per device) run as a
+ * pipeline, on threads; the same logits bit for bit as one device and as one pass, the same
+ * residual bytes moved as one pass, the paged cache too; a placement where one device would
+ * hold two stages runs as one pass. */
+static void test_pipelined(void) {
+  il_engine *one;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &one));
+  if (!one) return;
+  const size_t n = (size_t)N_TOK * (size_t)one->model->hp.n_vocab;
+  float *want = calloc(n, 4), *got = calloc(n, 4);
+  run(one, want);
+  il_engine_free(one);
+  static const struct {
+    const char *device, *kv;
+    int mb, stages;
+  } cases[] = {
+      {"sim:64MiB,sim:64MiB", "contiguous", 2, 2},
+      {"sim:64MiB,sim:64MiB", "contiguous", 3, 2},
+      {"sim:64MiB,sim:64MiB", "contiguous", 7, 2},
+      {"sim:64MiB,sim:64MiB", "contiguous", 64, 2}, /* more micro-batches than entries: one entry each */
+      {"sim:64MiB,sim:64MiB", "paged", 3, 2},
+      {"sim:64MiB,sim:64MiB,sim:64MiB,sim:64MiB", "contiguous", 4, 4},
+      {"sim:64MiB,cpu", "contiguous", 2, 2},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint64_t moved[2];
+    for (int pass = 0; pass < 2; pass++) {
+      kv_layout = cases[i].kv;
+      micro_batches = pass ? cases[i].mb : 0;
+      il_engine *e;
+      il_status st = open_with(cases[i].device, "", &e);
+      IL_CHECK_OK(st);
+      if (st != IL_OK) continue;
+      IL_CHECK_INT(il_model_pipeline_stages(&e->weights), cases[i].stages);
+      memset(got, 0, n * 4);
+      run(e, got);
+      if (memcmp(got, want, n * 4))
+        fprintf(stderr, "--device %s --kv %s --micro-batches %d: logits differ from one device\n", cases[i].device,
+                cases[i].kv, micro_batches);
+      IL_CHECK(memcmp(got, want, n * 4) == 0);
+      moved[pass] = e->fs.bytes_moved;
+      il_engine_free(e);
+    }
+    IL_CHECK(moved[0] > 0);
+    IL_CHECK_INT(moved[1], moved[0]);
+  }
+  kv_layout = "contiguous";
+  /* layer 1 on the CPU, the rest on the device: the device would hold two stages */
+  place = "blk.1=cpu";
+  micro_batches = 3;
+  il_engine *e;
+  IL_CHECK_OK(open_with("sim:64MiB", "", &e));
+  if (e) {
+    IL_CHECK_INT(il_model_pipeline_stages(&e->weights), 0);
+    run(e, got);
+    IL_CHECK(memcmp(got, want, n * 4) == 0);
+    il_engine_free(e);
+  }
+  place = "";
+  micro_batches = 0;
+  free(want);
+  free(got);
+}
+
 int main(void) {
   test_list_parse();
   test_equal_logits();
   test_paged();
+  test_pipelined();
   test_gpu_layers();
   test_place();
   test_stream();

@@ -334,6 +334,10 @@ int il_cli_run(int argc, char **argv) {
       fprintf(stderr, "; token_embd on %s, output on %s; residual moved between them: %.1f KiB in all\n",
               es.embd_dev ? "the first" : "the CPU", es.out_dev ? "the last" : "the CPU", (double)es.residual_bytes / 1024);
     }
+    if (es.micro_batches > 1)
+      fprintf(stderr, "  pipeline: --micro-batches %d over %d stages; %llu of %llu passes pipelined%s\n", es.micro_batches,
+              es.pipeline_stages, (unsigned long long)es.pipelined_passes, (unsigned long long)es.passes,
+              es.pipelined_passes < es.passes ? " (a pass of one entry, or one that shares host state between stages, runs whole)" : "");
     if (es.n_expert)
       fprintf(stderr, "  %d experts per layer on the %s; hidden rows moved around them: %.1f KiB in all\n", es.n_expert,
               es.exps_dev ? "layers' backend" : "CPU (--place exps=cpu)", (double)es.expert_bytes / 1024);

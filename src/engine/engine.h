@@ -48,6 +48,9 @@ typedef struct {
   il_dtype kv_type, act_type;
   /* bytes moved */
   uint64_t residual_bytes; /* residual downloaded + uploaded between backends so far */
+  int32_t micro_batches;   /* --micro-batches */
+  int pipeline_stages;     /* the stages a pipelined pass runs (0: a backend would hold two) */
+  uint64_t pipelined_passes, passes; /* passes run as a pipeline, passes in all, so far */
   int32_t n_expert;        /* MoE: experts per layer (0: dense) */
   bool exps_dev;           /* MoE: experts with their layers (false: --place exps=cpu) */
   uint64_t expert_bytes;   /* MoE: hidden rows downloaded + uploaded around the experts so far */

@@ -11,6 +11,8 @@
 #include "model/llama.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/quant.h"
@@ -507,10 +509,10 @@ static il_status il__move(il_forward_state *st, const il_forward_lane *a, const 
 
 /* ---- the pass, block by block ---- */
 
-/* Checks the entries and uploads them once to every lane: ids, positions, sequences, slots.
- * *n_out: how many want logits. */
-static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, const il_batch_entry *batch, int32_t n,
-                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_out) {
+/* Checks the entries and writes them to host_batch as a lane's batch: ids, positions,
+ * sequences, slots. *n_out: how many want logits. */
+static il_status il__upload_batch_host(il_forward_state *st, const il_hparams *hp, const il_batch_entry *batch,
+                                       int32_t n, const il_kv_view *kv, const int32_t *slots, int32_t *n_out) {
   if (n <= 0 || n > st->max_tokens)
     return il_error(IL_ERR_INVALID_ARG, "forward: batch of %d entries (must be 1..%d)", n, st->max_tokens);
   *n_out = 0;
@@ -535,6 +537,13 @@ static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, co
   }
   if (*n_out > st->max_logits)
     return il_error(IL_ERR_INVALID_ARG, "forward: %d entries want logits; the buffers hold %d", *n_out, st->max_logits);
+  return IL_OK;
+}
+
+/* Checks the entries and uploads them once to every lane. */
+static il_status il__upload_batch(il_forward_state *st, const il_hparams *hp, const il_batch_entry *batch, int32_t n,
+                                  const il_kv_view *kv, const int32_t *slots, int32_t *n_out) {
+  IL_TRY(il__upload_batch_host(st, hp, batch, n, kv, slots, n_out));
   for (int i = 0; i < st->n_lanes; i++)
     IL_TRY(st->lane[i].b->ops->upload(st->lane[i].b, st->lane[i].batch, st->host_batch,
                                       (size_t)n * (size_t)il__batch_cols(hp) * sizeof(int32_t)));
@@ -740,7 +749,7 @@ static il_status il__moe(const il_model_dev *d, il_forward_state *st, il_forward
 /* logits = output . (rmsnorm(x) * output_norm), for the rows that want them, moved together
  * to rows 0.. first. */
 static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forward_lane *lo, const il_batch_entry *batch,
-                            int32_t n, int32_t n_out) {
+                            int32_t n, int32_t n_out, int32_t o0) {
   const il_hparams *hp = &d->model->hp;
   il_backend *b = lo->b;
   int32_t j = 0;
@@ -750,7 +759,7 @@ static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forw
       j++;
     }
   if (n_out == 0) return IL_OK;
-  const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out), LG = il_tensor_rows(lo->logits, 0, n_out);
+  const il_tensor XN = il_tensor_rows(lo->xb, 0, n_out), LG = il_tensor_rows(lo->logits, o0, n_out);
   IL_TRY(il__norm(st, lo, n_out, XN, il_tensor_rows(lo->x, 0, n_out), d->out_norm, hp->norm_eps, hp->n_layer,
                   "output_norm"));
   IL_TRY(il__mm(st, lo, n_out, 1, &LG, &d->output, NULL, XN, hp->n_layer, NULL));
@@ -776,12 +785,13 @@ static il_status il__forward_ops(il_model_dev *d, il_forward_state *st, const il
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
-  return il__logits(d, st, lo, batch, n, n_out);
+  return il__logits(d, st, lo, batch, n, n_out, 0);
 }
 
 static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                              const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
   int32_t n_out = 0;
+  st->passes++;
   IL_TRY(il__upload_batch(st, &d->model->hp, batch, n, kv, slots, &n_out));
   IL_TRY(il__forward_ops(d, st, batch, n, kv, n_out));
   *n_logits = n_out;
@@ -791,6 +801,7 @@ static il_status il__forward(il_model_dev *d, il_forward_state *st, const il_bat
 il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                                   const il_kv_view *kv, const int32_t *slots, int32_t *n_logits) {
   *n_logits = 0;
+  st->passes++;
   return il__upload_batch(st, &d->model->hp, batch, n, kv, slots, n_logits);
 }
 
@@ -808,4 +819,183 @@ il_status il_model_forward(il_model_dev *d, il_forward_state *st, const il_batch
   il_status s = il__forward(d, st, batch, n, kv, slots, n_logits);
   for (int i = 0; i < st->n_lanes; i++) st->lane[i].b->observer = (il_op_observer){0};
   return s;
+}
+
+/* ---- pipelined micro-batches ----
+ * The batch cut into micro-batches of consecutive entries; the components (embedding, layers,
+ * logits) cut into stages, the runs of consecutive components on one lane. Stage s runs on its
+ * own thread and takes micro-batch i once stage s - 1 has finished it, so while the second
+ * device runs micro-batch 0's layers the first runs micro-batch 1's. A stage keeps the
+ * micro-batches' order, so each layer's cache sees the entries in batch order as it does in
+ * one pass. Micro-batch i's residual crosses stages in staging rows [r0_i, r0_i + n_i) and its
+ * logits land at rows after the earlier micro-batches' logits. */
+#define IL__MAX_MB 64
+
+typedef struct {
+  il_model_dev *d;
+  il_forward_state *st;
+  const il_batch_entry *batch;
+  const il_kv_view *kv;
+  int32_t n_mb, r0[IL__MAX_MB + 1], o0[IL__MAX_MB + 1]; /* micro-batch i: entries [r0[i], r0[i+1]) */
+  int n_stages;
+  int32_t first[IL_MAX_LANES + 1]; /* stage s: components [first[s], first[s+1]) (-1 embed, n_layer logits) */
+  int cols;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int32_t done[IL_MAX_LANES]; /* micro-batches stage s has finished */
+  uint64_t moved[IL_MAX_LANES];
+  il_status failed;
+  char why[1024];
+} il__pipe;
+
+static il_backend *il__component_b(const il_model_dev *d, int32_t c) {
+  return c < 0 ? d->embd_b : c >= d->model->hp.n_layer ? d->out_b : d->layer_b[c];
+}
+
+static il_status il__pipe_mb(il__pipe *p, int s, int32_t i) {
+  il_forward_state *st = p->st;
+  const il_model *m = p->d->model;
+  il_forward_lane *ln = il_forward_lane_of(st, il__component_b(p->d, p->first[s]));
+  const int32_t r0 = p->r0[i], n = p->r0[i + 1] - r0;
+  const size_t row = ln->x.stride, bytes = (size_t)n * row;
+  char *staging = (char *)st->staging + (size_t)r0 * row;
+  IL_TRY(ln->b->ops->upload(ln->b, ln->batch, st->host_batch + (size_t)p->cols * r0, (size_t)n * p->cols * 4));
+  if (s > 0) IL_TRY(ln->b->ops->upload(ln->b, il_tensor_rows(ln->x, 0, n), staging, bytes));
+  for (int32_t c = p->first[s]; c < p->first[s + 1]; c++) {
+    if (c < 0) {
+      IL_TRY(il__embed(p->d, st, ln, n));
+    } else if (c < m->hp.n_layer) {
+      const il_layer_dev *L;
+      IL_TRY(il_model_dev_layer(p->d, c, &L));
+      IL_TRY(il__attention(m, st, ln, L, c, n, &p->kv[c]));
+      IL_TRY(il__ffn(m, st, ln, L, c, n));
+    } else {
+      IL_TRY(il__logits(p->d, st, ln, p->batch + r0, n, p->o0[i + 1] - p->o0[i], p->o0[i]));
+    }
+  }
+  if (s + 1 < p->n_stages) IL_TRY(ln->b->ops->download(ln->b, staging, il_tensor_rows(ln->x, 0, n), bytes));
+  p->moved[s] += (uint64_t)bytes * ((s > 0) + (s + 1 < p->n_stages));
+  return IL_OK;
+}
+
+typedef struct {
+  il__pipe *p;
+  int s;
+} il__stage_arg;
+
+static void *il__pipe_stage(void *arg) {
+  il__pipe *p = ((il__stage_arg *)arg)->p;
+  const int s = ((il__stage_arg *)arg)->s;
+  for (int32_t i = 0; i < p->n_mb; i++) {
+    pthread_mutex_lock(&p->lock);
+    while (!p->failed && s > 0 && p->done[s - 1] <= i) pthread_cond_wait(&p->cond, &p->lock);
+    const bool stop = p->failed != IL_OK;
+    pthread_mutex_unlock(&p->lock);
+    if (stop) break;
+    const il_status r = il__pipe_mb(p, s, i);
+    pthread_mutex_lock(&p->lock);
+    if (r != IL_OK && !p->failed) {
+      p->failed = r;
+      snprintf(p->why, sizeof p->why, "stage %d, micro-batch %d: %s", s, i, il_error_detail());
+    }
+    if (r == IL_OK) p->done[s]++;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    if (r != IL_OK) break;
+  }
+  return NULL;
+}
+
+/* The stages of d's placement: false where a backend would hold two stages (A, B, A), whose
+ * lane the stage threads could not share. */
+static bool il__pipe_stages(const il_model_dev *d, int32_t *first, int *n_stages) {
+  const int32_t L = d->model->hp.n_layer;
+  const il_backend *seen[IL_MAX_LANES + 1];
+  *n_stages = 0;
+  for (int32_t c = -1; c <= L; c++) {
+    const il_backend *ln = il__component_b(d, c); /* one lane per backend */
+    if (c > -1 && ln == il__component_b(d, c - 1)) continue;
+    for (int k = 0; k < *n_stages; k++)
+      if (seen[k] == ln) return false;
+    if (*n_stages == IL_MAX_LANES) return false;
+    seen[*n_stages] = ln;
+    first[(*n_stages)++] = c;
+  }
+  first[*n_stages] = L + 1;
+  return true;
+}
+
+/* host_batch (cols columns of n) rewritten as micro-batch blocks: block i, at entry r0[i] *
+ * cols, holds its n_i entries' columns, each n_i long, as a lane's batch of n_i. */
+static void il__batch_blocks(il_forward_state *st, int cols, const int32_t *r0, int32_t n_mb, int32_t n) {
+  int32_t *all = st->host_batch, *tmp = (int32_t *)st->staging; /* staging is free before the stages run */
+  memcpy(tmp, all, (size_t)n * cols * sizeof *all);
+  for (int32_t i = 0; i < n_mb; i++) {
+    const int32_t ni = r0[i + 1] - r0[i];
+    for (int c = 0; c < cols; c++)
+      memcpy(all + (size_t)cols * r0[i] + (size_t)c * ni, tmp + (size_t)c * n + r0[i], (size_t)ni * sizeof *all);
+  }
+}
+
+int il_model_pipeline_stages(const il_model_dev *d) {
+  int32_t first[IL_MAX_LANES + 1];
+  int n = 0;
+  return il__pipe_stages(d, first, &n) ? n : 0;
+}
+
+il_status il_model_forward_pipelined(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                     const il_kv_view *kv, const int32_t *slots, int32_t n_mb, int32_t *n_logits) {
+  il__pipe *p = il_mem_alloc(IL_MEM_STAGING, sizeof *p, "pipeline schedule");
+  if (!p) return il_error(IL_ERR_OOM, "forward: no host memory for the pipeline schedule");
+  *p = (il__pipe){.d = d, .st = st, .batch = batch, .kv = kv, .cols = il__batch_cols(&d->model->hp)};
+  if (n_mb > n) n_mb = n;
+  if (n_mb > IL__MAX_MB) n_mb = IL__MAX_MB;
+  /* one pass where there is nothing to overlap, or where the pass's shared host state (the
+   * numerics check, MoE routing, streamed layer slots) would be touched by two stages at once */
+  if (n_mb < 2 || st->numerics || d->model->hp.n_expert || d->stream || !il__pipe_stages(d, p->first, &p->n_stages) || p->n_stages < 2) {
+    il_mem_free(p);
+    return il_model_forward(d, st, batch, n, kv, slots, n_logits);
+  }
+  il_status r = il__upload_batch_host(st, &d->model->hp, batch, n, kv, slots, n_logits);
+  if (r != IL_OK) {
+    il_mem_free(p);
+    return r;
+  }
+  p->n_mb = n_mb;
+  for (int32_t i = 0; i <= n_mb; i++) p->r0[i] = (int32_t)(((int64_t)n * i) / n_mb);
+  for (int32_t i = 0; i < n_mb; i++) {
+    p->o0[i + 1] = p->o0[i];
+    for (int32_t j = p->r0[i]; j < p->r0[i + 1]; j++) p->o0[i + 1] += batch[j].logits;
+  }
+  /* host_batch as micro-batch blocks: block i holds its entries' columns, each n_i long */
+  il__batch_blocks(st, p->cols, p->r0, n_mb, n);
+  st->passes++;
+  st->pipelined_passes++;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->cond, NULL);
+  il__stage_arg args[IL_MAX_LANES];
+  pthread_t th[IL_MAX_LANES];
+  bool started[IL_MAX_LANES] = {false};
+  for (int s = 1; s < p->n_stages; s++) {
+    args[s] = (il__stage_arg){p, s};
+    started[s] = pthread_create(&th[s], NULL, il__pipe_stage, &args[s]) == 0;
+    if (!started[s]) {
+      pthread_mutex_lock(&p->lock);
+      p->failed = IL_ERR_INTERNAL;
+      snprintf(p->why, sizeof p->why, "forward: cannot start the thread of pipeline stage %d", s);
+      pthread_cond_broadcast(&p->cond);
+      pthread_mutex_unlock(&p->lock);
+      break;
+    }
+  }
+  args[0] = (il__stage_arg){p, 0};
+  il__pipe_stage(&args[0]);
+  for (int s = 1; s < p->n_stages; s++)
+    if (started[s]) pthread_join(th[s], NULL);
+  for (int s = 0; s < p->n_stages; s++) st->bytes_moved += p->moved[s];
+  r = p->failed ? il_error(p->failed, "%s", p->why) : IL_OK;
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->cond);
+  il_mem_free(p);
+  return r;
 }

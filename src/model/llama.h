@@ -330,6 +330,7 @@ typedef struct {
   float *staging;                /* [max_tokens x n_embd]: the residual between backends */
   int32_t attn_slice;            /* rows per slice for kernels that slice (0 = theirs) */
   uint64_t bytes_moved;          /* residual bytes downloaded + uploaded between backends so far */
+  uint64_t passes, pipelined_passes; /* forward passes so far, those of them run as a pipeline */
   /* Mixed precision: activations are stored at act_type between ops. With F16 or BF16 each op
    * runs on chunks of `chunk` rows widened to F32 (compute and accumulation stay F32) and its
    * results are narrowed back: by the backend (in its reserve_act scratch, or in its kernels)
@@ -416,5 +417,17 @@ il_status il_model_forward_upload(il_model_dev *d, il_forward_state *st, const i
                                   const il_kv_view *kv, const int32_t *slots, int32_t *n_logits);
 il_status il_model_forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                                const il_kv_view *kv, int32_t n_logits);
+
+/* il_model_forward as a pipeline (--micro-batches): the batch cut into n_mb micro-batches of
+ * consecutive entries, each stage (a run of consecutive components on one backend) on its own
+ * thread, so the devices of a layer split work on different micro-batches at once. Same
+ * results and cache contents as il_model_forward, logits in batch order. Runs as one
+ * il_model_forward where there is nothing to overlap (n_mb < 2, one stage) or where the pass
+ * shares host state between stages (--check-numerics, MoE layers, --offload stream, a backend
+ * holding two stages). */
+il_status il_model_forward_pipelined(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
+                                     const il_kv_view *kv, const int32_t *slots, int32_t n_mb, int32_t *n_logits);
+/* The pipeline's stages under d's placement: 0 where a backend would hold two of them. */
+int il_model_pipeline_stages(const il_model_dev *d);
 
 #endif
