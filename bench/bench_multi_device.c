@@ -10,9 +10,15 @@
  * of one n_embd row of f32 per boundary: expected 2 x 4 x n_embd x (devices - 1)) and all
  * host<->device bytes of the devices. Each row is the best of R repetitions.
  *
+ * --micro-batches LIST runs each device count with each pipeline depth (--micro-batches of the
+ * engine; 0 = one pass) and prints the prompt's tokens/s as well. --hbm RATE and --tflops N give
+ * every device the sim's compute model (hbm=, tflops=: its matmuls take the longer of their
+ * weight bytes and flops at those rates), so devices that compute at once overlap as GPUs
+ * would though the sims share the host's cores; without them the sims' time is the CPU's.
+ *
  * usage: bench_multi_device [--model builtin:1b] [--wtype q4_0] [--devices 1,2,4] [--size 1GiB]
  *                           [--pcie 16GB/s] [--streams 1,16] [--prompt 16] [--gen 16] [--reps 3]
- *                           [--threads N]
+ *                           [--threads N] [--micro-batches 0] [--hbm RATE] [--tflops N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +63,7 @@ static int parse_list(const char *s, int *out, int max) {
 
 int main(int argc, char **argv) {
   const char *model = "builtin:1b", *wtype = "q4_0", *devs_s = "1,2,4", *size = "1GiB", *pcie = "16GB/s",
-             *streams_s = "1,16";
+             *streams_s = "1,16", *mbs_s = "0", *hbm = NULL, *tflops = NULL;
   int prompt = 16, gen = 16, reps = 3, threads = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
@@ -70,14 +76,21 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--gen") && i + 1 < argc) gen = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--micro-batches") && i + 1 < argc) mbs_s = argv[++i];
+    else if (!strcmp(argv[i], "--hbm") && i + 1 < argc) hbm = argv[++i];
+    else if (!strcmp(argv[i], "--tflops") && i + 1 < argc) tflops = argv[++i];
     else {
       fprintf(stderr, "usage: %s [--model builtin:1b] [--wtype q4_0] [--devices 1,2,4] [--size 1GiB] [--pcie 16GB/s]\n"
-                      "       [--streams 1,16] [--prompt 16] [--gen 16] [--reps 3] [--threads N]\n", argv[0]);
+                      "       [--streams 1,16] [--prompt 16] [--gen 16] [--reps 3] [--threads N]\n"
+                      "       [--micro-batches 0,4] [--hbm 2GB/s] [--tflops 0.05]\n", argv[0]);
       return 64;
     }
   }
-  int ndev[8], streams[8];
-  const int n_nd = parse_list(devs_s, ndev, 8), n_s = parse_list(streams_s, streams, 8);
+  int ndev[8], streams[8], mbs[8];
+  const int n_nd = parse_list(devs_s, ndev, 8), n_s = parse_list(streams_s, streams, 8), n_mb = parse_list(mbs_s, mbs, 8);
+  char extra[96] = "";
+  if (hbm) snprintf(extra, sizeof extra, ",hbm=%s", hbm);
+  if (tflops) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ",tflops=%s", tflops);
   int max_s = 1;
   for (int i = 0; i < n_s; i++) {
     if (streams[i] < 1 || streams[i] > MAX_S) {
@@ -90,59 +103,67 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_multi_device: --prompt, --gen, --reps and the lists must be at least 1\n");
     return 64;
   }
-  double base[8] = {0};
-  printf("model %s (%s), prompt %d, %d generated tokens per stream, best of %d, each device sim:%s,pcie=%s\n\n", model,
-         wtype, prompt, gen, reps, size, pcie);
-  printf("| devices | streams | gen tok/s | vs 1 device | residual bytes/token | expected | host<->device bytes/token |\n");
-  printf("|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (int d = 0; d < n_nd; d++) {
-    il_config c;
-    il_config_defaults(&c);
-    snprintf(c.model, sizeof c.model, "%s", model);
-    snprintf(c.wtype, sizeof c.wtype, "%s", wtype);
-    size_t o = 0;
-    for (int k = 0; k < ndev[d] && o < sizeof c.device; k++)
-      o += (size_t)snprintf(c.device + o, sizeof c.device - o, "%ssim:%s,pcie=%s", k ? "," : "", size, pcie);
-    c.n_seq = max_s;
-    c.ctx = ((prompt + gen + 63) / 64) * 64;
-    c.batch = prompt * max_s;
-    c.threads = threads;
-    il_engine *e = NULL;
-    il_status st = il_engine_open(&c, &e);
-    if (st != IL_OK) die(c.device, st);
-    const int n_embd = il_engine_model(e)->hp.n_embd;
-    il_batch_entry b[MAX_S * 64];
-    int32_t ids[MAX_S * 64];
-    for (int si = 0; si < n_s; si++) {
-      const int S = streams[si];
-      double best = 0;
-      uint64_t res_tok = 0, xfer_tok = 0;
-      for (int r = 0; r < reps; r++) {
-        for (int s = 0; s < max_s; s++)
-          if ((st = il_engine_seq_remove(e, s)) != IL_OK) die("emptying the cache", st);
-        int n = 0;
-        for (int s = 0; s < S; s++)
-          for (int p = 0; p < prompt && n < MAX_S * 64; p++)
-            b[n++] = (il_batch_entry){1 + (s * 31 + p * 7) % 250, s, p, p == prompt - 1};
-        if ((st = il_engine_decode_greedy(e, b, n, ids)) != IL_OK) die("prompt", st);
-        const uint64_t r0 = residual(e), t0 = all_transfers(e);
-        const double start = il_time_now();
-        for (int g = 0; g < gen; g++) {
-          for (int s = 0; s < S; s++) b[s] = (il_batch_entry){ids[s] >= 0 ? ids[s] : 1, s, prompt + g, true};
-          if ((st = il_engine_decode_greedy(e, b, S, ids)) != IL_OK) die("step", st);
+  double base[8] = {0}, pbase[8] = {0};
+  printf("model %s (%s), prompt %d, %d generated tokens per stream, best of %d, each device sim:%s,pcie=%s%s\n\n", model,
+         wtype, prompt, gen, reps, size, pcie, extra);
+  printf("| devices | micro-batches | streams | prompt tok/s | vs 1 device | gen tok/s | vs 1 device | residual bytes/token "
+         "| expected | host<->device bytes/token |\n");
+  printf("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (int d = 0; d < n_nd; d++)
+    for (int m = 0; m < n_mb; m++) {
+      il_config c;
+      il_config_defaults(&c);
+      snprintf(c.model, sizeof c.model, "%s", model);
+      snprintf(c.wtype, sizeof c.wtype, "%s", wtype);
+      size_t o = 0;
+      for (int k = 0; k < ndev[d] && o < sizeof c.device; k++)
+        o += (size_t)snprintf(c.device + o, sizeof c.device - o, "%ssim:%s,pcie=%s%s", k ? "," : "", size, pcie, extra);
+      c.n_seq = max_s;
+      c.ctx = ((prompt + gen + 63) / 64) * 64;
+      c.batch = prompt * max_s;
+      c.threads = threads;
+      c.micro_batches = mbs[m];
+      il_engine *e = NULL;
+      il_status st = il_engine_open(&c, &e);
+      if (st != IL_OK) die(c.device, st);
+      const int n_embd = il_engine_model(e)->hp.n_embd;
+      il_batch_entry b[MAX_S * 64];
+      int32_t ids[MAX_S * 64];
+      for (int si = 0; si < n_s; si++) {
+        const int S = streams[si];
+        double best = 0, pbest = 0;
+        uint64_t res_tok = 0, xfer_tok = 0;
+        for (int r = 0; r < reps; r++) {
+          for (int s = 0; s < max_s; s++)
+            if ((st = il_engine_seq_remove(e, s)) != IL_OK) die("emptying the cache", st);
+          int n = 0;
+          for (int s = 0; s < S; s++)
+            for (int p = 0; p < prompt && n < MAX_S * 64; p++)
+              b[n++] = (il_batch_entry){1 + (s * 31 + p * 7) % 250, s, p, p == prompt - 1};
+          const double pstart = il_time_now();
+          if ((st = il_engine_decode_greedy(e, b, n, ids)) != IL_OK) die("prompt", st);
+          const double ptps = (double)n / (il_time_now() - pstart);
+          if (ptps > pbest) pbest = ptps;
+          const uint64_t r0 = residual(e), t0 = all_transfers(e);
+          const double start = il_time_now();
+          for (int g = 0; g < gen; g++) {
+            for (int s = 0; s < S; s++) b[s] = (il_batch_entry){ids[s] >= 0 ? ids[s] : 1, s, prompt + g, true};
+            if ((st = il_engine_decode_greedy(e, b, S, ids)) != IL_OK) die("step", st);
+          }
+          const double secs = il_time_now() - start, tps = (double)S * gen / secs;
+          if (tps > best) best = tps;
+          res_tok = (residual(e) - r0) / ((uint64_t)S * (uint64_t)gen);
+          xfer_tok = (all_transfers(e) - t0) / ((uint64_t)S * (uint64_t)gen);
         }
-        const double secs = il_time_now() - start, tps = (double)S * gen / secs;
-        if (tps > best) best = tps;
-        res_tok = (residual(e) - r0) / ((uint64_t)S * (uint64_t)gen);
-        xfer_tok = (all_transfers(e) - t0) / ((uint64_t)S * (uint64_t)gen);
+        if (d == 0 && m == 0) base[si] = best, pbase[si] = pbest;
+        printf("| %d | %d | %d | %.2f | %.2fx | %.2f | %.2fx | %llu | %llu | %llu |\n", ndev[d], mbs[m], S, pbest,
+               pbase[si] > 0 ? pbest / pbase[si] : 0, best, base[si] > 0 ? best / base[si] : 0,
+               (unsigned long long)res_tok,
+               (unsigned long long)(2ull * 4ull * (unsigned long long)n_embd * (unsigned)(ndev[d] - 1)),
+               (unsigned long long)xfer_tok);
+        fflush(stdout);
       }
-      if (d == 0) base[si] = best;
-      printf("| %d | %d | %.2f | %.2fx | %llu | %llu | %llu |\n", ndev[d], S, best, base[si] > 0 ? best / base[si] : 0,
-             (unsigned long long)res_tok, (unsigned long long)(2ull * 4ull * (unsigned long long)n_embd * (unsigned)(ndev[d] - 1)),
-             (unsigned long long)xfer_tok);
-      fflush(stdout);
+      il_engine_free(e);
     }
-    il_engine_free(e);
-  }
   return 0;
 }

@@ -23,6 +23,7 @@
  * and sim, and the owner check (a tensor of another backend is refused by every op).
  */
 #include "backend/registry.h"
+#include "core/timer.h"
 #include "core/quant.h"
 #include "harness.h"
 #include "memory/mem.h"
@@ -1226,6 +1227,47 @@ static void test_seam(void) {
   IL_CHECK_CONTAINS(il_error_detail(), "lots");
   IL_CHECK_INT(il_backend_open("sim:1GiB,pcie=fast", NULL, &b), IL_ERR_INVALID_ARG);
   IL_CHECK_INT(il_backend_open("sim:1MiB,ctx=2MiB", NULL, &b), IL_ERR_OOM);
+  IL_CHECK_INT(il_backend_open("sim:1GiB,hbm=fast", NULL, &b), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "'hbm=fast' is not a memory bandwidth");
+  IL_CHECK_INT(il_backend_open("sim:1GiB,tflops=0", NULL, &b), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "'tflops=0' is not a number of TFLOP/s > 0");
+  IL_CHECK_INT(il_backend_open("sim:1GiB,tflops=9x", NULL, &b), IL_ERR_INVALID_ARG);
+  /* the compute model's floor: a matmul returns no earlier than its weight bytes at hbm= or its
+   * flops at tflops= after it started (a lower bound: a busy machine only makes it later) */
+  static const struct {
+    const char *spec;
+    int rows;
+    double floor_s;
+  } timed[] = {
+      {"sim:64MiB,hbm=100MB/s", 1, 256.0 * 1024 * 4 / 100e6},
+      {"sim:64MiB,tflops=0.0001", 8, 2.0 * 256 * 1024 * 8 / 1e8},
+  };
+  for (size_t i = 0; i < sizeof timed / sizeof timed[0]; i++) {
+    IL_CHECK_OK(il_backend_open(timed[i].spec, NULL, &b));
+    if (!b) continue;
+    float *wd = calloc(256 * 1024, 4), *xd = calloc(8 * 1024, 4);
+    for (int k = 0; k < 256 * 1024; k++) wd[k] = (float)(k % 7) - 3.0f;
+    for (int k = 0; k < 8 * 1024; k++) xd[k] = (float)(k % 5) * 0.25f;
+    il_tensor w = put(b, wd, 256, 1024, IL_DTYPE_F32, "w"), x = put(b, xd, timed[i].rows, 1024, IL_DTYPE_F32, "x");
+    il_tensor y = put(b, NULL, timed[i].rows, 256, IL_DTYPE_F32, "y");
+    const double t0 = il_time_now();
+    IL_CHECK_OK(b->ops->matmul(b, y, w, x));
+    const double took = il_time_now() - t0;
+    if (took < timed[i].floor_s) fprintf(stderr, "%s: matmul took %.4f s, the model says %.4f\n", timed[i].spec, took, timed[i].floor_s);
+    IL_CHECK(took >= timed[i].floor_s);
+    float y0[8 * 256];
+    get(b, y, y0);
+    double want = 0; /* row 0, output 1: the weights' row 1 against x's row 0 */
+    for (int k = 0; k < 1024; k++) want += (double)wd[1024 + k] * xd[k];
+    IL_CHECK(fabs(y0[1] - want) <= 1e-3 * (fabs(want) + 1));
+    il_backend_tensor_free(b, &w);
+    il_backend_tensor_free(b, &x);
+    il_backend_tensor_free(b, &y);
+    free(wd);
+    free(xd);
+    b->ops->destroy(b);
+    b = NULL;
+  }
   IL_CHECK_INT(il_backend_open("tpu", NULL, &b), IL_ERR_INVALID_ARG);
   IL_CHECK(b == NULL);
   bool have_gpu = false;
@@ -1304,6 +1346,8 @@ int main(void) {
   else printf("SKIP (part): no AVX-512 on this CPU: its kernels are not checked here\n");
   open_backend("sim (best level)", "sim:512MiB", NULL);
   open_backend("sim scalar", "sim:256MiB,pcie=64GB/s", "scalar");
+  /* the compute model's matmuls: every op's result as without it (its times are microseconds) */
+  open_backend("sim timed", "sim:256MiB,hbm=4000GB/s,tflops=1000", NULL);
   if (il_backend_cuda_unavailable()) printf("SKIP (part): cuda: %s\n", il_backend_cuda_unavailable());
   else open_backend("cuda", "cuda:0", NULL);
   test_small_ops();

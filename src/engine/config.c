@@ -39,7 +39,7 @@ static const il_opt il__options[] = {
     {"isa", 0, IL_OPT_STR, IL__O(isa), 0, 0, "CPU kernel level: scalar | avx2 | avx512 [best detected]", false, false},
     {"repack", 0, IL_OPT_BOOL, IL__O(repack), 0, 1, "CPU: keep matmul weights in the blocked GEMM's layout, made at load (batches faster)", false, false},
     {"device", 0, IL_OPT_STR, IL__O(device), 0, 0,
-     "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N], or a comma list of them: the layers split across the devices in order",
+     "cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE][,hbm=RATE][,tflops=N] | cuda[:N], or a comma list of them: the layers split across the devices in order",
      false, false},
     {"split", 0, IL_OPT_STR, IL__O(split), 0, 0,
      "a --device list's share of the layers, one ratio per device (3,1), or auto: the split that balances each device's whole need against its size; default: proportional to each device's size",

@@ -1,6 +1,7 @@
 /* backend/sim: budgeted buffers, counted transfers, CPU kernels. */
 #include "backend/sim/sim.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ typedef struct {
   il_mem_space *space;
   size_t budget, ctx_bytes;
   double pcie; /* bytes/s; 0 = unthrottled */
+  double hbm, flops; /* the compute model (hbm=, tflops=): bytes/s and multiply-adds x 2 per s; 0 = none */
   double link_up, link_down; /* when each direction of the link finishes what it was given (s->lock) */
   bool dry;    /* the planner's dry run: real allocator, no memory behind it, no compute */
   uintptr_t next_fake; /* dry: the next segment's address (never dereferenced) */
@@ -143,6 +145,14 @@ static void il__sim_memory(il_backend *b, size_t *free_b, size_t *total) {
 /* Returns when `bytes`, copied since t0, have passed the link: the direction's link takes them
  * after what it was given before (a stream of copies runs at the link's rate, the host's copy
  * of one beside the link time of the one before) and the call sleeps until the link is done. */
+static void il__sleep_until(double until) {
+  double left = until - il_time_now();
+  if (left <= 0) return;
+  struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
 static void il__throttle(il__sim *s, double *link, size_t bytes, double t0) {
   if (s->pcie <= 0) return;
   pthread_mutex_lock(&s->lock);
@@ -150,11 +160,54 @@ static void il__throttle(il__sim *s, double *link, size_t bytes, double t0) {
   *link = start + (double)bytes / s->pcie;
   const double until = *link;
   pthread_mutex_unlock(&s->lock);
-  double left = until - il_time_now();
-  if (left <= 0) return;
-  struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0) {
+  il__sleep_until(until);
+}
+
+/* The compute model: an op that reads weights w[0..nw) for n_tok rows returns no earlier than
+ * the longer of their bytes at hbm= and their 2 x rows x cols x n_tok flops at tflops= after
+ * it started, the roofline of the device the sim stands for; the CPU's own time hides inside
+ * it where shorter. So devices of a list that compute at once (--micro-batches) overlap as
+ * GPUs would, though the sims share the host's cores. Other ops run at the CPU's speed. */
+static void il__roofline(const il__sim *s, double t0, int nw, const il_tensor *w, int64_t n_tok) {
+  if (s->hbm <= 0 && s->flops <= 0) return;
+  double bytes = 0, flop = 0;
+  for (int i = 0; i < nw; i++) {
+    bytes += (double)w[i].rows * (double)il_tensor_row_bytes(w[i].type, w[i].cols);
+    flop += 2.0 * (double)w[i].rows * (double)w[i].cols * (double)n_tok;
   }
+  const double tb = s->hbm > 0 ? bytes / s->hbm : 0, tf = s->flops > 0 ? flop / s->flops : 0;
+  il__sleep_until(t0 + (tb > tf ? tb : tf));
+}
+
+static il_status il__sim_matmul(il_backend *b, il_tensor y, il_tensor w, il_tensor x) {
+  const double t0 = il_time_now();
+  IL_TRY(il__cpu_ops_template.matmul(b, y, w, x));
+  il__roofline(il__s(b), t0, 1, &w, x.rows);
+  return IL_OK;
+}
+
+static il_status il__sim_matmul_multi(il_backend *b, int n, const il_tensor *y, const il_tensor *w,
+                                      const il_tensor *bias, il_tensor x) {
+  const double t0 = il_time_now();
+  IL_TRY(il__cpu_ops_template.matmul_multi(b, n, y, w, bias, x));
+  il__roofline(il__s(b), t0, n, w, x.rows);
+  return IL_OK;
+}
+
+static il_status il__sim_gate_up_swiglu(il_backend *b, il_tensor h, il_tensor up, il_tensor w_gate, il_tensor w_up,
+                                        il_tensor x) {
+  const double t0 = il_time_now();
+  IL_TRY(il__cpu_ops_template.gate_up_swiglu(b, h, up, w_gate, w_up, x));
+  const il_tensor w[2] = {w_gate, w_up};
+  il__roofline(il__s(b), t0, 2, w, x.rows);
+  return IL_OK;
+}
+
+static il_status il__sim_matmul_add(il_backend *b, il_tensor y, il_tensor w, il_tensor x, il_tensor tmp) {
+  const double t0 = il_time_now();
+  IL_TRY(il__cpu_ops_template.matmul_add(b, y, w, x, tmp));
+  il__roofline(il__s(b), t0, 1, &w, x.rows);
+  return IL_OK;
 }
 
 static il_status il__sim_upload(il_backend *b, il_tensor dst, const void *src, size_t bytes) {
@@ -286,9 +339,12 @@ static void il__sim_info(il_backend *b, il_backend_info *out) {
   snprintf(out->name, sizeof out->name, "%s", s->cpu.name);
   out->host_visible = false;
   out->dry = s->dry;
-  snprintf(out->device, sizeof out->device, "simulated GPU: %s budget, %s context, %s; CPU compute (%d threads, %s)",
+  char model[96] = "";
+  if (s->hbm > 0 || s->flops > 0)
+    snprintf(model, sizeof model, "; matmuls timed at %.0f GB/s, %.1f TFLOP/s", s->hbm / 1e9, s->flops / 1e12);
+  snprintf(out->device, sizeof out->device, "simulated GPU: %s budget, %s context, %s; CPU compute (%d threads, %s)%s",
            il_mem_format_bytes(s->budget, size, sizeof size), il_mem_format_bytes(s->ctx_bytes, ctx, sizeof ctx),
-           s->pcie > 0 ? "throttled copies" : "unthrottled copies", out->threads, out->isa);
+           s->pcie > 0 ? "throttled copies" : "unthrottled copies", out->threads, out->isa, model);
 }
 
 static void il__sim_destroy(il_backend *b) {
@@ -340,6 +396,10 @@ static void il__sim_ops_init(void) {
   il__sim_ops.event_wait = il__sim_event_wait;
   il__sim_ops.event_free = il__sim_event_free;
   il__sim_ops.sync = il__sim_sync;
+  il__sim_ops.matmul = il__sim_matmul;
+  il__sim_ops.matmul_multi = il__sim_matmul_multi;
+  il__sim_ops.gate_up_swiglu = il__sim_gate_up_swiglu;
+  il__sim_ops.matmul_add = il__sim_matmul_add;
   /* the CPU kernels' matmul scratch is host memory (reserved at open like the cpu backend's),
    * not the simulated device's: nothing of it belongs in the device's out-of-memory arithmetic */
   il__sim_ops.reserve_bytes = NULL;
@@ -347,13 +407,15 @@ static void il__sim_ops_init(void) {
   il_backend_dry_ops(&il__sim_dry_ops); /* the planner's: allocates, computes nothing */
 }
 
-/* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE][,dry]". */
-static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, size_t *ctx, bool *dry) {
+/* Parses "sim:SIZE[,pcie=RATE][,ctx=SIZE][,hbm=RATE][,tflops=N][,dry]". */
+static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, size_t *ctx, double *hbm,
+                                double *flops, bool *dry) {
   char buf[128];
   if (strlen(spec) >= sizeof buf) return il_error(IL_ERR_INVALID_ARG, "--device: '%.40s...' is too long", spec);
   snprintf(buf, sizeof buf, "%s", spec + 4);
   *pcie = 0;
   *ctx = 0;
+  *hbm = *flops = 0;
   *dry = false;
   char *save = NULL;
   int i = 0;
@@ -368,13 +430,21 @@ static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, 
         return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a transfer rate (e.g. pcie=16GB/s, 900MiB/s)%s%s",
                         spec, tok, il_units_ambiguous(tok + 5) ? ": " : "",
                         il_units_ambiguous(tok + 5) ? il_units_ambiguous(tok + 5) : "");
+    } else if (!strncmp(tok, "hbm=", 4)) {
+      if (!il_parse_rate(tok + 4, hbm) || *hbm <= 0)
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a memory bandwidth (e.g. hbm=900GB/s)", spec, tok);
+    } else if (!strncmp(tok, "tflops=", 7)) {
+      char *end = NULL;
+      *flops = strtod(tok + 7, &end) * 1e12;
+      if (end == tok + 7 || *end || !(*flops > 0) || !isfinite(*flops))
+        return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s' is not a number of TFLOP/s > 0 (e.g. tflops=100)", spec, tok);
     } else if (!strcmp(tok, "dry")) {
       *dry = true;
     } else if (!strncmp(tok, "ctx=", 4)) {
       if (!il_parse_bytes(tok + 4, ctx))
         return il_error(IL_ERR_INVALID_ARG, "--device %s: '%s': %s", spec, tok, il_parse_bytes_why(tok + 4));
     } else {
-      return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE, dry)", spec, tok);
+      return il_error(IL_ERR_INVALID_ARG, "--device %s: unknown option '%s' (pcie=RATE, ctx=SIZE, hbm=RATE, tflops=N, dry)", spec, tok);
     }
   }
   if (i == 0) return il_error(IL_ERR_INVALID_ARG, "--device %s: give the device size, e.g. sim:4GiB", spec);
@@ -384,9 +454,9 @@ static il_status il__parse_spec(const char *spec, size_t *budget, double *pcie, 
 il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t mem_limit, il_backend **out) {
   *out = NULL;
   size_t budget, ctx;
-  double pcie;
+  double pcie = 0, hbm = 0, flops = 0;
   bool dry = false;
-  IL_TRY(il__parse_spec(spec, &budget, &pcie, &ctx, &dry));
+  IL_TRY(il__parse_spec(spec, &budget, &pcie, &ctx, &hbm, &flops, &dry));
   if (mem_limit && mem_limit < budget) budget = mem_limit;
   pthread_once(&il__sim_once, il__sim_ops_init);
   il_backend *b = il_mem_calloc(IL_MEM_OTHER, sizeof *b, "sim backend");
@@ -404,6 +474,8 @@ il_status il__sim_backend_new(const char *spec, const il__cpu_opts *o, size_t me
   s->next_fake = (uintptr_t)1 << 40;
   s->budget = budget;
   s->pcie = pcie;
+  s->hbm = hbm;
+  s->flops = flops;
   il_status st = il__cpu_init(&s->cpu, o);
   snprintf(s->cpu.name, sizeof s->cpu.name, "%s", spec);
   if (st == IL_OK) {
