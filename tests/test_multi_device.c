@@ -418,6 +418,14 @@ static void test_pipelined(void) {
                 cases[i].kv, micro_batches);
       IL_CHECK(memcmp(got, want, n * 4) == 0);
       moved[pass] = e->fs.bytes_moved;
+      /* run's "pipeline:" line: the passes counted against run()'s three calls, of which the
+       * prompt's (7 entries) is the one with more than one entry */
+      il_engine_snapshot es;
+      il_engine_snapshot_get(e, IL_ENGINE_SNAP_ALL, &es);
+      IL_CHECK_INT(es.passes, 3);
+      IL_CHECK_INT(es.pipelined_passes, pass ? 1 : 0);
+      IL_CHECK_INT(es.micro_batches, micro_batches);
+      IL_CHECK_INT(es.pipeline_stages, cases[i].stages);
       il_engine_free(e);
     }
     IL_CHECK(moved[0] > 0);
