@@ -832,7 +832,6 @@ static il_status il__open(il_engine *e) {
     return il_error(IL_ERR_INVALID_ARG, "--ctx %d x --n-seq %d = %lld KV cells: more than %d; lower --ctx or --n-seq",
                     e->n_ctx, e->n_seq, (long long)e->n_ctx * e->n_seq, INT32_MAX);
   e->n_batch = il__batch_for(cfg->batch, e->n_ctx, e->n_seq);
-  e->micro_batches = cfg->micro_batches;
   e->n_logits_max = il__n_logits(e, e->n_batch, e->n_seq);
   IL_TRY(il__pick_attn(e));
   e->layer_dev = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement");
@@ -1005,7 +1004,7 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
     if (off == 0 && chunk == n) IL_TRY(il__graph_pass(e, batch, n, ids_out != NULL, &n_logits, &stepped));
     if (!stepped)
       IL_TRY(il_model_forward_pipelined(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots,
-                                        e->micro_batches, &n_logits));
+                                        e->cfg.micro_batches, &n_logits));
     if (n_logits && ids_out) {
       il_forward_lane *lo = il_forward_lane_of(&e->fs, e->weights.out_b);
       const il_sample_args greedy = {0, 0, 1};
@@ -1127,7 +1126,7 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   if ((parts & IL_ENGINE_SNAP_ALL) != IL_ENGINE_SNAP_ALL) return;
   out->streamed_bytes = e->weights.streamed_bytes;
   out->residual_bytes = e->fs.bytes_moved;
-  out->micro_batches = e->micro_batches;
+  out->micro_batches = e->cfg.micro_batches;
   out->pipeline_stages = il_model_pipeline_stages(&e->weights);
   out->pipelined_passes = e->fs.pipelined_passes;
   out->passes = e->fs.passes;

@@ -54,7 +54,6 @@ struct il_engine {
   il_tensor smp_ids, smp_u; /* on the output's backend, [1 x n_logits_max] each: the ids and draws
                                of il_engine_decode_greedy (made at its first call) */
   int32_t n_ctx, n_seq, n_batch, n_logits_max;
-  int32_t micro_batches; /* --micro-batches: the passes' pipeline depth (< 2: one pass) */
   size_t fixed_bytes;     /* device memory in use before the engine allocated (context overhead) */
   double load_seconds;
   il_startup startup;     /* the open's timeline (engine/startup.h) */

@@ -767,6 +767,16 @@ static il_status il__logits(const il_model_dev *d, il_forward_state *st, il_forw
   return st->numerics ? il__bad(st->numerics, b, LG, hp->n_layer, "output") : IL_OK;
 }
 
+/* Layer l on lane ln: the attention block, then the feed-forward or MoE block. */
+static il_status il__block(il_model_dev *d, il_forward_state *st, il_forward_lane *ln, int32_t l, int32_t n,
+                           const il_kv_view *kv) {
+  const il_model *m = d->model;
+  const il_layer_dev *L;
+  IL_TRY(il_model_dev_layer(d, l, &L));
+  IL_TRY(il__attention(m, st, ln, L, l, n, kv));
+  return m->hp.n_expert ? il__moe(d, st, ln, L, l, n) : il__ffn(m, st, ln, L, l, n);
+}
+
 /* The token's path after the batch's upload (the file's opening paragraph), one backend lane
  * at a time. */
 static il_status il__forward_ops(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
@@ -778,10 +788,7 @@ static il_status il__forward_ops(il_model_dev *d, il_forward_state *st, const il
     il_forward_lane *ln = il_forward_lane_of(st, d->layer_b[l]);
     if (ln != cur) IL_TRY(il__move(st, cur, ln, n)); /* the residual crosses to the layer's backend */
     cur = ln;
-    const il_layer_dev *L;
-    IL_TRY(il_model_dev_layer(d, l, &L));
-    IL_TRY(il__attention(m, st, ln, L, l, n, &kv[l]));
-    IL_TRY(m->hp.n_expert ? il__moe(d, st, ln, L, l, n) : il__ffn(m, st, ln, L, l, n));
+    IL_TRY(il__block(d, st, ln, l, n, &kv[l]));
   }
   il_forward_lane *lo = il_forward_lane_of(st, d->out_b);
   if (lo != cur) IL_TRY(il__move(st, cur, lo, n));
@@ -854,7 +861,6 @@ static il_backend *il__component_b(const il_model_dev *d, int32_t c) {
 
 static il_status il__pipe_mb(il__pipe *p, int s, int32_t i) {
   il_forward_state *st = p->st;
-  const il_model *m = p->d->model;
   il_forward_lane *ln = il_forward_lane_of(st, il__component_b(p->d, p->first[s]));
   const int32_t r0 = p->r0[i], n = p->r0[i + 1] - r0;
   const size_t row = ln->x.stride, bytes = (size_t)n * row;
@@ -864,11 +870,8 @@ static il_status il__pipe_mb(il__pipe *p, int s, int32_t i) {
   for (int32_t c = p->first[s]; c < p->first[s + 1]; c++) {
     if (c < 0) {
       IL_TRY(il__embed(p->d, st, ln, n));
-    } else if (c < m->hp.n_layer) {
-      const il_layer_dev *L;
-      IL_TRY(il_model_dev_layer(p->d, c, &L));
-      IL_TRY(il__attention(m, st, ln, L, c, n, &p->kv[c]));
-      IL_TRY(il__ffn(m, st, ln, L, c, n));
+    } else if (c < p->d->model->hp.n_layer) {
+      IL_TRY(il__block(p->d, st, ln, c, n, &p->kv[c]));
     } else {
       IL_TRY(il__logits(p->d, st, ln, p->batch + r0, n, p->o0[i + 1] - p->o0[i], p->o0[i]));
     }
@@ -945,22 +948,15 @@ int il_model_pipeline_stages(const il_model_dev *d) {
 
 il_status il_model_forward_pipelined(il_model_dev *d, il_forward_state *st, const il_batch_entry *batch, int32_t n,
                                      const il_kv_view *kv, const int32_t *slots, int32_t n_mb, int32_t *n_logits) {
-  il__pipe *p = il_mem_alloc(IL_MEM_STAGING, sizeof *p, "pipeline schedule");
-  if (!p) return il_error(IL_ERR_OOM, "forward: no host memory for the pipeline schedule");
-  *p = (il__pipe){.d = d, .st = st, .batch = batch, .kv = kv, .cols = il__batch_cols(&d->model->hp)};
+  il__pipe pipe = {.d = d, .st = st, .batch = batch, .kv = kv, .cols = il__batch_cols(&d->model->hp)}, *p = &pipe;
   if (n_mb > n) n_mb = n;
   if (n_mb > IL__MAX_MB) n_mb = IL__MAX_MB;
   /* one pass where there is nothing to overlap, or where the pass's shared host state (the
    * numerics check, MoE routing, streamed layer slots) would be touched by two stages at once */
-  if (n_mb < 2 || st->numerics || d->model->hp.n_expert || d->stream || !il__pipe_stages(d, p->first, &p->n_stages) || p->n_stages < 2) {
-    il_mem_free(p);
+  if (n_mb < 2 || st->numerics || d->model->hp.n_expert || d->stream || !il__pipe_stages(d, p->first, &p->n_stages) ||
+      p->n_stages < 2)
     return il_model_forward(d, st, batch, n, kv, slots, n_logits);
-  }
-  il_status r = il__upload_batch_host(st, &d->model->hp, batch, n, kv, slots, n_logits);
-  if (r != IL_OK) {
-    il_mem_free(p);
-    return r;
-  }
+  IL_TRY(il__upload_batch_host(st, &d->model->hp, batch, n, kv, slots, n_logits));
   p->n_mb = n_mb;
   for (int32_t i = 0; i <= n_mb; i++) p->r0[i] = (int32_t)(((int64_t)n * i) / n_mb);
   for (int32_t i = 0; i < n_mb; i++) {
@@ -993,9 +989,8 @@ il_status il_model_forward_pipelined(il_model_dev *d, il_forward_state *st, cons
   for (int s = 1; s < p->n_stages; s++)
     if (started[s]) pthread_join(th[s], NULL);
   for (int s = 0; s < p->n_stages; s++) st->bytes_moved += p->moved[s];
-  r = p->failed ? il_error(p->failed, "%s", p->why) : IL_OK;
+  const il_status r = p->failed ? il_error(p->failed, "%s", p->why) : IL_OK;
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->cond);
-  il_mem_free(p);
   return r;
 }

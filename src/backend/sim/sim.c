@@ -142,9 +142,6 @@ static void il__sim_memory(il_backend *b, size_t *free_b, size_t *total) {
  * transfers takes the sum of their link times and not that plus one late wake-up each. */
 #define IL__LINK_SLACK 0.001
 
-/* Returns when `bytes`, copied since t0, have passed the link: the direction's link takes them
- * after what it was given before (a stream of copies runs at the link's rate, the host's copy
- * of one beside the link time of the one before) and the call sleeps until the link is done. */
 static void il__sleep_until(double until) {
   double left = until - il_time_now();
   if (left <= 0) return;
@@ -153,6 +150,9 @@ static void il__sleep_until(double until) {
   }
 }
 
+/* Returns when `bytes`, copied since t0, have passed the link: the direction's link takes them
+ * after what it was given before (a stream of copies runs at the link's rate, the host's copy
+ * of one beside the link time of the one before) and the call sleeps until the link is done. */
 static void il__throttle(il__sim *s, double *link, size_t bytes, double t0) {
   if (s->pcie <= 0) return;
   pthread_mutex_lock(&s->lock);
