@@ -4,7 +4,9 @@
  *   device order (checked against that order computed here, bit for bit), run twice with the
  *   same bits; the sum of the partials of a split dot product is within 1e-5 relative of the
  *   whole dot product (the bound tensor parallelism states: the order changes, not the math);
- *   a part of another shape is refused naming it.
+ *   a part of another shape is refused naming it; F16 and BF16 parts (16-bit activations) are
+ *   widened, summed in device order in F32 and rounded once to their type, bit for bit against
+ *   that computed here; a part of another type is refused.
  * - NCCL form: a missing libnccl is IL_ERR_NOT_FOUND naming the library and the loader's text;
  *   a library that is not NCCL (glibc's libm) is refused naming the symbol it lacks; an NCCL
  *   result code becomes IL_ERR_DEVICE with the call's name; through the fake libnccl
@@ -16,6 +18,7 @@
 #include <string.h>
 
 #include "backend/allreduce.h"
+#include "core/dtype.h"
 #include "backend/registry.h"
 #include "harness.h"
 
@@ -75,7 +78,7 @@ static void host_sum(int n) {
   memcpy(bad, t, sizeof bad);
   bad[n - 1] = odd;
   IL_CHECK_INT(il_allreduce_host(devs, bad, n, scratch), IL_ERR_INVALID_ARG);
-  IL_CHECK_CONTAINS(il_error_detail(), "(odd) is not F32");
+  IL_CHECK_CONTAINS(il_error_detail(), "(odd) is not f32");
   for (int k = 0; k < n; k++) {
     il_backend_tensor_free(devs[k], &t[k]);
     devs[k]->ops->destroy(devs[k]);
@@ -131,7 +134,7 @@ static void fake_nccl(int n) {
     for (int j = 1; j < n; j++) want[i] += part[j][i];
   }
   IL_CHECK_OK(il_nccl_init(&t, comms, n, devlist));
-  IL_CHECK_OK(il_nccl_allreduce_sum(&t, comms, bufs, streams, n, ROWS * COLS));
+  IL_CHECK_OK(il_nccl_allreduce_sum(&t, comms, bufs, streams, n, ROWS * COLS, IL_NCCL_FLOAT32));
   for (int k = 0; k < n; k++) IL_CHECK(memcmp(part[k], want, sizeof want) == 0);
   char expect[256] = "ncclCommInitAll\nncclGroupStart\n";
   for (int k = 0; k < n; k++) strcat(expect, "ncclAllReduce\n");
@@ -145,9 +148,49 @@ static void fake_nccl(int n) {
   il_nccl_close(&t);
 }
 
+static void host_sum_16(il_dtype type, int n) {
+  il_backend *devs[4] = {0};
+  il_tensor t[4];
+  float part[4][ROWS * COLS];
+  double whole[ROWS * COLS];
+  uint16_t h[4][ROWS * COLS], got[ROWS * COLS];
+  float *scratch = malloc(2 * sizeof(float) * ROWS * COLS);
+  partials(n, part, whole);
+  for (int k = 0; k < n; k++) {
+    IL_CHECK_OK(il_backend_open("sim:1MiB", NULL, &devs[k]));
+    IL_CHECK_OK(il_backend_tensor_new(devs[k], IL_MEM_ACTIVATIONS, ROWS, COLS, type, "partial", &t[k]));
+    for (int i = 0; i < ROWS * COLS; i++) h[k][i] = type == IL_DTYPE_F16 ? il_f32_to_fp16(part[k][i]) : il_f32_to_bf16(part[k][i]);
+    IL_CHECK_OK(devs[k]->ops->upload(devs[k], t[k], h[k], sizeof h[k]));
+  }
+  IL_CHECK_OK(il_allreduce_host(devs, t, n, scratch));
+  for (int k = 0; k < n; k++) {
+    IL_CHECK_OK(devs[k]->ops->download(devs[k], got, t[k], sizeof got));
+    int exact = 1;
+    for (int i = 0; i < ROWS * COLS; i++) {
+      float want = 0;
+      for (int j = 0; j < n; j++) want += type == IL_DTYPE_F16 ? il_fp16_to_f32(h[j][i]) : il_bf16_to_f32(h[j][i]);
+      const uint16_t w16 = type == IL_DTYPE_F16 ? il_f32_to_fp16(want) : il_f32_to_bf16(want);
+      if (got[i] != w16) exact = 0;
+    }
+    IL_CHECK(exact);
+  }
+  il_tensor mixed[4];
+  memcpy(mixed, t, sizeof mixed);
+  mixed[n - 1].type = type == IL_DTYPE_F16 ? IL_DTYPE_BF16 : IL_DTYPE_F16;
+  IL_CHECK_INT(il_allreduce_host(devs, mixed, n, scratch), IL_ERR_INVALID_ARG);
+  IL_CHECK_CONTAINS(il_error_detail(), "is not");
+  for (int k = 0; k < n; k++) {
+    il_backend_tensor_free(devs[k], &t[k]);
+    devs[k]->ops->destroy(devs[k]);
+  }
+  free(scratch);
+}
+
 int main(void) {
   host_sum(2);
   host_sum(4);
+  host_sum_16(IL_DTYPE_F16, 2);
+  host_sum_16(IL_DTYPE_BF16, 4);
   nccl();
   fake_nccl(2);
   fake_nccl(4);

@@ -22,8 +22,9 @@
 #include "backend/backend.h"
 #include "core/dl.h"
 
-/* Sums parts[0..n) (F32, all rows x cols, part k on devs[k]) and writes the sum into every
- * part. scratch: caller-owned host floats, 2 * rows * cols of them. IL_ERR_INVALID_ARG naming
+/* Sums parts[0..n) (all rows x cols of one type: F32, or F16/BF16 widened to F32, summed and
+ * rounded once to the type; part k on devs[k]) and writes the sum into every part. scratch:
+ * caller-owned host floats, 2 * rows * cols of them. IL_ERR_INVALID_ARG naming
  * the part whose type or shape differs; a transfer's error as the device returns it. */
 IL_NODISCARD il_status il_allreduce_host(il_backend *const *devs, const il_tensor *parts, int n, float *scratch);
 
@@ -46,7 +47,9 @@ typedef struct {
 } il_nccl;
 
 #define IL_NCCL_LIBRARY "libnccl.so.2"
+#define IL_NCCL_FLOAT16 6
 #define IL_NCCL_FLOAT32 7
+#define IL_NCCL_BFLOAT16 9
 #define IL_NCCL_SUM 0
 
 /* Loads NCCL from `filename` (NULL: IL_NCCL_LIBRARY) and resolves its entry points. IL_OK, or
@@ -59,10 +62,12 @@ void il_nccl_close(il_nccl *t);
 IL_NODISCARD il_status il_nccl_check(const il_nccl *t, int result, const char *what);
 /* One ncclCommInitAll over CUDA devices devlist[0..n). comms: n slots the caller owns. */
 IL_NODISCARD il_status il_nccl_init(const il_nccl *t, void **comms, int n, const int *devlist);
-/* Sums `count` floats in place across n devices: buf[k] and stream[k] on the device of
+/* NCCL's data type of an activation type (f32, f16, bf16), or -1. */
+int il_nccl_dtype(il_dtype type);
+/* Sums `count` values of NCCL type dtype in place across n devices: buf[k] and stream[k] on the device of
  * comms[k], all launched inside one ncclGroupStart/End (one thread driving several devices
  * needs the group, or the first call waits for the others forever). */
 IL_NODISCARD il_status il_nccl_allreduce_sum(const il_nccl *t, void *const *comms, void *const *buf, void *const *stream,
-                                             int n, size_t count);
+                                             int n, size_t count, int dtype);
 
 #endif

@@ -345,6 +345,13 @@ typedef struct il_backend_ops {
   /* The ops queued after this call (and the host, on return, for cpu and sim) wait for e.
    * Returns the copy's error, if it failed. */
   il_status (*event_wait)(il_backend *, il_event *e);
+
+  /* ---- collectives ---- */
+  /* Where t lives for a library that drives the device itself (NCCL's all-reduce for tensor
+   * parallelism): its address in device memory, the stream the backend's ops run on (work
+   * queued there is ordered with them) and the device's ordinal. (optional: NULL where the
+   * backend's memory is not a CUDA device's; the all-reduce then goes through the host) */
+  il_status (*native)(il_backend *, il_tensor t, void **ptr, void **stream, int *device);
 } il_backend_ops;
 
 struct il_backend {

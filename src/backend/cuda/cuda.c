@@ -1001,6 +1001,18 @@ static il_status il__event_wait(il_backend *b, il_event *e) {
   return IL_OK;
 }
 
+/* NCCL's view of t: the device address, the compute stream, the ordinal. A dry device (the
+ * planner's) has no memory behind its addresses. */
+static il_status il__native(il_backend *b, il_tensor t, void **ptr, void **stream, int *device) {
+  il__cu *c = il__cu_of(b);
+  if (c->dry) return il_error(IL_ERR_UNSUPPORTED, "cuda:%d,dry: no device memory for a collective", c->dev);
+  IL_TRY(il__check(b, "native", &t, IL_DTYPE_COUNT));
+  *ptr = il__ptr(t);
+  *stream = (void *)c->compute;
+  *device = c->dev;
+  return IL_OK;
+}
+
 static void il__event_free(il_backend *b, il_event *e) {
   if (!e) return;
   if (e->copy) (void)cudaEventSynchronize(e->e); /* its staging copy may still be in flight */
@@ -1254,6 +1266,7 @@ static const il_backend_ops il__cuda_ops = {
     .event_free = il__event_free,
     .upload_async = il__upload_async,
     .event_wait = il__event_wait,
+    .native = il__native,
     .destroy = il__destroy,
     .transfers = il__transfers,
     .allocator_stats = il__allocator_stats,
