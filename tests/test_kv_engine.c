@@ -307,7 +307,7 @@ static void test_window_ring(const char *kv) {
          "(%.2fx)\n", kv, W_CTX, W_BATCH, got, want, full, (double)got / (double)full);
   IL_CHECK_INT(got, dev_want);
   IL_CHECK_INT(full, 12 * r512(row * 2 * W_CTX) + r512(table));
-  IL_CHECK_INT(il_kv_cache_bytes(hp, W_CTX, 2, &(il_kv_opts){IL_DTYPE_F32, e->kv_opts.block, NULL, W_BATCH}), want);
+  IL_CHECK_INT(il_kv_cache_bytes(hp, W_CTX, 2, &(il_kv_opts){.type = IL_DTYPE_F32, .block = e->kv_opts.block, .batch = W_BATCH}), want);
   IL_CHECK(!il_kv_cache_prefix_enabled(&e->kv)); /* a ring does not hold a whole prefix */
   /* the planner's prediction is the run's */
   il_plan p;

@@ -78,7 +78,7 @@ int il_cli_model(int argc, char **argv) {
   if (strcmp(pos[0], "info") != 0) return il_cli_usage_error("model", "unknown subcommand '%s' (expected: info)", pos[0]);
   if (n_pos == 2) snprintf(cfg.model, sizeof cfg.model, "%s", pos[1]);
 
-  il_kv_opts kvo = {IL_DTYPE_F16, 0, NULL, 0};
+  il_kv_opts kvo = {.type = IL_DTYPE_F16};
   if (il_kv_type_parse(cfg.kv_type, &kvo.type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());
   il_dtype act_type = IL_DTYPE_F32;
   if (il_config_act_type(cfg.dtype, &act_type) != IL_OK) return il_cli_usage_error("model", "%s", il_error_detail());

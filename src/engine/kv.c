@@ -5,8 +5,9 @@
 #include <string.h>
 
 static il_kv_opts il__opts(const il_kv_opts *o) {
-  il_kv_opts d = {IL_DTYPE_F32, 0, NULL, 0};
+  il_kv_opts d = {IL_DTYPE_F32, 0, NULL, 0, 1, NULL};
   if (o) d = *o;
+  if (d.tp < 1) d.tp = 1;
   return d;
 }
 
@@ -97,10 +98,10 @@ static il_status il__ring_table(il_kv_cache *kv, int t) {
 
 static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp) {
   const int64_t cells = (int64_t)kv->n_blocks * kv->block;
-  const size_t n_table = (size_t)kv->n_seq * (size_t)kv->max_blocks;
-  kv->k = il_mem_calloc(IL_MEM_OTHER, sizeof(il_tensor) * (size_t)hp->n_layer, "kv tensors");
-  kv->v = il_mem_calloc(IL_MEM_OTHER, sizeof(il_tensor) * (size_t)hp->n_layer, "kv tensors");
-  kv->views = il_mem_calloc(IL_MEM_OTHER, sizeof(il_kv_view) * (size_t)hp->n_layer, "kv views");
+  const size_t n_table = (size_t)kv->n_seq * (size_t)kv->max_blocks, n_inst = (size_t)kv->n_tp * (size_t)hp->n_layer;
+  kv->k = il_mem_calloc(IL_MEM_OTHER, sizeof(il_tensor) * n_inst, "kv tensors");
+  kv->v = il_mem_calloc(IL_MEM_OTHER, sizeof(il_tensor) * n_inst, "kv tensors");
+  kv->views = il_mem_calloc(IL_MEM_OTHER, sizeof(il_kv_view) * n_inst, "kv views");
   kv->host_table = il_mem_alloc(IL_MEM_OTHER, sizeof(int32_t) * n_table, "kv block table");
   kv->seq_len = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)kv->n_seq, "kv sequence lengths");
   kv->ring_lo = il_mem_calloc(IL_MEM_OTHER, sizeof(int32_t) * (size_t)kv->n_seq, "kv ring starts");
@@ -110,17 +111,19 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
   int32_t n_ring = 0;
   for (int32_t l = 0; kv->ring && l < hp->n_layer; l++) n_ring += kv->ring_layer[l] = il_hparams_window(hp, l) > 0;
   if (kv->paged) {
-    /* the pool holds the layers without a ring */
-    const size_t per_pos = 2 * (size_t)(hp->n_layer - n_ring) * il_tensor_row_bytes(kv->type, kv->kv_dim);
+    /* the pool holds the layers without a ring, every shard's cells of a position */
+    const size_t per_pos = 2 * (size_t)(hp->n_layer - n_ring) * (size_t)kv->n_tp * il_tensor_row_bytes(kv->type, kv->kv_dim);
     IL_TRY(il_kvpages_new(kv->n_blocks, kv->block, kv->max_blocks, kv->n_seq, per_pos, &kv->pages));
     il_kvpages_export(kv->pages, kv->host_table);
   } else {
     for (int32_t s = 0; s < kv->n_seq; s++) kv->host_table[s] = s; /* contiguous: block s is sequence s */
   }
-  kv->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * (size_t)hp->n_layer, "kv placement");
+  kv->layer_b = il_mem_alloc(IL_MEM_OTHER, sizeof(il_backend *) * n_inst, "kv placement");
   if (!kv->layer_b) return IL_ERR_OOM;
-  for (int32_t l = 0; l < hp->n_layer; l++) {
-    il_backend *lb = kv->layer_b[l] = kv->opt_layer_b && kv->opt_layer_b[l] ? kv->opt_layer_b[l] : b;
+  for (size_t i = 0; i < n_inst; i++) {
+    const int32_t l = (int32_t)(i % (size_t)hp->n_layer), sh = (int32_t)(i / (size_t)hp->n_layer);
+    il_backend *lb = kv->layer_b[i] = kv->n_tp > 1 ? kv->opt_tp_b[sh]
+                                      : kv->opt_layer_b && kv->opt_layer_b[l] ? kv->opt_layer_b[l] : b;
     int t = 0;
     while (t < IL_KV_TABLES && kv->table_b[t] && kv->table_b[t] != lb) t++;
     if (t == IL_KV_TABLES) return il_error(IL_ERR_UNSUPPORTED, "kv cache: layers on more than %d backends", IL_KV_TABLES);
@@ -132,8 +135,9 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
   }
   kv->table_dirty = true;
   IL_TRY(il_kv_cache_sync(kv));
-  for (int32_t l = 0; l < hp->n_layer; l++) {
-    il_backend *lb = kv->layer_b[l];
+  for (size_t i = 0; i < n_inst; i++) {
+    const int32_t l = (int32_t)(i % (size_t)hp->n_layer);
+    il_backend *lb = kv->layer_b[i];
     int t = 0;
     while (kv->table_b[t] != lb) t++; /* there: every layer's backend has its table (above) */
     const bool ring = kv->ring_layer[l];
@@ -141,13 +145,13 @@ static il_status il__kv_init(il_kv_cache *kv, il_backend *b, const il_hparams *h
     snprintf(name[0], sizeof name[0], "kv cache keys (layer %d)", l);
     snprintf(name[1], sizeof name[1], "kv cache values (layer %d)", l);
     const int64_t n_cells = ring ? (int64_t)kv->n_seq * kv->ring : cells;
-    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, n_cells, kv->kv_dim, kv->type, name[0], &kv->k[l]));
-    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, n_cells, kv->kv_dim, kv->type, name[1], &kv->v[l]));
-    kv->k[l].name = "kv cache keys";
-    kv->v[l].name = "kv cache values";
-    kv->views[l] = ring ? (il_kv_view){kv->k[l], kv->v[l], kv->ring_table[t], kv->ring, kv->n_seq,
+    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, n_cells, kv->kv_dim, kv->type, name[0], &kv->k[i]));
+    IL_TRY(il_backend_tensor_new(lb, IL_MEM_KV, n_cells, kv->kv_dim, kv->type, name[1], &kv->v[i]));
+    kv->k[i].name = "kv cache keys";
+    kv->v[i].name = "kv cache values";
+    kv->views[i] = ring ? (il_kv_view){kv->k[i], kv->v[i], kv->ring_table[t], kv->ring, kv->n_seq,
                                        il__ring_cols(kv->n_ctx, kv->ring), kv->n_ctx, kv->ring}
-                        : (il_kv_view){kv->k[l], kv->v[l], kv->table[t], kv->block, kv->n_seq, kv->max_blocks, kv->n_ctx, 0};
+                        : (il_kv_view){kv->k[i], kv->v[i], kv->table[t], kv->block, kv->n_seq, kv->max_blocks, kv->n_ctx, 0};
   }
   return IL_OK;
 }
@@ -177,6 +181,9 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
   kv->type = o.type;
   kv->paged = o.block > 0;
   kv->opt_layer_b = o.layer_b;
+  kv->n_tp = o.tp;
+  kv->opt_tp_b = o.tp_b;
+  if (kv->n_tp > 1 && !o.tp_b) return il_error(IL_ERR_INVALID_ARG, "kv cache: %d shards without their devices", kv->n_tp);
   kv->ring = il_kv_cache_ring(hp, n_ctx, &o);
   kv->window = hp->swa;
   il__layout(n_ctx, n_seq, &o, &kv->block, &kv->max_blocks, &kv->n_blocks);
@@ -187,9 +194,9 @@ il_status il_kv_cache_init(il_kv_cache *kv, il_backend *b, const il_hparams *hp,
 
 void il_kv_cache_free(il_kv_cache *kv) {
   if (!kv->backend) return;
-  for (int32_t l = 0; kv->layer_b && l < kv->n_layer; l++) {
-    if (kv->k) il_backend_tensor_free(kv->layer_b[l], &kv->k[l]);
-    if (kv->v) il_backend_tensor_free(kv->layer_b[l], &kv->v[l]);
+  for (int32_t i = 0; kv->layer_b && i < kv->n_layer * kv->n_tp; i++) {
+    if (kv->k) il_backend_tensor_free(kv->layer_b[i], &kv->k[i]);
+    if (kv->v) il_backend_tensor_free(kv->layer_b[i], &kv->v[i]);
   }
   for (int t = 0; t < IL_KV_TABLES; t++)
     if (kv->table_b[t]) {
@@ -220,11 +227,11 @@ il_status il_kv_cache_sync(il_kv_cache *kv) {
 /* Copies cells [src0, src0 + n) to [dst0, dst0 + n) in the K and V of every layer with a ring
  * (ring) or without one, on the device. */
 static il_status il__copy_cells(il_kv_cache *kv, bool ring, int64_t src0, int64_t dst0, int64_t n) {
-  for (int32_t l = 0; l < kv->n_layer && n > 0; l++) {
-    if (kv->ring_layer[l] != ring) continue;
-    il_backend *b = kv->layer_b[l];
-    IL_TRY(b->ops->copy(b, il_tensor_rows(kv->k[l], dst0, n), il_tensor_rows(kv->k[l], src0, n)));
-    IL_TRY(b->ops->copy(b, il_tensor_rows(kv->v[l], dst0, n), il_tensor_rows(kv->v[l], src0, n)));
+  for (int32_t i = 0; i < kv->n_layer * kv->n_tp && n > 0; i++) {
+    if (kv->ring_layer[i % kv->n_layer] != ring) continue;
+    il_backend *b = kv->layer_b[i];
+    IL_TRY(b->ops->copy(b, il_tensor_rows(kv->k[i], dst0, n), il_tensor_rows(kv->k[i], src0, n)));
+    IL_TRY(b->ops->copy(b, il_tensor_rows(kv->v[i], dst0, n), il_tensor_rows(kv->v[i], src0, n)));
   }
   return IL_OK;
 }
@@ -375,7 +382,7 @@ void il_kv_cache_stats_get(const il_kv_cache *kv, int64_t fit_len, il_kv_cache_s
   memset(out, 0, sizeof *out);
   int32_t n_ring = 0;
   for (int32_t l = 0; kv->ring && l < kv->n_layer; l++) n_ring += kv->ring_layer[l];
-  const size_t row2 = 2 * il_tensor_row_bytes(kv->type, kv->kv_dim), per_pos = (size_t)(kv->n_layer - n_ring) * row2,
+  const size_t row2 = 2 * (size_t)kv->n_tp * il_tensor_row_bytes(kv->type, kv->kv_dim), per_pos = (size_t)(kv->n_layer - n_ring) * row2,
                ring_pos = (size_t)n_ring * row2;
   /* the rings: n_seq x ring positions reserved, a sequence's last `ring` positions in use */
   int64_t ring_used = 0;

@@ -41,15 +41,19 @@ typedef struct {
   il_dtype type;        /* cell type: F32 or F16 */
   bool paged;
   il_kvpages *pages;    /* paged only */
-  il_tensor *k, *v;     /* [n_layer], each [n_blocks * block x kv_dim] */
-  il_backend **layer_b; /* [n_layer]: where each layer's cells live */
+  int32_t n_tp;         /* tensor parallelism: the cells of every layer in n_tp shards of kv_dim
+                           columns (each shard's KV heads), shard s on tp_b[s]; 1: one shard */
+  il_tensor *k, *v;     /* [n_tp x n_layer] (shard s, layer l at s * n_layer + l), each
+                           [n_blocks * block x kv_dim] */
+  il_backend **layer_b; /* [n_tp x n_layer]: where each shard of each layer's cells lives */
   il_backend *const *opt_layer_b; /* the placement given at init (borrowed during init only) */
+  il_backend *const *opt_tp_b;    /* the shards' devices given at init (the same) */
   il_backend *table_b[IL_KV_TABLES];
   il_tensor table[IL_KV_TABLES]; /* I32 [n_seq x max_blocks], one per backend the layers use */
   int32_t *host_table;  /* the same, on the host */
   bool table_dirty;     /* host_table changed since the last upload */
   int32_t *seq_len;     /* [n_seq]: positions written (contiguous: highest + 1) */
-  il_kv_view *views;    /* [n_layer], host memory */
+  il_kv_view *views;    /* [n_tp x n_layer], host memory: shard s's views from views + s * n_layer */
   int32_t ring;         /* positions a sliding-window layer keeps per sequence (0: no ring) */
   int32_t window;       /* their window */
   int32_t *ring_lo;     /* [n_seq]: the first position the rings still hold */
@@ -65,6 +69,10 @@ typedef struct {
   int32_t batch;        /* the most positions one pass writes per sequence (the engine's batch): a
                            sliding-window layer then keeps window + batch - 1 positions per
                            sequence where that is below the context; 0: every layer keeps all */
+  int32_t tp;           /* tensor parallelism (--tp): the cells in tp shards, shard s on tp_b[s]
+                           (layer_b is then not read); the hparams given to init are a shard's
+                           (n_head_kv / tp KV heads); 0 or 1: one shard */
+  il_backend *const *tp_b;
 } il_kv_opts;
 
 /* --kv-type's value as a cell type ("" is f16, the default); IL_ERR_INVALID_ARG naming the

@@ -17,6 +17,7 @@
 
 #include "core/quant.h"
 #include "memory/mem.h"
+#include "model/tp.h"
 
 /* ---- forward pass ---- */
 
@@ -222,15 +223,15 @@ il_status il_forward_state_init(il_forward_state *st, const il_model_dev *d, il_
     return il_error(IL_ERR_UNSUPPORTED, "forward state: activations of type %s (f32, f16 or bf16)", il_dtype_name(act_type));
   st->act_type = act_type;
   st->chunk = il_forward_chunk_rows(act_type, max_tokens);
-  il__lane_add(st, d->embd_b);
+  if (d->embd_b) il__lane_add(st, d->embd_b); /* a tensor-parallel shard past the first has neither */
   for (int l = 0; l < hp->n_layer; l++) {
     il_forward_lane *ln = il__lane_add(st, d->layer_b[l]);
     if (!ln) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
     ln->has_layers = true;
   }
-  il_forward_lane *lo = il__lane_add(st, d->out_b);
-  if (!lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
-  lo->has_output = true;
+  il_forward_lane *lo = d->out_b ? il__lane_add(st, d->out_b) : NULL;
+  if (d->out_b && !lo) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
+  if (lo) lo->has_output = true;
   for (int l = 0; hp->n_expert && l < hp->n_layer; l++) {
     il_forward_lane *le = il__lane_add(st, d->exps_b ? d->exps_b : d->layer_b[l]);
     if (!le) return il_error(IL_ERR_UNSUPPORTED, "placement: more than %d backends in one model", IL_MAX_LANES);
@@ -565,9 +566,18 @@ static il_status il__embed(const il_model_dev *d, il_forward_state *st, il_forwa
   return IL_OK;
 }
 
-/* x += wo . attention(rope(q), cache + rope(k), v), q k v = W (rmsnorm(x) * attn_norm) (+ biases). */
+/* x += XO, gemma3's post-norm of XO first where the layer has one (post: buf NULL where not). */
+static il_status il__residual(il_forward_state *st, il_forward_lane *ln, int32_t n, il_tensor post, float eps, int32_t l,
+                              const char *norm_op, const char *add_op) {
+  const il_tensor X = il_tensor_rows(ln->x, 0, n), XO = il_tensor_rows(ln->xo, 0, n);
+  if (post.buf) IL_TRY(il__norm(st, ln, n, XO, XO, post, eps, l, norm_op));
+  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, add_op);
+}
+
+/* x += wo . attention(rope(q), cache + rope(k), v), q k v = W (rmsnorm(x) * attn_norm) (+ biases).
+ * partial: stops at xo = wo . attention (a tensor-parallel shard's share of the sum). */
 static il_status il__attention(const il_model *m, il_forward_state *st, il_forward_lane *ln, const il_layer_dev *L,
-                               int32_t l, int32_t n, const il_kv_view *kv) {
+                               int32_t l, int32_t n, const il_kv_view *kv, bool partial) {
   static const char *const qkv_ops[3] = {"attn_q", "attn_k", "attn_v"}, *const wo_op[1] = {"attn_output"};
   const il_hparams *hp = &m->hp;
   float base, scale;
@@ -607,19 +617,19 @@ static il_status il__attention(const il_model *m, il_forward_state *st, il_forwa
     IL_TRY(ln->attn->run(b, &a, ln->attn_ws));
     IL_TRY(il__put(&k, a.out, ATT));
   }
-  if (il__fuse(st) && !L->attn_post_norm.buf && b->ops->matmul_add) { /* the add in the matmul's epilogue */
+  if (!partial && il__fuse(st) && !L->attn_post_norm.buf && b->ops->matmul_add) { /* the add in the matmul's epilogue */
     il__layer(st, l);
     return b->ops->matmul_add(b, il__as(X, "attention residual"), L->wo, ATT, il__as(XO, "attn_output"));
   }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->wo, NULL, ATT, l, wo_op));
-  if (L->attn_post_norm.buf)
-    IL_TRY(il__norm(st, ln, n, XO, XO, L->attn_post_norm, hp->norm_eps, l, "post_attention_norm"));
-  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "attention residual");
+  return partial ? IL_OK
+                 : il__residual(st, ln, n, L->attn_post_norm, hp->norm_eps, l, "post_attention_norm", "attention residual");
 }
 
-/* x += w_down . (silu(w_gate . h) * (w_up . h)), h = rmsnorm(x) * ffn_norm. */
+/* x += w_down . (silu(w_gate . h) * (w_up . h)), h = rmsnorm(x) * ffn_norm. partial: stops at
+ * xo = w_down . (...), as il__attention. */
 static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lane *ln, const il_layer_dev *L, int32_t l,
-                         int32_t n) {
+                         int32_t n, bool partial) {
   static const char *const gu_ops[2] = {"ffn_gate", "ffn_up"}, *const down_op[1] = {"ffn_down"};
   const il_tensor X = il_tensor_rows(ln->x, 0, n), XB = il_tensor_rows(ln->xb, 0, n), XO = il_tensor_rows(ln->xo, 0, n),
                   HB = il_tensor_rows(ln->hb, 0, n), HB2 = il_tensor_rows(ln->hb2, 0, n);
@@ -634,13 +644,13 @@ static il_status il__ffn(const il_model *m, il_forward_state *st, il_forward_lan
     if (m->hp.gemma) IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_GEGLU, l, "ffn_geglu"));
     else IL_TRY(il__binary(st, ln, n, HB, HB2, IL_OP_SWIGLU, l, "ffn_swiglu"));
   }
-  if (il__fuse(st) && !L->ffn_post_norm.buf && b->ops->matmul_add) {
+  if (!partial && il__fuse(st) && !L->ffn_post_norm.buf && b->ops->matmul_add) {
     il__layer(st, l);
     return b->ops->matmul_add(b, il__as(X, "feed-forward residual"), L->w_down, HB, il__as(XO, "ffn_down"));
   }
   IL_TRY(il__mm(st, ln, n, 1, &XO, &L->w_down, NULL, HB, l, down_op));
-  if (L->ffn_post_norm.buf) IL_TRY(il__norm(st, ln, n, XO, XO, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm"));
-  return il__binary(st, ln, n, X, XO, IL_OP_ADD, l, "feed-forward residual");
+  return partial ? IL_OK
+                 : il__residual(st, ln, n, L->ffn_post_norm, m->hp.norm_eps, l, "post_ffw_norm", "feed-forward residual");
 }
 
 /* ---- mixture of experts ---- */
@@ -773,8 +783,8 @@ static il_status il__block(il_model_dev *d, il_forward_state *st, il_forward_lan
   const il_model *m = d->model;
   const il_layer_dev *L;
   IL_TRY(il_model_dev_layer(d, l, &L));
-  IL_TRY(il__attention(m, st, ln, L, l, n, kv));
-  return m->hp.n_expert ? il__moe(d, st, ln, L, l, n) : il__ffn(m, st, ln, L, l, n);
+  IL_TRY(il__attention(m, st, ln, L, l, n, kv, false));
+  return m->hp.n_expert ? il__moe(d, st, ln, L, l, n) : il__ffn(m, st, ln, L, l, n, false);
 }
 
 /* The token's path after the batch's upload (the file's opening paragraph), one backend lane
@@ -993,4 +1003,105 @@ il_status il_model_forward_pipelined(il_model_dev *d, il_forward_state *st, cons
   pthread_mutex_destroy(&p->lock);
   pthread_cond_destroy(&p->cond);
   return r;
+}
+
+/* ---- tensor parallelism (model/tp.h) ----
+ * Every shard runs each block on its own device up to its partial xo (il__attention and il__ffn
+ * with partial set), the partials are summed across the shards, and every shard adds the sum to
+ * its copy of the residual. The shards' ops are queued one shard after the other from this
+ * thread; on cuda each device runs its share while the host queues the next one's, and NCCL's
+ * sum is queued on every device's stream in one group. */
+
+/* xo = the sum of every shard's xo, on every shard. */
+static il_status il__tp_reduce(il_model_tp *t, il_forward_lane *const *ln, int32_t n) {
+  il_tensor parts[IL_TP_MAX];
+  for (int s = 0; s < t->n; s++) parts[s] = il_tensor_rows(ln[s]->xo, 0, n);
+  const size_t bytes = il_tensor_span(&parts[0]);
+  t->allreduces++;
+  if (!t->use_nccl) {
+    IL_TRY(il_allreduce_host(t->b, parts, t->n, t->scratch));
+    t->allreduce_bytes += 2 * (uint64_t)bytes * (uint64_t)t->n; /* each part down, the sum up */
+    return IL_OK;
+  }
+  void *buf[IL_TP_MAX], *stream[IL_TP_MAX];
+  int dev;
+  for (int s = 0; s < t->n; s++) IL_TRY(t->b[s]->ops->native(t->b[s], parts[s], &buf[s], &stream[s], &dev));
+  IL_TRY(il_nccl_allreduce_sum(&t->nccl, t->comms, buf, stream, t->n, (size_t)n * (size_t)parts[0].cols,
+                               il_nccl_dtype(parts[0].type)));
+  /* a ring all-reduce sends and receives 2 (n-1)/n of the buffer per device */
+  t->allreduce_bytes += 2 * (uint64_t)(t->n - 1) * (uint64_t)bytes;
+  return IL_OK;
+}
+
+static void il__tp_observe(il_model_tp *t, bool on) {
+  il_numerics *r = t->st[0]->numerics;
+  for (int s = 0; s < t->n; s++) {
+    il_forward_state *st = t->st[s];
+    st->numerics = r;
+    for (int i = 0; i < st->n_lanes; i++)
+      st->lane[i].b->observer = on && r ? (il_op_observer){il_numerics_observe, r} : (il_op_observer){0};
+  }
+}
+
+static il_status il__forward_tp(il_model_tp *t, const il_batch_entry *batch, int32_t n, const il_kv_view *kv,
+                                const int32_t *slots, int32_t *n_logits) {
+  il_forward_state *st0 = t->st[0];
+  il_model_dev *d0 = t->dev[0];
+  const il_hparams *hp = &t->shard[0].hp;
+  const int32_t L = hp->n_layer;
+  int32_t n_out = 0;
+  IL_TRY(il__upload_batch_host(st0, hp, batch, n, kv, slots, &n_out));
+  const size_t batch_bytes = (size_t)n * (size_t)il__batch_cols(hp) * sizeof(int32_t);
+  il_forward_lane *ln[IL_TP_MAX];
+  for (int s = 0; s < t->n; s++) {
+    il_forward_state *st = t->st[s];
+    for (int i = 0; i < st->n_lanes; i++)
+      IL_TRY(st->lane[i].b->ops->upload(st->lane[i].b, st->lane[i].batch, st0->host_batch, batch_bytes));
+    ln[s] = il_forward_lane_of(st, t->b[s]);
+    if (!ln[s] || !ln[s]->has_layers)
+      return il_error(IL_ERR_INTERNAL, "forward --tp: shard %d has no layers on its device", s);
+  }
+  st0->passes++;
+  /* the embedding on shard 0, its rows sent to every shard's residual */
+  il_forward_lane *le = il_forward_lane_of(st0, d0->embd_b);
+  IL_TRY(il__embed(d0, st0, le, n));
+  const il_tensor X0 = il_tensor_rows(le->x, 0, n);
+  const size_t xb = il_tensor_span(&X0);
+  IL_TRY(le->b->ops->download(le->b, t->scratch, X0, xb));
+  for (int s = 0; s < t->n; s++) {
+    if (ln[s] == le) continue;
+    IL_TRY(t->b[s]->ops->upload(t->b[s], il_tensor_rows(ln[s]->x, 0, n), t->scratch, xb));
+    t->broadcast_bytes += xb;
+  }
+  for (int32_t l = 0; l < L; l++) {
+    const il_layer_dev *Ls[IL_TP_MAX];
+    for (int s = 0; s < t->n; s++) {
+      IL_TRY(il_model_dev_layer(t->dev[s], l, &Ls[s]));
+      IL_TRY(il__attention(&t->shard[s], t->st[s], ln[s], Ls[s], l, n, &kv[(size_t)s * L + l], true));
+    }
+    IL_TRY(il__tp_reduce(t, ln, n));
+    for (int s = 0; s < t->n; s++)
+      IL_TRY(il__residual(t->st[s], ln[s], n, Ls[s]->attn_post_norm, hp->norm_eps, l, "post_attention_norm",
+                          "attention residual"));
+    for (int s = 0; s < t->n; s++) IL_TRY(il__ffn(&t->shard[s], t->st[s], ln[s], Ls[s], l, n, true));
+    IL_TRY(il__tp_reduce(t, ln, n));
+    for (int s = 0; s < t->n; s++)
+      IL_TRY(il__residual(t->st[s], ln[s], n, Ls[s]->ffn_post_norm, hp->norm_eps, l, "post_ffw_norm",
+                          "feed-forward residual"));
+  }
+  il_forward_lane *lo = il_forward_lane_of(st0, d0->out_b);
+  if (lo != ln[0]) IL_TRY(il__move(st0, ln[0], lo, n));
+  IL_TRY(il__logits(d0, st0, lo, batch, n, n_out, 0));
+  *n_logits = n_out;
+  return IL_OK;
+}
+
+il_status il_model_forward_tp(il_model_tp *t, const il_batch_entry *batch, int32_t n, const il_kv_view *kv,
+                              const int32_t *slots, int32_t *n_logits) {
+  *n_logits = 0;
+  if (t->n < 2) return il_model_forward(t->dev[0], t->st[0], batch, n, kv, slots, n_logits);
+  il__tp_observe(t, true);
+  const il_status s = il__forward_tp(t, batch, n, kv, slots, n_logits);
+  il__tp_observe(t, false);
+  return s;
 }

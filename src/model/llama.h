@@ -154,6 +154,8 @@ typedef struct {
                          mapped pages while the current one is copied (--load-pipeline) */
   il_backend *exps;   /* MoE: where every layer's experts compute (--place exps=cpu); NULL: with
                          their layer. The router stays with the layer. */
+  bool layers_only;   /* the layers alone: no embedding or output head is placed (embd_b and
+                         out_b NULL; tensor parallelism's shards past the first, model/tp.h) */
 } il_placement;
 
 /* The model's weights as tensors on their components' backends: read in place from host memory
@@ -258,6 +260,9 @@ size_t il_model_embd_bytes(const il_model *m);  /* token_embd */
 size_t il_model_out_bytes(const il_model *m);   /* output_norm and output (token_embd again when tied) */
 size_t il_model_layer_bytes(const il_model *m, int l);   /* its tensors, the experts excepted */
 size_t il_model_exps_bytes(const il_model *m, int l);    /* its experts (0 for a dense layer) */
+/* Layer l's bytes with its matrices in `type` (IL_DTYPE_COUNT: as stored), the experts excepted,
+ * from its shapes (a tensor-parallel shard's too); *n_tensors: how many tensors (buffers). */
+size_t il_model_layer_bytes_as(const il_model *m, int l, il_dtype type, size_t *n_tensors);
 /* The expert matmuls' shapes of layer l (the router and one expert's gate, up and down), the
  * way il_model_layer_shapes gives them; writes IL_MODEL_MOE_MATMULS, or 0 for a dense layer. */
 #define IL_MODEL_MOE_MATMULS 4

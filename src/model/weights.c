@@ -237,6 +237,28 @@ size_t il_model_layer_bytes(const il_model *m, int l) {
   return n + il__w_span(&L->moe.gate_inp);
 }
 
+size_t il_model_layer_bytes_as(const il_model *m, int l, il_dtype type, size_t *n_tensors) {
+  if (type == IL_DTYPE_COUNT) {
+    *n_tensors = 0;
+    for (int i = 0; i < IL_LAYER_TENSORS; i++)
+      *n_tensors += !il_layer_tensors[i].vector || il__lvc(&m->layers[l], &il_layer_tensors[i]);
+    return il_model_layer_bytes(m, l);
+  }
+  const il_layer *L = &m->layers[l];
+  size_t n = 0, c = 0;
+  for (int i = 0; i < IL_LAYER_TENSORS; i++) {
+    const il_layer_tensor *t = &il_layer_tensors[i];
+    if (!t->vector) {
+      const il_weight *w = il__lwc(L, t);
+      n += il_dtype_row_size(type, w->n_in) * (size_t)w->n_out, c++;
+    } else if (il__lvc(L, t)) {
+      n += 4 * (size_t)il_hparams_dim(&m->hp, t->in), c++;
+    }
+  }
+  *n_tensors = c;
+  return n;
+}
+
 size_t il_model_exps_bytes(const il_model *m, int l) {
   const il_layer_moe *M = &m->layers[l].moe;
   return il__w_span(&M->gate_exps) + il__w_span(&M->up_exps) + il__w_span(&M->down_exps);
@@ -493,10 +515,12 @@ static void il__moe_free(il_model_dev *d) {
 
 static il_status il__dev_init(il_model_dev *d, const il_model *m) {
   const il_hparams *hp = &m->hp;
-  IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
-  IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
+  if (d->embd_b) IL_TRY(il__place_w(d, d->embd_b, &m->tok_embd, &d->tok_embd));
+  if (d->out_b) IL_TRY(il__place_v(d, d->out_b, m->out_norm, hp->n_embd, "output_norm.weight", &d->out_norm));
   d->output_shared = m->tied_output && d->out_b == d->embd_b;
-  if (d->output_shared) {
+  if (!d->out_b) {
+    /* layers only */
+  } else if (d->output_shared) {
     d->output = d->tok_embd;
     IL_TRY(il__prepare_mm(d, d->out_b, &m->tok_embd, &d->output, false));
   } else {
@@ -577,8 +601,8 @@ il_status il_model_dev_init(il_model_dev *d, const il_model *m, il_backend *b, c
   d->model = m;
   d->layer_b = il_mem_alloc(IL_MEM_MODEL, sizeof(il_backend *) * (size_t)(m->hp.n_layer ? m->hp.n_layer : 1), "placement");
   if (!d->layer_b) return IL_ERR_OOM;
-  d->embd_b = p && p->embd ? p->embd : b;
-  d->out_b = p && p->out ? p->out : b;
+  d->embd_b = p && p->layers_only ? NULL : p && p->embd ? p->embd : b;
+  d->out_b = p && p->layers_only ? NULL : p && p->out ? p->out : b;
   for (int l = 0; l < m->hp.n_layer; l++) d->layer_b[l] = p && p->layer && p->layer[l] ? p->layer[l] : b;
   if (p && p->stream && !b->ops->buffer_wrap_host) {
     if (m->hp.n_expert) {
@@ -619,9 +643,9 @@ void il_model_dev_free(il_model_dev *d) {
     il_mem_free(d->layers);
   }
   if (d->output_shared) memset(&d->output, 0, sizeof d->output);
-  il_backend_tensor_free(d->out_b, &d->output);
-  il_backend_tensor_free(d->out_b, &d->out_norm);
-  il_backend_tensor_free(d->embd_b, &d->tok_embd);
+  if (d->out_b) il_backend_tensor_free(d->out_b, &d->output);
+  if (d->out_b) il_backend_tensor_free(d->out_b, &d->out_norm);
+  if (d->embd_b) il_backend_tensor_free(d->embd_b, &d->tok_embd);
   il_mem_free(d->layer_b);
   if (d->released_bytes) il_mem_note_mapped(IL_MEM_WEIGHTS, (int64_t)d->released_bytes); /* the mapping is the model's */
   memset(d, 0, sizeof *d);
