@@ -17,6 +17,7 @@
 static const char *const white_box[] = {"tests/test_kv_engine.c", "tests/test_offload.c", "tests/test_precision.c",
                                         "tests/test_everyday_units.c", "tests/test_prefix_cache.c",
                                         "tests/test_multi_device.c", "tests/test_cuda_graph.c", "tests/test_plan_devices.c",
+                                        "tests/test_tp.c",
                                         NULL};
 
 static char *slurp(const char *path) {

@@ -69,6 +69,7 @@ set(IL_TEST_TABLE
   test_measured_figures    quick                   300
   test_offload             quick                   300
   test_multi_device        quick                   300
+  test_tp                  quick                   300  # tensor parallelism on sim devices: logits, memory per device, bytes
   test_plan                slow,fixtures           300
   test_plan_devices        quick                   300
   test_precision           quick,fixtures          300

@@ -327,7 +327,14 @@ int il_cli_run(int argc, char **argv) {
             auto_attn ? " (auto)" : "", es.kv_paged ? "paged" : "contiguous", il_dtype_name(es.kv_type));
     if (es.split)
       fprintf(stderr, "  the rest on the CPU; residual moved between them: %.1f KiB in all\n", (double)es.residual_bytes / 1024);
-    if (es.n_devs > 1) { /* a --device list: the line above names the first device; the split here */
+    if (es.tp > 1) { /* --tp: every layer on every device */
+      fprintf(stderr, "  tensor parallel over %d devices:", es.tp);
+      for (int i = 0; i < es.n_devs; i++) fprintf(stderr, "%s %s", i ? "," : "", es.devs[i].device.name);
+      fprintf(stderr, "; 1/%d of every layer on each, token_embd and output on the first; %llu all-reduces (%s), "
+              "%.1f KiB summed in all, %.1f KiB of embedding rows sent\n", es.tp, (unsigned long long)es.tp_allreduces,
+              es.tp_nccl ? "NCCL" : "through the host", (double)es.tp_allreduce_bytes / 1024,
+              (double)es.tp_broadcast_bytes / 1024);
+    } else if (es.n_devs > 1) { /* a --device list: the line above names the first device; the split here */
       fprintf(stderr, "  split over %d devices:", es.n_devs);
       for (int i = 0; i < es.n_devs; i++)
         fprintf(stderr, "%s %s %d layers", i ? "," : "", es.devs[i].device.name, es.devs[i].n_layers);

@@ -41,6 +41,7 @@ struct il_config {
   char device[256];    /* backend: cpu | sim:SIZE[,pcie=RATE][,ctx=SIZE] | cuda[:N], or a list of them
                           (registry.h: il_backend_list_parse), the layers split across them */
   int micro_batches;   /* a device list: each pass cut into this many micro-batches run as a pipeline (0, 1 = one pass) */
+  int tp;              /* tensor parallelism: every layer split across the --device list's N devices (0, 1 = off) */
   char split[64];      /* a device list's share of the layers: RATIO,RATIO,... ("" = each device's size) */
   char mem_limit[32];  /* cap on what the device's allocator reserves ("" = none): 2GiB, 512MiB */
   char attn[16];       /* attention kernel: auto or a name the backend lists */

@@ -118,10 +118,9 @@ int32_t il__n_logits(const il_engine *e, int32_t n_batch, int32_t n_seq) {
 /* What the device (e->backend) holds for configuration s: the numbers the allocations use. */
 /* The device's own matmul scratch (ops->reserve) for this shape: the device layers' weights and
  * the output head, as shapes in the shape's weight type. */
-static size_t il__reserve_bytes(const il_engine *e, il_backend *b, const il__engine_shape *s, int32_t n_dev) {
+static size_t il__reserve_bytes(const il_model *m, il_backend *b, const il__engine_shape *s, int32_t n_dev) {
   const il_backend_ops *o = b->ops;
   if (o->version < 3 || !o->reserve_bytes) return 0;
-  const il_model *m = e->model;
   il_tensor *w = il_mem_alloc(IL_MEM_WORKSPACE,
                               sizeof *w * ((IL_MODEL_LAYER_MATMULS + IL_MODEL_MOE_MATMULS) * (size_t)m->hp.n_layer + 1),
                               "reserve list");
@@ -140,15 +139,27 @@ static size_t il__reserve_bytes(const il_engine *e, il_backend *b, const il__eng
 
 static const il_attn_kernel *il__attn_of(const il_engine *e, il_backend *b);
 
-/* The need of s on backend b (host_visible: it reads the weights in place) with overhead fixed. */
-static il_oom_need il__need_on(const il_engine *e, const il__engine_shape *s, il_backend *b, bool host_visible,
-                               size_t fixed) {
-  const il_hparams *hp = &e->model->hp;
+/* The need of s on backend b (host_visible: it reads the weights in place) with overhead fixed,
+ * for model m: the engine's, or with --tp the shard b holds (its layers' shapes; the embedding
+ * and the head are the model's). */
+static il_oom_need il__need_on(const il_engine *e, const il_model *m, const il__engine_shape *s, il_backend *b,
+                               bool host_visible, size_t fixed) {
+  const il_hparams *hp = &m->hp;
   il_oom_need n = {0};
   int32_t n_dev = 0;
   for (int l = 0; l < hp->n_layer; l++) n_dev += s->layer_dev[l];
   size_t nb = 0;
-  if (!host_visible) {
+  if (!host_visible && m != e->model) { /* a shard: the model's embedding and head, the shard's layers */
+    uint8_t *none = il_mem_calloc(IL_MEM_OTHER, (size_t)hp->n_layer + 1, "placement mask");
+    if (none) n.weights = il__weights_bytes(e->model, s->wtype, none, s->embd_dev, s->out_dev, true, &nb);
+    il_mem_free(none);
+    for (int l = 0; l < hp->n_layer; l++) {
+      size_t c = 0;
+      if (s->layer_dev[l]) n.weights += il_model_layer_bytes_as(m, l, s->wtype, &c);
+      nb += c;
+    }
+    n.weights += IL__ALLOC_SLACK * nb;
+  } else if (!host_visible) {
     n.weights = il__weights_bytes(e->model, s->wtype, s->layer_dev, s->embd_dev, s->out_dev, s->exps_dev, &nb);
     n.weights += IL__ALLOC_SLACK * nb;
     if (s->stream && n_dev) { /* the device layers' weights become two slots of layer 0's size */
@@ -173,7 +184,7 @@ static il_oom_need il__need_on(const il_engine *e, const il__engine_shape *s, il
     const il_attn_kernel *k = b == e->backend || !e->attn ? e->attn : il__attn_of(e, b);
     n.workspace = il__attn_ws(b, k, hp, s->n_batch, s->n_ctx, s->n_seq, &s->kv) + IL__ALLOC_SLACK;
   }
-  if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(e, b, s, n_dev);
+  if (n_dev || s->out_dev) n.workspace += il__reserve_bytes(m, b, s, n_dev);
   if (n_dev || s->embd_dev || s->out_dev)
     n.activations = il_forward_lane_bytes(hp, s->act_type, s->n_batch, il__n_logits(e, s->n_batch, s->n_seq), n_dev > 0,
                                           s->out_dev, b, s->kv.type) +
@@ -183,7 +194,7 @@ static il_oom_need il__need_on(const il_engine *e, const il__engine_shape *s, il
 }
 
 il_oom_need il__engine_need(const il_engine *e, const il__engine_shape *s) {
-  return il__need_on(e, s, e->backend, e->info.host_visible, e->fixed_bytes);
+  return il__need_on(e, e->model, s, e->backend, e->info.host_visible, e->fixed_bytes);
 }
 
 size_t il__device_total(il_backend *b) {
@@ -211,13 +222,30 @@ static il_oom_need il__need_range(const il_engine *e, const il__engine_shape *s,
   d.out_dev = k == e->n_devs - 1 && s->out_dev;
   il_backend_info info;
   e->devs[k]->ops->info(e->devs[k], &info);
-  return il__need_on(e, &d, e->devs[k], info.host_visible, e->dev_fixed[k]);
+  return il__need_on(e, e->model, &d, e->devs[k], info.host_visible, e->dev_fixed[k]);
+}
+
+/* --tp: device k holds shard k of every layer; the first also the embedding and the head. */
+static il_oom_need il__need_shard(const il_engine *e, const il__engine_shape *s, int k, uint8_t *mask) {
+  memset(mask, 1, (size_t)e->model->hp.n_layer);
+  il__engine_shape d = *s;
+  d.layer_dev = mask;
+  d.embd_dev = k == 0 && s->embd_dev;
+  d.out_dev = k == 0 && s->out_dev;
+  il_backend_info info;
+  e->devs[k]->ops->info(e->devs[k], &info);
+  return il__need_on(e, &e->tp.shard[k], &d, e->devs[k], info.host_visible, e->dev_fixed[k]);
 }
 
 il_oom_need il__engine_need_dev(const il_engine *e, const il__engine_shape *s, int k) {
   il_oom_need n = {0};
   uint8_t *mask = il_mem_calloc(IL_MEM_OTHER, (size_t)e->model->hp.n_layer + 1, "placement mask");
   if (!mask) return n;
+  if (e->tp.n > 1) {
+    n = il__need_shard(e, s, k, mask);
+    il_mem_free(mask);
+    return n;
+  }
   const int32_t a = il__split_first(s->split, k);
   n = il__need_range(e, s, k, a, a + s->split[k], mask);
   il_mem_free(mask);
@@ -225,7 +253,7 @@ il_oom_need il__engine_need_dev(const il_engine *e, const il__engine_shape *s, i
 }
 
 bool il__engine_fits(const il_engine *e, const il__engine_shape *s, size_t cap, int k, size_t *need_k) {
-  if (!s->split || e->n_devs < 2) {
+  if ((!s->split && e->tp.n < 2) || e->n_devs < 2) {
     il_oom_need n = il__engine_need(e, s);
     *need_k = il_oom_need_total(&n);
     return *need_k <= cap;
@@ -327,7 +355,7 @@ int32_t il__engine_default_ctx(const il_engine *e, size_t available, bool *cappe
   *capped = false;
   il_kv_opts ko = e->kv_opts;
   while (n > 256 && (ko.batch = il__batch_for(e->cfg.batch, n, e->n_seq),
-                     il_kv_cache_bytes(&e->model->hp, n, e->n_seq, &ko) > budget)) {
+                     il_kv_cache_bytes(e->tp.n > 1 ? &e->tp.shard[0].hp : &e->model->hp, n, e->n_seq, &ko) > budget)) {
     n /= 2;
     *capped = true;
   }
@@ -751,6 +779,30 @@ static il_status il__warmup(il_engine *e) {
   return IL_OK;
 }
 
+/* --tp N: one device per shard, and none of the options that place layers or cut passes. */
+static il_status il__tp_check(const il_engine *e) {
+  const il_config *c = &e->cfg;
+  if (e->n_devs != c->tp)
+    return il_error(IL_ERR_INVALID_ARG, "--tp %d: --device names %d device%s; tensor parallelism needs one device per "
+                    "shard (--device sim:24GiB,sim:24GiB --tp 2)", c->tp, e->n_devs, e->n_devs == 1 ? "" : "s");
+  const struct {
+    bool set;
+    const char *opt, *why;
+  } no[] = {
+      {c->split[0] != 0, "--split", "shares out whole layers; with --tp every device holds a share of every layer"},
+      {c->gpu_layers[0] && strcmp(c->gpu_layers, "all"), "--gpu-layers", "keeps layers on the CPU; with --tp every layer "
+       "is on every device"},
+      {c->place[0] != 0, "--place", "moves components; with --tp the embedding and the output head are on the first "
+       "device and every layer is on every device"},
+      {e->stream, "--offload stream", "streams whole layers through one device's slots"},
+      {c->micro_batches > 1, "--micro-batches", "pipelines the stages of a layer split; with --tp every device runs "
+       "every layer"},
+  };
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+    if (no[i].set) return il_error(IL_ERR_INVALID_ARG, "--tp %d with %s: %s %s", c->tp, no[i].opt, no[i].opt, no[i].why);
+  return IL_OK;
+}
+
 static il_status il__open(il_engine *e) {
   const il_config *cfg = &e->cfg;
   double t0 = il_time_now();
@@ -771,6 +823,7 @@ static il_status il__open(il_engine *e) {
   if (cfg->split[0] && e->n_devs == 1)
     return il_error(IL_ERR_INVALID_ARG, "--split '%s': it shares the layers of a --device list (cpu,sim:SIZE,...); "
                                         "--device names one device", cfg->split);
+  if (cfg->tp > 1) IL_TRY(il__tp_check(e));
   e->backend->ops->info(e->backend, &e->info);
   if (cfg->repack && strcmp(e->info.kind, "cpu"))
     il_log(IL_LOG_INFO, "--repack: only the weights of components on the CPU are repacked; %s keeps its own as uploaded",
@@ -842,22 +895,30 @@ static il_status il__open(il_engine *e) {
                      e->layer_dev, e->embd_dev, e->out_dev, e->exps_dev, e->stream, e->act_type, NULL};
   if (e->auto_layers && e->n_devs == 1) IL_TRY(il__auto_layers(e, &shape));
   for (int l = 0; l < hp->n_layer; l++) e->layer_b[l] = e->layer_dev[l] ? e->backend : e->host;
-  if (e->n_devs > 1) IL_TRY(il__split_layers(e, &shape));
+  if (cfg->tp > 1) IL_TRY(il_model_tp_split(&e->tp, e->model, cfg->tp, e->info.dry)); /* every layer on every device */
+  else if (e->n_devs > 1) IL_TRY(il__split_layers(e, &shape));
   e->n_dev_layers = 0;
   for (int l = 0; l < hp->n_layer; l++) e->n_dev_layers += e->layer_dev[l];
   const il_placement place = {e->embd_dev ? e->backend : e->host,
-                              e->out_dev ? e->devs[e->n_devs - 1] : e->host, e->layer_b,
-                              e->stream, cfg->load_pipeline, e->exps_dev ? NULL : e->host};
+                              e->out_dev ? e->devs[e->tp.n > 1 ? 0 : e->n_devs - 1] : e->host,
+                              e->layer_b,
+                              e->stream,
+                              cfg->load_pipeline,
+                              e->exps_dev ? NULL : e->host,
+                              false};
 
   if (e->stream && e->info.host_visible)
     il_log(IL_LOG_INFO, "--offload stream: %s reads the weights in place from host memory; nothing to stream", e->info.name);
-  il_status st = il_model_dev_init(&e->weights, e->model, e->backend, &place);
+  il_status st = e->tp.n > 1 ? il_model_tp_place(&e->tp, e->devs, &e->weights, &place)
+                             : il_model_dev_init(&e->weights, e->model, e->backend, &place);
   il_status rst = IL_OK;
   const double beside = il_startup_read_finish(&e->startup, &rst); /* --no-mmap --load-pipeline */
   if (st == IL_OK) st = rst;
   if (st == IL_ERR_OOM) return il__oom_fail(e, &shape);
   IL_TRY(st);
-  il_startup_upload(&e->startup, e->info.kind, e->info.name, e->weights.uploaded_bytes);
+  size_t uploaded = e->weights.uploaded_bytes;
+  for (int s = 1; s < e->tp.n; s++) uploaded += e->tp.dev[s]->uploaded_bytes;
+  il_startup_upload(&e->startup, e->info.kind, e->info.name, uploaded);
   if (beside > 0) { /* the file's read ran during the placements: its time, in the upload's note */
     char n[sizeof e->startup.phase[0].note];
     snprintf(n, sizeof n, "%s", e->startup.phase[IL_STARTUP_UPLOAD].note);
@@ -872,7 +933,14 @@ static il_status il__open(il_engine *e) {
   }
   if (cfg->ctx <= 0) {
     /* the default context: halved until the KV cache fits in half of what is left */
-    if (e->n_devs > 1) { /* each device's KV cache in half of what it has left */
+    if (e->tp.n > 1) { /* every device holds a shard of every layer's cache: the device with least left */
+      size_t avail = il__available_memory(e->devs[0]);
+      for (int k = 1; k < e->n_devs; k++) {
+        const size_t a = il__available_memory(e->devs[k]);
+        avail = a < avail ? a : avail;
+      }
+      e->n_ctx = il__engine_default_ctx(e, avail, &e->ctx_capped);
+    } else if (e->n_devs > 1) { /* each device's KV cache in half of what it has left */
       size_t avail[IL_BACKEND_LIST_MAX];
       for (int k = 0; k < e->n_devs; k++) avail[k] = il__available_memory(e->devs[k]);
       e->n_ctx = il__engine_default_ctx_list(e, e->split_n, avail, &e->ctx_capped);
@@ -891,12 +959,15 @@ static il_status il__open(il_engine *e) {
   il_kv_opts ko = e->kv_opts;
   ko.layer_b = e->layer_b;
   ko.batch = e->n_batch;
-  st = il_kv_cache_init(&e->kv, e->backend, hp, e->n_ctx, e->n_seq, &ko);
+  if (e->tp.n > 1) ko.tp = e->tp.n, ko.tp_b = e->devs;
+  st = il_kv_cache_init(&e->kv, e->backend, e->tp.n > 1 ? &e->tp.shard[0].hp : hp, e->n_ctx, e->n_seq, &ko);
   if (st == IL_OK && e->kv.paged && !cfg->no_prefix_cache && e->kv.ring)
     il_log(IL_LOG_INFO, "prefix cache: off: the sliding-window layers keep the last %d positions of a sequence, not "
                         "a whole prefix", e->kv.ring);
   else if (st == IL_OK && e->kv.paged && !cfg->no_prefix_cache) st = il_kv_cache_prefix_enable(&e->kv);
-  if (st == IL_OK)
+  if (st == IL_OK && e->tp.n > 1)
+    st = il_model_tp_state(&e->tp, &e->fs, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
+  else if (st == IL_OK)
     st = il_forward_state_init(&e->fs, &e->weights, e->act_type, e->n_batch, e->n_logits_max, il__attn_for, e, e->kv.views);
   e->fs.attn_slice = cfg->attn_slice;
   il_numerics_reset(&e->numerics);
@@ -964,6 +1035,7 @@ void il_engine_free(il_engine *e) {
   il_forward_state_free(&e->fs);
   il_kv_cache_free(&e->kv);
   il_model_dev_free(&e->weights);
+  il_model_tp_free(&e->tp);
   il_vocab_free(e->vocab);
   il_model_free(e->model);
   il_mem_free(e->layer_dev);
@@ -1002,7 +1074,9 @@ static il_status il__decode(il_engine *e, const il_batch_entry *batch, int32_t n
     IL_TRY(il_kv_cache_sync(&e->kv));
     /* a decode step may run as one recorded device step, sample op included (engine/graph.h) */
     if (off == 0 && chunk == n) IL_TRY(il__graph_pass(e, batch, n, ids_out != NULL, &n_logits, &stepped));
-    if (!stepped)
+    if (!stepped && e->tp.n > 1)
+      IL_TRY(il_model_forward_tp(&e->tp, batch + off, chunk, e->kv.views, e->slots, &n_logits));
+    else if (!stepped)
       IL_TRY(il_model_forward_pipelined(&e->weights, &e->fs, batch + off, chunk, e->kv.views, e->slots,
                                         e->cfg.micro_batches, &n_logits));
     if (n_logits && ids_out) {
@@ -1113,10 +1187,12 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   out->fixed_bytes = e->fixed_bytes;
   out->bad_layer = -1;
   out->n_devs = e->n_devs;
+  out->tp = e->tp.n > 1 ? e->tp.n : 0;
+  out->tp_nccl = e->tp.use_nccl;
   for (int i = 0; i < e->n_devs && e->n_devs > 1; i++) {
     il_backend *b = e->devs[i];
     b->ops->info(b, &out->devs[i].device);
-    for (int l = 0; l < e->model->hp.n_layer; l++) out->devs[i].n_layers += e->layer_b[l] == b;
+    for (int l = 0; l < e->model->hp.n_layer; l++) out->devs[i].n_layers += e->tp.n > 1 || e->layer_b[l] == b;
     out->devs[i].has_allocator = b->ops->allocator_stats != NULL;
     if (out->devs[i].has_allocator) b->ops->allocator_stats(b, &out->devs[i].alloc);
     il_mem_space_stats(b->space, &out->devs[i].mem);
@@ -1131,6 +1207,9 @@ void il_engine_snapshot_get(const il_engine *e, il_engine_snap_parts parts, il_e
   out->pipelined_passes = e->fs.pipelined_passes;
   out->passes = e->fs.passes;
   out->expert_bytes = e->fs.expert_bytes;
+  out->tp_allreduces = e->tp.allreduces;
+  out->tp_allreduce_bytes = e->tp.allreduce_bytes;
+  out->tp_broadcast_bytes = e->tp.broadcast_bytes;
   if (e->backend->ops->transfers) e->backend->ops->transfers(e->backend, &out->transfers);
   const il_numerics *nr = &e->numerics;
   out->bad_layer = nr->bad_layer;

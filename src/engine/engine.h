@@ -80,6 +80,12 @@ typedef struct {
     size_t fixed_bytes;      /* its memory in use before the engine allocated (context overhead) */
     il_transfer_stats transfers; /* IL_ENGINE_SNAP_ALL only */
   } devs[IL_BACKEND_LIST_MAX];
+  /* --tp: every layer split across the devs (tp > 1); the sums after each block */
+  int32_t tp;
+  bool tp_nccl;              /* the sums run through NCCL on the devices (else through the host) */
+  uint64_t tp_allreduces;    /* IL_ENGINE_SNAP_ALL: all-reduces so far (two per layer per pass) */
+  uint64_t tp_allreduce_bytes; /* their bytes, every device's sends and receives */
+  uint64_t tp_broadcast_bytes; /* the embedding rows sent from the first device to the others */
 } il_engine_snapshot;
 
 /* What il_engine_snapshot_get fills. IL_ENGINE_SNAP_MEMORY: the fields fixed at open (device,

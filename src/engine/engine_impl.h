@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "engine/kv.h"
 #include "engine/oom.h"
+#include "model/tp.h"
 
 /* One bucket of recorded decode steps (engine/graph.h). */
 #define IL__GRAPH_BUCKETS 12 /* batch sizes 1, 2, 3-4, ..., 1025-2048 */
@@ -47,6 +48,7 @@ struct il_engine {
   il_kv_opts kv_opts;     /* cell type and layout from the config */
   il_dtype act_type;      /* --dtype: activations stored at f32, f16 or bf16 */
   il_forward_state fs;
+  il_model_tp tp;         /* --tp: the shards (tp.n > 1; shard 0 is weights and fs) */
   il_numerics numerics;   /* what the numerics observer found (--check-numerics; fs.numerics points here) */
   const il_attn_kernel *attn; /* the attention kernel in use */
   char attn_why[256];     /* why auto skipped the kernels before it ("" when none were) */

@@ -84,9 +84,9 @@ static void il__suggest_split(const il_engine *e, const il__engine_shape *cur, i
 
 static void il__suggest(const il_engine *e, const il__engine_shape *cur, il_oom_report *r) {
   const size_t cap = r->capacity;
-  const bool list = cur->split && e->n_devs > 1;
+  const bool list = (cur->split || e->tp.n > 1) && e->n_devs > 1;
   char v[32];
-  if (list) il__suggest_split(e, cur, r);
+  if (list && e->tp.n < 2) il__suggest_split(e, cur, r); /* --tp: no layers to move */
   il__engine_shape s = *cur;
   /* 1. smaller forward passes: only prompt-processing speed changes */
   for (s.n_batch = cur->n_batch / 2; s.n_batch >= 1; s.n_batch /= 2) {
@@ -203,7 +203,7 @@ il_status il__oom_fail(il_engine *e, const il__engine_shape *cur_in) {
   memset(&r, 0, sizeof r);
   if (!il_mem_last_oom(&r.failure)) return IL_ERR_OOM;
   il__engine_shape cur = *cur_in;
-  const bool list = cur.split && e->n_devs > 1;
+  const bool list = (cur.split || e->tp.n > 1) && e->n_devs > 1;
   il_backend *ran_out = e->backend;
   if (list) { /* the device whose space refused (the host's, for a cpu item, is none of theirs) */
     r.n_devs = e->n_devs;
@@ -223,7 +223,15 @@ il_status il__oom_fail(il_engine *e, const il__engine_shape *cur_in) {
      * would have, from what the device (each device of a list) has left beside the weights, so
      * that the need and the fixes are those of the context the run would get */
     bool capped = false;
-    if (list) {
+    if (list && e->tp.n > 1) { /* every device holds a shard of every layer's cache */
+      size_t least = SIZE_MAX;
+      for (int k = 0; k < e->n_devs; k++) {
+        il_oom_need w = il__engine_need_dev(e, &cur, k);
+        const size_t used = w.weights + w.fixed, cap = il__device_total(e->devs[k]), a = cap > used ? cap - used : 0;
+        least = a < least ? a : least;
+      }
+      cur.n_ctx = il__engine_default_ctx(e, least, &capped);
+    } else if (list) {
       size_t avail[IL_BACKEND_LIST_MAX];
       for (int k = 0; k < e->n_devs; k++) {
         il_oom_need w = il__engine_need_dev(e, &cur, k);
@@ -245,7 +253,7 @@ il_status il__oom_fail(il_engine *e, const il__engine_shape *cur_in) {
     il_backend_info di;
     e->devs[k]->ops->info(e->devs[k], &di);
     snprintf(r.devs[k].name, sizeof r.devs[k].name, "%s", di.name);
-    r.devs[k].layers = cur.split[k];
+    r.devs[k].layers = e->tp.n > 1 ? e->model->hp.n_layer : cur.split[k];
     r.devs[k].capacity = il__device_total(e->devs[k]);
     il_oom_need n = il__engine_need_dev(e, &cur, k);
     r.devs[k].need = il_oom_need_total(&n);

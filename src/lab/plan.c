@@ -222,7 +222,8 @@ static il_status il__pin_list(const il_config *cfg, const il__list *ls, il_plan 
   }
   char v[64];
   il_split_format(counts, ls->n, v, sizeof v);
-  if (!strchr(pinned->gpu_layers, ',')) snprintf(pinned->split, sizeof pinned->split, "%s", v); /* else pinned already */
+  /* else pinned already; --tp places every layer on every device */
+  if (!strchr(pinned->gpu_layers, ',') && pinned->tp < 2) snprintf(pinned->split, sizeof pinned->split, "%s", v);
   if (!strcmp(pinned->gpu_layers, "auto")) { /* the count auto chose on the devices given */
     int32_t on = 0;
     for (int k = 0; k < ls->n; k++) on += counts[k];
@@ -241,6 +242,7 @@ static il_status il__plan_list(const il_config *cfg, il_plan *p, char items[IL_B
   }
   snprintf(p->device, sizeof p->device, "%s", cfg->device);
   p->n_devs = n;
+  p->tp = cfg->tp;
   p->ran_out = -1;
   il_config pinned;
   int32_t counts[IL_BACKEND_LIST_MAX];
@@ -421,7 +423,11 @@ static void il__print_list(const il_plan *p, FILE *f) {
   int w = 19;
   for (int k = 0; k < p->n_devs; k++)
     if ((int)strlen(p->devs[k].device) + 2 > w) w = (int)strlen(p->devs[k].device) + 2;
-  fprintf(f, "devices: %d, layers on each %s (--split %s planned)\n", p->n_devs, p->split, p->split);
+  if (p->tp > 1)
+    fprintf(f, "devices: %d, tensor parallel (--tp %d): 1/%d of every layer on each, token_embd and output on the first\n",
+            p->n_devs, p->tp, p->tp);
+  else
+    fprintf(f, "devices: %d, layers on each %s (--split %s planned)\n", p->n_devs, p->split, p->split);
   fprintf(f, "run: ctx %d, batch %d, %d sequence(s), %d/%d layers on the devices%s\n", p->n_ctx, p->n_batch, p->n_seq,
           p->n_dev_layers, p->n_layers, p->n_dev_layers < p->n_layers ? " (the rest on the CPU)" : "");
   if (p->ctx_from != IL_OOM_CTX_GIVEN)
@@ -533,7 +539,8 @@ void il_plan_json(const il_plan *p, FILE *f) {
   }
   il_jsonw_arr_end(&w);
   if (p->n_devs > 1) {
-    il_jsonw_key(&w, "split"), il_jsonw_str(&w, p->split);
+    il_jsonw_key(&w, "split"), il_jsonw_str(&w, p->tp > 1 ? "" : p->split);
+    il_jsonw_key(&w, "tp"), il_jsonw_int(&w, p->tp > 1 ? p->tp : 1);
     il_jsonw_key(&w, "ran_out"), il_jsonw_int(&w, p->ran_out);
     il_jsonw_key(&w, "devices");
     il_jsonw_arr(&w);

@@ -68,6 +68,7 @@ typedef struct {
   /* a --device list (n_devs > 1): each device, in order; the figures above are sums over them
    * (margin: the smallest device's; fits: every device fits) */
   int n_devs;
+  int tp;                  /* --tp: every layer split across the devices (their layers: all of them) */
   il_plan_dev devs[IL_BACKEND_LIST_MAX];
   char split[64];          /* the layers on each device, as a --split value ("3,1") */
   int ran_out;             /* the device that ran out first on the sizes given (-1: none) */
