@@ -9,19 +9,28 @@
 # hbm=1GB/s, tflops=0.002 for 1 and 4 streams, then at hbm=4GB/s, tflops=0.001 for 16 streams,
 # where a decode step of 16 tokens is compute-bound.
 #
-# usage: bench/multi_device.sh [BUILD_DIR] [--pipeline] [extra bench_multi_device options]
+# --tp: tensor parallelism (--tp N) on 1, 2 and 4 devices with the same compute model (hbm=1GB/s,
+# tflops=0.002): every layer split across the devices, each on a thread, at 1 and 16 streams.
+#
+# usage: bench/multi_device.sh [BUILD_DIR] [--pipeline | --tp] [extra bench_multi_device options]
 # e.g.   bench/multi_device.sh build/release --reps 3 --gen 32
 set -eu
 build=${1:-build/release}
 [ $# -gt 0 ] && shift
 pipeline=0
+tp=0
 if [ "${1:-}" = "--pipeline" ]; then pipeline=1; shift; fi
+if [ "${1:-}" = "--tp" ]; then tp=1; shift; fi
 bin="$build/bench_multi_device"
 if [ ! -x "$bin" ]; then
   echo "multi_device.sh: $bin not found: build first (cmake --build --preset release)" >&2
   exit 66
 fi
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs online"
+if [ "$tp" = 1 ]; then
+  exec "$bin" --model builtin:tiny --wtype f32 --devices 1,2,4 --size 64MiB --gen 8 --reps 2 --tp --streams 1,16 \
+    --prompt 16 --hbm 1GB/s --tflops 0.002 "$@"
+fi
 if [ "$pipeline" = 0 ]; then
   exec "$bin" --model builtin:1b --wtype q4_0 --devices 1,2,4 --size 1GiB --pcie 16GB/s --streams 1,16 "$@"
 fi

@@ -25,6 +25,10 @@
 #    Q4_0, 128 tokens at batch 1) with the dispatch before version 3 (IL_CUDA_MATVEC=2) and with
 #    the measured table;
 # 6. attention (attention_steps below: the attention work adds its steps there);
+# 6b. several GPUs (nvidia-smi lists two or more): test_tp on cuda:0,cuda:1 (--tp 2 through NCCL
+#    and the layer split against cuda:0's logits), then bench_multi_device --cuda: builtin:1b
+#    F16 on 1 and 2 GPUs at 1 and 16 streams with --tp, and with the layer split and
+#    --micro-batches 0,4; with one GPU, test_tp's CUDA part only skips, saying so;
 # 7. smoke and the rest: a run of builtin:tiny, bench_cuda (copy roofline, matvec GB/s per type,
 #    512-token GEMM TFLOP/s, builtin:1b tokens/s), the op test with IL_CUDA_NO_CUBLAS=1 and with
 #    version 1, test_doctor_elf (and the real libcuda's version strings), test_sim, memcheck.
@@ -150,7 +154,8 @@ else
     -DCMAKE_CUDA_COMPILER="$nvcc"
   step build_module 300 cmake --build "$bdir" -j "$jobs" --target inferlab_cuda
   step build 300 cmake --build "$bdir" -j "$jobs" --target inferlab test_cuda_module test_cuda_glue \
-    test_backend_ops test_cuda_engine test_sim test_doctor_elf bench_cuda bench_cuda_mv3 test_cuda_mv3
+    test_backend_ops test_cuda_engine test_sim test_doctor_elf bench_cuda bench_cuda_mv3 test_cuda_mv3 test_tp \
+    bench_multi_device
 fi
 
 case $bdir in /*) ;; *) bdir=$PWD/$bdir ;; esac
@@ -193,6 +198,15 @@ if [ -s "$out/mv_table.txt" ]; then
   done
 fi
 attention_steps
+n_gpus=$(nvidia-smi -L | grep -c '^GPU ')
+say "GPUs: $n_gpus"
+step test_tp 120 "$bdir/test_tp"
+if [ "$n_gpus" -ge 2 ]; then
+  step bench_tp_cuda 120 "$bdir/bench_multi_device" --cuda --tp --model builtin:1b --wtype f16 --devices 1,2 \
+    --streams 1,16 --prompt 16 --gen 32 --reps 2
+  step bench_split_cuda 120 "$bdir/bench_multi_device" --cuda --model builtin:1b --wtype f16 --devices 1,2 \
+    --streams 1,16 --prompt 16 --gen 32 --reps 2 --micro-batches 0,4
+fi
 step run_tiny 60 "$bdir/inferlab" run --device cuda -m builtin:tiny -n 32 -p "Hello"
 # bench_cuda's "matvec table" passes read the measured table when the tournament wrote one
 table_env=()

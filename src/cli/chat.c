@@ -37,7 +37,7 @@ static void il__chat_help(void) {
          "    --stats", "print tokens and speed of each reply to stderr",
          "-n, --n-predict N", "most tokens per reply (-1 = until end or context full) [256]");
   il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,no-mmap,direct-io,mlock,preload,load-pipeline,"
-                               "repeat-penalty,repeat-last-n,isa,repack,device,split,micro-batches,mem-limit,attn");
+                               "repeat-penalty,repeat-last-n,isa,repack,device,split,micro-batches,tp,mem-limit,attn");
   printf("\nexamples:\n"
          "  inferlab chat -m smollm2-135m-instruct.gguf\n"
          "  printf 'Hello\\nTell me a story\\n' | inferlab chat -m builtin:tiny -n 16 --temp 0\n"

@@ -19,7 +19,7 @@ static void il__plan_help(void) {
          "A --device list is planned per device: one column each (layers, categories, peak, fits),\n"
          "each device's peak found with the others large, the split (--split, auto) pinned.\n\noptions:\n");
   printf("  %-24s %s\n", "    --json", "one JSON document (peak_bytes, fits, by_category, fixes, ...)");
-  il_cli_print_options(stdout, "model,wtype,device,split,ctx,batch,n-seq,kv-type,kv,kv-block,attn,gpu-layers,place,threads");
+  il_cli_print_options(stdout, "model,wtype,device,split,tp,ctx,batch,n-seq,kv-type,kv,kv-block,attn,gpu-layers,place,threads");
   printf("\nexamples:\n"
          "  inferlab plan -m builtin:1b --wtype q4_0 --device sim:2GiB --ctx 4096\n"
          "  inferlab plan -m model.gguf --device sim:8GiB,ctx=300MiB -ngl auto --json\n"

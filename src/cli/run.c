@@ -24,7 +24,7 @@ static void il__run_help(void) {
          "At the end, prompt and generation speed and peak memory by category go to stderr.\n\n"
          "options:\n");
   il_cli_print_options(stdout, "model,wtype,prompt,n-predict,threads,ctx,batch,seed,temp,top-k,top-p,min-p,"
-                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,split,micro-batches,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,direct-io,mlock,preload,load-pipeline");
+                               "repeat-penalty,repeat-last-n,no-bos,ignore-eos,isa,repack,device,split,micro-batches,tp,mem-limit,gpu-layers,place,offload,fit,attn,attn-slice,kv-type,kv,kv-block,dtype,check-numerics,no-mmap,direct-io,mlock,preload,load-pipeline");
   printf("  %-24s %s\n", "    --mmap", "weights through a file mapping, read on first use (the default; undoes --no-mmap)");
   printf("  %-24s %s\n", "-f, --file FILE", "read the prompt from FILE ('-' = stdin)");
   printf("  %-24s %s\n", "    --no-echo", "do not print the prompt before the generated text");

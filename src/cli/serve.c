@@ -60,7 +60,7 @@ static void il__serve_help(void) {
   /* not listed: n-seq (--parallel above), the prompt, and the options a request sets itself
    * (no-bos, no-parse-special, ignore-eos); they are still accepted */
   il_cli_print_options(stdout, "model,wtype,threads,ctx,batch,seed,temp,top-k,top-p,min-p,repeat-penalty,repeat-last-n,"
-                               "n-predict,isa,repack,device,split,micro-batches,mem-limit,attn,attn-slice,kv-type,dtype,check-numerics,kv,"
+                               "n-predict,isa,repack,device,split,micro-batches,tp,mem-limit,attn,attn-slice,kv-type,dtype,check-numerics,kv,"
                                "kv-block,no-prefix-cache,gpu-layers,offload,fit,place,no-mmap,direct-io,mlock,preload,load-pipeline,config");
   printf("\nexamples:\n"
          "  inferlab serve -m model.gguf --parallel 8 --port 8080\n"

@@ -1008,9 +1008,12 @@ il_status il_model_forward_pipelined(il_model_dev *d, il_forward_state *st, cons
 /* ---- tensor parallelism (model/tp.h) ----
  * Every shard runs each block on its own device up to its partial xo (il__attention and il__ffn
  * with partial set), the partials are summed across the shards, and every shard adds the sum to
- * its copy of the residual. The shards' ops are queued one shard after the other from this
- * thread; on cuda each device runs its share while the host queues the next one's, and NCCL's
- * sum is queued on every device's stream in one group. */
+ * its copy of the residual. With NCCL (cuda) the shards' ops are queued one shard after the
+ * other from this thread: each device runs its share while the host queues the next one's, and
+ * the sum is queued on every device's stream in one group. With the host's sum (cpu, sim) each
+ * shard runs on a thread of its own, which meet at a barrier around each sum (computed by shard
+ * 0's thread), so the devices compute at once as GPUs would; with --check-numerics (one record
+ * for every op) they run in turn on this thread. */
 
 /* xo = the sum of every shard's xo, on every shard. */
 static il_status il__tp_reduce(il_model_tp *t, il_forward_lane *const *ln, int32_t n) {
@@ -1043,6 +1046,115 @@ static void il__tp_observe(il_model_tp *t, bool on) {
   }
 }
 
+/* The layers of one pass on shard threads (the comment above): each thread runs its shard; the
+ * first error stops every thread's work at the next barrier, which all of them still reach. */
+typedef struct {
+  il_model_tp *t;
+  const il_kv_view *kv;
+  il_forward_lane *const *ln;
+  int32_t n;
+  pthread_barrier_t bar;
+  pthread_mutex_t lock;
+  pthread_cond_t go_cv;
+  bool go;          /* every shard's thread started (or not: failed says so) */
+  il_status failed;
+  char why[1024];
+} il__tpr;
+
+typedef struct {
+  il__tpr *r;
+  int s;
+} il__tpr_arg;
+
+static bool il__tpr_ok(il__tpr *r) {
+  pthread_mutex_lock(&r->lock);
+  const bool ok = r->failed == IL_OK;
+  pthread_mutex_unlock(&r->lock);
+  return ok;
+}
+
+static void il__tpr_note(il__tpr *r, il_status st, int s, int32_t l) {
+  if (st == IL_OK) return;
+  pthread_mutex_lock(&r->lock);
+  if (r->failed == IL_OK) {
+    r->failed = st;
+    snprintf(r->why, sizeof r->why, "--tp shard %d, layer %d: %s", s, l, il_error_detail());
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+/* Shard s's layers; shard 0 computes the sums between the barriers. */
+static void il__tpr_layers(il__tpr *r, int s) {
+  il_model_tp *t = r->t;
+  const il_hparams *hp = &t->shard[0].hp;
+  const int32_t L = hp->n_layer, n = r->n;
+  il_forward_lane *ln = r->ln[s];
+  il_forward_state *st = t->st[s];
+  for (int32_t l = 0; l < L; l++) {
+    const il_layer_dev *Ld = NULL;
+    il_status e = IL_OK;
+    if (il__tpr_ok(r)) {
+      e = il_model_dev_layer(t->dev[s], l, &Ld);
+      if (e == IL_OK) e = il__attention(&t->shard[s], st, ln, Ld, l, n, &r->kv[(size_t)s * L + l], true);
+      il__tpr_note(r, e, s, l);
+    }
+    pthread_barrier_wait(&r->bar);
+    if (s == 0 && il__tpr_ok(r)) il__tpr_note(r, il__tp_reduce(t, r->ln, n), s, l);
+    pthread_barrier_wait(&r->bar);
+    if (il__tpr_ok(r)) {
+      e = il__residual(st, ln, n, Ld->attn_post_norm, hp->norm_eps, l, "post_attention_norm", "attention residual");
+      if (e == IL_OK) e = il__ffn(&t->shard[s], st, ln, Ld, l, n, true);
+      il__tpr_note(r, e, s, l);
+    }
+    pthread_barrier_wait(&r->bar);
+    if (s == 0 && il__tpr_ok(r)) il__tpr_note(r, il__tp_reduce(t, r->ln, n), s, l);
+    pthread_barrier_wait(&r->bar);
+    if (il__tpr_ok(r))
+      il__tpr_note(r, il__residual(st, ln, n, Ld->ffn_post_norm, hp->norm_eps, l, "post_ffw_norm", "feed-forward residual"),
+                   s, l);
+  }
+}
+
+static void *il__tpr_main(void *arg) {
+  il__tpr *r = ((il__tpr_arg *)arg)->r;
+  pthread_mutex_lock(&r->lock);
+  while (!r->go) pthread_cond_wait(&r->go_cv, &r->lock);
+  const bool run = r->failed == IL_OK; /* else a thread did not start: nobody meets at the barrier */
+  pthread_mutex_unlock(&r->lock);
+  if (run) il__tpr_layers(r, ((il__tpr_arg *)arg)->s);
+  return NULL;
+}
+
+static il_status il__tp_layers_threaded(il_model_tp *t, il_forward_lane *const *ln, int32_t n, const il_kv_view *kv) {
+  il__tpr r = {.t = t, .kv = kv, .ln = ln, .n = n};
+  if (pthread_barrier_init(&r.bar, NULL, (unsigned)t->n))
+    return il_error(IL_ERR_INTERNAL, "forward --tp: cannot make the shards' barrier");
+  pthread_mutex_init(&r.lock, NULL);
+  pthread_cond_init(&r.go_cv, NULL);
+  pthread_t th[IL_TP_MAX];
+  il__tpr_arg args[IL_TP_MAX];
+  int started = 1;
+  for (int s = 1; s < t->n; s++, started++) {
+    args[s] = (il__tpr_arg){&r, s};
+    if (pthread_create(&th[s], NULL, il__tpr_main, &args[s])) break;
+  }
+  pthread_mutex_lock(&r.lock);
+  if (started < t->n) {
+    r.failed = IL_ERR_INTERNAL;
+    snprintf(r.why, sizeof r.why, "forward --tp: cannot start the thread of shard %d", started);
+  }
+  r.go = true;
+  pthread_cond_broadcast(&r.go_cv);
+  pthread_mutex_unlock(&r.lock);
+  if (started == t->n) il__tpr_layers(&r, 0);
+  for (int s = 1; s < started; s++) pthread_join(th[s], NULL);
+  const il_status st = r.failed != IL_OK ? il_error(r.failed, "%s", r.why) : IL_OK;
+  pthread_barrier_destroy(&r.bar);
+  pthread_cond_destroy(&r.go_cv);
+  pthread_mutex_destroy(&r.lock);
+  return st;
+}
+
 static il_status il__forward_tp(il_model_tp *t, const il_batch_entry *batch, int32_t n, const il_kv_view *kv,
                                 const int32_t *slots, int32_t *n_logits) {
   il_forward_state *st0 = t->st[0];
@@ -1062,6 +1174,7 @@ static il_status il__forward_tp(il_model_tp *t, const il_batch_entry *batch, int
       return il_error(IL_ERR_INTERNAL, "forward --tp: shard %d has no layers on its device", s);
   }
   st0->passes++;
+  int32_t L0 = 0; /* the first layer the loop below runs */
   /* the embedding on shard 0, its rows sent to every shard's residual */
   il_forward_lane *le = il_forward_lane_of(st0, d0->embd_b);
   IL_TRY(il__embed(d0, st0, le, n));
@@ -1073,7 +1186,11 @@ static il_status il__forward_tp(il_model_tp *t, const il_batch_entry *batch, int
     IL_TRY(t->b[s]->ops->upload(t->b[s], il_tensor_rows(ln[s]->x, 0, n), t->scratch, xb));
     t->broadcast_bytes += xb;
   }
-  for (int32_t l = 0; l < L; l++) {
+  if (!t->use_nccl && !st0->numerics) {
+    IL_TRY(il__tp_layers_threaded(t, ln, n, kv));
+    L0 = L; /* done */
+  }
+  for (int32_t l = L0; l < L; l++) {
     const il_layer_dev *Ls[IL_TP_MAX];
     for (int s = 0; s < t->n; s++) {
       IL_TRY(il_model_dev_layer(t->dev[s], l, &Ls[s]));
