@@ -10,6 +10,8 @@
  *   layer weights add up to the model's; each device holds 1/N of the KV cells;
  * - two all-reduces per layer per pass, their bytes two copies of every device's partial rows,
  *   and the embedding's rows sent once to every other device, against a count from the passes;
+ * - a forked sequence (its cells copied on every device, or its blocks shared when paged)
+ *   continues as the original does;
  * - --check-numerics observes every shard's ops;
  * - out of memory on one device of a --tp list: the report names that device, gives every
  *   device all the layers, and --fit applies its first fix and runs;
@@ -188,6 +190,32 @@ static void test_memory_and_bytes(void) {
   }
 }
 
+static void test_fork(void) {
+  for (int paged = 0; paged < 2; paged++) {
+    kv_layout = paged ? "paged" : "contiguous";
+    il_config c;
+    il_config_defaults(&c);
+    c.n_seq = 2;
+    il_engine *e;
+    IL_CHECK_OK(open_with("builtin:tiny", "sim:64MiB,sim:64MiB", 2, &c, &e));
+    if (!e) continue;
+    const size_t nv = (size_t)e->model->hp.n_vocab;
+    float *a = calloc(nv * 8, 4), *b = calloc(nv, 4);
+    il_batch_entry p[8];
+    for (int i = 0; i < 7; i++) p[i] = (il_batch_entry){1 + i * 17 % 300, 0, i, true};
+    IL_CHECK_OK(il_engine_decode(e, p, 7, a));
+    IL_CHECK_OK(il_engine_seq_fork(e, 0, 1));
+    il_batch_entry s0 = {42, 0, 7, true}, s1 = {42, 1, 7, true};
+    IL_CHECK_OK(il_engine_decode(e, &s0, 1, a));
+    IL_CHECK_OK(il_engine_decode(e, &s1, 1, b));
+    IL_CHECK(memcmp(a, b, nv * 4) == 0); /* the same cells on every device, the same pass */
+    free(a);
+    free(b);
+    il_engine_free(e);
+  }
+  kv_layout = "contiguous";
+}
+
 static void test_numerics(void) {
   il_config c;
   il_config_defaults(&c);
@@ -307,6 +335,7 @@ static void test_errors(void) {
 int main(void) {
   test_logits();
   test_memory_and_bytes();
+  test_fork();
   test_numerics();
   test_oom();
   test_cuda();
