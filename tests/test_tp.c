@@ -17,7 +17,10 @@
  *   device all the layers, and --fit applies its first fix and runs;
  * - on a machine with two CUDA devices (else a SKIP (part) line says why): builtin:tiny and
  *   builtin:1b-2l with --tp 2 on cuda:0,cuda:1 (the sums through NCCL) give cuda:0's logits
- *   within 2e-3 of the scale, and the layer split on cuda:0,cuda:1 gives them within 1e-5;
+ *   within 2e-3 of the scale, and the layer split on cuda:0,cuda:1 gives them within 1e-5; on
+ *   two fake devices (test_tp_fakecuda: the fake module with FAKE_CUDA_DEVICES=2 and the fake
+ *   libnccl through INFERLAB_NCCL_LIB) the same for builtin:tiny, the NCCL group's calls in the
+ *   order the fake logs them;
  * - --tp that does not divide the heads, KV heads or a quant type's blocks, a MoE model, a
  *   device count that differs from N and the options that place layers are errors naming the
  *   flag and the reason.
@@ -27,6 +30,7 @@
 
 #include "engine/engine_impl.h" /* white-box: reads the shards */
 #include "backend/registry.h"
+#include "core/dl.h"
 #include "engine/oom.h"
 #include "harness.h"
 #include "memory/mem.h"
@@ -265,8 +269,10 @@ static void test_cuda(void) {
     return;
   }
   b->ops->destroy(b);
+  const char *module = getenv("INFERLAB_CUDA_MODULE");
+  const bool fake = module && strstr(module, "fake"); /* host kernels: the small model only */
   static const char *const models[] = {"builtin:tiny", "builtin:1b-2l"};
-  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+  for (size_t i = 0; i < (fake ? 1 : sizeof models / sizeof models[0]); i++) {
     il_engine *one, *tp, *split;
     IL_CHECK_OK(open_with(models[i], "cuda:0", 0, NULL, &one));
     IL_CHECK_OK(open_with(models[i], "cuda:0,cuda:1", 2, NULL, &tp));
@@ -283,6 +289,22 @@ static void test_cuda(void) {
       il_engine_snapshot_get(tp, IL_ENGINE_SNAP_ALL, &es);
       IL_CHECK(es.tp_nccl);
       printf("%s: --tp 2 on cuda:0,cuda:1, %llu all-reduces through NCCL\n", models[i], (unsigned long long)es.tp_allreduces);
+      const char *nccl = getenv("INFERLAB_NCCL_LIB");
+      il_dl lib;
+      const char *(*log)(void) = NULL;
+      if (fake && nccl && il_dl_open(&lib, nccl) == IL_OK) {
+        if (il_dl_sym(&lib, "fake_nccl_log", (void **)&log) == IL_OK) {
+          /* one communicator set, then per sum a group of one call per device */
+          const char *l = log(), *p = l;
+          int groups = 0, calls = 0;
+          while ((p = strstr(p, "ncclGroupStart\n"))) groups++, p++;
+          for (p = l; (p = strstr(p, "ncclAllReduce\n")); p++) calls++;
+          IL_CHECK_CONTAINS(l, "ncclCommInitAll\nncclGroupStart\nncclAllReduce\nncclAllReduce\nncclGroupEnd\n");
+          IL_CHECK_INT(groups, (int)es.tp_allreduces);
+          IL_CHECK_INT(calls, 2 * (int)es.tp_allreduces);
+        }
+        il_dl_close(&lib);
+      }
       run(split, got);
       snprintf(what, sizeof what, "%s --device cuda:0,cuda:1 (layer split)", models[i]);
       check_close(want, got, nv, 1e-5, what);

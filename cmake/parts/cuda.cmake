@@ -221,6 +221,13 @@ if(il_cuda_build)
           ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;IL_CLI=$<TARGET_FILE:inferlab>;IL_SRC=${CMAKE_SOURCE_DIR}")
       endif()
     endforeach()
+    # Tensor parallelism's NCCL path end to end: two fake devices, the fake libnccl.
+    if(TARGET test_tp AND TARGET il_fake_nccl)
+      add_dependencies(test_tp inferlab_cuda_fake il_fake_nccl)
+      add_test(NAME test_tp_fakecuda COMMAND test_tp)
+      set_tests_properties(test_tp_fakecuda PROPERTIES LABELS "quick;gpu" SKIP_RETURN_CODE 77 TIMEOUT 300
+        ENVIRONMENT "INFERLAB_CUDA_MODULE=$<TARGET_FILE:inferlab_cuda_fake>;FAKE_CUDA_DEVICES=2;INFERLAB_NCCL_LIB=$<TARGET_FILE:il_fake_nccl>")
+    endif()
     # The `cuda` cases of three engine tests, each on the fake module (NAME_fakecuda) and on a
     # device (NAME_cuda, which skips without one): the prefix cache's logits against a run from
     # scratch (test_prefix_cache.c), constrained generation (test_grammar.c), and speculative

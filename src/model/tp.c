@@ -3,6 +3,7 @@
  * blocks it runs. */
 #include "model/tp.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/dtype.h"
@@ -146,7 +147,7 @@ il_status il_model_tp_place(il_model_tp *t, il_backend *const *b, il_model_dev *
     if (all) { /* every shard on a cuda device: NCCL sums on the devices */
       int devlist[IL_TP_MAX];
       for (int s = 0; s < t->n && st == IL_OK; s++) st = il__device_of(t, s, &devlist[s]);
-      if (st == IL_OK) st = il_nccl_open(&t->nccl, NULL);
+      if (st == IL_OK) st = il_nccl_open(&t->nccl, getenv("INFERLAB_NCCL_LIB")); /* NULL: libnccl.so.2 */
       if (st == IL_OK) st = il_nccl_init(&t->nccl, t->comms, t->n, devlist);
       t->use_nccl = st == IL_OK;
     }

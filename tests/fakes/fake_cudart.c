@@ -12,8 +12,10 @@
  * dimension or offset gives wrong numbers). What it cannot check: the real kernels, real
  * asynchrony, or anything the hardware does.
  * "Device" memory is host memory from malloc; streams run everything at once. One device of
- * 1 GiB named "inferlab fake GPU", compute capability 9.0; FAKE_CUDA_FAIL_MALLOC_OVER (bytes)
- * makes larger cudaMalloc calls fail with cudaErrorMemoryAllocation.
+ * 1 GiB named "inferlab fake GPU", compute capability 9.0, or FAKE_CUDA_DEVICES of them (up to
+ * 8, sharing the 1 GiB: for tensor parallelism's NCCL path with tests/fakes/fake_nccl);
+ * FAKE_CUDA_FAIL_MALLOC_OVER (bytes) makes larger cudaMalloc calls fail with
+ * cudaErrorMemoryAllocation.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -100,10 +102,16 @@ cudaError_t cudaFreeHost(void *p) {
   return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fake_ret(cudaErrorInvalidValue); }
+static int fake_devices(void) {
+  const char *n = getenv("FAKE_CUDA_DEVICES");
+  const int v = n ? atoi(n) : 1;
+  return v < 1 ? 1 : v > 8 ? 8 : v;
+}
+
+cudaError_t cudaSetDevice(int d) { return d >= 0 && d < fake_devices() ? cudaSuccess : fake_ret(cudaErrorInvalidValue); }
 
 cudaError_t cudaGetDeviceCount(int *n) {
-  *n = 1;
+  *n = fake_devices();
   return cudaSuccess;
 }
 
@@ -115,7 +123,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d) {
   prop->totalGlobalMem = FAKE_TOTAL;
   prop->multiProcessorCount = 2;
   prop->memoryBusWidth = 64;
-  return d == 0 ? cudaSuccess : fake_ret(cudaErrorInvalidValue);
+  return d >= 0 && d < fake_devices() ? cudaSuccess : fake_ret(cudaErrorInvalidValue);
 }
 
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int d) {
