@@ -8,7 +8,7 @@
  *   every device. The transfers are counted by each device as usual.
  * - NCCL: for cuda devices, ncclAllReduce on every device inside ncclGroupStart/End. NCCL is
  *   loaded with dlopen ("libnccl.so.2"), never linked, so one binary runs without it; a missing
- *   library is IL_ERR_NOT_FOUND with the loader's text (exit code 6 through the CLI).
+ *   library is IL_ERR_NOT_FOUND with the loader's text (exit code 66 through the CLI).
  *
  * Not for: deciding how weights are sharded (the engine), or moving activations between
  * pipeline stages (the engine's boundary copies).
