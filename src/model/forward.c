@@ -1036,11 +1036,14 @@ static il_status il__tp_reduce(il_model_tp *t, il_forward_lane *const *ln, int32
   return IL_OK;
 }
 
+/* The settings the caller gives shard 0's state (the numerics record, --attn-slice) on every
+ * shard's; the observer on every lane while a pass runs (on), off after it. */
 static void il__tp_observe(il_model_tp *t, bool on) {
   il_numerics *r = t->st[0]->numerics;
   for (int s = 0; s < t->n; s++) {
     il_forward_state *st = t->st[s];
     st->numerics = r;
+    st->attn_slice = t->st[0]->attn_slice;
     for (int i = 0; i < st->n_lanes; i++)
       st->lane[i].b->observer = on && r ? (il_op_observer){il_numerics_observe, r} : (il_op_observer){0};
   }
