@@ -57,6 +57,7 @@ set(IL_TEST_TABLE
   test_lab_report          quick                   300
   test_lab_stats           quick                   300
   test_lab_watch           quick                   300
+  test_lab_cmdbench        quick                   300  # bench --cmd on short shell commands
   test_layers              quick                   300  # includes point down the layers of design.md
   # all 32 lessons through the binary: seconds of CPU, but past 300 s of wall time on a loaded
   # 2-core machine under the sanitizers

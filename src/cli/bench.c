@@ -12,6 +12,7 @@
 #include "engine/spec.h"
 #include "core/outfile.h"
 #include "lab/bench.h"
+#include "lab/cmdbench.h"
 #include "lab/env.h"
 #include "lab/report.h"
 #include "lab/sweep.h"
@@ -22,13 +23,19 @@
 static void il__bench_help(void) {
   printf("usage: inferlab bench [-m MODEL] [--parallel 1,4,16] [--prompt 128,512] [--gen 128] [-r 5]\n"
          "                      [any engine option, also as a comma list] [--json|--csv|--jsonl]\n"
-         "                      [--report report.html]\n\n"
+         "                      [--report report.html]\n"
+         "       inferlab bench --cmd 'COMMAND' [-r 5] [--warmup 1] [--json] [-o FILE]\n\n"
          "Measures every combination of the swept options: load time, time to first token, time per\n"
          "output token, end to end (p50/p90/p99, stddev), prompt and generated tokens/s, requests/s,\n"
          "peak memory per category and RSS, CPU utilization, and bandwidth/FLOP/s against this\n"
          "machine's measured read-bandwidth roofline and, on the CPU, the compute peak of the\n"
          "instruction its kernels use (which of the two limits each phase). Each combination: load,\n"
          "--warmup untimed repetitions, then -r timed ones.\n\n"
+         "With --cmd, a foreign command instead (any program: llama.cpp's llama-cli, a vLLM server's\n"
+         "start script): run under /bin/sh -c, --warmup times untimed, then -r times, its output into a\n"
+         "temporary file; min, median and max over the runs that exited 0 of its wall time and of the\n"
+         "start as seen from outside: its first output, its RSS at 90%% of its growth, its GPU memory at\n"
+         "90%% of its growth (NVML), its peak RSS and CPU time (docs/bench.md).\n\n"
          "workload:\n"
          "      --parallel LIST      parallel sequences decoded together (the engine's n-seq) [n-seq]\n"
          "                           (--batch, the old spelling, still works with a note)\n"
@@ -64,11 +71,14 @@ static void il__bench_help(void) {
          "  inferlab bench --parallel 1,4 --prompt 64 --gen 32\n"
          "  inferlab bench -m model.gguf --threads 1,2,4 -r 3 --report bench.html\n"
          "  inferlab bench --wtype f32,q8_0,q4_0 --json > types.json\n"
+         "  inferlab bench --cmd './llama-cli -m model.gguf -p Hello -n 16 -no-cnv' -r 5\n"
          "\nexit codes: 0 ok, 1 runtime failure, 64 usage (also a draft model whose vocabulary is not the\n"
          "            model's), 65 malformed model, 66 model or draft model not found,\n"
          "            69 unsupported, 71 out of memory (the first failing combination's code; the\n"
          "            others are still measured and reported), 73 -o/--report cannot be written,\n"
-         "            130 interrupted by Ctrl-C (the combinations measured so far are reported)\n");
+         "            130 interrupted by Ctrl-C (the combinations measured so far are reported);\n"
+         "            with --cmd: 1 when a run of the command failed (the report names the first),\n"
+         "            64 usage (--cmd with engine options, --csv, --jsonl or --report), 130 Ctrl-C\n");
 }
 
 typedef struct {
@@ -91,12 +101,53 @@ static void il__progress(void *ud, int rep, int reps) {
   fflush(stderr);
 }
 
+static void il__cmd_progress(void *ud, int rep, int reps) {
+  (void)ud;
+  if (rep < 0) fprintf(stderr, "\rbench --cmd: warm-up\033[K");
+  else fprintf(stderr, "\rbench --cmd: run %d/%d\033[K", rep + 1, reps);
+  fflush(stderr);
+}
+
+/* bench --cmd: the command's runs, the table or JSON. */
+static int il__bench_cmd(const char *cmd, const il_bench_options *opt, bool json, bool quiet, const char *output) {
+  FILE *out = stdout;
+  il_outfile of = {0};
+  if (output) {
+    il_status ost = il_outfile_open(&of, "-o", output, NULL, 0);
+    if (ost != IL_OK) return il_cli_fail("bench", ost);
+    out = of.f;
+  }
+  const il_watch_options wo = {.interval_ms = opt->interval_ms, .nvml_lib = opt->nvml_lib, .no_gpu = opt->no_gpu};
+  il__interrupted = 0;
+  struct sigaction sa, old_int;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = il__on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  il_cmdbench b;
+  const bool progress = !quiet && isatty(2);
+  il_status st = il_cmdbench_run(cmd, opt->reps, opt->warmup, &wo, &il__interrupted,
+                                 progress ? il__cmd_progress : NULL, NULL, &b);
+  sigaction(SIGINT, &old_int, NULL);
+  if (progress) fprintf(stderr, "\r\033[K");
+  if (st == IL_OK) {
+    if (json) st = il_cmdbench_json(&b, out);
+    else il_cmdbench_print(&b, out);
+  }
+  const bool interrupted = b.interrupted, failed = b.failures > 0;
+  il_cmdbench_free(&b);
+  if (output && st == IL_OK) st = il_outfile_close(&of);
+  else if (output) il_outfile_discard(&of);
+  if (st != IL_OK) return il_cli_fail("bench", st);
+  return interrupted ? IL_EXIT_INTERRUPTED : failed ? IL_EXIT_FAILURE : IL_EXIT_OK;
+}
+
 int il_cli_bench(int argc, char **argv) {
   il_sweep_point base;
   il_sweep_point_defaults(&base);
   bool help = false, json = false, csv = false, jsonl = false, quiet = false, no_gpu = false;
   const char *reps_s = NULL, *warmup_s = NULL, *report = NULL, *output = NULL, *roof_s = NULL, *nvml = NULL,
-             *interval_s = NULL, *draft_model = NULL, *draft_s = NULL;
+             *interval_s = NULL, *draft_model = NULL, *draft_s = NULL, *cmd = NULL;
   /* lab workload names and every engine option, each with a value slot (a comma list) */
   const char *names[IL__MAX_FLAGS];
   const char *values[IL__MAX_FLAGS] = {0};
@@ -129,6 +180,7 @@ int il_cli_bench(int argc, char **argv) {
       {"no-gpu", 0, false, NULL, &no_gpu},        {"nvml-lib", 0, true, &nvml, NULL},
       {"interval", 0, true, &interval_s, NULL},   {"html", 0, true, &report, NULL},
       {"draft-model", 0, true, &draft_model, NULL}, {"draft", 0, true, &draft_s, NULL},
+      {"cmd", 0, true, &cmd, NULL},
   };
   for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) flags[n++] = own[i];
 
@@ -193,6 +245,16 @@ int il_cli_bench(int argc, char **argv) {
   opt.sample_usage = true;
   opt.no_gpu = no_gpu;
   opt.nvml_lib = nvml ? nvml : getenv("INFERLAB_NVML_LIB");
+  if (cmd) {
+    for (int k = 0; k < n_opt; k++)
+      if (present[k])
+        return il_cli_usage_error("bench", "--cmd runs a foreign command: --%s is an option of inferlab's engine",
+                                  k < 4 ? lab_flag[k] : names[k]);
+    if (draft_model || csv || jsonl || report)
+      return il_cli_usage_error("bench", "--cmd writes its table or --json; not %s",
+                                draft_model ? "--draft-model" : csv ? "--csv" : jsonl ? "--jsonl" : "--report");
+    return il__bench_cmd(cmd, &opt, json, quiet, output);
+  }
 
   /* the draft lengths measured per combination: first none (the speed-up's baseline) */
   int drafts[IL_SPEC_DRAFT_MAX + 2] = {-1}, nd = 1;
